@@ -1,0 +1,217 @@
+//! CreateTopics, DeleteTopics, CreatePartitions: wire requests to controller calls and back.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::configs::{config_entries, SOURCE_DEFAULT, SOURCE_TOPIC};
+use super::server::RequestContext;
+use super::{errors, Broker};
+use crate::controller::{ControllerError, NewTopic};
+
+fn message(s: impl Into<String>) -> Option<StrBytes> {
+    Some(StrBytes::from_string(s.into()))
+}
+
+pub(super) async fn create_topics(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: CreateTopicsRequest,
+) -> CreateTopicsResponse {
+    let mut results = Vec::with_capacity(req.topics.len());
+    let node = broker.config.node_id;
+    for topic in req.topics {
+        let name = topic.name.to_string();
+        let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
+        let mut new = NewTopic {
+            name: name.clone(),
+            partitions: topic.num_partitions,
+            replication_factor: topic.replication_factor,
+            configs: BTreeMap::new(),
+        };
+        let mut invalid = None;
+        for config in &topic.configs {
+            match &config.value {
+                Some(v) => {
+                    new.configs.insert(config.name.to_string(), v.to_string());
+                }
+                None => invalid = Some(format!("config '{}' has a null value", config.name)),
+            }
+        }
+        if !topic.assignments.is_empty() {
+            // Manual assignment: every replica must be this node.
+            let foreign = topic
+                .assignments
+                .iter()
+                .flat_map(|a| a.broker_ids.iter())
+                .any(|b| b.0 != node);
+            if foreign || topic.num_partitions != -1 || topic.replication_factor != -1 {
+                result.error_code = ResponseError::InvalidReplicaAssignment.code();
+                result.error_message = message("replica assignment must name only this broker, with numPartitions and replicationFactor -1");
+                results.push(result);
+                continue;
+            }
+            new.partitions = topic.assignments.len() as i32;
+            new.replication_factor = topic.assignments[0].broker_ids.len() as i16;
+        }
+        if let Some(why) = invalid {
+            result.error_code = ResponseError::InvalidConfig.code();
+            result.error_message = message(why);
+            results.push(result);
+            continue;
+        }
+        let outcome = if req.validate_only {
+            broker
+                .controller
+                .create_topic(&broker.image(), &new, Uuid::nil())
+                .map(|_| ())
+        } else {
+            broker.create_topic(new.clone()).await
+        };
+        match outcome {
+            Ok(()) => {
+                let image = broker.image();
+                let created = image.topic(&name);
+                if ctx.version >= 5 {
+                    result.num_partitions = created.map_or(
+                        if new.partitions == -1 { broker.config.num_partitions } else { new.partitions },
+                        |t| t.partitions,
+                    );
+                    result.replication_factor = created.map_or(
+                        if new.replication_factor == -1 { broker.config.default_replication_factor } else { new.replication_factor },
+                        |t| t.replication_factor,
+                    );
+                    let effective = broker
+                        .controller
+                        .topic_defaults()
+                        .with_overrides(&new.configs)
+                        .unwrap_or_else(|_| broker.controller.topic_defaults().clone());
+                    result.configs = Some(
+                        config_entries(&effective, &new.configs)
+                            .into_iter()
+                            .map(|(key, value, overridden)| {
+                                CreatableTopicConfigs::default()
+                                    .with_name(StrBytes::from_string(key))
+                                    .with_value(Some(StrBytes::from_string(value)))
+                                    .with_config_source(if overridden { SOURCE_TOPIC } else { SOURCE_DEFAULT })
+                            })
+                            .collect(),
+                    );
+                }
+                if ctx.version >= 7 {
+                    result.topic_id = created.map(|t| t.id).unwrap_or_default();
+                }
+                if !req.validate_only {
+                    tracing::info!(topic = %name, "created topic");
+                }
+            }
+            Err(e) => {
+                result.error_code = errors::controller(&e).code();
+                result.error_message = message(e.to_string());
+            }
+        }
+        results.push(result);
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}
+
+pub(super) async fn delete_topics(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    // v6 names topics by name or id; earlier versions by name only.
+    let targets: Vec<(Option<String>, Uuid)> = if ctx.version >= 6 {
+        req.topics
+            .into_iter()
+            .map(|t| (t.name.map(|n| n.to_string()), t.topic_id))
+            .collect()
+    } else {
+        req.topic_names
+            .into_iter()
+            .map(|n| (Some(n.to_string()), Uuid::nil()))
+            .collect()
+    };
+    let mut responses = Vec::with_capacity(targets.len());
+    for (name, id) in targets {
+        let image = broker.image();
+        let resolved = match &name {
+            Some(n) => Some(n.clone()),
+            None => image.topic_by_id(id).map(|t| t.name.clone()),
+        };
+        let mut r = DeletableTopicResult::default()
+            .with_name(resolved.clone().or(name.clone()).map(|n| TopicName(StrBytes::from_string(n))));
+        if ctx.version >= 6 {
+            r.topic_id = resolved
+                .as_deref()
+                .and_then(|n| image.topic(n))
+                .map(|t| t.id)
+                .unwrap_or(id);
+        }
+        let outcome = match &resolved {
+            None => Err(ControllerError::UnknownTopic(id.to_string())),
+            Some(n) => match broker.controller.delete_topic(&image, n) {
+                Ok(record) => broker
+                    .commit(vec![record])
+                    .await
+                    .map_err(|e| ControllerError::InvalidConfig(format!("could not persist: {e}"))),
+                Err(e) => Err(e),
+            },
+        };
+        match outcome {
+            Ok(()) => tracing::info!(topic = ?resolved, "deleted topic"),
+            Err(e) => {
+                r.error_code = match (&e, &name) {
+                    (ControllerError::UnknownTopic(_), None) => ResponseError::UnknownTopicId.code(),
+                    _ => errors::controller(&e).code(),
+                };
+                if ctx.version >= 5 {
+                    r.error_message = message(e.to_string());
+                }
+            }
+        }
+        responses.push(r);
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub(super) async fn create_partitions(broker: &Broker, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for topic in req.topics {
+        let name = topic.name.to_string();
+        let mut r = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+        let foreign = topic
+            .assignments
+            .iter()
+            .flatten()
+            .flat_map(|a| a.broker_ids.iter())
+            .any(|b| b.0 != broker.config.node_id);
+        let outcome = if foreign {
+            Err((ResponseError::InvalidReplicaAssignment, "replicas must be on this broker".to_string()))
+        } else {
+            match broker.controller.create_partitions(&broker.image(), &name, topic.count) {
+                Ok(_) if req.validate_only => Ok(()),
+                Ok(record) => broker
+                    .commit(vec![record])
+                    .await
+                    .map_err(|e| (ResponseError::KafkaStorageError, e.to_string())),
+                Err(e) => Err((errors::controller(&e), e.to_string())),
+            }
+        };
+        if let Err((code, why)) = outcome {
+            r.error_code = code.code();
+            r.error_message = message(why);
+        }
+        results.push(r);
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,41 @@
+//! Core errors as Kafka error codes: the one place where the cores' vocabulary meets the wire's.
+
+use kafka_protocol::error::ResponseError;
+
+use crate::controller::ControllerError;
+use crate::log::ReadError;
+use crate::replica::ProduceError;
+
+pub fn controller(e: &ControllerError) -> ResponseError {
+    match e {
+        ControllerError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+        ControllerError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        ControllerError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+        ControllerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        ControllerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
+    }
+}
+
+pub fn produce(e: &ProduceError) -> ResponseError {
+    match e {
+        ProduceError::Corrupt(_) => ResponseError::CorruptMessage,
+        ProduceError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        ProduceError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+        ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        ProduceError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        ProduceError::Storage(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn read(e: &ReadError) -> ResponseError {
+    match e {
+        ReadError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        ReadError::Io(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn code(e: Option<ResponseError>) -> i16 {
+    e.map(|e| e.code()).unwrap_or(0)
+}

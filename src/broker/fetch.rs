@@ -1,0 +1,213 @@
+//! Fetch (with long polling on `max_wait_ms` / `min_bytes`) and ListOffsets. Fetched records are
+//! the stored batch bytes, handed to the encoder as they are.
+
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::server::RequestContext;
+use super::{errors, Broker};
+
+/// Longest long poll honoured, whatever the client asks.
+const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
+
+/// One partition the request asked for, resolved to a name.
+struct Wanted {
+    topic: Option<String>,
+    topic_id: Uuid,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+}
+
+pub(super) async fn handle(broker: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+    let image = broker.image();
+    let mut wanted = Vec::new();
+    for topic in &req.topics {
+        let name = if ctx.version >= 13 {
+            image.topic_by_id(topic.topic_id).map(|t| t.name.clone())
+        } else {
+            Some(topic.topic.to_string())
+        };
+        for p in &topic.partitions {
+            wanted.push(Wanted {
+                topic: name.clone(),
+                topic_id: topic.topic_id,
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: p.partition_max_bytes.max(0) as usize,
+            });
+        }
+    }
+    let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
+    let min_bytes = req.min_bytes.max(0) as usize;
+    let max_bytes = req.max_bytes.max(0) as usize;
+    let started = broker.io.clock.monotonic();
+    loop {
+        // Register for wake-ups before looking, so an append in between is not missed.
+        let notified = broker.appended.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (partitions, bytes, errored) = read_all(broker, ctx, &wanted, max_bytes);
+        let waited = broker.io.clock.monotonic().saturating_sub(started);
+        if bytes >= min_bytes || errored || waited >= max_wait || wanted.is_empty() {
+            return response(ctx, &wanted, partitions);
+        }
+        broker.io.timeout(max_wait - waited, notified).await;
+    }
+}
+
+fn read_all(
+    broker: &Broker,
+    ctx: &RequestContext,
+    wanted: &[Wanted],
+    max_bytes: usize,
+) -> (Vec<PartitionData>, usize, bool) {
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut total = 0usize;
+    let mut errored = false;
+    for w in wanted {
+        let mut data = PartitionData::default()
+            .with_partition_index(w.partition)
+            .with_high_watermark(-1)
+            .with_records(None);
+        let handle = w.topic.as_deref().and_then(|t| broker.partition(t, w.partition));
+        let Some(handle) = handle else {
+            data.error_code = if ctx.version >= 13 && w.topic.is_none() {
+                ResponseError::UnknownTopicId.code()
+            } else {
+                ResponseError::UnknownTopicOrPartition.code()
+            };
+            errored = true;
+            out.push(data);
+            continue;
+        };
+        let partition = handle.lock();
+        data.high_watermark = partition.high_watermark();
+        data.last_stable_offset = partition.high_watermark();
+        if ctx.version >= 5 {
+            data.log_start_offset = partition.log_start_offset();
+        }
+        // The first partition with data may exceed the budget by one batch (KIP-74).
+        let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
+        if budget > 0 || total == 0 {
+            match partition.read(w.offset, budget) {
+                Ok(records) => {
+                    total += records.len();
+                    data.records = Some(records);
+                }
+                Err(e) => {
+                    if !matches!(e, crate::log::ReadError::OffsetOutOfRange { .. }) {
+                        tracing::error!(topic = partition.topic(), partition = w.partition, error = ?e, "read failed");
+                    }
+                    data.error_code = errors::read(&e).code();
+                    errored = true;
+                }
+            }
+        } else {
+            data.records = Some(Default::default());
+        }
+        out.push(data);
+    }
+    (out, total, errored)
+}
+
+fn response(ctx: &RequestContext, wanted: &[Wanted], partitions: Vec<PartitionData>) -> FetchResponse {
+    // Group the partitions back under their topics, in request order.
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for (w, data) in wanted.iter().zip(partitions) {
+        let same_topic = topics.last().is_some_and(|t| {
+            if ctx.version >= 13 {
+                t.topic_id == w.topic_id
+            } else {
+                w.topic.as_deref() == Some(t.topic.as_str())
+            }
+        });
+        if !same_topic {
+            let mut t = FetchableTopicResponse::default();
+            if ctx.version >= 13 {
+                t.topic_id = w.topic_id;
+            } else {
+                t.topic = TopicName(StrBytes::from_string(w.topic.clone().unwrap_or_default()));
+            }
+            topics.push(t);
+        }
+        topics.last_mut().unwrap().partitions.push(data);
+    }
+    FetchResponse::default().with_responses(topics)
+}
+
+/// ListOffsets special timestamps.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const EARLIEST_TIERED: i64 = -5;
+
+pub(super) fn list_offsets(broker: &Broker, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.to_string();
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let mut r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                    let Some(handle) = broker.partition(&name, p.partition_index) else {
+                        r.error_code = ResponseError::UnknownTopicOrPartition.code();
+                        return r;
+                    };
+                    let partition = handle.lock();
+                    let found = match p.timestamp {
+                        LATEST => Ok(Some((partition.high_watermark(), -1))),
+                        EARLIEST | EARLIEST_LOCAL | EARLIEST_TIERED => Ok(Some((partition.log_start_offset(), -1))),
+                        MAX_TIMESTAMP => {
+                            let max = partition.log().max_timestamp();
+                            if max < 0 {
+                                Ok(None)
+                            } else {
+                                partition.log().offset_for_timestamp(max)
+                            }
+                        }
+                        ts if ts < 0 => {
+                            r.error_code = ResponseError::InvalidRequest.code();
+                            return r;
+                        }
+                        ts => partition.log().offset_for_timestamp(ts),
+                    };
+                    match found {
+                        // Only committed offsets are visible.
+                        Ok(Some((offset, ts))) if offset <= partition.high_watermark() => {
+                            r.offset = offset;
+                            r.timestamp = ts;
+                            if ctx.version >= 4 {
+                                r.leader_epoch = partition.leader_epoch();
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::error!(topic = %name, error = %e, "offset lookup failed");
+                            r.error_code = ResponseError::KafkaStorageError.code();
+                        }
+                    }
+                    r
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(TopicName(StrBytes::from_string(name)))
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

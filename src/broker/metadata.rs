@@ -1,0 +1,151 @@
+//! Metadata (brokers, topics, partitions, leaders) and FindCoordinator.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::server::RequestContext;
+use super::{errors, Broker};
+use crate::controller::{validate_topic_name, TopicMeta};
+
+pub(super) async fn handle(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+    let node = BrokerId(broker.config.node_id);
+    let (host, port) = broker.advertised.read().unwrap().clone();
+    // v0 asks for all topics with an empty list; later versions with null.
+    let wanted: Option<Vec<(Option<String>, Uuid)>> = match req.topics {
+        None => None,
+        Some(list) if list.is_empty() && ctx.version == 0 => None,
+        Some(list) => Some(
+            list.into_iter()
+                .map(|t| (t.name.map(|n| n.to_string()), t.topic_id))
+                .collect(),
+        ),
+    };
+    let auto_create = broker.config.auto_create_topics_enable
+        && (ctx.version < 4 || req.allow_auto_topic_creation);
+    if let (true, Some(wanted)) = (auto_create, &wanted) {
+        let image = broker.image();
+        let missing: Vec<String> = wanted
+            .iter()
+            .filter_map(|(name, _)| name.clone())
+            .filter(|n| image.topic(n).is_none() && validate_topic_name(n).is_ok())
+            .collect();
+        for (name, result) in broker.auto_create(&missing).await {
+            match result {
+                Ok(()) => tracing::info!(topic = %name, "auto-created topic"),
+                Err(e) => tracing::debug!(topic = %name, error = %e, "auto-create failed"),
+            }
+        }
+    }
+    let image = broker.image();
+    let topics = match wanted {
+        None => image.topics().map(|t| topic_entry(broker, ctx, t)).collect(),
+        Some(wanted) => wanted
+            .into_iter()
+            .map(|(name, id)| {
+                let found = match &name {
+                    Some(n) => image.topic(n),
+                    None => image.topic_by_id(id),
+                };
+                match found {
+                    Some(t) => topic_entry(broker, ctx, t),
+                    None => {
+                        let error = match &name {
+                            Some(n) if validate_topic_name(n).is_err() => {
+                                ResponseError::InvalidTopicException
+                            }
+                            Some(_) => ResponseError::UnknownTopicOrPartition,
+                            None => ResponseError::UnknownTopicId,
+                        };
+                        MetadataResponseTopic::default()
+                            .with_error_code(error.code())
+                            .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
+                            .with_topic_id(if ctx.version >= 10 { id } else { Uuid::nil() })
+                    }
+                }
+            })
+            .collect(),
+    };
+    let mut response = MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(node)
+            .with_host(StrBytes::from_string(host))
+            .with_port(port as i32)])
+        .with_topics(topics);
+    if ctx.version >= 1 {
+        response.controller_id = node;
+    }
+    if ctx.version >= 2 {
+        response.cluster_id = Some(StrBytes::from_string(broker.cluster_id.clone()));
+    }
+    response
+}
+
+fn topic_entry(broker: &Broker, ctx: &RequestContext, topic: &TopicMeta) -> MetadataResponseTopic {
+    let node = BrokerId(broker.config.node_id);
+    let partitions = (0..topic.partitions)
+        .map(|index| {
+            let handle = broker.partition(&topic.name, index);
+            let mut p = MetadataResponsePartition::default()
+                .with_partition_index(index)
+                .with_leader_id(node)
+                .with_replica_nodes(vec![node])
+                .with_isr_nodes(vec![node]);
+            if handle.is_none() {
+                p.error_code = ResponseError::LeaderNotAvailable.code();
+            }
+            if ctx.version >= 7 {
+                p.leader_epoch = handle.map(|h| h.lock().leader_epoch()).unwrap_or(0);
+            }
+            p
+        })
+        .collect();
+    let mut entry = MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_partitions(partitions);
+    if ctx.version >= 10 {
+        entry.topic_id = topic.id;
+    }
+    entry
+}
+
+/// Weir has no consumer groups yet: say so with the protocol's retriable "not available" error
+/// rather than pointing clients at a coordinator that would not answer.
+pub(super) fn find_coordinator(
+    _broker: &Broker,
+    ctx: &RequestContext,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let error = ResponseError::CoordinatorNotAvailable;
+    let message = "Weir does not implement consumer groups or transactions yet";
+    let mut response = FindCoordinatorResponse::default();
+    if ctx.version >= 4 {
+        response.coordinators = req
+            .coordinator_keys
+            .into_iter()
+            .map(|key| {
+                kafka_protocol::messages::find_coordinator_response::Coordinator::default()
+                    .with_key(key)
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_static_str(message)))
+            })
+            .collect();
+    } else {
+        response.error_code = errors::code(Some(error));
+        response.node_id = BrokerId(-1);
+        response.port = -1;
+        if ctx.version >= 1 {
+            response.error_message = Some(StrBytes::from_static_str(message));
+        }
+    }
+    response
+}

@@ -1,0 +1,517 @@
+//! The broker: wires the configuration, the controller, the partitions and the network
+//! together, and answers Kafka requests. Request handlers live one API family per file; they
+//! translate wire types to core calls and back, so nothing below this layer sees the wire.
+
+mod admin;
+mod configs;
+mod errors;
+mod fetch;
+mod metadata;
+mod produce;
+mod server;
+mod state;
+mod versions;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+use uuid::Uuid;
+
+use crate::config::{ServerConfig, TopicConfig};
+use crate::controller::store::{MetadataStore, METADATA_DIR};
+use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
+use crate::io::{read_file, write_file_atomic, Io};
+use crate::log::Log;
+use crate::replica::Partition;
+pub use state::PartitionHandle;
+
+/// File in each partition directory naming the topic id it belongs to (Kafka's name).
+const PARTITION_METADATA: &str = "partition.metadata";
+/// How often recovery points are checkpointed (Kafka: log.flush.offset.checkpoint.interval.ms).
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+
+pub struct Broker {
+    config: ServerConfig,
+    io: Io,
+    log_dir: PathBuf,
+    cluster_id: String,
+    controller: Controller,
+    /// Writers serialise here (commits await an fsync).
+    metadata: tokio::sync::Mutex<MetadataStore>,
+    /// What readers see: replaced after each commit.
+    image: RwLock<Arc<MetadataImage>>,
+    partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
+    /// Wakes long-polling fetches when anything is appended.
+    appended: Notify,
+    next_producer_id: Mutex<i64>,
+    /// The address clients are told to use (known once the listener is bound).
+    advertised: RwLock<(String, u16)>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// A running broker: its address and the way to stop it.
+pub struct RunningBroker {
+    pub broker: Arc<Broker>,
+    pub local_addr: SocketAddr,
+}
+
+impl Broker {
+    /// Opens the data directory (recovering it), binds the client listener and starts serving.
+    pub async fn start(config: ServerConfig, io: Io) -> anyhow::Result<RunningBroker> {
+        let log_dir = PathBuf::from(config.log_dirs.first().cloned().unwrap_or_default());
+        if config.log_dirs.len() > 1 {
+            tracing::warn!("several log.dirs given; Weir uses only the first: {}", log_dir.display());
+        }
+        io.disk.create_dir_all(&log_dir)?;
+        let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
+        let now = io.clock.wall_ms();
+        let store = MetadataStore::open(io.disk.clone(), &log_dir, now)?;
+        let image = Arc::new(store.image().clone());
+        let controller = Controller::new(
+            1,
+            config.num_partitions,
+            config.default_replication_factor,
+            config.delete_topic_enable,
+            config.topic_defaults.clone(),
+        );
+        let endpoint = config
+            .broker_endpoints()
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("no broker listener in 'listeners'"))?;
+        let bind: SocketAddr = format!("{}:{}", bracket_v6(&endpoint.host), endpoint.port)
+            .parse()
+            .map_err(|e| anyhow::anyhow!("listener {}:{}: {e}", endpoint.host, endpoint.port))?;
+        let (shutdown, _) = watch::channel(false);
+        let broker = Arc::new(Broker {
+            next_producer_id: Mutex::new(image.producer_ids_reserved()),
+            config,
+            io: io.clone(),
+            log_dir,
+            cluster_id,
+            controller,
+            metadata: tokio::sync::Mutex::new(store),
+            image: RwLock::new(image),
+            partitions: RwLock::new(BTreeMap::new()),
+            appended: Notify::new(),
+            advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
+            shutdown,
+        });
+        broker.open_partitions()?;
+        let listener = io.net.bind(bind).await?;
+        let local_addr = listener.local_addr()?;
+        *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+        tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
+            "weir broker listening");
+        io.spawn(server::accept_loop(broker.clone(), listener));
+        io.spawn(background_loop(broker.clone()));
+        Ok(RunningBroker { broker, local_addr })
+    }
+
+    fn advertised_endpoint(&self, bound: SocketAddr) -> (String, u16) {
+        let listener = self.config.broker_endpoints().into_iter().next();
+        let advertised = self
+            .config
+            .advertised_listeners
+            .iter()
+            .find(|a| listener.as_ref().is_some_and(|l| l.listener_name == a.listener_name))
+            .cloned();
+        match advertised {
+            Some(a) if a.port != 0 => (a.host, a.port),
+            Some(a) if !a.host.is_empty() && a.host != "0.0.0.0" => (a.host, bound.port()),
+            _ if bound.ip().is_unspecified() => ("127.0.0.1".to_string(), bound.port()),
+            _ => (bound.ip().to_string(), bound.port()),
+        }
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    pub fn io(&self) -> &Io {
+        &self.io
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.read().unwrap().clone()
+    }
+
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<PartitionHandle>> {
+        self.partitions
+            .read()
+            .unwrap()
+            .get(&(topic.to_string(), index))
+            .cloned()
+    }
+
+    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
+        self.log_dir.join(format!("{topic}-{index}"))
+    }
+
+    fn topic_config(&self, topic: &str) -> Option<TopicConfig> {
+        let image = self.image();
+        image.topic(topic).map(|t| self.controller.topic_config(t))
+    }
+
+    /// Opens every partition the metadata knows; removes directories of deleted topics.
+    fn open_partitions(&self) -> io::Result<()> {
+        let image = self.image();
+        let known: BTreeMap<String, Uuid> = image
+            .topics()
+            .flat_map(|t| (0..t.partitions).map(move |p| (format!("{}-{p}", t.name), t.id)))
+            .collect();
+        for name in self.io.disk.list_dir(&self.log_dir)? {
+            let dir = self.log_dir.join(&name);
+            if name == METADATA_DIR || known.contains_key(&name) {
+                continue;
+            }
+            // A directory whose topic id is not in the metadata belongs to a deleted topic
+            // (the delete crashed before removing it). Anything else is left alone.
+            if let Some(id) = read_topic_id(&self.io, &dir) {
+                if image.topic_by_id(id).is_none() {
+                    tracing::info!(dir = %dir.display(), "removing data of a deleted topic");
+                    self.io.disk.remove_dir_all(&dir)?;
+                }
+            }
+        }
+        for topic in image.topics() {
+            for index in 0..topic.partitions {
+                self.open_partition(&topic.name, topic.id, index)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
+        let dir = self.partition_dir(topic, index);
+        match read_topic_id(&self.io, &dir) {
+            Some(existing) if existing != id => {
+                // Same name, other topic (re-created after a delete that did not finish).
+                tracing::warn!(dir = %dir.display(), "removing stale data of an earlier topic with this name");
+                self.io.disk.remove_dir_all(&dir)?;
+            }
+            _ => {}
+        }
+        let config = self
+            .topic_config(topic)
+            .unwrap_or_else(|| self.controller.topic_defaults().clone());
+        let now = self.io.clock.wall_ms();
+        let (partition, recovery) =
+            Partition::open(self.io.disk.clone(), &dir, topic, index, config, now)?;
+        write_topic_id(&self.io, &dir, id)?;
+        if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
+            tracing::warn!(topic, partition = index, ?recovery, "recovered partition after unclean shutdown");
+        }
+        let handle = Arc::new(PartitionHandle::new(partition, id));
+        self.partitions
+            .write()
+            .unwrap()
+            .insert((topic.to_string(), index), handle);
+        Ok(())
+    }
+
+    /// Makes metadata records durable, publishes the new image and applies their effects on
+    /// local partitions.
+    async fn commit(&self, records: Vec<MetadataRecord>) -> io::Result<()> {
+        let mut store = self.metadata.lock().await;
+        let now = self.io.clock.wall_ms();
+        store.commit(&records, now).await?;
+        *self.image.write().unwrap() = Arc::new(store.image().clone());
+        drop(store);
+        for record in &records {
+            self.apply_locally(record)?;
+        }
+        Ok(())
+    }
+
+    fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
+        match record {
+            MetadataRecord::Topic {
+                name,
+                id,
+                partitions,
+                ..
+            } => {
+                for index in 0..*partitions {
+                    self.open_partition(name, *id, index)?;
+                }
+            }
+            MetadataRecord::Partitions { name, count } => {
+                let image = self.image();
+                let Some(topic) = image.topic(name) else {
+                    return Ok(());
+                };
+                for index in 0..*count {
+                    if self.partition(name, index).is_none() {
+                        self.open_partition(name, topic.id, index)?;
+                    }
+                }
+            }
+            MetadataRecord::RemoveTopic { name, .. } => {
+                let removed: Vec<(i32, Arc<PartitionHandle>)> = {
+                    let mut partitions = self.partitions.write().unwrap();
+                    let keys: Vec<(String, i32)> = partitions
+                        .range((name.clone(), i32::MIN)..=(name.clone(), i32::MAX))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    keys.into_iter()
+                        .filter_map(|k| partitions.remove(&k).map(|h| (k.1, h)))
+                        .collect()
+                };
+                for (index, handle) in removed {
+                    handle.mark_deleted();
+                    let dir = self.partition_dir(name, index);
+                    if let Err(e) = self.io.disk.remove_dir_all(&dir) {
+                        tracing::warn!(dir = %dir.display(), error = %e, "could not remove deleted partition");
+                    }
+                }
+                self.appended.notify_waiters();
+            }
+            MetadataRecord::TopicConfig { name, .. } => {
+                if let Some(config) = self.topic_config(name) {
+                    for handle in self.topic_partitions(name) {
+                        handle.lock().set_config(config.clone());
+                    }
+                }
+            }
+            MetadataRecord::ProducerIds { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn topic_partitions(&self, topic: &str) -> Vec<Arc<PartitionHandle>> {
+        let partitions = self.partitions.read().unwrap();
+        partitions
+            .range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX))
+            .map(|(_, h)| h.clone())
+            .collect()
+    }
+
+    fn all_partitions(&self) -> Vec<Arc<PartitionHandle>> {
+        self.partitions.read().unwrap().values().cloned().collect()
+    }
+
+    /// Creates topics that a Metadata request named and auto-creation allows.
+    async fn auto_create(&self, names: &[String]) -> Vec<(String, Result<(), ControllerError>)> {
+        let mut results = Vec::new();
+        for name in names {
+            let new = crate::controller::NewTopic {
+                name: name.clone(),
+                partitions: -1,
+                replication_factor: -1,
+                configs: BTreeMap::new(),
+            };
+            results.push((name.clone(), self.create_topic(new).await));
+        }
+        results
+    }
+
+    async fn create_topic(&self, new: crate::controller::NewTopic) -> Result<(), ControllerError> {
+        let record = {
+            let image = self.image();
+            let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
+            self.controller.create_topic(&image, &new, id)?
+        };
+        self.commit(vec![record]).await.map_err(|e| {
+            ControllerError::InvalidConfig(format!("could not persist the new topic: {e}"))
+        })
+    }
+
+    /// A new producer id, never handed out before (blocks are reserved in the metadata log).
+    async fn allocate_producer_id(&self) -> io::Result<i64> {
+        loop {
+            let reserve = {
+                let image = self.image();
+                let mut next = self.next_producer_id.lock().unwrap();
+                if *next < image.producer_ids_reserved() {
+                    let id = *next;
+                    *next += 1;
+                    return Ok(id);
+                }
+                self.controller.reserve_producer_ids(&image, *next)
+            };
+            if let Some(record) = reserve {
+                self.commit(vec![record]).await?;
+            }
+        }
+    }
+
+    /// fsyncs a partition up to `up_to`. Concurrent callers share one fsync (group commit).
+    async fn flush_partition(&self, handle: &PartitionHandle, up_to: i64) -> io::Result<()> {
+        if handle.lock().log().recovery_point() >= up_to {
+            return Ok(());
+        }
+        let _gate = handle.flush_gate.lock().await;
+        let plan = {
+            let partition = handle.lock();
+            if partition.log().recovery_point() >= up_to {
+                return Ok(());
+            }
+            partition.log().flush_plan()
+        };
+        Log::sync_files(&plan).await?;
+        handle
+            .lock()
+            .log_mut()
+            .flushed(plan.up_to, self.io.clock.wall_ms());
+        Ok(())
+    }
+
+    /// Stops accepting work and closes every log cleanly (flushed, checkpointed, marked clean).
+    pub async fn shutdown(&self) -> io::Result<()> {
+        let _ = self.shutdown.send(true);
+        let now = self.io.clock.wall_ms();
+        let handles = self.all_partitions();
+        for handle in &handles {
+            handle.mark_deleted();
+        }
+        for handle in handles {
+            let _gate = handle.flush_gate.lock().await;
+            let plan = handle.lock().log().flush_plan();
+            Log::sync_files(&plan).await?;
+            let checkpoint = {
+                let mut partition = handle.lock();
+                partition.log_mut().flushed(plan.up_to, now);
+                partition.log().checkpoint()
+            };
+            checkpoint.write_clean().await?;
+        }
+        self.metadata
+            .lock()
+            .await
+            .close(self.io.clock.wall_ms())
+            .await?;
+        tracing::info!("weir broker stopped cleanly");
+        Ok(())
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+}
+
+/// Periodic work: retention, time-based flushes, recovery-point checkpoints.
+async fn background_loop(broker: Arc<Broker>) {
+    let mut shutdown = broker.shutdown_signal();
+    let tick = Duration::from_millis(broker.config.log_flush_scheduler_interval_ms.clamp(10, 1000));
+    let retention_every = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(10));
+    let mut since_retention = Duration::ZERO;
+    let mut since_checkpoint = Duration::ZERO;
+    loop {
+        tokio::select! {
+            _ = broker.io.clock.sleep(tick) => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        since_retention += tick;
+        since_checkpoint += tick;
+        let now = broker.io.clock.wall_ms();
+        for handle in broker.all_partitions() {
+            let (due, end) = {
+                let p = handle.lock();
+                let c = p.config();
+                (p.log().flush_due(c.flush_messages, c.flush_ms, now), p.log().end_offset())
+            };
+            if due {
+                if let Err(e) = broker.flush_partition(&handle, end).await {
+                    tracing::error!(error = %e, "scheduled flush failed");
+                }
+            }
+        }
+        if since_retention >= retention_every {
+            since_retention = Duration::ZERO;
+            for handle in broker.all_partitions() {
+                let mut p = handle.lock();
+                match p.apply_retention(now) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(topic = p.topic(), partition = p.index(), segments = n,
+                        "retention deleted segments"),
+                    Err(e) => tracing::error!(error = %e, "retention failed"),
+                }
+            }
+        }
+        if since_checkpoint >= CHECKPOINT_INTERVAL {
+            since_checkpoint = Duration::ZERO;
+            for handle in broker.all_partitions() {
+                let checkpoint = handle.lock().log().checkpoint();
+                if let Err(e) = checkpoint.write().await {
+                    tracing::warn!(error = %e, "recovery point checkpoint failed");
+                }
+            }
+        }
+    }
+}
+
+fn bracket_v6(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else if host.is_empty() {
+        "0.0.0.0".to_string()
+    } else {
+        host.to_string()
+    }
+}
+
+fn read_topic_id(io: &Io, dir: &Path) -> Option<Uuid> {
+    let raw = read_file(io.disk.as_ref(), &dir.join(PARTITION_METADATA)).ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("topic_id: "))
+        .and_then(|id| Uuid::parse_str(id.trim()).ok())
+}
+
+fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
+    if read_topic_id(io, dir) == Some(id) {
+        return Ok(());
+    }
+    let file = io
+        .disk
+        .open(&dir.join(PARTITION_METADATA), crate::io::OpenMode::Create)?;
+    let text = format!("version: 0\ntopic_id: {id}\n");
+    file.set_len(0)?;
+    file.write_at(0, text.as_bytes())
+}
+
+/// Kafka's `meta.properties`: the cluster id, made once and kept; the node id must not change.
+async fn load_or_create_cluster_id(io: &Io, log_dir: &Path, node_id: i32) -> anyhow::Result<String> {
+    let path = log_dir.join("meta.properties");
+    if let Ok(raw) = read_file(io.disk.as_ref(), &path) {
+        let props = crate::config::parse_properties(&String::from_utf8_lossy(&raw))?;
+        if let Some(stored) = props.get("node.id").and_then(|n| n.parse::<i32>().ok()) {
+            if stored != node_id {
+                anyhow::bail!(
+                    "{} belongs to node.id={stored}, but this broker is node.id={node_id}",
+                    path.display()
+                );
+            }
+        }
+        if let Some(id) = props.get("cluster.id") {
+            return Ok(id.clone());
+        }
+    }
+    let uuid = Uuid::from_u64_pair(io.rng.next_u64(), io.rng.next_u64());
+    let id = base64_url(uuid.as_bytes());
+    let text = format!("version=1\ncluster.id={id}\nnode.id={node_id}\n");
+    write_file_atomic(io.disk.as_ref(), &path, text.as_bytes()).await?;
+    Ok(id)
+}
+
+/// URL-safe base64 without padding (how Kafka prints cluster ids).
+fn base64_url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}

@@ -1,0 +1,187 @@
+//! Produce and InitProducerId. The records of a produce are slices of the request frame; the
+//! partition checks and appends them, and with `weir.fsync.before.ack` (or a due
+//! `flush.messages`) the answer waits for a shared fsync.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::server::RequestContext;
+use super::{errors, Broker, PartitionHandle};
+use crate::replica::Appended;
+
+struct Outcome {
+    index: i32,
+    result: Result<Appended, (ResponseError, String)>,
+}
+
+pub(super) async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let mut topics = Vec::with_capacity(req.topic_data.len());
+    let mut to_flush: Vec<(Arc<PartitionHandle>, i64)> = Vec::new();
+    let now = broker.io.clock.wall_ms();
+    let mut appended_any = false;
+    for topic in req.topic_data {
+        let name = topic.name.to_string();
+        let mut outcomes = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let result = if !matches!(acks, -1..=1) {
+                Err((ResponseError::InvalidRequiredAcks, format!("acks={acks} is not -1, 0 or 1")))
+            } else if req.transactional_id.is_some() {
+                Err((
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "transactions are not supported".to_string(),
+                ))
+            } else {
+                append_one(broker, &name, data.index, data.records.as_deref(), acks, now, &mut to_flush)
+            };
+            appended_any |= result.as_ref().is_ok_and(|a| !a.duplicate);
+            outcomes.push(Outcome {
+                index: data.index,
+                result,
+            });
+        }
+        topics.push((name, outcomes));
+    }
+    if appended_any {
+        broker.appended.notify_waiters();
+    }
+    // Flush before answering (the durability the operator asked for); a failed fsync turns that
+    // partition's answer into a storage error: the client must not believe it is durable.
+    for (handle, up_to) in &to_flush {
+        if let Err(e) = broker.flush_partition(handle, *up_to).await {
+            tracing::error!(error = %e, "fsync before acknowledging failed");
+            let (topic, index) = {
+                let p = handle.lock();
+                (p.topic().to_string(), p.index())
+            };
+            for (name, outcomes) in topics.iter_mut() {
+                for o in outcomes.iter_mut() {
+                    if *name == topic && o.index == index {
+                        o.result = Err((ResponseError::KafkaStorageError, e.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    if acks == 0 {
+        return None;
+    }
+    let responses = topics
+        .into_iter()
+        .map(|(name, outcomes)| {
+            let partitions = outcomes
+                .into_iter()
+                .map(|o| partition_response(ctx.version, o))
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(name)))
+                .with_partition_responses(partitions)
+        })
+        .collect();
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+fn append_one(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    records: Option<&[u8]>,
+    acks: i16,
+    now: i64,
+    to_flush: &mut Vec<(Arc<PartitionHandle>, i64)>,
+) -> Result<Appended, (ResponseError, String)> {
+    let Some(handle) = broker.partition(topic, index) else {
+        return Err((
+            ResponseError::UnknownTopicOrPartition,
+            format!("unknown partition {topic}-{index}"),
+        ));
+    };
+    if handle.is_closed() {
+        return Err((ResponseError::NotLeaderOrFollower, "partition is closing".into()));
+    }
+    let Some(records) = records else {
+        return Err((ResponseError::InvalidRecord, "null records".into()));
+    };
+    let mut partition = handle.lock();
+    // With one replica the ISR is just this broker.
+    let isr = 1;
+    if acks == -1 && partition.config().min_insync_replicas > isr {
+        return Err((
+            ResponseError::NotEnoughReplicas,
+            format!(
+                "min.insync.replicas={} but the in-sync set has {isr}",
+                partition.config().min_insync_replicas
+            ),
+        ));
+    }
+    let appended = partition.append(records, now).map_err(|e| {
+        let code = errors::produce(&e);
+        (code, format!("{e:?}"))
+    })?;
+    let config = partition.config();
+    let flush = broker.config.fsync_before_ack
+        || partition
+            .log()
+            .flush_due(config.flush_messages, config.flush_ms, now);
+    if flush {
+        to_flush.push((handle.clone(), appended.last_offset + 1));
+    }
+    Ok(appended)
+}
+
+fn partition_response(version: i16, outcome: Outcome) -> PartitionProduceResponse {
+    let mut p = PartitionProduceResponse::default().with_index(outcome.index);
+    match outcome.result {
+        Ok(appended) => {
+            p.base_offset = appended.base_offset;
+            p.log_append_time_ms = appended.log_append_time;
+            if version >= 5 {
+                p.log_start_offset = appended.log_start_offset;
+            }
+        }
+        Err((code, message)) => {
+            p.error_code = code.code();
+            p.base_offset = -1;
+            p.log_append_time_ms = -1;
+            if version >= 5 {
+                p.log_start_offset = -1;
+            }
+            if version >= 8 {
+                p.error_message = Some(StrBytes::from_string(message));
+            }
+        }
+    }
+    p
+}
+
+/// Idempotent producers get a fresh id every time (as Kafka does without a transactional id).
+pub(super) async fn init_producer_id(broker: &Broker, req: InitProducerIdRequest) -> InitProducerIdResponse {
+    if req.transactional_id.is_some() {
+        return InitProducerIdResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
+    match broker.allocate_producer_id().await {
+        Ok(id) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(e) => {
+            tracing::error!(error = %e, "could not reserve producer ids");
+            InitProducerIdResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+        }
+    }
+}

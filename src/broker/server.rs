@@ -1,0 +1,204 @@
+//! Connections: accept, read frames, decode, dispatch, answer in order. A connection handles one
+//! request at a time, as Kafka does, so responses need no reordering. Anything malformed closes
+//! that one connection with a logged reason; nothing a client sends can panic the broker.
+
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tokio::io::{AsyncWriteExt, BufReader};
+
+use super::{admin, configs, fetch, metadata, produce, versions, Broker};
+use crate::io::{BoxStream, Listener};
+use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
+
+/// Bound on concurrent connections: past it, new ones are closed at once.
+const MAX_CONNECTIONS: usize = 10_000;
+
+pub(super) async fn accept_loop(broker: Arc<Broker>, mut listener: Box<dyn Listener>) {
+    let mut shutdown = broker.shutdown_signal();
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.changed() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                if open.load(std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    tracing::warn!(%peer, "too many connections; closing new one");
+                    continue;
+                }
+                open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let broker = broker.clone();
+                let open = open.clone();
+                broker.io.clone().spawn(async move {
+                    serve_connection(broker, stream, peer).await;
+                    open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                broker.io.clock.sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAddr) {
+    let (read_half, mut write_half) = tokio::io::split(stream);
+    let mut reader = BufReader::with_capacity(64 * 1024, read_half);
+    let mut shutdown = broker.shutdown_signal();
+    let idle = Duration::from_millis(broker.config.connections_max_idle_ms.max(1));
+    let max_frame = broker.config.socket_request_max_bytes;
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let frame = tokio::select! {
+            f = broker.io.timeout(idle, read_frame(&mut reader, max_frame)) => f,
+            _ = shutdown.changed() => break,
+        };
+        let frame = match frame {
+            None => {
+                tracing::debug!(%peer, "closing idle connection (connections.max.idle.ms)");
+                break;
+            }
+            Some(Ok(Some(frame))) => frame.freeze(),
+            Some(Ok(None)) => break,
+            Some(Err(e)) => {
+                tracing::warn!(%peer, reason = %e, "closing connection");
+                break;
+            }
+        };
+        match handle_frame(&broker, frame, &mut out).await {
+            Ok(true) => {
+                if let Err(e) = write_frame(&mut write_half, &out).await {
+                    tracing::debug!(%peer, error = %e, "write failed");
+                    break;
+                }
+            }
+            Ok(false) => {} // acks=0: no response
+            Err(reason) => {
+                tracing::warn!(%peer, %reason, "closing connection");
+                break;
+            }
+        }
+    }
+    let _ = write_half.shutdown().await;
+}
+
+/// Decodes and answers one request into `out` (a whole frame). `Ok(false)`: send nothing.
+async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> Result<bool, String> {
+    if frame.len() < 8 {
+        return Err(format!("request of {} bytes is too short for a header", frame.len()));
+    }
+    let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
+    let api_version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let Ok(api_key) = ApiKey::try_from(api_key_raw) else {
+        return Err(format!("unknown API key {api_key_raw}"));
+    };
+    // ApiVersions must be answered whatever its version, so old clients can retry lower.
+    if api_key == ApiKey::ApiVersions && !versions::is_supported(api_key, api_version) {
+        encode_response(
+            out,
+            correlation_id,
+            0,
+            &versions::unsupported_response(),
+            0,
+        )?;
+        return Ok(true);
+    }
+    if !versions::is_supported(api_key, api_version) {
+        return Err(format!("unsupported {api_key:?} version {api_version}"));
+    }
+    let header_version = api_key.request_header_version(api_version);
+    let decoded = catch(|| {
+        let header = RequestHeader::decode(&mut frame, header_version)?;
+        let body = RequestKind::decode(api_key, &mut frame, api_version)?;
+        Ok::<_, anyhow::Error>((header, body))
+    });
+    let (header, body) = match decoded {
+        Ok(Ok(decoded)) => decoded,
+        Ok(Err(e)) => return Err(format!("undecodable {api_key:?} v{api_version}: {e:#}")),
+        Err(panic) => return Err(format!("decoder panicked on {api_key:?} v{api_version}: {panic}")),
+    };
+    let ctx = RequestContext {
+        version: api_version,
+        client_id: header.client_id.as_ref().map(|c| c.to_string()),
+    };
+    let response = match body {
+        RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
+        RequestKind::Metadata(req) => Some(ResponseKind::Metadata(metadata::handle(broker, &ctx, req).await)),
+        RequestKind::FindCoordinator(req) => {
+            Some(ResponseKind::FindCoordinator(metadata::find_coordinator(broker, &ctx, req)))
+        }
+        RequestKind::Produce(req) => produce::handle(broker, &ctx, req).await.map(ResponseKind::Produce),
+        RequestKind::Fetch(req) => Some(ResponseKind::Fetch(fetch::handle(broker, &ctx, req).await)),
+        RequestKind::ListOffsets(req) => Some(ResponseKind::ListOffsets(fetch::list_offsets(broker, &ctx, req))),
+        RequestKind::InitProducerId(req) => {
+            Some(ResponseKind::InitProducerId(produce::init_producer_id(broker, req).await))
+        }
+        RequestKind::CreateTopics(req) => Some(ResponseKind::CreateTopics(admin::create_topics(broker, &ctx, req).await)),
+        RequestKind::DeleteTopics(req) => Some(ResponseKind::DeleteTopics(admin::delete_topics(broker, &ctx, req).await)),
+        RequestKind::CreatePartitions(req) => {
+            Some(ResponseKind::CreatePartitions(admin::create_partitions(broker, req).await))
+        }
+        RequestKind::DescribeConfigs(req) => {
+            Some(ResponseKind::DescribeConfigs(configs::describe(broker, &ctx, req)))
+        }
+        RequestKind::AlterConfigs(req) => Some(ResponseKind::AlterConfigs(configs::alter(broker, req).await)),
+        RequestKind::IncrementalAlterConfigs(req) => Some(ResponseKind::IncrementalAlterConfigs(
+            configs::incremental_alter(broker, req).await,
+        )),
+        other => return Err(format!("no handler for {:?}", std::mem::discriminant(&other))),
+    };
+    let Some(response) = response else {
+        return Ok(false);
+    };
+    let response_header_version = api_key.response_header_version(api_version);
+    encode_response(out, correlation_id, response_header_version, &response, api_version)?;
+    Ok(true)
+}
+
+/// What handlers may need to know about the request beyond its body.
+pub(super) struct RequestContext {
+    pub version: i16,
+    #[allow(dead_code)]
+    pub client_id: Option<String>,
+}
+
+fn encode_response(
+    out: &mut BytesMut,
+    correlation_id: i32,
+    header_version: i16,
+    body: &ResponseKind,
+    version: i16,
+) -> Result<(), String> {
+    start_frame(out);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    header
+        .encode(out, header_version)
+        .map_err(|e| format!("encoding response header: {e}"))?;
+    // An encoder refusal is our bug (a field the version lacks): log it loudly.
+    body.encode(out, version).map_err(|e| {
+        tracing::error!(error = %e, version, "response encoding failed");
+        format!("response encoding failed: {e}")
+    })?;
+    finish_frame(out);
+    Ok(())
+}
+
+/// Runs a decoder, turning a panic inside the codec into an error for this connection only.
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string())
+    })
+}

@@ -1,0 +1,74 @@
+//! ApiVersions: the APIs this broker implements and the versions it speaks. Only what is
+//! implemented is advertised (clients choose features by it: kafka-python refuses idempotence
+//! without InitProducerId, librdkafka skips compression without FindCoordinator).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+
+/// (API, lowest, highest) served. Ceilings sit below the codec's where a newer version changes
+/// semantics Weir does not have yet (Produce 12+ transactions v2 and topic ids, Fetch 17+
+/// follower-only fields, InitProducerId 5+ two-phase commit).
+const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+];
+
+pub fn is_supported(api: ApiKey, version: i16) -> bool {
+    SUPPORTED
+        .iter()
+        .any(|&(key, min, max)| key == api && (min..=max).contains(&version))
+}
+
+fn api_keys() -> Vec<ApiVersion> {
+    SUPPORTED
+        .iter()
+        .map(|&(key, min, max)| {
+            let codec = key.valid_versions();
+            // Never advertise past what the codec can decode.
+            assert!(codec.min <= min && max <= codec.max, "{key:?} beyond codec range");
+            ApiVersion::default()
+                .with_api_key(key as i16)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect()
+}
+
+pub fn handle() -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_api_keys(api_keys())
+}
+
+/// The answer to an ApiVersions version we do not speak: encoded as v0 so any client reads it,
+/// with the versions we do speak, so it can retry.
+pub fn unsupported_response() -> kafka_protocol::messages::ResponseKind {
+    kafka_protocol::messages::ResponseKind::ApiVersions(
+        ApiVersionsResponse::default()
+            .with_error_code(ResponseError::UnsupportedVersion.code())
+            .with_api_keys(api_keys()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advertised_versions_fit_the_codec() {
+        assert_eq!(handle().api_keys.len(), SUPPORTED.len());
+        assert!(is_supported(ApiKey::Produce, 9));
+        assert!(!is_supported(ApiKey::Produce, 2));
+        assert!(!is_supported(ApiKey::JoinGroup, 0));
+    }
+}

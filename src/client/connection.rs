@@ -1,0 +1,188 @@
+//! One connection to a broker: encodes requests, matches responses by correlation id, and
+//! negotiates versions with ApiVersions. Requests can be pipelined: [`Connection::send`] and
+//! [`Connection::receive`] are separate so a caller may keep several in flight.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{BufReader, ReadHalf, WriteHalf};
+
+use crate::io::{BoxStream, Io};
+use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
+
+/// Responses larger than this are refused (a broken or hostile peer).
+const MAX_RESPONSE: usize = 256 * 1024 * 1024;
+
+#[derive(Debug)]
+pub enum ClientError {
+    Io(io::Error),
+    /// The peer sent something that is not a valid answer.
+    Protocol(String),
+    /// The broker answered with an error code.
+    Kafka(ResponseError, String),
+    Timeout,
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::Io(e) => write!(f, "i/o: {e}"),
+            ClientError::Protocol(m) => write!(f, "protocol: {m}"),
+            ClientError::Kafka(code, m) if m.is_empty() => write!(f, "broker error: {code}"),
+            ClientError::Kafka(code, m) => write!(f, "broker error: {code}: {m}"),
+            ClientError::Timeout => f.write_str("timed out"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> Self {
+        ClientError::Io(e)
+    }
+}
+
+impl ClientError {
+    /// Whether retrying the same request may succeed (connection trouble, leader moves...).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClientError::Io(_) | ClientError::Timeout => true,
+            ClientError::Kafka(code, _) => code.is_retriable(),
+            ClientError::Protocol(_) => false,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+pub struct Connection {
+    reader: BufReader<ReadHalf<BoxStream>>,
+    writer: WriteHalf<BoxStream>,
+    next_correlation: i32,
+    /// Sent and not yet answered: (correlation id, api key, version).
+    in_flight: VecDeque<(i32, ApiKey, i16)>,
+    versions: BTreeMap<i16, (i16, i16)>,
+    client_id: StrBytes,
+    buf: BytesMut,
+}
+
+impl Connection {
+    pub async fn connect(io: &Io, addr: SocketAddr, client_id: &str) -> Result<Connection> {
+        let stream = io.net.connect(addr).await?;
+        let (read, writer) = tokio::io::split(stream);
+        let mut conn = Connection {
+            reader: BufReader::with_capacity(256 * 1024, read),
+            writer,
+            next_correlation: 1,
+            in_flight: VecDeque::new(),
+            versions: BTreeMap::new(),
+            client_id: StrBytes::from_string(client_id.to_string()),
+            buf: BytesMut::with_capacity(64 * 1024),
+        };
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("weir-client"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        // Version 3 is the first flexible one; every broker since Kafka 2.4 speaks it.
+        let response = conn.call(&request, 3).await?;
+        if response.error_code != 0 {
+            return Err(ClientError::Protocol(format!(
+                "ApiVersions failed with error {}",
+                response.error_code
+            )));
+        }
+        for key in response.api_keys {
+            conn.versions
+                .insert(key.api_key, (key.min_version, key.max_version));
+        }
+        Ok(conn)
+    }
+
+    /// The highest version both sides speak, at most `ours`.
+    pub fn version(&self, api: ApiKey, ours: i16) -> Result<i16> {
+        let (min, max) = self
+            .versions
+            .get(&(api as i16))
+            .copied()
+            .ok_or_else(|| ClientError::Protocol(format!("broker does not support {api:?}")))?;
+        let v = ours.min(max);
+        if v < min {
+            return Err(ClientError::Protocol(format!(
+                "no common version of {api:?} (broker {min}..={max}, client ≤ {ours})"
+            )));
+        }
+        Ok(v)
+    }
+
+    /// Sends a request without waiting; returns its correlation id.
+    pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<i32> {
+        let api = ApiKey::try_from(R::KEY).map_err(|_| ClientError::Protocol("bad api key".into()))?;
+        let correlation = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(self.client_id.clone()));
+        start_frame(&mut self.buf);
+        header
+            .encode(&mut self.buf, R::header_version(version))
+            .and_then(|_| request.encode(&mut self.buf, version))
+            .map_err(|e| ClientError::Protocol(format!("encoding {api:?} v{version}: {e}")))?;
+        finish_frame(&mut self.buf);
+        write_frame(&mut self.writer, &self.buf).await?;
+        self.in_flight.push_back((correlation, api, version));
+        Ok(correlation)
+    }
+
+    /// Sends a request that gets no answer (Produce with acks=0).
+    pub async fn send_oneway<R: Request>(&mut self, request: &R, version: i16) -> Result<()> {
+        self.send(request, version).await?;
+        self.in_flight.pop_back();
+        Ok(())
+    }
+
+    /// Reads the answer to the oldest request in flight, which must be an `R`.
+    pub async fn receive<R: Request>(&mut self) -> Result<R::Response> {
+        let (correlation, api, version) = self
+            .in_flight
+            .pop_front()
+            .ok_or_else(|| ClientError::Protocol("nothing in flight".into()))?;
+        if api as i16 != R::KEY {
+            return Err(ClientError::Protocol(format!("expected answer to {api:?}")));
+        }
+        let frame = match read_frame(&mut self.reader, MAX_RESPONSE).await {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return Err(ClientError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Err(e) => return Err(ClientError::Protocol(e.to_string())),
+        };
+        let mut body: Bytes = frame.freeze();
+        let header_version = <R::Response as HeaderVersion>::header_version(version);
+        let header = ResponseHeader::decode(&mut body, header_version)
+            .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
+        if header.correlation_id != correlation {
+            return Err(ClientError::Protocol(format!(
+                "correlation id {} where {correlation} was expected",
+                header.correlation_id
+            )));
+        }
+        R::Response::decode(&mut body, version)
+            .map_err(|e| ClientError::Protocol(format!("decoding {api:?} v{version} response: {e}")))
+    }
+
+    /// Sends one request and waits for its answer.
+    pub async fn call<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
+        self.send(request, version).await?;
+        self.receive::<R>().await
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+}

@@ -1,0 +1,418 @@
+//! Per-topic configuration: Kafka's topic-level keys, their defaults and their validation.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::{invalid, parse_int, parse_list, ConfigError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CleanupPolicy {
+    Delete,
+    Compact,
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    /// Accepts Kafka's list form in either order; repeats are harmless.
+    fn parse(key: &str, value: &str) -> Result<CleanupPolicy, ConfigError> {
+        let bad = || invalid(key, value, "must be delete, compact or compact,delete");
+        let (mut delete, mut compact) = (false, false);
+        for item in parse_list(value) {
+            if item.eq_ignore_ascii_case("delete") {
+                delete = true;
+            } else if item.eq_ignore_ascii_case("compact") {
+                compact = true;
+            } else {
+                return Err(bad());
+            }
+        }
+        match (delete, compact) {
+            (true, false) => Ok(CleanupPolicy::Delete),
+            (false, true) => Ok(CleanupPolicy::Compact),
+            (true, true) => Ok(CleanupPolicy::CompactDelete),
+            (false, false) => Err(bad()),
+        }
+    }
+}
+
+impl fmt::Display for CleanupPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    CreateTime,
+    LogAppendTime,
+}
+
+impl TimestampType {
+    fn parse(key: &str, value: &str) -> Result<TimestampType, ConfigError> {
+        let v = value.trim();
+        if v.eq_ignore_ascii_case("CreateTime") {
+            Ok(TimestampType::CreateTime)
+        } else if v.eq_ignore_ascii_case("LogAppendTime") {
+            Ok(TimestampType::LogAppendTime)
+        } else {
+            Err(invalid(key, value, "must be CreateTime or LogAppendTime"))
+        }
+    }
+}
+
+impl fmt::Display for TimestampType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        })
+    }
+}
+
+/// The settings a topic carries. Broker-wide defaults come from [`super::ServerConfig`]'s
+/// `log.*` keys; a topic's own overrides are applied with [`TopicConfig::with_overrides`].
+/// [`Default`] gives Kafka's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicConfig {
+    /// `retention.ms`; -1 keeps data forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`, per partition; negative means unlimited.
+    pub retention_bytes: i64,
+    /// `segment.bytes`. Kafka's floor of 14 (the smallest legacy record) is kept so any file that
+    /// Kafka accepts is accepted here; it is an INT in Kafka, so at most 2^31-1.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll a segment this long after its first record even if it is not full.
+    pub segment_ms: i64,
+    /// `max.message.bytes`: the largest record batch accepted, after compression.
+    pub max_message_bytes: i32,
+    /// `min.insync.replicas`, checked for `acks=all` produces.
+    pub min_insync_replicas: i32,
+    /// `cleanup.policy`.
+    pub cleanup_policy: CleanupPolicy,
+    /// `flush.messages`: fsync after this many records; `i64::MAX` leaves it to the OS.
+    pub flush_messages: i64,
+    /// `flush.ms`: fsync when the oldest unflushed record is this old; `i64::MAX` never.
+    pub flush_ms: i64,
+    /// `index.interval.bytes`: bytes of log between offset-index entries.
+    pub index_interval_bytes: i32,
+    /// `message.timestamp.type`.
+    pub message_timestamp_type: TimestampType,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            // 1 MiB plus the record batch overhead, as in Kafka.
+            max_message_bytes: 1024 * 1024 + 12,
+            min_insync_replicas: 1,
+            cleanup_policy: CleanupPolicy::Delete,
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
+            index_interval_bytes: 4096,
+            message_timestamp_type: TimestampType::CreateTime,
+        }
+    }
+}
+
+/// One topic setting; lets the broker's `log.*` keys share parsing with the topic keys while
+/// errors still name whichever key the user wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Field {
+    CleanupPolicy,
+    FlushMessages,
+    FlushMs,
+    IndexIntervalBytes,
+    MaxMessageBytes,
+    MessageTimestampType,
+    MinInsyncReplicas,
+    RetentionBytes,
+    RetentionMs,
+    SegmentBytes,
+    SegmentMs,
+}
+
+/// Topic key, the broker key that sets its default, and the field. Sorted by topic key.
+pub(super) const FIELDS: &[(&str, &str, Field)] = &[
+    ("cleanup.policy", "log.cleanup.policy", Field::CleanupPolicy),
+    (
+        "flush.messages",
+        "log.flush.interval.messages",
+        Field::FlushMessages,
+    ),
+    ("flush.ms", "log.flush.interval.ms", Field::FlushMs),
+    (
+        "index.interval.bytes",
+        "log.index.interval.bytes",
+        Field::IndexIntervalBytes,
+    ),
+    (
+        "max.message.bytes",
+        "message.max.bytes",
+        Field::MaxMessageBytes,
+    ),
+    (
+        "message.timestamp.type",
+        "log.message.timestamp.type",
+        Field::MessageTimestampType,
+    ),
+    (
+        "min.insync.replicas",
+        "min.insync.replicas",
+        Field::MinInsyncReplicas,
+    ),
+    (
+        "retention.bytes",
+        "log.retention.bytes",
+        Field::RetentionBytes,
+    ),
+    ("retention.ms", "log.retention.ms", Field::RetentionMs),
+    ("segment.bytes", "log.segment.bytes", Field::SegmentBytes),
+    ("segment.ms", "log.roll.ms", Field::SegmentMs),
+];
+
+const I32_MAX: i64 = i32::MAX as i64;
+
+impl TopicConfig {
+    /// The topic-level keys Weir understands, sorted.
+    pub const KEYS: &'static [&'static str] = &[
+        "cleanup.policy",
+        "flush.messages",
+        "flush.ms",
+        "index.interval.bytes",
+        "max.message.bytes",
+        "message.timestamp.type",
+        "min.insync.replicas",
+        "retention.bytes",
+        "retention.ms",
+        "segment.bytes",
+        "segment.ms",
+    ];
+
+    /// Applies topic-level overrides (topic key names) on top of `self`, all or nothing.
+    pub fn with_overrides(
+        &self,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<TopicConfig, ConfigError> {
+        let mut config = self.clone();
+        for (key, value) in overrides {
+            config.set(field_of(key, value)?, key, value)?;
+        }
+        Ok(config)
+    }
+
+    /// Checks one topic-level key and value without applying it (CreateTopics, AlterConfigs
+    /// with `validate_only`).
+    pub fn validate(key: &str, value: &str) -> Result<(), ConfigError> {
+        TopicConfig::default().set(field_of(key, value)?, key, value)
+    }
+
+    /// Every topic-level key with its value rendered as Kafka renders it, in [`Self::KEYS`] order.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        FIELDS
+            .iter()
+            .map(|&(key, _, field)| (key, self.render(field)))
+            .collect()
+    }
+
+    pub(super) fn render(&self, field: Field) -> String {
+        match field {
+            Field::CleanupPolicy => self.cleanup_policy.to_string(),
+            Field::FlushMessages => self.flush_messages.to_string(),
+            Field::FlushMs => self.flush_ms.to_string(),
+            Field::IndexIntervalBytes => self.index_interval_bytes.to_string(),
+            Field::MaxMessageBytes => self.max_message_bytes.to_string(),
+            Field::MessageTimestampType => self.message_timestamp_type.to_string(),
+            Field::MinInsyncReplicas => self.min_insync_replicas.to_string(),
+            Field::RetentionBytes => self.retention_bytes.to_string(),
+            Field::RetentionMs => self.retention_ms.to_string(),
+            Field::SegmentBytes => self.segment_bytes.to_string(),
+            Field::SegmentMs => self.segment_ms.to_string(),
+        }
+    }
+
+    /// Parses `value` into `field`; `key` is whichever name (topic or broker) the user wrote.
+    /// Bounds are Kafka's validators and types.
+    pub(super) fn set(&mut self, field: Field, key: &str, value: &str) -> Result<(), ConfigError> {
+        let int = |min: i64, max: i64| parse_int(key, value, min, max);
+        match field {
+            Field::CleanupPolicy => self.cleanup_policy = CleanupPolicy::parse(key, value)?,
+            Field::FlushMessages => self.flush_messages = int(1, i64::MAX)?,
+            Field::FlushMs => self.flush_ms = int(0, i64::MAX)?,
+            Field::IndexIntervalBytes => self.index_interval_bytes = int(0, I32_MAX)? as i32,
+            Field::MaxMessageBytes => self.max_message_bytes = int(0, I32_MAX)? as i32,
+            Field::MessageTimestampType => {
+                self.message_timestamp_type = TimestampType::parse(key, value)?
+            }
+            Field::MinInsyncReplicas => self.min_insync_replicas = int(1, I32_MAX)? as i32,
+            Field::RetentionBytes => self.retention_bytes = int(i64::MIN, i64::MAX)?,
+            Field::RetentionMs => self.retention_ms = int(-1, i64::MAX)?,
+            Field::SegmentBytes => self.segment_bytes = int(14, I32_MAX)? as u64,
+            Field::SegmentMs => self.segment_ms = int(1, i64::MAX)?,
+        }
+        Ok(())
+    }
+}
+
+fn field_of(key: &str, value: &str) -> Result<Field, ConfigError> {
+    FIELDS
+        .iter()
+        .find(|&&(k, _, _)| k == key)
+        .map(|&(_, _, field)| field)
+        .ok_or_else(|| invalid(key, value, "unknown topic config"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overrides(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn keys_are_sorted_and_match_fields() {
+        let mut sorted = TopicConfig::KEYS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted, TopicConfig::KEYS);
+        let field_keys: Vec<&str> = FIELDS.iter().map(|f| f.0).collect();
+        assert_eq!(field_keys, TopicConfig::KEYS);
+    }
+
+    #[test]
+    fn defaults_render_like_kafka() {
+        let entries: BTreeMap<&str, String> =
+            TopicConfig::default().entries().into_iter().collect();
+        assert_eq!(entries.len(), TopicConfig::KEYS.len());
+        assert_eq!(entries["retention.ms"], "604800000");
+        assert_eq!(entries["retention.bytes"], "-1");
+        assert_eq!(entries["segment.bytes"], "1073741824");
+        assert_eq!(entries["segment.ms"], "604800000");
+        assert_eq!(entries["max.message.bytes"], "1048588");
+        assert_eq!(entries["min.insync.replicas"], "1");
+        assert_eq!(entries["cleanup.policy"], "delete");
+        assert_eq!(entries["flush.messages"], "9223372036854775807");
+        assert_eq!(entries["flush.ms"], "9223372036854775807");
+        assert_eq!(entries["index.interval.bytes"], "4096");
+        assert_eq!(entries["message.timestamp.type"], "CreateTime");
+    }
+
+    #[test]
+    fn overrides_apply_on_top() {
+        let base = TopicConfig::default();
+        let t = base
+            .with_overrides(&overrides(&[
+                ("retention.ms", "-1"),
+                ("cleanup.policy", "delete, compact"),
+                ("segment.bytes", "14"),
+                ("message.timestamp.type", "LogAppendTime"),
+                ("max.message.bytes", "0"),
+            ]))
+            .unwrap();
+        assert_eq!(t.retention_ms, -1);
+        assert_eq!(t.cleanup_policy, CleanupPolicy::CompactDelete);
+        assert_eq!(t.segment_bytes, 14);
+        assert_eq!(t.message_timestamp_type, TimestampType::LogAppendTime);
+        assert_eq!(t.max_message_bytes, 0);
+        assert_eq!(t.retention_bytes, base.retention_bytes);
+        assert_eq!(
+            t.entries()[0],
+            ("cleanup.policy", "compact,delete".to_string())
+        );
+        assert_eq!(base.with_overrides(&BTreeMap::new()).unwrap(), base);
+    }
+
+    #[test]
+    fn overrides_are_all_or_nothing_and_name_the_key() {
+        let err = TopicConfig::default()
+            .with_overrides(&overrides(&[
+                ("retention.ms", "5"),
+                ("segment.bytes", "13"),
+            ]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid value '13' for 'segment.bytes': must be an integer >= 14"
+        );
+        let err = TopicConfig::default()
+            .with_overrides(&overrides(&[("compression.type", "lz4")]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid value 'lz4' for 'compression.type': unknown topic config"
+        );
+    }
+
+    #[test]
+    fn cleanup_policies() {
+        for (v, p) in [
+            ("delete", CleanupPolicy::Delete),
+            ("compact", CleanupPolicy::Compact),
+            ("compact,delete", CleanupPolicy::CompactDelete),
+            ("delete,compact", CleanupPolicy::CompactDelete),
+            (" Compact , DELETE ", CleanupPolicy::CompactDelete),
+            ("compact,compact", CleanupPolicy::Compact),
+        ] {
+            assert_eq!(CleanupPolicy::parse("cleanup.policy", v), Ok(p), "{v}");
+        }
+        for v in ["", ",", "none", "compact,none", "delete;compact"] {
+            assert!(CleanupPolicy::parse("cleanup.policy", v).is_err(), "{v}");
+        }
+    }
+
+    #[test]
+    fn validate_edges() {
+        let ok = [
+            ("retention.ms", "-1"),
+            ("retention.ms", "9223372036854775807"),
+            ("retention.bytes", "-100"),
+            ("segment.bytes", "2147483647"),
+            ("segment.ms", "1"),
+            ("flush.messages", "1"),
+            ("flush.ms", "0"),
+            ("index.interval.bytes", "0"),
+            ("min.insync.replicas", "1"),
+            ("message.timestamp.type", "createtime"),
+        ];
+        for (k, v) in ok {
+            assert_eq!(TopicConfig::validate(k, v), Ok(()), "{k}={v}");
+        }
+        let bad = [
+            ("retention.ms", "-2"),
+            ("retention.ms", "9223372036854775808"),
+            ("retention.ms", ""),
+            ("segment.bytes", "2147483648"),
+            ("segment.bytes", "-1"),
+            ("segment.ms", "0"),
+            ("flush.messages", "0"),
+            ("flush.ms", "-1"),
+            ("max.message.bytes", "-1"),
+            ("max.message.bytes", "2147483648"),
+            ("min.insync.replicas", "0"),
+            ("index.interval.bytes", "1.5"),
+            ("message.timestamp.type", "Now"),
+            ("cleanup.policy", ""),
+            ("Retention.ms", "1"),
+            ("", ""),
+        ];
+        for (k, v) in bad {
+            match TopicConfig::validate(k, v) {
+                Err(ConfigError::Invalid { key, value, .. }) => {
+                    assert_eq!((key.as_str(), value.as_str()), (k, v))
+                }
+                other => panic!("{k}={v}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,518 @@
+//! A partition's log: an ordered set of segments in one directory, appended at the end, read by
+//! offset, flushed on a policy, trimmed by retention, and recovered after a crash.
+//!
+//! Durability contract: everything below the *recovery point* has been fsynced. After an unclean
+//! stop, the segments from the one holding the last checkpointed recovery point onwards are
+//! scanned batch by batch (CRC, framing, contiguous offsets) and cut at the first bad byte; the
+//! segments before it are trusted. A clean shutdown writes the checkpoint with the log end.
+
+pub mod batch;
+pub mod index;
+pub mod segment;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::io::{read_file, write_file_atomic, Disk, File};
+use batch::BatchHeader;
+use segment::Segment;
+
+/// Per-partition file that records the recovery point (decimal text).
+const CHECKPOINT_FILE: &str = "recovery-point";
+/// Per-partition marker written by a clean close and removed when the log is opened again.
+const CLEAN_MARKER: &str = "clean-shutdown";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogConfig {
+    pub segment_bytes: u64,
+    pub segment_ms: i64,
+    pub index_interval_bytes: u64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            index_interval_bytes: 4096,
+        }
+    }
+}
+
+/// What recovery found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    pub clean: bool,
+    pub segments_scanned: usize,
+    pub truncated_at: Option<(i64, u64, String)>,
+    pub segments_dropped: usize,
+}
+
+#[derive(Debug)]
+pub enum ReadError {
+    /// The offset is before the log start or after its end.
+    OffsetOutOfRange { start: i64, end: i64 },
+    Io(io::Error),
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        ReadError::Io(e)
+    }
+}
+
+/// The files to fsync to make everything below `up_to` durable; see [`Log::flush_plan`].
+pub struct FlushPlan {
+    pub files: Vec<Arc<dyn File>>,
+    pub up_to: i64,
+}
+
+pub struct Log {
+    dir: PathBuf,
+    disk: Arc<dyn Disk>,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    recovery_point: i64,
+    /// Messages appended since the last flush (for `flush.messages`).
+    unflushed_messages: i64,
+    last_flush_ms: i64,
+}
+
+impl Log {
+    /// Opens (creating if needed) the log in `dir`, recovering it if it was not closed cleanly.
+    pub fn open(
+        disk: Arc<dyn Disk>,
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> io::Result<(Log, Recovery)> {
+        disk.create_dir_all(dir)?;
+        let names = disk.list_dir(dir)?;
+        let mut bases: Vec<i64> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".log"))
+            .filter_map(|n| n.parse::<i64>().ok())
+            .collect();
+        bases.sort_unstable();
+        // Index files whose log is gone (a crash during segment deletion) are stale.
+        for name in &names {
+            let stem = name.split('.').next().unwrap_or("");
+            let is_index = name.ends_with(".index") || name.ends_with(".timeindex");
+            if is_index && stem.parse::<i64>().is_ok_and(|b| !bases.contains(&b)) {
+                disk.remove_file(&dir.join(name))?;
+            }
+        }
+        let clean = disk.exists(&dir.join(CLEAN_MARKER));
+        let checkpoint = read_checkpoint(disk.as_ref(), dir);
+        let mut recovery = Recovery {
+            clean,
+            ..Recovery::default()
+        };
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            disk: disk.clone(),
+            config,
+            segments: BTreeMap::new(),
+            recovery_point: 0,
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+        };
+        // Segments that start after the recovery point may hold unflushed data.
+        let first_to_scan = if clean {
+            i64::MAX
+        } else {
+            let point = checkpoint.unwrap_or(0);
+            bases
+                .iter()
+                .copied()
+                .filter(|&b| b <= point)
+                .max()
+                .unwrap_or(i64::MIN)
+        };
+        let mut cut = false;
+        for &base in &bases {
+            if cut {
+                // Everything after a cut is unreachable: offsets must stay contiguous.
+                Segment::remove_files(disk.as_ref(), dir, base)?;
+                recovery.segments_dropped += 1;
+                continue;
+            }
+            let recover = base >= first_to_scan;
+            let interval = log.config.index_interval_bytes;
+            let (segment, stop) = Segment::open(disk.as_ref(), dir, base, interval, recover, now_ms)?;
+            if recover {
+                recovery.segments_scanned += 1;
+            }
+            if let Some(prev) = log.segments.values().next_back() {
+                if prev.next_offset() != base {
+                    tracing::warn!(dir = %dir.display(), base, expected = prev.next_offset(),
+                        "segment does not follow on from the previous one; dropping the rest");
+                    Segment::remove_files(disk.as_ref(), dir, base)?;
+                    recovery.segments_dropped += 1;
+                    cut = true;
+                    continue;
+                }
+            }
+            if let Some(stop) = stop {
+                tracing::warn!(dir = %dir.display(), segment = base, position = stop.position,
+                    reason = %stop.reason, "truncated log tail during recovery");
+                recovery.truncated_at = Some((base, stop.position, stop.reason));
+                cut = true;
+            }
+            log.segments.insert(base, segment);
+        }
+        if log.segments.is_empty() {
+            let start = checkpoint.unwrap_or(0).max(0);
+            let segment = Segment::create(
+                disk.as_ref(),
+                dir,
+                start,
+                log.config.index_interval_bytes,
+                now_ms,
+            )?;
+            log.segments.insert(start, segment);
+        }
+        log.recovery_point = if clean {
+            log.end_offset()
+        } else {
+            checkpoint.unwrap_or(0).min(log.end_offset())
+        };
+        if let Some((base, _, _)) = &recovery.truncated_at {
+            // The cut itself is not durable yet: until the next flush syncs that segment, a
+            // power loss could bring the bad tail back and cost the segments after it.
+            log.recovery_point = log.recovery_point.min(*base);
+        }
+        if clean {
+            disk.remove_file(&dir.join(CLEAN_MARKER))?;
+        }
+        log.check_invariants();
+        Ok((log, recovery))
+    }
+
+    fn check_invariants(&self) {
+        let mut expected: Option<i64> = None;
+        for (&base, segment) in &self.segments {
+            assert_eq!(base, segment.base_offset());
+            assert!(segment.next_offset() >= base);
+            if let Some(e) = expected {
+                assert_eq!(base, e, "segments must be contiguous");
+            }
+            expected = Some(segment.next_offset());
+        }
+        assert!(self.recovery_point <= self.end_offset());
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    /// The first offset still in the log.
+    pub fn start_offset(&self) -> i64 {
+        *self.segments.keys().next().expect("a log always has a segment")
+    }
+
+    /// The log end offset: the offset the next record will get.
+    pub fn end_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size()).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments.values().next_back().expect("a log always has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has a segment")
+    }
+
+    /// Appends validated batches (`bytes` holds them back to back, described by `headers`),
+    /// giving them consecutive offsets from the log end. Returns (first offset, last offset).
+    /// On an I/O error nothing after the failing batch is written; batches before it are.
+    pub fn append(
+        &mut self,
+        bytes: &mut [u8],
+        headers: &mut [BatchHeader],
+        now_ms: i64,
+    ) -> io::Result<(i64, i64)> {
+        assert!(!headers.is_empty());
+        let first = self.end_offset();
+        let mut position = 0usize;
+        for header in headers.iter_mut() {
+            let len = header.total_len();
+            let base = self.end_offset();
+            self.maybe_roll(len as u64, header.record_count, now_ms)?;
+            let slice = &mut bytes[position..position + len];
+            batch::set_base_offset(slice, base);
+            header.base_offset = base;
+            self.active_mut().append(slice, header)?;
+            self.unflushed_messages += header.record_count as i64;
+            position += len;
+        }
+        assert_eq!(position, bytes.len());
+        let last = self.end_offset() - 1;
+        assert!(last >= first, "offsets must advance");
+        Ok((first, last))
+    }
+
+    fn maybe_roll(&mut self, incoming: u64, records: i32, now_ms: i64) -> io::Result<()> {
+        let active = self.active();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let full = active.size() + incoming > self.config.segment_bytes;
+        let old = now_ms - active.created_ms() >= self.config.segment_ms;
+        // Relative offsets and positions in the index are u32.
+        let offsets_exhausted =
+            active.next_offset() + records as i64 - active.base_offset() >= u32::MAX as i64;
+        let positions_exhausted = active.size() + incoming >= u32::MAX as u64;
+        if full || old || offsets_exhausted || positions_exhausted {
+            let base = active.next_offset();
+            let segment = Segment::create(
+                self.disk.as_ref(),
+                &self.dir,
+                base,
+                self.config.index_interval_bytes,
+                now_ms,
+            )?;
+            self.segments.insert(base, segment);
+        }
+        Ok(())
+    }
+
+    /// Whole batches from the one holding `offset`, at most `max_bytes` (at least one batch),
+    /// none reaching `upper_bound` (the high watermark for consumers). Reads one segment.
+    pub fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Bytes, ReadError> {
+        let (start, end) = (self.start_offset(), self.end_offset());
+        if offset < start || offset > end {
+            return Err(ReadError::OffsetOutOfRange { start, end });
+        }
+        let upper_bound = upper_bound.min(end);
+        if offset >= upper_bound {
+            return Ok(Bytes::new());
+        }
+        let segment = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map(|(_, s)| s)
+            .expect("offset is within the log");
+        let data = segment.read(offset, max_bytes, upper_bound)?;
+        if data.is_empty() && segment.next_offset() <= offset {
+            // The offset sits exactly at a segment boundary: read the next segment.
+            if let Some((_, next)) = self.segments.range(offset + 1..).next() {
+                return Ok(next.read(offset, max_bytes, upper_bound)?);
+            }
+        }
+        Ok(data)
+    }
+
+    /// The first offset whose record timestamp is at or after `timestamp`, with that timestamp.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> io::Result<Option<(i64, i64)>> {
+        for segment in self.segments.values() {
+            if let Some(found) = segment.find_by_timestamp(timestamp)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The largest timestamp in the log and the offset of the batch holding it.
+    pub fn max_timestamp(&self) -> i64 {
+        self.segments
+            .values()
+            .map(|s| s.max_timestamp())
+            .max()
+            .unwrap_or(-1)
+    }
+
+    /// Visits every batch header from `from_offset` to the end (rebuilding producer state).
+    pub fn scan_headers(
+        &self,
+        from_offset: i64,
+        mut visit: impl FnMut(&BatchHeader),
+    ) -> io::Result<()> {
+        for segment in self.segments.values() {
+            if segment.next_offset() <= from_offset {
+                continue;
+            }
+            segment.scan(0, |_, header, _| {
+                if header.last_offset() >= from_offset {
+                    visit(header);
+                }
+                true
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Whether the flush policy (`flush.messages` / `flush.ms`) asks for an fsync now.
+    pub fn flush_due(&self, flush_messages: i64, flush_ms: i64, now_ms: i64) -> bool {
+        if self.recovery_point == self.end_offset() {
+            return false;
+        }
+        self.unflushed_messages >= flush_messages || now_ms - self.last_flush_ms >= flush_ms
+    }
+
+    /// The files that hold data at or past the recovery point. The caller syncs them outside any
+    /// lock and then reports with [`Log::flushed`].
+    pub fn flush_plan(&self) -> FlushPlan {
+        let first = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map(|(&b, _)| b)
+            .unwrap_or(i64::MIN);
+        let files = self
+            .segments
+            .range(first..)
+            .flat_map(|(_, s)| s.files())
+            .collect();
+        FlushPlan {
+            files,
+            up_to: self.end_offset(),
+        }
+    }
+
+    /// Everything below `up_to` is now durable.
+    pub fn flushed(&mut self, up_to: i64, now_ms: i64) {
+        if up_to > self.recovery_point {
+            assert!(up_to <= self.end_offset());
+            self.recovery_point = up_to;
+            self.unflushed_messages = 0;
+            self.last_flush_ms = now_ms;
+        }
+    }
+
+    /// fsyncs everything written so far.
+    pub async fn sync_files(plan: &FlushPlan) -> io::Result<()> {
+        for file in &plan.files {
+            file.sync().await?;
+        }
+        Ok(())
+    }
+
+    /// What to write to record the recovery point; done outside any lock on the log.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            disk: self.disk.clone(),
+            dir: self.dir.clone(),
+            recovery_point: self.recovery_point,
+        }
+    }
+
+    /// Flushes everything, records the checkpoint and marks the log clean.
+    pub async fn close(&mut self, now_ms: i64) -> io::Result<()> {
+        let plan = self.flush_plan();
+        Log::sync_files(&plan).await?;
+        self.flushed(plan.up_to, now_ms);
+        self.checkpoint().write_clean().await
+    }
+
+    /// Deletes the oldest whole segments while retention says so (never the active segment).
+    /// Returns how many were deleted.
+    pub fn apply_retention(
+        &mut self,
+        retention_ms: i64,
+        retention_bytes: i64,
+        now_ms: i64,
+    ) -> io::Result<usize> {
+        let mut deleted = 0;
+        let mut total = self.size_bytes() as i64;
+        while self.segments.len() > 1 {
+            let (&base, oldest) = self.segments.iter().next().unwrap();
+            let over_size = retention_bytes >= 0 && total - oldest.size() as i64 >= retention_bytes;
+            let expired = retention_ms >= 0
+                && oldest.max_timestamp() >= 0
+                && now_ms - oldest.max_timestamp() > retention_ms;
+            if !(over_size || expired) {
+                break;
+            }
+            total -= oldest.size() as i64;
+            self.segments.remove(&base);
+            Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            deleted += 1;
+        }
+        self.recovery_point = self.recovery_point.max(self.start_offset());
+        Ok(deleted)
+    }
+
+    /// Removes everything at or after `offset` (a batch boundary). Used by replication when a
+    /// follower diverges from its leader.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        assert!(offset >= self.start_offset());
+        let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(&b, _)| b).collect();
+        for base in doomed {
+            if self.segments.len() == 1 {
+                break;
+            }
+            self.segments.remove(&base);
+            Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+        }
+        self.active_mut().truncate_to(offset)?;
+        self.recovery_point = self.recovery_point.min(self.end_offset());
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// Deletes the log's directory and everything in it.
+    pub fn delete(self) -> io::Result<()> {
+        self.disk.remove_dir_all(&self.dir)
+    }
+}
+
+/// The recovery point of a log at one moment, to be written to its directory.
+pub struct Checkpoint {
+    disk: Arc<dyn Disk>,
+    dir: PathBuf,
+    recovery_point: i64,
+}
+
+impl Checkpoint {
+    /// Records the recovery point so an unclean start scans only what follows it.
+    pub async fn write(&self) -> io::Result<()> {
+        let text = self.recovery_point.to_string();
+        let path = self.dir.join(CHECKPOINT_FILE);
+        write_file_atomic(self.disk.as_ref(), &path, text.as_bytes()).await
+    }
+
+    /// Records the recovery point and marks the log closed cleanly. Only valid when the
+    /// recovery point is the log end and nothing is appended afterwards.
+    pub async fn write_clean(&self) -> io::Result<()> {
+        self.write().await?;
+        write_file_atomic(self.disk.as_ref(), &self.dir.join(CLEAN_MARKER), b"").await
+    }
+}
+
+fn read_checkpoint(disk: &dyn Disk, dir: &Path) -> Option<i64> {
+    let raw = read_file(disk, &dir.join(CHECKPOINT_FILE)).ok()?;
+    std::str::from_utf8(&raw).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,448 @@
+//! One segment of a partition log: a file of record batches stored exactly as received (with the
+//! broker's base offsets), and its two sparse indexes. File names follow Kafka's:
+//! `00000000000000000000.log`, `.index`, `.timeindex`, named by the segment's base offset.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::batch::{self, BatchError, BatchHeader, HEADER_LEN};
+use super::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
+use crate::io::{read_exact_at, Disk, File, OpenMode};
+
+/// How much of a segment one read asks the disk for while scanning.
+const SCAN_CHUNK: usize = 1 << 20;
+
+pub fn file_name(base_offset: i64, extension: &str) -> String {
+    format!("{base_offset:020}.{extension}")
+}
+
+/// Why a scan stopped before the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanStop {
+    pub position: u64,
+    pub reason: String,
+}
+
+pub struct Segment {
+    base_offset: i64,
+    log: Arc<dyn File>,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    /// Bytes of valid batches in the log file.
+    size: u64,
+    /// The offset after the last batch in this segment (= base offset when empty).
+    next_offset: i64,
+    max_timestamp: i64,
+    /// Wall-clock time the segment was opened or created: drives `segment.ms` rolls.
+    created_ms: i64,
+    bytes_since_index: u64,
+    index_interval: u64,
+}
+
+impl Segment {
+    fn paths(dir: &Path, base_offset: i64) -> [PathBuf; 3] {
+        [
+            dir.join(file_name(base_offset, "log")),
+            dir.join(file_name(base_offset, "index")),
+            dir.join(file_name(base_offset, "timeindex")),
+        ]
+    }
+
+    pub fn create(
+        disk: &dyn Disk,
+        dir: &Path,
+        base_offset: i64,
+        index_interval: u64,
+        now_ms: i64,
+    ) -> io::Result<Segment> {
+        let [log, index, time] = Self::paths(dir, base_offset);
+        let log = disk.open(&log, OpenMode::Create)?;
+        log.set_len(0)?;
+        Ok(Segment {
+            base_offset,
+            log,
+            offset_index: OffsetIndex::empty(disk.open(&index, OpenMode::Create)?)?,
+            time_index: TimeIndex::empty(disk.open(&time, OpenMode::Create)?)?,
+            size: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            created_ms: now_ms,
+            bytes_since_index: 0,
+            index_interval,
+        })
+    }
+
+    /// Opens an existing segment. With `recover`, every batch is checked (CRC, framing, offsets
+    /// following on from `base_offset`), the file is truncated after the last good batch and the
+    /// indexes are rebuilt; otherwise the indexes on disk are trusted if they are sound.
+    pub fn open(
+        disk: &dyn Disk,
+        dir: &Path,
+        base_offset: i64,
+        index_interval: u64,
+        recover: bool,
+        now_ms: i64,
+    ) -> io::Result<(Segment, Option<ScanStop>)> {
+        let [log_path, index_path, time_path] = Self::paths(dir, base_offset);
+        let log = disk.open(&log_path, OpenMode::ReadWrite)?;
+        let file_size = log.len()?;
+        let index_file = disk.open(&index_path, OpenMode::Create)?;
+        let time_file = disk.open(&time_path, OpenMode::Create)?;
+        let loaded = if recover {
+            None
+        } else {
+            match (
+                OffsetIndex::load(index_file.clone(), file_size)?,
+                TimeIndex::load(time_file.clone())?,
+            ) {
+                (Some(o), Some(t)) => Some((o, t)),
+                _ => None,
+            }
+        };
+        let mut segment = Segment {
+            base_offset,
+            log,
+            offset_index: OffsetIndex::empty_in_memory(index_file.clone()),
+            time_index: TimeIndex::empty_in_memory(time_file.clone()),
+            size: file_size,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            created_ms: now_ms,
+            bytes_since_index: 0,
+            index_interval,
+        };
+        match loaded {
+            Some((offset_index, time_index)) => {
+                // Only the tail after the last index entry needs walking to find the end.
+                let start = offset_index.last().map(|e| e.position as u64).unwrap_or(0);
+                segment.offset_index = offset_index;
+                segment.time_index = time_index;
+                let mut last: Option<BatchHeader> = None;
+                let mut max_ts = segment.time_index.last().map(|e| e.timestamp).unwrap_or(-1);
+                let stop = segment.scan(start, |_, header, _| {
+                    max_ts = max_ts.max(header.max_timestamp);
+                    last = Some(*header);
+                    true
+                })?;
+                if let Some(stop) = stop {
+                    // A clean shutdown left a bad tail: distrust the indexes and recover fully.
+                    tracing::warn!(segment = base_offset, position = stop.position, reason = %stop.reason,
+                        "segment tail unreadable after clean shutdown; recovering");
+                    drop(segment);
+                    return Self::open(disk, dir, base_offset, index_interval, true, now_ms);
+                }
+                segment.max_timestamp = max_ts;
+                segment.next_offset = last.map(|h| h.next_offset()).unwrap_or(base_offset);
+                Ok((segment, None))
+            }
+            None => {
+                let stop = segment.rebuild(index_file, time_file)?;
+                Ok((segment, stop))
+            }
+        }
+    }
+
+    /// Walks every batch from the start, checking it, and rebuilds both indexes; truncates the
+    /// log after the last good batch.
+    fn rebuild(
+        &mut self,
+        index_file: Arc<dyn File>,
+        time_file: Arc<dyn File>,
+    ) -> io::Result<Option<ScanStop>> {
+        self.offset_index = OffsetIndex::empty(index_file)?;
+        self.time_index = TimeIndex::empty(time_file)?;
+        let base = self.base_offset;
+        let mut expected = base;
+        let mut entries = Vec::new();
+        let mut bad_offset = None;
+        let stop = self.scan(0, |position, header, _| {
+            if header.base_offset != expected {
+                bad_offset = Some((position, header.base_offset, expected));
+                return false;
+            }
+            expected = header.next_offset();
+            entries.push((position, *header));
+            true
+        })?;
+        let stop = match bad_offset {
+            Some((position, found, expected)) => Some(ScanStop {
+                position,
+                reason: format!("batch at offset {found} where {expected} was expected"),
+            }),
+            None => stop,
+        };
+        let valid_end = match &stop {
+            Some(stop) => stop.position,
+            None => self.size,
+        };
+        if valid_end < self.size {
+            self.log.set_len(valid_end)?;
+        }
+        self.size = 0;
+        self.next_offset = base;
+        self.max_timestamp = -1;
+        self.bytes_since_index = 0;
+        for (position, header) in entries {
+            self.index_batch(position, &header)?;
+            self.size = position + header.total_len() as u64;
+            self.next_offset = header.next_offset();
+        }
+        assert_eq!(self.size, valid_end);
+        Ok(stop)
+    }
+
+    /// Calls `visit(position, header, bytes)` for each good batch from `start` until it returns
+    /// false or the data ends. Returns where and why it stopped if a batch was bad or torn.
+    pub fn scan(
+        &self,
+        start: u64,
+        mut visit: impl FnMut(u64, &BatchHeader, &[u8]) -> bool,
+    ) -> io::Result<Option<ScanStop>> {
+        let mut position = start;
+        let end = self.size;
+        while position < end {
+            let want = ((end - position) as usize).min(SCAN_CHUNK);
+            let mut chunk = vec![0u8; want];
+            read_exact_at(self.log.as_ref(), position, &mut chunk)?;
+            let mut consumed = 0usize;
+            let mut need_more = None;
+            for item in batch::iter(&chunk) {
+                match item {
+                    Ok((at, header)) => {
+                        if !visit(position + at as u64, &header, &chunk[at..at + header.total_len()])
+                        {
+                            return Ok(None);
+                        }
+                        consumed = at + header.total_len();
+                    }
+                    Err(BatchError::Truncated { need, .. })
+                        if position + consumed as u64 + (need as u64) <= end
+                            && chunk.len() < end as usize - position as usize =>
+                    {
+                        // The batch runs past this chunk but not past the file: read on.
+                        need_more = Some(need);
+                    }
+                    Err(e) => {
+                        return Ok(Some(ScanStop {
+                            position: position + consumed as u64,
+                            reason: e.to_string(),
+                        }));
+                    }
+                }
+            }
+            if consumed == 0 {
+                // A single batch bigger than the chunk: read exactly that batch next round.
+                let need = need_more.unwrap_or(HEADER_LEN);
+                let mut big = vec![0u8; need];
+                read_exact_at(self.log.as_ref(), position, &mut big)?;
+                match batch::check(&big) {
+                    Ok(header) => {
+                        if !visit(position, &header, &big) {
+                            return Ok(None);
+                        }
+                        position += header.total_len() as u64;
+                    }
+                    Err(e) => {
+                        return Ok(Some(ScanStop {
+                            position,
+                            reason: e.to_string(),
+                        }))
+                    }
+                }
+                continue;
+            }
+            position += consumed as u64;
+        }
+        Ok(None)
+    }
+
+    /// Index bookkeeping for a batch that now sits at `position`.
+    fn index_batch(&mut self, position: u64, header: &BatchHeader) -> io::Result<()> {
+        let relative = (header.base_offset - self.base_offset) as u32;
+        // Position 0 needs no entry: a lookup that finds none starts there.
+        if position > 0 && self.bytes_since_index >= self.index_interval {
+            self.offset_index.append(OffsetEntry {
+                relative_offset: relative,
+                position: position as u32,
+            })?;
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += header.total_len() as u64;
+        if header.max_timestamp > self.max_timestamp {
+            self.max_timestamp = header.max_timestamp;
+            self.time_index.maybe_append(TimeEntry {
+                timestamp: header.max_timestamp,
+                relative_offset: (header.last_offset() - self.base_offset) as u32,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Appends one batch whose base offset has already been set to `self.next_offset()`.
+    pub fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> io::Result<()> {
+        assert_eq!(header.base_offset, self.next_offset, "offsets must be contiguous");
+        assert_eq!(header.total_len(), bytes.len());
+        let position = self.size;
+        self.log.write_at(position, bytes)?;
+        self.index_batch(position, header)?;
+        self.size += bytes.len() as u64;
+        self.next_offset = header.next_offset();
+        Ok(())
+    }
+
+    /// Position of the first batch holding an offset at or after `offset`, and that batch's
+    /// header; `None` if no batch in this segment holds such an offset.
+    fn locate(&self, offset: i64) -> io::Result<Option<(u64, BatchHeader)>> {
+        let relative = (offset.max(self.base_offset) - self.base_offset) as u32;
+        let mut position = self
+            .offset_index
+            .lookup(relative)
+            .map(|e| e.position as u64)
+            .unwrap_or(0);
+        let mut raw = [0u8; HEADER_LEN];
+        while position < self.size {
+            read_exact_at(self.log.as_ref(), position, &mut raw)?;
+            let header = BatchHeader::parse(&raw)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            if header.last_offset() >= offset {
+                return Ok(Some((position, header)));
+            }
+            position += header.total_len() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes` (but at
+    /// least one batch), never including a batch that ends at or past `upper_bound`. Every batch
+    /// returned has a valid CRC: corruption at rest is an error, never data.
+    pub fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> io::Result<Bytes> {
+        let Some((start, first)) = self.locate(offset)? else {
+            return Ok(Bytes::new());
+        };
+        if first.last_offset() >= upper_bound {
+            return Ok(Bytes::new());
+        }
+        let available = (self.size - start) as usize;
+        let want = max_bytes.max(first.total_len()).min(available);
+        let mut buf = BytesMut::zeroed(want);
+        read_exact_at(self.log.as_ref(), start, &mut buf)?;
+        let mut keep = 0usize;
+        for item in batch::iter(&buf) {
+            match item {
+                Ok((at, header)) => {
+                    if header.last_offset() >= upper_bound {
+                        break;
+                    }
+                    keep = at + header.total_len();
+                }
+                Err(BatchError::Truncated { .. }) => break,
+                Err(e) if keep == 0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("segment {} at position {start}: {e}", self.base_offset),
+                    ))
+                }
+                Err(_) => break,
+            }
+        }
+        buf.truncate(keep);
+        Ok(buf.freeze())
+    }
+
+    /// The first record at or after `timestamp` in this segment: (offset, its timestamp).
+    pub fn find_by_timestamp(&self, timestamp: i64) -> io::Result<Option<(i64, i64)>> {
+        if self.max_timestamp < timestamp {
+            return Ok(None);
+        }
+        let start_relative = self.time_index.lookup(timestamp);
+        let start = match self.locate(self.base_offset + start_relative as i64)? {
+            Some((position, _)) => position,
+            None => return Ok(None),
+        };
+        let mut found = None;
+        self.scan(start, |_, header, bytes| {
+            if header.max_timestamp < timestamp {
+                return true;
+            }
+            found = match batch::records(bytes, header) {
+                Some(Ok(records)) => records
+                    .iter()
+                    .find(|r| r.timestamp >= timestamp)
+                    .map(|r| (r.offset, r.timestamp)),
+                Some(Err(_)) => Some((header.base_offset, header.max_timestamp)),
+                // Compressed or LogAppendTime: the batch is the finest grain we know.
+                None => Some((header.base_offset, header.max_timestamp)),
+            };
+            found.is_none()
+        })?;
+        Ok(found)
+    }
+
+    /// Drops every batch at or after `offset` (which must start a batch or be past the end).
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+        let Some((position, header)) = self.locate(offset)? else {
+            return Ok(());
+        };
+        assert!(
+            header.base_offset >= offset,
+            "truncation point {offset} is inside batch at {}",
+            header.base_offset
+        );
+        self.log.set_len(position)?;
+        self.size = position;
+        self.offset_index.truncate_to_position(position)?;
+        self.time_index
+            .truncate_to_offset((offset - self.base_offset) as u32)?;
+        self.next_offset = offset;
+        // Recompute the running max timestamp from what is left.
+        let mut max_ts = -1;
+        self.scan(0, |_, h, _| {
+            max_ts = max_ts.max(h.max_timestamp);
+            true
+        })?;
+        self.max_timestamp = max_ts;
+        self.bytes_since_index = self.index_interval;
+        Ok(())
+    }
+
+    pub fn remove_files(disk: &dyn Disk, dir: &Path, base_offset: i64) -> io::Result<()> {
+        for path in Self::paths(dir, base_offset) {
+            match disk.remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The files an fsync of this segment must cover.
+    pub fn files(&self) -> [Arc<dyn File>; 3] {
+        [
+            self.log.clone(),
+            self.offset_index.file().clone(),
+            self.time_index.file().clone(),
+        ]
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+}

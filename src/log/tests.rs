@@ -1,0 +1,261 @@
+//! Log tests on the in-memory disk: appends, reads, rolls, retention, and a property test that
+//! random appends, flushes and crashes (process kill or power loss) never lose fsynced data nor
+//! return a corrupt batch.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::batch::{self, testing::batch};
+use super::*;
+use crate::io::memdisk::MemDisk;
+use crate::io::Disk;
+
+const DIR: &str = "/data/topic-0";
+
+fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024,
+        segment_ms: i64::MAX,
+        index_interval_bytes: 128,
+    }
+}
+
+fn open(disk: &MemDisk, config: LogConfig) -> (Log, Recovery) {
+    Log::open(Arc::new(disk.clone()), Path::new(DIR), config, 0).unwrap()
+}
+
+fn append(log: &mut Log, values: &[&[u8]], ts: i64) -> (i64, i64) {
+    let mut bytes = batch(values, ts, None);
+    let mut header = batch::check(&bytes).unwrap();
+    log.append(&mut bytes, std::slice::from_mut(&mut header), ts)
+        .unwrap()
+}
+
+/// Every batch from the start, checked, as (base offset, record values).
+fn read_all(log: &Log) -> Vec<(i64, Vec<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut offset = log.start_offset();
+    while offset < log.end_offset() {
+        let data = log.read(offset, 300, i64::MAX).unwrap();
+        assert!(!data.is_empty(), "no data at {offset} below end {}", log.end_offset());
+        for item in batch::iter(&data) {
+            let (at, header) = item.expect("a read never returns a bad batch");
+            assert_eq!(header.base_offset, offset, "offsets are contiguous");
+            let bytes = &data[at..at + header.total_len()];
+            let values = batch::records(bytes, &header)
+                .unwrap()
+                .unwrap()
+                .iter()
+                .map(|r| r.value.unwrap().to_vec())
+                .collect();
+            out.push((offset, values));
+            offset = header.next_offset();
+        }
+    }
+    out
+}
+
+#[test]
+fn appends_roll_segments_and_read_back() {
+    let disk = MemDisk::new(1);
+    let (mut log, recovery) = open(&disk, small_config());
+    assert!(!recovery.clean);
+    for i in 0..50 {
+        let value = format!("value-{i:03}").repeat(5);
+        assert_eq!(append(&mut log, &[value.as_bytes(), b"x"], 1000 + i), (2 * i, 2 * i + 1));
+    }
+    assert!(log.segment_count() > 3, "small segments roll");
+    let all = read_all(&log);
+    assert_eq!(all.len(), 50);
+    // A read from the middle of a batch starts at that batch.
+    let data = log.read(7, 1, i64::MAX).unwrap();
+    assert_eq!(batch::check(&data).unwrap().base_offset, 6);
+    // Reads stop below the upper bound.
+    assert!(log.read(10, 10_000, 10).unwrap().is_empty());
+    assert!(matches!(
+        log.read(101, 10, i64::MAX),
+        Err(ReadError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(log.offset_for_timestamp(1010).unwrap(), Some((19, 1010)));
+    assert_eq!(log.offset_for_timestamp(1011).unwrap(), Some((21, 1011)));
+    assert_eq!(log.offset_for_timestamp(99_999).unwrap(), None);
+}
+
+#[test]
+fn clean_and_unclean_reopen_keep_everything() {
+    let disk = MemDisk::new(2);
+    let (mut log, _) = open(&disk, small_config());
+    for i in 0..30 {
+        append(&mut log, &[format!("v{i}").as_bytes()], i);
+    }
+    let before = read_all(&log);
+    futures_block_on(log.close(0)).unwrap();
+    drop(log);
+    let (log, recovery) = open(&disk, small_config());
+    assert!(recovery.clean);
+    assert_eq!(recovery.segments_scanned, 0);
+    assert_eq!(read_all(&log), before);
+    drop(log);
+    disk.process_crash();
+    let (log, recovery) = open(&disk, small_config());
+    assert!(!recovery.clean);
+    assert_eq!(read_all(&log), before);
+}
+
+#[test]
+fn torn_tail_is_cut_and_index_rebuilt() {
+    let disk = MemDisk::new(3);
+    let (mut log, _) = open(&disk, LogConfig::default());
+    for i in 0..10 {
+        append(&mut log, &[format!("v{i}").as_bytes()], i);
+    }
+    drop(log);
+    let path = Path::new(DIR).join(segment::file_name(0, "log"));
+    let len = disk.file_contents(&path).unwrap().len() as u64;
+    // Corrupt a byte inside the 8th batch: recovery keeps the first seven.
+    let per_batch = len / 10;
+    disk.flip_bit(&path, per_batch * 7 + 40, 3).unwrap();
+    disk.process_crash();
+    let (log, recovery) = open(&disk, LogConfig::default());
+    assert!(recovery.truncated_at.is_some());
+    assert_eq!(log.end_offset(), 7);
+    assert_eq!(read_all(&log).len(), 7);
+}
+
+#[test]
+fn corruption_at_rest_is_an_error_not_data() {
+    let disk = MemDisk::new(4);
+    let (mut log, _) = open(&disk, LogConfig::default());
+    append(&mut log, &[b"hello"], 1);
+    let path = Path::new(DIR).join(segment::file_name(0, "log"));
+    disk.flip_bit(&path, 65, 0).unwrap();
+    assert!(matches!(log.read(0, 1000, i64::MAX), Err(ReadError::Io(_))));
+}
+
+#[test]
+fn retention_deletes_whole_old_segments() {
+    let disk = MemDisk::new(5);
+    let (mut log, _) = open(&disk, small_config());
+    for i in 0..40 {
+        append(&mut log, &[&[b'a'; 100]], i * 1000);
+    }
+    let segments = log.segment_count();
+    assert_eq!(log.apply_retention(-1, -1, 1_000_000).unwrap(), 0);
+    let deleted = log.apply_retention(-1, 2048, 40_000).unwrap();
+    assert!(deleted > 0 && log.segment_count() == segments - deleted);
+    assert!(log.size_bytes() >= 2048 - 1024);
+    assert!(log.start_offset() > 0);
+    let deleted_by_time = log.apply_retention(5_000, -1, 100_000).unwrap();
+    assert!(deleted_by_time > 0);
+    assert_eq!(log.segment_count(), 1, "the active segment stays");
+    let start = log.start_offset();
+    drop(log);
+    disk.process_crash();
+    let (log, _) = open(&disk, small_config());
+    assert_eq!(log.start_offset(), start);
+}
+
+#[test]
+fn truncate_to_drops_the_tail() {
+    let disk = MemDisk::new(6);
+    let (mut log, _) = open(&disk, small_config());
+    for i in 0..40 {
+        append(&mut log, &[format!("value-{i}").repeat(10).as_bytes()], i);
+    }
+    log.truncate_to(17).unwrap();
+    assert_eq!(log.end_offset(), 17);
+    assert_eq!(read_all(&log).len(), 17);
+    assert_eq!(append(&mut log, &[b"again"], 99).0, 17);
+}
+
+/// Polls a future that never waits (the in-memory disk is synchronous).
+fn futures_block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("memdisk futures are always ready"),
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append { records: usize, size: usize },
+    Flush,
+    ProcessCrash,
+    PowerLoss,
+    CleanRestart,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (1usize..5, 1usize..200).prop_map(|(records, size)| Op::Append { records, size }),
+        2 => Just(Op::Flush),
+        1 => Just(Op::ProcessCrash),
+        1 => Just(Op::PowerLoss),
+        1 => Just(Op::CleanRestart),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn crashes_never_lose_fsynced_data_nor_return_corrupt_batches(
+        seed in any::<u64>(),
+        ops in proptest::collection::vec(op(), 1..60),
+    ) {
+        let disk = MemDisk::new(seed);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let (mut log, _) = open(&disk, small_config());
+        // What was appended, batch by batch: (base offset, values).
+        let mut model: Vec<(i64, Vec<Vec<u8>>)> = Vec::new();
+        let mut durable = 0i64;
+        let mut next_value = 0u64;
+        for op in ops {
+            match op {
+                Op::Append { records, size } => {
+                    let values: Vec<Vec<u8>> = (0..records)
+                        .map(|_| { next_value += 1; format!("{next_value:08}").repeat(size / 8 + 1).into_bytes() })
+                        .collect();
+                    let refs: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
+                    let (first, _) = append(&mut log, &refs, next_value as i64);
+                    model.push((first, values));
+                }
+                Op::Flush => {
+                    let plan = log.flush_plan();
+                    futures_block_on(Log::sync_files(&plan)).unwrap();
+                    log.flushed(plan.up_to, 0);
+                    durable = plan.up_to;
+                    futures_block_on(log.checkpoint().write()).unwrap();
+                }
+                Op::ProcessCrash | Op::PowerLoss | Op::CleanRestart => {
+                    let end = log.end_offset();
+                    if matches!(op, Op::CleanRestart) {
+                        futures_block_on(log.close(0)).unwrap();
+                        durable = end;
+                    }
+                    drop(log);
+                    match op {
+                        Op::ProcessCrash => disk.process_crash(),
+                        Op::PowerLoss => disk.power_loss(),
+                        _ => {}
+                    }
+                    let (reopened, _) = open(&disk, small_config());
+                    log = reopened;
+                    prop_assert!(log.end_offset() >= durable, "fsynced data lost: end {} < durable {}", log.end_offset(), durable);
+                    if !matches!(op, Op::PowerLoss) {
+                        prop_assert_eq!(log.end_offset(), end, "a process kill loses nothing");
+                    }
+                    // What survives is a prefix of what was written.
+                    let survivors = read_all(&log);
+                    model.retain(|(offset, _)| *offset < log.end_offset());
+                    prop_assert_eq!(&survivors, &model);
+                }
+            }
+        }
+        prop_assert_eq!(read_all(&log), model);
+    }
+}

@@ -1,0 +1,374 @@
+//! The `weir` command: run a broker, administer topics, produce and consume, benchmark.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use weir::bench;
+use weir::broker::Broker;
+use weir::client::Client;
+use weir::config::{parse_properties, ServerConfig};
+use weir::io::{read_file, Io};
+use weir::log::batch::{self, BatchBuilder};
+
+#[derive(Parser)]
+#[command(name = "weir", version, about = "A Kafka-compatible broker built for deterministic simulation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker. Without --config: one node on 127.0.0.1:9092 with data in ./weir-data.
+    Serve {
+        /// A Kafka server.properties file (Kafka's own key names).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Override one key, as in the file: --override log.dirs=/tmp/data (repeatable).
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+    },
+    /// Create, list or delete topics.
+    Topics {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[command(subcommand)]
+        action: TopicAction,
+    },
+    /// Produce each line of standard input as one record (key before the first tab, if any).
+    Produce {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        topic: String,
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
+        #[arg(long, default_value = "all")]
+        acks: String,
+    },
+    /// Print records of a partition from an offset.
+    Consume {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        topic: String,
+        #[arg(long, default_value_t = 0)]
+        partition: i32,
+        #[arg(long, default_value_t = 0)]
+        offset: i64,
+        /// Stop after this many records.
+        #[arg(long, default_value_t = 100)]
+        max: u64,
+    },
+    /// Load generators that print throughput and latency.
+    Bench {
+        #[command(subcommand)]
+        which: BenchKind,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopicAction {
+    Create {
+        name: String,
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i16,
+        /// Topic config, KEY=VALUE (repeatable).
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
+    },
+    List,
+    Delete {
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchKind {
+    Produce {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long, default_value = "weir-bench")]
+        topic: String,
+        #[arg(long, default_value_t = 3)]
+        partitions: i32,
+        #[arg(long, default_value_t = 100)]
+        record_size: usize,
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+        /// 0, 1 or all.
+        #[arg(long, default_value = "1")]
+        acks: String,
+        #[arg(long, default_value_t = 5)]
+        in_flight: usize,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+    Consume {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long, default_value = "weir-bench")]
+        topic: String,
+        #[arg(long, default_value_t = 3)]
+        partitions: i32,
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        #[arg(long, default_value_t = 1 << 20)]
+        fetch_bytes: i32,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("weir: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn addr(bootstrap: &str) -> anyhow::Result<SocketAddr> {
+    let first = bootstrap.split(',').next().unwrap_or(bootstrap).trim();
+    first
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("cannot resolve {first}"))
+}
+
+fn acks(s: &str) -> anyhow::Result<i16> {
+    match s {
+        "all" | "-1" => Ok(-1),
+        "0" => Ok(0),
+        "1" => Ok(1),
+        other => anyhow::bail!("acks must be 0, 1 or all, not '{other}'"),
+    }
+}
+
+fn key_values(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| anyhow::anyhow!("expected KEY=VALUE, got '{kv}'"))
+        })
+        .collect()
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let io = Io::os();
+    match cli.command {
+        Command::Serve { config, overrides } => serve(io, config, overrides).await,
+        Command::Topics { bootstrap, action } => {
+            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            match action {
+                TopicAction::Create {
+                    name,
+                    partitions,
+                    replication_factor,
+                    configs,
+                } => {
+                    client
+                        .create_topic(&name, partitions, replication_factor, &key_values(&configs)?)
+                        .await?;
+                    println!("created topic {name}");
+                }
+                TopicAction::List => {
+                    for topic in client.metadata(None).await? {
+                        println!("{}\t{} partitions", topic.name, topic.partitions);
+                    }
+                }
+                TopicAction::Delete { name } => {
+                    client.delete_topic(&name).await?;
+                    println!("deleted topic {name}");
+                }
+            }
+            Ok(())
+        }
+        Command::Produce {
+            bootstrap,
+            topic,
+            partition,
+            acks: a,
+        } => {
+            let acks = acks(&a)?;
+            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            let mut input = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
+            let now = io.clock.wall_ms();
+            let mut builder = BatchBuilder::new(now);
+            for line in input.lines() {
+                let (key, value) = match line.split_once('\t') {
+                    Some((k, v)) => (Some(k.as_bytes()), v.as_bytes()),
+                    None => (None, line.as_bytes()),
+                };
+                builder.push(key, Some(value), now);
+            }
+            if builder.is_empty() {
+                return Ok(());
+            }
+            let count = builder.len();
+            let batch = bytes::Bytes::from(builder.finish(-1, -1, -1));
+            let offset = client.produce(&topic, partition, batch, acks).await?;
+            match offset {
+                Some(o) => println!("produced {count} records at offsets {o}..{}", o + count as i64 - 1),
+                None => println!("sent {count} records (acks=0)"),
+            }
+            Ok(())
+        }
+        Command::Consume {
+            bootstrap,
+            topic,
+            partition,
+            offset,
+            max,
+        } => {
+            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            let mut next = offset;
+            let mut printed = 0;
+            while printed < max {
+                let fetched = client
+                    .fetch(&topic, partition, next, 1 << 20, Duration::from_millis(500))
+                    .await?;
+                if fetched.records.is_empty() {
+                    break;
+                }
+                for item in batch::iter(&fetched.records) {
+                    let (at, header) = item?;
+                    let bytes = &fetched.records[at..at + header.total_len()];
+                    let Some(records) = batch::records(bytes, &header) else {
+                        println!("(compressed batch at offset {}: not decoded)", header.base_offset);
+                        next = header.next_offset();
+                        continue;
+                    };
+                    for r in records? {
+                        if r.offset < next || printed >= max {
+                            continue;
+                        }
+                        let show = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_else(|| "null".into());
+                        println!("{}\t{}\t{}\t{}", r.offset, r.timestamp, show(r.key), show(r.value));
+                        printed += 1;
+                    }
+                    next = header.next_offset();
+                }
+            }
+            Ok(())
+        }
+        Command::Bench { which } => match which {
+            BenchKind::Produce {
+                bootstrap,
+                topic,
+                partitions,
+                record_size,
+                records,
+                batch,
+                acks: a,
+                in_flight,
+                seconds,
+            } => {
+                let spec = bench::ProduceBench {
+                    addr: addr(&bootstrap)?,
+                    topic,
+                    partitions,
+                    record_size,
+                    records,
+                    records_per_batch: batch,
+                    acks: acks(&a)?,
+                    in_flight,
+                    time_limit: Duration::from_secs(seconds),
+                };
+                let report = bench::produce(&io, &spec).await?;
+                println!("{}", report.render(&format!("produce {record_size} B acks={a}")));
+                Ok(())
+            }
+            BenchKind::Consume {
+                bootstrap,
+                topic,
+                partitions,
+                records,
+                fetch_bytes,
+                seconds,
+            } => {
+                let spec = bench::ConsumeBench {
+                    addr: addr(&bootstrap)?,
+                    topic,
+                    partitions,
+                    records,
+                    fetch_bytes,
+                    time_limit: Duration::from_secs(seconds),
+                };
+                let report = bench::consume(&io, &spec).await?;
+                println!("{}", report.render("consume"));
+                Ok(())
+            }
+        },
+    }
+}
+
+async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
+    let mut props = match &path {
+        Some(p) => {
+            let raw = read_file(io.disk.as_ref(), p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+            parse_properties(&String::from_utf8_lossy(&raw))?
+        }
+        None => BTreeMap::new(),
+    };
+    props.extend(key_values(&overrides)?);
+    let (config, warnings) = ServerConfig::from_properties(&props)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    let running = Broker::start(config, io).await?;
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    running.broker.shutdown().await?;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,281 @@
+//! The state of one partition replica on this broker: its log, high watermark and producer
+//! state, driven by plain method calls (no I/O beyond the log, no async). The broker layer wraps
+//! it in a lock and does the waiting (fsync, long polls) around it.
+//!
+//! With one replica the high watermark follows the log end on every append; replication will
+//! move it by the ISR rule instead (see `shared/notes/replication.md`).
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::producer::{ProducerStates, SequenceCheck};
+use crate::config::{TimestampType, TopicConfig};
+use crate::io::Disk;
+use crate::log::batch::{self, BatchError};
+use crate::log::{Log, LogConfig, ReadError, Recovery};
+
+#[derive(Debug)]
+pub enum ProduceError {
+    /// CRC mismatch or broken framing.
+    Corrupt(String),
+    /// Well-formed but not acceptable (several batches, empty, transactional...).
+    InvalidRecord(String),
+    MessageTooLarge { size: usize, max: i32 },
+    OutOfOrderSequence { expected: i32, found: i32 },
+    InvalidProducerEpoch,
+    Storage(io::Error),
+}
+
+/// The outcome of an accepted produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker time stamped on the batch, or -1 under CreateTime.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    /// A retried batch already in the log: nothing was written.
+    pub duplicate: bool,
+}
+
+pub fn log_config(config: &TopicConfig) -> LogConfig {
+    LogConfig {
+        segment_bytes: config.segment_bytes,
+        segment_ms: config.segment_ms,
+        index_interval_bytes: config.index_interval_bytes.max(1) as u64,
+    }
+}
+
+pub struct Partition {
+    topic: String,
+    index: i32,
+    log: Log,
+    high_watermark: i64,
+    producers: ProducerStates,
+    config: TopicConfig,
+    leader_epoch: i32,
+}
+
+impl Partition {
+    pub fn open(
+        disk: Arc<dyn Disk>,
+        dir: &Path,
+        topic: &str,
+        index: i32,
+        config: TopicConfig,
+        now_ms: i64,
+    ) -> io::Result<(Partition, Recovery)> {
+        let (log, recovery) = Log::open(disk, dir, log_config(&config), now_ms)?;
+        let mut producers = ProducerStates::default();
+        log.scan_headers(log.start_offset(), |header| producers.record(header))?;
+        let high_watermark = log.end_offset();
+        let partition = Partition {
+            topic: topic.to_string(),
+            index,
+            log,
+            high_watermark,
+            producers,
+            config,
+            leader_epoch: 0,
+        };
+        Ok((partition, recovery))
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn index(&self) -> i32 {
+        self.index
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
+    pub fn config(&self) -> &TopicConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: TopicConfig) {
+        self.log.set_config(log_config(&config));
+        self.config = config;
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.start_offset()
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.end_offset()
+    }
+
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    pub fn log_mut(&mut self) -> &mut Log {
+        &mut self.log
+    }
+
+    /// Validates one produce's records (exactly one v2 batch, as Kafka requires from v3 on),
+    /// checks the producer's sequence, and appends.
+    pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<Appended, ProduceError> {
+        let mut header = match batch::check(records) {
+            Ok(h) => h,
+            Err(e @ (BatchError::CrcMismatch { .. } | BatchError::Truncated { .. })) => {
+                return Err(ProduceError::Corrupt(e.to_string()))
+            }
+            Err(e) => return Err(ProduceError::InvalidRecord(e.to_string())),
+        };
+        if header.total_len() != records.len() {
+            return Err(ProduceError::InvalidRecord(
+                "a produce must carry exactly one record batch per partition".into(),
+            ));
+        }
+        if records.len() > self.config.max_message_bytes.max(0) as usize {
+            return Err(ProduceError::MessageTooLarge {
+                size: records.len(),
+                max: self.config.max_message_bytes,
+            });
+        }
+        if header.record_count == 0 {
+            return Err(ProduceError::InvalidRecord("empty record batch".into()));
+        }
+        if header.is_transactional() || header.is_control() {
+            return Err(ProduceError::InvalidRecord(
+                "transactional and control batches are not supported".into(),
+            ));
+        }
+        match self.producers.check(&header) {
+            SequenceCheck::Append => {}
+            SequenceCheck::Duplicate(meta) => {
+                return Ok(Appended {
+                    base_offset: meta.first_offset,
+                    last_offset: meta.last_offset,
+                    log_append_time: -1,
+                    log_start_offset: self.log.start_offset(),
+                    duplicate: true,
+                })
+            }
+            SequenceCheck::OutOfOrder { expected, found } => {
+                return Err(ProduceError::OutOfOrderSequence { expected, found })
+            }
+            SequenceCheck::StaleEpoch { .. } => return Err(ProduceError::InvalidProducerEpoch),
+        }
+        // One copy per batch (not per record): the offsets are patched into our own buffer.
+        let mut owned = records.to_vec();
+        batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
+        let log_append_time = if self.config.message_timestamp_type == TimestampType::LogAppendTime
+        {
+            batch::set_log_append_time(&mut owned, now_ms);
+            header.max_timestamp = now_ms;
+            header.attributes |= 0x08;
+            now_ms
+        } else {
+            -1
+        };
+        let before = self.log.end_offset();
+        let (base_offset, last_offset) = self
+            .log
+            .append(&mut owned, std::slice::from_mut(&mut header), now_ms)
+            .map_err(ProduceError::Storage)?;
+        assert_eq!(base_offset, before);
+        self.producers.record(&header);
+        self.advance_high_watermark(self.log.end_offset());
+        Ok(Appended {
+            base_offset,
+            last_offset,
+            log_append_time,
+            log_start_offset: self.log.start_offset(),
+            duplicate: false,
+        })
+    }
+
+    fn advance_high_watermark(&mut self, to: i64) {
+        assert!(to >= self.high_watermark, "the high watermark never goes back");
+        assert!(to <= self.log.end_offset(), "high watermark beyond log end");
+        self.high_watermark = to;
+    }
+
+    /// Committed data from `offset` (consumers never see past the high watermark).
+    pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, ReadError> {
+        self.log.read(offset, max_bytes, self.high_watermark)
+    }
+
+    /// Applies retention; returns how many segments were deleted.
+    pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
+        if self.config.cleanup_policy == crate::config::CleanupPolicy::Compact {
+            return Ok(0);
+        }
+        let deleted = self.log.apply_retention(
+            self.config.retention_ms,
+            self.config.retention_bytes,
+            now_ms,
+        )?;
+        // Retention never removes the active segment, so the high watermark stays inside.
+        assert!(self.high_watermark >= self.log.start_offset());
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::memdisk::MemDisk;
+    use crate::log::batch::testing::batch;
+
+    fn open(disk: &MemDisk) -> Partition {
+        let config = crate::config::ServerConfig::default_single_node().topic_defaults;
+        Partition::open(Arc::new(disk.clone()), Path::new("/data/t-0"), "t", 0, config, 0)
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn idempotent_retry_gets_original_offset_and_survives_restart() {
+        let disk = MemDisk::new(1);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let mut p = open(&disk);
+        let first = batch(&[b"a", b"b"], 10, Some((5, 0, 0)));
+        let second = batch(&[b"c"], 10, Some((5, 0, 2)));
+        assert_eq!(p.append(&first, 1).unwrap().base_offset, 0);
+        assert_eq!(p.append(&second, 1).unwrap().base_offset, 2);
+        let retry = p.append(&first, 1).unwrap();
+        assert!(retry.duplicate);
+        assert_eq!(retry.base_offset, 0);
+        assert_eq!(p.log_end_offset(), 3);
+        let gap = batch(&[b"d"], 10, Some((5, 0, 9)));
+        assert!(matches!(
+            p.append(&gap, 1),
+            Err(ProduceError::OutOfOrderSequence { expected: 3, .. })
+        ));
+        drop(p);
+        disk.process_crash();
+        let mut p = open(&disk);
+        assert!(p.append(&second, 1).unwrap().duplicate);
+        assert_eq!(p.log_end_offset(), 3);
+    }
+
+    #[test]
+    fn rejects_bad_batches() {
+        let disk = MemDisk::new(1);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let mut p = open(&disk);
+        let mut b = batch(&[b"a"], 10, None);
+        let two = [b.clone(), b.clone()].concat();
+        assert!(matches!(p.append(&two, 1), Err(ProduceError::InvalidRecord(_))));
+        let last = b.len() - 1;
+        b[last] ^= 0xff;
+        assert!(matches!(p.append(&b, 1), Err(ProduceError::Corrupt(_))));
+        assert!(matches!(p.append(&b[..10], 1), Err(ProduceError::Corrupt(_))));
+        assert_eq!(p.log_end_offset(), 0);
+    }
+}
