@@ -70,7 +70,7 @@ impl Broker {
         io.disk.create_dir_all(&log_dir)?;
         let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
         let now = io.clock.wall_ms();
-        let store = MetadataStore::open(io.disk.clone(), &log_dir, now)?;
+        let store = MetadataStore::open(io.disk.clone(), &log_dir, now).await?;
         let image = Arc::new(store.image().clone());
         let controller = Controller::new(
             1,
@@ -102,7 +102,7 @@ impl Broker {
             advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
             shutdown,
         });
-        broker.open_partitions()?;
+        broker.open_partitions().await?;
         let listener = io.net.bind(bind).await?;
         let local_addr = listener.local_addr()?;
         *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
@@ -159,7 +159,7 @@ impl Broker {
     }
 
     /// Opens every partition the metadata knows; removes directories of deleted topics.
-    fn open_partitions(&self) -> io::Result<()> {
+    async fn open_partitions(&self) -> io::Result<()> {
         let image = self.image();
         let known: BTreeMap<String, Uuid> = image
             .topics()
@@ -181,13 +181,13 @@ impl Broker {
         }
         for topic in image.topics() {
             for index in 0..topic.partitions {
-                self.open_partition(&topic.name, topic.id, index)?;
+                self.open_partition(&topic.name, topic.id, index).await?;
             }
         }
         Ok(())
     }
 
-    fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
+    async fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
         let dir = self.partition_dir(topic, index);
         match read_topic_id(&self.io, &dir) {
             Some(existing) if existing != id => {
@@ -202,7 +202,7 @@ impl Broker {
             .unwrap_or_else(|| self.controller.topic_defaults().clone());
         let now = self.io.clock.wall_ms();
         let (partition, recovery) =
-            Partition::open(self.io.disk.clone(), &dir, topic, index, config, now)?;
+            Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
         write_topic_id(&self.io, &dir, id)?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
             tracing::warn!(topic, partition = index, ?recovery, "recovered partition after unclean shutdown");
@@ -224,12 +224,12 @@ impl Broker {
         *self.image.write().unwrap() = Arc::new(store.image().clone());
         drop(store);
         for record in &records {
-            self.apply_locally(record)?;
+            self.apply_locally(record).await?;
         }
         Ok(())
     }
 
-    fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
+    async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
         match record {
             MetadataRecord::Topic {
                 name,
@@ -238,7 +238,7 @@ impl Broker {
                 ..
             } => {
                 for index in 0..*partitions {
-                    self.open_partition(name, *id, index)?;
+                    self.open_partition(name, *id, index).await?;
                 }
             }
             MetadataRecord::Partitions { name, count } => {
@@ -248,7 +248,7 @@ impl Broker {
                 };
                 for index in 0..*count {
                     if self.partition(name, index).is_none() {
-                        self.open_partition(name, topic.id, index)?;
+                        self.open_partition(name, topic.id, index).await?;
                     }
                 }
             }

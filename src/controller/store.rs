@@ -22,9 +22,9 @@ pub struct MetadataStore {
 
 impl MetadataStore {
     /// Opens the metadata log under `log_dir` and replays it into an image.
-    pub fn open(disk: Arc<dyn Disk>, log_dir: &Path, now_ms: i64) -> io::Result<MetadataStore> {
+    pub async fn open(disk: Arc<dyn Disk>, log_dir: &Path, now_ms: i64) -> io::Result<MetadataStore> {
         let (log, _recovery) =
-            Log::open(disk, &log_dir.join(METADATA_DIR), LogConfig::default(), now_ms)?;
+            Log::open(disk, &log_dir.join(METADATA_DIR), LogConfig::default(), now_ms).await?;
         let mut image = MetadataImage::default();
         let mut offset = log.start_offset();
         let end = log.end_offset();

@@ -845,19 +845,23 @@ impl Drop for MemFile {
     }
 }
 
+/// Runs a future whose only waits are on a [`MemDisk`]: its futures are ready at once, so no
+/// runtime is needed (tests of the log and the replica use this). Panics if it would block.
+pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    use std::task::{Context, Poll, Waker};
+    let mut fut = std::pin::pin!(fut);
+    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(out) => out,
+        Poll::Pending => panic!("a future over MemDisk was not ready"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::future::Future;
-    use std::task::{Context, Poll, Waker};
 
-    /// MemDisk futures are ready at once, so no runtime is needed (and none may be, under madsim).
-    fn ready<F: Future>(fut: F) -> F::Output {
-        let mut fut = std::pin::pin!(fut);
-        match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-            Poll::Ready(out) => out,
-            Poll::Pending => panic!("MemDisk future was not ready"),
-        }
+    fn ready<F: std::future::Future>(fut: F) -> F::Output {
+        block_on(fut)
     }
 
     /// Test-side randomness, independent of the disk's generator.

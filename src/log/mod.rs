@@ -84,7 +84,7 @@ pub struct Log {
 
 impl Log {
     /// Opens (creating if needed) the log in `dir`, recovering it if it was not closed cleanly.
-    pub fn open(
+    pub async fn open(
         disk: Arc<dyn Disk>,
         dir: &Path,
         config: LogConfig,
@@ -182,9 +182,13 @@ impl Log {
             checkpoint.unwrap_or(0).min(log.end_offset())
         };
         if let Some((base, _, _)) = &recovery.truncated_at {
-            // The cut itself is not durable yet: until the next flush syncs that segment, a
-            // power loss could bring the bad tail back and cost the segments after it.
-            log.recovery_point = log.recovery_point.min(*base);
+            // Make the cut durable before anything is written after it: otherwise a power
+            // loss could bring the bad tail back and cost the (fsynced) data that follows.
+            let files = log.segments[base].files();
+            for file in files {
+                file.sync().await?;
+            }
+            disk.sync_dir(dir).await?;
         }
         if clean {
             disk.remove_file(&dir.join(CLEAN_MARKER))?;

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::batch::{self, testing::batch};
 use super::*;
-use crate::io::memdisk::MemDisk;
+use crate::io::memdisk::{block_on, MemDisk};
 use crate::io::Disk;
 
 const DIR: &str = "/data/topic-0";
@@ -23,7 +23,7 @@ fn small_config() -> LogConfig {
 }
 
 fn open(disk: &MemDisk, config: LogConfig) -> (Log, Recovery) {
-    Log::open(Arc::new(disk.clone()), Path::new(DIR), config, 0).unwrap()
+    block_on(Log::open(Arc::new(disk.clone()), Path::new(DIR), config, 0)).unwrap()
 }
 
 fn append(log: &mut Log, values: &[&[u8]], ts: i64) -> (i64, i64) {
@@ -91,7 +91,7 @@ fn clean_and_unclean_reopen_keep_everything() {
         append(&mut log, &[format!("v{i}").as_bytes()], i);
     }
     let before = read_all(&log);
-    futures_block_on(log.close(0)).unwrap();
+    block_on(log.close(0)).unwrap();
     drop(log);
     let (log, recovery) = open(&disk, small_config());
     assert!(recovery.clean);
@@ -170,16 +170,6 @@ fn truncate_to_drops_the_tail() {
     assert_eq!(append(&mut log, &[b"again"], 99).0, 17);
 }
 
-/// Polls a future that never waits (the in-memory disk is synchronous).
-fn futures_block_on<F: std::future::Future>(f: F) -> F::Output {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(out) => out,
-        std::task::Poll::Pending => panic!("memdisk futures are always ready"),
-    }
-}
-
 #[derive(Clone, Debug)]
 enum Op {
     Append { records: usize, size: usize },
@@ -226,15 +216,15 @@ proptest! {
                 }
                 Op::Flush => {
                     let plan = log.flush_plan();
-                    futures_block_on(Log::sync_files(&plan)).unwrap();
+                    block_on(Log::sync_files(&plan)).unwrap();
                     log.flushed(plan.up_to, 0);
                     durable = plan.up_to;
-                    futures_block_on(log.checkpoint().write()).unwrap();
+                    block_on(log.checkpoint().write()).unwrap();
                 }
                 Op::ProcessCrash | Op::PowerLoss | Op::CleanRestart => {
                     let end = log.end_offset();
                     if matches!(op, Op::CleanRestart) {
-                        futures_block_on(log.close(0)).unwrap();
+                        block_on(log.close(0)).unwrap();
                         durable = end;
                     }
                     drop(log);

@@ -60,7 +60,7 @@ pub struct Partition {
 }
 
 impl Partition {
-    pub fn open(
+    pub async fn open(
         disk: Arc<dyn Disk>,
         dir: &Path,
         topic: &str,
@@ -68,7 +68,7 @@ impl Partition {
         config: TopicConfig,
         now_ms: i64,
     ) -> io::Result<(Partition, Recovery)> {
-        let (log, recovery) = Log::open(disk, dir, log_config(&config), now_ms)?;
+        let (log, recovery) = Log::open(disk, dir, log_config(&config), now_ms).await?;
         let mut producers = ProducerStates::default();
         log.scan_headers(log.start_offset(), |header| producers.record(header))?;
         let high_watermark = log.end_offset();
@@ -234,9 +234,8 @@ mod tests {
 
     fn open(disk: &MemDisk) -> Partition {
         let config = crate::config::ServerConfig::default_single_node().topic_defaults;
-        Partition::open(Arc::new(disk.clone()), Path::new("/data/t-0"), "t", 0, config, 0)
-            .unwrap()
-            .0
+        let open = Partition::open(Arc::new(disk.clone()), Path::new("/data/t-0"), "t", 0, config, 0);
+        crate::io::memdisk::block_on(open).unwrap().0
     }
 
     #[test]
