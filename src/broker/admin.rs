@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::configs::{config_entries, SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::server::RequestContext;
-use super::{errors, Broker};
+use super::{errors, Broker, CommitError};
 use crate::controller::{ControllerError, NewTopic};
 
 fn message(s: impl Into<String>) -> Option<StrBytes> {
@@ -69,14 +69,7 @@ pub(super) async fn create_topics(
             results.push(result);
             continue;
         }
-        let outcome = if req.validate_only {
-            broker
-                .controller
-                .create_topic(&broker.image(), &new, Uuid::nil())
-                .map(|_| ())
-        } else {
-            broker.create_topic(new.clone()).await
-        };
+        let outcome = broker.create_topic(new.clone(), req.validate_only).await;
         match outcome {
             Ok(()) => {
                 let image = broker.image();
@@ -115,7 +108,7 @@ pub(super) async fn create_topics(
                 }
             }
             Err(e) => {
-                result.error_code = errors::controller(&e).code();
+                result.error_code = errors::commit(&e).code();
                 result.error_message = message(e.to_string());
             }
         }
@@ -158,21 +151,21 @@ pub(super) async fn delete_topics(
                 .unwrap_or(id);
         }
         let outcome = match &resolved {
-            None => Err(ControllerError::UnknownTopic(id.to_string())),
-            Some(n) => match broker.controller.delete_topic(&image, n) {
-                Ok(record) => broker
-                    .commit(vec![record])
+            None => Err(CommitError::Rejected(ControllerError::UnknownTopic(id.to_string()))),
+            Some(n) => {
+                broker
+                    .change_metadata(false, |controller, image| Ok((vec![controller.delete_topic(image, n)?], ())))
                     .await
-                    .map_err(|e| ControllerError::InvalidConfig(format!("could not persist: {e}"))),
-                Err(e) => Err(e),
-            },
+            }
         };
         match outcome {
             Ok(()) => tracing::info!(topic = ?resolved, "deleted topic"),
             Err(e) => {
                 r.error_code = match (&e, &name) {
-                    (ControllerError::UnknownTopic(_), None) => ResponseError::UnknownTopicId.code(),
-                    _ => errors::controller(&e).code(),
+                    (CommitError::Rejected(ControllerError::UnknownTopic(_)), None) => {
+                        ResponseError::UnknownTopicId.code()
+                    }
+                    _ => errors::commit(&e).code(),
                 };
                 if ctx.version >= 5 {
                     r.error_message = message(e.to_string());
@@ -198,14 +191,12 @@ pub(super) async fn create_partitions(broker: &Broker, req: CreatePartitionsRequ
         let outcome = if foreign {
             Err((ResponseError::InvalidReplicaAssignment, "replicas must be on this broker".to_string()))
         } else {
-            match broker.controller.create_partitions(&broker.image(), &name, topic.count) {
-                Ok(_) if req.validate_only => Ok(()),
-                Ok(record) => broker
-                    .commit(vec![record])
-                    .await
-                    .map_err(|e| (ResponseError::KafkaStorageError, e.to_string())),
-                Err(e) => Err((errors::controller(&e), e.to_string())),
-            }
+            broker
+                .change_metadata(req.validate_only, |controller, image| {
+                    Ok((vec![controller.create_partitions(image, &name, topic.count)?], ()))
+                })
+                .await
+                .map_err(|e| (errors::commit(&e), e.to_string()))
         };
         if let Err((code, why)) = outcome {
             r.error_code = code.code();

@@ -120,18 +120,12 @@ async fn change_topic(
         return Err((ResponseError::InvalidRequest, format!("unsupported resource type {resource_type}")));
     }
     let changes = changes.map_err(|why| (ResponseError::InvalidConfig, why))?;
-    let image = broker.image();
-    let record = broker
-        .controller
-        .alter_topic_config(&image, name, changes)
-        .map_err(|e| (errors::controller(&e), e.to_string()))?;
-    if validate_only {
-        return Ok(());
-    }
     broker
-        .commit(vec![record])
+        .change_metadata(validate_only, |controller, image| {
+            Ok((vec![controller.alter_topic_config(image, name, changes)?], ()))
+        })
         .await
-        .map_err(|e| (ResponseError::KafkaStorageError, e.to_string()))
+        .map_err(|e| (errors::commit(&e), e.to_string()))
 }
 
 fn answer(resource_type: i8, name: StrBytes, outcome: Result<(), (ResponseError, String)>) -> AlterConfigsResourceResponse {

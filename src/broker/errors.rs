@@ -2,6 +2,7 @@
 
 use kafka_protocol::error::ResponseError;
 
+use super::CommitError;
 use crate::controller::ControllerError;
 use crate::log::ReadError;
 use crate::replica::ProduceError;
@@ -15,6 +16,13 @@ pub fn controller(e: &ControllerError) -> ResponseError {
         ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         ControllerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
+    }
+}
+
+pub fn commit(e: &CommitError) -> ResponseError {
+    match e {
+        CommitError::Rejected(e) => controller(e),
+        CommitError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }
 

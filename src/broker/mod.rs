@@ -35,6 +35,24 @@ const PARTITION_METADATA: &str = "partition.metadata";
 /// How often recovery points are checkpointed (Kafka: log.flush.offset.checkpoint.interval.ms).
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
 
+/// Why a metadata change did not happen.
+#[derive(Debug)]
+pub enum CommitError {
+    /// The controller refused it (it does not fit the current metadata).
+    Rejected(ControllerError),
+    /// It could not be made durable.
+    Storage(io::Error),
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommitError::Rejected(e) => write!(f, "{e}"),
+            CommitError::Storage(e) => write!(f, "could not persist metadata: {e}"),
+        }
+    }
+}
+
 pub struct Broker {
     config: ServerConfig,
     io: Io,
@@ -121,12 +139,18 @@ impl Broker {
             .iter()
             .find(|a| listener.as_ref().is_some_and(|l| l.listener_name == a.listener_name))
             .cloned();
-        match advertised {
-            Some(a) if a.port != 0 => (a.host, a.port),
-            Some(a) if !a.host.is_empty() && a.host != "0.0.0.0" => (a.host, bound.port()),
-            _ if bound.ip().is_unspecified() => ("127.0.0.1".to_string(), bound.port()),
-            _ => (bound.ip().to_string(), bound.port()),
+        let wildcard = |host: &str| host.is_empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+        let (host, port) = match advertised {
+            Some(a) => (a.host, if a.port != 0 { a.port } else { bound.port() }),
+            None => (bound.ip().to_string(), bound.port()),
+        };
+        if wildcard(&host) {
+            // Clients cannot connect to a wildcard address: only local ones can be served.
+            tracing::warn!("the broker listens on a wildcard address and advertised.listeners is not set; \
+                advertising 127.0.0.1 (set advertised.listeners for remote clients)");
+            return ("127.0.0.1".to_string(), port);
         }
+        (host, port)
     }
 
     pub fn config(&self) -> &ServerConfig {
@@ -215,18 +239,28 @@ impl Broker {
         Ok(())
     }
 
-    /// Makes metadata records durable, publishes the new image and applies their effects on
-    /// local partitions.
-    async fn commit(&self, records: Vec<MetadataRecord>) -> io::Result<()> {
+    /// Decides a metadata change against the current image and makes it durable, all under the
+    /// metadata lock (so two requests cannot both pass validation against the same image), then
+    /// publishes the new image and applies the change to local partitions. With
+    /// `validate_only`, only decides.
+    async fn change_metadata<T>(
+        &self,
+        validate_only: bool,
+        decide: impl FnOnce(&Controller, &MetadataImage) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
+    ) -> Result<T, CommitError> {
         let mut store = self.metadata.lock().await;
-        let now = self.io.clock.wall_ms();
-        store.commit(&records, now).await?;
-        *self.image.write().unwrap() = Arc::new(store.image().clone());
-        drop(store);
-        for record in &records {
-            self.apply_locally(record).await?;
+        let (records, out) = decide(&self.controller, store.image()).map_err(CommitError::Rejected)?;
+        if validate_only || records.is_empty() {
+            return Ok(out);
         }
-        Ok(())
+        let now = self.io.clock.wall_ms();
+        store.commit(&records, now).await.map_err(CommitError::Storage)?;
+        *self.image.write().unwrap() = Arc::new(store.image().clone());
+        // Still under the lock: local effects apply in commit order.
+        for record in &records {
+            self.apply_locally(record).await.map_err(CommitError::Storage)?;
+        }
+        Ok(out)
     }
 
     async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
@@ -297,7 +331,7 @@ impl Broker {
     }
 
     /// Creates topics that a Metadata request named and auto-creation allows.
-    async fn auto_create(&self, names: &[String]) -> Vec<(String, Result<(), ControllerError>)> {
+    async fn auto_create(&self, names: &[String]) -> Vec<(String, Result<(), CommitError>)> {
         let mut results = Vec::new();
         for name in names {
             let new = crate::controller::NewTopic {
@@ -306,38 +340,35 @@ impl Broker {
                 replication_factor: -1,
                 configs: BTreeMap::new(),
             };
-            results.push((name.clone(), self.create_topic(new).await));
+            results.push((name.clone(), self.create_topic(new, false).await));
         }
         results
     }
 
-    async fn create_topic(&self, new: crate::controller::NewTopic) -> Result<(), ControllerError> {
-        let record = {
-            let image = self.image();
-            let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
-            self.controller.create_topic(&image, &new, id)?
-        };
-        self.commit(vec![record]).await.map_err(|e| {
-            ControllerError::InvalidConfig(format!("could not persist the new topic: {e}"))
+    async fn create_topic(&self, new: crate::controller::NewTopic, validate_only: bool) -> Result<(), CommitError> {
+        let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
+        self.change_metadata(validate_only, |controller, image| {
+            Ok((vec![controller.create_topic(image, &new, id)?], ()))
         })
+        .await
     }
 
-    /// A new producer id, never handed out before (blocks are reserved in the metadata log).
+    /// A new producer id, never handed out before: ids are reserved in blocks in the metadata
+    /// log before any of them is given out.
     async fn allocate_producer_id(&self) -> io::Result<i64> {
-        loop {
-            let reserve = {
-                let image = self.image();
+        let allocated = self
+            .change_metadata(false, |controller, image| {
                 let mut next = self.next_producer_id.lock().unwrap();
-                if *next < image.producer_ids_reserved() {
-                    let id = *next;
-                    *next += 1;
-                    return Ok(id);
-                }
-                self.controller.reserve_producer_ids(&image, *next)
-            };
-            if let Some(record) = reserve {
-                self.commit(vec![record]).await?;
-            }
+                let reserve = controller.reserve_producer_ids(image, *next);
+                let id = *next;
+                *next += 1;
+                Ok((reserve.into_iter().collect(), id))
+            })
+            .await;
+        match allocated {
+            Ok(id) => Ok(id),
+            Err(CommitError::Storage(e)) => Err(e),
+            Err(CommitError::Rejected(e)) => Err(io::Error::other(e.to_string())),
         }
     }
 

@@ -129,7 +129,8 @@ fn append_one(
         (code, format!("{e:?}"))
     })?;
     let config = partition.config();
-    let flush = broker.config.fsync_before_ack
+    let ack_before_fsync = broker.config.planted_bug == Some(crate::config::PlantedBug::AckBeforeFsync);
+    let flush = (broker.config.fsync_before_ack && !ack_before_fsync)
         || partition
             .log()
             .flush_due(config.flush_messages, config.flush_ms, now);

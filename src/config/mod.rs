@@ -26,6 +26,25 @@ pub use properties::parse_properties;
 pub use server::{Role, ServerConfig};
 pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
 
+/// Bugs the simulator can plant on purpose, to show that its checker catches them. No config
+/// file can turn one on: only code that builds a [`ServerConfig`] by hand (the simulator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// With `weir.fsync.before.ack=true`, acknowledge without waiting for the fsync.
+    AckBeforeFsync,
+}
+
+impl PlantedBug {
+    pub fn parse(name: &str) -> Result<PlantedBug, String> {
+        match name {
+            "ack-before-fsync" => Ok(PlantedBug::AckBeforeFsync),
+            other => Err(format!(
+                "unknown planted bug '{other}' (known: ack-before-fsync)"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigError {
     /// A value (or a combination of values) is not acceptable; `key` is the key to fix.

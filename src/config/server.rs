@@ -76,6 +76,8 @@ pub struct ServerConfig {
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
+    /// Test-only: a known bug to plant (set by the simulator, never read from a file).
+    pub planted_bug: Option<super::PlantedBug>,
     /// Broker-wide topic defaults, from the `log.*` keys (`log.retention.ms`,
     /// `log.segment.bytes`…).
     pub topic_defaults: TopicConfig,
@@ -376,6 +378,7 @@ impl ServerConfig {
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fsync_before_ack,
+            planted_bug: None,
             topic_defaults,
         };
         config.check_roles(props)?;

@@ -106,6 +106,7 @@ pub struct Io {
 
 impl Io {
     /// The production world: real disk, real sockets, real time.
+    #[cfg(not(madsim))]
     pub fn os() -> Io {
         Io {
             clock: Arc::new(os::TokioClock::new()),

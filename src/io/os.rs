@@ -135,11 +135,14 @@ impl Network for TokioNet {
     }
 }
 
-/// The real file system.
+/// The real file system. Absent from simulation builds: the simulator brings its own disk.
+#[cfg(not(madsim))]
 pub struct OsDisk;
 
+#[cfg(not(madsim))]
 struct OsFile(Arc<std::fs::File>);
 
+#[cfg(not(madsim))]
 impl File for OsFile {
     fn len(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
@@ -172,6 +175,7 @@ impl File for OsFile {
     }
 }
 
+#[cfg(not(madsim))]
 /// fsync can take milliseconds: keep it off the async worker threads.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> io::Result<T> + Send + 'static,
@@ -182,6 +186,7 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
+#[cfg(not(madsim))]
 impl Disk for OsDisk {
     fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn File>> {
         let mut options = std::fs::OpenOptions::new();

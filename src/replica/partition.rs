@@ -3,7 +3,7 @@
 //! it in a lock and does the waiting (fsync, long polls) around it.
 //!
 //! With one replica the high watermark follows the log end on every append; replication will
-//! move it by the ISR rule instead (see `shared/notes/replication.md`).
+//! move it by the ISR rule instead (the minimum log end over the in-sync replicas).
 
 use std::io;
 use std::path::Path;
