@@ -122,7 +122,8 @@ impl Connection {
 
     /// Sends a request without waiting; returns its correlation id.
     pub async fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<i32> {
-        let api = ApiKey::try_from(R::KEY).map_err(|_| ClientError::Protocol("bad api key".into()))?;
+        let api =
+            ApiKey::try_from(R::KEY).map_err(|_| ClientError::Protocol("bad api key".into()))?;
         let correlation = self.next_correlation;
         self.next_correlation = self.next_correlation.wrapping_add(1);
         let header = RequestHeader::default()
@@ -172,8 +173,9 @@ impl Connection {
                 header.correlation_id
             )));
         }
-        R::Response::decode(&mut body, version)
-            .map_err(|e| ClientError::Protocol(format!("decoding {api:?} v{version} response: {e}")))
+        R::Response::decode(&mut body, version).map_err(|e| {
+            ClientError::Protocol(format!("decoding {api:?} v{version} response: {e}"))
+        })
     }
 
     /// Sends one request and waits for its answer.

@@ -16,8 +16,9 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest,
+    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -93,7 +94,11 @@ impl Client {
         &mut self.conn
     }
 
-    async fn call<R: kafka_protocol::protocol::Request>(&mut self, request: &R, ours: i16) -> Result<R::Response> {
+    async fn call<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        request: &R,
+        ours: i16,
+    ) -> Result<R::Response> {
         let api = ApiKey::try_from(R::KEY).map_err(|_| ClientError::Protocol("api key".into()))?;
         let version = self.conn.version(api, ours)?;
         self.io
@@ -169,6 +174,7 @@ impl Client {
     /// A producer id and epoch for idempotent produce.
     pub async fn init_producer_id(&mut self) -> Result<(i64, i16)> {
         let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
             .with_transaction_timeout_ms(60_000)
             .with_producer_id((-1).into())
             .with_producer_epoch(-1);
@@ -241,7 +247,12 @@ impl Client {
 
     /// ListOffsets for one partition: -1 latest, -2 earliest, or a timestamp.
     /// Returns (offset, timestamp); offset -1 when no record is that late.
-    pub async fn list_offset(&mut self, topic: &str, partition: i32, timestamp: i64) -> Result<(i64, i64)> {
+    pub async fn list_offset(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> Result<(i64, i64)> {
         let request = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
@@ -262,16 +273,27 @@ impl Client {
 }
 
 /// A produce request carrying one batch per listed partition of one topic.
-pub fn produce_request(topic: &str, batches: &[(i32, Bytes)], acks: i16, timeout: Duration) -> ProduceRequest {
+pub fn produce_request(
+    topic: &str,
+    batches: &[(i32, Bytes)],
+    acks: i16,
+    timeout: Duration,
+) -> ProduceRequest {
     ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(timeout.as_millis() as i32)
-        .with_topic_data(vec![TopicProduceData::default().with_name(name(topic)).with_partition_data(
-            batches
-                .iter()
-                .map(|(p, b)| PartitionProduceData::default().with_index(*p).with_records(Some(b.clone())))
-                .collect(),
-        )])
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(
+                batches
+                    .iter()
+                    .map(|(p, b)| {
+                        PartitionProduceData::default()
+                            .with_index(*p)
+                            .with_records(Some(b.clone()))
+                    })
+                    .collect(),
+            )])
 }
 
 /// The (partition, base offset) of each partition in a produce response, or its first error.

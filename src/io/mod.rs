@@ -1,6 +1,6 @@
 //! Every effect the broker has on the world goes through the traits in this module: the disk, the
 //! network, the clock, randomness and task spawning. Production implementations live in
-//! [`os`]; the simulator supplies its own (a seeded clock with skew, [`memdisk::MemDisk`] with a
+//! [`os`] and [`osdisk`]; the simulator supplies its own (a seeded clock with skew, [`memdisk::MemDisk`] with a
 //! power-loss model and fault injection). Nothing above this layer touches `std::fs`, sockets,
 //! `Instant::now`, `SystemTime` or OS randomness.
 //!
@@ -9,6 +9,8 @@
 
 pub mod memdisk;
 pub mod os;
+#[cfg(not(madsim))]
+pub mod osdisk;
 
 use std::future::Future;
 use std::io;
@@ -113,7 +115,7 @@ impl Io {
             rng: Arc::new(os::OsRng::new()),
             spawner: Arc::new(os::TokioSpawn),
             net: Arc::new(os::TokioNet),
-            disk: Arc::new(os::OsDisk),
+            disk: Arc::new(osdisk::OsDisk),
         }
     }
 
@@ -143,10 +145,7 @@ pub fn read_exact_at(file: &dyn File, pos: u64, buf: &mut [u8]) -> io::Result<()
     while done < buf.len() {
         let n = file.read_at(pos + done as u64, &mut buf[done..])?;
         if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "short read",
-            ));
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
         }
         done += n;
     }

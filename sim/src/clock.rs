@@ -1,0 +1,73 @@
+//! A node's clock in the simulation: simulated time, seen through that node's own offset and
+//! drift, and jumpable by the nemesis. Monotonic time only drifts; wall time also jumps.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weir::io::{BoxFuture, Clock};
+
+#[derive(Debug)]
+struct Skew {
+    /// Added to the wall clock, ms (the nemesis jumps it).
+    offset_ms: i64,
+    /// Parts per million faster (positive) or slower (negative) than simulated time.
+    drift_ppm: i64,
+}
+
+/// Shared between a node's broker (as its [`Clock`]) and the nemesis (which jumps it); it
+/// outlives restarts, like the hardware clock it stands for.
+#[derive(Clone)]
+pub struct NodeClock {
+    skew: Arc<Mutex<Skew>>,
+    origin: tokio::time::Instant,
+    /// The simulated wall time at `origin`.
+    wall_origin_ms: i64,
+}
+
+impl NodeClock {
+    pub fn new(offset_ms: i64, drift_ppm: i64) -> NodeClock {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64;
+        NodeClock {
+            skew: Arc::new(Mutex::new(Skew {
+                offset_ms,
+                drift_ppm,
+            })),
+            origin: tokio::time::Instant::now(),
+            wall_origin_ms: wall,
+        }
+    }
+
+    /// Moves the wall clock by `delta_ms` (NTP step, operator error, VM migration).
+    pub fn jump(&self, delta_ms: i64) {
+        self.skew.lock().unwrap().offset_ms += delta_ms;
+    }
+
+    fn drifted(&self, real: Duration) -> Duration {
+        let ppm = self.skew.lock().unwrap().drift_ppm;
+        let nanos = real.as_nanos() as i128;
+        let adjusted = nanos + nanos * ppm as i128 / 1_000_000;
+        Duration::from_nanos(adjusted.max(0) as u64)
+    }
+}
+
+impl Clock for NodeClock {
+    fn monotonic(&self) -> Duration {
+        self.drifted(tokio::time::Instant::now().duration_since(self.origin))
+    }
+
+    fn wall_ms(&self) -> i64 {
+        let offset = self.skew.lock().unwrap().offset_ms;
+        self.wall_origin_ms + self.monotonic().as_millis() as i64 + offset
+    }
+
+    fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+        // A fast clock's timers fire early in simulated time, a slow one's late.
+        let ppm = self.skew.lock().unwrap().drift_ppm;
+        let nanos = duration.as_nanos() as i128;
+        let real = nanos * 1_000_000 / (1_000_000 + ppm as i128).max(1);
+        Box::pin(tokio::time::sleep(Duration::from_nanos(real.max(0) as u64)))
+    }
+}

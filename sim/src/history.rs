@@ -1,0 +1,127 @@
+//! The history of one run: every produce (invoked, acknowledged with its offset, failed), every
+//! read, every fault, in simulated-time order. The checker reads it; its hash is the run's
+//! fingerprint (`trace_hash`): the same scenario and seed must give the same hash every time.
+
+use std::sync::{Arc, Mutex};
+
+/// A produced value is `p{producer}-{batch}-{record}`: unique across the run, so the checker can
+/// tell every write apart.
+pub fn value(producer: u32, batch: u64, record: u32) -> String {
+    format!("p{producer}-{batch}-{record}")
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A producer sent a batch (first attempt).
+    Invoke {
+        op: u64,
+        partition: i32,
+        values: Vec<String>,
+    },
+    /// The broker acknowledged the batch at `offset` (its first record).
+    Ack { op: u64, offset: i64 },
+    /// The producer gave up on the batch; it may or may not have been written.
+    Fail { op: u64, error: String },
+    /// A consumer read `value` at `offset`.
+    Read {
+        consumer: u32,
+        partition: i32,
+        offset: i64,
+        value: String,
+    },
+    /// A consumer's position was reset (offset out of range after data loss).
+    Reset {
+        consumer: u32,
+        partition: i32,
+        from: i64,
+        to: i64,
+    },
+    /// A consumer saw a batch with a bad CRC or malformed records.
+    CorruptRead {
+        consumer: u32,
+        partition: i32,
+        offset: i64,
+        error: String,
+    },
+    /// A fault began or healed.
+    Nemesis(String),
+    /// Something about the run itself (start, heal, final read, liveness).
+    Note(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub at_ms: u64,
+    pub event: Event,
+}
+
+#[derive(Clone, Default)]
+pub struct History {
+    entries: Arc<Mutex<Vec<Entry>>>,
+}
+
+/// Bound on recorded events: a run that records more has a workload out of proportion.
+pub const MAX_EVENTS: usize = 5_000_000;
+
+impl History {
+    pub fn record(&self, at_ms: u64, event: Event) {
+        let mut entries = self.entries.lock().unwrap();
+        assert!(
+            entries.len() < MAX_EVENTS,
+            "history exceeds {MAX_EVENTS} events"
+        );
+        entries.push(Entry { at_ms, event });
+    }
+
+    pub fn entries(&self) -> Vec<Entry> {
+        self.entries.lock().unwrap().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// FNV-1a over a canonical rendering of every entry: stable across builds and platforms.
+pub fn trace_hash(entries: &[Entry]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            hash ^= b as u64;
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for entry in entries {
+        eat(&entry.at_ms.to_le_bytes());
+        eat(format!("{:?}", entry.event).as_bytes());
+        eat(b"\n");
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_depends_on_order_time_and_content() {
+        let a = Entry {
+            at_ms: 1,
+            event: Event::Note("a".into()),
+        };
+        let b = Entry {
+            at_ms: 2,
+            event: Event::Note("b".into()),
+        };
+        let h = trace_hash(&[a.clone(), b.clone()]);
+        assert_eq!(h, trace_hash(&[a.clone(), b.clone()]));
+        assert_ne!(h, trace_hash(&[b.clone(), a.clone()]));
+        let mut later = b.clone();
+        later.at_ms = 3;
+        assert_ne!(h, trace_hash(&[a, later]));
+    }
+}

@@ -1,0 +1,19 @@
+//! The deterministic simulator: the unchanged Weir broker on madsim, with our own simulated disk,
+//! a nemesis, a workload of real-protocol clients, and a checker. See `docs/SIMULATION.md`.
+//!
+//! The scenario format, the history and the checker are plain code (tested in any build); the
+//! parts that drive madsim exist only under `--cfg madsim` (use `cargo sim`).
+
+pub mod checker;
+pub mod clock;
+pub mod history;
+pub mod report;
+pub mod scenario;
+pub mod workload;
+
+#[cfg(madsim)]
+pub mod nemesis;
+#[cfg(madsim)]
+pub mod sweep;
+#[cfg(madsim)]
+pub mod world;

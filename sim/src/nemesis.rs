@@ -1,0 +1,283 @@
+//! The nemesis: injects faults into the simulated cluster, drawn from the seed (weights in the
+//! scenario) or given as a timeline, and heals everything before the final check.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use madsim::net::NetSim;
+use madsim::rand::Rng;
+use madsim::runtime::Handle;
+use madsim::task::NodeId;
+use weir::io::memdisk::{Faults, MemDisk};
+
+use crate::clock::NodeClock;
+use crate::history::{Event, History};
+use crate::scenario::{FaultKind, Nemesis as Spec};
+use crate::workload::RunClock;
+
+/// A broker machine as the nemesis sees it: its node, and the hardware that outlives restarts.
+pub struct Machine {
+    pub node: NodeId,
+    pub disk: MemDisk,
+    pub clock: NodeClock,
+    /// Set by the node when its broker is serving; cleared when the nemesis stops it.
+    pub up: Arc<AtomicBool>,
+    pub paused: AtomicBool,
+}
+
+pub struct Nemesis {
+    pub machines: Vec<Machine>,
+    /// Every other node (clients), for network faults between groups.
+    pub others: Vec<NodeId>,
+    pub spec: Spec,
+    pub history: History,
+    pub clock: RunClock,
+}
+
+fn draw(range: [u64; 2]) -> u64 {
+    if range[0] >= range[1] {
+        range[0]
+    } else {
+        madsim::rand::thread_rng().gen_range(range[0]..=range[1])
+    }
+}
+
+impl Nemesis {
+    fn note(&self, what: String) {
+        self.history
+            .record(self.clock.now_ms(), Event::Nemesis(what));
+    }
+
+    /// Random faults until `until_ms` of run time, one at a time.
+    pub async fn run_random(&self, until_ms: u64) {
+        let kinds: Vec<(FaultKind, u32)> = self
+            .spec
+            .weights
+            .iter()
+            .filter(|(_, &w)| w > 0)
+            .map(|(&k, &w)| (k, w))
+            .collect();
+        let total: u32 = kinds.iter().map(|(_, w)| w).sum();
+        if total == 0 {
+            return;
+        }
+        loop {
+            let wait = draw(self.spec.interval_ms);
+            if self.clock.now_ms() + wait >= until_ms {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            let mut pick = madsim::rand::thread_rng().gen_range(0..total);
+            let kind = kinds
+                .iter()
+                .find(|(_, w)| {
+                    if pick < *w {
+                        true
+                    } else {
+                        pick -= w;
+                        false
+                    }
+                })
+                .map(|(k, _)| *k)
+                .expect("pick is below the total weight");
+            let node = madsim::rand::thread_rng().gen_range(0..self.machines.len());
+            let duration = draw(self.spec.duration_ms);
+            // Never let a fault outlast the workload: healing comes right after.
+            let duration = duration.min(until_ms.saturating_sub(self.clock.now_ms()));
+            self.inject(kind, node, Duration::from_millis(duration))
+                .await;
+        }
+    }
+
+    /// The explicit timeline, concurrently with the random faults.
+    pub async fn run_timeline(&self) {
+        let mut faults = self.spec.timeline.clone();
+        faults.sort_by_key(|f| f.at_ms);
+        for fault in faults {
+            let now = self.clock.now_ms();
+            if fault.at_ms > now {
+                tokio::time::sleep(Duration::from_millis(fault.at_ms - now)).await;
+            }
+            let duration = fault
+                .duration_ms
+                .unwrap_or_else(|| draw(self.spec.duration_ms));
+            self.inject(
+                fault.fault,
+                fault.node as usize,
+                Duration::from_millis(duration),
+            )
+            .await;
+        }
+    }
+
+    /// Applies one fault to machine `index`; faults that last are healed after `duration`.
+    pub async fn inject(&self, kind: FaultKind, index: usize, duration: Duration) {
+        let handle = Handle::current();
+        let net = NetSim::current();
+        let m = &self.machines[index];
+        let ms = duration.as_millis();
+        match kind {
+            FaultKind::Kill | FaultKind::PowerLoss => {
+                handle.kill(m.node);
+                m.up.store(false, Ordering::SeqCst);
+                if kind == FaultKind::Kill {
+                    m.disk.process_crash();
+                    self.note(format!("kill broker-{index}"));
+                } else {
+                    m.disk.power_loss();
+                    self.note(format!("power loss broker-{index}"));
+                }
+                tokio::time::sleep(duration).await;
+                m.paused.store(false, Ordering::SeqCst);
+                handle.restart(m.node);
+                self.note(format!("restart broker-{index} after {ms} ms"));
+            }
+            FaultKind::Pause => {
+                handle.pause(m.node);
+                m.paused.store(true, Ordering::SeqCst);
+                self.note(format!("pause broker-{index} for {ms} ms"));
+                tokio::time::sleep(duration).await;
+                if m.paused.swap(false, Ordering::SeqCst) {
+                    handle.resume(m.node);
+                }
+                self.note(format!("resume broker-{index}"));
+            }
+            FaultKind::Isolate | FaultKind::IsolateOut => {
+                let both = kind == FaultKind::Isolate;
+                if both {
+                    net.clog_node(m.node);
+                } else {
+                    net.clog_node_out(m.node);
+                }
+                self.note(format!("{kind:?} broker-{index} for {ms} ms"));
+                tokio::time::sleep(duration).await;
+                if both {
+                    net.unclog_node(m.node);
+                } else {
+                    net.unclog_node_out(m.node);
+                }
+                self.note(format!("heal network of broker-{index}"));
+            }
+            FaultKind::Split => {
+                // The chosen broker and a random share of the clients on one side.
+                let side_a: Vec<NodeId> = std::iter::once(m.node)
+                    .chain(
+                        self.others
+                            .iter()
+                            .copied()
+                            .filter(|_| madsim::rand::thread_rng().gen_bool(0.5)),
+                    )
+                    .collect();
+                let side_b: Vec<NodeId> = self
+                    .machines
+                    .iter()
+                    .map(|x| x.node)
+                    .chain(self.others.iter().copied())
+                    .filter(|n| !side_a.contains(n))
+                    .collect();
+                for &a in &side_a {
+                    for &b in &side_b {
+                        net.clog_link(a, b);
+                        net.clog_link(b, a);
+                    }
+                }
+                self.note(format!(
+                    "split {} | {} nodes for {ms} ms",
+                    side_a.len(),
+                    side_b.len()
+                ));
+                tokio::time::sleep(duration).await;
+                for &a in &side_a {
+                    for &b in &side_b {
+                        net.unclog_link(a, b);
+                        net.unclog_link(b, a);
+                    }
+                }
+                self.note("heal split".into());
+            }
+            FaultKind::Latency => {
+                let lo = Duration::from_millis(self.spec.latency_ms[0]);
+                let hi =
+                    Duration::from_millis(self.spec.latency_ms[1].max(self.spec.latency_ms[0] + 1));
+                net.update_config(|c| c.send_latency = lo..hi);
+                self.note(format!("latency {lo:?}..{hi:?} for {ms} ms"));
+                tokio::time::sleep(duration).await;
+                net.update_config(|c| c.send_latency = madsim::net::Config::default().send_latency);
+                self.note("latency healed".into());
+            }
+            FaultKind::Loss => {
+                let rate = self.spec.loss_rate;
+                net.update_config(|c| c.packet_loss_rate = rate);
+                self.note(format!("packet loss {rate} for {ms} ms"));
+                tokio::time::sleep(duration).await;
+                net.update_config(|c| c.packet_loss_rate = 0.0);
+                self.note("packet loss healed".into());
+            }
+            FaultKind::ClockJump => {
+                let jump = madsim::rand::thread_rng().gen_range(-60_000i64..=60_000);
+                m.clock.jump(jump);
+                self.note(format!("clock of broker-{index} jumps {jump} ms"));
+            }
+            FaultKind::BitFlip => {
+                let flipped = m.disk.flip_random_bit();
+                self.note(format!("bit flip on broker-{index}: {flipped:?}"));
+            }
+            FaultKind::DiskEio
+            | FaultKind::DiskFull
+            | FaultKind::SyncEio
+            | FaultKind::LostWrite
+            | FaultKind::MisdirectedWrite => {
+                let rate = self.spec.disk_error_rate;
+                let mut faults = Faults::default();
+                match kind {
+                    FaultKind::DiskEio => {
+                        faults.write_error_rate = rate;
+                        faults.read_error_rate = rate;
+                    }
+                    FaultKind::DiskFull => faults.capacity_bytes = Some(m.disk.used_bytes()),
+                    FaultKind::SyncEio => faults.sync_error_rate = rate,
+                    FaultKind::LostWrite => faults.lost_write_rate = rate,
+                    _ => faults.misdirected_write_rate = rate,
+                }
+                m.disk.set_faults(faults);
+                self.note(format!("{kind:?} on broker-{index} for {ms} ms"));
+                tokio::time::sleep(duration).await;
+                m.disk.set_faults(Faults::default());
+                self.note(format!("disk of broker-{index} healed"));
+            }
+        }
+    }
+
+    /// Ends every fault and brings every broker back.
+    pub async fn heal(&self) {
+        let handle = Handle::current();
+        let net = NetSim::current();
+        net.update_config(|c| *c = madsim::net::Config::default());
+        let all: Vec<NodeId> = self
+            .machines
+            .iter()
+            .map(|m| m.node)
+            .chain(self.others.iter().copied())
+            .collect();
+        for &a in &all {
+            net.unclog_node(a);
+            for &b in &all {
+                if a != b {
+                    net.unclog_link(a, b);
+                }
+            }
+        }
+        for (index, m) in self.machines.iter().enumerate() {
+            m.disk.set_faults(Faults::default());
+            if m.paused.swap(false, Ordering::SeqCst) {
+                handle.resume(m.node);
+            }
+            if !m.up.load(Ordering::SeqCst) {
+                handle.restart(m.node);
+                self.note(format!("heal: restart broker-{index}"));
+            }
+        }
+        self.note("all faults healed".into());
+    }
+}

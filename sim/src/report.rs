@@ -1,0 +1,178 @@
+//! How a run or a sweep is shown: a human summary, one JSON object, JUnit XML.
+
+use std::fmt::Write;
+
+use serde_json::json;
+
+use crate::checker::Findings;
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// The whole history, for `--trace`.
+    pub history: Vec<crate::history::Entry>,
+    pub scenario: String,
+    pub seed: u64,
+    pub passed: bool,
+    pub violations: Vec<String>,
+    pub findings: Findings,
+    pub trace_hash: u64,
+    pub events: usize,
+    pub faults: usize,
+    pub simulated_secs: f64,
+    pub wall_secs: f64,
+    /// A panic inside the simulation (an assertion in the broker, a hang past the time limit).
+    pub panic: Option<String>,
+}
+
+/// The one command that replays a run exactly.
+pub fn replay_command(scenario_path: &str, seed: u64) -> String {
+    format!("cargo sim run {scenario_path} --seed {seed}")
+}
+
+pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
+    let f = &outcome.findings;
+    let mut s = String::new();
+    let verdict = if outcome.passed { "PASS" } else { "FAIL" };
+    let _ = writeln!(
+        s,
+        "{verdict} {} seed={} trace_hash={:016x}",
+        outcome.scenario, outcome.seed, outcome.trace_hash
+    );
+    let _ = writeln!(
+        s,
+        "  writes: {} invoked, {} acknowledged, {} failed; {} reads; {} faults; {} events",
+        f.invoked, f.acked, f.failed, f.reads, outcome.faults, outcome.events
+    );
+    let _ = writeln!(
+        s,
+        "  {:.1} simulated s in {:.2} wall s ({:.0}x real time)",
+        outcome.simulated_secs,
+        outcome.wall_secs,
+        outcome.simulated_secs / outcome.wall_secs.max(1e-9)
+    );
+    for v in &outcome.violations {
+        let _ = writeln!(s, "  violation: {v}");
+    }
+    for (what, examples) in [
+        ("lost", &f.lost),
+        ("duplicated", &f.duplicated),
+        ("non-monotonic", &f.nonmonotonic),
+        ("corrupt", &f.corrupt),
+    ] {
+        if !examples.is_empty() {
+            let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();
+            let _ = writeln!(s, "  {what} (e.g.): {}", shown.join(", "));
+        }
+    }
+    for (p, o, values) in f.inconsistent.iter().take(5) {
+        let _ = writeln!(
+            s,
+            "  inconsistent: partition {p} offset {o} held {values:?}"
+        );
+    }
+    if !outcome.passed {
+        let _ = writeln!(
+            s,
+            "  replay: {}",
+            replay_command(scenario_path, outcome.seed)
+        );
+    }
+    s
+}
+
+pub fn json(outcome: &RunOutcome) -> serde_json::Value {
+    let f = &outcome.findings;
+    json!({
+        "scenario": outcome.scenario,
+        "seed": outcome.seed,
+        "verdict": if outcome.passed { "pass" } else { "fail" },
+        "trace_hash": format!("{:016x}", outcome.trace_hash),
+        "acked": f.acked,
+        "invoked": f.invoked,
+        "failed": f.failed,
+        "reads": f.reads,
+        "lost": f.lost.len(),
+        "duplicated": f.duplicated.len(),
+        "inconsistent": f.inconsistent.len(),
+        "nonmonotonic": f.nonmonotonic.len(),
+        "corrupt": f.corrupt.len(),
+        "liveness": f.liveness,
+        "violations": outcome.violations,
+        "faults": outcome.faults,
+        "events": outcome.events,
+        "simulated_secs": outcome.simulated_secs,
+        "wall_secs": outcome.wall_secs,
+        "panic": outcome.panic,
+    })
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One test case per (scenario, seed); an unsafe scenario's caught violations are passes.
+pub struct CaseResult {
+    pub scenario_path: String,
+    pub outcome: RunOutcome,
+    /// Whether this case counts as a failure of the suite.
+    pub failed: bool,
+}
+
+pub fn junit(cases: &[CaseResult], extra_failures: &[(String, String)]) -> String {
+    let failures = cases.iter().filter(|c| c.failed).count() + extra_failures.len();
+    let total = cases.len() + extra_failures.len();
+    let time: f64 = cases.iter().map(|c| c.outcome.wall_secs).sum();
+    let mut x = String::new();
+    let _ = writeln!(x, r#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    let _ = writeln!(
+        x,
+        r#"<testsuite name="weir-sim" tests="{total}" failures="{failures}" time="{time:.3}">"#
+    );
+    for c in cases {
+        let o = &c.outcome;
+        let _ = write!(
+            x,
+            r#"  <testcase classname="{}" name="seed {}" time="{:.3}">"#,
+            xml_escape(&o.scenario),
+            o.seed,
+            o.wall_secs
+        );
+        if c.failed {
+            let _ = write!(
+                x,
+                r#"<failure message="{}">{}&#10;replay: {}</failure>"#,
+                xml_escape(&o.violations.join("; ")),
+                xml_escape(&o.violations.join("\n")),
+                xml_escape(&replay_command(&c.scenario_path, o.seed))
+            );
+        }
+        let _ = writeln!(
+            x,
+            "<system-out>trace_hash={:016x}</system-out></testcase>",
+            o.trace_hash
+        );
+    }
+    for (name, why) in extra_failures {
+        let _ = writeln!(
+            x,
+            r#"  <testcase classname="{}" name="teeth"><failure message="{}"/></testcase>"#,
+            xml_escape(name),
+            xml_escape(why)
+        );
+    }
+    let _ = writeln!(x, "</testsuite>");
+    x
+}
+
+/// The history, one event a line, for reading a failure.
+pub fn trace(outcome: &RunOutcome) -> String {
+    let mut s = String::new();
+    for e in &outcome.history {
+        let _ = writeln!(s, "{:>8} ms  {:?}", e.at_ms, e.event);
+    }
+    s
+}

@@ -1,0 +1,434 @@
+//! Scenario files: TOML describing the cluster, its configuration, the workload, the faults and
+//! the properties to check. `scenarios/*.toml` are commented examples; every field not given
+//! takes the default documented here.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Defaults to the file name without extension.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Simulated seconds of workload (faults included); healing and checks come after.
+    #[serde(default = "default_duration")]
+    pub duration_secs: u64,
+    /// `safe`: every seed must pass. `unsafe`: the configuration is known to lose data, and the
+    /// sweep passes only if at least one seed catches it (the checker has teeth).
+    #[serde(default)]
+    pub expect: Expect,
+    /// Properties checked at the end; see [`Check`].
+    #[serde(default = "default_checks")]
+    pub checks: Vec<Check>,
+    #[serde(default)]
+    pub cluster: Cluster,
+    /// Broker configuration with Kafka's own key names (as in server.properties).
+    #[serde(default)]
+    pub broker: BTreeMap<String, String>,
+    #[serde(default)]
+    pub topic: Topic,
+    #[serde(default)]
+    pub producers: Producers,
+    #[serde(default)]
+    pub consumers: Consumers,
+    #[serde(default)]
+    pub nemesis: Nemesis,
+    /// Test-only: plant a known bug in the broker to show the sweep finds it.
+    #[serde(default)]
+    pub planted_bug: Option<String>,
+}
+
+fn default_duration() -> u64 {
+    20
+}
+
+fn default_checks() -> Vec<Check> {
+    Check::all()
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Expect {
+    #[default]
+    Safe,
+    Unsafe,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Check {
+    /// An acknowledged write is missing from the final read.
+    Lost,
+    /// A value appears at more than one offset.
+    Duplicate,
+    /// One offset was seen holding two different values (reads or acknowledgements).
+    Inconsistent,
+    /// A consumer's reads went backwards or skipped offsets without the broker saying so.
+    Monotonic,
+    /// A batch with a bad CRC reached a client, or a value nobody wrote was read.
+    Corrupt,
+    /// After faults heal, produce and fetch succeed within the bound.
+    Liveness,
+}
+
+impl Check {
+    pub fn all() -> Vec<Check> {
+        vec![
+            Check::Lost,
+            Check::Duplicate,
+            Check::Inconsistent,
+            Check::Monotonic,
+            Check::Corrupt,
+            Check::Liveness,
+        ]
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    #[serde(default = "one")]
+    pub brokers: u32,
+    /// Each node's wall clock is offset by up to this much (either way) at start.
+    #[serde(default)]
+    pub clock_offset_ms: u64,
+    /// Each node's clock runs fast or slow by up to this many parts per million.
+    #[serde(default)]
+    pub clock_drift_ppm: u64,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            brokers: 1,
+            clock_offset_ms: 0,
+            clock_drift_ppm: 0,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topic {
+    #[serde(default = "default_topic")]
+    pub name: String,
+    #[serde(default = "default_partitions")]
+    pub partitions: i32,
+    #[serde(default = "one_i16")]
+    pub replication_factor: i16,
+    #[serde(default)]
+    pub configs: BTreeMap<String, String>,
+}
+
+impl Default for Topic {
+    fn default() -> Self {
+        Topic {
+            name: default_topic(),
+            partitions: default_partitions(),
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_topic() -> String {
+    "events".into()
+}
+fn default_partitions() -> i32 {
+    3
+}
+fn one_i16() -> i16 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Producers {
+    #[serde(default = "one")]
+    pub count: u32,
+    /// "0", "1" or "all".
+    #[serde(default = "default_acks")]
+    pub acks: String,
+    #[serde(default = "yes")]
+    pub idempotent: bool,
+    /// Produce requests per simulated second, per producer.
+    #[serde(default = "default_rate")]
+    pub rate: u32,
+    #[serde(default = "default_batch")]
+    pub batch_records: u32,
+    /// Attempts after the first for a batch that failed with a retriable error.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+}
+
+impl Default for Producers {
+    fn default() -> Self {
+        Producers {
+            count: 1,
+            acks: default_acks(),
+            idempotent: true,
+            rate: default_rate(),
+            batch_records: default_batch(),
+            retries: default_retries(),
+            request_timeout_ms: default_request_timeout(),
+        }
+    }
+}
+
+fn default_acks() -> String {
+    "all".into()
+}
+fn yes() -> bool {
+    true
+}
+fn default_rate() -> u32 {
+    50
+}
+fn default_batch() -> u32 {
+    5
+}
+fn default_retries() -> u32 {
+    5
+}
+fn default_request_timeout() -> u64 {
+    3000
+}
+
+impl Producers {
+    pub fn acks_value(&self) -> Result<i16, String> {
+        match self.acks.as_str() {
+            "all" | "-1" => Ok(-1),
+            "1" => Ok(1),
+            "0" => Ok(0),
+            other => Err(format!("producers.acks must be 0, 1 or all, not '{other}'")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consumers {
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default = "default_poll")]
+    pub max_wait_ms: u64,
+}
+
+impl Default for Consumers {
+    fn default() -> Self {
+        Consumers {
+            count: 1,
+            max_wait_ms: default_poll(),
+        }
+    }
+}
+
+fn default_poll() -> u64 {
+    200
+}
+
+/// Faults: random ones drawn from the seed (weights below; 0 disables a kind), plus an
+/// explicit timeline. All heal before the final check.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nemesis {
+    /// Time between random faults, in simulated ms: [min, max].
+    #[serde(default = "default_interval")]
+    pub interval_ms: [u64; 2],
+    /// How long a fault with a duration lasts, in simulated ms: [min, max].
+    #[serde(default = "default_fault_duration")]
+    pub duration_ms: [u64; 2],
+    /// Relative weights of random fault kinds.
+    #[serde(default)]
+    pub weights: BTreeMap<FaultKind, u32>,
+    #[serde(default)]
+    pub timeline: Vec<TimedFault>,
+    /// Rates used by the disk faults while they are active.
+    #[serde(default = "default_disk_rate")]
+    pub disk_error_rate: f64,
+    /// Latency added by the `latency` fault, in ms: [min, max].
+    #[serde(default = "default_latency")]
+    pub latency_ms: [u64; 2],
+    /// Packet loss rate during the `loss` fault.
+    #[serde(default = "default_loss")]
+    pub loss_rate: f64,
+}
+
+impl Default for Nemesis {
+    fn default() -> Self {
+        Nemesis {
+            interval_ms: default_interval(),
+            duration_ms: default_fault_duration(),
+            weights: BTreeMap::new(),
+            timeline: Vec::new(),
+            disk_error_rate: default_disk_rate(),
+            latency_ms: default_latency(),
+            loss_rate: default_loss(),
+        }
+    }
+}
+
+fn default_interval() -> [u64; 2] {
+    [1000, 4000]
+}
+fn default_fault_duration() -> [u64; 2] {
+    [200, 2000]
+}
+fn default_disk_rate() -> f64 {
+    0.05
+}
+fn default_latency() -> [u64; 2] {
+    [5, 200]
+}
+fn default_loss() -> f64 {
+    0.1
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Kill the broker process and restart it: the OS keeps every write.
+    Kill,
+    /// Cut the machine's power and restart it: unsynced writes may vanish or tear.
+    PowerLoss,
+    /// Freeze the process (GC pause, SIGSTOP) for a while.
+    Pause,
+    /// Cut a node off from everyone (both directions).
+    Isolate,
+    /// Cut one direction only: the node hears but cannot speak.
+    IsolateOut,
+    /// Split the nodes into a majority and a minority.
+    Split,
+    /// Add network latency.
+    Latency,
+    /// Drop packets (TCP turns loss into delay).
+    Loss,
+    /// Jump a node's wall clock.
+    ClockJump,
+    /// Reads and writes fail with EIO at `disk_error_rate`.
+    DiskEio,
+    /// The disk is full.
+    DiskFull,
+    /// fsync fails with EIO at `disk_error_rate`.
+    SyncEio,
+    /// A bit flips at rest (CRC must catch it on read).
+    BitFlip,
+    /// A write is acknowledged by the disk but never lands.
+    LostWrite,
+    /// A write lands at the wrong offset.
+    MisdirectedWrite,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimedFault {
+    pub at_ms: u64,
+    pub fault: FaultKind,
+    /// Broker index (0-based); defaults to 0.
+    #[serde(default)]
+    pub node: u32,
+    /// For faults that last; defaults to a random draw from `duration_ms`.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+}
+
+impl Scenario {
+    pub fn load(path: &Path) -> Result<Scenario, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut scenario: Scenario =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if scenario.name.is_empty() {
+            scenario.name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+        }
+        scenario
+            .validate()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(scenario)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.cluster.brokers == 0 || self.cluster.brokers > 9 {
+            return Err("cluster.brokers must be 1..=9".into());
+        }
+        if self.cluster.brokers > 1 {
+            return Err(
+                "multi-broker clusters need replication, which Weir does not have yet".into(),
+            );
+        }
+        if self.duration_secs == 0 || self.duration_secs > 3600 {
+            return Err("duration_secs must be 1..=3600".into());
+        }
+        if self.topic.partitions < 1 || self.topic.partitions > 64 {
+            return Err("topic.partitions must be 1..=64".into());
+        }
+        self.producers.acks_value()?;
+        if self.producers.count > 32 || self.producers.rate == 0 || self.producers.rate > 10_000 {
+            return Err("producers.count must be ≤ 32 and producers.rate 1..=10000".into());
+        }
+        if self.producers.batch_records == 0 || self.producers.batch_records > 10_000 {
+            return Err("producers.batch_records must be 1..=10000".into());
+        }
+        if self.consumers.count > 32 {
+            return Err("consumers.count must be ≤ 32".into());
+        }
+        let [lo, hi] = self.nemesis.interval_ms;
+        if lo == 0 || lo > hi {
+            return Err("nemesis.interval_ms must be [min, max] with 0 < min ≤ max".into());
+        }
+        let [lo, hi] = self.nemesis.duration_ms;
+        if lo > hi {
+            return Err("nemesis.duration_ms must be [min, max] with min ≤ max".into());
+        }
+        for fault in &self.nemesis.timeline {
+            if fault.node >= self.cluster.brokers {
+                return Err(format!(
+                    "timeline fault at {} ms names node {}",
+                    fault.at_ms, fault.node
+                ));
+            }
+        }
+        if let Some(bug) = &self.planted_bug {
+            weir::config::PlantedBug::parse(bug)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_scenario_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Scenario::load(&path).unwrap();
+                seen += 1;
+            }
+        }
+        assert!(seen > 0);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = toml::from_str::<Scenario>("durration_secs = 3").unwrap_err();
+        assert!(err.to_string().contains("durration_secs"));
+    }
+}

@@ -1,0 +1,170 @@
+//! Many seeds of many scenarios: each run on a fresh thread (madsim and std's HashMap keep
+//! per-thread state), a few at a time, with a verdict per scenario. A safe scenario fails the
+//! sweep on any violating seed; an unsafe one fails it if no seed catches its violation.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::report::RunOutcome;
+use crate::report::{self, CaseResult};
+use crate::scenario::{Expect, Scenario};
+use crate::world;
+
+/// `A..B` (B excluded), `A..=B`, or a single seed.
+pub fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
+    let bad = || format!("seeds must look like 1..500, 1..=500 or 7, not '{text}'");
+    let (lo, hi) = if let Some((a, b)) = text.split_once("..=") {
+        (
+            a.parse::<u64>().map_err(|_| bad())?,
+            b.parse::<u64>().map_err(|_| bad())?,
+        )
+    } else if let Some((a, b)) = text.split_once("..") {
+        let b = b.parse::<u64>().map_err(|_| bad())?;
+        (
+            a.parse::<u64>().map_err(|_| bad())?,
+            b.checked_sub(1).ok_or_else(bad)?,
+        )
+    } else {
+        let n = text.parse::<u64>().map_err(|_| bad())?;
+        (n, n)
+    };
+    if lo > hi || hi - lo >= 1_000_000 {
+        return Err(bad());
+    }
+    Ok((lo..=hi).collect())
+}
+
+/// Scenario files named directly or found (sorted) in named directories.
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// Runs one seed on a fresh thread.
+pub fn run_isolated(scenario: &Scenario, seed: u64) -> RunOutcome {
+    let scenario = scenario.clone();
+    std::thread::Builder::new()
+        .name(format!("seed-{seed}"))
+        .stack_size(64 << 20)
+        .spawn(move || world::run(&scenario, seed))
+        .expect("spawning a simulation thread")
+        .join()
+        .expect("world::run catches panics")
+}
+
+pub struct SweepSummary {
+    pub cases: Vec<CaseResult>,
+    /// Scenarios that failed as a whole (e.g. an unsafe one nobody caught).
+    pub scenario_failures: Vec<(String, String)>,
+    pub wall_secs: f64,
+}
+
+impl SweepSummary {
+    pub fn passed(&self) -> bool {
+        self.scenario_failures.is_empty() && !self.cases.iter().any(|c| c.failed)
+    }
+}
+
+pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSummary, String> {
+    let started = Instant::now();
+    let scenarios: Vec<(String, Scenario)> = files
+        .iter()
+        .map(|f| Scenario::load(f).map(|s| (f.display().to_string(), s)))
+        .collect::<Result<_, _>>()?;
+    let queue: Mutex<VecDeque<(usize, u64)>> = Mutex::new(
+        (0..scenarios.len())
+            .flat_map(|i| seeds.iter().map(move |&s| (i, s)))
+            .collect(),
+    );
+    let results: Mutex<Vec<(usize, RunOutcome)>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| loop {
+                let Some((index, seed)) = queue.lock().unwrap().pop_front() else {
+                    return;
+                };
+                let (path, scenario) = &scenarios[index];
+                let outcome = run_isolated(scenario, seed);
+                if !outcome.passed {
+                    let label = if scenario.expect == Expect::Unsafe {
+                        "caught (expected)"
+                    } else {
+                        "VIOLATION"
+                    };
+                    eprint!("{label}: {}", report::summary(&outcome, path));
+                }
+                results.lock().unwrap().push((index, outcome));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(i, o)| (*i, o.seed));
+    let mut cases = Vec::new();
+    let mut scenario_failures = Vec::new();
+    for (index, (path, scenario)) in scenarios.iter().enumerate() {
+        let runs: Vec<&RunOutcome> = results
+            .iter()
+            .filter(|(i, _)| *i == index)
+            .map(|(_, o)| o)
+            .collect();
+        let violating = runs.iter().filter(|o| !o.passed).count();
+        let sim: f64 = runs.iter().map(|o| o.simulated_secs).sum();
+        let wall: f64 = runs.iter().map(|o| o.wall_secs).sum();
+        let verdict = match scenario.expect {
+            Expect::Safe if violating == 0 => "ok".to_string(),
+            Expect::Safe => format!("FAILED ({violating} seeds violate)"),
+            Expect::Unsafe if violating > 0 => {
+                format!("ok (unsafe configuration caught in {violating} seeds)")
+            }
+            Expect::Unsafe => {
+                let why = format!(
+                    "no seed caught the known-unsafe configuration of {}",
+                    scenario.name
+                );
+                scenario_failures.push((scenario.name.clone(), why));
+                "FAILED (nothing caught: the checker has no teeth here)".to_string()
+            }
+        };
+        println!(
+            "{:<40} {:>5} seeds  {:>4} violating  {:>8.0} sim s  {:>7.1} wall s  {:>6.0}x  {verdict}",
+            scenario.name,
+            runs.len(),
+            violating,
+            sim,
+            wall,
+            sim / wall.max(1e-9)
+        );
+        for o in runs {
+            cases.push(CaseResult {
+                scenario_path: path.clone(),
+                outcome: o.clone(),
+                failed: scenario.expect == Expect::Safe && !o.passed,
+            });
+        }
+    }
+    Ok(SweepSummary {
+        cases,
+        scenario_failures,
+        wall_secs: started.elapsed().as_secs_f64(),
+    })
+}
+
+pub fn write_junit(path: &Path, summary: &SweepSummary) -> Result<(), String> {
+    let xml = report::junit(&summary.cases, &summary.scenario_failures);
+    std::fs::write(path, xml).map_err(|e| format!("{}: {e}", path.display()))
+}

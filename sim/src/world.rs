@@ -1,0 +1,495 @@
+//! One simulated run: build the world from a scenario and a seed (madsim runtime, broker
+//! machines with their own disks and clocks, a client machine), run the workload under the
+//! nemesis, heal, check liveness, read everything back, and judge.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use madsim::rand::Rng;
+use madsim::runtime::{Handle, Runtime};
+use weir::broker::Broker;
+use weir::client::{Client, ClientError};
+use weir::config::{PlantedBug, ServerConfig};
+use weir::io::memdisk::MemDisk;
+use weir::io::os::{OsRng, TokioNet, TokioSpawn};
+use weir::io::Io;
+use weir::log::batch::BatchBuilder;
+
+use crate::checker::{self, FinalRead, Findings};
+use crate::clock::NodeClock;
+use crate::history::{trace_hash, Event, History};
+use crate::nemesis::{Machine, Nemesis};
+pub use crate::report::RunOutcome;
+use crate::scenario::Scenario;
+use crate::workload::{self, ConsumerSpec, ProducerSpec, RunClock};
+
+/// Simulated time allowed after the workload for healing, liveness and the final read.
+const SETTLE: Duration = Duration::from_secs(120);
+/// How long the cluster has to serve a produce and a fetch once faults heal.
+const LIVENESS_BOUND: Duration = Duration::from_secs(30);
+const BROKER_PORT: u16 = 9092;
+
+fn broker_addr(index: u32) -> SocketAddr {
+    // Simulated addresses: madsim routes them inside the process; nothing touches a real network.
+    SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(10, 0, 1, index as u8 + 1)),
+        BROKER_PORT,
+    )
+}
+
+fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String> {
+    let addr = broker_addr(index);
+    let mut props: BTreeMap<String, String> = BTreeMap::new();
+    props.insert("node.id".into(), (index + 1).to_string());
+    props.insert("listeners".into(), format!("PLAINTEXT://{addr}"));
+    props.insert("log.dirs".into(), "/data".into());
+    props.insert("log.flush.scheduler.interval.ms".into(), "100".into());
+    props.extend(scenario.broker.clone());
+    let (mut config, _warnings) =
+        ServerConfig::from_properties(&props).map_err(|e| format!("broker config: {e}"))?;
+    config.planted_bug = scenario
+        .planted_bug
+        .as_deref()
+        .map(PlantedBug::parse)
+        .transpose()?;
+    Ok(config)
+}
+
+/// Runs one seed of a scenario on the current thread. Call it on a fresh thread per seed:
+/// madsim keeps per-thread state, and HashMap seeds are per thread.
+pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
+    let wall = Instant::now();
+    let history = History::default();
+    let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + SETTLE * 2);
+    let sim_end = Arc::new(std::sync::Mutex::new(0f64));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        runtime.block_on(simulate(scenario.clone(), history.clone(), sim_end.clone()))
+    }));
+    let entries = history.entries();
+    let (findings, panic) = match result {
+        Ok(Ok(findings)) => (findings, None),
+        Ok(Err(failure)) => (Findings::default(), Some(format!("run failed: {failure}"))),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            (Findings::default(), Some(message))
+        }
+    };
+    let mut violations = findings.violations(&scenario.checks);
+    if let Some(p) = &panic {
+        violations.push(format!("panic: {p}"));
+    }
+    let faults = entries
+        .iter()
+        .filter(|e| matches!(&e.event, Event::Nemesis(n) if !n.contains("heal") && !n.starts_with("restart") && !n.starts_with("resume")))
+        .count();
+    let simulated_secs = *sim_end.lock().unwrap();
+    RunOutcome {
+        scenario: scenario.name.clone(),
+        seed,
+        passed: violations.is_empty(),
+        violations,
+        findings,
+        trace_hash: trace_hash(&entries),
+        history: entries.clone(),
+        events: entries.len(),
+        faults,
+        simulated_secs,
+        wall_secs: wall.elapsed().as_secs_f64(),
+        panic,
+    }
+}
+
+async fn simulate(
+    scenario: Scenario,
+    history: History,
+    sim_end: Arc<std::sync::Mutex<f64>>,
+) -> Result<Findings, String> {
+    let handle = Handle::current();
+    let clock = RunClock::start();
+    let duration_ms = scenario.duration_secs * 1000;
+    let mut machines = Vec::new();
+    for index in 0..scenario.cluster.brokers {
+        let config = broker_config(&scenario, index)?;
+        let mut rng = madsim::rand::thread_rng();
+        let disk = MemDisk::new(rng.gen());
+        let offset = scenario.cluster.clock_offset_ms as i64;
+        let drift = scenario.cluster.clock_drift_ppm as i64;
+        let node_clock = NodeClock::new(
+            if offset > 0 {
+                rng.gen_range(-offset..=offset)
+            } else {
+                0
+            },
+            if drift > 0 {
+                rng.gen_range(-drift..=drift)
+            } else {
+                0
+            },
+        );
+        let up = Arc::new(AtomicBool::new(false));
+        let (init_disk, init_clock, init_up, init_history) = (
+            disk.clone(),
+            node_clock.clone(),
+            up.clone(),
+            history.clone(),
+        );
+        let addr = broker_addr(index);
+        let node = handle
+            .create_node()
+            .name(format!("broker-{index}"))
+            .ip(addr.ip())
+            .init(move || {
+                let io = Io {
+                    clock: Arc::new(init_clock.clone()),
+                    rng: Arc::new(OsRng::with_seed(madsim::rand::random())),
+                    spawner: Arc::new(TokioSpawn),
+                    net: Arc::new(TokioNet),
+                    disk: Arc::new(init_disk.clone()),
+                };
+                let (config, up, history) = (config.clone(), init_up.clone(), init_history.clone());
+                async move {
+                    match Broker::start(config, io).await {
+                        Ok(running) => {
+                            up.store(true, Ordering::SeqCst);
+                            // Serve until the nemesis kills this node.
+                            let _keep = running;
+                            std::future::pending::<()>().await;
+                        }
+                        Err(e) => {
+                            // Like a process that exits: the node stays down until restarted.
+                            history.record(
+                                clock.now_ms(),
+                                Event::Note(format!("broker-{index} failed to start: {e:#}")),
+                            );
+                        }
+                    }
+                }
+            })
+            .build();
+        machines.push(Machine {
+            node: node.id(),
+            disk,
+            clock: node_clock,
+            up,
+            paused: AtomicBool::new(false),
+        });
+    }
+    let client_node = handle
+        .create_node()
+        .name("clients")
+        .ip(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 1)))
+        .build();
+    let addr = broker_addr(0);
+    let topic = scenario.topic.clone();
+    let acks = scenario.producers.acks_value()?;
+    history.record(
+        clock.now_ms(),
+        Event::Note(format!(
+            "start: {} broker(s), topic {} x{}",
+            machines.len(),
+            topic.name,
+            topic.partitions
+        )),
+    );
+
+    // Create the topic (retrying while the broker starts).
+    let created = {
+        let topic = topic.clone();
+        client_node
+            .spawn(async move {
+                let io = client_io();
+                for _ in 0..100 {
+                    if let Ok(mut c) = Client::connect(&io, addr).await {
+                        match c
+                            .create_topic(
+                                &topic.name,
+                                topic.partitions,
+                                topic.replication_factor,
+                                &topic.configs,
+                            )
+                            .await
+                        {
+                            Ok(()) => return Ok(()),
+                            Err(ClientError::Kafka(
+                                kafka_protocol::error::ResponseError::TopicAlreadyExists,
+                                _,
+                            )) => return Ok(()),
+                            Err(e) if !e.is_retriable() => return Err(e.to_string()),
+                            Err(_) => {}
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err("could not create the topic".to_string())
+            })
+            .await
+            .map_err(|e| e.to_string())?
+    };
+    created?;
+
+    let mut tasks = Vec::new();
+    let interval = Duration::from_micros(1_000_000 / scenario.producers.rate as u64);
+    for id in 0..scenario.producers.count {
+        let spec = ProducerSpec {
+            id,
+            addr,
+            topic: topic.name.clone(),
+            partitions: topic.partitions,
+            acks,
+            idempotent: scenario.producers.idempotent,
+            interval,
+            batch_records: scenario.producers.batch_records,
+            retries: scenario.producers.retries,
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            until_ms: duration_ms,
+        };
+        tasks.push(client_node.spawn(workload::run_producer(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+    for id in 0..scenario.consumers.count {
+        let spec = ConsumerSpec {
+            id,
+            addr,
+            topic: topic.name.clone(),
+            partitions: topic.partitions,
+            max_wait: Duration::from_millis(scenario.consumers.max_wait_ms),
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            until_ms: duration_ms,
+        };
+        tasks.push(client_node.spawn(workload::run_consumer(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
+    let nemesis = Nemesis {
+        machines,
+        others: vec![client_node.id()],
+        spec: scenario.nemesis.clone(),
+        history: history.clone(),
+        clock,
+    };
+    tokio::join!(nemesis.run_random(duration_ms), nemesis.run_timeline());
+    let now = clock.now_ms();
+    if now < duration_ms {
+        tokio::time::sleep(Duration::from_millis(duration_ms - now)).await;
+    }
+    nemesis.heal().await;
+    for task in tasks {
+        // Workloads stop by themselves at the deadline; a request in flight is bounded by its
+        // time-out, so this wait is bounded too.
+        let _ = task.await;
+    }
+
+    // Liveness: after healing, a produce and a fetch must succeed within the bound.
+    let liveness_history = history.clone();
+    let topic_name = topic.name.clone();
+    let partitions = topic.partitions;
+    let liveness = client_node
+        .spawn(async move {
+            liveness_check(addr, &topic_name, partitions, liveness_history, clock).await
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(why) = &liveness {
+        history.record(
+            clock.now_ms(),
+            Event::Note(format!("liveness failed: {why}")),
+        );
+    }
+    let topic_name = topic.name.clone();
+    let final_read = client_node
+        .spawn({
+            let history = history.clone();
+            async move { final_read(addr, &topic_name, partitions, history, clock).await }
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+    let total: usize = final_read.values().map(|r| r.len()).sum();
+    let digest: Vec<(i32, usize, i64)> = final_read
+        .iter()
+        .map(|(p, r)| (*p, r.len(), r.last().map(|x| x.0).unwrap_or(-1)))
+        .collect();
+    history.record(
+        clock.now_ms(),
+        Event::Note(format!("final read: {total} records {digest:?}")),
+    );
+    *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    Ok(checker::check(&history.entries(), &final_read, liveness))
+}
+
+fn client_io() -> Io {
+    Io {
+        clock: Arc::new(weir::io::os::TokioClock::new()),
+        rng: Arc::new(OsRng::with_seed(madsim::rand::random())),
+        spawner: Arc::new(TokioSpawn),
+        net: Arc::new(TokioNet),
+        // Clients never touch a disk.
+        disk: Arc::new(MemDisk::new(0)),
+    }
+}
+
+/// Produces one record per partition and fetches it back; `Some(reason)` if that cannot be
+/// done within [`LIVENESS_BOUND`].
+async fn liveness_check(
+    addr: SocketAddr,
+    topic: &str,
+    partitions: i32,
+    history: History,
+    clock: RunClock,
+) -> Option<String> {
+    let io = client_io();
+    let deadline = clock.now_ms() + LIVENESS_BOUND.as_millis() as u64;
+    let mut last_error = String::from("no attempt");
+    for partition in 0..partitions {
+        let value = format!("liveness-{partition}");
+        let op = (u32::MAX as u64) << 32 | partition as u64;
+        history.record(
+            clock.now_ms(),
+            Event::Invoke {
+                op,
+                partition,
+                values: vec![value.clone()],
+            },
+        );
+        let mut done = false;
+        while clock.now_ms() < deadline && !done {
+            let attempt = async {
+                let mut c = Client::connect(&io, addr).await?;
+                c.set_timeout(Duration::from_secs(5));
+                let mut b = BatchBuilder::new(io.clock.wall_ms());
+                b.push(None, Some(value.as_bytes()), io.clock.wall_ms());
+                let offset = c
+                    .produce(topic, partition, Bytes::from(b.finish(-1, -1, -1)), -1)
+                    .await?
+                    .unwrap_or(-1);
+                let fetched = c
+                    .fetch(
+                        topic,
+                        partition,
+                        offset,
+                        1 << 20,
+                        Duration::from_millis(100),
+                    )
+                    .await?;
+                let found = workload::decode(&fetched.records, offset)
+                    .into_iter()
+                    .any(|r| matches!(r, Ok((o, ref v)) if o == offset && *v == value));
+                Ok::<_, ClientError>((offset, found))
+            };
+            match io.timeout(Duration::from_secs(10), attempt).await {
+                Some(Ok((offset, true))) => {
+                    history.record(clock.now_ms(), Event::Ack { op, offset });
+                    done = true;
+                }
+                Some(Ok((offset, false))) => {
+                    last_error = format!("record at {offset} not fetched back")
+                }
+                Some(Err(e)) => last_error = e.to_string(),
+                None => last_error = "timed out".into(),
+            }
+            if !done {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        if !done {
+            return Some(format!("partition {partition}: {last_error}"));
+        }
+    }
+    None
+}
+
+/// Reads every partition from its start to its high watermark. A partition the broker cannot
+/// serve past some offset (say, a batch rotted on disk) is read up to there, and noted.
+async fn final_read(
+    addr: SocketAddr,
+    topic: &str,
+    partitions: i32,
+    history: History,
+    clock: RunClock,
+) -> Result<FinalRead, String> {
+    let io = client_io();
+    let mut last_error = String::new();
+    // Bounded retries for connection trouble; broker errors end a partition's read instead.
+    for _attempt in 0..50 {
+        let result = async {
+            let mut c = Client::connect(&io, addr).await?;
+            c.set_timeout(Duration::from_secs(10));
+            let mut read = FinalRead::new();
+            for p in 0..partitions {
+                let (start, _) = c.list_offset(topic, p, -2).await?;
+                let (end, _) = c.list_offset(topic, p, -1).await?;
+                let mut records = Vec::new();
+                let mut offset = start;
+                while offset < end {
+                    let fetched = match c
+                        .fetch(topic, p, offset, 1 << 20, Duration::from_millis(10))
+                        .await
+                    {
+                        Ok(f) => f,
+                        Err(ClientError::Kafka(code, _)) => {
+                            history.record(
+                                clock.now_ms(),
+                                Event::Note(format!(
+                                    "final read of partition {p} stops at {offset}: {code}"
+                                )),
+                            );
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    let before = offset;
+                    for r in workload::decode(&fetched.records, offset) {
+                        match r {
+                            Ok((o, v)) if o < end => {
+                                records.push((o, v));
+                                offset = o + 1;
+                            }
+                            Ok(_) => break,
+                            Err((o, e)) => {
+                                history.record(
+                                    clock.now_ms(),
+                                    Event::CorruptRead {
+                                        consumer: u32::MAX,
+                                        partition: p,
+                                        offset: o,
+                                        error: e,
+                                    },
+                                );
+                                break;
+                            }
+                        }
+                    }
+                    // Every round makes progress or ends the partition.
+                    if offset == before {
+                        break;
+                    }
+                }
+                read.insert(p, records);
+            }
+            Ok::<_, ClientError>(read)
+        };
+        match result.await {
+            Ok(read) => return Ok(read),
+            Err(e) => last_error = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!("final read failed: {last_error}"))
+}
