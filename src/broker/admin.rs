@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
@@ -76,11 +78,19 @@ pub(super) async fn create_topics(
                 let created = image.topic(&name);
                 if ctx.version >= 5 {
                     result.num_partitions = created.map_or(
-                        if new.partitions == -1 { broker.config.num_partitions } else { new.partitions },
+                        if new.partitions == -1 {
+                            broker.config.num_partitions
+                        } else {
+                            new.partitions
+                        },
                         |t| t.partitions,
                     );
                     result.replication_factor = created.map_or(
-                        if new.replication_factor == -1 { broker.config.default_replication_factor } else { new.replication_factor },
+                        if new.replication_factor == -1 {
+                            broker.config.default_replication_factor
+                        } else {
+                            new.replication_factor
+                        },
                         |t| t.replication_factor,
                     );
                     let effective = broker
@@ -95,7 +105,11 @@ pub(super) async fn create_topics(
                                 CreatableTopicConfigs::default()
                                     .with_name(StrBytes::from_string(key))
                                     .with_value(Some(StrBytes::from_string(value)))
-                                    .with_config_source(if overridden { SOURCE_TOPIC } else { SOURCE_DEFAULT })
+                                    .with_config_source(if overridden {
+                                        SOURCE_TOPIC
+                                    } else {
+                                        SOURCE_DEFAULT
+                                    })
                             })
                             .collect(),
                     );
@@ -141,8 +155,12 @@ pub(super) async fn delete_topics(
             Some(n) => Some(n.clone()),
             None => image.topic_by_id(id).map(|t| t.name.clone()),
         };
-        let mut r = DeletableTopicResult::default()
-            .with_name(resolved.clone().or(name.clone()).map(|n| TopicName(StrBytes::from_string(n))));
+        let mut r = DeletableTopicResult::default().with_name(
+            resolved
+                .clone()
+                .or(name.clone())
+                .map(|n| TopicName(StrBytes::from_string(n))),
+        );
         if ctx.version >= 6 {
             r.topic_id = resolved
                 .as_deref()
@@ -151,10 +169,14 @@ pub(super) async fn delete_topics(
                 .unwrap_or(id);
         }
         let outcome = match &resolved {
-            None => Err(CommitError::Rejected(ControllerError::UnknownTopic(id.to_string()))),
+            None => Err(CommitError::Rejected(ControllerError::UnknownTopic(
+                id.to_string(),
+            ))),
             Some(n) => {
                 broker
-                    .change_metadata(false, |controller, image| Ok((vec![controller.delete_topic(image, n)?], ())))
+                    .change_metadata(false, |controller, image| {
+                        Ok((vec![controller.delete_topic(image, n)?], ()))
+                    })
                     .await
             }
         };
@@ -177,7 +199,10 @@ pub(super) async fn delete_topics(
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-pub(super) async fn create_partitions(broker: &Broker, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub(super) async fn create_partitions(
+    broker: &Broker,
+    req: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for topic in req.topics {
         let name = topic.name.to_string();
@@ -189,11 +214,17 @@ pub(super) async fn create_partitions(broker: &Broker, req: CreatePartitionsRequ
             .flat_map(|a| a.broker_ids.iter())
             .any(|b| b.0 != broker.config.node_id);
         let outcome = if foreign {
-            Err((ResponseError::InvalidReplicaAssignment, "replicas must be on this broker".to_string()))
+            Err((
+                ResponseError::InvalidReplicaAssignment,
+                "replicas must be on this broker".to_string(),
+            ))
         } else {
             broker
                 .change_metadata(req.validate_only, |controller, image| {
-                    Ok((vec![controller.create_partitions(image, &name, topic.count)?], ()))
+                    Ok((
+                        vec![controller.create_partitions(image, &name, topic.count)?],
+                        (),
+                    ))
                 })
                 .await
                 .map_err(|e| (errors::commit(&e), e.to_string()))

@@ -40,7 +40,11 @@ pub(super) fn config_entries(
         .collect()
 }
 
-pub(super) fn describe(broker: &Broker, ctx: &RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub(super) fn describe(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let results = req
         .resources
         .into_iter()
@@ -51,36 +55,44 @@ pub(super) fn describe(broker: &Broker, ctx: &RequestContext, req: DescribeConfi
             let name = resource.resource_name.to_string();
             let entries: Vec<(String, String, i8)> = match resource.resource_type {
                 RESOURCE_TOPIC => match broker.image().topic(&name) {
-                    Some(topic) => config_entries(&broker.controller.topic_config(topic), &topic.configs)
-                        .into_iter()
-                        .map(|(k, v, o)| (k, v, if o { SOURCE_TOPIC } else { SOURCE_DEFAULT }))
-                        .collect(),
+                    Some(topic) => {
+                        config_entries(&broker.controller.topic_config(topic), &topic.configs)
+                            .into_iter()
+                            .map(|(k, v, o)| (k, v, if o { SOURCE_TOPIC } else { SOURCE_DEFAULT }))
+                            .collect()
+                    }
                     None => {
                         result.error_code = ResponseError::UnknownTopicOrPartition.code();
-                        result.error_message = Some(StrBytes::from_string(format!("unknown topic '{name}'")));
+                        result.error_message =
+                            Some(StrBytes::from_string(format!("unknown topic '{name}'")));
                         return result;
                     }
                 },
-                RESOURCE_BROKER if name.is_empty() || name == broker.config.node_id.to_string() => broker
-                    .config
-                    .broker_config_entries()
-                    .into_iter()
-                    .map(|(k, v)| (k, v, SOURCE_STATIC_BROKER))
-                    .collect(),
+                RESOURCE_BROKER if name.is_empty() || name == broker.config.node_id.to_string() => {
+                    broker
+                        .config
+                        .broker_config_entries()
+                        .into_iter()
+                        .map(|(k, v)| (k, v, SOURCE_STATIC_BROKER))
+                        .collect()
+                }
                 RESOURCE_BROKER => {
                     result.error_code = ResponseError::InvalidRequest.code();
-                    result.error_message = Some(StrBytes::from_string(format!("unknown broker '{name}'")));
+                    result.error_message =
+                        Some(StrBytes::from_string(format!("unknown broker '{name}'")));
                     return result;
                 }
                 other => {
                     result.error_code = ResponseError::InvalidRequest.code();
-                    result.error_message = Some(StrBytes::from_string(format!("unsupported resource type {other}")));
+                    result.error_message = Some(StrBytes::from_string(format!(
+                        "unsupported resource type {other}"
+                    )));
                     return result;
                 }
             };
-            let wanted = resource.configuration_keys.map(|keys| {
-                keys.into_iter().map(|k| k.to_string()).collect::<Vec<_>>()
-            });
+            let wanted = resource
+                .configuration_keys
+                .map(|keys| keys.into_iter().map(|k| k.to_string()).collect::<Vec<_>>());
             result.configs = entries
                 .into_iter()
                 .filter(|(k, _, _)| wanted.as_ref().is_none_or(|w| w.contains(k)))
@@ -117,18 +129,28 @@ async fn change_topic(
         ));
     }
     if resource_type != RESOURCE_TOPIC {
-        return Err((ResponseError::InvalidRequest, format!("unsupported resource type {resource_type}")));
+        return Err((
+            ResponseError::InvalidRequest,
+            format!("unsupported resource type {resource_type}"),
+        ));
     }
     let changes = changes.map_err(|why| (ResponseError::InvalidConfig, why))?;
     broker
         .change_metadata(validate_only, |controller, image| {
-            Ok((vec![controller.alter_topic_config(image, name, changes)?], ()))
+            Ok((
+                vec![controller.alter_topic_config(image, name, changes)?],
+                (),
+            ))
         })
         .await
         .map_err(|e| (errors::commit(&e), e.to_string()))
 }
 
-fn answer(resource_type: i8, name: StrBytes, outcome: Result<(), (ResponseError, String)>) -> AlterConfigsResourceResponse {
+fn answer(
+    resource_type: i8,
+    name: StrBytes,
+    outcome: Result<(), (ResponseError, String)>,
+) -> AlterConfigsResourceResponse {
     let mut r = AlterConfigsResourceResponse::default()
         .with_resource_type(resource_type)
         .with_resource_name(name);
@@ -152,8 +174,19 @@ pub(super) async fn alter(broker: &Broker, req: AlterConfigsRequest) -> AlterCon
         for c in resource.configs {
             changes.insert(c.name.to_string(), c.value.map(|v| v.to_string()));
         }
-        let outcome = change_topic(broker, resource.resource_type, &name, Ok(changes), req.validate_only).await;
-        responses.push(answer(resource.resource_type, resource.resource_name, outcome));
+        let outcome = change_topic(
+            broker,
+            resource.resource_type,
+            &name,
+            Ok(changes),
+            req.validate_only,
+        )
+        .await;
+        responses.push(answer(
+            resource.resource_type,
+            resource.resource_name,
+            outcome,
+        ));
     }
     AlterConfigsResponse::default().with_responses(responses)
 }
@@ -177,7 +210,14 @@ pub(super) async fn incremental_alter(
                 )),
             })
             .collect::<Result<BTreeMap<_, _>, _>>();
-        let outcome = change_topic(broker, resource.resource_type, &name, changes, req.validate_only).await;
+        let outcome = change_topic(
+            broker,
+            resource.resource_type,
+            &name,
+            changes,
+            req.validate_only,
+        )
+        .await;
         // Same fields as AlterConfigs' answer, but a distinct generated type.
         let a = answer(resource.resource_type, resource.resource_name, outcome);
         responses.push(

@@ -29,7 +29,11 @@ struct Wanted {
     max_bytes: usize,
 }
 
-pub(super) async fn handle(broker: &Broker, ctx: &RequestContext, req: FetchRequest) -> FetchResponse {
+pub(super) async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: FetchRequest,
+) -> FetchResponse {
     let image = broker.image();
     let mut wanted = Vec::new();
     for topic in &req.topics {
@@ -80,7 +84,10 @@ fn read_all(
             .with_partition_index(w.partition)
             .with_high_watermark(-1)
             .with_records(None);
-        let handle = w.topic.as_deref().and_then(|t| broker.partition(t, w.partition));
+        let handle = w
+            .topic
+            .as_deref()
+            .and_then(|t| broker.partition(t, w.partition));
         let Some(handle) = handle else {
             data.error_code = if ctx.version >= 13 && w.topic.is_none() {
                 ResponseError::UnknownTopicId.code()
@@ -121,7 +128,11 @@ fn read_all(
     (out, total, errored)
 }
 
-fn response(ctx: &RequestContext, wanted: &[Wanted], partitions: Vec<PartitionData>) -> FetchResponse {
+fn response(
+    ctx: &RequestContext,
+    wanted: &[Wanted],
+    partitions: Vec<PartitionData>,
+) -> FetchResponse {
     // Group the partitions back under their topics, in request order.
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     for (w, data) in wanted.iter().zip(partitions) {
@@ -153,7 +164,11 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const EARLIEST_TIERED: i64 = -5;
 
-pub(super) fn list_offsets(broker: &Broker, ctx: &RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse {
+pub(super) fn list_offsets(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let topics = req
         .topics
         .into_iter()
@@ -163,7 +178,8 @@ pub(super) fn list_offsets(broker: &Broker, ctx: &RequestContext, req: ListOffse
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let mut r = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                    let mut r = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
                     let Some(handle) = broker.partition(&name, p.partition_index) else {
                         r.error_code = ResponseError::UnknownTopicOrPartition.code();
                         return r;
@@ -171,7 +187,9 @@ pub(super) fn list_offsets(broker: &Broker, ctx: &RequestContext, req: ListOffse
                     let partition = handle.lock();
                     let found = match p.timestamp {
                         LATEST => Ok(Some((partition.high_watermark(), -1))),
-                        EARLIEST | EARLIEST_LOCAL | EARLIEST_TIERED => Ok(Some((partition.log_start_offset(), -1))),
+                        EARLIEST | EARLIEST_LOCAL | EARLIEST_TIERED => {
+                            Ok(Some((partition.log_start_offset(), -1)))
+                        }
                         MAX_TIMESTAMP => {
                             let max = partition.log().max_timestamp();
                             if max < 0 {

@@ -15,7 +15,11 @@ use super::server::RequestContext;
 use super::{errors, Broker};
 use crate::controller::{validate_topic_name, TopicMeta};
 
-pub(super) async fn handle(broker: &Broker, ctx: &RequestContext, req: MetadataRequest) -> MetadataResponse {
+pub(super) async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: MetadataRequest,
+) -> MetadataResponse {
     let node = BrokerId(broker.config.node_id);
     let (host, port) = broker.advertised.read().unwrap().clone();
     // v0 asks for all topics with an empty list; later versions with null.
@@ -46,7 +50,10 @@ pub(super) async fn handle(broker: &Broker, ctx: &RequestContext, req: MetadataR
     }
     let image = broker.image();
     let topics = match wanted {
-        None => image.topics().map(|t| topic_entry(broker, ctx, t)).collect(),
+        None => image
+            .topics()
+            .map(|t| topic_entry(broker, ctx, t))
+            .collect(),
         Some(wanted) => wanted
             .into_iter()
             .map(|(name, id)| {

@@ -83,7 +83,10 @@ impl Broker {
     pub async fn start(config: ServerConfig, io: Io) -> anyhow::Result<RunningBroker> {
         let log_dir = PathBuf::from(config.log_dirs.first().cloned().unwrap_or_default());
         if config.log_dirs.len() > 1 {
-            tracing::warn!("several log.dirs given; Weir uses only the first: {}", log_dir.display());
+            tracing::warn!(
+                "several log.dirs given; Weir uses only the first: {}",
+                log_dir.display()
+            );
         }
         io.disk.create_dir_all(&log_dir)?;
         let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
@@ -137,17 +140,24 @@ impl Broker {
             .config
             .advertised_listeners
             .iter()
-            .find(|a| listener.as_ref().is_some_and(|l| l.listener_name == a.listener_name))
+            .find(|a| {
+                listener
+                    .as_ref()
+                    .is_some_and(|l| l.listener_name == a.listener_name)
+            })
             .cloned();
-        let wildcard = |host: &str| host.is_empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
+        let wildcard =
+            |host: &str| host.is_empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
         let (host, port) = match advertised {
             Some(a) => (a.host, if a.port != 0 { a.port } else { bound.port() }),
             None => (bound.ip().to_string(), bound.port()),
         };
         if wildcard(&host) {
             // Clients cannot connect to a wildcard address: only local ones can be served.
-            tracing::warn!("the broker listens on a wildcard address and advertised.listeners is not set; \
-                advertising 127.0.0.1 (set advertised.listeners for remote clients)");
+            tracing::warn!(
+                "the broker listens on a wildcard address and advertised.listeners is not set; \
+                advertising 127.0.0.1 (set advertised.listeners for remote clients)"
+            );
             return ("127.0.0.1".to_string(), port);
         }
         (host, port)
@@ -229,7 +239,12 @@ impl Broker {
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
         write_topic_id(&self.io, &dir, id)?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
-            tracing::warn!(topic, partition = index, ?recovery, "recovered partition after unclean shutdown");
+            tracing::warn!(
+                topic,
+                partition = index,
+                ?recovery,
+                "recovered partition after unclean shutdown"
+            );
         }
         let handle = Arc::new(PartitionHandle::new(partition, id));
         self.partitions
@@ -246,19 +261,28 @@ impl Broker {
     async fn change_metadata<T>(
         &self,
         validate_only: bool,
-        decide: impl FnOnce(&Controller, &MetadataImage) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
+        decide: impl FnOnce(
+            &Controller,
+            &MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
     ) -> Result<T, CommitError> {
         let mut store = self.metadata.lock().await;
-        let (records, out) = decide(&self.controller, store.image()).map_err(CommitError::Rejected)?;
+        let (records, out) =
+            decide(&self.controller, store.image()).map_err(CommitError::Rejected)?;
         if validate_only || records.is_empty() {
             return Ok(out);
         }
         let now = self.io.clock.wall_ms();
-        store.commit(&records, now).await.map_err(CommitError::Storage)?;
+        store
+            .commit(&records, now)
+            .await
+            .map_err(CommitError::Storage)?;
         *self.image.write().unwrap() = Arc::new(store.image().clone());
         // Still under the lock: local effects apply in commit order.
         for record in &records {
-            self.apply_locally(record).await.map_err(CommitError::Storage)?;
+            self.apply_locally(record)
+                .await
+                .map_err(CommitError::Storage)?;
         }
         Ok(out)
     }
@@ -345,7 +369,11 @@ impl Broker {
         results
     }
 
-    async fn create_topic(&self, new: crate::controller::NewTopic, validate_only: bool) -> Result<(), CommitError> {
+    async fn create_topic(
+        &self,
+        new: crate::controller::NewTopic,
+        validate_only: bool,
+    ) -> Result<(), CommitError> {
         let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
         self.change_metadata(validate_only, |controller, image| {
             Ok((vec![controller.create_topic(image, &new, id)?], ()))
@@ -429,8 +457,14 @@ impl Broker {
 /// Periodic work: retention, time-based flushes, recovery-point checkpoints.
 async fn background_loop(broker: Arc<Broker>) {
     let mut shutdown = broker.shutdown_signal();
-    let tick = Duration::from_millis(broker.config.log_flush_scheduler_interval_ms.clamp(10, 1000));
-    let retention_every = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(10));
+    let tick = Duration::from_millis(
+        broker
+            .config
+            .log_flush_scheduler_interval_ms
+            .clamp(10, 1000),
+    );
+    let retention_every =
+        Duration::from_millis(broker.config.log_retention_check_interval_ms.max(10));
     let mut since_retention = Duration::ZERO;
     let mut since_checkpoint = Duration::ZERO;
     loop {
@@ -448,7 +482,10 @@ async fn background_loop(broker: Arc<Broker>) {
             let (due, end) = {
                 let p = handle.lock();
                 let c = p.config();
-                (p.log().flush_due(c.flush_messages, c.flush_ms, now), p.log().end_offset())
+                (
+                    p.log().flush_due(c.flush_messages, c.flush_ms, now),
+                    p.log().end_offset(),
+                )
             };
             if due {
                 if let Err(e) = broker.flush_partition(&handle, end).await {
@@ -462,8 +499,12 @@ async fn background_loop(broker: Arc<Broker>) {
                 let mut p = handle.lock();
                 match p.apply_retention(now) {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(topic = p.topic(), partition = p.index(), segments = n,
-                        "retention deleted segments"),
+                    Ok(n) => tracing::info!(
+                        topic = p.topic(),
+                        partition = p.index(),
+                        segments = n,
+                        "retention deleted segments"
+                    ),
                     Err(e) => tracing::error!(error = %e, "retention failed"),
                 }
             }
@@ -511,7 +552,11 @@ fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
 }
 
 /// Kafka's `meta.properties`: the cluster id, made once and kept; the node id must not change.
-async fn load_or_create_cluster_id(io: &Io, log_dir: &Path, node_id: i32) -> anyhow::Result<String> {
+async fn load_or_create_cluster_id(
+    io: &Io,
+    log_dir: &Path,
+    node_id: i32,
+) -> anyhow::Result<String> {
     let path = log_dir.join("meta.properties");
     if let Ok(raw) = read_file(io.disk.as_ref(), &path) {
         let props = crate::config::parse_properties(&String::from_utf8_lossy(&raw))?;

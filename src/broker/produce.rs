@@ -35,14 +35,25 @@ pub(super) async fn handle(
         let mut outcomes = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let result = if !matches!(acks, -1..=1) {
-                Err((ResponseError::InvalidRequiredAcks, format!("acks={acks} is not -1, 0 or 1")))
+                Err((
+                    ResponseError::InvalidRequiredAcks,
+                    format!("acks={acks} is not -1, 0 or 1"),
+                ))
             } else if req.transactional_id.is_some() {
                 Err((
                     ResponseError::TransactionalIdAuthorizationFailed,
                     "transactions are not supported".to_string(),
                 ))
             } else {
-                append_one(broker, &name, data.index, data.records.as_deref(), acks, now, &mut to_flush)
+                append_one(
+                    broker,
+                    &name,
+                    data.index,
+                    data.records.as_deref(),
+                    acks,
+                    now,
+                    &mut to_flush,
+                )
             };
             appended_any |= result.as_ref().is_ok_and(|a| !a.duplicate);
             outcomes.push(Outcome {
@@ -84,7 +95,9 @@ pub(super) async fn handle(
                 .map(|o| partition_response(ctx.version, o))
                 .collect();
             TopicProduceResponse::default()
-                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(name)))
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    name,
+                )))
                 .with_partition_responses(partitions)
         })
         .collect();
@@ -107,7 +120,10 @@ fn append_one(
         ));
     };
     if handle.is_closed() {
-        return Err((ResponseError::NotLeaderOrFollower, "partition is closing".into()));
+        return Err((
+            ResponseError::NotLeaderOrFollower,
+            "partition is closing".into(),
+        ));
     }
     let Some(records) = records else {
         return Err((ResponseError::InvalidRecord, "null records".into()));
@@ -129,7 +145,8 @@ fn append_one(
         (code, format!("{e:?}"))
     })?;
     let config = partition.config();
-    let ack_before_fsync = broker.config.planted_bug == Some(crate::config::PlantedBug::AckBeforeFsync);
+    let ack_before_fsync =
+        broker.config.planted_bug == Some(crate::config::PlantedBug::AckBeforeFsync);
     let flush = (broker.config.fsync_before_ack && !ack_before_fsync)
         || partition
             .log()
@@ -166,7 +183,10 @@ fn partition_response(version: i16, outcome: Outcome) -> PartitionProduceRespons
 }
 
 /// Idempotent producers get a fresh id every time (as Kafka does without a transactional id).
-pub(super) async fn init_producer_id(broker: &Broker, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub(super) async fn init_producer_id(
+    broker: &Broker,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     if req.transactional_id.is_some() {
         return InitProducerIdResponse::default()
             .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())

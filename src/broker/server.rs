@@ -91,9 +91,16 @@ async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAd
 }
 
 /// Decodes and answers one request into `out` (a whole frame). `Ok(false)`: send nothing.
-async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> Result<bool, String> {
+async fn handle_frame(
+    broker: &Broker,
+    mut frame: Bytes,
+    out: &mut BytesMut,
+) -> Result<bool, String> {
     if frame.len() < 8 {
-        return Err(format!("request of {} bytes is too short for a header", frame.len()));
+        return Err(format!(
+            "request of {} bytes is too short for a header",
+            frame.len()
+        ));
     }
     let api_key_raw = i16::from_be_bytes([frame[0], frame[1]]);
     let api_version = i16::from_be_bytes([frame[2], frame[3]]);
@@ -103,13 +110,7 @@ async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> 
     };
     // ApiVersions must be answered whatever its version, so old clients can retry lower.
     if api_key == ApiKey::ApiVersions && !versions::is_supported(api_key, api_version) {
-        encode_response(
-            out,
-            correlation_id,
-            0,
-            &versions::unsupported_response(),
-            0,
-        )?;
+        encode_response(out, correlation_id, 0, &versions::unsupported_response(), 0)?;
         return Ok(true);
     }
     if !versions::is_supported(api_key, api_version) {
@@ -124,7 +125,11 @@ async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> 
     let (header, body) = match decoded {
         Ok(Ok(decoded)) => decoded,
         Ok(Err(e)) => return Err(format!("undecodable {api_key:?} v{api_version}: {e:#}")),
-        Err(panic) => return Err(format!("decoder panicked on {api_key:?} v{api_version}: {panic}")),
+        Err(panic) => {
+            return Err(format!(
+                "decoder panicked on {api_key:?} v{api_version}: {panic}"
+            ))
+        }
     };
     let ctx = RequestContext {
         version: api_version,
@@ -132,35 +137,60 @@ async fn handle_frame(broker: &Broker, mut frame: Bytes, out: &mut BytesMut) -> 
     };
     let response = match body {
         RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
-        RequestKind::Metadata(req) => Some(ResponseKind::Metadata(metadata::handle(broker, &ctx, req).await)),
-        RequestKind::FindCoordinator(req) => {
-            Some(ResponseKind::FindCoordinator(metadata::find_coordinator(broker, &ctx, req)))
+        RequestKind::Metadata(req) => Some(ResponseKind::Metadata(
+            metadata::handle(broker, &ctx, req).await,
+        )),
+        RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
+            metadata::find_coordinator(broker, &ctx, req),
+        )),
+        RequestKind::Produce(req) => produce::handle(broker, &ctx, req)
+            .await
+            .map(ResponseKind::Produce),
+        RequestKind::Fetch(req) => {
+            Some(ResponseKind::Fetch(fetch::handle(broker, &ctx, req).await))
         }
-        RequestKind::Produce(req) => produce::handle(broker, &ctx, req).await.map(ResponseKind::Produce),
-        RequestKind::Fetch(req) => Some(ResponseKind::Fetch(fetch::handle(broker, &ctx, req).await)),
-        RequestKind::ListOffsets(req) => Some(ResponseKind::ListOffsets(fetch::list_offsets(broker, &ctx, req))),
-        RequestKind::InitProducerId(req) => {
-            Some(ResponseKind::InitProducerId(produce::init_producer_id(broker, req).await))
-        }
-        RequestKind::CreateTopics(req) => Some(ResponseKind::CreateTopics(admin::create_topics(broker, &ctx, req).await)),
-        RequestKind::DeleteTopics(req) => Some(ResponseKind::DeleteTopics(admin::delete_topics(broker, &ctx, req).await)),
-        RequestKind::CreatePartitions(req) => {
-            Some(ResponseKind::CreatePartitions(admin::create_partitions(broker, req).await))
-        }
-        RequestKind::DescribeConfigs(req) => {
-            Some(ResponseKind::DescribeConfigs(configs::describe(broker, &ctx, req)))
-        }
-        RequestKind::AlterConfigs(req) => Some(ResponseKind::AlterConfigs(configs::alter(broker, req).await)),
+        RequestKind::ListOffsets(req) => Some(ResponseKind::ListOffsets(fetch::list_offsets(
+            broker, &ctx, req,
+        ))),
+        RequestKind::InitProducerId(req) => Some(ResponseKind::InitProducerId(
+            produce::init_producer_id(broker, req).await,
+        )),
+        RequestKind::CreateTopics(req) => Some(ResponseKind::CreateTopics(
+            admin::create_topics(broker, &ctx, req).await,
+        )),
+        RequestKind::DeleteTopics(req) => Some(ResponseKind::DeleteTopics(
+            admin::delete_topics(broker, &ctx, req).await,
+        )),
+        RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
+            admin::create_partitions(broker, req).await,
+        )),
+        RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
+            configs::describe(broker, &ctx, req),
+        )),
+        RequestKind::AlterConfigs(req) => Some(ResponseKind::AlterConfigs(
+            configs::alter(broker, req).await,
+        )),
         RequestKind::IncrementalAlterConfigs(req) => Some(ResponseKind::IncrementalAlterConfigs(
             configs::incremental_alter(broker, req).await,
         )),
-        other => return Err(format!("no handler for {:?}", std::mem::discriminant(&other))),
+        other => {
+            return Err(format!(
+                "no handler for {:?}",
+                std::mem::discriminant(&other)
+            ))
+        }
     };
     let Some(response) = response else {
         return Ok(false);
     };
     let response_header_version = api_key.response_header_version(api_version);
-    encode_response(out, correlation_id, response_header_version, &response, api_version)?;
+    encode_response(
+        out,
+        correlation_id,
+        response_header_version,
+        &response,
+        api_version,
+    )?;
     Ok(true)
 }
 

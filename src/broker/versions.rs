@@ -37,7 +37,10 @@ fn api_keys() -> Vec<ApiVersion> {
         .map(|&(key, min, max)| {
             let codec = key.valid_versions();
             // Never advertise past what the codec can decode.
-            assert!(codec.min <= min && max <= codec.max, "{key:?} beyond codec range");
+            assert!(
+                codec.min <= min && max <= codec.max,
+                "{key:?} beyond codec range"
+            );
             ApiVersion::default()
                 .with_api_key(key as i16)
                 .with_min_version(min)

@@ -83,10 +83,16 @@ impl MetadataImage {
             }
             MetadataRecord::RemoveTopic { name, id } => {
                 let removed = self.topics.remove(name);
-                assert!(removed.is_some_and(|t| t.id == *id), "removed unknown topic {name}");
+                assert!(
+                    removed.is_some_and(|t| t.id == *id),
+                    "removed unknown topic {name}"
+                );
             }
             MetadataRecord::Partitions { name, count } => {
-                let topic = self.topics.get_mut(name).expect("partitions of a known topic");
+                let topic = self
+                    .topics
+                    .get_mut(name)
+                    .expect("partitions of a known topic");
                 assert!(*count > topic.partitions, "partition counts only grow");
                 topic.partitions = *count;
             }
@@ -100,7 +106,10 @@ impl MetadataImage {
                 }
             }
             MetadataRecord::ProducerIds { next } => {
-                assert!(*next > self.producer_ids_reserved, "producer ids never go back");
+                assert!(
+                    *next > self.producer_ids_reserved,
+                    "producer ids never go back"
+                );
                 self.producer_ids_reserved = *next;
             }
         }

@@ -48,7 +48,11 @@ impl fmt::Display for ControllerError {
 
 /// Checks a topic name the way Kafka does: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
-    let invalid = |why: &str| Err(ControllerError::InvalidTopic(format!("topic name '{name}' {why}")));
+    let invalid = |why: &str| {
+        Err(ControllerError::InvalidTopic(format!(
+            "topic name '{name}' {why}"
+        )))
+    };
     if name.is_empty() {
         return invalid("is empty");
     }
@@ -216,7 +220,11 @@ impl Controller {
     }
 
     /// A record reserving the next block of producer ids, if `next_id` is past the reserved ones.
-    pub fn reserve_producer_ids(&self, image: &MetadataImage, next_id: i64) -> Option<MetadataRecord> {
+    pub fn reserve_producer_ids(
+        &self,
+        image: &MetadataImage,
+        next_id: i64,
+    ) -> Option<MetadataRecord> {
         (next_id >= image.producer_ids_reserved()).then(|| MetadataRecord::ProducerIds {
             next: next_id.max(image.producer_ids_reserved()) + PRODUCER_ID_BLOCK,
         })
@@ -309,6 +317,9 @@ mod tests {
             changes: BTreeMap::from([("a".into(), Some("1".into())), ("b".into(), None)]),
         };
         let json = serde_json::to_string(&record).unwrap();
-        assert_eq!(serde_json::from_str::<MetadataRecord>(&json).unwrap(), record);
+        assert_eq!(
+            serde_json::from_str::<MetadataRecord>(&json).unwrap(),
+            record
+        );
     }
 }

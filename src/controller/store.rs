@@ -22,9 +22,18 @@ pub struct MetadataStore {
 
 impl MetadataStore {
     /// Opens the metadata log under `log_dir` and replays it into an image.
-    pub async fn open(disk: Arc<dyn Disk>, log_dir: &Path, now_ms: i64) -> io::Result<MetadataStore> {
-        let (log, _recovery) =
-            Log::open(disk, &log_dir.join(METADATA_DIR), LogConfig::default(), now_ms).await?;
+    pub async fn open(
+        disk: Arc<dyn Disk>,
+        log_dir: &Path,
+        now_ms: i64,
+    ) -> io::Result<MetadataStore> {
+        let (log, _recovery) = Log::open(
+            disk,
+            &log_dir.join(METADATA_DIR),
+            LogConfig::default(),
+            now_ms,
+        )
+        .await?;
         let mut image = MetadataImage::default();
         let mut offset = log.start_offset();
         let end = log.end_offset();
@@ -37,10 +46,13 @@ impl MetadataStore {
                 break;
             }
             for item in batch::iter(&data) {
-                let (at, header) = item.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let (at, header) =
+                    item.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 let bytes = &data[at..at + header.total_len()];
                 let records = batch::records(bytes, &header)
-                    .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "compressed metadata"))?
+                    .ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidData, "compressed metadata")
+                    })?
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 for record in records {
                     let value = record.value.unwrap_or_default();

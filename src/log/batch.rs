@@ -40,12 +40,18 @@ pub struct BatchHeader {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BatchError {
     /// Fewer bytes than a header, or than the header says the batch holds.
-    Truncated { have: usize, need: usize },
+    Truncated {
+        have: usize,
+        need: usize,
+    },
     /// Magic other than 2 (message sets v0/v1 are not supported).
     UnsupportedMagic(i8),
     /// A length, count or delta that cannot be right.
     Malformed(&'static str),
-    CrcMismatch { stored: u32, computed: u32 },
+    CrcMismatch {
+        stored: u32,
+        computed: u32,
+    },
 }
 
 impl fmt::Display for BatchError {
@@ -57,7 +63,10 @@ impl fmt::Display for BatchError {
             BatchError::UnsupportedMagic(m) => write!(f, "unsupported record batch magic {m}"),
             BatchError::Malformed(what) => write!(f, "malformed record batch: {what}"),
             BatchError::CrcMismatch { stored, computed } => {
-                write!(f, "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")
+                write!(
+                    f,
+                    "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
+                )
             }
         }
     }
@@ -103,10 +112,14 @@ impl BatchHeader {
             return Err(BatchError::UnsupportedMagic(header.magic));
         }
         if (header.batch_length as i64) < (HEADER_LEN - LOG_OVERHEAD) as i64 {
-            return Err(BatchError::Malformed("batch length shorter than its header"));
+            return Err(BatchError::Malformed(
+                "batch length shorter than its header",
+            ));
         }
         if header.last_offset_delta < 0 || header.record_count < 0 {
-            return Err(BatchError::Malformed("negative record count or offset delta"));
+            return Err(BatchError::Malformed(
+                "negative record count or offset delta",
+            ));
         }
         // Control batches may be empty; data batches must describe their offsets exactly.
         if !header.is_control() && header.record_count != header.last_offset_delta + 1 {
@@ -432,7 +445,11 @@ pub mod testing {
     use super::*;
 
     /// A batch of `values` (no keys) with consecutive timestamps from `base_timestamp`.
-    pub fn batch(values: &[&[u8]], base_timestamp: i64, producer: Option<(i64, i16, i32)>) -> Vec<u8> {
+    pub fn batch(
+        values: &[&[u8]],
+        base_timestamp: i64,
+        producer: Option<(i64, i16, i32)>,
+    ) -> Vec<u8> {
         let mut builder = BatchBuilder::new(base_timestamp);
         for (i, value) in values.iter().enumerate() {
             builder.push(None, Some(value), base_timestamp + i as i64);
@@ -454,8 +471,18 @@ mod tests {
         assert_eq!(h.last_offset_delta, 2);
         assert_eq!(h.total_len(), b.len());
         let recs = records(&b, &h).unwrap().unwrap();
-        let got: Vec<_> = recs.iter().map(|r| (r.offset, r.timestamp, r.value.unwrap())).collect();
-        assert_eq!(got, vec![(0, 1000, &b"a"[..]), (1, 1001, &b"bb"[..]), (2, 1002, &b"ccc"[..])]);
+        let got: Vec<_> = recs
+            .iter()
+            .map(|r| (r.offset, r.timestamp, r.value.unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 1000, &b"a"[..]),
+                (1, 1001, &b"bb"[..]),
+                (2, 1002, &b"ccc"[..])
+            ]
+        );
     }
 
     #[test]
@@ -483,7 +510,10 @@ mod tests {
         let mut flipped = b.clone();
         let last = flipped.len() - 1;
         flipped[last] ^= 1;
-        assert!(matches!(check(&flipped), Err(BatchError::CrcMismatch { .. })));
+        assert!(matches!(
+            check(&flipped),
+            Err(BatchError::CrcMismatch { .. })
+        ));
         assert!(matches!(
             check(&b[..b.len() - 1]),
             Err(BatchError::Truncated { .. })

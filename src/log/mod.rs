@@ -55,7 +55,10 @@ pub struct Recovery {
 #[derive(Debug)]
 pub enum ReadError {
     /// The offset is before the log start or after its end.
-    OffsetOutOfRange { start: i64, end: i64 },
+    OffsetOutOfRange {
+        start: i64,
+        end: i64,
+    },
     Io(io::Error),
 }
 
@@ -143,7 +146,8 @@ impl Log {
             }
             let recover = base >= first_to_scan;
             let interval = log.config.index_interval_bytes;
-            let (segment, stop) = Segment::open(disk.as_ref(), dir, base, interval, recover, now_ms)?;
+            let (segment, stop) =
+                Segment::open(disk.as_ref(), dir, base, interval, recover, now_ms)?;
             if recover {
                 recovery.segments_scanned += 1;
             }
@@ -224,7 +228,11 @@ impl Log {
 
     /// The first offset still in the log.
     pub fn start_offset(&self) -> i64 {
-        *self.segments.keys().next().expect("a log always has a segment")
+        *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment")
     }
 
     /// The log end offset: the offset the next record will get.
@@ -245,7 +253,10 @@ impl Log {
     }
 
     fn active(&self) -> &Segment {
-        self.segments.values().next_back().expect("a log always has a segment")
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has a segment")
     }
 
     fn active_mut(&mut self) -> &mut Segment {
@@ -311,7 +322,12 @@ impl Log {
 
     /// Whole batches from the one holding `offset`, at most `max_bytes` (at least one batch),
     /// none reaching `upper_bound` (the high watermark for consumers). Reads one segment.
-    pub fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Bytes, ReadError> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper_bound: i64,
+    ) -> Result<Bytes, ReadError> {
         let (start, end) = (self.start_offset(), self.end_offset());
         if offset < start || offset > end {
             return Err(ReadError::OffsetOutOfRange { start, end });

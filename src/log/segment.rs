@@ -212,8 +212,11 @@ impl Segment {
             for item in batch::iter(&chunk) {
                 match item {
                     Ok((at, header)) => {
-                        if !visit(position + at as u64, &header, &chunk[at..at + header.total_len()])
-                        {
+                        if !visit(
+                            position + at as u64,
+                            &header,
+                            &chunk[at..at + header.total_len()],
+                        ) {
                             return Ok(None);
                         }
                         consumed = at + header.total_len();
@@ -283,7 +286,10 @@ impl Segment {
 
     /// Appends one batch whose base offset has already been set to `self.next_offset()`.
     pub fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> io::Result<()> {
-        assert_eq!(header.base_offset, self.next_offset, "offsets must be contiguous");
+        assert_eq!(
+            header.base_offset, self.next_offset,
+            "offsets must be contiguous"
+        );
         assert_eq!(header.total_len(), bytes.len());
         let position = self.size;
         self.log.write_at(position, bytes)?;

@@ -39,7 +39,11 @@ fn read_all(log: &Log) -> Vec<(i64, Vec<Vec<u8>>)> {
     let mut offset = log.start_offset();
     while offset < log.end_offset() {
         let data = log.read(offset, 300, i64::MAX).unwrap();
-        assert!(!data.is_empty(), "no data at {offset} below end {}", log.end_offset());
+        assert!(
+            !data.is_empty(),
+            "no data at {offset} below end {}",
+            log.end_offset()
+        );
         for item in batch::iter(&data) {
             let (at, header) = item.expect("a read never returns a bad batch");
             assert_eq!(header.base_offset, offset, "offsets are contiguous");
@@ -64,7 +68,10 @@ fn appends_roll_segments_and_read_back() {
     assert!(!recovery.clean);
     for i in 0..50 {
         let value = format!("value-{i:03}").repeat(5);
-        assert_eq!(append(&mut log, &[value.as_bytes(), b"x"], 1000 + i), (2 * i, 2 * i + 1));
+        assert_eq!(
+            append(&mut log, &[value.as_bytes(), b"x"], 1000 + i),
+            (2 * i, 2 * i + 1)
+        );
     }
     assert!(log.segment_count() > 3, "small segments roll");
     let all = read_all(&log);

@@ -14,7 +14,10 @@ pub enum FrameError {
     /// The peer closed the connection in the middle of a frame.
     Truncated,
     Negative(i32),
-    Oversized { size: usize, max: usize },
+    Oversized {
+        size: usize,
+        max: usize,
+    },
 }
 
 impl fmt::Display for FrameError {
@@ -104,7 +107,10 @@ mod tests {
             buf.put_slice(b"hello");
             finish_frame(&mut buf);
             let mut input: &[u8] = &buf;
-            assert_eq!(&read_frame(&mut input, 100).await.unwrap().unwrap()[..], b"hello");
+            assert_eq!(
+                &read_frame(&mut input, 100).await.unwrap().unwrap()[..],
+                b"hello"
+            );
             assert!(read_frame(&mut input, 100).await.unwrap().is_none());
             let mut big: &[u8] = &[0x7f, 0xff, 0xff, 0xff, 1, 2];
             assert!(matches!(
@@ -112,11 +118,20 @@ mod tests {
                 Err(FrameError::Oversized { .. })
             ));
             let mut neg: &[u8] = &[0xff, 0xff, 0xff, 0xff];
-            assert!(matches!(read_frame(&mut neg, 100).await, Err(FrameError::Negative(-1))));
+            assert!(matches!(
+                read_frame(&mut neg, 100).await,
+                Err(FrameError::Negative(-1))
+            ));
             let mut cut: &[u8] = &[0, 0, 0, 9, 1, 2];
-            assert!(matches!(read_frame(&mut cut, 100).await, Err(FrameError::Truncated)));
+            assert!(matches!(
+                read_frame(&mut cut, 100).await,
+                Err(FrameError::Truncated)
+            ));
             let mut half: &[u8] = &[0, 0];
-            assert!(matches!(read_frame(&mut half, 100).await, Err(FrameError::Truncated)));
+            assert!(matches!(
+                read_frame(&mut half, 100).await,
+                Err(FrameError::Truncated)
+            ));
         });
     }
 }

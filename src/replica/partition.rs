@@ -23,8 +23,14 @@ pub enum ProduceError {
     Corrupt(String),
     /// Well-formed but not acceptable (several batches, empty, transactional...).
     InvalidRecord(String),
-    MessageTooLarge { size: usize, max: i32 },
-    OutOfOrderSequence { expected: i32, found: i32 },
+    MessageTooLarge {
+        size: usize,
+        max: i32,
+    },
+    OutOfOrderSequence {
+        expected: i32,
+        found: i32,
+    },
     InvalidProducerEpoch,
     Storage(io::Error),
 }
@@ -200,7 +206,10 @@ impl Partition {
     }
 
     fn advance_high_watermark(&mut self, to: i64) {
-        assert!(to >= self.high_watermark, "the high watermark never goes back");
+        assert!(
+            to >= self.high_watermark,
+            "the high watermark never goes back"
+        );
         assert!(to <= self.log.end_offset(), "high watermark beyond log end");
         self.high_watermark = to;
     }
@@ -234,7 +243,14 @@ mod tests {
 
     fn open(disk: &MemDisk) -> Partition {
         let config = crate::config::ServerConfig::default_single_node().topic_defaults;
-        let open = Partition::open(Arc::new(disk.clone()), Path::new("/data/t-0"), "t", 0, config, 0);
+        let open = Partition::open(
+            Arc::new(disk.clone()),
+            Path::new("/data/t-0"),
+            "t",
+            0,
+            config,
+            0,
+        );
         crate::io::memdisk::block_on(open).unwrap().0
     }
 
@@ -270,11 +286,17 @@ mod tests {
         let mut p = open(&disk);
         let mut b = batch(&[b"a"], 10, None);
         let two = [b.clone(), b.clone()].concat();
-        assert!(matches!(p.append(&two, 1), Err(ProduceError::InvalidRecord(_))));
+        assert!(matches!(
+            p.append(&two, 1),
+            Err(ProduceError::InvalidRecord(_))
+        ));
         let last = b.len() - 1;
         b[last] ^= 0xff;
         assert!(matches!(p.append(&b, 1), Err(ProduceError::Corrupt(_))));
-        assert!(matches!(p.append(&b[..10], 1), Err(ProduceError::Corrupt(_))));
+        assert!(matches!(
+            p.append(&b[..10], 1),
+            Err(ProduceError::Corrupt(_))
+        ));
         assert_eq!(p.log_end_offset(), 0);
     }
 }

@@ -77,9 +77,11 @@ impl ProducerStates {
             };
         }
         let last_sequence = header.last_sequence();
-        if let Some(meta) = entry.batches.iter().find(|b| {
-            b.first_sequence == header.base_sequence && b.last_sequence == last_sequence
-        }) {
+        if let Some(meta) = entry
+            .batches
+            .iter()
+            .find(|b| b.first_sequence == header.base_sequence && b.last_sequence == last_sequence)
+        {
             return SequenceCheck::Duplicate(*meta);
         }
         let expected = entry
@@ -113,7 +115,10 @@ impl ProducerStates {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
         }
-        assert!(header.producer_epoch >= entry.epoch, "producer epochs never go back");
+        assert!(
+            header.producer_epoch >= entry.epoch,
+            "producer epochs never go back"
+        );
         entry.batches.push_back(BatchMeta {
             first_sequence: header.base_sequence,
             last_sequence: header.last_sequence(),
@@ -183,10 +188,7 @@ mod tests {
                 found: 6
             }
         );
-        assert_eq!(
-            s.check(&header(7, 0, 5, 1, 0)),
-            SequenceCheck::Append
-        );
+        assert_eq!(s.check(&header(7, 0, 5, 1, 0)), SequenceCheck::Append);
     }
 
     #[test]
