@@ -320,7 +320,17 @@ async fn simulate(
             async move { final_read(addr, &topic_name, partitions, history, clock).await }
         })
         .await
-        .map_err(|e| e.to_string())??;
+        .map_err(|e| e.to_string())?;
+    let (final_read, liveness) = match final_read {
+        Ok(read) => (read, liveness),
+        Err(e) => {
+            history.record(clock.now_ms(), Event::Note(e.clone()));
+            (
+                FinalRead::new(),
+                Some(liveness.map_or(e.clone(), |l| format!("{l}; {e}"))),
+            )
+        }
+    };
     let total: usize = final_read.values().map(|r| r.len()).sum();
     let digest: Vec<(i32, usize, i64)> = final_read
         .iter()
@@ -433,8 +443,25 @@ async fn final_read(
             c.set_timeout(Duration::from_secs(10));
             let mut read = FinalRead::new();
             for p in 0..partitions {
-                let (start, _) = c.list_offset(topic, p, -2).await?;
-                let (end, _) = c.list_offset(topic, p, -1).await?;
+                let offsets = async {
+                    Ok::<_, ClientError>((
+                        c.list_offset(topic, p, -2).await?.0,
+                        c.list_offset(topic, p, -1).await?.0,
+                    ))
+                }
+                .await;
+                let (start, end) = match offsets {
+                    Ok(o) => o,
+                    Err(ClientError::Kafka(code, _)) => {
+                        history.record(
+                            clock.now_ms(),
+                            Event::Note(format!("final read of partition {p}: {code}")),
+                        );
+                        read.insert(p, Vec::new());
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 let mut records = Vec::new();
                 let mut offset = start;
                 while offset < end {

@@ -235,8 +235,11 @@ impl Broker {
             .topic_config(topic)
             .unwrap_or_else(|| self.controller.topic_defaults().clone());
         let now = self.io.clock.wall_ms();
-        let (partition, recovery) =
+        let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
+        if self.config.planted_bug == Some(crate::config::PlantedBug::NoReadCrc) {
+            partition.log_mut().set_verify_reads(false);
+        }
         write_topic_id(&self.io, &dir, id)?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
             tracing::warn!(

@@ -32,14 +32,17 @@ pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
 pub enum PlantedBug {
     /// With `weir.fsync.before.ack=true`, acknowledge without waiting for the fsync.
     AckBeforeFsync,
+    /// Serve stored batches without checking their CRC (bit rot reaches clients).
+    NoReadCrc,
 }
 
 impl PlantedBug {
     pub fn parse(name: &str) -> Result<PlantedBug, String> {
         match name {
             "ack-before-fsync" => Ok(PlantedBug::AckBeforeFsync),
+            "no-read-crc" => Ok(PlantedBug::NoReadCrc),
             other => Err(format!(
-                "unknown planted bug '{other}' (known: ack-before-fsync)"
+                "unknown planted bug '{other}' (known: ack-before-fsync, no-read-crc)"
             )),
         }
     }

@@ -93,6 +93,9 @@ impl MetadataStore {
             let plan = self.log.flush_plan();
             Log::sync_files(&plan).await?;
             self.log.flushed(plan.up_to, now_ms);
+            // With the checkpoint at the end, a restart verifies (rather than cuts) this data:
+            // damage to fsynced metadata stops the broker instead of silently dropping topics.
+            self.log.checkpoint().write().await?;
             Ok::<_, io::Error>(())
         }
         .await;

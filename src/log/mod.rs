@@ -83,6 +83,8 @@ pub struct Log {
     /// Messages appended since the last flush (for `flush.messages`).
     unflushed_messages: i64,
     last_flush_ms: i64,
+    /// CRC-check every batch served. Only a planted-bug simulation turns this off.
+    verify_reads: bool,
 }
 
 impl Log {
@@ -123,6 +125,7 @@ impl Log {
             recovery_point: 0,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            verify_reads: true,
         };
         // Segments that start after the recovery point may hold unflushed data.
         let first_to_scan = if clean {
@@ -224,6 +227,11 @@ impl Log {
 
     pub fn set_config(&mut self, config: LogConfig) {
         self.config = config;
+    }
+
+    /// Test-only (planted bug): serve batches without checking their CRC.
+    pub fn set_verify_reads(&mut self, verify: bool) {
+        self.verify_reads = verify;
     }
 
     /// The first offset still in the log.
@@ -342,11 +350,11 @@ impl Log {
             .next_back()
             .map(|(_, s)| s)
             .expect("offset is within the log");
-        let data = segment.read(offset, max_bytes, upper_bound)?;
+        let data = segment.read(offset, max_bytes, upper_bound, self.verify_reads)?;
         if data.is_empty() && segment.next_offset() <= offset {
             // The offset sits exactly at a segment boundary: read the next segment.
             if let Some((_, next)) = self.segments.range(offset + 1..).next() {
-                return Ok(next.read(offset, max_bytes, upper_bound)?);
+                return Ok(next.read(offset, max_bytes, upper_bound, self.verify_reads)?);
             }
         }
         Ok(data)

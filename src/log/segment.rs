@@ -324,7 +324,14 @@ impl Segment {
     /// Reads whole batches starting with the one that holds `offset`, up to `max_bytes` (but at
     /// least one batch), never including a batch that ends at or past `upper_bound`. Every batch
     /// returned has a valid CRC: corruption at rest is an error, never data.
-    pub fn read(&self, offset: i64, max_bytes: usize, upper_bound: i64) -> io::Result<Bytes> {
+    /// `verify` is always true outside a planted-bug simulation run.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper_bound: i64,
+        verify: bool,
+    ) -> io::Result<Bytes> {
         let Some((start, first)) = self.locate(offset)? else {
             return Ok(Bytes::new());
         };
@@ -336,13 +343,25 @@ impl Segment {
         let mut buf = BytesMut::zeroed(want);
         read_exact_at(self.log.as_ref(), start, &mut buf)?;
         let mut keep = 0usize;
-        for item in batch::iter(&buf) {
+        while keep < buf.len() {
+            let rest = &buf[keep..];
+            let item = if verify {
+                batch::check(rest)
+            } else {
+                BatchHeader::parse(rest).and_then(|h| match h.total_len() <= rest.len() {
+                    true => Ok(h),
+                    false => Err(BatchError::Truncated {
+                        have: rest.len(),
+                        need: h.total_len(),
+                    }),
+                })
+            };
             match item {
-                Ok((at, header)) => {
+                Ok(header) => {
                     if header.last_offset() >= upper_bound {
                         break;
                     }
-                    keep = at + header.total_len();
+                    keep += header.total_len();
                 }
                 Err(BatchError::Truncated { .. }) => break,
                 Err(e) if keep == 0 => {
