@@ -78,7 +78,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     };
     // op → (partition, values); what every write was.
     let mut ops: BTreeMap<u64, (i32, Vec<String>)> = BTreeMap::new();
-    let mut written: BTreeSet<&str> = BTreeSet::new();
+    let mut written: BTreeSet<String> = BTreeSet::new();
     // (partition, offset) → values observed there.
     let mut observed: BTreeMap<(i32, i64), BTreeSet<String>> = BTreeMap::new();
     let mut acked_values: Vec<String> = Vec::new();
@@ -92,6 +92,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 values,
             } => {
                 findings.invoked += 1;
+                written.extend(values.iter().cloned());
                 ops.insert(*op, (*partition, values.clone()));
             }
             Event::Ack { op, offset } => {
@@ -114,6 +115,12 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 value,
             } => {
                 findings.reads += 1;
+                // A value is always invoked before anyone can read it.
+                if !written.contains(value) && findings.corrupt.len() < EXAMPLES {
+                    findings.corrupt.push(format!(
+                        "consumer {consumer} partition {partition} offset {offset}: phantom value {value:?}"
+                    ));
+                }
                 observed
                     .entry((*partition, *offset))
                     .or_default()
@@ -149,11 +156,6 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             Event::Nemesis(_) | Event::Note(_) => {}
         }
     }
-    for (_, values) in ops.values() {
-        for v in values {
-            written.insert(v.as_str());
-        }
-    }
     let mut stored: BTreeMap<&str, usize> = BTreeMap::new();
     for (partition, records) in final_read {
         for (offset, value) in records {
@@ -162,7 +164,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 .or_default()
                 .insert(value.clone());
             *stored.entry(value.as_str()).or_default() += 1;
-            if !written.contains(value.as_str()) && findings.corrupt.len() < EXAMPLES {
+            if !written.contains(value) && findings.corrupt.len() < EXAMPLES {
                 findings.corrupt.push(format!(
                     "partition {partition} offset {offset}: phantom value {value:?}"
                 ));

@@ -73,6 +73,7 @@ pub enum OpenMode {
 /// An open file. Writes land in the "OS" immediately (they survive a process kill) but are only
 /// durable against power loss once [`File::sync`] has completed.
 pub trait File: Send + Sync + 'static {
+    #[allow(clippy::len_without_is_empty)] // a fallible length has no cheap is_empty
     fn len(&self) -> io::Result<u64>;
     /// Reads up to `buf.len()` bytes at `pos`; fewer only at end of file.
     fn read_at(&self, pos: u64, buf: &mut [u8]) -> io::Result<usize>;

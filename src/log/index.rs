@@ -44,7 +44,7 @@ impl OffsetIndex {
     /// Loads the index file; `None` if it is torn or does not fit a segment of `segment_size`.
     pub fn load(file: Arc<dyn File>, segment_size: u64) -> io::Result<Option<OffsetIndex>> {
         let len = file.len()? as usize;
-        if len % OFFSET_ENTRY != 0 {
+        if !len.is_multiple_of(OFFSET_ENTRY) {
             return Ok(None);
         }
         let mut raw = vec![0u8; len];
@@ -139,7 +139,7 @@ impl TimeIndex {
     /// Loads the time index; `None` if torn or not ordered.
     pub fn load(file: Arc<dyn File>) -> io::Result<Option<TimeIndex>> {
         let len = file.len()? as usize;
-        if len % TIME_ENTRY != 0 {
+        if !len.is_multiple_of(TIME_ENTRY) {
             return Ok(None);
         }
         let mut raw = vec![0u8; len];
