@@ -2,16 +2,38 @@
 //! They use the project's client with pipelining (several requests in flight on one
 //! connection), one pre-built batch per partition per request, so the generator itself does no
 //! per-record work in the loop. Every run is bounded by a record count and a time limit.
+//!
+//! Produce can spread the load over several connections (`connections`), each with its own
+//! window of requests in flight: a broker answers one connection's requests one at a time, so
+//! only concurrent connections let it share one fsync between requests (group commit). The
+//! consumer fetches every partition in one request per round, as Kafka consumers do.
+//!
+//! Latency is per request, from its send to its answer; with several requests in flight it
+//! includes the wait behind the earlier ones on the same connection. An acks=0 run ends when
+//! the log end offsets show every record appended.
 
 use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, BrokerId, FetchRequest, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 
-use crate::client::{produce_offsets, produce_request, Client, ClientError};
+use crate::client::{
+    produce_offsets, produce_request, Client, ClientError, FETCH_VERSION, PRODUCE_VERSION,
+};
 use crate::io::Io;
 use crate::log::batch::{self, BatchBuilder};
+
+/// No single answer may take longer than this: a stalled broker ends the run with an error.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 pub struct ProduceBench {
@@ -22,34 +44,50 @@ pub struct ProduceBench {
     pub records: u64,
     pub records_per_batch: usize,
     pub acks: i16,
+    /// Requests in flight per connection (Kafka's `max.in.flight.requests.per.connection`).
     pub in_flight: usize,
+    /// Connections, each sending `records / connections` records.
+    pub connections: usize,
+    /// Create the topic first (CreateTopics); off for brokers that lack it, such as
+    /// librdkafka's mock cluster, where the topic is made when the cluster starts.
+    pub create_topic: bool,
     pub time_limit: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
     pub records: u64,
+    /// Record batch bytes as stored by the broker (values, keys and framing).
     pub bytes: u64,
+    /// Record value bytes alone, where the generator knows them (produce).
+    pub value_bytes: Option<u64>,
     pub seconds: f64,
     /// Request latency percentiles in microseconds: p50, p99, p99.9, max.
     pub latency_us: Option<[u64; 4]>,
+    /// Requests that had an answer (the latency sample count).
+    pub requests: u64,
 }
 
 impl Report {
     pub fn render(&self, what: &str) -> String {
-        let rate = self.records as f64 / self.seconds.max(1e-9);
-        let mb = self.bytes as f64 / self.seconds.max(1e-9) / 1e6;
+        let secs = self.seconds.max(1e-9);
+        let rate = self.records as f64 / secs;
         let mut s = format!(
-            "{what}: {} records in {:.2} s = {:.0} msg/s, {:.1} MB/s",
-            self.records, self.seconds, rate, mb
+            "{what}: {} records in {:.2} s = {:.0} msg/s",
+            self.records, self.seconds, rate
         );
+        if let Some(v) = self.value_bytes {
+            s += &format!(", {:.1} MB/s values", v as f64 / secs / 1e6);
+        }
+        s += &format!(", {:.1} MB/s batches", self.bytes as f64 / secs / 1e6);
         if let Some([p50, p99, p999, max]) = self.latency_us {
             s += &format!(
-                "; request latency p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+                "; request latency p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms ({} requests)",
                 p50 as f64 / 1e3,
                 p99 as f64 / 1e3,
                 p999 as f64 / 1e3,
-                max as f64 / 1e3
+                max as f64 / 1e3,
+                self.requests
             );
         }
         s
@@ -65,24 +103,54 @@ fn percentiles(mut samples: Vec<u64>) -> Option<[u64; 4]> {
     Some([at(0.50), at(0.99), at(0.999), *samples.last().unwrap()])
 }
 
-async fn ensure_topic(client: &mut Client, topic: &str, partitions: i32) -> Result<(), ClientError> {
-    match client.create_topic(topic, partitions, 1, &BTreeMap::new()).await {
+async fn ensure_topic(
+    client: &mut Client,
+    topic: &str,
+    partitions: i32,
+) -> Result<(), ClientError> {
+    match client
+        .create_topic(topic, partitions, 1, &BTreeMap::new())
+        .await
+    {
         Ok(()) => Ok(()),
-        Err(ClientError::Kafka(kafka_protocol::error::ResponseError::TopicAlreadyExists, _)) => Ok(()),
+        Err(ClientError::Kafka(ResponseError::TopicAlreadyExists, _)) => Ok(()),
         Err(e) => Err(e),
     }
 }
 
+/// What one producing connection achieved.
+struct Worker {
+    acked: u64,
+    latencies: Vec<u64>,
+}
+
 pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientError> {
     assert!(bench.partitions > 0 && bench.records_per_batch > 0 && bench.in_flight > 0);
-    let mut client = Client::connect(io, bench.addr).await?;
-    ensure_topic(&mut client, &bench.topic, bench.partitions).await?;
+    let connections = bench.connections.max(1);
+    let mut control = Client::connect(io, bench.addr).await?;
+    if bench.create_topic {
+        ensure_topic(&mut control, &bench.topic, bench.partitions).await?;
+    }
+    // With acks=0 nothing tells the generator when the broker has appended what it sent; the
+    // log end offsets do (see `wait_for_end_offsets`).
+    let ends_before = if bench.acks == 0 {
+        Some(end_offsets(&mut control, &bench.topic, bench.partitions).await?)
+    } else {
+        None
+    };
+    let mut clients = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        clients.push(Client::connect(io, bench.addr).await?);
+    }
     // One batch per partition, built once: the broker stores bytes, so reusing them is fair.
     let value = vec![b'x'; bench.record_size];
     let now = io.clock.wall_ms();
     let batches: Vec<(i32, Bytes)> = (0..bench.partitions)
         .map(|p| {
-            let mut b = BatchBuilder::with_capacity(now, bench.records_per_batch * (bench.record_size + 16));
+            let mut b = BatchBuilder::with_capacity(
+                now,
+                bench.records_per_batch * (bench.record_size + 16),
+            );
             for i in 0..bench.records_per_batch {
                 let key = format!("k{i}");
                 b.push(Some(key.as_bytes()), Some(&value), now);
@@ -91,45 +159,140 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
         })
         .collect();
     let per_request = bench.records_per_batch as u64 * bench.partitions as u64;
-    let bytes_per_request = per_request * bench.record_size as u64;
-    let request = produce_request(&bench.topic, &batches, bench.acks, Duration::from_secs(30));
-    let conn = client.connection();
-    let version = conn.version(kafka_protocol::messages::ApiKey::Produce, crate::client::PRODUCE_VERSION)?;
+    let batch_bytes_per_request: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
+    let request = Arc::new(produce_request(
+        &bench.topic,
+        &batches,
+        bench.acks,
+        ANSWER_TIMEOUT,
+    ));
     let start = io.clock.monotonic();
     let deadline = start + bench.time_limit;
-    let mut sent_at = std::collections::VecDeque::new();
+    let share = bench.records.div_ceil(connections as u64);
+    let mut results = Vec::with_capacity(connections);
+    for client in clients {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (io2, request, bench2) = (io.clone(), request.clone(), bench.clone());
+        io.spawn(async move {
+            let outcome = produce_on(
+                &io2,
+                client,
+                &request,
+                &bench2,
+                share,
+                per_request,
+                deadline,
+            )
+            .await;
+            let _ = tx.send(outcome);
+        });
+        results.push(rx);
+    }
+    let mut acked = 0u64;
     let mut latencies = Vec::new();
+    for rx in results {
+        let worker = rx
+            .await
+            .map_err(|_| ClientError::Protocol("a producing connection's task died".into()))??;
+        acked += worker.acked;
+        latencies.extend(worker.latencies);
+    }
+    if let Some(before) = ends_before {
+        wait_for_end_offsets(io, &mut control, bench, &before, acked).await?;
+    }
+    let seconds = io.clock.monotonic().saturating_sub(start).as_secs_f64();
+    let requests = acked / per_request;
+    Ok(Report {
+        records: acked,
+        bytes: requests * batch_bytes_per_request,
+        value_bytes: Some(acked * bench.record_size as u64),
+        seconds,
+        requests: latencies.len() as u64,
+        latency_us: percentiles(latencies),
+    })
+}
+
+/// One connection's produce loop: keeps `in_flight` requests outstanding until `records` are
+/// sent or the deadline passes, then drains the answers.
+async fn produce_on(
+    io: &Io,
+    mut client: Client,
+    request: &ProduceRequest,
+    bench: &ProduceBench,
+    records: u64,
+    per_request: u64,
+    deadline: Duration,
+) -> Result<Worker, ClientError> {
+    let conn = client.connection();
+    let version = conn.version(ApiKey::Produce, PRODUCE_VERSION)?;
+    let mut sent_at = VecDeque::with_capacity(bench.in_flight);
+    let mut latencies = Vec::with_capacity((records / per_request) as usize + 1);
     let mut sent = 0u64;
     let mut acked = 0u64;
     loop {
         let now = io.clock.monotonic();
-        let can_send = sent < bench.records && now < deadline;
+        let can_send = sent < records && now < deadline;
         if can_send && sent_at.len() < bench.in_flight {
             if bench.acks == 0 {
-                conn.send_oneway(&request, version).await?;
+                conn.send_oneway(request, version).await?;
                 acked += per_request;
             } else {
-                conn.send(&request, version).await?;
+                conn.send(request, version).await?;
                 sent_at.push_back(now);
             }
             sent += per_request;
             continue;
         }
         let Some(t0) = sent_at.pop_front() else { break };
-        let response = conn
-            .receive::<kafka_protocol::messages::ProduceRequest>()
-            .await?;
+        let response = io
+            .timeout(ANSWER_TIMEOUT, conn.receive::<ProduceRequest>())
+            .await
+            .ok_or(ClientError::Timeout)??;
         produce_offsets(&response)?;
         latencies.push(io.clock.monotonic().saturating_sub(t0).as_micros() as u64);
         acked += per_request;
     }
-    let seconds = io.clock.monotonic().saturating_sub(start).as_secs_f64();
-    Ok(Report {
-        records: acked,
-        bytes: acked / per_request * bytes_per_request,
-        seconds,
-        latency_us: percentiles(latencies),
-    })
+    Ok(Worker { acked, latencies })
+}
+
+async fn end_offsets(
+    client: &mut Client,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<i64>, ClientError> {
+    let mut ends = Vec::with_capacity(partitions as usize);
+    for p in 0..partitions {
+        ends.push(client.list_offset(topic, p, -1).await?.0);
+    }
+    Ok(ends)
+}
+
+/// After an acks=0 run: waits until the partitions' end offsets have grown by `records`, so the
+/// time measured covers the broker's appends, not only the socket buffers filling. (Waiting
+/// for the answer to a later request on the same connection would do on Kafka, which answers
+/// a connection's requests in order and acks=0 produces not at all, but librdkafka's mock
+/// answers acks=0 produces too.)
+async fn wait_for_end_offsets(
+    io: &Io,
+    client: &mut Client,
+    bench: &ProduceBench,
+    before: &[i64],
+    records: u64,
+) -> Result<(), ClientError> {
+    let give_up = io.clock.monotonic() + ANSWER_TIMEOUT;
+    loop {
+        let now = end_offsets(client, &bench.topic, bench.partitions).await?;
+        let grown: i64 = now.iter().zip(before).map(|(n, b)| n - b).sum();
+        if grown >= records as i64 {
+            return Ok(());
+        }
+        if io.clock.monotonic() >= give_up {
+            return Err(ClientError::Protocol(format!(
+                "acks=0: only {grown} of {records} records appeared in the log"
+            )));
+        }
+        io.clock.sleep(Duration::from_millis(1)).await;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -138,46 +301,143 @@ pub struct ConsumeBench {
     pub topic: String,
     pub partitions: i32,
     pub records: u64,
+    /// Per-partition fetch size (`max.partition.fetch.bytes`); the request may carry
+    /// `partitions` times this.
     pub fetch_bytes: i32,
     pub time_limit: Duration,
 }
 
-/// Reads every partition from the start until `records` records (counted from batch headers,
-/// not decoded) or the time limit.
+/// Reads every partition from its earliest offset (ListOffsets, as a consumer with
+/// `auto.offset.reset=earliest` does) until `records` records (counted from batch headers, not
+/// decoded; each batch's CRC is checked), the time limit, or three rounds that bring nothing.
+/// Each round is one Fetch request for all partitions. The time reported ends at the last batch
+/// received, so the empty rounds that confirm the end are not counted.
 pub async fn consume(io: &Io, bench: &ConsumeBench) -> Result<Report, ClientError> {
+    assert!(bench.partitions > 0);
     let mut client = Client::connect(io, bench.addr).await?;
+    let mut offsets = Vec::with_capacity(bench.partitions as usize);
+    for p in 0..bench.partitions {
+        // Brokers that keep little data (librdkafka's mock) have moved their log start.
+        offsets.push(client.list_offset(&bench.topic, p, -2).await?.0.max(0));
+    }
+    let conn = client.connection();
+    let version = conn.version(ApiKey::Fetch, FETCH_VERSION)?;
+    let topic = TopicName(StrBytes::from_string(bench.topic.clone()));
     let start = io.clock.monotonic();
     let deadline = start + bench.time_limit;
-    let mut offsets = vec![0i64; bench.partitions as usize];
+    let mut last_progress = start;
+    let mut samples_at_progress = 0;
     let mut records = 0u64;
     let mut bytes = 0u64;
     let mut latencies = Vec::new();
     let mut idle_rounds = 0;
     while records < bench.records && io.clock.monotonic() < deadline && idle_rounds < 3 {
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_max_bytes(bench.fetch_bytes.saturating_mul(bench.partitions))
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(topic.clone())
+                .with_partitions(
+                    (0..bench.partitions)
+                        .map(|p| {
+                            FetchPartition::default()
+                                .with_partition(p)
+                                .with_fetch_offset(offsets[p as usize])
+                                .with_partition_max_bytes(bench.fetch_bytes)
+                        })
+                        .collect(),
+                )]);
+        let t0 = io.clock.monotonic();
+        let response = io
+            .timeout(ANSWER_TIMEOUT, conn.call(&request, version))
+            .await
+            .ok_or(ClientError::Timeout)??;
+        latencies.push(io.clock.monotonic().saturating_sub(t0).as_micros() as u64);
+        if let Some(e) = ResponseError::try_from_code(response.error_code) {
+            return Err(ClientError::Kafka(e, "fetch".into()));
+        }
         let mut progressed = false;
-        for p in 0..bench.partitions {
-            let t0 = io.clock.monotonic();
-            let fetched = client
-                .fetch(&bench.topic, p, offsets[p as usize], bench.fetch_bytes, Duration::from_millis(100))
-                .await?;
-            latencies.push(io.clock.monotonic().saturating_sub(t0).as_micros() as u64);
-            for item in batch::iter(&fetched.records) {
+        for data in response.responses.into_iter().flat_map(|t| t.partitions) {
+            if let Some(e) = ResponseError::try_from_code(data.error_code) {
+                return Err(ClientError::Kafka(
+                    e,
+                    format!("fetch partition {}", data.partition_index),
+                ));
+            }
+            let Some(offset) = usize::try_from(data.partition_index)
+                .ok()
+                .and_then(|p| offsets.get_mut(p))
+            else {
+                return Err(ClientError::Protocol(format!(
+                    "fetch answered for partition {} that was not asked for",
+                    data.partition_index
+                )));
+            };
+            let Some(fetched) = data.records else {
+                continue;
+            };
+            for item in batch::iter(&fetched) {
+                // A broker may end a fetch inside a batch (Kafka does): the rest comes next time.
                 let Ok((_, header)) = item else { break };
-                if header.last_offset() < offsets[p as usize] {
+                if header.last_offset() < *offset {
                     continue;
                 }
                 records += header.record_count as u64;
                 bytes += header.total_len() as u64;
-                offsets[p as usize] = header.next_offset();
+                *offset = header.next_offset();
                 progressed = true;
             }
         }
-        idle_rounds = if progressed { 0 } else { idle_rounds + 1 };
+        if progressed {
+            last_progress = io.clock.monotonic();
+            samples_at_progress = latencies.len();
+            idle_rounds = 0;
+        } else {
+            idle_rounds += 1;
+        }
     }
+    // The empty rounds that confirmed the end are long polls that waited on purpose.
+    latencies.truncate(samples_at_progress);
     Ok(Report {
         records,
         bytes,
-        seconds: io.clock.monotonic().saturating_sub(start).as_secs_f64(),
+        value_bytes: None,
+        seconds: last_progress.saturating_sub(start).as_secs_f64(),
+        requests: latencies.len() as u64,
         latency_us: percentiles(latencies),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_nearest_rank() {
+        assert_eq!(percentiles(vec![]), None);
+        let samples: Vec<u64> = (1..=1000).rev().collect();
+        assert_eq!(percentiles(samples), Some([501, 990, 999, 1000]));
+    }
+
+    #[test]
+    fn render_shows_rates_and_latency() {
+        let r = Report {
+            records: 1000,
+            bytes: 2_000_000,
+            value_bytes: Some(1_000_000),
+            seconds: 2.0,
+            latency_us: Some([1000, 2000, 3000, 4000]),
+            requests: 10,
+        };
+        assert_eq!(
+            r.render("produce"),
+            "produce: 1000 records in 2.00 s = 500 msg/s, 0.5 MB/s values, 1.0 MB/s batches; \
+             request latency p50 1.00 ms, p99 2.00 ms, p99.9 3.00 ms, max 4.00 ms (10 requests)"
+        );
+    }
 }

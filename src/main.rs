@@ -16,7 +16,11 @@ use weir::io::{read_file, Io};
 use weir::log::batch::{self, BatchBuilder};
 
 #[derive(Parser)]
-#[command(name = "weir", version, about = "A Kafka-compatible broker built for deterministic simulation")]
+#[command(
+    name = "weir",
+    version,
+    about = "A Kafka-compatible broker built for deterministic simulation"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -106,8 +110,16 @@ enum BenchKind {
         /// 0, 1 or all.
         #[arg(long, default_value = "1")]
         acks: String,
+        /// Requests in flight per connection.
         #[arg(long, default_value_t = 5)]
         in_flight: usize,
+        /// Connections sharing the records, each with its own requests in flight.
+        #[arg(long, default_value_t = 1)]
+        connections: usize,
+        /// Do not create the topic first (for brokers without CreateTopics, e.g. librdkafka's
+        /// mock cluster, where it must already exist with --partitions partitions).
+        #[arg(long)]
+        no_create: bool,
         #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
@@ -120,6 +132,7 @@ enum BenchKind {
         partitions: i32,
         #[arg(long, default_value_t = 1_000_000)]
         records: u64,
+        /// Bytes per partition per fetch (max.partition.fetch.bytes).
         #[arg(long, default_value_t = 1 << 20)]
         fetch_bytes: i32,
         #[arg(long, default_value_t = 60)]
@@ -137,7 +150,10 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("weir: cannot start the runtime: {e}");
@@ -195,7 +211,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     configs,
                 } => {
                     client
-                        .create_topic(&name, partitions, replication_factor, &key_values(&configs)?)
+                        .create_topic(
+                            &name,
+                            partitions,
+                            replication_factor,
+                            &key_values(&configs)?,
+                        )
                         .await?;
                     println!("created topic {name}");
                 }
@@ -237,7 +258,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let batch = bytes::Bytes::from(builder.finish(-1, -1, -1));
             let offset = client.produce(&topic, partition, batch, acks).await?;
             match offset {
-                Some(o) => println!("produced {count} records at offsets {o}..{}", o + count as i64 - 1),
+                Some(o) => println!(
+                    "produced {count} records at offsets {o}..{}",
+                    o + count as i64 - 1
+                ),
                 None => println!("sent {count} records (acks=0)"),
             }
             Ok(())
@@ -263,7 +287,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     let (at, header) = item?;
                     let bytes = &fetched.records[at..at + header.total_len()];
                     let Some(records) = batch::records(bytes, &header) else {
-                        println!("(compressed batch at offset {}: not decoded)", header.base_offset);
+                        println!(
+                            "(compressed batch at offset {}: not decoded)",
+                            header.base_offset
+                        );
                         next = header.next_offset();
                         continue;
                     };
@@ -271,8 +298,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         if r.offset < next || printed >= max {
                             continue;
                         }
-                        let show = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_else(|| "null".into());
-                        println!("{}\t{}\t{}\t{}", r.offset, r.timestamp, show(r.key), show(r.value));
+                        let show = |b: Option<&[u8]>| {
+                            b.map(|b| String::from_utf8_lossy(b).into_owned())
+                                .unwrap_or_else(|| "null".into())
+                        };
+                        println!(
+                            "{}\t{}\t{}\t{}",
+                            r.offset,
+                            r.timestamp,
+                            show(r.key),
+                            show(r.value)
+                        );
                         printed += 1;
                     }
                     next = header.next_offset();
@@ -290,6 +326,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 batch,
                 acks: a,
                 in_flight,
+                connections,
+                no_create,
                 seconds,
             } => {
                 let spec = bench::ProduceBench {
@@ -301,10 +339,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     records_per_batch: batch,
                     acks: acks(&a)?,
                     in_flight,
+                    connections,
+                    create_topic: !no_create,
                     time_limit: Duration::from_secs(seconds),
                 };
                 let report = bench::produce(&io, &spec).await?;
-                println!("{}", report.render(&format!("produce {record_size} B acks={a}")));
+                println!(
+                    "{}",
+                    report.render(&format!("produce {record_size} B acks={a}"))
+                );
                 Ok(())
             }
             BenchKind::Consume {

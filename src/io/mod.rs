@@ -72,8 +72,9 @@ pub enum OpenMode {
 
 /// An open file. Writes land in the "OS" immediately (they survive a process kill) but are only
 /// durable against power loss once [`File::sync`] has completed.
+// A fallible length has no cheap `is_empty` twin.
+#[allow(clippy::len_without_is_empty)]
 pub trait File: Send + Sync + 'static {
-    #[allow(clippy::len_without_is_empty)] // a fallible length has no cheap is_empty
     fn len(&self) -> io::Result<u64>;
     /// Reads up to `buf.len()` bytes at `pos`; fewer only at end of file.
     fn read_at(&self, pos: u64, buf: &mut [u8]) -> io::Result<usize>;
