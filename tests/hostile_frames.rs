@@ -1,0 +1,135 @@
+//! A broker on the in-memory disk, on 127.0.0.1, fed hostile and random frames: each bad
+//! connection is closed, the broker survives, and a well-behaved client is still served.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use weir::broker::Broker;
+use weir::client::Client;
+use weir::config::ServerConfig;
+use weir::io::memdisk::MemDisk;
+use weir::io::os::{OsRng, TokioClock, TokioNet, TokioSpawn};
+use weir::io::Io;
+use weir::log::batch::BatchBuilder;
+
+fn memory_io() -> Io {
+    Io {
+        clock: Arc::new(TokioClock::new()),
+        rng: Arc::new(OsRng::with_seed(7)),
+        spawner: Arc::new(TokioSpawn),
+        net: Arc::new(TokioNet),
+        disk: Arc::new(MemDisk::new(7)),
+    }
+}
+
+fn config() -> ServerConfig {
+    let props = BTreeMap::from([
+        (
+            "listeners".to_string(),
+            "PLAINTEXT://127.0.0.1:0".to_string(),
+        ),
+        ("log.dirs".to_string(), "/data".to_string()),
+    ]);
+    ServerConfig::from_properties(&props).unwrap().0
+}
+
+fn uvarint(mut n: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            return out;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as i32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    f
+}
+
+/// Sends raw bytes and waits (bounded) for the broker to answer or close the connection.
+async fn poke(addr: std::net::SocketAddr, bytes: &[u8]) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = s.write_all(bytes).await;
+    let _ = s.shutdown().await;
+    let mut sink = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut sink)).await;
+}
+
+async fn still_serves(io: &Io, addr: std::net::SocketAddr, topic: &str) {
+    let mut client = Client::connect(io, addr)
+        .await
+        .expect("broker still accepts clients");
+    client
+        .create_topic(topic, 1, 1, &BTreeMap::new())
+        .await
+        .unwrap();
+    let mut b = BatchBuilder::new(1);
+    b.push(None, Some(b"still here"), 1);
+    let offset = client
+        .produce(topic, 0, Bytes::from(b.finish(-1, -1, -1)), -1)
+        .await
+        .unwrap();
+    assert_eq!(offset, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_frames_close_one_connection_and_nothing_else() {
+    let io = memory_io();
+    let running = Broker::start(config(), io.clone()).await.unwrap();
+    let addr = running.local_addr;
+
+    // Array lengths that claim billions of elements (regression: the codec reserved them).
+    let mut produce_v9 = vec![0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0];
+    produce_v9.extend_from_slice(&[0, 0xff, 0xff, 0, 0, 3, 0xe8]);
+    produce_v9.extend_from_slice(&uvarint(0x7fff_fff0));
+    let mut produce_v7 = vec![0, 0, 0, 7, 0, 0, 0, 1, 0xff, 0xff];
+    produce_v7.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0, 3, 0xe8]);
+    produce_v7.extend_from_slice(&0x7fff_fff0i32.to_be_bytes());
+    let cases: Vec<Vec<u8>> = vec![
+        frame(&produce_v9),
+        frame(&produce_v7),
+        0x7fff_ffffi32.to_be_bytes().to_vec(), // over socket.request.max.bytes
+        (-5i32).to_be_bytes().to_vec(),        // negative size
+        frame(&[0, 1]),                        // shorter than a header
+        frame(&[0x7f, 0x7f, 0, 0, 0, 0, 0, 1]), // unknown API key
+        frame(&[0, 0, 0x7f, 0x7f, 0, 0, 0, 1]), // unsupported Produce version
+        vec![0, 0, 0, 100, 1, 2, 3],           // truncated frame, then EOF
+    ];
+    for case in &cases {
+        poke(addr, case).await;
+    }
+    // Random frames with valid API keys and versions: a bounded, seeded storm.
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..300 {
+        let (key, version) = [
+            (0u8, 9u8),
+            (1, 12),
+            (2, 7),
+            (3, 12),
+            (19, 5),
+            (22, 4),
+            (32, 4),
+        ][(next() % 7) as usize];
+        let len = (next() % 200) as usize;
+        let mut body = vec![0, key, 0, version, 0, 0, 0, 1];
+        body.extend((0..len).map(|_| next() as u8));
+        poke(addr, &frame(&body)).await;
+    }
+    still_serves(&io, addr, "after-storm").await;
+    running.broker.shutdown().await.unwrap();
+}
