@@ -176,3 +176,65 @@ pub fn trace(outcome: &RunOutcome) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(passed: bool) -> RunOutcome {
+        let findings = Findings {
+            invoked: 10,
+            acked: 9,
+            failed: 1,
+            reads: 20,
+            lost: if passed {
+                vec![]
+            } else {
+                vec!["p0-3-0".into(), "p0-3-1".into()]
+            },
+            inconsistent: if passed {
+                vec![]
+            } else {
+                vec![(0, 15, vec!["p0-3-0".into(), "p1-4-0".into()])]
+            },
+            ..Findings::default()
+        };
+        RunOutcome {
+            history: Vec::new(),
+            scenario: "power-loss".into(),
+            seed: 7,
+            passed,
+            violations: findings.violations(&crate::scenario::Check::all()),
+            findings,
+            trace_hash: 0x0123_4567_89ab_cdef,
+            events: 31,
+            faults: 2,
+            simulated_secs: 20.0,
+            wall_secs: 0.04,
+            panic: None,
+        }
+    }
+
+    #[test]
+    fn failing_summary() {
+        insta::assert_snapshot!(summary(&outcome(false), "scenarios/power-loss.toml"));
+    }
+
+    #[test]
+    fn junit_with_a_failure_and_an_uncaught_unsafe_scenario() {
+        let cases = vec![
+            CaseResult {
+                scenario_path: "scenarios/a.toml".into(),
+                outcome: outcome(true),
+                failed: false,
+            },
+            CaseResult {
+                scenario_path: "scenarios/power-loss.toml".into(),
+                outcome: outcome(false),
+                failed: true,
+            },
+        ];
+        let extra = vec![("unsafe-one".to_string(), "no seed caught it".to_string())];
+        insta::assert_snapshot!(junit(&cases, &extra).replace("time=\"0.080\"", "time=\"T\""));
+    }
+}
