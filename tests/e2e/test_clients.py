@@ -41,6 +41,7 @@ from confluent_kafka.admin import (
 )
 
 N_RECORDS = 10_000
+N_AFTER_RESTART = 2_000
 N_PARTITIONS = 3
 N_KEYS = 97
 VALUE_PADDING = "." * 100
@@ -73,8 +74,8 @@ def value_index(value: bytes) -> int:
     return int(head[len(b"value-"):])
 
 
-def make_records(n: int) -> list[tuple[bytes, bytes]]:
-    return [(record_key(i), record_value(i)) for i in range(n)]
+def make_records(n: int, start: int = 0) -> list[tuple[bytes, bytes]]:
+    return [(record_key(i), record_value(i)) for i in range(start, start + n)]
 
 
 def unique_topic(prefix: str, client=None) -> str:
@@ -418,6 +419,11 @@ def test_produce_consume_survives_restart_and_kill9(broker, client):
     broker.restart()
     read_back_and_check(client, topic, deliveries, "after clean restart (SIGTERM)")
 
+    # Written after the clean restart and never flushed: kill -9 must not lose them either
+    # (the OS keeps what the broker wrote).
+    more = assert_all_delivered(
+        client.produce(topic, make_records(N_AFTER_RESTART, start=N_RECORDS)), N_AFTER_RESTART)
+    deliveries = deliveries + more
     broker.kill9()
     read_back_and_check(client, topic, deliveries, "after kill -9")
 
