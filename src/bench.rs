@@ -21,9 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, BrokerId, FetchRequest, ProduceRequest, TopicName,
-};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::{
@@ -122,6 +120,9 @@ async fn ensure_topic(
 struct Worker {
     acked: u64,
     latencies: Vec<u64>,
+    /// Kept open until the run is over: a broker may drop requests it has not read yet when
+    /// the connection closes (the mock does, with acks=0).
+    _client: Client,
 }
 
 pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientError> {
@@ -190,17 +191,20 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
     }
     let mut acked = 0u64;
     let mut latencies = Vec::new();
+    let mut workers = Vec::with_capacity(connections);
     for rx in results {
-        let worker = rx
+        let mut worker = rx
             .await
             .map_err(|_| ClientError::Protocol("a producing connection's task died".into()))??;
         acked += worker.acked;
-        latencies.extend(worker.latencies);
+        latencies.extend(std::mem::take(&mut worker.latencies));
+        workers.push(worker);
     }
     if let Some(before) = ends_before {
         wait_for_end_offsets(io, &mut control, bench, &before, acked).await?;
     }
     let seconds = io.clock.monotonic().saturating_sub(start).as_secs_f64();
+    drop(workers);
     let requests = acked / per_request;
     Ok(Report {
         records: acked,
@@ -252,7 +256,11 @@ async fn produce_on(
         latencies.push(io.clock.monotonic().saturating_sub(t0).as_micros() as u64);
         acked += per_request;
     }
-    Ok(Worker { acked, latencies })
+    Ok(Worker {
+        acked,
+        latencies,
+        _client: client,
+    })
 }
 
 async fn end_offsets(

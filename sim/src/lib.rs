@@ -12,6 +12,8 @@ pub mod scenario;
 pub mod workload;
 
 #[cfg(madsim)]
+pub mod disk;
+#[cfg(madsim)]
 pub mod nemesis;
 #[cfg(madsim)]
 pub mod sweep;

@@ -100,6 +100,13 @@ pub struct Cluster {
     /// Each node's clock runs fast or slow by up to this many parts per million.
     #[serde(default)]
     pub clock_drift_ppm: u64,
+    /// How long an fsync takes, in simulated microseconds: [min, max].
+    #[serde(default = "default_fsync_latency")]
+    pub fsync_latency_us: [u64; 2],
+}
+
+fn default_fsync_latency() -> [u64; 2] {
+    [500, 5000]
 }
 
 impl Default for Cluster {
@@ -108,6 +115,7 @@ impl Default for Cluster {
             brokers: 1,
             clock_offset_ms: 0,
             clock_drift_ppm: 0,
+            fsync_latency_us: default_fsync_latency(),
         }
     }
 }

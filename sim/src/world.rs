@@ -22,6 +22,7 @@ use weir::log::batch::BatchBuilder;
 
 use crate::checker::{self, FinalRead, Findings};
 use crate::clock::NodeClock;
+use crate::disk::NodeDisk;
 use crate::history::{trace_hash, Event, History};
 use crate::nemesis::{Machine, Nemesis};
 pub use crate::report::RunOutcome;
@@ -144,6 +145,7 @@ async fn simulate(
             history.clone(),
         );
         let addr = broker_addr(index);
+        let fsync_latency = scenario.cluster.fsync_latency_us;
         let node = handle
             .create_node()
             .name(format!("broker-{index}"))
@@ -154,7 +156,7 @@ async fn simulate(
                     rng: Arc::new(OsRng::with_seed(madsim::rand::random())),
                     spawner: Arc::new(TokioSpawn),
                     net: Arc::new(TokioNet),
-                    disk: Arc::new(init_disk.clone()),
+                    disk: Arc::new(NodeDisk::new(init_disk.clone(), fsync_latency)),
                 };
                 let (config, up, history) = (config.clone(), init_up.clone(), init_history.clone());
                 async move {

@@ -237,6 +237,7 @@ impl Broker {
         let now = self.io.clock.wall_ms();
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
+        partition.set_durable_reads(self.config.fsync_before_ack);
         if self.config.planted_bug == Some(crate::config::PlantedBug::NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }
@@ -417,10 +418,9 @@ impl Broker {
             partition.log().flush_plan()
         };
         Log::sync_files(&plan).await?;
-        handle
-            .lock()
-            .log_mut()
-            .flushed(plan.up_to, self.io.clock.wall_ms());
+        handle.lock().flushed(plan.up_to, self.io.clock.wall_ms());
+        // The high watermark may have moved (durable reads): wake long polls.
+        self.appended.notify_waiters();
         Ok(())
     }
 
@@ -438,7 +438,7 @@ impl Broker {
             Log::sync_files(&plan).await?;
             let checkpoint = {
                 let mut partition = handle.lock();
-                partition.log_mut().flushed(plan.up_to, now);
+                partition.flushed(plan.up_to, now);
                 partition.log().checkpoint()
             };
             checkpoint.write_clean().await?;

@@ -145,14 +145,19 @@ fn append_one(
         (code, format!("{e:?}"))
     })?;
     let config = partition.config();
-    let ack_before_fsync =
-        broker.config.planted_bug == Some(crate::config::PlantedBug::AckBeforeFsync);
-    let flush = (broker.config.fsync_before_ack && !ack_before_fsync)
+    let flush = broker.config.fsync_before_ack
         || partition
             .log()
             .flush_due(config.flush_messages, config.flush_ms, now);
     if flush {
-        to_flush.push((handle.clone(), appended.last_offset + 1));
+        // The planted off-by-one-batch bug syncs only what came before this batch.
+        let planted = broker.config.planted_bug == Some(crate::config::PlantedBug::AckBeforeFsync);
+        let up_to = if planted {
+            appended.base_offset
+        } else {
+            appended.last_offset + 1
+        };
+        to_flush.push((handle.clone(), up_to));
     }
     Ok(appended)
 }

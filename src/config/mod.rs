@@ -30,7 +30,8 @@ pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
 /// file can turn one on: only code that builds a [`ServerConfig`] by hand (the simulator).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlantedBug {
-    /// With `weir.fsync.before.ack=true`, acknowledge without waiting for the fsync.
+    /// With `weir.fsync.before.ack=true`, acknowledge a batch after syncing only what came
+    /// before it (an off-by-one-batch durability bug).
     AckBeforeFsync,
     /// Serve stored batches without checking their CRC (bit rot reaches clients).
     NoReadCrc,

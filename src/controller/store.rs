@@ -27,13 +27,19 @@ impl MetadataStore {
         log_dir: &Path,
         now_ms: i64,
     ) -> io::Result<MetadataStore> {
-        let (log, _recovery) = Log::open(
-            disk,
-            &log_dir.join(METADATA_DIR),
-            LogConfig::default(),
-            now_ms,
-        )
-        .await?;
+        let dir = log_dir.join(METADATA_DIR);
+        let (log, recovery) = Log::open(disk, &dir, LogConfig::default(), now_ms).await?;
+        // Every commit is fsynced and checkpointed: a recovery that had to guess (damaged
+        // checkpoint) could silently forget acknowledged topics, so refuse to start instead.
+        if recovery.checkpoint_damaged {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: the recovery-point checkpoint is damaged; the metadata log cannot be trusted",
+                    dir.display()
+                ),
+            ));
+        }
         let mut image = MetadataImage::default();
         let mut offset = log.start_offset();
         let end = log.end_offset();

@@ -47,6 +47,8 @@ impl Default for LogConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovery {
     pub clean: bool,
+    /// A checkpoint file existed but did not check out (so the whole log was scanned).
+    pub checkpoint_damaged: bool,
     pub segments_scanned: usize,
     pub truncated_at: Option<(i64, u64, String)>,
     pub segments_dropped: usize,
@@ -113,8 +115,14 @@ impl Log {
         }
         let clean = disk.exists(&dir.join(CLEAN_MARKER));
         let checkpoint = read_checkpoint(disk.as_ref(), dir);
+        let checkpoint_damaged = checkpoint.is_err();
+        if checkpoint_damaged {
+            tracing::warn!(dir = %dir.display(), "recovery-point checkpoint is damaged; checking the whole log");
+        }
+        let checkpoint = checkpoint.unwrap_or(None);
         let mut recovery = Recovery {
             clean,
+            checkpoint_damaged,
             ..Recovery::default()
         };
         let mut log = Log {
@@ -524,7 +532,7 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Records the recovery point so an unclean start scans only what follows it.
     pub async fn write(&self) -> io::Result<()> {
-        let text = self.recovery_point.to_string();
+        let text = render_checkpoint(self.recovery_point);
         let path = self.dir.join(CHECKPOINT_FILE);
         write_file_atomic(self.disk.as_ref(), &path, text.as_bytes()).await
     }
@@ -537,9 +545,25 @@ impl Checkpoint {
     }
 }
 
-fn read_checkpoint(disk: &dyn Disk, dir: &Path) -> Option<i64> {
-    let raw = read_file(disk, &dir.join(CHECKPOINT_FILE)).ok()?;
-    std::str::from_utf8(&raw).ok()?.trim().parse().ok()
+/// The checkpoint as text: the offset and a CRC-32C of it, so that a damaged file is told
+/// apart from a valid one.
+fn render_checkpoint(point: i64) -> String {
+    let text = point.to_string();
+    format!("{text} {:08x}\n", crc32c::crc32c(text.as_bytes()))
+}
+
+/// `Ok(None)`: no checkpoint yet. `Err(())`: there is one, but it is damaged.
+fn read_checkpoint(disk: &dyn Disk, dir: &Path) -> Result<Option<i64>, ()> {
+    let Ok(raw) = read_file(disk, &dir.join(CHECKPOINT_FILE)) else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&raw).map_err(|_| ())?;
+    let (point, crc) = text.trim().split_once(' ').ok_or(())?;
+    let crc = u32::from_str_radix(crc, 16).map_err(|_| ())?;
+    if crc32c::crc32c(point.as_bytes()) != crc {
+        return Err(());
+    }
+    point.parse().map(Some).map_err(|_| ())
 }
 
 #[cfg(test)]

@@ -303,19 +303,31 @@ impl Segment {
     /// header; `None` if no batch in this segment holds such an offset.
     fn locate(&self, offset: i64) -> io::Result<Option<(u64, BatchHeader)>> {
         let relative = (offset.max(self.base_offset) - self.base_offset) as u32;
-        let mut position = self
-            .offset_index
-            .lookup(relative)
-            .map(|e| e.position as u64)
-            .unwrap_or(0);
+        let entry = self.offset_index.lookup(relative);
+        let mut position = entry.map(|e| e.position as u64).unwrap_or(0);
+        // Offsets must follow on from batch to batch: a lost or misdirected write shows up as a
+        // jump, and serving past it would hand out records out of order.
+        let mut expected = self.base_offset + entry.map(|e| e.relative_offset as i64).unwrap_or(0);
         let mut raw = [0u8; HEADER_LEN];
         while position < self.size {
             read_exact_at(self.log.as_ref(), position, &mut raw)?;
-            let header = BatchHeader::parse(&raw)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            let damaged = |what: String| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("segment {} position {position}: {what}", self.base_offset),
+                )
+            };
+            let header = BatchHeader::parse(&raw).map_err(|e| damaged(e.to_string()))?;
+            if header.base_offset != expected {
+                return Err(damaged(format!(
+                    "batch at offset {} where {expected} was expected",
+                    header.base_offset
+                )));
+            }
             if header.last_offset() >= offset {
                 return Ok(Some((position, header)));
             }
+            expected = header.next_offset();
             position += header.total_len() as u64;
         }
         Ok(None)
@@ -343,6 +355,7 @@ impl Segment {
         let mut buf = BytesMut::zeroed(want);
         read_exact_at(self.log.as_ref(), start, &mut buf)?;
         let mut keep = 0usize;
+        let mut expected = first.base_offset;
         while keep < buf.len() {
             let rest = &buf[keep..];
             let item = if verify {
@@ -357,11 +370,15 @@ impl Segment {
                 })
             };
             match item {
+                // A jump in offsets after the first batch: serve what precedes it; the next
+                // read starts at the jump and reports the damage.
+                Ok(header) if header.base_offset != expected && verify => break,
                 Ok(header) => {
                     if header.last_offset() >= upper_bound {
                         break;
                     }
                     keep += header.total_len();
+                    expected = header.next_offset();
                 }
                 Err(BatchError::Truncated { .. }) => break,
                 Err(e) if keep == 0 => {

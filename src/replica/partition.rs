@@ -2,8 +2,10 @@
 //! state, driven by plain method calls (no I/O beyond the log, no async). The broker layer wraps
 //! it in a lock and does the waiting (fsync, long polls) around it.
 //!
-//! With one replica the high watermark follows the log end on every append; replication will
-//! move it by the ISR rule instead (the minimum log end over the in-sync replicas).
+//! With one replica the high watermark follows the log end on every append, or, when the broker
+//! fsyncs before acknowledging, the flushed end: then consumers never see a record that a power
+//! loss could take back. Replication will move it by the ISR rule instead (the minimum log end
+//! over the in-sync replicas).
 
 use std::io;
 use std::path::Path;
@@ -63,6 +65,8 @@ pub struct Partition {
     producers: ProducerStates,
     config: TopicConfig,
     leader_epoch: i32,
+    /// Expose only fsynced records (`weir.fsync.before.ack`).
+    durable_reads: bool,
 }
 
 impl Partition {
@@ -77,6 +81,7 @@ impl Partition {
         let (log, recovery) = Log::open(disk, dir, log_config(&config), now_ms).await?;
         let mut producers = ProducerStates::default();
         log.scan_headers(log.start_offset(), |header| producers.record(header))?;
+        // Whatever survived recovery is what this broker has: it is the committed log.
         let high_watermark = log.end_offset();
         let partition = Partition {
             topic: topic.to_string(),
@@ -86,6 +91,7 @@ impl Partition {
             producers,
             config,
             leader_epoch: 0,
+            durable_reads: false,
         };
         Ok((partition, recovery))
     }
@@ -109,6 +115,25 @@ impl Partition {
     pub fn set_config(&mut self, config: TopicConfig) {
         self.log.set_config(log_config(&config));
         self.config = config;
+    }
+
+    /// Consumers see only what has been fsynced (for brokers that fsync before acknowledging).
+    pub fn set_durable_reads(&mut self, durable: bool) {
+        self.durable_reads = durable;
+        if !durable {
+            self.advance_high_watermark(self.log.end_offset());
+        }
+    }
+
+    /// Everything below `up_to` is on stable storage.
+    pub fn flushed(&mut self, up_to: i64, now_ms: i64) {
+        self.log.flushed(up_to, now_ms);
+        if self.durable_reads {
+            let durable = self.log.recovery_point().min(self.log.end_offset());
+            if durable > self.high_watermark {
+                self.advance_high_watermark(durable);
+            }
+        }
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -195,7 +220,9 @@ impl Partition {
             .map_err(ProduceError::Storage)?;
         assert_eq!(base_offset, before);
         self.producers.record(&header);
-        self.advance_high_watermark(self.log.end_offset());
+        if !self.durable_reads {
+            self.advance_high_watermark(self.log.end_offset());
+        }
         Ok(Appended {
             base_offset,
             last_offset,
