@@ -76,12 +76,13 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
         liveness,
         ..Findings::default()
     };
-    // op → (partition, values); what every write was.
-    let mut ops: BTreeMap<u64, (i32, Vec<String>)> = BTreeMap::new();
-    let mut written: BTreeSet<String> = BTreeSet::new();
+    // Everything borrows from the history and the final read: a run has tens of thousands of
+    // values, and cloning each into several maps would dominate the checker's time.
+    let mut ops: BTreeMap<u64, (i32, &[String])> = BTreeMap::new();
+    let mut written: BTreeSet<&str> = BTreeSet::new();
     // (partition, offset) → values observed there.
-    let mut observed: BTreeMap<(i32, i64), BTreeSet<String>> = BTreeMap::new();
-    let mut acked_values: Vec<String> = Vec::new();
+    let mut observed: BTreeMap<(i32, i64), BTreeSet<&str>> = BTreeMap::new();
+    let mut acked_values: Vec<&str> = Vec::new();
     // (consumer, partition) → last offset read in the current session.
     let mut positions: BTreeMap<(u32, i32), i64> = BTreeMap::new();
     for entry in entries {
@@ -92,8 +93,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 values,
             } => {
                 findings.invoked += 1;
-                written.extend(values.iter().cloned());
-                ops.insert(*op, (*partition, values.clone()));
+                written.extend(values.iter().map(|v| v.as_str()));
+                ops.insert(*op, (*partition, values.as_slice()));
             }
             Event::Ack { op, offset } => {
                 findings.acked += 1;
@@ -102,8 +103,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                         observed
                             .entry((*partition, offset + i as i64))
                             .or_default()
-                            .insert(v.clone());
-                        acked_values.push(v.clone());
+                            .insert(v.as_str());
+                        acked_values.push(v.as_str());
                     }
                 }
             }
@@ -116,7 +117,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             } => {
                 findings.reads += 1;
                 // A value is always invoked before anyone can read it.
-                if !written.contains(value) && findings.corrupt.len() < EXAMPLES {
+                if !written.contains(value.as_str()) && findings.corrupt.len() < EXAMPLES {
                     findings.corrupt.push(format!(
                         "consumer {consumer} partition {partition} offset {offset}: phantom value {value:?}"
                     ));
@@ -124,7 +125,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 observed
                     .entry((*partition, *offset))
                     .or_default()
-                    .insert(value.clone());
+                    .insert(value.as_str());
                 if let Some(prev) = positions.insert((*consumer, *partition), *offset) {
                     if *offset != prev + 1 && findings.nonmonotonic.len() < EXAMPLES {
                         findings.nonmonotonic.push(format!(
@@ -153,7 +154,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                     ));
                 }
             }
-            Event::Nemesis(_) | Event::Note(_) => {}
+            Event::Fault(_) | Event::Heal(_) | Event::Note(_) => {}
         }
     }
     let mut stored: BTreeMap<&str, usize> = BTreeMap::new();
@@ -162,20 +163,20 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             observed
                 .entry((*partition, *offset))
                 .or_default()
-                .insert(value.clone());
+                .insert(value.as_str());
             *stored.entry(value.as_str()).or_default() += 1;
-            if !written.contains(value) && findings.corrupt.len() < EXAMPLES {
+            if !written.contains(value.as_str()) && findings.corrupt.len() < EXAMPLES {
                 findings.corrupt.push(format!(
                     "partition {partition} offset {offset}: phantom value {value:?}"
                 ));
             }
         }
     }
-    for v in &acked_values {
-        if !stored.contains_key(v.as_str()) {
-            findings.lost.push(v.clone());
-        }
-    }
+    findings.lost = acked_values
+        .iter()
+        .filter(|v| !stored.contains_key(*v))
+        .map(|v| v.to_string())
+        .collect();
     findings.duplicated = stored
         .iter()
         .filter(|(_, &n)| n > 1)
@@ -184,7 +185,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     findings.inconsistent = observed
         .into_iter()
         .filter(|(_, values)| values.len() > 1)
-        .map(|((p, o), values)| (p, o, values.into_iter().collect()))
+        .map(|((p, o), values)| (p, o, values.into_iter().map(str::to_string).collect()))
         .collect();
     findings
 }

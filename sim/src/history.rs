@@ -43,8 +43,10 @@ pub enum Event {
         offset: i64,
         error: String,
     },
-    /// A fault began or healed.
-    Nemesis(String),
+    /// The nemesis injected a fault.
+    Fault(String),
+    /// A fault ended (or a stopped broker came back).
+    Heal(String),
     /// Something about the run itself (start, heal, final read, liveness).
     Note(String),
 }
@@ -73,8 +75,9 @@ impl History {
         entries.push(Entry { at_ms, event });
     }
 
-    pub fn entries(&self) -> Vec<Entry> {
-        self.entries.lock().unwrap().clone()
+    /// Takes the recorded entries out (at the end of a run).
+    pub fn take(&self) -> Vec<Entry> {
+        std::mem::take(&mut *self.entries.lock().unwrap())
     }
 
     pub fn len(&self) -> usize {
@@ -86,21 +89,35 @@ impl History {
     }
 }
 
+/// FNV-1a, fed through `fmt::Write` so that hashing an event allocates nothing.
+struct Fnv(u64);
+
+impl Fnv {
+    fn eat(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+impl std::fmt::Write for Fnv {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.eat(s.as_bytes());
+        Ok(())
+    }
+}
+
 /// FNV-1a over a canonical rendering of every entry: stable across builds and platforms.
 pub fn trace_hash(entries: &[Entry]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            hash ^= b as u64;
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    };
+    use std::fmt::Write;
+    let mut hash = Fnv(0xcbf2_9ce4_8422_2325);
     for entry in entries {
-        eat(&entry.at_ms.to_le_bytes());
-        eat(format!("{:?}", entry.event).as_bytes());
-        eat(b"\n");
+        hash.eat(&entry.at_ms.to_le_bytes());
+        let _ = write!(hash, "{:?}", entry.event);
+        hash.eat(b"\n");
     }
-    hash
+    hash.0
 }
 
 #[cfg(test)]

@@ -44,9 +44,12 @@ fn draw(range: [u64; 2]) -> u64 {
 }
 
 impl Nemesis {
-    fn note(&self, what: String) {
-        self.history
-            .record(self.clock.now_ms(), Event::Nemesis(what));
+    fn fault_note(&self, what: String) {
+        self.history.record(self.clock.now_ms(), Event::Fault(what));
+    }
+
+    fn heal_note(&self, what: String) {
+        self.history.record(self.clock.now_ms(), Event::Heal(what));
     }
 
     /// Random faults until `until_ms` of run time, one at a time.
@@ -123,25 +126,25 @@ impl Nemesis {
                 m.up.store(false, Ordering::SeqCst);
                 if kind == FaultKind::Kill {
                     m.disk.process_crash();
-                    self.note(format!("kill broker-{index}"));
+                    self.fault_note(format!("kill broker-{index}"));
                 } else {
                     m.disk.power_loss();
-                    self.note(format!("power loss broker-{index}"));
+                    self.fault_note(format!("power loss broker-{index}"));
                 }
                 tokio::time::sleep(duration).await;
                 m.paused.store(false, Ordering::SeqCst);
                 handle.restart(m.node);
-                self.note(format!("restart broker-{index} after {ms} ms"));
+                self.heal_note(format!("restart broker-{index} after {ms} ms"));
             }
             FaultKind::Pause => {
                 handle.pause(m.node);
                 m.paused.store(true, Ordering::SeqCst);
-                self.note(format!("pause broker-{index} for {ms} ms"));
+                self.fault_note(format!("pause broker-{index} for {ms} ms"));
                 tokio::time::sleep(duration).await;
                 if m.paused.swap(false, Ordering::SeqCst) {
                     handle.resume(m.node);
                 }
-                self.note(format!("resume broker-{index}"));
+                self.heal_note(format!("resume broker-{index}"));
             }
             FaultKind::Isolate | FaultKind::IsolateOut => {
                 let both = kind == FaultKind::Isolate;
@@ -150,14 +153,14 @@ impl Nemesis {
                 } else {
                     net.clog_node_out(m.node);
                 }
-                self.note(format!("{kind:?} broker-{index} for {ms} ms"));
+                self.fault_note(format!("{kind:?} broker-{index} for {ms} ms"));
                 tokio::time::sleep(duration).await;
                 if both {
                     net.unclog_node(m.node);
                 } else {
                     net.unclog_node_out(m.node);
                 }
-                self.note(format!("heal network of broker-{index}"));
+                self.heal_note(format!("heal network of broker-{index}"));
             }
             FaultKind::Split => {
                 // The chosen broker and a random share of the clients on one side.
@@ -182,7 +185,7 @@ impl Nemesis {
                         net.clog_link(b, a);
                     }
                 }
-                self.note(format!(
+                self.fault_note(format!(
                     "split {} | {} nodes for {ms} ms",
                     side_a.len(),
                     side_b.len()
@@ -194,34 +197,34 @@ impl Nemesis {
                         net.unclog_link(b, a);
                     }
                 }
-                self.note("heal split".into());
+                self.heal_note("heal split".into());
             }
             FaultKind::Latency => {
                 let lo = Duration::from_millis(self.spec.latency_ms[0]);
                 let hi =
                     Duration::from_millis(self.spec.latency_ms[1].max(self.spec.latency_ms[0] + 1));
                 net.update_config(|c| c.send_latency = lo..hi);
-                self.note(format!("latency {lo:?}..{hi:?} for {ms} ms"));
+                self.fault_note(format!("latency {lo:?}..{hi:?} for {ms} ms"));
                 tokio::time::sleep(duration).await;
                 net.update_config(|c| c.send_latency = madsim::net::Config::default().send_latency);
-                self.note("latency healed".into());
+                self.heal_note("latency healed".into());
             }
             FaultKind::Loss => {
                 let rate = self.spec.loss_rate;
                 net.update_config(|c| c.packet_loss_rate = rate);
-                self.note(format!("packet loss {rate} for {ms} ms"));
+                self.fault_note(format!("packet loss {rate} for {ms} ms"));
                 tokio::time::sleep(duration).await;
                 net.update_config(|c| c.packet_loss_rate = 0.0);
-                self.note("packet loss healed".into());
+                self.heal_note("packet loss healed".into());
             }
             FaultKind::ClockJump => {
                 let jump = madsim::rand::thread_rng().gen_range(-60_000i64..=60_000);
                 m.clock.jump(jump);
-                self.note(format!("clock of broker-{index} jumps {jump} ms"));
+                self.fault_note(format!("clock of broker-{index} jumps {jump} ms"));
             }
             FaultKind::BitFlip => {
                 let flipped = m.disk.flip_random_bit();
-                self.note(format!("bit flip on broker-{index}: {flipped:?}"));
+                self.fault_note(format!("bit flip on broker-{index}: {flipped:?}"));
             }
             FaultKind::DiskEio
             | FaultKind::DiskFull
@@ -241,10 +244,10 @@ impl Nemesis {
                     _ => faults.misdirected_write_rate = rate,
                 }
                 m.disk.set_faults(faults);
-                self.note(format!("{kind:?} on broker-{index} for {ms} ms"));
+                self.fault_note(format!("{kind:?} on broker-{index} for {ms} ms"));
                 tokio::time::sleep(duration).await;
                 m.disk.set_faults(Faults::default());
-                self.note(format!("disk of broker-{index} healed"));
+                self.heal_note(format!("disk of broker-{index} healed"));
             }
         }
     }
@@ -275,9 +278,9 @@ impl Nemesis {
             }
             if !m.up.load(Ordering::SeqCst) {
                 handle.restart(m.node);
-                self.note(format!("heal: restart broker-{index}"));
+                self.heal_note(format!("heal: restart broker-{index}"));
             }
         }
-        self.note("all faults healed".into());
+        self.heal_note("all faults healed".into());
     }
 }

@@ -72,9 +72,9 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
         runtime.block_on(simulate(scenario.clone(), history.clone(), sim_end.clone()))
     }));
-    let entries = history.entries();
+    let entries = history.take();
     let (findings, panic) = match result {
-        Ok(Ok(findings)) => (findings, None),
+        Ok(Ok((final_read, liveness))) => (checker::check(&entries, &final_read, liveness), None),
         Ok(Err(failure)) => (Findings::default(), Some(format!("run failed: {failure}"))),
         Err(panic) => {
             let message = panic
@@ -91,7 +91,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     }
     let faults = entries
         .iter()
-        .filter(|e| matches!(&e.event, Event::Nemesis(n) if !n.contains("heal") && !n.starts_with("restart") && !n.starts_with("resume")))
+        .filter(|e| matches!(e.event, Event::Fault(_)))
         .count();
     let simulated_secs = *sim_end.lock().unwrap();
     RunOutcome {
@@ -101,12 +101,12 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         violations,
         findings,
         trace_hash: trace_hash(&entries),
-        history: entries.clone(),
         events: entries.len(),
         faults,
         simulated_secs,
         wall_secs: wall.elapsed().as_secs_f64(),
         panic,
+        history: entries,
     }
 }
 
@@ -114,7 +114,7 @@ async fn simulate(
     scenario: Scenario,
     history: History,
     sim_end: Arc<std::sync::Mutex<f64>>,
-) -> Result<Findings, String> {
+) -> Result<(FinalRead, Option<String>), String> {
     let handle = Handle::current();
     let clock = RunClock::start();
     let duration_ms = scenario.duration_secs * 1000;
@@ -343,7 +343,7 @@ async fn simulate(
         Event::Note(format!("final read: {total} records {digest:?}")),
     );
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
-    Ok(checker::check(&history.entries(), &final_read, liveness))
+    Ok((final_read, liveness))
 }
 
 fn client_io() -> Io {
