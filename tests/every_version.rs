@@ -1,0 +1,258 @@
+//! Every API at every version the broker advertises gets an answer the client can decode: the
+//! codec refuses to encode a field a version lacks, so a handler that sets one for the wrong
+//! version would close the connection instead of answering. This walks them all.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Request, StrBytes};
+use weir::broker::Broker;
+use weir::client::Connection;
+use weir::config::ServerConfig;
+use weir::io::memdisk::MemDisk;
+use weir::io::os::{OsRng, TokioClock, TokioNet, TokioSpawn};
+use weir::io::Io;
+use weir::log::batch::BatchBuilder;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+async fn call<R: Request>(conn: &mut Connection, request: &R, version: i16) -> R::Response {
+    let what = format!("{:?} v{version}", ApiKey::try_from(R::KEY).unwrap());
+    match conn.call(request, version).await {
+        Ok(response) => response,
+        Err(e) => panic!("{what}: {e}"),
+    }
+}
+
+fn versions(conn: &Connection, api: ApiKey) -> std::ops::RangeInclusive<i16> {
+    let max = conn.version(api, i16::MAX).unwrap();
+    let mut min = max;
+    while min > 0 && conn.version(api, min - 1).is_ok() {
+        min -= 1;
+    }
+    min..=max
+}
+
+fn batch(value: &str) -> Bytes {
+    let mut b = BatchBuilder::new(1_000);
+    b.push(Some(b"k"), Some(value.as_bytes()), 1_000);
+    Bytes::from(b.finish(-1, -1, -1))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_advertised_version_is_answered() {
+    let io = Io {
+        clock: Arc::new(TokioClock::new()),
+        rng: Arc::new(OsRng::with_seed(3)),
+        spawner: Arc::new(TokioSpawn),
+        net: Arc::new(TokioNet),
+        disk: Arc::new(MemDisk::new(3)),
+    };
+    let props = BTreeMap::from([
+        (
+            "listeners".to_string(),
+            "PLAINTEXT://127.0.0.1:0".to_string(),
+        ),
+        ("log.dirs".to_string(), "/data".to_string()),
+    ]);
+    let running = Broker::start(ServerConfig::from_properties(&props).unwrap().0, io.clone())
+        .await
+        .unwrap();
+    let mut conn = Connection::connect(&io, running.local_addr, "every-version")
+        .await
+        .unwrap();
+
+    for v in versions(&conn, ApiKey::CreateTopics) {
+        let topic = format!("t{v}");
+        let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+            .with_name(name(&topic))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.topics[0].error_code, 0, "CreateTopics v{v}");
+    }
+    let metadata = call(&mut conn, &MetadataRequest::default().with_topics(None), 12).await;
+    let topic_id = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == "t2"))
+        .unwrap()
+        .topic_id;
+
+    for v in versions(&conn, ApiKey::Metadata) {
+        let topics = if v == 0 {
+            Some(vec![])
+        } else {
+            Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name("t2")))
+            ])
+        };
+        let response = call(
+            &mut conn,
+            &MetadataRequest::default().with_topics(topics),
+            v,
+        )
+        .await;
+        assert!(
+            response
+                .topics
+                .iter()
+                .any(|t| t.name.as_ref().is_some_and(|n| n.as_str() == "t2")),
+            "Metadata v{v}"
+        );
+    }
+    for v in versions(&conn, ApiKey::Produce) {
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(1000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("t2"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(&format!("v{v}"))))])]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(
+            response.responses[0].partition_responses[0].error_code, 0,
+            "Produce v{v}"
+        );
+    }
+    for v in versions(&conn, ApiKey::Fetch) {
+        let mut topic = FetchTopic::default().with_partitions(vec![FetchPartition::default()
+            .with_partition(0)
+            .with_fetch_offset(0)
+            .with_partition_max_bytes(1 << 20)]);
+        if v >= 13 {
+            topic.topic_id = topic_id;
+        } else {
+            topic.topic = name("t2");
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_max_bytes(1 << 20)
+            .with_topics(vec![topic]);
+        let response = call(&mut conn, &request, v).await;
+        let p = &response.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "Fetch v{v}");
+        assert!(
+            p.records.as_ref().is_some_and(|r| !r.is_empty()),
+            "Fetch v{v}"
+        );
+    }
+    for v in versions(&conn, ApiKey::ListOffsets) {
+        for timestamp in [-2, -1, 500] {
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(name("t2"))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(timestamp)])]);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(
+                response.topics[0].partitions[0].error_code, 0,
+                "ListOffsets v{v}"
+            );
+        }
+    }
+    for v in versions(&conn, ApiKey::InitProducerId) {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.error_code, 0, "InitProducerId v{v}");
+    }
+    for v in versions(&conn, ApiKey::FindCoordinator) {
+        let mut request = FindCoordinatorRequest::default();
+        if v >= 4 {
+            request.coordinator_keys = vec![StrBytes::from_static_str("g")];
+        } else {
+            request.key = StrBytes::from_static_str("g");
+        }
+        call(&mut conn, &request, v).await;
+    }
+    for v in versions(&conn, ApiKey::DescribeConfigs) {
+        for (resource_type, resource_name) in [(2i8, "t2"), (4, "1")] {
+            let request = DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(StrBytes::from_static_str(resource_name))
+                    .with_configuration_keys(None),
+            ]);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(response.results[0].error_code, 0, "DescribeConfigs v{v}");
+            assert!(!response.results[0].configs.is_empty());
+        }
+    }
+    for v in versions(&conn, ApiKey::AlterConfigs) {
+        let request = AlterConfigsRequest::default().with_resources(vec![
+            kafka_protocol::messages::alter_configs_request::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("t2"))
+                .with_configs(vec![
+                    kafka_protocol::messages::alter_configs_request::AlterableConfig::default()
+                        .with_name(StrBytes::from_static_str("retention.ms"))
+                        .with_value(Some(StrBytes::from_static_str("3600000"))),
+                ]),
+        ]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.responses[0].error_code, 0, "AlterConfigs v{v}");
+    }
+    for v in versions(&conn, ApiKey::IncrementalAlterConfigs) {
+        use kafka_protocol::messages::incremental_alter_configs_request as iac;
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            iac::AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("t2"))
+                .with_configs(vec![iac::AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_static_str("7200000")))]),
+        ]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "IncrementalAlterConfigs v{v}"
+        );
+    }
+    for (i, v) in versions(&conn, ApiKey::CreatePartitions).enumerate() {
+        let request =
+            CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name("t3"))
+                .with_count(2 + i as i32)]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.results[0].error_code, 0, "CreatePartitions v{v}");
+    }
+    for v in versions(&conn, ApiKey::DeleteTopics) {
+        let topic = format!("t{}", v + 1);
+        let mut request = DeleteTopicsRequest::default();
+        if v >= 6 {
+            request.topics = vec![DeleteTopicState::default().with_name(Some(name(&topic)))];
+        } else {
+            request.topic_names = vec![name(&topic)];
+        }
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(
+            response.responses[0].error_code, 0,
+            "DeleteTopics v{v} ({topic})"
+        );
+    }
+    for v in versions(&conn, ApiKey::ApiVersions) {
+        let response = call(&mut conn, &ApiVersionsRequest::default(), v).await;
+        assert_eq!(response.error_code, 0, "ApiVersions v{v}");
+    }
+    running.broker.shutdown().await.unwrap();
+}
