@@ -68,8 +68,13 @@ pub(super) async fn handle(
     }
     // Flush before answering (the durability the operator asked for); a failed fsync turns that
     // partition's answer into a storage error: the client must not believe it is durable.
-    for (handle, up_to) in &to_flush {
-        if let Err(e) = broker.flush_partition(handle, *up_to).await {
+    let flushes = to_flush
+        .iter()
+        .map(|(handle, up_to)| broker.flush_partition(handle, *up_to))
+        .collect();
+    let results = crate::io::join_all(flushes).await;
+    for ((handle, _), result) in to_flush.iter().zip(results) {
+        if let Err(e) = result {
             tracing::error!(error = %e, "fsync before acknowledging failed");
             let (topic, index) = {
                 let p = handle.lock();

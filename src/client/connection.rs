@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{BufReader, ReadHalf, WriteHalf};
 
@@ -89,8 +91,19 @@ impl Connection {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("weir-client"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        // Version 3 is the first flexible one; every broker since Kafka 2.4 speaks it.
-        let response = conn.call(&request, 3).await?;
+        // Version 3 is the first flexible one. Older brokers (and librdkafka's mock) answer it
+        // with UNSUPPORTED_VERSION in a v0 body, which a v3 decoder cannot read: look at the
+        // error code (the first field of every version) and ask again with v0.
+        conn.send(&request, 3).await?;
+        let (mut body, _, _) = conn.receive_body::<ApiVersionsRequest>().await?;
+        let unsupported = body.len() >= 2
+            && i16::from_be_bytes([body[0], body[1]]) == ResponseError::UnsupportedVersion.code();
+        let response = if unsupported {
+            conn.call(&ApiVersionsRequest::default(), 0).await?
+        } else {
+            ApiVersionsResponse::decode(&mut body, 3)
+                .map_err(|e| ClientError::Protocol(format!("ApiVersions v3 response: {e}")))?
+        };
         if response.error_code != 0 {
             return Err(ClientError::Protocol(format!(
                 "ApiVersions failed with error {}",
@@ -151,6 +164,14 @@ impl Connection {
 
     /// Reads the answer to the oldest request in flight, which must be an `R`.
     pub async fn receive<R: Request>(&mut self) -> Result<R::Response> {
+        let (mut body, api, version) = self.receive_body::<R>().await?;
+        R::Response::decode(&mut body, version).map_err(|e| {
+            ClientError::Protocol(format!("decoding {api:?} v{version} response: {e}"))
+        })
+    }
+
+    /// The body of the answer to the oldest request in flight (an `R`), header checked.
+    async fn receive_body<R: Request>(&mut self) -> Result<(Bytes, ApiKey, i16)> {
         let (correlation, api, version) = self
             .in_flight
             .pop_front()
@@ -173,9 +194,7 @@ impl Connection {
                 header.correlation_id
             )));
         }
-        R::Response::decode(&mut body, version).map_err(|e| {
-            ClientError::Protocol(format!("decoding {api:?} v{version} response: {e}"))
-        })
+        Ok((body, api, version))
     }
 
     /// Sends one request and waits for its answer.

@@ -141,6 +141,35 @@ impl Io {
     }
 }
 
+/// Runs futures concurrently and returns their outputs in order (several fsyncs at once let
+/// the device overlap them).
+pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(out) => *output = Some(out),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(
+                outputs
+                    .iter_mut()
+                    .map(|o| o.take().expect("ready"))
+                    .collect(),
+            )
+        }
+    })
+    .await
+}
+
 /// Reads exactly `buf.len()` bytes at `pos`, failing with `UnexpectedEof` on a short file.
 pub fn read_exact_at(file: &dyn File, pos: u64, buf: &mut [u8]) -> io::Result<()> {
     let mut done = 0;

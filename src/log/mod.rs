@@ -445,12 +445,10 @@ impl Log {
         }
     }
 
-    /// fsyncs everything written so far.
+    /// fsyncs everything written so far, all files at once.
     pub async fn sync_files(plan: &FlushPlan) -> io::Result<()> {
-        for file in &plan.files {
-            file.sync().await?;
-        }
-        Ok(())
+        let syncs = plan.files.iter().map(|f| f.sync()).collect();
+        crate::io::join_all(syncs).await.into_iter().collect()
     }
 
     /// What to write to record the recovery point; done outside any lock on the log.
