@@ -468,18 +468,23 @@ impl Log {
         self.checkpoint().write_clean().await
     }
 
-    /// Deletes the oldest whole segments while retention says so (never the active segment).
-    /// Returns how many were deleted.
+    /// Deletes the oldest whole segments while retention says so: never the active segment,
+    /// and never one holding offsets at or past `upper_bound` (the high watermark: data not yet
+    /// committed is not retention's to drop). Returns how many were deleted.
     pub fn apply_retention(
         &mut self,
         retention_ms: i64,
         retention_bytes: i64,
         now_ms: i64,
+        upper_bound: i64,
     ) -> io::Result<usize> {
         let mut deleted = 0;
         let mut total = self.size_bytes() as i64;
         while self.segments.len() > 1 {
             let (&base, oldest) = self.segments.iter().next().unwrap();
+            if oldest.next_offset() > upper_bound {
+                break;
+            }
             let over_size = retention_bytes >= 0 && total - oldest.size() as i64 >= retention_bytes;
             let expired = retention_ms >= 0
                 && oldest.max_timestamp() >= 0

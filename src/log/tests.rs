@@ -149,12 +149,14 @@ fn retention_deletes_whole_old_segments() {
         append(&mut log, &[&[b'a'; 100]], i * 1000);
     }
     let segments = log.segment_count();
-    assert_eq!(log.apply_retention(-1, -1, 1_000_000).unwrap(), 0);
-    let deleted = log.apply_retention(-1, 2048, 40_000).unwrap();
+    assert_eq!(log.apply_retention(-1, -1, 1_000_000, i64::MAX).unwrap(), 0);
+    // Nothing at or past the upper bound goes, however old.
+    assert_eq!(log.apply_retention(0, -1, 1_000_000, 1).unwrap(), 0);
+    let deleted = log.apply_retention(-1, 2048, 40_000, i64::MAX).unwrap();
     assert!(deleted > 0 && log.segment_count() == segments - deleted);
     assert!(log.size_bytes() >= 2048 - 1024);
     assert!(log.start_offset() > 0);
-    let deleted_by_time = log.apply_retention(5_000, -1, 100_000).unwrap();
+    let deleted_by_time = log.apply_retention(5_000, -1, 100_000, i64::MAX).unwrap();
     assert!(deleted_by_time > 0);
     assert_eq!(log.segment_count(), 1, "the active segment stays");
     let start = log.start_offset();

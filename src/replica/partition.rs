@@ -255,8 +255,9 @@ impl Partition {
             self.config.retention_ms,
             self.config.retention_bytes,
             now_ms,
+            self.high_watermark,
         )?;
-        // Retention never removes the active segment, so the high watermark stays inside.
+        // Retention stops below the high watermark, which therefore stays inside the log.
         assert!(self.high_watermark >= self.log.start_offset());
         Ok(deleted)
     }
