@@ -12,6 +12,9 @@ use crate::report::{self, CaseResult};
 use crate::scenario::{Expect, Scenario};
 use crate::world;
 
+/// How many expected violations of an unsafe scenario a sweep prints in full.
+const SHOWN_EXPECTED: usize = 2;
+
 /// `A..B` (B excluded), `A..=B`, or a single seed.
 pub fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
     let bad = || format!("seeds must look like 1..500, 1..=500 or 7, not '{text}'");
@@ -99,16 +102,26 @@ pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSumma
                     return;
                 };
                 let (path, scenario) = &scenarios[index];
-                let outcome = run_isolated(scenario, seed);
+                let mut outcome = run_isolated(scenario, seed);
+                // A sweep keeps verdicts, not histories: thousands of them would not fit.
+                outcome.history = Vec::new();
+                let mut results = results.lock().unwrap();
                 if !outcome.passed {
-                    let label = if scenario.expect == Expect::Unsafe {
-                        "caught (expected)"
-                    } else {
-                        "VIOLATION"
-                    };
-                    eprint!("{label}: {}", report::summary(&outcome, path));
+                    // Every violation of a safe scenario is shown; of an unsafe one (expected),
+                    // the first few, to show what is caught without drowning the log.
+                    let caught_before = results
+                        .iter()
+                        .filter(|(i, o): &&(usize, RunOutcome)| *i == index && !o.passed)
+                        .count();
+                    match scenario.expect {
+                        Expect::Safe => eprint!("VIOLATION: {}", report::summary(&outcome, path)),
+                        Expect::Unsafe if caught_before < SHOWN_EXPECTED => {
+                            eprint!("caught (expected): {}", report::summary(&outcome, path))
+                        }
+                        Expect::Unsafe => {}
+                    }
                 }
-                results.lock().unwrap().push((index, outcome));
+                results.push((index, outcome));
             });
         }
     });
