@@ -32,8 +32,6 @@ pub use state::PartitionHandle;
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
 const PARTITION_METADATA: &str = "partition.metadata";
-/// How often recovery points are checkpointed (Kafka: log.flush.offset.checkpoint.interval.ms).
-const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Why a metadata change did not happen.
 #[derive(Debug)]
@@ -436,11 +434,12 @@ impl Broker {
             let _gate = handle.flush_gate.lock().await;
             let plan = handle.lock().log().flush_plan();
             Log::sync_files(&plan).await?;
-            let checkpoint = {
+            let (checkpoint, (snapshot_path, snapshot)) = {
                 let mut partition = handle.lock();
                 partition.flushed(plan.up_to, now);
-                partition.log().checkpoint()
+                (partition.log().checkpoint(), partition.producer_snapshot())
             };
+            write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
             checkpoint.write_clean().await?;
         }
         self.metadata
@@ -470,6 +469,12 @@ async fn background_loop(broker: Arc<Broker>) {
         Duration::from_millis(broker.config.log_retention_check_interval_ms.max(10));
     let mut since_retention = Duration::ZERO;
     let mut since_checkpoint = Duration::ZERO;
+    let checkpoint_every = Duration::from_millis(
+        broker
+            .config
+            .log_flush_offset_checkpoint_interval_ms
+            .max(10),
+    );
     loop {
         tokio::select! {
             _ = broker.io.clock.sleep(tick) => {}
@@ -512,10 +517,17 @@ async fn background_loop(broker: Arc<Broker>) {
                 }
             }
         }
-        if since_checkpoint >= CHECKPOINT_INTERVAL {
+        if since_checkpoint >= checkpoint_every {
             since_checkpoint = Duration::ZERO;
             for handle in broker.all_partitions() {
-                let checkpoint = handle.lock().log().checkpoint();
+                let (checkpoint, (snapshot_path, snapshot)) = {
+                    let p = handle.lock();
+                    (p.log().checkpoint(), p.producer_snapshot())
+                };
+                let disk = broker.io.disk.as_ref();
+                if let Err(e) = write_file_atomic(disk, &snapshot_path, &snapshot).await {
+                    tracing::warn!(error = %e, "producer state snapshot failed");
+                }
                 if let Err(e) = checkpoint.write().await {
                     tracing::warn!(error = %e, "recovery point checkpoint failed");
                 }

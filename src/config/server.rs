@@ -65,6 +65,9 @@ pub struct ServerConfig {
     pub connections_max_idle_ms: u64,
     /// `log.retention.check.interval.ms`.
     pub log_retention_check_interval_ms: u64,
+    /// `log.flush.offset.checkpoint.interval.ms`: how often recovery points (and producer
+    /// state) are checkpointed.
+    pub log_flush_offset_checkpoint_interval_ms: u64,
     /// `log.flush.scheduler.interval.ms`: how often `flush.ms` is checked. Kafka defaults to
     /// `Long.MAX_VALUE`, which quietly disables `flush.ms`; Weir checks every 1000 ms instead,
     /// which costs nothing while `flush.ms` is unlimited.
@@ -335,6 +338,9 @@ impl ServerConfig {
         let log_retention_check_interval_ms = p
             .int("log.retention.check.interval.ms", 1, i64::MAX)?
             .unwrap_or(300_000) as u64;
+        let log_flush_offset_checkpoint_interval_ms = p
+            .int("log.flush.offset.checkpoint.interval.ms", 1, i64::MAX)?
+            .unwrap_or(60_000) as u64;
         let flush_scheduler_ms = p.int("log.flush.scheduler.interval.ms", 1, i64::MAX)?;
         let log_flush_scheduler_interval_ms =
             flush_scheduler_ms.unwrap_or(DEFAULT_FLUSH_SCHEDULER_INTERVAL_MS) as u64;
@@ -374,6 +380,7 @@ impl ServerConfig {
             socket_request_max_bytes,
             connections_max_idle_ms,
             log_retention_check_interval_ms,
+            log_flush_offset_checkpoint_interval_ms,
             log_flush_scheduler_interval_ms,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
@@ -478,6 +485,10 @@ impl ServerConfig {
             (
                 "log.retention.check.interval.ms",
                 self.log_retention_check_interval_ms.to_string(),
+            ),
+            (
+                "log.flush.offset.checkpoint.interval.ms",
+                self.log_flush_offset_checkpoint_interval_ms.to_string(),
             ),
             (
                 "log.flush.scheduler.interval.ms",

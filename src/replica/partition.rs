@@ -49,6 +49,29 @@ pub struct Appended {
     pub duplicate: bool,
 }
 
+/// Producer state as of a log offset, written at checkpoints and on clean shutdown so that a
+/// start reads the log only from there instead of from its beginning.
+const PRODUCER_SNAPSHOT: &str = "producer-state";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Snapshot {
+    /// The state covers every batch below this offset.
+    offset: i64,
+    producers: ProducerStates,
+}
+
+/// A snapshot on disk is `crc32c-hex\njson`: a damaged one is ignored, never trusted.
+fn load_snapshot(disk: &dyn Disk, dir: &Path) -> Option<Snapshot> {
+    let raw = crate::io::read_file(disk, &dir.join(PRODUCER_SNAPSHOT)).ok()?;
+    let split = raw.iter().position(|&b| b == b'\n')?;
+    let crc = u32::from_str_radix(std::str::from_utf8(&raw[..split]).ok()?, 16).ok()?;
+    let body = &raw[split + 1..];
+    if crc32c::crc32c(body) != crc {
+        return None;
+    }
+    serde_json::from_slice(body).ok()
+}
+
 pub fn log_config(config: &TopicConfig) -> LogConfig {
     LogConfig {
         segment_bytes: config.segment_bytes,
@@ -78,9 +101,16 @@ impl Partition {
         config: TopicConfig,
         now_ms: i64,
     ) -> io::Result<(Partition, Recovery)> {
-        let (log, recovery) = Log::open(disk, dir, log_config(&config), now_ms).await?;
-        let mut producers = ProducerStates::default();
-        log.scan_headers(log.start_offset(), |header| producers.record(header))?;
+        let (log, recovery) = Log::open(disk.clone(), dir, log_config(&config), now_ms).await?;
+        // Start from the snapshot when it is sound and the log still holds everything it
+        // covers; otherwise rebuild from the whole log.
+        let (mut producers, from) = match load_snapshot(disk.as_ref(), dir) {
+            Some(s) if s.offset >= log.start_offset() && s.offset <= log.end_offset() => {
+                (s.producers, s.offset)
+            }
+            _ => (ProducerStates::default(), log.start_offset()),
+        };
+        log.scan_headers(from, |header| producers.record(header))?;
         // Whatever survived recovery is what this broker has: it is the committed log.
         let high_watermark = log.end_offset();
         let partition = Partition {
@@ -115,6 +145,18 @@ impl Partition {
     pub fn set_config(&mut self, config: TopicConfig) {
         self.log.set_config(log_config(&config));
         self.config = config;
+    }
+
+    /// The producer-state snapshot to write now: (path, contents).
+    pub fn producer_snapshot(&self) -> (std::path::PathBuf, Vec<u8>) {
+        let snapshot = Snapshot {
+            offset: self.log.end_offset(),
+            producers: self.producers.clone(),
+        };
+        let body = serde_json::to_vec(&snapshot).expect("producer state serializes");
+        let mut raw = format!("{:08x}\n", crc32c::crc32c(&body)).into_bytes();
+        raw.extend_from_slice(&body);
+        (self.log.dir().join(PRODUCER_SNAPSHOT), raw)
     }
 
     /// Consumers see only what has been fsynced (for brokers that fsync before acknowledging).
@@ -305,6 +347,35 @@ mod tests {
         let mut p = open(&disk);
         assert!(p.append(&second, 1).unwrap().duplicate);
         assert_eq!(p.log_end_offset(), 3);
+    }
+
+    #[test]
+    fn producer_state_comes_back_from_snapshot_plus_log() {
+        let disk = MemDisk::new(2);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let mut p = open(&disk);
+        let first = batch(&[b"a"], 10, Some((9, 0, 0)));
+        let second = batch(&[b"b"], 10, Some((9, 0, 1)));
+        p.append(&first, 1).unwrap();
+        let (path, snapshot) = p.producer_snapshot();
+        crate::io::memdisk::block_on(crate::io::write_file_atomic(&disk, &path, &snapshot))
+            .unwrap();
+        p.append(&second, 1).unwrap();
+        drop(p);
+        disk.process_crash();
+        let mut p = open(&disk);
+        // One batch from the snapshot, one from the log after it: both are known retries.
+        assert!(p.append(&first, 1).unwrap().duplicate);
+        assert!(p.append(&second, 1).unwrap().duplicate);
+        // A damaged snapshot is ignored and the state rebuilt from the whole log.
+        drop(p);
+        assert!(load_snapshot(&disk, Path::new("/data/t-0")).is_some());
+        disk.flip_bit(&path, 20, 1).unwrap();
+        assert!(load_snapshot(&disk, Path::new("/data/t-0")).is_none());
+        disk.process_crash();
+        let mut p = open(&disk);
+        assert!(p.append(&first, 1).unwrap().duplicate);
+        assert_eq!(p.log_end_offset(), 2);
     }
 
     #[test]

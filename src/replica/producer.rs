@@ -5,12 +5,14 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use serde::{Deserialize, Serialize};
+
 use crate::log::batch::BatchHeader;
 
 /// How many recent batches per producer are remembered for duplicate detection.
 pub const BATCHES_KEPT: usize = 5;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchMeta {
     pub first_sequence: i32,
     pub last_sequence: i32,
@@ -19,7 +21,7 @@ pub struct BatchMeta {
     pub max_timestamp: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Entry {
     epoch: i16,
     batches: VecDeque<BatchMeta>,
@@ -37,7 +39,7 @@ pub enum SequenceCheck {
     StaleEpoch { current: i16 },
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProducerStates {
     producers: BTreeMap<i64, Entry>,
 }
