@@ -118,11 +118,12 @@ async fn handle_frame(
     }
     let header_version = api_key.request_header_version(api_version);
     let decoded = catch(|| {
-        let header = RequestHeader::decode(&mut frame, header_version)?;
-        let body = RequestKind::decode(api_key, &mut frame, api_version)?;
-        Ok::<_, anyhow::Error>((header, body))
+        // Decoded only to step past it (client id, tagged fields): the fields handlers need
+        // were read from the frame above.
+        RequestHeader::decode(&mut frame, header_version)?;
+        RequestKind::decode(api_key, &mut frame, api_version)
     });
-    let (header, body) = match decoded {
+    let body = match decoded {
         Ok(Ok(decoded)) => decoded,
         Ok(Err(e)) => return Err(format!("undecodable {api_key:?} v{api_version}: {e:#}")),
         Err(panic) => {
@@ -133,7 +134,6 @@ async fn handle_frame(
     };
     let ctx = RequestContext {
         version: api_version,
-        client_id: header.client_id.as_ref().map(|c| c.to_string()),
     };
     let response = match body {
         RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
@@ -197,8 +197,6 @@ async fn handle_frame(
 /// What handlers may need to know about the request beyond its body.
 pub(super) struct RequestContext {
     pub version: i16,
-    #[allow(dead_code)]
-    pub client_id: Option<String>,
 }
 
 fn encode_response(
