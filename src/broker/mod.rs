@@ -416,7 +416,7 @@ impl Broker {
             partition.log().flush_plan()
         };
         Log::sync_files(&plan).await?;
-        handle.lock().flushed(plan.up_to, self.io.clock.wall_ms());
+        handle.lock().flushed(&plan, self.io.clock.wall_ms());
         // The high watermark may have moved (durable reads): wake long polls.
         self.appended.notify_waiters();
         Ok(())
@@ -436,7 +436,7 @@ impl Broker {
             Log::sync_files(&plan).await?;
             let (checkpoint, (snapshot_path, snapshot)) = {
                 let mut partition = handle.lock();
-                partition.flushed(plan.up_to, now);
+                partition.flushed(&plan, now);
                 (partition.log().checkpoint(), partition.producer_snapshot())
             };
             write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;

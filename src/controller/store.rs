@@ -98,7 +98,7 @@ impl MetadataStore {
                 .append(&mut bytes, std::slice::from_mut(&mut header), now_ms)?;
             let plan = self.log.flush_plan();
             Log::sync_files(&plan).await?;
-            self.log.flushed(plan.up_to, now_ms);
+            self.log.flushed(&plan, now_ms);
             // With the checkpoint at the end, a restart verifies (rather than cuts) this data:
             // damage to fsynced metadata stops the broker instead of silently dropping topics.
             self.log.checkpoint().write().await?;

@@ -74,6 +74,11 @@ impl From<io::Error> for ReadError {
 pub struct FlushPlan {
     pub files: Vec<Arc<dyn File>>,
     pub up_to: i64,
+    /// The directory, when segments were created in it since its last sync: a new file's
+    /// name is only durable once its directory is synced.
+    dir: Option<(Arc<dyn Disk>, PathBuf)>,
+    /// How many segments had been created when the plan was made.
+    segments_created: u64,
 }
 
 pub struct Log {
@@ -87,6 +92,9 @@ pub struct Log {
     last_flush_ms: i64,
     /// CRC-check every batch served. Only a planted-bug simulation turns this off.
     verify_reads: bool,
+    /// Segments created so far, and how many of them the directory's last sync covered.
+    segments_created: u64,
+    segments_synced: u64,
 }
 
 impl Log {
@@ -97,7 +105,13 @@ impl Log {
         config: LogConfig,
         now_ms: i64,
     ) -> io::Result<(Log, Recovery)> {
+        let existed = disk.exists(dir);
         disk.create_dir_all(dir)?;
+        if !existed {
+            if let Some(parent) = dir.parent() {
+                disk.sync_dir(parent).await?;
+            }
+        }
         let names = disk.list_dir(dir)?;
         let mut bases: Vec<i64> = names
             .iter()
@@ -134,6 +148,8 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             verify_reads: true,
+            segments_created: 0,
+            segments_synced: 0,
         };
         // Segments that start after the recovery point may hold unflushed data.
         let first_to_scan = if clean {
@@ -190,6 +206,7 @@ impl Log {
                 now_ms,
             )?;
             log.segments.insert(start, segment);
+            log.segments_created += 1;
         }
         log.recovery_point = if clean {
             log.end_offset()
@@ -332,6 +349,7 @@ impl Log {
                 now_ms,
             )?;
             self.segments.insert(base, segment);
+            self.segments_created += 1;
         }
         Ok(())
     }
@@ -429,14 +447,20 @@ impl Log {
             .range(first..)
             .flat_map(|(_, s)| s.files())
             .collect();
+        let dir = (self.segments_created > self.segments_synced)
+            .then(|| (self.disk.clone(), self.dir.clone()));
         FlushPlan {
             files,
             up_to: self.end_offset(),
+            dir,
+            segments_created: self.segments_created,
         }
     }
 
-    /// Everything below `up_to` is now durable.
-    pub fn flushed(&mut self, up_to: i64, now_ms: i64) {
+    /// Everything the plan covered is now durable.
+    pub fn flushed(&mut self, plan: &FlushPlan, now_ms: i64) {
+        self.segments_synced = self.segments_synced.max(plan.segments_created);
+        let up_to = plan.up_to;
         if up_to > self.recovery_point {
             assert!(up_to <= self.end_offset());
             self.recovery_point = up_to;
@@ -447,7 +471,10 @@ impl Log {
 
     /// fsyncs everything written so far, all files at once.
     pub async fn sync_files(plan: &FlushPlan) -> io::Result<()> {
-        let syncs = plan.files.iter().map(|f| f.sync()).collect();
+        let mut syncs: Vec<_> = plan.files.iter().map(|f| f.sync()).collect();
+        if let Some((disk, dir)) = &plan.dir {
+            syncs.push(disk.sync_dir(dir));
+        }
         crate::io::join_all(syncs).await.into_iter().collect()
     }
 
@@ -464,7 +491,7 @@ impl Log {
     pub async fn close(&mut self, now_ms: i64) -> io::Result<()> {
         let plan = self.flush_plan();
         Log::sync_files(&plan).await?;
-        self.flushed(plan.up_to, now_ms);
+        self.flushed(&plan, now_ms);
         self.checkpoint().write_clean().await
     }
 

@@ -226,7 +226,7 @@ proptest! {
                 Op::Flush => {
                     let plan = log.flush_plan();
                     block_on(Log::sync_files(&plan)).unwrap();
-                    log.flushed(plan.up_to, 0);
+                    log.flushed(&plan, 0);
                     durable = plan.up_to;
                     block_on(log.checkpoint().write()).unwrap();
                 }

@@ -167,9 +167,9 @@ impl Partition {
         }
     }
 
-    /// Everything below `up_to` is on stable storage.
-    pub fn flushed(&mut self, up_to: i64, now_ms: i64) {
-        self.log.flushed(up_to, now_ms);
+    /// Everything the plan covered is on stable storage.
+    pub fn flushed(&mut self, plan: &crate::log::FlushPlan, now_ms: i64) {
+        self.log.flushed(plan, now_ms);
         if self.durable_reads {
             let durable = self.log.recovery_point().min(self.log.end_offset());
             if durable > self.high_watermark {
