@@ -198,6 +198,15 @@ mod tests {
         Entry { at_ms: 0, event }
     }
 
+    fn read(consumer: u32, partition: i32, offset: i64, value: &str) -> Entry {
+        at(Event::Read {
+            consumer,
+            partition,
+            offset,
+            value: value.into(),
+        })
+    }
+
     fn invoke(op: u64, values: &[&str]) -> Entry {
         at(Event::Invoke {
             op,
@@ -211,18 +220,8 @@ mod tests {
         let entries = vec![
             invoke(1, &["a", "b"]),
             at(Event::Ack { op: 1, offset: 0 }),
-            at(Event::Read {
-                consumer: 0,
-                partition: 0,
-                offset: 0,
-                value: "a".into(),
-            }),
-            at(Event::Read {
-                consumer: 0,
-                partition: 0,
-                offset: 1,
-                value: "b".into(),
-            }),
+            read(0, 0, 0, "a"),
+            read(0, 0, 1, "b"),
         ];
         let final_read = FinalRead::from([(0, vec![(0, "a".into()), (1, "b".into())])]);
         let f = check(&entries, &final_read, None);
@@ -240,18 +239,8 @@ mod tests {
             at(Event::Ack { op: 1, offset: 0 }),
             invoke(2, &["c"]),
             at(Event::Ack { op: 2, offset: 2 }),
-            at(Event::Read {
-                consumer: 0,
-                partition: 0,
-                offset: 0,
-                value: "a".into(),
-            }),
-            at(Event::Read {
-                consumer: 0,
-                partition: 0,
-                offset: 2,
-                value: "x".into(),
-            }),
+            read(0, 0, 0, "a"),
+            read(0, 0, 2, "x"),
         ];
         // "b" lost, "c" stored twice, offset 2 seen as "x" and "c", "x" never written.
         let final_read =
@@ -270,24 +259,14 @@ mod tests {
     #[test]
     fn a_reset_starts_a_new_read_session() {
         let entries = vec![
-            at(Event::Read {
-                consumer: 0,
-                partition: 0,
-                offset: 5,
-                value: "a".into(),
-            }),
+            read(0, 0, 5, "a"),
             at(Event::Reset {
                 consumer: 0,
                 partition: 0,
                 from: 6,
                 to: 0,
             }),
-            at(Event::Read {
-                consumer: 0,
-                partition: 0,
-                offset: 0,
-                value: "b".into(),
-            }),
+            read(0, 0, 0, "b"),
         ];
         let f = check(&entries, &FinalRead::new(), None);
         assert!(f.nonmonotonic.is_empty());
