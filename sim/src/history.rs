@@ -79,14 +79,6 @@ impl History {
     pub fn take(&self) -> Vec<Entry> {
         std::mem::take(&mut *self.entries.lock().unwrap())
     }
-
-    pub fn len(&self) -> usize {
-        self.entries.lock().unwrap().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// FNV-1a, fed through `fmt::Write` so that hashing an event allocates nothing.

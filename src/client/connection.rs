@@ -202,8 +202,4 @@ impl Connection {
         self.send(request, version).await?;
         self.receive::<R>().await
     }
-
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
-    }
 }

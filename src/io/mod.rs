@@ -133,12 +133,6 @@ impl Io {
             _ = sleep => None,
         }
     }
-
-    /// A uniformly random number in `0..bound` (bound > 0).
-    pub fn random_below(&self, bound: u64) -> u64 {
-        assert!(bound > 0);
-        self.rng.next_u64() % bound
-    }
 }
 
 /// Runs futures concurrently and returns their outputs in order (several fsyncs at once let

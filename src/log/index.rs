@@ -112,14 +112,6 @@ impl OffsetIndex {
     pub fn last(&self) -> Option<OffsetEntry> {
         self.entries.last().copied()
     }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 pub struct TimeIndex {

@@ -132,22 +132,6 @@ impl ProducerStates {
             entry.batches.pop_front();
         }
     }
-
-    pub fn len(&self) -> usize {
-        self.producers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.producers.is_empty()
-    }
-
-    /// Forgets batches at or past `offset` (the log was truncated there).
-    pub fn truncate_to(&mut self, offset: i64) {
-        for entry in self.producers.values_mut() {
-            entry.batches.retain(|b| b.last_offset < offset);
-        }
-        self.producers.retain(|_, e| !e.batches.is_empty());
-    }
 }
 
 #[cfg(test)]
