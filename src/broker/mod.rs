@@ -239,7 +239,7 @@ impl Broker {
         if self.config.planted_bug == Some(crate::config::PlantedBug::NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }
-        write_topic_id(&self.io, &dir, id)?;
+        write_topic_id(&self.io, &dir, id).await?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
             tracing::warn!(
                 topic,
@@ -425,22 +425,15 @@ impl Broker {
     /// Stops accepting work and closes every log cleanly (flushed, checkpointed, marked clean).
     pub async fn shutdown(&self) -> io::Result<()> {
         let _ = self.shutdown.send(true);
-        let now = self.io.clock.wall_ms();
         let handles = self.all_partitions();
         for handle in &handles {
             handle.mark_deleted();
         }
         for handle in handles {
-            let _gate = handle.flush_gate.lock().await;
-            let plan = handle.lock().log().flush_plan();
-            Log::sync_files(&plan).await?;
-            let (checkpoint, (snapshot_path, snapshot)) = {
-                let mut partition = handle.lock();
-                partition.flushed(&plan, now);
-                (partition.log().checkpoint(), partition.producer_snapshot())
-            };
-            write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
-            checkpoint.write_clean().await?;
+            // Closed above, so nothing is appended after this flush.
+            let end = handle.lock().log_end_offset();
+            self.flush_partition(&handle, end).await?;
+            self.checkpoint_partition(&handle, true).await?;
         }
         self.metadata
             .lock()
@@ -449,6 +442,21 @@ impl Broker {
             .await?;
         tracing::info!("weir broker stopped cleanly");
         Ok(())
+    }
+
+    /// Writes a partition's producer-state snapshot and recovery point; with `clean` (after a
+    /// final flush) also the clean-shutdown marker.
+    async fn checkpoint_partition(&self, handle: &PartitionHandle, clean: bool) -> io::Result<()> {
+        let (checkpoint, (snapshot_path, snapshot)) = {
+            let p = handle.lock();
+            (p.log().checkpoint(), p.producer_snapshot())
+        };
+        write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
+        if clean {
+            checkpoint.write_clean().await
+        } else {
+            checkpoint.write().await
+        }
     }
 
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
@@ -520,16 +528,8 @@ async fn background_loop(broker: Arc<Broker>) {
         if since_checkpoint >= checkpoint_every {
             since_checkpoint = Duration::ZERO;
             for handle in broker.all_partitions() {
-                let (checkpoint, (snapshot_path, snapshot)) = {
-                    let p = handle.lock();
-                    (p.log().checkpoint(), p.producer_snapshot())
-                };
-                let disk = broker.io.disk.as_ref();
-                if let Err(e) = write_file_atomic(disk, &snapshot_path, &snapshot).await {
-                    tracing::warn!(error = %e, "producer state snapshot failed");
-                }
-                if let Err(e) = checkpoint.write().await {
-                    tracing::warn!(error = %e, "recovery point checkpoint failed");
+                if let Err(e) = broker.checkpoint_partition(&handle, false).await {
+                    tracing::warn!(error = %e, "partition checkpoint failed");
                 }
             }
         }
@@ -554,16 +554,17 @@ fn read_topic_id(io: &Io, dir: &Path) -> Option<Uuid> {
         .and_then(|id| Uuid::parse_str(id.trim()).ok())
 }
 
-fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
+async fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
     if read_topic_id(io, dir) == Some(id) {
         return Ok(());
     }
-    let file = io
-        .disk
-        .open(&dir.join(PARTITION_METADATA), crate::io::OpenMode::Create)?;
     let text = format!("version: 0\ntopic_id: {id}\n");
-    file.set_len(0)?;
-    file.write_at(0, text.as_bytes())
+    write_file_atomic(
+        io.disk.as_ref(),
+        &dir.join(PARTITION_METADATA),
+        text.as_bytes(),
+    )
+    .await
 }
 
 /// Kafka's `meta.properties`: the cluster id, made once and kept; the node id must not change.
