@@ -409,6 +409,8 @@ impl Scenario {
                 ));
             }
         }
+        // Planted bugs exist only in the simulator build (`cfg(madsim)`) of the broker.
+        #[cfg(madsim)]
         if let Some(bug) = &self.planted_bug {
             weir::config::PlantedBug::parse(bug)?;
         }

@@ -236,7 +236,8 @@ impl Broker {
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
         partition.set_durable_reads(self.config.fsync_before_ack);
-        if self.config.planted_bug == Some(crate::config::PlantedBug::NoReadCrc) {
+        #[cfg(any(madsim, test))]
+        if crate::planted!(self.config, NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }
         write_topic_id(&self.io, &dir, id).await?;

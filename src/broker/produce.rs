@@ -156,8 +156,7 @@ fn append_one(
             .flush_due(config.flush_messages, config.flush_ms, now);
     if flush {
         // The planted off-by-one-batch bug syncs only what came before this batch.
-        let planted = broker.config.planted_bug == Some(crate::config::PlantedBug::AckBeforeFsync);
-        let up_to = if planted {
+        let up_to = if crate::planted!(broker.config, AckBeforeFsync) {
             appended.base_offset
         } else {
             appended.last_offset + 1

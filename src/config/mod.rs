@@ -15,6 +15,8 @@
 //! Everything is pure: the caller reads files and logs warnings.
 
 mod listener;
+#[cfg(any(madsim, test))]
+mod planted;
 mod properties;
 mod server;
 mod topic;
@@ -22,31 +24,20 @@ mod topic;
 use std::fmt;
 
 pub use listener::{Endpoint, Voter};
+#[cfg(any(madsim, test))]
+pub use planted::PlantedBug;
 pub use properties::parse_properties;
 pub use server::{Role, ServerConfig};
 pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
 
-/// Bugs the simulator can plant on purpose, to show that its checker catches them. No config
-/// file can turn one on: only code that builds a [`ServerConfig`] by hand (the simulator).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlantedBug {
-    /// With `weir.fsync.before.ack=true`, acknowledge a batch after syncing only what came
-    /// before it (an off-by-one-batch durability bug).
-    AckBeforeFsync,
-    /// Serve stored batches without checking their CRC (bit rot reaches clients).
-    NoReadCrc,
-}
-
-impl PlantedBug {
-    pub fn parse(name: &str) -> Result<PlantedBug, String> {
-        match name {
-            "ack-before-fsync" => Ok(PlantedBug::AckBeforeFsync),
-            "no-read-crc" => Ok(PlantedBug::NoReadCrc),
-            other => Err(format!(
-                "unknown planted bug '{other}' (known: ack-before-fsync, no-read-crc)"
-            )),
-        }
-    }
+/// Production builds have no planted bugs: every `planted!(config, Bug)` check is `false`, and
+/// the bug's name need not even exist. See `planted.rs` for the simulator and test builds.
+#[cfg(not(any(madsim, test)))]
+#[macro_export]
+macro_rules! planted {
+    ($config:expr, $bug:ident) => {
+        false
+    };
 }
 
 #[derive(Debug, Clone, PartialEq)]

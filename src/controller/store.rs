@@ -1,5 +1,12 @@
 //! Durable metadata: every [`MetadataRecord`] is one record (JSON value) in the metadata log
 //! `__cluster_metadata-0`, fsynced before the change takes effect, and replayed at start.
+//!
+//! A commit is one batch, confirmed by the recovery-point checkpoint written after its fsync.
+//! Commits are serialised and a failed one is truncated away before the next starts, so at most
+//! the last batch of the log can lie past the checkpoint: that batch was never confirmed (the
+//! broker crashed, or a failed commit's rollback did not reach the disk) and is dropped at start.
+//! When a rollback fails outright, the log holds a batch the image does not have: the store
+//! then refuses every further write, and does not mark the log clean, until a restart drops it.
 
 use std::io;
 use std::path::Path;
@@ -18,6 +25,8 @@ const REPLAY_CHUNK: usize = 1 << 20;
 pub struct MetadataStore {
     log: Log,
     image: MetadataImage,
+    /// Why the store no longer writes: a failed commit could not be rolled back.
+    read_only: Option<String>,
 }
 
 impl MetadataStore {
@@ -28,7 +37,7 @@ impl MetadataStore {
         now_ms: i64,
     ) -> io::Result<MetadataStore> {
         let dir = log_dir.join(METADATA_DIR);
-        let (log, recovery) = Log::open(disk, &dir, LogConfig::default(), now_ms).await?;
+        let (log, recovery) = Log::open(disk.clone(), &dir, LogConfig::default(), now_ms).await?;
         // Every commit is fsynced and checkpointed: a recovery that had to guess (damaged
         // checkpoint) could silently forget acknowledged topics, so refuse to start instead.
         if recovery.checkpoint_damaged {
@@ -40,6 +49,8 @@ impl MetadataStore {
                 ),
             ));
         }
+        let mut log = log;
+        drop_unconfirmed_tail(&mut log, disk.as_ref(), &dir, now_ms).await?;
         let mut image = MetadataImage::default();
         let mut offset = log.start_offset();
         let end = log.end_offset();
@@ -73,7 +84,25 @@ impl MetadataStore {
                 offset = header.next_offset();
             }
         }
-        Ok(MetadataStore { log, image })
+        Ok(MetadataStore {
+            log,
+            image,
+            read_only: None,
+        })
+    }
+
+    /// Why the store refuses writes, if it does (see the module doc).
+    pub fn read_only(&self) -> Option<&str> {
+        self.read_only.as_deref()
+    }
+
+    fn refuse_writes(&self) -> io::Result<()> {
+        match &self.read_only {
+            None => Ok(()),
+            Some(reason) => Err(io::Error::other(format!(
+                "the metadata store is read-only ({reason}); restart the broker to repair it"
+            ))),
+        }
     }
 
     pub fn image(&self) -> &MetadataImage {
@@ -82,6 +111,7 @@ impl MetadataStore {
 
     /// Appends the records as one batch, fsyncs, then applies them.
     pub async fn commit(&mut self, records: &[MetadataRecord], now_ms: i64) -> io::Result<()> {
+        self.refuse_writes()?;
         if records.is_empty() {
             return Ok(());
         }
@@ -106,17 +136,243 @@ impl MetadataStore {
         }
         .await;
         if let Err(e) = written {
-            // Not applied, so not kept: a restart must not resurrect a change that failed.
-            let _ = self.log.truncate_to(before);
+            // Not applied, so not kept: a restart must not resurrect a change that failed. The
+            // checkpoint still confirms only `before`, so should this truncation not reach the
+            // disk, the next start drops the batch (`drop_unconfirmed_tail`).
+            if let Err(rollback) = self.log.truncate_to(before) {
+                let reason = format!(
+                    "a failed commit ({e}) could not be rolled back from offset {before}: {rollback}"
+                );
+                tracing::error!(%reason, "metadata store is now read-only");
+                self.read_only = Some(reason);
+            }
             return Err(e);
         }
+        assert_eq!(self.log.recovery_point(), self.log.end_offset());
         for record in records {
             self.image.apply(record);
         }
         Ok(())
     }
 
+    /// Flushes and marks the log clean, unless it holds a batch that was never confirmed: a
+    /// clean close would confirm it.
     pub async fn close(&mut self, now_ms: i64) -> io::Result<()> {
+        self.refuse_writes()?;
         self.log.close(now_ms).await
+    }
+}
+
+/// Drops the batch past the checkpointed recovery point, if there is one (see the module doc),
+/// and makes that durable before anything is written after it. More than one batch there is not
+/// something a commit can leave behind, so it stops the start instead of guessing.
+async fn drop_unconfirmed_tail(
+    log: &mut Log,
+    disk: &dyn Disk,
+    dir: &Path,
+    now_ms: i64,
+) -> io::Result<()> {
+    let confirmed = log.recovery_point();
+    if confirmed == log.end_offset() {
+        return Ok(());
+    }
+    assert!(confirmed < log.end_offset());
+    let mut tail = Vec::new();
+    log.scan_headers(confirmed, |h| tail.push((h.base_offset, h.next_offset())))?;
+    let single = tail.len() == 1 && tail[0] == (confirmed, log.end_offset());
+    if !single {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: {} batches past the recovery point {confirmed} (log end {}); a commit \
+                 leaves at most one, so the metadata log cannot be trusted",
+                dir.display(),
+                tail.len(),
+                log.end_offset()
+            ),
+        ));
+    }
+    tracing::warn!(dir = %dir.display(), offset = confirmed,
+        "dropping a metadata batch whose commit was never confirmed");
+    log.truncate_to(confirmed)?;
+    let plan = log.flush_plan();
+    Log::sync_files(&plan).await?;
+    log.flushed(&plan, now_ms);
+    disk.sync_dir(dir).await?;
+    assert_eq!(log.end_offset(), confirmed);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::io::memdisk::{block_on, MemDisk};
+    use crate::io::{BoxFuture, File, OpenMode};
+
+    /// A `MemDisk` whose fsyncs and truncations fail while `failing` is set: a commit that fails
+    /// at its fsync and then cannot be rolled back.
+    #[derive(Clone)]
+    struct FlakyDisk {
+        inner: MemDisk,
+        failing: Arc<AtomicBool>,
+    }
+
+    struct FlakyFile {
+        inner: Arc<dyn File>,
+        failing: Arc<AtomicBool>,
+    }
+
+    fn injected() -> io::Error {
+        io::Error::other("injected failure")
+    }
+
+    impl File for FlakyFile {
+        fn len(&self) -> io::Result<u64> {
+            self.inner.len()
+        }
+        fn read_at(&self, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
+            self.inner.read_at(pos, buf)
+        }
+        fn write_at(&self, pos: u64, data: &[u8]) -> io::Result<()> {
+            self.inner.write_at(pos, data)
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(injected());
+            }
+            self.inner.set_len(len)
+        }
+        fn sync(&self) -> BoxFuture<'static, io::Result<()>> {
+            if self.failing.load(Ordering::SeqCst) {
+                return Box::pin(async { Err(injected()) });
+            }
+            self.inner.sync()
+        }
+    }
+
+    impl Disk for FlakyDisk {
+        fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Arc<dyn File>> {
+            Ok(Arc::new(FlakyFile {
+                inner: self.inner.open(path, mode)?,
+                failing: self.failing.clone(),
+            }))
+        }
+        fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+            self.inner.create_dir_all(path)
+        }
+        fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+            self.inner.list_dir(path)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.inner.exists(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            self.inner.rename(from, to)
+        }
+        fn remove_file(&self, path: &Path) -> io::Result<()> {
+            self.inner.remove_file(path)
+        }
+        fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+            self.inner.remove_dir_all(path)
+        }
+        fn sync_dir(&self, path: &Path) -> BoxFuture<'static, io::Result<()>> {
+            self.inner.sync_dir(path)
+        }
+    }
+
+    fn topic(name: &str, id: u64) -> MetadataRecord {
+        MetadataRecord::Topic {
+            name: name.into(),
+            id: Uuid::from_u64_pair(0, id),
+            partitions: 1,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        }
+    }
+
+    fn open(disk: Arc<dyn Disk>) -> io::Result<MetadataStore> {
+        block_on(MetadataStore::open(disk, Path::new("/data"), 0))
+    }
+
+    fn names(store: &MetadataStore) -> Vec<String> {
+        store.image().topics().map(|t| t.name.clone()).collect()
+    }
+
+    #[test]
+    fn failed_rollback_makes_the_store_read_only_and_a_restart_drops_the_batch() {
+        let mem = MemDisk::new(1);
+        let disk = FlakyDisk {
+            inner: mem.clone(),
+            failing: Arc::new(AtomicBool::new(false)),
+        };
+        let mut store = open(Arc::new(disk.clone())).unwrap();
+        block_on(store.commit(&[topic("a", 1)], 0)).unwrap();
+        disk.failing.store(true, Ordering::SeqCst);
+        assert!(block_on(store.commit(&[topic("b", 2)], 0)).is_err());
+        assert!(store.read_only().is_some());
+        disk.failing.store(false, Ordering::SeqCst);
+        // The batch for "b" is still in the log: nothing more may be written after it, and a
+        // clean close would confirm it.
+        let e = block_on(store.commit(&[topic("b", 3)], 0)).unwrap_err();
+        assert!(e.to_string().contains("read-only"), "{e}");
+        assert!(block_on(store.close(0)).is_err());
+        assert_eq!(names(&store), ["a"]);
+        drop(store);
+        mem.process_crash();
+        // The unconfirmed batch is dropped at start: "b" was never created...
+        let mut store = open(Arc::new(mem.clone())).unwrap();
+        assert_eq!(names(&store), ["a"]);
+        assert!(store.read_only().is_none());
+        // ...so creating it again is no second creation: every later start replays cleanly.
+        block_on(store.commit(&[topic("b", 3)], 0)).unwrap();
+        block_on(store.close(0)).unwrap();
+        drop(store);
+        mem.process_crash();
+        let store = open(Arc::new(mem.clone())).unwrap();
+        assert_eq!(names(&store), ["a", "b"]);
+        assert_eq!(
+            store.image().topic("b").unwrap().id,
+            Uuid::from_u64_pair(0, 3)
+        );
+    }
+
+    #[test]
+    fn a_commit_interrupted_before_its_checkpoint_is_dropped() {
+        let mem = MemDisk::new(2);
+        let mut store = open(Arc::new(mem.clone())).unwrap();
+        block_on(store.commit(&[topic("a", 1)], 0)).unwrap();
+        let checkpoint = Path::new("/data/__cluster_metadata-0/recovery-point");
+        let before = mem.file_contents(checkpoint).unwrap();
+        block_on(store.commit(&[topic("b", 2)], 0)).unwrap();
+        // As if the broker died after the fsync but before the checkpoint of "b".
+        block_on(crate::io::write_file_atomic(&mem, checkpoint, &before)).unwrap();
+        drop(store);
+        mem.process_crash();
+        let store = open(Arc::new(mem.clone())).unwrap();
+        assert_eq!(names(&store), ["a"]);
+    }
+
+    #[test]
+    fn more_than_one_unconfirmed_batch_stops_the_start() {
+        let mem = MemDisk::new(3);
+        let mut store = open(Arc::new(mem.clone())).unwrap();
+        let checkpoint = Path::new("/data/__cluster_metadata-0/recovery-point");
+        block_on(store.commit(&[topic("a", 1)], 0)).unwrap();
+        let before = mem.file_contents(checkpoint).unwrap();
+        block_on(store.commit(&[topic("b", 2)], 0)).unwrap();
+        block_on(store.commit(&[topic("c", 3)], 0)).unwrap();
+        block_on(crate::io::write_file_atomic(&mem, checkpoint, &before)).unwrap();
+        drop(store);
+        mem.process_crash();
+        let e = open(Arc::new(mem.clone())).err().expect("refused");
+        assert!(
+            e.to_string().contains("2 batches past the recovery point"),
+            "{e}"
+        );
     }
 }

@@ -90,7 +90,9 @@ pub struct Log {
     /// Messages appended since the last flush (for `flush.messages`).
     unflushed_messages: i64,
     last_flush_ms: i64,
-    /// CRC-check every batch served. Only a planted-bug simulation turns this off.
+    /// CRC-check every batch served. Only a planted-bug simulation turns this off; production
+    /// builds have no such switch.
+    #[cfg(any(madsim, test))]
     verify_reads: bool,
     /// Segments created so far, and how many of them the directory's last sync covered.
     segments_created: u64,
@@ -147,6 +149,7 @@ impl Log {
             recovery_point: 0,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
+            #[cfg(any(madsim, test))]
             verify_reads: true,
             segments_created: 0,
             segments_synced: 0,
@@ -254,9 +257,17 @@ impl Log {
         self.config = config;
     }
 
-    /// Test-only (planted bug): serve batches without checking their CRC.
+    /// Simulator and tests only (a planted bug): serve batches without checking their CRC.
+    #[cfg(any(madsim, test))]
     pub fn set_verify_reads(&mut self, verify: bool) {
         self.verify_reads = verify;
+    }
+
+    fn verify_reads(&self) -> bool {
+        #[cfg(any(madsim, test))]
+        return self.verify_reads;
+        #[cfg(not(any(madsim, test)))]
+        true
     }
 
     /// The first offset still in the log.
@@ -376,11 +387,11 @@ impl Log {
             .next_back()
             .map(|(_, s)| s)
             .expect("offset is within the log");
-        let data = segment.read(offset, max_bytes, upper_bound, self.verify_reads)?;
+        let data = segment.read(offset, max_bytes, upper_bound, self.verify_reads())?;
         if data.is_empty() && segment.next_offset() <= offset {
             // The offset sits exactly at a segment boundary: read the next segment.
             if let Some((_, next)) = self.segments.range(offset + 1..).next() {
-                return Ok(next.read(offset, max_bytes, upper_bound, self.verify_reads)?);
+                return Ok(next.read(offset, max_bytes, upper_bound, self.verify_reads())?);
             }
         }
         Ok(data)
