@@ -55,13 +55,65 @@ fn frame(body: &[u8]) -> Vec<u8> {
     f
 }
 
-/// Sends raw bytes and waits (bounded) for the broker to answer or close the connection.
+/// Sends raw bytes and checks that the broker answers or closes this connection in bounded
+/// time (its read side ends).
 async fn poke(addr: std::net::SocketAddr, bytes: &[u8]) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let _ = s.write_all(bytes).await;
     let _ = s.shutdown().await;
     let mut sink = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut sink)).await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut sink)).await;
+    assert!(
+        ended.is_ok(),
+        "the broker neither answered nor closed {bytes:02x?}"
+    );
+}
+
+/// A connection opened before the hostile ones, used between them: a bad frame must close only
+/// its own connection, never another client's.
+struct Bystander {
+    client: Client,
+    topic: String,
+    next_offset: i64,
+}
+
+impl Bystander {
+    async fn new(io: &Io, addr: std::net::SocketAddr) -> Bystander {
+        let mut client = Client::connect(io, addr).await.unwrap();
+        client.set_timeout(Duration::from_secs(10));
+        let topic = "bystander".to_string();
+        client
+            .create_topic(&topic, 1, 1, &BTreeMap::new())
+            .await
+            .unwrap();
+        Bystander {
+            client,
+            topic,
+            next_offset: 0,
+        }
+    }
+
+    /// Produces one record on the same, long-lived connection and reads it back.
+    async fn still_connected(&mut self, after: &[u8]) {
+        let mut b = BatchBuilder::new(1);
+        b.push(None, Some(b"bystander"), 1);
+        let produced = self
+            .client
+            .produce(&self.topic, 0, Bytes::from(b.finish(-1, -1, -1)), -1)
+            .await;
+        let offset = match produced {
+            Ok(offset) => offset,
+            Err(e) => panic!("the bystander's connection broke after {after:02x?}: {e}"),
+        };
+        assert_eq!(offset, Some(self.next_offset));
+        let fetched = self
+            .client
+            .fetch(&self.topic, 0, self.next_offset, 1 << 20, Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(!fetched.records.is_empty());
+        self.next_offset += 1;
+    }
 }
 
 async fn still_serves(io: &Io, addr: std::net::SocketAddr, topic: &str) {
@@ -86,6 +138,7 @@ async fn hostile_frames_close_one_connection_and_nothing_else() {
     let io = memory_io();
     let running = Broker::start(config(), io.clone()).await.unwrap();
     let addr = running.local_addr;
+    let mut bystander = Bystander::new(&io, addr).await;
 
     // Array lengths that claim billions of elements (regression: the codec reserved them).
     let mut produce_v9 = vec![0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0];
@@ -106,6 +159,7 @@ async fn hostile_frames_close_one_connection_and_nothing_else() {
     ];
     for case in &cases {
         poke(addr, case).await;
+        bystander.still_connected(case).await;
     }
     // Random frames with valid API keys and versions: a bounded, seeded storm.
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -115,7 +169,7 @@ async fn hostile_frames_close_one_connection_and_nothing_else() {
         seed ^= seed << 17;
         seed
     };
-    for _ in 0..300 {
+    for round in 0..300 {
         let (key, version) = [
             (0u8, 9u8),
             (1, 12),
@@ -128,8 +182,63 @@ async fn hostile_frames_close_one_connection_and_nothing_else() {
         let len = (next() % 200) as usize;
         let mut body = vec![0, key, 0, version, 0, 0, 0, 1];
         body.extend((0..len).map(|_| next() as u8));
-        poke(addr, &frame(&body)).await;
+        let bytes = frame(&body);
+        poke(addr, &bytes).await;
+        if round % 10 == 0 {
+            bystander.still_connected(&bytes).await;
+        }
     }
+    bystander.still_connected(b"the storm").await;
     still_serves(&io, addr, "after-storm").await;
+    running.broker.shutdown().await.unwrap();
+}
+
+/// A fetch asking for 2 GiB gets at most `fetch.max.bytes`, except that its first batch is
+/// always whole (KIP-74).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_is_capped_by_fetch_max_bytes() {
+    let io = memory_io();
+    let mut props = BTreeMap::from([
+        (
+            "listeners".to_string(),
+            "PLAINTEXT://127.0.0.1:0".to_string(),
+        ),
+        ("log.dirs".to_string(), "/data".to_string()),
+    ]);
+    props.insert("fetch.max.bytes".to_string(), "2048".to_string());
+    let config = ServerConfig::from_properties(&props).unwrap().0;
+    let running = Broker::start(config, io.clone()).await.unwrap();
+    let mut client = Client::connect(&io, running.local_addr).await.unwrap();
+    client
+        .create_topic("capped", 1, 1, &BTreeMap::new())
+        .await
+        .unwrap();
+    let value = vec![b'x'; 1500];
+    for _ in 0..4 {
+        let mut b = BatchBuilder::new(1);
+        b.push(None, Some(&value), 1);
+        let batch = Bytes::from(b.finish(-1, -1, -1));
+        client.produce("capped", 0, batch, -1).await.unwrap();
+    }
+    let fetched = client
+        .fetch("capped", 0, 0, i32::MAX, Duration::ZERO)
+        .await
+        .unwrap();
+    // Each batch is over 1 500 bytes: one fits under 2 048, two do not.
+    let len = fetched.records.len();
+    assert!(len > 1500 && len < 2048, "{len} bytes");
+    // A first batch larger than the cap still comes whole.
+    let big = vec![b'y'; 5000];
+    let mut b = BatchBuilder::new(1);
+    b.push(None, Some(&big), 1);
+    client
+        .produce("capped", 0, Bytes::from(b.finish(-1, -1, -1)), -1)
+        .await
+        .unwrap();
+    let fetched = client
+        .fetch("capped", 0, 4, i32::MAX, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(fetched.records.len() > 5000, "{}", fetched.records.len());
     running.broker.shutdown().await.unwrap();
 }

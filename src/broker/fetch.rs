@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::config::ServerConfig;
 
 /// Longest long poll honoured, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(30);
@@ -29,11 +30,32 @@ struct Wanted {
     max_bytes: usize,
 }
 
+/// What a fetch may carry: (per partition, whole response) in bytes. Clients may ask for up
+/// to 2 GiB; the broker caps the response at `fetch.max.bytes` as Kafka does, and a follower's
+/// fetch also at its own `replica.fetch.*` limits. Either may still be exceeded by the first
+/// batch, which is always returned whole (KIP-74).
+fn fetch_limits(config: &ServerConfig, req: &FetchRequest, version: i16) -> (usize, usize) {
+    let replica_id = if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let mut partition_max = usize::MAX;
+    let mut response_max = req.max_bytes.max(0) as usize;
+    response_max = response_max.min(config.fetch_max_bytes);
+    if replica_id >= 0 {
+        partition_max = config.replica_fetch_max_bytes;
+        response_max = response_max.min(config.replica_fetch_response_max_bytes);
+    }
+    (partition_max, response_max)
+}
+
 pub(super) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
     req: FetchRequest,
 ) -> FetchResponse {
+    let (partition_cap, max_bytes) = fetch_limits(&broker.config, &req, ctx.version);
     let image = broker.image();
     let mut wanted = Vec::new();
     for topic in &req.topics {
@@ -48,13 +70,13 @@ pub(super) async fn handle(
                 topic_id: topic.topic_id,
                 partition: p.partition,
                 offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes.max(0) as usize,
+                max_bytes: (p.partition_max_bytes.max(0) as usize).min(partition_cap),
             });
         }
     }
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
-    let min_bytes = req.min_bytes.max(0) as usize;
-    let max_bytes = req.max_bytes.max(0) as usize;
+    // Waiting for more than may be sent would always wait out max_wait (Kafka caps it too).
+    let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
     let started = broker.io.clock.monotonic();
     loop {
         // Register for wake-ups before looking, so an append in between is not missed.
@@ -228,4 +250,36 @@ pub(super) fn list_offsets(
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::fetch_request::ReplicaState;
+    use kafka_protocol::messages::BrokerId;
+
+    use super::*;
+
+    #[test]
+    fn fetch_limits_follow_the_broker_keys() {
+        let mut config = ServerConfig::default_single_node();
+        config.fetch_max_bytes = 5_000;
+        config.replica_fetch_max_bytes = 700;
+        config.replica_fetch_response_max_bytes = 3_000;
+        let consumer = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_bytes(i32::MAX);
+        assert_eq!(fetch_limits(&config, &consumer, 12), (usize::MAX, 5_000));
+        let small = consumer.clone().with_max_bytes(100);
+        assert_eq!(fetch_limits(&config, &small, 12), (usize::MAX, 100));
+        let negative = consumer.clone().with_max_bytes(-4);
+        assert_eq!(fetch_limits(&config, &negative, 12), (usize::MAX, 0));
+        let follower = consumer.clone().with_replica_id(BrokerId(2));
+        assert_eq!(fetch_limits(&config, &follower, 12), (700, 3_000));
+        // From v15 on the replica id moved into ReplicaState.
+        assert_eq!(fetch_limits(&config, &follower, 15), (usize::MAX, 5_000));
+        let follower15 = consumer
+            .clone()
+            .with_replica_state(ReplicaState::default().with_replica_id(BrokerId(2)));
+        assert_eq!(fetch_limits(&config, &follower15, 15), (700, 3_000));
+    }
 }

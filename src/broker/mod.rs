@@ -28,7 +28,7 @@ use crate::controller::{Controller, ControllerError, MetadataImage, MetadataReco
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
-pub use state::PartitionHandle;
+pub use state::{Lifecycle, PartitionHandle};
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
 const PARTITION_METADATA: &str = "partition.metadata";
@@ -236,6 +236,11 @@ impl Broker {
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
         partition.set_durable_reads(self.config.fsync_before_ack);
+        // Rebuilt state (from a snapshot or the log) may name producers long idle.
+        let expired = partition.expire_producers(now, self.config.producer_id_expiration_ms);
+        if expired > 0 {
+            tracing::debug!(topic, partition = index, expired, "expired idle producers");
+        }
         #[cfg(any(madsim, test))]
         if crate::planted!(self.config, NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
@@ -325,7 +330,11 @@ impl Broker {
                         .collect()
                 };
                 for (index, handle) in removed {
-                    handle.mark_deleted();
+                    // No fsync or checkpoint of this partition is in flight past the gate, and
+                    // none starts after it (they skip deleted partitions): nothing writes into
+                    // the directory once it is gone, nor into a new topic's of the same name.
+                    let _gate = handle.flush_gate.lock().await;
+                    handle.set_lifecycle(Lifecycle::Deleted);
                     let dir = self.partition_dir(name, index);
                     if let Err(e) = self.io.disk.remove_dir_all(&dir) {
                         tracing::warn!(dir = %dir.display(), error = %e, "could not remove deleted partition");
@@ -410,8 +419,9 @@ impl Broker {
         }
         let _gate = handle.flush_gate.lock().await;
         let plan = {
-            let partition = handle.lock();
-            if partition.log().recovery_point() >= up_to {
+            let (partition, lifecycle) = handle.lock_with_lifecycle();
+            // A deleted partition's data is gone with its topic: nothing left to make durable.
+            if lifecycle == Lifecycle::Deleted || partition.log().recovery_point() >= up_to {
                 return Ok(());
             }
             partition.log().flush_plan()
@@ -428,7 +438,7 @@ impl Broker {
         let _ = self.shutdown.send(true);
         let handles = self.all_partitions();
         for handle in &handles {
-            handle.mark_deleted();
+            handle.set_lifecycle(Lifecycle::Stopping);
         }
         for handle in handles {
             // Closed above, so nothing is appended after this flush.
@@ -447,9 +457,19 @@ impl Broker {
 
     /// Writes a partition's producer-state snapshot and recovery point; with `clean` (after a
     /// final flush) also the clean-shutdown marker.
+    /// Skips a deleted partition. Holds the flush gate, so a delete cannot remove the directory
+    /// (and a new topic of the same name take it) while the files are written.
     async fn checkpoint_partition(&self, handle: &PartitionHandle, clean: bool) -> io::Result<()> {
+        let _gate = handle.flush_gate.lock().await;
         let (checkpoint, (snapshot_path, snapshot)) = {
-            let p = handle.lock();
+            let (p, lifecycle) = handle.lock_with_lifecycle();
+            if lifecycle == Lifecycle::Deleted {
+                return Ok(());
+            }
+            assert!(
+                !clean || lifecycle == Lifecycle::Stopping,
+                "a clean close stops appends first"
+            );
             (p.log().checkpoint(), p.producer_snapshot())
         };
         write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
@@ -478,6 +498,13 @@ async fn background_loop(broker: Arc<Broker>) {
         Duration::from_millis(broker.config.log_retention_check_interval_ms.max(10));
     let mut since_retention = Duration::ZERO;
     let mut since_checkpoint = Duration::ZERO;
+    let mut since_expiry = Duration::ZERO;
+    let expiry_every = Duration::from_millis(
+        broker
+            .config
+            .producer_id_expiration_check_interval_ms
+            .max(10),
+    );
     let checkpoint_every = Duration::from_millis(
         broker
             .config
@@ -494,6 +521,7 @@ async fn background_loop(broker: Arc<Broker>) {
         }
         since_retention += tick;
         since_checkpoint += tick;
+        since_expiry += tick;
         let now = broker.io.clock.wall_ms();
         for handle in broker.all_partitions() {
             let (due, end) = {
@@ -513,7 +541,11 @@ async fn background_loop(broker: Arc<Broker>) {
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
             for handle in broker.all_partitions() {
-                let mut p = handle.lock();
+                let (mut p, lifecycle) = handle.lock_with_lifecycle();
+                // A deleted partition's directory may already hold a new topic's segments.
+                if lifecycle == Lifecycle::Deleted {
+                    continue;
+                }
                 match p.apply_retention(now) {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(
@@ -523,6 +555,22 @@ async fn background_loop(broker: Arc<Broker>) {
                         "retention deleted segments"
                     ),
                     Err(e) => tracing::error!(error = %e, "retention failed"),
+                }
+            }
+        }
+        if since_expiry >= expiry_every {
+            since_expiry = Duration::ZERO;
+            let expiration_ms = broker.config.producer_id_expiration_ms;
+            for handle in broker.all_partitions() {
+                let mut p = handle.lock();
+                let expired = p.expire_producers(now, expiration_ms);
+                if expired > 0 {
+                    tracing::debug!(
+                        topic = p.topic(),
+                        partition = p.index(),
+                        expired,
+                        "expired idle producers (producer.id.expiration.ms)"
+                    );
                 }
             }
         }

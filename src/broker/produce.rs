@@ -124,16 +124,16 @@ fn append_one(
             format!("unknown partition {topic}-{index}"),
         ));
     };
-    if handle.is_closed() {
+    let Some(records) = records else {
+        return Err((ResponseError::InvalidRecord, "null records".into()));
+    };
+    // Checked and used under one lock: a delete or shutdown cannot come in between.
+    let Some(mut partition) = handle.lock_open() else {
         return Err((
             ResponseError::NotLeaderOrFollower,
             "partition is closing".into(),
         ));
-    }
-    let Some(records) = records else {
-        return Err((ResponseError::InvalidRecord, "null records".into()));
     };
-    let mut partition = handle.lock();
     // With one replica the ISR is just this broker.
     let isr = 1;
     if acks == -1 && partition.config().min_insync_replicas > isr {

@@ -1,20 +1,52 @@
 //! A partition as the broker shares it between connections: the replica state machine behind a
-//! short-held lock (never held across an await), plus the gate that serialises its fsyncs.
+//! short-held lock (never held across an await), plus the gate that serialises its fsyncs and
+//! checkpoints, and where the partition is in its life.
+//!
+//! The lifecycle changes only under the partition lock, and every check that decides what to do
+//! with the partition reads it under that same lock ([`PartitionHandle::lock_open`],
+//! [`PartitionHandle::lock_with_lifecycle`]): a delete or a shutdown cannot slip between the
+//! check and the use. Work that leaves the lock to await (fsyncs, checkpoint writes) holds the
+//! `flush_gate`, which a delete also takes before it removes the directory.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use uuid::Uuid;
 
 use crate::replica::Partition;
 
+/// Where a partition is in its life. It only moves forward (Open → Stopping → Deleted, or
+/// Open → Deleted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Lifecycle {
+    /// Serving appends.
+    Open = 0,
+    /// The broker is stopping: no more appends, but flushes and the closing checkpoint go on.
+    Stopping = 1,
+    /// The topic was deleted: its directory is (being) removed, so nothing touches its files.
+    Deleted = 2,
+}
+
+impl Lifecycle {
+    fn from_u8(raw: u8) -> Lifecycle {
+        match raw {
+            0 => Lifecycle::Open,
+            1 => Lifecycle::Stopping,
+            2 => Lifecycle::Deleted,
+            other => unreachable!("lifecycle {other} is never stored"),
+        }
+    }
+}
+
 pub struct PartitionHandle {
     state: Mutex<Partition>,
-    /// One fsync at a time; writers that queue here share the next one (group commit).
+    /// One fsync or checkpoint at a time; writers that queue here share the next fsync (group
+    /// commit). A delete takes it too, so no write is in flight when the directory goes.
     pub(super) flush_gate: tokio::sync::Mutex<()>,
     pub topic_id: Uuid,
-    /// Set when the topic is deleted or the broker stops: no more appends.
-    closed: AtomicBool,
+    /// A [`Lifecycle`], written only while holding `state` (see the module doc).
+    lifecycle: AtomicU8,
 }
 
 impl PartitionHandle {
@@ -23,20 +55,87 @@ impl PartitionHandle {
             state: Mutex::new(partition),
             flush_gate: tokio::sync::Mutex::new(()),
             topic_id,
-            closed: AtomicBool::new(false),
+            lifecycle: AtomicU8::new(Lifecycle::Open as u8),
         }
     }
 
+    /// The partition, whatever its lifecycle: for reads and for work that is harmless on a
+    /// closed partition.
     pub fn lock(&self) -> MutexGuard<'_, Partition> {
         // A panic while holding the lock is an invariant violation; poison would hide it.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn mark_deleted(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+    /// The partition and its lifecycle, read under the lock.
+    pub fn lock_with_lifecycle(&self) -> (MutexGuard<'_, Partition>, Lifecycle) {
+        let guard = self.lock();
+        let lifecycle = Lifecycle::from_u8(self.lifecycle.load(Ordering::SeqCst));
+        (guard, lifecycle)
     }
 
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
+    /// The partition if it still takes appends; `None` once it is stopping or deleted. The
+    /// guard is held, so it cannot close while the caller uses it.
+    pub fn lock_open(&self) -> Option<MutexGuard<'_, Partition>> {
+        match self.lock_with_lifecycle() {
+            (guard, Lifecycle::Open) => Some(guard),
+            _ => None,
+        }
+    }
+
+    /// Moves the lifecycle forward (never back), under the lock.
+    pub fn set_lifecycle(&self, to: Lifecycle) {
+        let (_guard, now) = self.lock_with_lifecycle();
+        if to > now {
+            self.lifecycle.store(to as u8, Ordering::SeqCst);
+        }
+    }
+
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.lock_with_lifecycle().1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::io::memdisk::{block_on, MemDisk};
+
+    fn handle() -> PartitionHandle {
+        let disk = MemDisk::new(1);
+        let config = crate::config::ServerConfig::default_single_node().topic_defaults;
+        let open = Partition::open(Arc::new(disk), Path::new("/d/t-0"), "t", 0, config, 0);
+        PartitionHandle::new(block_on(open).unwrap().0, Uuid::nil())
+    }
+
+    #[test]
+    fn lifecycle_only_moves_forward() {
+        let h = handle();
+        assert!(h.lock_open().is_some());
+        h.set_lifecycle(Lifecycle::Stopping);
+        assert!(h.lock_open().is_none());
+        assert_eq!(h.lifecycle(), Lifecycle::Stopping);
+        h.set_lifecycle(Lifecycle::Deleted);
+        h.set_lifecycle(Lifecycle::Open);
+        assert_eq!(h.lifecycle(), Lifecycle::Deleted);
+    }
+
+    #[test]
+    fn a_close_waits_for_a_holder_of_the_open_guard() {
+        let h = Arc::new(handle());
+        let guard = h.lock_open().expect("open");
+        let closer = {
+            let h = h.clone();
+            std::thread::spawn(move || h.set_lifecycle(Lifecycle::Deleted))
+        };
+        // The closer blocks on the lock while the guard lives: the append it protects completes
+        // before the partition counts as deleted.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!closer.is_finished());
+        drop(guard);
+        closer.join().unwrap();
+        assert!(h.lock_open().is_none());
     }
 }

@@ -76,6 +76,18 @@ pub struct ServerConfig {
     pub offsets_topic_num_partitions: i32,
     /// `group.initial.rebalance.delay.ms`.
     pub group_initial_rebalance_delay_ms: u64,
+    /// `fetch.max.bytes`: the most a fetch response carries, whatever the request asks (it may
+    /// still exceed this by its first batch, KIP-74).
+    pub fetch_max_bytes: usize,
+    /// `replica.fetch.max.bytes`: per partition, what a follower asks for; the leader also caps a
+    /// replica's fetch at it.
+    pub replica_fetch_max_bytes: usize,
+    /// `replica.fetch.response.max.bytes`: the same for a follower's whole response.
+    pub replica_fetch_response_max_bytes: usize,
+    /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten.
+    pub producer_id_expiration_ms: i64,
+    /// `producer.id.expiration.check.interval.ms`: how often idle producers are looked for.
+    pub producer_id_expiration_check_interval_ms: u64,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
@@ -134,7 +146,6 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("offsets.topic.replication.factor", Int(1, I16_MAX)),
     ("offsets.topic.segment.bytes", Int(1, I32_MAX)),
     ("queued.max.requests", Int(1, I32_MAX)),
-    ("replica.fetch.max.bytes", Int(0, I32_MAX)),
     ("replica.lag.time.max.ms", Int(0, i64::MAX)),
     ("share.coordinator.state.topic.min.isr", Int(1, I16_MAX)),
     (
@@ -352,6 +363,21 @@ impl ServerConfig {
         let group_initial_rebalance_delay_ms = p
             .int("group.initial.rebalance.delay.ms", 0, I32_MAX)?
             .unwrap_or(3000) as u64;
+        let fetch_max_bytes = p
+            .int("fetch.max.bytes", 1024, I32_MAX)?
+            .unwrap_or(57_671_680) as usize;
+        let replica_fetch_max_bytes = p
+            .int("replica.fetch.max.bytes", 0, I32_MAX)?
+            .unwrap_or(1_048_576) as usize;
+        let replica_fetch_response_max_bytes = p
+            .int("replica.fetch.response.max.bytes", 0, I32_MAX)?
+            .unwrap_or(10_485_760) as usize;
+        let producer_id_expiration_ms = p
+            .int("producer.id.expiration.ms", 1, I32_MAX)?
+            .unwrap_or(86_400_000);
+        let producer_id_expiration_check_interval_ms = p
+            .int("producer.id.expiration.check.interval.ms", 1, I32_MAX)?
+            .unwrap_or(600_000) as u64;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
@@ -386,6 +412,11 @@ impl ServerConfig {
             log_flush_scheduler_interval_ms,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
+            fetch_max_bytes,
+            replica_fetch_max_bytes,
+            replica_fetch_response_max_bytes,
+            producer_id_expiration_ms,
+            producer_id_expiration_check_interval_ms,
             fsync_before_ack,
             #[cfg(any(madsim, test))]
             planted_bug: None,
@@ -504,6 +535,23 @@ impl ServerConfig {
             (
                 "group.initial.rebalance.delay.ms",
                 self.group_initial_rebalance_delay_ms.to_string(),
+            ),
+            ("fetch.max.bytes", self.fetch_max_bytes.to_string()),
+            (
+                "replica.fetch.max.bytes",
+                self.replica_fetch_max_bytes.to_string(),
+            ),
+            (
+                "replica.fetch.response.max.bytes",
+                self.replica_fetch_response_max_bytes.to_string(),
+            ),
+            (
+                "producer.id.expiration.ms",
+                self.producer_id_expiration_ms.to_string(),
+            ),
+            (
+                "producer.id.expiration.check.interval.ms",
+                self.producer_id_expiration_check_interval_ms.to_string(),
             ),
             ("weir.fsync.before.ack", self.fsync_before_ack.to_string()),
         ]
@@ -916,6 +964,11 @@ log.retention.check.interval.ms=300000
         assert_eq!(c.offsets_topic_num_partitions, 50);
         assert_eq!(c.group_initial_rebalance_delay_ms, 3000);
         assert!(!c.fsync_before_ack);
+        assert_eq!(c.fetch_max_bytes, 57_671_680);
+        assert_eq!(c.replica_fetch_max_bytes, 1_048_576);
+        assert_eq!(c.replica_fetch_response_max_bytes, 10_485_760);
+        assert_eq!(c.producer_id_expiration_ms, 86_400_000);
+        assert_eq!(c.producer_id_expiration_check_interval_ms, 600_000);
         assert_eq!(c.topic_defaults, TopicConfig::default());
     }
 
@@ -1032,6 +1085,18 @@ log.retention.check.interval.ms=300000
                 "group.initial.rebalance.delay.ms",
             ),
             ("weir.fsync.before.ack=1", "weir.fsync.before.ack"),
+            ("fetch.max.bytes=1023", "fetch.max.bytes"),
+            ("fetch.max.bytes=2147483648", "fetch.max.bytes"),
+            ("replica.fetch.max.bytes=-1", "replica.fetch.max.bytes"),
+            (
+                "replica.fetch.response.max.bytes=-1",
+                "replica.fetch.response.max.bytes",
+            ),
+            ("producer.id.expiration.ms=0", "producer.id.expiration.ms"),
+            (
+                "producer.id.expiration.check.interval.ms=0",
+                "producer.id.expiration.check.interval.ms",
+            ),
             ("log.cleanup.policy=forever", "log.cleanup.policy"),
             (
                 "log.message.timestamp.type=Now",

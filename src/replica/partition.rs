@@ -105,12 +105,16 @@ impl Partition {
         // Start from the snapshot when it is sound and the log still holds everything it
         // covers; otherwise rebuild from the whole log.
         let (mut producers, from) = match load_snapshot(disk.as_ref(), dir) {
-            Some(s) if s.offset >= log.start_offset() && s.offset <= log.end_offset() => {
+            Some(mut s) if s.offset >= log.start_offset() && s.offset <= log.end_offset() => {
+                s.producers.reindex();
                 (s.producers, s.offset)
             }
             _ => (ProducerStates::default(), log.start_offset()),
         };
-        log.scan_headers(from, |header| producers.record(header))?;
+        // The log keeps no append times: a batch's own max timestamp stands in (as in Kafka).
+        log.scan_headers(from, |header| {
+            producers.record(header, header.max_timestamp)
+        })?;
         // Whatever survived recovery is what this broker has: it is the committed log.
         let high_watermark = log.end_offset();
         let partition = Partition {
@@ -230,13 +234,21 @@ impl Partition {
         match self.producers.check(&header) {
             SequenceCheck::Append => {}
             SequenceCheck::Duplicate(meta) => {
+                // The retry gets the original answer: under LogAppendTime, the time the
+                // original was stamped with (its max timestamp), as Kafka answers.
+                let log_append_time =
+                    if self.config.message_timestamp_type == TimestampType::LogAppendTime {
+                        meta.max_timestamp
+                    } else {
+                        -1
+                    };
                 return Ok(Appended {
                     base_offset: meta.first_offset,
                     last_offset: meta.last_offset,
-                    log_append_time: -1,
+                    log_append_time,
                     log_start_offset: self.log.start_offset(),
                     duplicate: true,
-                })
+                });
             }
             SequenceCheck::OutOfOrder { expected, found } => {
                 return Err(ProduceError::OutOfOrderSequence { expected, found })
@@ -261,7 +273,7 @@ impl Partition {
             .append(&mut owned, std::slice::from_mut(&mut header), now_ms)
             .map_err(ProduceError::Storage)?;
         assert_eq!(base_offset, before);
-        self.producers.record(&header);
+        self.producers.record(&header, now_ms);
         if !self.durable_reads {
             self.advance_high_watermark(self.log.end_offset());
         }
@@ -272,6 +284,17 @@ impl Partition {
             log_start_offset: self.log.start_offset(),
             duplicate: false,
         })
+    }
+
+    /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`); returns how
+    /// many.
+    pub fn expire_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.expire(now_ms, expiration_ms)
+    }
+
+    /// How many idempotent producers this partition remembers.
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
     }
 
     fn advance_high_watermark(&mut self, to: i64) {
@@ -376,6 +399,69 @@ mod tests {
         let mut p = open(&disk);
         assert!(p.append(&first, 1).unwrap().duplicate);
         assert_eq!(p.log_end_offset(), 2);
+    }
+
+    #[test]
+    fn a_retry_under_log_append_time_gets_the_original_time() {
+        let disk = MemDisk::new(4);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let mut p = open(&disk);
+        let mut config = p.config().clone();
+        config.message_timestamp_type = TimestampType::LogAppendTime;
+        p.set_config(config);
+        let first = batch(&[b"a"], 10, Some((3, 0, 0)));
+        let original = p.append(&first, 1_000).unwrap();
+        assert_eq!(original.log_append_time, 1_000);
+        let retry = p.append(&first, 2_000).unwrap();
+        assert!(retry.duplicate);
+        assert_eq!(retry.log_append_time, 1_000);
+        // Also once the producer state was rebuilt from the log.
+        drop(p);
+        disk.process_crash();
+        let mut p = open(&disk);
+        let mut config = p.config().clone();
+        config.message_timestamp_type = TimestampType::LogAppendTime;
+        p.set_config(config);
+        let retry = p.append(&first, 3_000).unwrap();
+        assert!(retry.duplicate);
+        assert_eq!(retry.log_append_time, 1_000);
+        // Under CreateTime there is no append time to report.
+        let mut config = p.config().clone();
+        config.message_timestamp_type = TimestampType::CreateTime;
+        p.set_config(config);
+        assert_eq!(p.append(&first, 3_000).unwrap().log_append_time, -1);
+    }
+
+    #[test]
+    fn idle_producers_expire_live_and_after_a_rebuild() {
+        let disk = MemDisk::new(5);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let mut p = open(&disk);
+        // Batch timestamps 10 (the rebuild's stand-in), appended at broker time 1 000.
+        p.append(&batch(&[b"a"], 10, Some((1, 0, 0))), 1_000)
+            .unwrap();
+        p.append(&batch(&[b"b"], 10, Some((2, 0, 0))), 5_000)
+            .unwrap();
+        assert_eq!(p.expire_producers(10_999, 10_000), 0);
+        assert_eq!(p.expire_producers(11_000, 10_000), 1);
+        assert_eq!(p.producer_count(), 1);
+        // Snapshot (producer 2 only), then a restart: still one producer.
+        let (path, snapshot) = p.producer_snapshot();
+        crate::io::memdisk::block_on(crate::io::write_file_atomic(&disk, &path, &snapshot))
+            .unwrap();
+        drop(p);
+        disk.process_crash();
+        let mut p = open(&disk);
+        assert_eq!(p.producer_count(), 1);
+        assert_eq!(p.expire_producers(15_000, 10_000), 1);
+        // Rebuilt from the log alone, both come back with their batch timestamps (10).
+        drop(p);
+        disk.remove_file(&path).unwrap();
+        disk.process_crash();
+        let mut p = open(&disk);
+        assert_eq!(p.producer_count(), 2);
+        assert_eq!(p.expire_producers(10_009, 10_000), 0);
+        assert_eq!(p.expire_producers(10_010, 10_000), 2);
     }
 
     #[test]
