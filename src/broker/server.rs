@@ -90,6 +90,20 @@ async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAd
     let _ = write_half.shutdown().await;
 }
 
+impl Broker {
+    /// Answers one request exactly as a connection does: `frame` is a request without its size
+    /// prefix; the answer is the whole response frame (size prefix included), `None` when the
+    /// request gets no response (acks=0), or the reason the connection would be closed. For
+    /// tests and the fuzzer (`fuzz/`), which drive the decoder and dispatcher without sockets.
+    pub async fn handle_request(&self, frame: Bytes) -> Result<Option<Bytes>, String> {
+        let mut out = BytesMut::new();
+        match handle_frame(self, frame, &mut out).await? {
+            true => Ok(Some(out.freeze())),
+            false => Ok(None),
+        }
+    }
+}
+
 /// Decodes and answers one request into `out` (a whole frame). `Ok(false)`: send nothing.
 async fn handle_frame(
     broker: &Broker,
