@@ -97,7 +97,14 @@ pub fn input(flags: u8, pieces: &[Vec<u8>]) -> Vec<u8> {
 
 fn open(disk: &MemDisk) -> Partition {
     let config = weir::config::ServerConfig::default_single_node().topic_defaults;
-    let open = Partition::open(Arc::new(disk.clone()), Path::new(DIR), "t", 0, config, 1_000);
+    let open = Partition::open(
+        Arc::new(disk.clone()),
+        Path::new(DIR),
+        "t",
+        0,
+        config,
+        1_000,
+    );
     match block_on(open) {
         Ok((partition, _)) => partition,
         Err(e) => panic!("recovery refused the log: {e}"),
@@ -165,19 +172,29 @@ pub fn run(data: &[u8]) {
     let mut p = open(&disk);
     let reached = read_all(&p);
     if !trusted {
-        assert_eq!(reached, p.log_end_offset(), "a fully scanned log reads back whole");
+        assert_eq!(
+            reached,
+            p.log_end_offset(),
+            "a fully scanned log reads back whole"
+        );
     }
     let end = p.log_end_offset();
     let mut b = BatchBuilder::new(2_000);
     b.push(Some(b"k"), Some(b"after recovery"), 2_000);
-    let appended = p.append(&b.finish(-1, -1, -1), 2_000).expect("append after recovery");
+    let appended = p
+        .append(&b.finish(-1, -1, -1), 2_000)
+        .expect("append after recovery");
     assert_eq!(appended.base_offset, end);
     let (snapshot_path, snapshot) = p.producer_snapshot();
     block_on(write_file_atomic(&disk, &snapshot_path, &snapshot)).unwrap();
     block_on(p.log_mut().close(3_000)).expect("clean close");
     drop(p);
     let p = open(&disk);
-    assert_eq!(p.log_end_offset(), end + 1, "the append survived a clean close");
+    assert_eq!(
+        p.log_end_offset(),
+        end + 1,
+        "the append survived a clean close"
+    );
     let tail = p.read(end, 1 << 16).expect("the appended batch reads back");
     let header = batch::check(&tail).expect("the appended batch is valid");
     assert_eq!(header.base_offset, end);

@@ -16,6 +16,7 @@ pub fn controller(e: &ControllerError) -> ResponseError {
         ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         ControllerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
+        ControllerError::TooLarge => ResponseError::PolicyViolation,
     }
 }
 

@@ -18,6 +18,11 @@ pub use image::{MetadataImage, MetadataRecord, TopicMeta};
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
 /// Kafka's limit on topic name length.
 pub const MAX_TOPIC_NAME: usize = 249;
+/// The most partitions one change may add. Kafka's controller refuses a user operation of more
+/// than 10 000 records (one per partition) the same way; without a bound, one CreateTopics
+/// asking for 2^31 partitions would make the broker open directories until it runs out.
+pub const MAX_NEW_PARTITIONS: i32 = 10_000;
+const TOO_LARGE: &str = "Unable to perform excessively large batch operation.";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ControllerError {
@@ -28,6 +33,8 @@ pub enum ControllerError {
     InvalidReplicationFactor(String),
     InvalidConfig(String),
     TopicDeletionDisabled,
+    /// The change would add more than [`MAX_NEW_PARTITIONS`] partitions.
+    TooLarge,
 }
 
 impl fmt::Display for ControllerError {
@@ -42,6 +49,7 @@ impl fmt::Display for ControllerError {
             ControllerError::TopicDeletionDisabled => {
                 f.write_str("topic deletion is disabled (delete.topic.enable=false)")
             }
+            ControllerError::TooLarge => f.write_str(TOO_LARGE),
         }
     }
 }
@@ -128,6 +136,9 @@ impl Controller {
                 )))
             }
         };
+        if partitions > MAX_NEW_PARTITIONS {
+            return Err(ControllerError::TooLarge);
+        }
         let replication_factor = match topic.replication_factor {
             -1 => self.default_replication_factor,
             n if n > 0 => n,
@@ -186,6 +197,9 @@ impl Controller {
                 "topic '{name}' has {} partitions; the new count {count} must be larger",
                 topic.partitions
             )));
+        }
+        if count - topic.partitions > MAX_NEW_PARTITIONS {
+            return Err(ControllerError::TooLarge);
         }
         Ok(MetadataRecord::Partitions {
             name: name.to_string(),
@@ -270,6 +284,24 @@ mod tests {
             Err(ControllerError::TopicAlreadyExists("orders".into()))
         );
         assert!(c.create_partitions(&image, "orders", 2).is_err());
+        // Regression (fuzzing): a count in the billions is refused, not opened.
+        assert_eq!(
+            c.create_partitions(&image, "orders", i32::MAX),
+            Err(ControllerError::TooLarge)
+        );
+        assert!(c
+            .create_partitions(&image, "orders", 3 + MAX_NEW_PARTITIONS)
+            .is_ok());
+        let huge = NewTopic {
+            name: "huge".into(),
+            partitions: 536_870_914,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+        };
+        assert_eq!(
+            c.create_topic(&image, &huge, Uuid::nil()),
+            Err(ControllerError::TooLarge)
+        );
         image.apply(&c.create_partitions(&image, "orders", 5).unwrap());
         assert_eq!(image.topic("orders").unwrap().partitions, 5);
         let changes = BTreeMap::from([("retention.ms".to_string(), None)]);

@@ -122,12 +122,29 @@ impl Segment {
                 segment.time_index = time_index;
                 let mut last: Option<BatchHeader> = None;
                 let mut max_ts = segment.time_index.last().map(|e| e.timestamp).unwrap_or(-1);
-                let stop = segment.scan(start, |_, header, _| {
+                // Offsets must follow on here too: a CRC-valid batch out of sequence in the
+                // tail would otherwise set the end, and later appends would land behind it
+                // where no read can reach them (found by fuzzing).
+                let mut expected = (start == 0).then_some(base_offset);
+                let mut out_of_sequence = None;
+                let stop = segment.scan(start, |position, header, _| {
+                    if expected.is_some_and(|e| header.base_offset != e) {
+                        out_of_sequence = Some(ScanStop {
+                            position,
+                            reason: format!(
+                                "batch at offset {} where {} was expected",
+                                header.base_offset,
+                                expected.unwrap_or_default()
+                            ),
+                        });
+                        return false;
+                    }
+                    expected = Some(header.next_offset());
                     max_ts = max_ts.max(header.max_timestamp);
                     last = Some(*header);
                     true
                 })?;
-                if let Some(stop) = stop {
+                if let Some(stop) = out_of_sequence.or(stop) {
                     // A clean shutdown left a bad tail: distrust the indexes and recover fully.
                     tracing::warn!(segment = base_offset, position = stop.position, reason = %stop.reason,
                         "segment tail unreadable after clean shutdown; recovering");

@@ -111,6 +111,37 @@ fn clean_and_unclean_reopen_keep_everything() {
     assert_eq!(read_all(&log), before);
 }
 
+/// Regression (found by the `log_recovery` fuzz target): after a clean close, a CRC-valid batch
+/// whose offset does not follow on sat at the segment's tail. The clean open took its end as
+/// the log end, and the next append landed behind it, where reads stopped with an error.
+#[test]
+fn an_out_of_sequence_tail_after_a_clean_close_is_cut() {
+    let disk = MemDisk::new(6);
+    let (mut log, _) = open(&disk, LogConfig::default());
+    for i in 0..8 {
+        append(&mut log, &[format!("v{i}").as_bytes()], i);
+    }
+    block_on(log.close(0)).unwrap();
+    drop(log);
+    let path = Path::new(DIR).join(segment::file_name(0, "log"));
+    let mut stray = batch(&[b"stray"], 99, None);
+    stray[0..8].copy_from_slice(&2i64.to_be_bytes());
+    let file = disk.open(&path, crate::io::OpenMode::ReadWrite).unwrap();
+    let len = file.len().unwrap();
+    file.write_at(len, &stray).unwrap();
+    let (mut log, recovery) = open(&disk, LogConfig::default());
+    assert!(recovery.clean);
+    assert_eq!(
+        log.end_offset(),
+        8,
+        "the stray batch is not part of the log"
+    );
+    assert_eq!(append(&mut log, &[b"after"], 100), (8, 8));
+    let all = read_all(&log);
+    assert_eq!(all.len(), 9);
+    assert_eq!(all[8], (8, vec![b"after".to_vec()]));
+}
+
 #[test]
 fn torn_tail_is_cut_and_index_rebuilt() {
     let disk = MemDisk::new(3);

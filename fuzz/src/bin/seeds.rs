@@ -76,8 +76,9 @@ fn fetch() -> FetchRequest {
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
         .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default().with_topic(name("t")).with_partitions(
-            vec![
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("t"))
+            .with_partitions(vec![
                 FetchPartition::default()
                     .with_partition(0)
                     .with_fetch_offset(0)
@@ -86,8 +87,7 @@ fn fetch() -> FetchRequest {
                     .with_partition(1)
                     .with_fetch_offset(1)
                     .with_partition_max_bytes(1 << 16),
-            ],
-        )])
+            ])])
 }
 
 fn resource(kind: i8, name: &str) -> (i8, StrBytes) {
@@ -112,19 +112,18 @@ fn request(api: ApiKey, version: i16, correlation: i32) -> Option<Vec<u8>> {
                         .with_timestamp(ts)
                 })
                 .collect();
-            let r = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(
-                vec![ListOffsetsTopic::default()
+            let r = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![ListOffsetsTopic::default()
                     .with_name(name("t"))
-                    .with_partitions(partitions)],
-            );
+                    .with_partitions(partitions)]);
             frame(&r, version, correlation)
         }
         ApiKey::Metadata => {
             let r = MetadataRequest::default()
                 .with_topics(Some(vec![
                     metadata_request::MetadataRequestTopic::default().with_name(Some(name("t"))),
-                    metadata_request::MetadataRequestTopic::default()
-                        .with_name(Some(name("auto"))),
+                    metadata_request::MetadataRequestTopic::default().with_name(Some(name("auto"))),
                 ]))
                 .with_allow_auto_topic_creation(true);
             frame(&r, version, correlation)
@@ -153,9 +152,9 @@ fn request(api: ApiKey, version: i16, correlation: i32) -> Option<Vec<u8>> {
         ApiKey::DeleteTopics => {
             let r = match version {
                 0..=5 => DeleteTopicsRequest::default().with_topic_names(vec![name("t")]),
-                _ => DeleteTopicsRequest::default().with_topics(vec![
-                    delete_topics_request::DeleteTopicState::default().with_name(Some(name("t"))),
-                ]),
+                _ => DeleteTopicsRequest::default()
+                    .with_topics(vec![delete_topics_request::DeleteTopicState::default()
+                        .with_name(Some(name("t")))]),
             };
             let r = r.with_timeout_ms(5_000);
             frame(&r, version, correlation)
@@ -184,7 +183,9 @@ fn request(api: ApiKey, version: i16, correlation: i32) -> Option<Vec<u8>> {
         }
         ApiKey::AlterConfigs => {
             use alter_configs_request::{AlterConfigsResource, AlterableConfig};
-            let r = AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+            let r =
+                AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default(
+                )
                 .with_resource_type(topic_kind)
                 .with_resource_name(topic.clone())
                 .with_configs(vec![AlterableConfig::default()
@@ -207,9 +208,11 @@ fn request(api: ApiKey, version: i16, correlation: i32) -> Option<Vec<u8>> {
         }
         ApiKey::CreatePartitions => {
             let r = CreatePartitionsRequest::default()
-                .with_topics(vec![create_partitions_request::CreatePartitionsTopic::default()
-                    .with_name(name("t"))
-                    .with_count(4)])
+                .with_topics(vec![
+                    create_partitions_request::CreatePartitionsTopic::default()
+                        .with_name(name("t"))
+                        .with_count(4),
+                ])
                 .with_timeout_ms(5_000);
             frame(&r, version, correlation)
         }
@@ -318,7 +321,11 @@ fn log_seed(batches: usize, checkpoint: bool, clean: bool, segment_bytes: u64) -
     let mut names = disk.list_dir(dir).unwrap();
     names.sort();
     let segments: Vec<&String> = names.iter().filter(|n| n.ends_with(".log")).collect();
-    assert!((1..=4).contains(&segments.len()), "{} segments", segments.len());
+    assert!(
+        (1..=4).contains(&segments.len()),
+        "{} segments",
+        segments.len()
+    );
     let read = |n: &str| disk.file_contents(dir.join(n)).unwrap_or_default();
     let mut flags = log_recovery::INDEX | log_recovery::TIME_INDEX;
     flags |= ((segments.len() - 1) as u8) << 3;
@@ -340,7 +347,9 @@ fn log_seed(batches: usize, checkpoint: bool, clean: bool, segment_bytes: u64) -
     let input = log_recovery::input(flags, &pieces);
     // The seed must describe the same files.
     let files = log_recovery::files(&input);
-    assert!(files.iter().all(|(n, c)| read(n) == *c || n == "clean-shutdown"));
+    assert!(files
+        .iter()
+        .all(|(n, c)| read(n) == *c || n == "clean-shutdown"));
     input
 }
 
@@ -358,7 +367,11 @@ fn log_seeds(root: &Path) {
         ("three-segments-clean", 9, false, true, 400),
     ];
     for (name, batches, checkpoint, clean, segment_bytes) in cases {
-        write(&dir, name, &log_seed(batches, checkpoint, clean, segment_bytes));
+        write(
+            &dir,
+            name,
+            &log_seed(batches, checkpoint, clean, segment_bytes),
+        );
     }
     eprintln!("{} log seeds", cases.len());
 }
