@@ -117,15 +117,20 @@ impl Segment {
         match loaded {
             Some((offset_index, time_index)) => {
                 // Only the tail after the last index entry needs walking to find the end.
-                let start = offset_index.last().map(|e| e.position as u64).unwrap_or(0);
+                let last_entry = offset_index.last();
+                let start = last_entry.map(|e| e.position as u64).unwrap_or(0);
+                // The batch at an index entry starts at the offset the entry names.
+                let first_expected =
+                    base_offset + last_entry.map(|e| e.relative_offset as i64).unwrap_or(0);
                 segment.offset_index = offset_index;
                 segment.time_index = time_index;
                 let mut last: Option<BatchHeader> = None;
                 let mut max_ts = segment.time_index.last().map(|e| e.timestamp).unwrap_or(-1);
-                // Offsets must follow on here too: a CRC-valid batch out of sequence in the
-                // tail would otherwise set the end, and later appends would land behind it
-                // where no read can reach them (found by fuzzing).
-                let mut expected = (start == 0).then_some(base_offset);
+                // Offsets must follow on here too, from the one the index promises: a
+                // CRC-valid batch out of sequence in the tail would otherwise set the end (even
+                // below the segment's base), and later appends would land behind it where no
+                // read can reach them (both found by fuzzing).
+                let mut expected = Some(first_expected);
                 let mut out_of_sequence = None;
                 let stop = segment.scan(start, |position, header, _| {
                     if expected.is_some_and(|e| header.base_offset != e) {

@@ -142,6 +142,35 @@ fn an_out_of_sequence_tail_after_a_clean_close_is_cut() {
     assert_eq!(all[8], (8, vec![b"after".to_vec()]));
 }
 
+/// Regression (fuzzing): a clean segment named past its batches (with an index) tripped the
+/// "a segment ends at or after its base" invariant at every start.
+#[test]
+fn a_clean_segment_named_past_its_batches_is_recovered() {
+    let disk = MemDisk::new(7);
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        ..small_config()
+    };
+    let (mut log, _) = open(&disk, config.clone());
+    for i in 0..30 {
+        append(&mut log, &[format!("v{i}").as_bytes()], i);
+    }
+    block_on(log.close(0)).unwrap();
+    drop(log);
+    assert_eq!(disk.list_dir(Path::new(DIR)).unwrap().len(), 5, "one segment");
+    for ext in ["log", "index", "timeindex"] {
+        let from = Path::new(DIR).join(segment::file_name(0, ext));
+        let to = Path::new(DIR).join(segment::file_name(1000, ext));
+        disk.rename(&from, &to).unwrap();
+    }
+    let (mut log, recovery) = open(&disk, config);
+    assert!(recovery.clean);
+    assert_eq!(log.start_offset(), 1000);
+    assert_eq!(log.end_offset(), 1000, "no batch of the misnamed segment is usable");
+    assert_eq!(append(&mut log, &[b"after"], 100), (1000, 1000));
+    assert_eq!(read_all(&log).len(), 1);
+}
+
 #[test]
 fn torn_tail_is_cut_and_index_rebuilt() {
     let disk = MemDisk::new(3);
