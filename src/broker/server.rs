@@ -140,6 +140,9 @@ async fn handle_frame(
         RequestKind::Metadata(req) => Some(ResponseKind::Metadata(
             metadata::handle(broker, &ctx, req).await,
         )),
+        RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
+            metadata::describe_cluster(broker, &ctx, req),
+        )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             metadata::find_coordinator(broker, &ctx, req),
         )),
