@@ -177,7 +177,11 @@ async fn every_advertised_version_is_answered() {
         let response = call(&mut conn, &past, v).await;
         let p = &response.responses[0].partitions[0];
         assert_eq!(p.error_code, 1, "Fetch v{v} past the end");
-        assert_eq!(p.records.as_deref(), Some(&b""[..]), "Fetch v{v} past the end");
+        assert_eq!(
+            p.records.as_deref(),
+            Some(&b""[..]),
+            "Fetch v{v} past the end"
+        );
         assert_eq!(p.high_watermark, -1, "Fetch v{v} past the end");
         // An unknown partition, likewise.
         let mut unknown = request.clone();
@@ -202,6 +206,24 @@ async fn every_advertised_version_is_answered() {
                 "ListOffsets v{v}"
             );
         }
+    }
+    for v in versions(&conn, ApiKey::DeleteRecords) {
+        use kafka_protocol::messages::delete_records_request as dr;
+        let offset = 1 + v as i64;
+        let request = DeleteRecordsRequest::default()
+            .with_timeout_ms(1000)
+            .with_topics(vec![dr::DeleteRecordsTopic::default()
+                .with_name(name("t2"))
+                .with_partitions(vec![dr::DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(offset)])]);
+        let response = call(&mut conn, &request, v).await;
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.low_watermark),
+            (0, offset),
+            "DeleteRecords v{v}"
+        );
     }
     for v in versions(&conn, ApiKey::InitProducerId) {
         let request = InitProducerIdRequest::default()

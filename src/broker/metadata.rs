@@ -1,10 +1,10 @@
 //! Metadata (brokers, topics, partitions, leaders), DescribeCluster and FindCoordinator.
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse, FindCoordinatorRequest,
     FindCoordinatorResponse, MetadataRequest, MetadataResponse, TopicName,

@@ -4,6 +4,7 @@
 
 mod admin;
 mod configs;
+mod delete_records;
 mod errors;
 mod fetch;
 mod metadata;

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
-use super::{admin, configs, fetch, metadata, produce, versions, Broker};
+use super::{admin, configs, delete_records, fetch, metadata, produce, versions, Broker};
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
 
@@ -166,6 +166,9 @@ async fn handle_frame(
         )),
         RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
             admin::create_partitions(broker, req).await,
+        )),
+        RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
+            delete_records::handle(broker, req).await,
         )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
             configs::describe(broker, &ctx, req),

@@ -23,6 +23,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
 ];
 

@@ -4,4 +4,4 @@
 pub mod partition;
 pub mod producer;
 
-pub use partition::{Appended, Partition, ProduceError};
+pub use partition::{Appended, DeleteRecordsError, Partition, ProduceError};
