@@ -73,6 +73,61 @@ impl fmt::Display for TimestampType {
     }
 }
 
+/// `compression.type`: what a topic stores. `Producer` keeps each batch as its producer
+/// compressed it; any other value makes the broker recompress batches that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompressionType {
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionType {
+    const NAMES: [(&'static str, CompressionType); 6] = [
+        ("producer", CompressionType::Producer),
+        ("uncompressed", CompressionType::Uncompressed),
+        ("gzip", CompressionType::Gzip),
+        ("snappy", CompressionType::Snappy),
+        ("lz4", CompressionType::Lz4),
+        ("zstd", CompressionType::Zstd),
+    ];
+
+    fn parse(key: &str, value: &str) -> Result<CompressionType, ConfigError> {
+        let v = value.trim();
+        CompressionType::NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(v))
+            .map(|&(_, t)| t)
+            .ok_or_else(|| {
+                invalid(
+                    key,
+                    value,
+                    "must be one of producer, uncompressed, gzip, snappy, lz4, zstd",
+                )
+            })
+    }
+}
+
+impl fmt::Display for CompressionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = CompressionType::NAMES
+            .iter()
+            .find(|(_, t)| t == self)
+            .map(|(name, _)| *name)
+            .expect("every type is named");
+        f.write_str(name)
+    }
+}
+
+/// KIP-390 level bounds, Kafka's: gzip 1..=9 or -1 (the JDK default), lz4 1..=17, zstd
+/// -131072..=22.
+pub const GZIP_LEVEL_DEFAULT: i32 = -1;
+pub const LZ4_LEVEL_DEFAULT: i32 = 9;
+pub const ZSTD_LEVEL_DEFAULT: i32 = 3;
+
 /// The settings a topic carries. Broker-wide defaults come from [`super::ServerConfig`]'s
 /// `log.*` keys; a topic's own overrides are applied with [`TopicConfig::with_overrides`].
 /// [`Default`] gives Kafka's defaults.
@@ -101,6 +156,13 @@ pub struct TopicConfig {
     pub index_interval_bytes: i32,
     /// `message.timestamp.type`.
     pub message_timestamp_type: TimestampType,
+    /// `compression.type`.
+    pub compression_type: CompressionType,
+    /// `compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level` (KIP-390):
+    /// used when the broker compresses for the topic.
+    pub compression_gzip_level: i32,
+    pub compression_lz4_level: i32,
+    pub compression_zstd_level: i32,
 }
 
 impl Default for TopicConfig {
@@ -118,6 +180,10 @@ impl Default for TopicConfig {
             flush_ms: i64::MAX,
             index_interval_bytes: 4096,
             message_timestamp_type: TimestampType::CreateTime,
+            compression_type: CompressionType::Producer,
+            compression_gzip_level: GZIP_LEVEL_DEFAULT,
+            compression_lz4_level: LZ4_LEVEL_DEFAULT,
+            compression_zstd_level: ZSTD_LEVEL_DEFAULT,
         }
     }
 }
@@ -127,6 +193,10 @@ impl Default for TopicConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Field {
     CleanupPolicy,
+    CompressionGzipLevel,
+    CompressionLz4Level,
+    CompressionType,
+    CompressionZstdLevel,
     FlushMessages,
     FlushMs,
     IndexIntervalBytes,
@@ -142,6 +212,26 @@ pub(super) enum Field {
 /// Topic key, the broker key that sets its default, and the field. Sorted by topic key.
 pub(super) const FIELDS: &[(&str, &str, Field)] = &[
     ("cleanup.policy", "log.cleanup.policy", Field::CleanupPolicy),
+    (
+        "compression.gzip.level",
+        "compression.gzip.level",
+        Field::CompressionGzipLevel,
+    ),
+    (
+        "compression.lz4.level",
+        "compression.lz4.level",
+        Field::CompressionLz4Level,
+    ),
+    (
+        "compression.type",
+        "compression.type",
+        Field::CompressionType,
+    ),
+    (
+        "compression.zstd.level",
+        "compression.zstd.level",
+        Field::CompressionZstdLevel,
+    ),
     (
         "flush.messages",
         "log.flush.interval.messages",
@@ -184,6 +274,10 @@ impl TopicConfig {
     /// The topic-level keys Weir understands, sorted.
     pub const KEYS: &'static [&'static str] = &[
         "cleanup.policy",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.type",
+        "compression.zstd.level",
         "flush.messages",
         "flush.ms",
         "index.interval.bytes",
@@ -225,6 +319,10 @@ impl TopicConfig {
     pub(super) fn render(&self, field: Field) -> String {
         match field {
             Field::CleanupPolicy => self.cleanup_policy.to_string(),
+            Field::CompressionGzipLevel => self.compression_gzip_level.to_string(),
+            Field::CompressionLz4Level => self.compression_lz4_level.to_string(),
+            Field::CompressionType => self.compression_type.to_string(),
+            Field::CompressionZstdLevel => self.compression_zstd_level.to_string(),
             Field::FlushMessages => self.flush_messages.to_string(),
             Field::FlushMs => self.flush_ms.to_string(),
             Field::IndexIntervalBytes => self.index_interval_bytes.to_string(),
@@ -244,6 +342,20 @@ impl TopicConfig {
         let int = |min: i64, max: i64| parse_int(key, value, min, max);
         match field {
             Field::CleanupPolicy => self.cleanup_policy = CleanupPolicy::parse(key, value)?,
+            Field::CompressionGzipLevel => {
+                let level = int(i32::MIN as i64, I32_MAX)?;
+                if level != GZIP_LEVEL_DEFAULT as i64 && !(1..=9).contains(&level) {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "must be between 1 and 9 or equal to -1",
+                    ));
+                }
+                self.compression_gzip_level = level as i32;
+            }
+            Field::CompressionLz4Level => self.compression_lz4_level = int(1, 17)? as i32,
+            Field::CompressionType => self.compression_type = CompressionType::parse(key, value)?,
+            Field::CompressionZstdLevel => self.compression_zstd_level = int(-131072, 22)? as i32,
             Field::FlushMessages => self.flush_messages = int(1, i64::MAX)?,
             Field::FlushMs => self.flush_ms = int(0, i64::MAX)?,
             Field::IndexIntervalBytes => self.index_interval_bytes = int(0, I32_MAX)? as i32,
@@ -306,6 +418,10 @@ mod tests {
         assert_eq!(entries["flush.ms"], "9223372036854775807");
         assert_eq!(entries["index.interval.bytes"], "4096");
         assert_eq!(entries["message.timestamp.type"], "CreateTime");
+        assert_eq!(entries["compression.type"], "producer");
+        assert_eq!(entries["compression.gzip.level"], "-1");
+        assert_eq!(entries["compression.lz4.level"], "9");
+        assert_eq!(entries["compression.zstd.level"], "3");
     }
 
     #[test]
@@ -346,11 +462,11 @@ mod tests {
             "invalid value '13' for 'segment.bytes': must be an integer >= 14"
         );
         let err = TopicConfig::default()
-            .with_overrides(&overrides(&[("compression.type", "lz4")]))
+            .with_overrides(&overrides(&[("compression.codec", "lz4")]))
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid value 'lz4' for 'compression.type': unknown topic config"
+            "invalid value 'lz4' for 'compression.codec': unknown topic config"
         );
     }
 
@@ -384,6 +500,19 @@ mod tests {
             ("index.interval.bytes", "0"),
             ("min.insync.replicas", "1"),
             ("message.timestamp.type", "createtime"),
+            ("compression.type", "producer"),
+            ("compression.type", "uncompressed"),
+            ("compression.type", "gzip"),
+            ("compression.type", "snappy"),
+            ("compression.type", "lz4"),
+            ("compression.type", "zstd"),
+            ("compression.gzip.level", "-1"),
+            ("compression.gzip.level", "1"),
+            ("compression.gzip.level", "9"),
+            ("compression.lz4.level", "1"),
+            ("compression.lz4.level", "17"),
+            ("compression.zstd.level", "-131072"),
+            ("compression.zstd.level", "22"),
         ];
         for (k, v) in ok {
             assert_eq!(TopicConfig::validate(k, v), Ok(()), "{k}={v}");
@@ -402,6 +531,15 @@ mod tests {
             ("min.insync.replicas", "0"),
             ("index.interval.bytes", "1.5"),
             ("message.timestamp.type", "Now"),
+            ("compression.type", "none"),
+            ("compression.type", "brotli"),
+            ("compression.gzip.level", "0"),
+            ("compression.gzip.level", "10"),
+            ("compression.gzip.level", "-2"),
+            ("compression.lz4.level", "0"),
+            ("compression.lz4.level", "18"),
+            ("compression.zstd.level", "23"),
+            ("compression.zstd.level", "-131073"),
             ("cleanup.policy", ""),
             ("Retention.ms", "1"),
             ("", ""),

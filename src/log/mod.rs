@@ -7,6 +7,7 @@
 //! segments before it are trusted. A clean shutdown writes the checkpoint with the log end.
 
 pub mod batch;
+pub mod codec;
 pub mod index;
 pub mod segment;
 pub mod start_offset;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::producer::{ProducerStates, SequenceCheck};
+use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
@@ -34,6 +35,8 @@ pub enum ProduceError {
         found: i32,
     },
     InvalidProducerEpoch,
+    /// Records that break the topic's rules (a keyless record on a compacted topic).
+    RecordErrors(Vec<RecordError>),
     Storage(io::Error),
 }
 
@@ -254,8 +257,28 @@ impl Partition {
             }
             SequenceCheck::StaleEpoch { .. } => return Err(ProduceError::InvalidProducerEpoch),
         }
+        // Topics whose config looks inside batches (compaction keys, compression.type) may
+        // refuse records or hand back a recompressed batch; all others keep the bytes as sent.
+        let topic_partition = format!("{}-{}", self.topic, self.index);
+        let rewritten = validation::apply(records, &header, &self.config, &topic_partition)
+            .map_err(|e| match e {
+                ValidationError::Invalid(why) => ProduceError::InvalidRecord(why),
+                ValidationError::Records(errors) => ProduceError::RecordErrors(errors),
+            })?;
         // One copy per batch (not per record): the offsets are patched into our own buffer.
-        let mut owned = records.to_vec();
+        let mut owned = match rewritten {
+            Some(batch) => {
+                header = batch::check(&batch).expect("a rewritten batch is well formed");
+                if batch.len() > self.config.max_message_bytes.max(0) as usize {
+                    return Err(ProduceError::MessageTooLarge {
+                        size: batch.len(),
+                        max: self.config.max_message_bytes,
+                    });
+                }
+                batch
+            }
+            None => records.to_vec(),
+        };
         batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
         let log_append_time = if self.config.message_timestamp_type == TimestampType::LogAppendTime
         {
