@@ -14,7 +14,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::server::RequestContext;
 use super::{errors, Broker};
 use crate::config::TopicConfig;
 
@@ -40,11 +39,7 @@ pub(super) fn config_entries(
         .collect()
 }
 
-pub(super) fn describe(
-    broker: &Broker,
-    ctx: &RequestContext,
-    req: DescribeConfigsRequest,
-) -> DescribeConfigsResponse {
+pub(super) fn describe(broker: &Broker, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = req
         .resources
         .into_iter()
@@ -102,9 +97,8 @@ pub(super) fn describe(
                         .with_value(Some(StrBytes::from_string(value)))
                         .with_config_source(source)
                         .with_read_only(resource.resource_type == RESOURCE_BROKER);
-                    if ctx.version < 3 {
-                        entry.documentation = None;
-                    }
+                    // Kafka sends null documentation unless asked, and Weir has none to give.
+                    entry.documentation = None;
                     entry
                 })
                 .collect();

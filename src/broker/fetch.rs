@@ -107,6 +107,13 @@ fn read_all(
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         if budget > 0 || total == 0 {
             match partition.read(w.offset, budget) {
+                Ok(records) if ctx.version < ZSTD_MIN_FETCH_VERSION && holds_zstd(&records) => {
+                    // As Kafka: a client too old to know zstd gets an error, not the batch.
+                    data.error_code = ResponseError::UnsupportedCompressionType.code();
+                    errored = true;
+                    out.push(data);
+                    continue;
+                }
                 Ok(records) => {
                     total += records.len();
                     data.records = Some(records);
@@ -131,6 +138,23 @@ fn read_all(
         out.push(data);
     }
     (out, total, errored)
+}
+
+/// The lowest Fetch version that may be served zstd batches (KIP-110).
+const ZSTD_MIN_FETCH_VERSION: i16 = 10;
+
+/// Whether any batch in `records` (whole batches, as read) is zstd-compressed. Reads headers
+/// only; the walk advances by at least a header per step, so it ends.
+fn holds_zstd(records: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(rest) = records.get(at..).filter(|r| !r.is_empty()) {
+        match crate::log::batch::BatchHeader::parse(rest) {
+            Ok(header) if header.compression() == 4 => return true,
+            Ok(header) => at += header.total_len(),
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 fn response(

@@ -171,7 +171,7 @@ async fn handle_frame(
             delete_records::handle(broker, req).await,
         )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
-            configs::describe(broker, &ctx, req),
+            configs::describe(broker, req),
         )),
         RequestKind::AlterConfigs(req) => Some(ResponseKind::AlterConfigs(
             configs::alter(broker, req).await,

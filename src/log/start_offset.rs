@@ -76,7 +76,7 @@ mod tests {
         };
         block_on(write.write()).unwrap();
         assert_eq!(read(&disk, dir), Some(1234));
-        disk.flip_bit(&dir.join(START_OFFSET_FILE), 1, 0).unwrap();
+        disk.flip_bit(dir.join(START_OFFSET_FILE), 1, 0).unwrap();
         assert_eq!(read(&disk, dir), None);
     }
 }

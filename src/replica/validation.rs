@@ -158,7 +158,10 @@ mod tests {
         batch::with_records_section(batch, codec.id(), &packed)
     }
 
-    fn values(batch: &[u8]) -> Vec<(i64, i64, Option<Vec<u8>>, Vec<u8>)> {
+    /// (offset, timestamp, key, value) of each record.
+    type Decoded = (i64, i64, Option<Vec<u8>>, Vec<u8>);
+
+    fn values(batch: &[u8]) -> Vec<Decoded> {
         let header = batch::check(batch).unwrap();
         let codec = Codec::from_id(header.compression()).unwrap();
         let plain =
@@ -285,13 +288,13 @@ mod tests {
         let mut bad = compressed(&raw, Codec::Gzip);
         let last = bad.len() - 3;
         bad[last] ^= 0xff;
-        let bad = batch::with_records_section(&bad, 1, &bad[batch::HEADER_LEN..].to_vec());
+        let bad = batch::with_records_section(&bad, 1, &bad.clone()[batch::HEADER_LEN..]);
         let header = batch::check(&bad).unwrap();
         assert!(matches!(
             apply(&bad, &header, &topic, "t-0"),
             Err(ValidationError::Invalid(_))
         ));
-        let unknown = batch::with_records_section(&raw, 6, &raw[batch::HEADER_LEN..].to_vec());
+        let unknown = batch::with_records_section(&raw, 6, &raw[batch::HEADER_LEN..]);
         let header = batch::check(&unknown).unwrap();
         assert!(matches!(
             apply(&unknown, &header, &topic, "t-0"),
