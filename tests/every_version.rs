@@ -326,6 +326,23 @@ async fn every_advertised_version_is_answered() {
             assert_eq!(response.error_code, 114, "DescribeCluster v{v} controller");
         }
     }
+    // No authorizer: SECURITY_DISABLED (54), as Kafka answers without one.
+    for v in versions(&conn, ApiKey::DescribeAcls) {
+        let response = call(&mut conn, &DescribeAclsRequest::default(), v).await;
+        assert_eq!(response.error_code, 54, "DescribeAcls v{v}");
+    }
+    for v in versions(&conn, ApiKey::CreateAcls) {
+        use kafka_protocol::messages::create_acls_request::AclCreation;
+        let request = CreateAclsRequest::default().with_creations(vec![AclCreation::default()]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.results[0].error_code, 54, "CreateAcls v{v}");
+    }
+    for v in versions(&conn, ApiKey::DeleteAcls) {
+        use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+        let request = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.filter_results[0].error_code, 54, "DeleteAcls v{v}");
+    }
     for v in versions(&conn, ApiKey::ApiVersions) {
         let response = call(&mut conn, &ApiVersionsRequest::default(), v).await;
         assert_eq!(response.error_code, 0, "ApiVersions v{v}");

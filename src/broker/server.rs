@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
-use super::{admin, configs, delete_records, fetch, metadata, produce, versions, Broker};
+use super::{acls, admin, configs, delete_records, fetch, metadata, produce, versions, Broker};
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
 
@@ -167,6 +167,9 @@ async fn handle_frame(
         RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
             admin::create_partitions(broker, req).await,
         )),
+        RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(req))),
+        RequestKind::CreateAcls(req) => Some(ResponseKind::CreateAcls(acls::create(req))),
+        RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
         RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
             delete_records::handle(broker, req).await,
         )),
