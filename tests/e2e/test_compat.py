@@ -9,20 +9,25 @@ import functools
 import time
 import uuid
 
+import pytest
 from confluent_kafka import (
     Consumer,
     KafkaError,
+    KafkaException,
     Producer,
     TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
+    AclBindingFilter,
     AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     NewTopic,
+    ResourcePatternType,
     ResourceType,
 )
 
@@ -146,11 +151,9 @@ def test_compression_type_is_a_topic_config_and_is_honoured(broker):
     wait(admin(broker).alter_configs([legacy]))
     assert describe_config(broker, topic)["compression.type"] == "lz4"
     bad = ConfigResource(ResourceType.TOPIC, topic, set_config={"compression.type": "brotli"})
-    try:
+    with pytest.raises(KafkaException) as refused:
         wait(admin(broker).alter_configs([bad]))
-        raise AssertionError("compression.type=brotli accepted")
-    except Exception as e:  # KafkaException(INVALID_CONFIG)
-        assert "INVALID_CONFIG" in str(e) or "brotli" in str(e), e
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG, refused.value
 
 
 def test_delete_records_survives_kill9(broker):
@@ -164,11 +167,9 @@ def test_delete_records_survives_kill9(broker):
     assert deleted.low_watermark == 123
     over = admin(broker).delete_records([TopicPartition(topic, 0, 1000)])
     (future,) = over.values()
-    try:
+    with pytest.raises(KafkaException) as refused:
         future.result(timeout=TIMEOUT_S)
-        raise AssertionError("DeleteRecords past the high watermark accepted")
-    except Exception as e:
-        assert "OFFSET_OUT_OF_RANGE" in str(e) or "out of range" in str(e).lower(), e
+    assert refused.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE, refused.value
 
     def low_watermark() -> int:
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic})
@@ -182,8 +183,10 @@ def test_delete_records_survives_kill9(broker):
     assert low_watermark() == 123
     got = consume(broker, topic, 0, 300 - 123, **{"auto.offset.reset": "earliest"})
     assert [o for o, _, _ in got] == list(range(123, 300))
-    # Offset -1 (librdkafka: OFFSET_END) deletes up to the high watermark.
-    result = wait(admin(broker).delete_records([TopicPartition(topic, 0, -1)]))
+    # Offset -1 (librdkafka: OFFSET_END) deletes up to the high watermark. A fresh handle: the
+    # cached one may still be reconnecting after the kill and fail the leader lookup at once.
+    fresh = AdminClient({"bootstrap.servers": broker.bootstrap})
+    result = wait(fresh.delete_records([TopicPartition(topic, 0, -1)]))
     assert list(result.values())[0].low_watermark == 300
 
 
@@ -208,3 +211,17 @@ def test_describe_cluster_and_authorized_operations(broker):
     assert {AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE,
             AclOperation.DESCRIBE_CONFIGS} <= ops
     assert AclOperation.IDEMPOTENT_WRITE not in ops
+
+
+def test_acl_apis_say_security_is_disabled(broker):
+    """Without an authorizer Kafka answers the ACL APIs with SECURITY_DISABLED; librdkafka 2.16
+    reports that DescribeAcls answer as an empty list. Either way: an answer, not a hang or a
+    closed connection."""
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    try:
+        result = admin(broker).describe_acls(everything).result(timeout=TIMEOUT_S)
+    except KafkaException as e:
+        assert e.args[0].code() == KafkaError.SECURITY_DISABLED, e
+    else:
+        assert result == [], result
