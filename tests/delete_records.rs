@@ -156,3 +156,32 @@ async fn compacted_topics_refuse_delete_records() {
     assert_eq!(delete_records(&mut client, "c", 0, 1, 2).await, (-1, 44));
     running.broker.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_leaves_the_log_start_alone() {
+    let disk = MemDisk::new(13);
+    let io = io(&disk);
+    let running = start(&io, "1048576").await;
+    let mut client = Client::connect(&io, running.local_addr).await.unwrap();
+    client
+        .create_topic("t", 1, 1, &BTreeMap::new())
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        client
+            .produce("t", 0, batch(&["a", "b"]), -1)
+            .await
+            .unwrap();
+    }
+    // Every fsync fails: the new start is never durable, so it never takes effect.
+    disk.set_faults(weir::io::memdisk::Faults {
+        sync_error_rate: 1.0,
+        ..Default::default()
+    });
+    // KAFKA_STORAGE_ERROR (56).
+    assert_eq!(delete_records(&mut client, "t", 0, 4, 2).await, (-1, 56));
+    disk.set_faults(Default::default());
+    assert_eq!(client.list_offset("t", 0, -2).await.unwrap().0, 0);
+    assert_eq!(delete_records(&mut client, "t", 0, 4, 2).await, (4, 0));
+    running.broker.shutdown().await.unwrap();
+}
