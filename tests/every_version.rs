@@ -82,6 +82,9 @@ async fn every_advertised_version_is_answered() {
             .with_replication_factor(1)]);
         let response = call(&mut conn, &request, v).await;
         assert_eq!(response.topics[0].error_code, 0, "CreateTopics v{v}");
+        if v >= 1 {
+            assert_eq!(response.topics[0].error_message, None, "CreateTopics v{v}");
+        }
     }
     let metadata = call(&mut conn, &MetadataRequest::default().with_topics(None), 12).await;
     let topic_id = metadata

@@ -145,9 +145,11 @@ fn answer(
     name: StrBytes,
     outcome: Result<(), (ResponseError, String)>,
 ) -> AlterConfigsResourceResponse {
+    // As Kafka: a null message on success (the schema default is "").
     let mut r = AlterConfigsResourceResponse::default()
         .with_resource_type(resource_type)
-        .with_resource_name(name);
+        .with_resource_name(name)
+        .with_error_message(None);
     if let Err((code, why)) = outcome {
         r.error_code = code.code();
         r.error_message = Some(StrBytes::from_string(why));
