@@ -225,3 +225,22 @@ def test_acl_apis_say_security_is_disabled(broker):
         assert e.args[0].code() == KafkaError.SECURITY_DISABLED, e
     else:
         assert result == [], result
+
+
+def test_incremental_alter_configs_append_and_subtract(broker):
+    """0081_admin: APPEND and SUBTRACT on a list config (cleanup.policy); refused elsewhere."""
+    topic = topic_name("listcfg")
+    create(broker, topic)
+
+    def alter(op, name, value):
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+        wait(admin(broker).incremental_alter_configs([resource]))
+
+    alter(AlterConfigOpType.APPEND, "cleanup.policy", "compact")
+    assert describe_config(broker, topic)["cleanup.policy"] == "compact,delete"
+    alter(AlterConfigOpType.SUBTRACT, "cleanup.policy", "delete")
+    assert describe_config(broker, topic)["cleanup.policy"] == "compact"
+    with pytest.raises(KafkaException) as refused:
+        alter(AlterConfigOpType.APPEND, "retention.ms", "5")
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG, refused.value
