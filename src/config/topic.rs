@@ -128,6 +128,98 @@ pub const GZIP_LEVEL_DEFAULT: i32 = -1;
 pub const LZ4_LEVEL_DEFAULT: i32 = 9;
 pub const ZSTD_LEVEL_DEFAULT: i32 = 3;
 
+/// How an inert topic key's value is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum InertKind {
+    /// An integer in `min..=max` (Kafka's INT or LONG).
+    Int(i64, i64),
+    /// A double in `0..=1`.
+    Ratio,
+    Bool,
+    /// Kafka's LIST: any comma-separated text.
+    List,
+}
+
+/// Kafka topic keys Weir accepts, validates, stores and reports, but does not act on (compaction,
+/// preallocation, throttling, leader election, timestamp bounds): a topic created with Kafka's
+/// usual settings is accepted, and DescribeConfigs shows what was set. (topic key, broker key,
+/// check, Kafka's default.) Sorted by topic key.
+pub(super) const INERT: &[(&str, &str, InertKind, &str)] = &[
+    (
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        InertKind::Int(0, i64::MAX),
+        "86400000",
+    ),
+    (
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        InertKind::Int(0, i64::MAX),
+        "60000",
+    ),
+    (
+        "follower.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        InertKind::List,
+        "",
+    ),
+    (
+        "leader.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        InertKind::List,
+        "",
+    ),
+    (
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        InertKind::Int(1, i64::MAX),
+        "9223372036854775807",
+    ),
+    (
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        InertKind::Int(0, i64::MAX),
+        "9223372036854775807",
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        InertKind::Int(0, i64::MAX),
+        "9223372036854775807",
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        InertKind::Ratio,
+        "0.5",
+    ),
+    (
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        InertKind::Int(0, i64::MAX),
+        "0",
+    ),
+    ("preallocate", "log.preallocate", InertKind::Bool, "false"),
+    (
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        InertKind::Int(4, i32::MAX as i64),
+        "10485760",
+    ),
+    (
+        "segment.jitter.ms",
+        "log.roll.jitter.ms",
+        InertKind::Int(0, i64::MAX),
+        "0",
+    ),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        InertKind::Bool,
+        "false",
+    ),
+];
+
 /// The settings a topic carries. Broker-wide defaults come from [`super::ServerConfig`]'s
 /// `log.*` keys; a topic's own overrides are applied with [`TopicConfig::with_overrides`].
 /// [`Default`] gives Kafka's defaults.
@@ -163,6 +255,8 @@ pub struct TopicConfig {
     pub compression_gzip_level: i32,
     pub compression_lz4_level: i32,
     pub compression_zstd_level: i32,
+    /// The [`INERT`] keys' values, in table order, as validated and normalised.
+    pub inert: Vec<String>,
 }
 
 impl Default for TopicConfig {
@@ -184,6 +278,7 @@ impl Default for TopicConfig {
             compression_gzip_level: GZIP_LEVEL_DEFAULT,
             compression_lz4_level: LZ4_LEVEL_DEFAULT,
             compression_zstd_level: ZSTD_LEVEL_DEFAULT,
+            inert: INERT.iter().map(|i| i.3.to_string()).collect(),
         }
     }
 }
@@ -197,6 +292,8 @@ pub(super) enum Field {
     CompressionLz4Level,
     CompressionType,
     CompressionZstdLevel,
+    /// An [`INERT`] key, by index.
+    Inert(usize),
     FlushMessages,
     FlushMs,
     IndexIntervalBytes,
@@ -233,15 +330,40 @@ pub(super) const FIELDS: &[(&str, &str, Field)] = &[
         Field::CompressionZstdLevel,
     ),
     (
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        Field::Inert(0),
+    ),
+    (
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        Field::Inert(1),
+    ),
+    (
         "flush.messages",
         "log.flush.interval.messages",
         Field::FlushMessages,
     ),
     ("flush.ms", "log.flush.interval.ms", Field::FlushMs),
     (
+        "follower.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        Field::Inert(2),
+    ),
+    (
         "index.interval.bytes",
         "log.index.interval.bytes",
         Field::IndexIntervalBytes,
+    ),
+    (
+        "leader.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        Field::Inert(3),
+    ),
+    (
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        Field::Inert(4),
     ),
     (
         "max.message.bytes",
@@ -249,15 +371,36 @@ pub(super) const FIELDS: &[(&str, &str, Field)] = &[
         Field::MaxMessageBytes,
     ),
     (
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        Field::Inert(5),
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        Field::Inert(6),
+    ),
+    (
         "message.timestamp.type",
         "log.message.timestamp.type",
         Field::MessageTimestampType,
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        Field::Inert(7),
+    ),
+    (
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        Field::Inert(8),
     ),
     (
         "min.insync.replicas",
         "min.insync.replicas",
         Field::MinInsyncReplicas,
     ),
+    ("preallocate", "log.preallocate", Field::Inert(9)),
     (
         "retention.bytes",
         "log.retention.bytes",
@@ -265,7 +408,18 @@ pub(super) const FIELDS: &[(&str, &str, Field)] = &[
     ),
     ("retention.ms", "log.retention.ms", Field::RetentionMs),
     ("segment.bytes", "log.segment.bytes", Field::SegmentBytes),
+    (
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        Field::Inert(10),
+    ),
+    ("segment.jitter.ms", "log.roll.jitter.ms", Field::Inert(11)),
     ("segment.ms", "log.roll.ms", Field::SegmentMs),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        Field::Inert(12),
+    ),
 ];
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -278,16 +432,29 @@ impl TopicConfig {
         "compression.lz4.level",
         "compression.type",
         "compression.zstd.level",
+        "delete.retention.ms",
+        "file.delete.delay.ms",
         "flush.messages",
         "flush.ms",
+        "follower.replication.throttled.replicas",
         "index.interval.bytes",
+        "leader.replication.throttled.replicas",
+        "max.compaction.lag.ms",
         "max.message.bytes",
+        "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms",
         "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
         "min.insync.replicas",
+        "preallocate",
         "retention.bytes",
         "retention.ms",
         "segment.bytes",
+        "segment.index.bytes",
+        "segment.jitter.ms",
         "segment.ms",
+        "unclean.leader.election.enable",
     ];
 
     /// Applies topic-level overrides (topic key names) on top of `self`, all or nothing.
@@ -323,6 +490,7 @@ impl TopicConfig {
             Field::CompressionLz4Level => self.compression_lz4_level.to_string(),
             Field::CompressionType => self.compression_type.to_string(),
             Field::CompressionZstdLevel => self.compression_zstd_level.to_string(),
+            Field::Inert(i) => self.inert[i].clone(),
             Field::FlushMessages => self.flush_messages.to_string(),
             Field::FlushMs => self.flush_ms.to_string(),
             Field::IndexIntervalBytes => self.index_interval_bytes.to_string(),
@@ -356,6 +524,17 @@ impl TopicConfig {
             Field::CompressionLz4Level => self.compression_lz4_level = int(1, 17)? as i32,
             Field::CompressionType => self.compression_type = CompressionType::parse(key, value)?,
             Field::CompressionZstdLevel => self.compression_zstd_level = int(-131072, 22)? as i32,
+            Field::Inert(i) => {
+                self.inert[i] = match INERT[i].2 {
+                    InertKind::Int(min, max) => int(min, max)?.to_string(),
+                    InertKind::Bool => super::parse_bool(key, value)?.to_string(),
+                    InertKind::Ratio => match value.trim().parse::<f64>() {
+                        Ok(r) if (0.0..=1.0).contains(&r) => r.to_string(),
+                        _ => return Err(invalid(key, value, "must be a number between 0 and 1")),
+                    },
+                    InertKind::List => parse_list(value).join(","),
+                }
+            }
             Field::FlushMessages => self.flush_messages = int(1, i64::MAX)?,
             Field::FlushMs => self.flush_ms = int(0, i64::MAX)?,
             Field::IndexIntervalBytes => self.index_interval_bytes = int(0, I32_MAX)? as i32,
@@ -513,6 +692,11 @@ mod tests {
             ("compression.lz4.level", "17"),
             ("compression.zstd.level", "-131072"),
             ("compression.zstd.level", "22"),
+            ("delete.retention.ms", "900"),
+            ("max.compaction.lag.ms", "3600000"),
+            ("min.cleanable.dirty.ratio", "0.1"),
+            ("preallocate", "TRUE"),
+            ("leader.replication.throttled.replicas", "0:1, 1:1"),
         ];
         for (k, v) in ok {
             assert_eq!(TopicConfig::validate(k, v), Ok(()), "{k}={v}");
@@ -540,6 +724,10 @@ mod tests {
             ("compression.lz4.level", "18"),
             ("compression.zstd.level", "23"),
             ("compression.zstd.level", "-131073"),
+            ("min.cleanable.dirty.ratio", "2"),
+            ("max.compaction.lag.ms", "0"),
+            ("preallocate", "yes"),
+            ("segment.index.bytes", "3"),
             ("cleanup.policy", ""),
             ("Retention.ms", "1"),
             ("", ""),
