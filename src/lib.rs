@@ -14,4 +14,5 @@ pub mod controller;
 pub mod io;
 pub mod log;
 pub mod protocol;
+pub mod raft;
 pub mod replica;
