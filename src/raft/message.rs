@@ -92,6 +92,11 @@ pub struct FetchResponse {
     pub diverging_epoch: Option<OffsetAndEpoch>,
     /// Whole batches starting at the fetch offset.
     pub records: Vec<Batch>,
+    /// The request this answers: its `fetch_offset` and `last_fetched_epoch`. Not a wire
+    /// field: the leader's core fills it, and the fetcher's driver restores it from the request
+    /// it matched by correlation id. A diverging epoch means something only for the position
+    /// it was computed from, so the fetcher applies a response only if this is its position.
+    pub request: OffsetAndEpoch,
 }
 
 /// Every message the core sends or receives.

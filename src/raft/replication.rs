@@ -12,7 +12,7 @@ use super::message::{
 use super::node::{successors_by_progress, Raft};
 use super::quorum;
 use super::role::{InflightFetch, Role};
-use super::types::{Batch, NodeId, Offset};
+use super::types::{Batch, NodeId, Offset, OffsetAndEpoch};
 
 impl Raft {
     pub(super) fn leader_tick(&mut self) {
@@ -142,6 +142,7 @@ impl Raft {
             high_watermark: None,
             diverging_epoch: None,
             records: Vec::new(),
+            request: OffsetAndEpoch { epoch: req.last_fetched_epoch, offset: req.fetch_offset },
         };
         if error.is_some() {
             return self.send(from, Message::FetchResponse(response));
@@ -207,14 +208,14 @@ impl Raft {
         let Role::Follower(f) = &mut self.role else {
             return self.drop_input(Some(from), DropReason::Unexpected);
         };
-        // Only the answer to the outstanding fetch, from our position, counts.
-        let matches = f.inflight.is_some_and(|i| {
-            i.fetch_offset == log_end.offset && i.last_fetched_epoch == log_end.epoch
-        });
-        if self.leader != Some(from) || !matches {
+        // Only an answer to a fetch from our current position counts (a late answer to an
+        // older fetch, or a duplicate, could truncate what we have since fetched).
+        if self.leader != Some(from) || resp.request != log_end {
             return self.drop_input(Some(from), DropReason::StaleFetchResponse);
         }
-        f.inflight = None;
+        if f.inflight.is_some_and(|i| i.fetch_offset == log_end.offset) {
+            f.inflight = None;
+        }
         f.fetched_ok = true;
         f.fetch_deadline = self.now + self.cfg.fetch_timeout_ms;
         let idle = resp.records.is_empty() && resp.diverging_epoch.is_none();
