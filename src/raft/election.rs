@@ -30,7 +30,9 @@ impl Raft {
             return false;
         }
         match leader {
-            Some(l) if self.leader != Some(l) || !self.knows_leader_role() => {
+            // New information, or the leader's own word (a prospective that timed out on it
+            // follows it again; hearsay about a leader it already gave up on does not).
+            Some(l) if self.leader != Some(l) || (from == l && !self.follows_leader()) => {
                 self.learn_leader(from, l)
             }
             _ => true,
@@ -38,15 +40,24 @@ impl Raft {
     }
 
     /// Whether our role already reflects the epoch's known leader.
-    fn knows_leader_role(&self) -> bool {
+    fn follows_leader(&self) -> bool {
         matches!(self.role, Role::Follower(_) | Role::Leader(_) | Role::Resigned { .. })
+    }
+
+    /// The leader our responses name: never ourselves unless we lead (a resigned or
+    /// restarted leader must not keep followers waiting on it).
+    pub(super) fn advertised_leader(&self) -> Option<NodeId> {
+        match self.leader {
+            Some(l) if l == self.cfg.node_id && !matches!(self.role, Role::Leader(_)) => None,
+            other => other,
+        }
     }
 
     pub(super) fn on_vote_request(&mut self, from: NodeId, req: VoteRequest) {
         let refuse = |node: &Raft, error| VoteResponse {
             error: Some(error),
             leader_epoch: node.epoch,
-            leader_id: node.leader,
+            leader_id: node.advertised_leader(),
             vote_granted: false,
             pre_vote: req.pre_vote,
         };
@@ -96,7 +107,7 @@ impl Raft {
         let response = VoteResponse {
             error: None,
             leader_epoch: self.epoch,
-            leader_id: self.leader,
+            leader_id: self.advertised_leader(),
             vote_granted: granted,
             pre_vote: req.pre_vote,
         };
@@ -197,7 +208,7 @@ impl Raft {
         let response = BeginQuorumEpochResponse {
             error,
             leader_epoch: self.epoch,
-            leader_id: self.leader,
+            leader_id: self.advertised_leader(),
         };
         self.send(from, Message::BeginQuorumEpochResponse(response));
     }
@@ -254,7 +265,7 @@ impl Raft {
         let response = EndQuorumEpochResponse {
             error,
             leader_epoch: self.epoch,
-            leader_id: self.leader,
+            leader_id: self.advertised_leader(),
         };
         self.send(from, Message::EndQuorumEpochResponse(response));
     }

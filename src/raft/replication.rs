@@ -138,7 +138,7 @@ impl Raft {
         let mut response = FetchResponse {
             error,
             leader_epoch: self.epoch,
-            leader_id: self.leader,
+            leader_id: self.advertised_leader(),
             high_watermark: None,
             diverging_epoch: None,
             records: Vec::new(),

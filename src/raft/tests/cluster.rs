@@ -111,8 +111,8 @@ struct Cluster {
     /// The one committed sequence every node's committed prefix must be a prefix of.
     committed: Vec<Batch>,
     proposals: u64,
-    /// The payload proposed after healing, once a leader took it.
-    marker: Option<Bytes>,
+    /// A proposal made after healing has committed.
+    healed_commit: bool,
     stats: Stats,
     failure: Option<String>,
 }
@@ -182,7 +182,7 @@ impl Cluster {
             leaders: BTreeMap::new(),
             committed: Vec::new(),
             proposals: 0,
-            marker: None,
+            healed_commit: false,
             stats: Stats::default(),
             failure: None,
         };
@@ -228,7 +228,7 @@ impl Cluster {
             if !self.healed && self.now >= heal_at {
                 self.heal();
             }
-            if self.healed && self.marker_committed() {
+            if self.healed_commit {
                 self.stats.heal_ms = self.now - heal_at;
                 break;
             }
@@ -280,13 +280,6 @@ impl Cluster {
         for id in down {
             self.start(id);
         }
-    }
-
-    fn marker_committed(&self) -> bool {
-        let Some(marker) = &self.marker else {
-            return false;
-        };
-        self.committed.iter().any(|b| b.payload == Payload::Data(marker.clone()))
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -372,13 +365,12 @@ impl Cluster {
             return;
         };
         self.proposals += 1;
-        let data = Bytes::from(format!("p{}", self.proposals));
+        // Proposals after healing are marked: one of them must commit within the bound.
+        let mark = if self.healed { "h" } else { "p" };
+        let data = Bytes::from(format!("{mark}{}", self.proposals));
         let now = self.now;
         let raft = self.nodes.get_mut(&id).and_then(|n| n.raft.as_mut()).expect("leader");
-        if raft.propose(now, 1, data.clone()).is_ok() {
-            if self.healed && self.marker.is_none() {
-                self.marker = Some(data);
-            }
+        if raft.propose(now, 1, data).is_ok() {
             self.perform(id);
         }
     }
@@ -519,7 +511,11 @@ impl Cluster {
                     return self.fail(why);
                 }
                 Some(_) => {}
-                None => self.committed.push(batch.clone()),
+                None => {
+                    let healed = matches!(&batch.payload, Payload::Data(d) if d.starts_with(b"h"));
+                    self.healed_commit |= healed;
+                    self.committed.push(batch.clone());
+                }
             }
         }
     }
