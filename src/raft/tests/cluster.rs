@@ -23,6 +23,8 @@ pub const OBSERVER: NodeId = 100;
 const MAX_IN_FLIGHT: usize = 10_000;
 /// Batches a fetch answer carries at most (the driver's byte limit).
 const MAX_FETCH_BATCHES: usize = 16;
+/// Chance that a `quorum-state` write is interrupted by a power loss (fault phase only).
+const POWER_LOSS_DURING_WRITE_PERCENT: u64 = 3;
 /// Loop iterations per run: a livelock (a deadline that never moves) fails the run.
 const MAX_ITERATIONS: u64 = 2_000_000;
 
@@ -92,6 +94,8 @@ enum Ev {
     Persisted { node: NodeId, incarnation: u64 },
     Flushed { node: NodeId, incarnation: u64 },
     Restart { node: NodeId },
+    /// Power loss on `node` (if still in `incarnation`), restarting after `down_ms`.
+    Crash { node: NodeId, incarnation: u64, down_ms: u64 },
     Fault,
     Propose,
 }
@@ -199,6 +203,15 @@ impl Cluster {
     fn random(&mut self, low: u64, high: u64) -> u64 {
         assert!(low <= high);
         low + self.rng.next_u64() % (high - low + 1)
+    }
+
+    /// An fsync's latency: usually fast, sometimes a slow disk.
+    fn disk_latency(&mut self) -> u64 {
+        if self.percent(85) {
+            self.random(1, 20)
+        } else {
+            self.random(100, 800)
+        }
     }
 
     fn percent(&mut self, p: u64) -> bool {
@@ -309,6 +322,13 @@ impl Cluster {
                 let end_offset = n.durable;
                 self.step(node, Event::Flushed { end_offset });
             }
+            Ev::Crash { node, incarnation, down_ms } => {
+                if self.nodes[&node].incarnation == incarnation {
+                    self.crash(node);
+                    let at = self.now + down_ms;
+                    self.schedule(at, Ev::Restart { node });
+                }
+            }
             Ev::Restart { node } => {
                 if self.nodes[&node].raft.is_none() {
                     self.start(node);
@@ -332,7 +352,20 @@ impl Cluster {
 
     fn fault(&mut self) {
         let ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-        match self.rng.next_u64() % 10 {
+        let writing: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.raft.is_some() && !n.persisting.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        match self.rng.next_u64() % 12 {
+            // Power loss on a node whose quorum-state write is still in flight.
+            10 | 11 if !writing.is_empty() => {
+                let id = writing[(self.rng.next_u64() % writing.len() as u64) as usize];
+                self.crash(id);
+                let at = self.now + self.random(50, 1_000);
+                self.schedule(at, Ev::Restart { node: id });
+            }
             0..=3 => {
                 let id = ids[(self.rng.next_u64() % ids.len() as u64) as usize];
                 self.crash(id);
@@ -442,7 +475,7 @@ impl Cluster {
                     if !n.flushing {
                         n.flushing = true;
                         let incarnation = n.incarnation;
-                        let at = self.now + self.random(1, 30);
+                        let at = self.now + self.disk_latency();
                         self.schedule(at, Ev::Flushed { node: id, incarnation });
                     }
                 }
@@ -458,8 +491,15 @@ impl Cluster {
                     let incarnation = n.incarnation;
                     // Each completion finishes the oldest pending write, so writes complete in
                     // order whatever order their events fire in.
-                    let at = self.now + self.random(1, 20);
+                    let latency = self.disk_latency();
+                    let at = self.now + latency;
                     self.schedule(at, Ev::Persisted { node: id, incarnation });
+                    if !self.healed && self.percent(POWER_LOSS_DURING_WRITE_PERCENT) {
+                        // The nemesis cuts power while this write is in flight.
+                        let crash_at = self.now + latency / 2;
+                        let down_ms = self.random(50, 800);
+                        self.schedule(crash_at, Ev::Crash { node: id, incarnation, down_ms });
+                    }
                 }
                 Action::Commit { high_watermark } => self.check_commit(id, high_watermark),
                 Action::RoleChanged { role, epoch, .. } => {
