@@ -11,7 +11,12 @@ pub enum Action {
     /// Answer a fetch: read whole batches from `start` (a batch boundary) up to at most `end`
     /// from the log *now*, before the next event, put them in `response.records` and send it
     /// to `to`. The driver may return fewer batches (a byte limit), never a partial batch.
-    SendFetchRecords { to: NodeId, response: FetchResponse, start: Offset, end: Offset },
+    SendFetchRecords {
+        to: NodeId,
+        response: FetchResponse,
+        start: Offset,
+        end: Offset,
+    },
     /// Append these batches at the log's end (the first starts at the current end offset).
     /// They are not durable until the driver reports `Event::Flushed`.
     Append { batches: Vec<Batch> },
@@ -23,9 +28,16 @@ pub enum Action {
     /// The high watermark advanced: entries below it are committed and may be applied.
     Commit { high_watermark: Offset },
     /// This node's role changed.
-    RoleChanged { role: RoleKind, epoch: Epoch, leader: Option<NodeId> },
+    RoleChanged {
+        role: RoleKind,
+        epoch: Epoch,
+        leader: Option<NodeId>,
+    },
     /// An input was ignored; the driver may log `reason`. Nothing changed.
-    Dropped { from: Option<NodeId>, reason: DropReason },
+    Dropped {
+        from: Option<NodeId>,
+        reason: DropReason,
+    },
 }
 
 /// The roles of KRaft's `QuorumState`.

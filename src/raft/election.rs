@@ -41,7 +41,10 @@ impl Raft {
 
     /// Whether our role already reflects the epoch's known leader.
     fn follows_leader(&self) -> bool {
-        matches!(self.role, Role::Follower(_) | Role::Leader(_) | Role::Resigned { .. })
+        matches!(
+            self.role,
+            Role::Follower(_) | Role::Leader(_) | Role::Resigned { .. }
+        )
     }
 
     /// The leader our responses name: never ourselves unless we lead (a resigned or
@@ -77,8 +80,10 @@ impl Raft {
             // Pre-vote or not, a newer epoch exists: we are behind and know no leader in it.
             self.adopt_epoch(req.candidate_epoch, None);
         }
-        let candidate_log =
-            OffsetAndEpoch { epoch: req.last_offset_epoch, offset: req.last_offset };
+        let candidate_log = OffsetAndEpoch {
+            epoch: req.last_offset_epoch,
+            offset: req.last_offset,
+        };
         let log_ok = candidate_log >= self.log_end() || self.planted_grant_shorter_log();
         let granted = self.is_voter
             && log_ok
@@ -145,23 +150,30 @@ impl Raft {
                 }
                 // Lost: keep waiting for the deadline, then pre-vote again.
             }
-            Role::Candidate { votes, retries, .. } => match quorum::tally(&self.cfg.voters, votes)
-            {
-                VoteResult::Won if durable => self.become_leader(),
-                VoteResult::Lost => {
-                    let retries = retries + 1;
-                    let backoff = self.election_backoff(retries);
-                    let now = self.now;
-                    if let Role::Candidate { votes, deadline, retries: r, .. } = &mut self.role {
-                        // Back off once; further answers change nothing.
-                        votes.clear();
-                        votes.insert(self.cfg.node_id, true);
-                        *deadline = (*deadline).min(now + backoff);
-                        *r = retries;
+            Role::Candidate { votes, retries, .. } => {
+                match quorum::tally(&self.cfg.voters, votes) {
+                    VoteResult::Won if durable => self.become_leader(),
+                    VoteResult::Lost => {
+                        let retries = retries + 1;
+                        let backoff = self.election_backoff(retries);
+                        let now = self.now;
+                        if let Role::Candidate {
+                            votes,
+                            deadline,
+                            retries: r,
+                            ..
+                        } = &mut self.role
+                        {
+                            // Back off once; further answers change nothing.
+                            votes.clear();
+                            votes.insert(self.cfg.node_id, true);
+                            *deadline = (*deadline).min(now + backoff);
+                            *r = retries;
+                        }
                     }
+                    _ => {}
                 }
-                _ => {}
-            },
+            }
             _ => {}
         }
     }
@@ -247,7 +259,10 @@ impl Raft {
                 return;
             }
             // Stand soon, the most caught-up successor first (KRaft's `endEpochElectionBackoff`).
-            let rank = req.preferred_successors.iter().position(|s| *s == self.cfg.node_id);
+            let rank = req
+                .preferred_successors
+                .iter()
+                .position(|s| *s == self.cfg.node_id);
             let delay = match rank {
                 Some(0) => 0,
                 Some(r) => self.election_backoff(u32::try_from(r).unwrap_or(u32::MAX)),
@@ -288,7 +303,12 @@ impl Raft {
 
     /// (Re)sends EndQuorumEpoch to the voters that have not answered.
     pub(super) fn send_end_quorum_epoch(&mut self) {
-        let Role::Resigned { unacked, successors, .. } = &self.role else {
+        let Role::Resigned {
+            unacked,
+            successors,
+            ..
+        } = &self.role
+        else {
             return;
         };
         let request = EndQuorumEpochRequest {

@@ -55,9 +55,18 @@ impl EpochCache {
         if self.last_epoch() == epoch && !self.entries.is_empty() {
             return;
         }
-        assert!(epoch > self.last_epoch(), "epoch {epoch} goes back in the epoch cache");
-        assert!(start >= self.last_start(), "epoch {epoch} starts before the previous epoch");
-        self.entries.push(OffsetAndEpoch { epoch, offset: start });
+        assert!(
+            epoch > self.last_epoch(),
+            "epoch {epoch} goes back in the epoch cache"
+        );
+        assert!(
+            start >= self.last_start(),
+            "epoch {epoch} starts before the previous epoch"
+        );
+        self.entries.push(OffsetAndEpoch {
+            epoch,
+            offset: start,
+        });
     }
 
     /// Forgets every epoch that starts at or after `offset` (the log was truncated there).
@@ -75,7 +84,10 @@ impl EpochCache {
             return None;
         }
         if epoch == latest {
-            return Some(OffsetAndEpoch { epoch, offset: end_offset });
+            return Some(OffsetAndEpoch {
+                epoch,
+                offset: end_offset,
+            });
         }
         // Index of the first entry with an epoch above `epoch` (exists: epoch < latest).
         let above = self.entries.partition_point(|e| e.epoch <= epoch);
@@ -84,7 +96,10 @@ impl EpochCache {
             // Older than everything we have: it ends where our log starts.
             return Some(OffsetAndEpoch { epoch, offset: end });
         }
-        Some(OffsetAndEpoch { epoch: self.entries[above - 1].epoch, offset: end })
+        Some(OffsetAndEpoch {
+            epoch: self.entries[above - 1].epoch,
+            offset: end,
+        })
     }
 
     /// KRaft's `validateOffsetAndEpoch`: may a fetcher at `fetch_offset` whose last entry has
@@ -152,7 +167,11 @@ mod tests {
             (3, 7, FetchPosition::Invalid),
         ];
         for (offset, epoch, want) in cases {
-            assert_eq!(c.validate(offset, epoch, 12), want, "fetch {offset} epoch {epoch}");
+            assert_eq!(
+                c.validate(offset, epoch, 12),
+                want,
+                "fetch {offset} epoch {epoch}"
+            );
         }
     }
 

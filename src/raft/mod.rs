@@ -46,6 +46,6 @@ pub use message::{
 pub use node::PlantedBugs;
 pub use node::{Event, NotLeader, QuorumInfo, Raft, MAX_ACTIONS, MAX_OUTBOX};
 pub use types::{
-    Batch, Epoch, LogState, NodeId, Offset, OffsetAndEpoch, Payload, QuorumStateRecord,
-    RaftConfig, MAX_VOTERS,
+    Batch, Epoch, LogState, NodeId, Offset, OffsetAndEpoch, Payload, QuorumStateRecord, RaftConfig,
+    MAX_VOTERS,
 };

@@ -11,8 +11,8 @@ use super::epochs::EpochCache;
 use super::message::{FetchResponse, Message};
 use super::role::{FollowerState, LeaderState, Role, VoterProgress};
 use super::types::{
-    Batch, Epoch, LogState, NodeId, Offset, OffsetAndEpoch, Payload, QuorumStateRecord,
-    RaftConfig, MAX_VOTERS,
+    Batch, Epoch, LogState, NodeId, Offset, OffsetAndEpoch, Payload, QuorumStateRecord, RaftConfig,
+    MAX_VOTERS,
 };
 
 /// Sends that may wait for `quorum-state` to be persisted; more are dropped (the network may
@@ -107,7 +107,11 @@ impl Raft {
     ) -> Result<Raft, String> {
         cfg.validate()?;
         let cache = EpochCache::from_entries(&log.epochs);
-        if cache.entries().last().is_some_and(|e| e.offset > log.end_offset) {
+        if cache
+            .entries()
+            .last()
+            .is_some_and(|e| e.offset > log.end_offset)
+        {
             return Err("the epoch cache goes past the log end".into());
         }
         let stored = stored.unwrap_or_default();
@@ -119,7 +123,10 @@ impl Raft {
             epoch: stored.epoch,
             voted_for: stored.voted_for,
             leader: stored.leader,
-            role: Role::Unattached { election_deadline: None, probe_sent_at: None },
+            role: Role::Unattached {
+                election_deadline: None,
+                probe_sent_at: None,
+            },
             cache,
             end_offset: log.end_offset,
             durable_end: log.end_offset,
@@ -148,7 +155,10 @@ impl Raft {
             node.become_follower(stored.epoch, leader);
         } else {
             node.leader = None;
-            node.set_role(Role::Unattached { election_deadline: None, probe_sent_at: None });
+            node.set_role(Role::Unattached {
+                election_deadline: None,
+                probe_sent_at: None,
+            });
             node.reset_unattached_timer();
         }
         node.check_invariants();
@@ -173,7 +183,10 @@ impl Raft {
     pub fn propose(&mut self, now: u64, count: u32, data: Bytes) -> Result<Offset, NotLeader> {
         self.enter(now, 0);
         if !matches!(self.role, Role::Leader(_)) || count == 0 {
-            return Err(NotLeader { epoch: self.epoch, leader: self.leader });
+            return Err(NotLeader {
+                epoch: self.epoch,
+                leader: self.leader,
+            });
         }
         let base = self.end_offset;
         self.append_local(Payload::Data(data), count);
@@ -201,13 +214,29 @@ impl Raft {
     pub fn next_deadline(&self) -> Option<u64> {
         let request = self.cfg.request_timeout_ms;
         match &self.role {
-            Role::Unattached { election_deadline: Some(d), .. } => Some(*d),
-            Role::Unattached { election_deadline: None, probe_sent_at } => {
-                Some(probe_sent_at.map_or(self.now, |t| t + request))
+            Role::Unattached {
+                election_deadline: Some(d),
+                ..
+            } => Some(*d),
+            Role::Unattached {
+                election_deadline: None,
+                probe_sent_at,
+            } => Some(probe_sent_at.map_or(self.now, |t| t + request)),
+            Role::Prospective {
+                deadline,
+                resend_at,
+                ..
             }
-            Role::Prospective { deadline, resend_at, .. }
-            | Role::Candidate { deadline, resend_at, .. }
-            | Role::Resigned { deadline, resend_at, .. } => Some((*deadline).min(*resend_at)),
+            | Role::Candidate {
+                deadline,
+                resend_at,
+                ..
+            }
+            | Role::Resigned {
+                deadline,
+                resend_at,
+                ..
+            } => Some((*deadline).min(*resend_at)),
             Role::Leader(s) => Some(s.next_check.min(s.begin_resend_at)),
             Role::Follower(f) => {
                 let retry = match f.inflight {
@@ -246,7 +275,10 @@ impl Raft {
     }
     /// The log end as `(last epoch, end offset)`, the position votes compare.
     pub fn log_end(&self) -> OffsetAndEpoch {
-        OffsetAndEpoch { epoch: self.cache.last_epoch(), offset: self.end_offset }
+        OffsetAndEpoch {
+            epoch: self.cache.last_epoch(),
+            offset: self.end_offset,
+        }
     }
 
     pub fn describe(&self) -> QuorumInfo {
@@ -299,11 +331,29 @@ impl Raft {
         let request = self.cfg.request_timeout_ms;
         // Decide from a copy of the timers, then act (the actions need `&mut self`).
         let (deadline, resend_at) = match &self.role {
-            Role::Unattached { election_deadline: Some(d), .. } => (*d, u64::MAX),
-            Role::Unattached { election_deadline: None, .. } => return self.probe_voters(),
-            Role::Prospective { deadline, resend_at, .. }
-            | Role::Candidate { deadline, resend_at, .. }
-            | Role::Resigned { deadline, resend_at, .. } => (*deadline, *resend_at),
+            Role::Unattached {
+                election_deadline: Some(d),
+                ..
+            } => (*d, u64::MAX),
+            Role::Unattached {
+                election_deadline: None,
+                ..
+            } => return self.probe_voters(),
+            Role::Prospective {
+                deadline,
+                resend_at,
+                ..
+            }
+            | Role::Candidate {
+                deadline,
+                resend_at,
+                ..
+            }
+            | Role::Resigned {
+                deadline,
+                resend_at,
+                ..
+            } => (*deadline, *resend_at),
             Role::Leader(_) => return self.leader_tick(),
             Role::Follower(_) => return self.follower_tick(),
         };
@@ -334,13 +384,23 @@ impl Raft {
         self.set_epoch(epoch);
         self.voted_for = voted_for;
         self.leader = None;
-        self.set_role(Role::Unattached { election_deadline: None, probe_sent_at: None });
+        self.set_role(Role::Unattached {
+            election_deadline: None,
+            probe_sent_at: None,
+        });
         self.reset_unattached_timer();
     }
 
     pub(super) fn reset_unattached_timer(&mut self) {
-        let deadline = if self.is_voter { Some(self.now + self.election_timeout()) } else { None };
-        if let Role::Unattached { election_deadline, .. } = &mut self.role {
+        let deadline = if self.is_voter {
+            Some(self.now + self.election_timeout())
+        } else {
+            None
+        };
+        if let Role::Unattached {
+            election_deadline, ..
+        } = &mut self.role
+        {
             *election_deadline = deadline;
         }
     }
@@ -349,7 +409,10 @@ impl Raft {
     pub(super) fn become_follower(&mut self, epoch: Epoch, leader: NodeId) {
         assert_ne!(leader, self.cfg.node_id, "following ourselves");
         if epoch == self.epoch {
-            assert!(self.leader.is_none() || self.leader == Some(leader), "two leaders");
+            assert!(
+                self.leader.is_none() || self.leader == Some(leader),
+                "two leaders"
+            );
         }
         self.set_epoch(epoch);
         self.leader = Some(leader);
@@ -370,14 +433,21 @@ impl Raft {
         votes.insert(self.cfg.node_id, true);
         let deadline = self.now + self.election_timeout();
         let resend_at = self.now + self.cfg.request_timeout_ms;
-        self.set_role(Role::Prospective { votes, deadline, resend_at });
+        self.set_role(Role::Prospective {
+            votes,
+            deadline,
+            resend_at,
+        });
         self.send_vote_requests(true);
         self.maybe_end_election();
     }
 
     /// Bumps the epoch and votes for ourselves.
     pub(super) fn become_candidate(&mut self) {
-        assert!(matches!(self.role, Role::Prospective { .. }), "only a prospective stands");
+        assert!(
+            matches!(self.role, Role::Prospective { .. }),
+            "only a prospective stands"
+        );
         let epoch = self.epoch + 1;
         self.set_epoch(epoch);
         self.voted_for = Some(self.cfg.node_id);
@@ -386,17 +456,32 @@ impl Raft {
         votes.insert(self.cfg.node_id, true);
         let deadline = self.now + self.election_timeout();
         let resend_at = self.now + self.cfg.request_timeout_ms;
-        self.set_role(Role::Candidate { votes, deadline, resend_at, retries: 0 });
+        self.set_role(Role::Candidate {
+            votes,
+            deadline,
+            resend_at,
+            retries: 0,
+        });
         self.send_vote_requests(false);
         self.maybe_end_election();
     }
 
     /// Won the election: assign the epoch in the cache, append LeaderChange, announce.
     pub(super) fn become_leader(&mut self) {
-        assert!(matches!(self.role, Role::Candidate { .. }), "only a candidate wins");
+        assert!(
+            matches!(self.role, Role::Candidate { .. }),
+            "only a candidate wins"
+        );
         assert_eq!(self.voted_for, Some(self.cfg.node_id));
-        assert!(self.leader.is_none(), "epoch {} already has a leader", self.epoch);
-        assert!(self.cache.last_epoch() < self.epoch, "our log already has our new epoch");
+        assert!(
+            self.leader.is_none(),
+            "epoch {} already has a leader",
+            self.epoch
+        );
+        assert!(
+            self.cache.last_epoch() < self.epoch,
+            "our log already has our new epoch"
+        );
         self.leader = Some(self.cfg.node_id);
         let voters = self
             .cfg
@@ -414,7 +499,13 @@ impl Raft {
             next_check: self.now + check_window,
         }));
         let voters: Vec<NodeId> = self.cfg.voters.iter().copied().collect();
-        self.append_local(Payload::LeaderChange { leader: self.cfg.node_id, voters }, 1);
+        self.append_local(
+            Payload::LeaderChange {
+                leader: self.cfg.node_id,
+                voters,
+            },
+            1,
+        );
         self.leader_tick();
         self.update_high_watermark();
     }
@@ -422,12 +513,22 @@ impl Raft {
     /// Stops leading; stays at the epoch and tells the voters, naming `successors`.
     pub(super) fn become_resigned(&mut self, successors: Vec<NodeId>) {
         assert!(self.is_voter);
-        let unacked: BTreeSet<NodeId> =
-            self.cfg.voters.iter().copied().filter(|v| *v != self.cfg.node_id).collect();
+        let unacked: BTreeSet<NodeId> = self
+            .cfg
+            .voters
+            .iter()
+            .copied()
+            .filter(|v| *v != self.cfg.node_id)
+            .collect();
         let deadline = self.now + self.election_timeout();
         let resend_at = self.now + self.cfg.request_timeout_ms;
         self.leader = Some(self.cfg.node_id);
-        self.set_role(Role::Resigned { deadline, unacked, resend_at, successors });
+        self.set_role(Role::Resigned {
+            deadline,
+            unacked,
+            resend_at,
+            successors,
+        });
         self.send_end_quorum_epoch();
     }
 
@@ -459,7 +560,11 @@ impl Raft {
     }
 
     fn set_epoch(&mut self, epoch: Epoch) {
-        assert!(epoch >= self.epoch, "epoch goes back from {} to {epoch}", self.epoch);
+        assert!(
+            epoch >= self.epoch,
+            "epoch goes back from {} to {epoch}",
+            self.epoch
+        );
         if epoch > self.epoch {
             self.voted_for = None;
             self.leader = None;
@@ -471,10 +576,16 @@ impl Raft {
     /// reports the role.
     fn set_role(&mut self, role: Role) {
         self.role = role;
-        let record =
-            QuorumStateRecord { epoch: self.epoch, voted_for: self.voted_for, leader: self.leader };
+        let record = QuorumStateRecord {
+            epoch: self.epoch,
+            voted_for: self.voted_for,
+            leader: self.leader,
+        };
         if record != self.wanted {
-            assert!(record.epoch >= self.wanted.epoch, "persisting an older epoch");
+            assert!(
+                record.epoch >= self.wanted.epoch,
+                "persisting an older epoch"
+            );
             self.wanted = record;
             self.push(Action::PersistQuorumState(record));
         }
@@ -522,7 +633,12 @@ impl Raft {
         end: Offset,
     ) {
         assert!(start <= end && end <= self.end_offset);
-        self.send_action(Action::SendFetchRecords { to, response, start, end });
+        self.send_action(Action::SendFetchRecords {
+            to,
+            response,
+            start,
+            end,
+        });
     }
 
     fn send_action(&mut self, action: Action) {
@@ -536,7 +652,10 @@ impl Raft {
     }
 
     pub(super) fn push(&mut self, action: Action) {
-        assert!(self.actions.len() < MAX_ACTIONS, "the driver does not drain the actions");
+        assert!(
+            self.actions.len() < MAX_ACTIONS,
+            "the driver does not drain the actions"
+        );
         self.actions.push(action);
     }
 
@@ -579,10 +698,22 @@ impl Raft {
     // ---- invariants --------------------------------------------------------------------
 
     fn check_invariants(&self) {
-        assert!(self.high_watermark <= self.end_offset, "HW past the log end");
-        assert!(self.durable_end <= self.end_offset, "durable end past the log end");
-        assert!(self.cache.last_epoch() <= self.epoch, "log holds an epoch above ours");
-        assert!(self.wanted.epoch == self.epoch, "quorum-state is not asked for our epoch");
+        assert!(
+            self.high_watermark <= self.end_offset,
+            "HW past the log end"
+        );
+        assert!(
+            self.durable_end <= self.end_offset,
+            "durable end past the log end"
+        );
+        assert!(
+            self.cache.last_epoch() <= self.epoch,
+            "log holds an epoch above ours"
+        );
+        assert!(
+            self.wanted.epoch == self.epoch,
+            "quorum-state is not asked for our epoch"
+        );
         assert!(self.persisted.epoch <= self.wanted.epoch);
         assert!(self.outbox.len() <= MAX_OUTBOX);
         match &self.role {
@@ -598,7 +729,9 @@ impl Raft {
             }
             Role::Follower(_) => assert!(self.leader.is_some_and(|l| l != self.cfg.node_id)),
             Role::Resigned { .. } => assert_eq!(self.leader, Some(self.cfg.node_id)),
-            Role::Unattached { election_deadline, .. } => {
+            Role::Unattached {
+                election_deadline, ..
+            } => {
                 assert!(self.leader.is_none());
                 assert_eq!(election_deadline.is_some(), self.is_voter);
             }
@@ -609,8 +742,10 @@ impl Raft {
 
 /// Other voters, most caught-up first (ties by id), for EndQuorumEpoch.
 pub(super) fn successors_by_progress(voters: &BTreeMap<NodeId, VoterProgress>) -> Vec<NodeId> {
-    let mut ranked: Vec<(Offset, NodeId)> =
-        voters.iter().map(|(id, p)| (p.match_offset.unwrap_or(0), *id)).collect();
+    let mut ranked: Vec<(Offset, NodeId)> = voters
+        .iter()
+        .map(|(id, p)| (p.match_offset.unwrap_or(0), *id))
+        .collect();
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     ranked.into_iter().map(|(_, id)| id).collect()
 }
@@ -619,9 +754,16 @@ impl Raft {
     /// Appends one batch of our own at the log end, in the current epoch (leader only).
     pub(super) fn append_local(&mut self, payload: Payload, count: u32) {
         assert!(matches!(self.role, Role::Leader(_)));
-        let batch = Batch { base_offset: self.end_offset, epoch: self.epoch, count, payload };
+        let batch = Batch {
+            base_offset: self.end_offset,
+            epoch: self.epoch,
+            count,
+            payload,
+        };
         self.cache.assign(self.epoch, batch.base_offset);
         self.end_offset = batch.next_offset();
-        self.push(Action::Append { batches: vec![batch] });
+        self.push(Action::Append {
+            batches: vec![batch],
+        });
     }
 }

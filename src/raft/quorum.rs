@@ -10,8 +10,10 @@ use super::types::{NodeId, Offset};
 /// ⌊n/2⌋.
 pub fn committed_offset(voters: &BTreeSet<NodeId>, matches: &BTreeMap<NodeId, Offset>) -> Offset {
     assert!(!voters.is_empty(), "an empty voter set commits nothing");
-    let mut offsets: Vec<Offset> =
-        voters.iter().map(|v| matches.get(v).copied().unwrap_or(0)).collect();
+    let mut offsets: Vec<Offset> = voters
+        .iter()
+        .map(|v| matches.get(v).copied().unwrap_or(0))
+        .collect();
     offsets.sort_unstable_by(|a, b| b.cmp(a));
     offsets[voters.len() / 2]
 }
@@ -71,13 +73,21 @@ mod tests {
             (&[1, 2, 3], &[(1, 7), (2, 7)], 7),
             (&[1, 2, 3, 4], &[(1, 9), (2, 8), (3, 2), (4, 1)], 2),
             (&[1, 2, 3, 4], &[(1, 9), (2, 8), (3, 8), (4, 1)], 8),
-            (&[1, 2, 3, 4, 5], &[(1, 9), (2, 8), (3, 6), (4, 1), (5, 0)], 6),
+            (
+                &[1, 2, 3, 4, 5],
+                &[(1, 9), (2, 8), (3, 6), (4, 1), (5, 0)],
+                6,
+            ),
             // Match offsets of non-voters (observers) never count.
             (&[1, 2, 3], &[(1, 9), (7, 9), (8, 9)], 0),
         ];
         for (voters, matches, want) in cases {
             let matches: BTreeMap<_, _> = matches.iter().copied().collect();
-            assert_eq!(committed_offset(&set(voters), &matches), *want, "{voters:?} {matches:?}");
+            assert_eq!(
+                committed_offset(&set(voters), &matches),
+                *want,
+                "{voters:?} {matches:?}"
+            );
         }
     }
 
@@ -95,8 +105,16 @@ mod tests {
             (&[1, 2, 3, 4], &[(1, true), (2, true)], Pending),
             (&[1, 2, 3, 4], &[(1, true), (2, false), (3, false)], Lost),
             (&[1, 2, 3, 4, 5], &[(1, true), (2, true), (3, true)], Won),
-            (&[1, 2, 3, 4, 5], &[(1, true), (4, false), (5, false)], Pending),
-            (&[1, 2, 3, 4, 5], &[(1, true), (3, false), (4, false), (5, false)], Lost),
+            (
+                &[1, 2, 3, 4, 5],
+                &[(1, true), (4, false), (5, false)],
+                Pending,
+            ),
+            (
+                &[1, 2, 3, 4, 5],
+                &[(1, true), (3, false), (4, false), (5, false)],
+                Lost,
+            ),
             // Votes from non-voters are ignored.
             (&[1, 2, 3], &[(1, true), (9, true), (8, true)], Pending),
         ];

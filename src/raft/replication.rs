@@ -6,9 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::action::{Action, DropReason};
 use super::epochs::FetchPosition;
-use super::message::{
-    BeginQuorumEpochRequest, FetchRequest, FetchResponse, Message, RaftError,
-};
+use super::message::{BeginQuorumEpochRequest, FetchRequest, FetchResponse, Message, RaftError};
 use super::node::{successors_by_progress, Raft};
 use super::quorum;
 use super::role::{InflightFetch, Role};
@@ -39,10 +37,16 @@ impl Raft {
         }
         if now >= state.begin_resend_at {
             state.begin_resend_at = now + half;
-            let unacked: Vec<NodeId> =
-                state.voters.iter().filter(|(_, p)| !p.acked).map(|(id, _)| *id).collect();
-            let request =
-                BeginQuorumEpochRequest { leader_epoch: self.epoch, leader_id: self.cfg.node_id };
+            let unacked: Vec<NodeId> = state
+                .voters
+                .iter()
+                .filter(|(_, p)| !p.acked)
+                .map(|(id, _)| *id)
+                .collect();
+            let request = BeginQuorumEpochRequest {
+                leader_epoch: self.epoch,
+                leader_id: self.cfg.node_id,
+            };
             for voter in unacked {
                 self.send(voter, Message::BeginQuorumEpochRequest(request.clone()));
             }
@@ -111,7 +115,11 @@ impl Raft {
     pub(super) fn probe_voters(&mut self) {
         let now = self.now;
         let request = self.cfg.request_timeout_ms;
-        let Role::Unattached { election_deadline: None, probe_sent_at } = &mut self.role else {
+        let Role::Unattached {
+            election_deadline: None,
+            probe_sent_at,
+        } = &mut self.role
+        else {
             return;
         };
         if probe_sent_at.is_some_and(|t| now < t + request) {
@@ -142,7 +150,10 @@ impl Raft {
             high_watermark: None,
             diverging_epoch: None,
             records: Vec::new(),
-            request: OffsetAndEpoch { epoch: req.last_fetched_epoch, offset: req.fetch_offset },
+            request: OffsetAndEpoch {
+                epoch: req.last_fetched_epoch,
+                offset: req.fetch_offset,
+            },
         };
         if error.is_some() {
             return self.send(from, Message::FetchResponse(response));
@@ -151,7 +162,8 @@ impl Raft {
         {
             FetchPosition::Valid
         } else {
-            self.cache.validate(req.fetch_offset, req.last_fetched_epoch, self.end_offset)
+            self.cache
+                .validate(req.fetch_offset, req.last_fetched_epoch, self.end_offset)
         };
         match position {
             FetchPosition::Invalid => {
@@ -219,7 +231,11 @@ impl Raft {
         f.fetched_ok = true;
         f.fetch_deadline = self.now + self.cfg.fetch_timeout_ms;
         let idle = resp.records.is_empty() && resp.diverging_epoch.is_none();
-        f.next_fetch_at = if idle { self.now + self.cfg.fetch_idle_backoff_ms } else { self.now };
+        f.next_fetch_at = if idle {
+            self.now + self.cfg.fetch_idle_backoff_ms
+        } else {
+            self.now
+        };
         if let Some(diverging) = resp.diverging_epoch {
             // KRaft's `truncateToEndOffset`: to where our log leaves the leader's.
             let offset = match self.cache.end_offset_for(diverging.epoch, self.end_offset) {
@@ -240,7 +256,9 @@ impl Raft {
                 self.cache.assign(batch.epoch, batch.base_offset);
                 self.end_offset = batch.next_offset();
             }
-            self.push(Action::Append { batches: resp.records });
+            self.push(Action::Append {
+                batches: resp.records,
+            });
         }
         if resp.diverging_epoch.is_none() {
             if let Some(hw) = resp.high_watermark {
@@ -270,8 +288,14 @@ impl Raft {
     }
 
     fn truncate(&mut self, offset: Offset) {
-        assert!(offset >= self.high_watermark, "truncating committed entries");
-        assert!(!matches!(self.role, Role::Leader(_)), "a leader never truncates");
+        assert!(
+            offset >= self.high_watermark,
+            "truncating committed entries"
+        );
+        assert!(
+            !matches!(self.role, Role::Leader(_)),
+            "a leader never truncates"
+        );
         if offset >= self.end_offset {
             return;
         }
@@ -309,7 +333,10 @@ impl Raft {
         if self.planted_commit_on_minority() {
             committed = self.durable_end;
         }
-        assert!(committed <= self.end_offset, "a majority is past the leader's end");
+        assert!(
+            committed <= self.end_offset,
+            "a majority is past the leader's end"
+        );
         if committed > state.epoch_start && committed > self.high_watermark {
             self.set_high_watermark(committed);
         }
@@ -317,7 +344,10 @@ impl Raft {
 
     fn set_high_watermark(&mut self, hw: Offset) {
         assert!(hw > self.high_watermark, "the high watermark goes back");
-        assert!(hw <= self.end_offset, "the high watermark passes the log end");
+        assert!(
+            hw <= self.end_offset,
+            "the high watermark passes the log end"
+        );
         self.high_watermark = hw;
         self.push(Action::Commit { high_watermark: hw });
     }

@@ -11,18 +11,35 @@ use super::types::{Epoch, NodeId, Offset};
 pub(super) enum Role {
     /// No leader known at this epoch. Voters wait for `election_deadline`; observers (no
     /// deadline) probe the voters with fetches to find the leader.
-    Unattached { election_deadline: Option<u64>, probe_sent_at: Option<u64> },
+    Unattached {
+        election_deadline: Option<u64>,
+        probe_sent_at: Option<u64>,
+    },
     /// Pre-voting (KIP-996) at the current epoch; `votes` includes our own.
-    Prospective { votes: BTreeMap<NodeId, bool>, deadline: u64, resend_at: u64 },
+    Prospective {
+        votes: BTreeMap<NodeId, bool>,
+        deadline: u64,
+        resend_at: u64,
+    },
     /// Voting at our own, new epoch; `votes` includes our own. `deadline` ends the election
     /// (or, after it was lost, the backoff); either way the next step is a new pre-vote.
-    Candidate { votes: BTreeMap<NodeId, bool>, deadline: u64, resend_at: u64, retries: u32 },
+    Candidate {
+        votes: BTreeMap<NodeId, bool>,
+        deadline: u64,
+        resend_at: u64,
+        retries: u32,
+    },
     Leader(LeaderState),
     /// Following the epoch's known leader by fetching from it.
     Follower(FollowerState),
     /// A leader that stepped down (check-quorum or graceful) but stays at its epoch until
     /// someone else wins the next one; it stands for election itself after `deadline`.
-    Resigned { deadline: u64, unacked: BTreeSet<NodeId>, resend_at: u64, successors: Vec<NodeId> },
+    Resigned {
+        deadline: u64,
+        unacked: BTreeSet<NodeId>,
+        resend_at: u64,
+        successors: Vec<NodeId>,
+    },
 }
 
 #[derive(Clone, Debug)]

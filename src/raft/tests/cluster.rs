@@ -90,12 +90,28 @@ struct Node {
 
 #[derive(Clone, Debug)]
 enum Ev {
-    Deliver { from: NodeId, to: NodeId, message: Message },
-    Persisted { node: NodeId, incarnation: u64 },
-    Flushed { node: NodeId, incarnation: u64 },
-    Restart { node: NodeId },
+    Deliver {
+        from: NodeId,
+        to: NodeId,
+        message: Message,
+    },
+    Persisted {
+        node: NodeId,
+        incarnation: u64,
+    },
+    Flushed {
+        node: NodeId,
+        incarnation: u64,
+    },
+    Restart {
+        node: NodeId,
+    },
     /// Power loss on `node` (if still in `incarnation`), restarting after `down_ms`.
-    Crash { node: NodeId, incarnation: u64, down_ms: u64 },
+    Crash {
+        node: NodeId,
+        incarnation: u64,
+        down_ms: u64,
+    },
     Fault,
     Propose,
 }
@@ -236,7 +252,10 @@ impl Cluster {
         while self.failure.is_none() {
             iterations += 1;
             if iterations > MAX_ITERATIONS {
-                return Err(format!("t={}ms: livelock ({iterations} iterations)", self.now));
+                return Err(format!(
+                    "t={}ms: livelock ({iterations} iterations)",
+                    self.now
+                ));
             }
             if !self.healed && self.now >= heal_at {
                 self.heal();
@@ -257,9 +276,16 @@ impl Cluster {
             let tick = self
                 .nodes
                 .iter()
-                .filter_map(|(id, n)| n.raft.as_ref().and_then(|r| r.next_deadline()).map(|d| (d, *id)))
+                .filter_map(|(id, n)| {
+                    n.raft
+                        .as_ref()
+                        .and_then(|r| r.next_deadline())
+                        .map(|d| (d, *id))
+                })
                 .min();
-            let mut next = queued.unwrap_or(u64::MAX).min(tick.map_or(u64::MAX, |t| t.0));
+            let mut next = queued
+                .unwrap_or(u64::MAX)
+                .min(tick.map_or(u64::MAX, |t| t.0));
             if !self.healed {
                 next = next.min(heal_at);
             }
@@ -288,8 +314,12 @@ impl Cluster {
     fn heal(&mut self) {
         self.healed = true;
         self.side.clear();
-        let down: Vec<NodeId> =
-            self.nodes.iter().filter(|(_, n)| n.raft.is_none()).map(|(id, _)| *id).collect();
+        let down: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.raft.is_none())
+            .map(|(id, _)| *id)
+            .collect();
         for id in down {
             self.start(id);
         }
@@ -322,7 +352,11 @@ impl Cluster {
                 let end_offset = n.durable;
                 self.step(node, Event::Flushed { end_offset });
             }
-            Ev::Crash { node, incarnation, down_ms } => {
+            Ev::Crash {
+                node,
+                incarnation,
+                down_ms,
+            } => {
                 if self.nodes[&node].incarnation == incarnation {
                     self.crash(node);
                     let at = self.now + down_ms;
@@ -381,7 +415,10 @@ impl Cluster {
                 }
             }
             5..=7 => {
-                self.side = ids.iter().map(|id| (*id, (self.rng.next_u64() % 2) as u8)).collect();
+                self.side = ids
+                    .iter()
+                    .map(|id| (*id, (self.rng.next_u64() % 2) as u8))
+                    .collect();
             }
             _ => self.side.clear(),
         }
@@ -391,7 +428,11 @@ impl Cluster {
         let leader = self
             .nodes
             .iter()
-            .filter(|(_, n)| n.raft.as_ref().is_some_and(|r| r.role() == RoleKind::Leader))
+            .filter(|(_, n)| {
+                n.raft
+                    .as_ref()
+                    .is_some_and(|r| r.role() == RoleKind::Leader)
+            })
             .map(|(id, _)| *id)
             .max_by_key(|id| self.nodes[id].raft.as_ref().map(|r| r.epoch()));
         let Some(id) = leader else {
@@ -402,7 +443,11 @@ impl Cluster {
         let mark = if self.healed { "h" } else { "p" };
         let data = Bytes::from(format!("{mark}{}", self.proposals));
         let now = self.now;
-        let raft = self.nodes.get_mut(&id).and_then(|n| n.raft.as_mut()).expect("leader");
+        let raft = self
+            .nodes
+            .get_mut(&id)
+            .and_then(|n| n.raft.as_mut())
+            .expect("leader");
         if raft.propose(now, 1, data).is_ok() {
             self.perform(id);
         }
@@ -428,10 +473,16 @@ impl Cluster {
         let mut epochs: Vec<OffsetAndEpoch> = Vec::new();
         for b in &n.log {
             if epochs.last().is_none_or(|e| e.epoch != b.epoch) {
-                epochs.push(OffsetAndEpoch { epoch: b.epoch, offset: b.base_offset });
+                epochs.push(OffsetAndEpoch {
+                    epoch: b.epoch,
+                    offset: b.base_offset,
+                });
             }
         }
-        let log = LogState { epochs, end_offset: n.log.len() as u64 };
+        let log = LogState {
+            epochs,
+            end_offset: n.log.len() as u64,
+        };
         let mut raft = Raft::new(cfg, n.stored, log, self.now, entropy).expect("valid config");
         raft.plant(self.opts.bugs);
         n.raft = Some(raft);
@@ -442,9 +493,19 @@ impl Cluster {
         let entropy = self.rng.next_u64();
         let now = self.now;
         let trace = self.opts.trace;
-        let raft = self.nodes.get_mut(&id).and_then(|n| n.raft.as_mut()).expect("node is up");
+        let raft = self
+            .nodes
+            .get_mut(&id)
+            .and_then(|n| n.raft.as_mut())
+            .expect("node is up");
         if trace {
-            eprintln!("{now} n{id} {:?}/{} hw={} end={} <- {event:?}", raft.role(), raft.epoch(), raft.high_watermark(), raft.end_offset());
+            eprintln!(
+                "{now} n{id} {:?}/{} hw={} end={} <- {event:?}",
+                raft.role(),
+                raft.epoch(),
+                raft.high_watermark(),
+                raft.end_offset()
+            );
         }
         raft.step(now, entropy, event);
         self.perform(id);
@@ -452,16 +513,28 @@ impl Cluster {
 
     /// Performs a node's actions in order, as a driver must.
     fn perform(&mut self, id: NodeId) {
-        let actions = self.nodes.get_mut(&id).and_then(|n| n.raft.as_mut()).expect("up").take_actions();
+        let actions = self
+            .nodes
+            .get_mut(&id)
+            .and_then(|n| n.raft.as_mut())
+            .expect("up")
+            .take_actions();
         for action in actions {
             if self.opts.trace {
                 eprintln!("    n{id} -> {action:?}");
             }
             match action {
                 Action::Send { to, message } => self.send(id, to, message),
-                Action::SendFetchRecords { to, mut response, start, end } => {
+                Action::SendFetchRecords {
+                    to,
+                    mut response,
+                    start,
+                    end,
+                } => {
                     let log = &self.nodes[&id].log;
-                    let end = (end as usize).min(log.len()).min(start as usize + MAX_FETCH_BATCHES);
+                    let end = (end as usize)
+                        .min(log.len())
+                        .min(start as usize + MAX_FETCH_BATCHES);
                     response.records = log[start as usize..end].to_vec();
                     self.send(id, to, Message::FetchResponse(response));
                 }
@@ -476,7 +549,13 @@ impl Cluster {
                         n.flushing = true;
                         let incarnation = n.incarnation;
                         let at = self.now + self.disk_latency();
-                        self.schedule(at, Ev::Flushed { node: id, incarnation });
+                        self.schedule(
+                            at,
+                            Ev::Flushed {
+                                node: id,
+                                incarnation,
+                            },
+                        );
                     }
                 }
                 Action::Truncate { offset } => {
@@ -493,12 +572,25 @@ impl Cluster {
                     // order whatever order their events fire in.
                     let latency = self.disk_latency();
                     let at = self.now + latency;
-                    self.schedule(at, Ev::Persisted { node: id, incarnation });
+                    self.schedule(
+                        at,
+                        Ev::Persisted {
+                            node: id,
+                            incarnation,
+                        },
+                    );
                     if !self.healed && self.percent(POWER_LOSS_DURING_WRITE_PERCENT) {
                         // The nemesis cuts power while this write is in flight.
                         let crash_at = self.now + latency / 2;
                         let down_ms = self.random(50, 800);
-                        self.schedule(crash_at, Ev::Crash { node: id, incarnation, down_ms });
+                        self.schedule(
+                            crash_at,
+                            Ev::Crash {
+                                node: id,
+                                incarnation,
+                                down_ms,
+                            },
+                        );
                     }
                 }
                 Action::Commit { high_watermark } => self.check_commit(id, high_watermark),
@@ -515,8 +607,13 @@ impl Cluster {
                         }
                     }
                 }
-                Action::Dropped { reason: DropReason::TruncationBelowHighWatermark, from } => {
-                    self.fail(format!("node {id}: leader {from:?} asked to truncate committed entries"));
+                Action::Dropped {
+                    reason: DropReason::TruncationBelowHighWatermark,
+                    from,
+                } => {
+                    self.fail(format!(
+                        "node {id}: leader {from:?} asked to truncate committed entries"
+                    ));
                 }
                 Action::Dropped { .. } => {}
             }
@@ -529,10 +626,21 @@ impl Cluster {
         if self.events.len() >= MAX_IN_FLIGHT || (lossy && self.percent(self.opts.drop_percent)) {
             return;
         }
-        let copies = if lossy && self.percent(self.opts.duplicate_percent) { 2 } else { 1 };
+        let copies = if lossy && self.percent(self.opts.duplicate_percent) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let at = self.now + self.random(1, self.opts.max_delay_ms);
-            self.schedule(at, Ev::Deliver { from, to, message: message.clone() });
+            self.schedule(
+                at,
+                Ev::Deliver {
+                    from,
+                    to,
+                    message: message.clone(),
+                },
+            );
         }
     }
 
@@ -600,7 +708,10 @@ fn replay() {
     let Some(seed) = std::env::var("RAFT_SEED").ok().and_then(|s| s.parse().ok()) else {
         return;
     };
-    let voters = std::env::var("RAFT_VOTERS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let voters = std::env::var("RAFT_VOTERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     let mut opts = Options::new(voters);
     opts.trace = true;
     eprintln!("{:?}", run(seed, &opts));
@@ -611,7 +722,10 @@ fn a_seed_replays_exactly() {
     let opts = Options::new(3);
     let a = run(7, &opts).expect("seed 7 passes");
     let b = run(7, &opts).expect("seed 7 passes");
-    assert_eq!((a.messages, a.committed, a.heal_ms), (b.messages, b.committed, b.heal_ms));
+    assert_eq!(
+        (a.messages, a.committed, a.heal_ms),
+        (b.messages, b.committed, b.heal_ms)
+    );
 }
 
 /// Seeds per cluster size in the default test run.
