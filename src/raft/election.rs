@@ -144,11 +144,11 @@ impl Raft {
     pub(super) fn maybe_end_election(&mut self) {
         let durable = self.state_is_durable();
         match &self.role {
-            Role::Prospective { votes, .. } => {
-                if quorum::tally(&self.cfg.voters, votes) == VoteResult::Won {
-                    self.become_candidate();
-                }
-                // Lost: keep waiting for the deadline, then pre-vote again.
+            // A lost pre-vote waits for the deadline, then pre-votes again.
+            Role::Prospective { votes, .. }
+                if quorum::tally(&self.cfg.voters, votes) == VoteResult::Won =>
+            {
+                self.become_candidate();
             }
             Role::Candidate { votes, retries, .. } => {
                 match quorum::tally(&self.cfg.voters, votes) {

@@ -57,6 +57,9 @@ pub fn is_majority(voters: &BTreeSet<NodeId>, ids: &BTreeSet<NodeId>) -> bool {
 mod tests {
     use super::*;
 
+    /// `(voters, per-voter values, expected)`: one row of a table.
+    type Row<'a, V, R> = (&'a [NodeId], &'a [(NodeId, V)], R);
+
     fn set(ids: &[NodeId]) -> BTreeSet<NodeId> {
         ids.iter().copied().collect()
     }
@@ -64,7 +67,7 @@ mod tests {
     #[test]
     fn committed_offset_table() {
         // (voters, matches, committed)
-        let cases: &[(&[NodeId], &[(NodeId, Offset)], Offset)] = &[
+        let cases: &[Row<Offset, Offset>] = &[
             (&[1], &[(1, 7)], 7),
             (&[1], &[], 0),
             (&[1, 2], &[(1, 7), (2, 3)], 3),
@@ -95,7 +98,7 @@ mod tests {
     fn tally_table() {
         use VoteResult::*;
         // (voters, votes, result)
-        let cases: &[(&[NodeId], &[(NodeId, bool)], VoteResult)] = &[
+        let cases: &[Row<bool, VoteResult>] = &[
             (&[1], &[(1, true)], Won),
             (&[1], &[], Pending),
             (&[1, 2, 3], &[(1, true)], Pending),

@@ -729,4 +729,4 @@ fn a_seed_replays_exactly() {
 }
 
 /// Seeds per cluster size in the default test run.
-const SEEDS: u64 = 1000;
+const SEEDS: u64 = 2000;
