@@ -314,6 +314,10 @@ impl Raft {
     }
 
     fn receive(&mut self, from: NodeId, message: Message) {
+        if from == self.cfg.node_id {
+            // We never send to ourselves: this is a misrouted or forged message.
+            return self.drop_input(Some(from), DropReason::Unexpected);
+        }
         match message {
             Message::VoteRequest(r) => self.on_vote_request(from, r),
             Message::VoteResponse(r) => self.on_vote_response(from, r),

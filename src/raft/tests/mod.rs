@@ -3,5 +3,6 @@
 //! (`planted.rs`).
 
 mod cluster;
+mod garbage;
 mod planted;
 mod rules;
