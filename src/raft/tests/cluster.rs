@@ -702,6 +702,23 @@ fn five_voters_and_an_observer_survive_faults() {
     }
 }
 
+#[test]
+fn long_runs_see_many_leader_changes() {
+    for voters in [3, 5] {
+        let mut opts = Options::new(voters);
+        opts.fault_ms = 60_000;
+        match sweep(&opts, 10_000..10_000 + LONG_SEEDS) {
+            Ok((worst, total)) => {
+                eprintln!("{voters} voters, {LONG_SEEDS} 60s runs: worst heal {worst}ms, {total:?}")
+            }
+            Err((seed, why)) => panic!("{voters} voters, seed {seed}: {why}"),
+        }
+    }
+}
+
+/// Seeds of the 60-second runs per cluster size.
+const LONG_SEEDS: u64 = 50;
+
 /// `RAFT_SEED=16 RAFT_VOTERS=3 cargo test -p weir --lib raft::tests::cluster::replay -- --nocapture`
 #[test]
 fn replay() {
