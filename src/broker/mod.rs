@@ -2,8 +2,10 @@
 //! together, and answers Kafka requests. Request handlers live one API family per file; they
 //! translate wire types to core calls and back, so nothing below this layer sees the wire.
 
+mod acls;
 mod admin;
 mod configs;
+mod delete_records;
 mod errors;
 mod fetch;
 mod metadata;
@@ -334,6 +336,7 @@ impl Broker {
                     // none starts after it (they skip deleted partitions): nothing writes into
                     // the directory once it is gone, nor into a new topic's of the same name.
                     let _gate = handle.flush_gate.lock().await;
+                    let _start_gate = handle.log_start_gate.lock().await;
                     handle.set_lifecycle(Lifecycle::Deleted);
                     let dir = self.partition_dir(name, index);
                     if let Err(e) = self.io.disk.remove_dir_all(&dir) {

@@ -1,6 +1,6 @@
 //! A partition as the broker shares it between connections: the replica state machine behind a
-//! short-held lock (never held across an await), plus the gate that serialises its fsyncs and
-//! checkpoints, and where the partition is in its life.
+//! short-held lock (never held across an await), plus the gates that serialise its fsyncs and
+//! checkpoints and its log-start writes, and where the partition is in its life.
 //!
 //! The lifecycle changes only under the partition lock, and every check that decides what to do
 //! with the partition reads it under that same lock ([`PartitionHandle::lock_open`],
@@ -44,6 +44,9 @@ pub struct PartitionHandle {
     /// One fsync or checkpoint at a time; writers that queue here share the next fsync (group
     /// commit). A delete takes it too, so no write is in flight when the directory goes.
     pub(super) flush_gate: tokio::sync::Mutex<()>,
+    /// One DeleteRecords start-offset write at a time, so the files land in the order the
+    /// start offsets advance.
+    pub(super) log_start_gate: tokio::sync::Mutex<()>,
     pub topic_id: Uuid,
     /// A [`Lifecycle`], written only while holding `state` (see the module doc).
     lifecycle: AtomicU8,
@@ -54,6 +57,7 @@ impl PartitionHandle {
         PartitionHandle {
             state: Mutex::new(partition),
             flush_gate: tokio::sync::Mutex::new(()),
+            log_start_gate: tokio::sync::Mutex::new(()),
             topic_id,
             lifecycle: AtomicU8::new(Lifecycle::Open as u8),
         }

@@ -28,7 +28,7 @@ pub use listener::{Endpoint, Voter};
 pub use planted::PlantedBug;
 pub use properties::parse_properties;
 pub use server::{Role, ServerConfig};
-pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
+pub use topic::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 
 /// Production builds have no planted bugs: every `planted!(config, Bug)` check is `false`, and
 /// the bug's name need not even exist. See `planted.rs` for the simulator and test builds.
