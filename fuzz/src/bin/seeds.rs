@@ -216,7 +216,8 @@ fn request(api: ApiKey, version: i16, correlation: i32) -> Option<Vec<u8>> {
                 .with_timeout_ms(5_000);
             frame(&r, version, correlation)
         }
-        // An API the broker advertises but this writer does not know yet: its default request.
+        // An API the broker advertises that this writer does not know yet gets no seed of its
+        // own (it is reported); mutation still reaches it from the other seeds' headers.
         _ => None,
     }
 }
