@@ -118,6 +118,12 @@ fn append_one(
     now: i64,
     to_flush: &mut Vec<(Arc<PartitionHandle>, i64)>,
 ) -> Result<Appended, (ResponseError, String)> {
+    if topic == crate::group::OFFSETS_TOPIC {
+        return Err((
+            ResponseError::InvalidTopicException,
+            format!("cannot append to the internal topic {topic}"),
+        ));
+    }
     let Some(handle) = broker.partition(topic, index) else {
         return Err((
             ResponseError::UnknownTopicOrPartition,
