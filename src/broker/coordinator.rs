@@ -17,8 +17,8 @@ use tokio::sync::{oneshot, Notify};
 
 use super::{Broker, PartitionHandle};
 use crate::group::{
-    Action, AppendError, AppendToken, Coordinator, GroupConfig, GroupError, RequestId, Response,
-    OFFSETS_TOPIC,
+    Action, AppendError, AppendToken, Coordinator, GroupConfig, GroupError, OffsetRecord,
+    RequestId, Response, OFFSETS_TOPIC,
 };
 use crate::log::batch::{self, BatchBuilder};
 use crate::replica::ProduceError;
@@ -203,7 +203,7 @@ impl Broker {
     fn append_offsets(
         &self,
         partition: i32,
-        records: &[(Vec<u8>, Option<Vec<u8>>)],
+        records: &[OffsetRecord],
         now: i64,
     ) -> Result<(Arc<PartitionHandle>, i64, bool), AppendError> {
         let Some(handle) = self.partition(OFFSETS_TOPIC, partition) else {

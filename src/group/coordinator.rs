@@ -431,7 +431,7 @@ impl Coordinator {
     /// COORDINATOR_LOAD_IN_PROGRESS until [`Coordinator::load_finish`].
     pub fn load_begin(&mut self, partition: i32) {
         assert!(
-            self.partitions.get(&partition).is_none(),
+            !self.partitions.contains_key(&partition),
             "partition {partition} loaded twice"
         );
         self.partitions.insert(partition, Load::Loading);
@@ -669,7 +669,9 @@ impl Coordinator {
     fn with_group<T>(&mut self, id: &str, f: impl FnOnce(&mut Self, &mut Group) -> T) -> Option<T> {
         let mut g = self.groups.remove(id)?;
         let out = f(self, &mut g);
-        let forget = g.is_forgettable() || g.state == GroupState::Dead;
+        // Kept while appends are in flight: their completions need the group.
+        let forget =
+            (g.is_forgettable() || g.state == GroupState::Dead) && g.appends_in_flight == 0;
         if !forget {
             self.groups.insert(id.to_string(), g);
         }
@@ -817,7 +819,7 @@ impl Coordinator {
     fn append(
         &mut self,
         partition: i32,
-        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        records: Vec<OffsetRecord>,
         pending: Pending,
         out: &mut Vec<Action>,
     ) {
@@ -850,8 +852,12 @@ impl Coordinator {
 
     // ---------------------------------------------------------------- JoinGroup
 
-    pub fn join(&mut self, request: RequestId, req: JoinRequest, now: i64) -> Vec<Action> {
+    pub fn join(&mut self, request: RequestId, mut req: JoinRequest, now: i64) -> Vec<Action> {
         let mut out = Vec::new();
+        if req.rebalance_timeout_ms <= 0 {
+            // A zero rebalance timeout would spin the join timer (apache/kafka#7072).
+            req.rebalance_timeout_ms = req.session_timeout_ms;
+        }
         let fail = |out: &mut Vec<Action>, e| respond(out, request, join_error(e, &req.member_id));
         if req.group_id.is_empty() {
             fail(&mut out, GroupError::InvalidGroupId);
@@ -1632,7 +1638,7 @@ impl Coordinator {
                 }
             }
         }
-        let mut batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = g
+        let mut batch: Vec<OffsetRecord> = g
             .offsets
             .keys()
             .map(|(t, p)| (records::offset_key(group_id, t, *p), None))
@@ -1763,7 +1769,7 @@ impl Coordinator {
             if keys.is_empty() || g.appends_in_flight > 0 {
                 continue;
             }
-            let mut batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = keys
+            let mut batch: Vec<OffsetRecord> = keys
                 .iter()
                 .map(|((t, p), _)| (records::offset_key(&id, t, *p), None))
                 .collect();
@@ -1926,11 +1932,8 @@ impl Coordinator {
                 g.members.get_mut(&new_id).unwrap().last_heard = now;
                 respond(out, request, Response::Join(response));
             }
-            Pending::GroupRecord { .. } => {
-                if let Some(e) = error {
-                    tracing::warn!(group = %g.id, ?e, "could not persist group metadata");
-                }
-            }
+            // Nothing waits on it: a lost record only means a restart finds the previous state.
+            Pending::GroupRecord { .. } => {}
             Pending::Delete {
                 request,
                 keys,

@@ -16,9 +16,9 @@ struct Harness {
     next_request: RequestId,
     responses: BTreeMap<RequestId, Response>,
     /// Appends not yet reported done (when `auto_commit` is off).
-    appends: Vec<(AppendToken, i32, Vec<(Vec<u8>, Option<Vec<u8>>)>)>,
+    appends: Vec<(AppendToken, i32, Vec<OffsetRecord>)>,
     /// Everything ever appended, per partition, in order (for replay tests).
-    log: BTreeMap<i32, Vec<(Vec<u8>, Option<Vec<u8>>)>>,
+    log: BTreeMap<i32, Vec<OffsetRecord>>,
     auto_commit: bool,
     fresh: u128,
 }
@@ -399,9 +399,11 @@ fn errors_of_join() {
 #[test]
 fn group_max_size_refuses_extra_members() {
     let mut h = Harness::new(0);
-    let mut config = GroupConfig::default();
-    config.initial_rebalance_delay_ms = 0;
-    config.max_size = 1;
+    let config = GroupConfig {
+        initial_rebalance_delay_ms: 0,
+        max_size: 1,
+        ..GroupConfig::default()
+    };
     h.c = Coordinator::new(config);
     h.c.set_partition_count(50);
     for p in 0..50 {
@@ -827,4 +829,25 @@ fn pending_member_id_expires_and_unblocks_the_join() {
     assert!(h.take(j1).is_none());
     h.advance(10_000);
     assert_eq!(h.join_response(j1).generation, 2);
+}
+
+#[test]
+fn a_group_deleted_while_a_commit_is_in_flight_stays_until_the_commit_completes() {
+    let mut h = Harness::new(0);
+    let id = h.commit("", -1, 1);
+    h.commit_error(id);
+    h.auto_commit = false;
+    let commit = h.commit("", -1, 2);
+    let delete = h.request();
+    let a = h.c.delete_group(delete, G, h.now);
+    h.apply(a);
+    let (t_delete, _, _) = h.appends.pop().unwrap();
+    let (t_commit, _, _) = h.appends.pop().unwrap();
+    let a = h.c.append_done(t_delete, Ok(()), h.now);
+    h.apply(a);
+    assert_eq!(h.take(delete), Some(Response::Delete(Ok(vec![]))));
+    let a = h.c.append_done(t_commit, Ok(()), h.now);
+    h.apply(a);
+    assert_eq!(h.commit_error(commit), None);
+    assert_eq!(h.c.group_state(G), None, "gone once nothing is in flight");
 }

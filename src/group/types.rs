@@ -7,6 +7,8 @@ use bytes::Bytes;
 pub type RequestId = u64;
 /// Identifies one append to the offsets log the coordinator is waiting on.
 pub type AppendToken = u64;
+/// One record for the offsets log: key, and value (`None` is a tombstone).
+pub type OffsetRecord = (Vec<u8>, Option<Vec<u8>>);
 
 /// Errors a group request can end with; each is one Kafka error code (see `broker::errors`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -259,6 +261,6 @@ pub enum Action {
     Append {
         partition: i32,
         token: AppendToken,
-        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        records: Vec<OffsetRecord>,
     },
 }
