@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
@@ -259,3 +260,46 @@ def test_static_member_restart_keeps_its_assignment_without_rebalance(broker):
         for x in (dynamic, static, replacement):
             if x is not None:
                 x.close()
+
+
+def weir_cli(broker, *args) -> subprocess.CompletedProcess:
+    from conftest import weir_binary
+    return subprocess.run([str(weir_binary()), *args[:1], "--bootstrap", broker.bootstrap,
+                           *args[1:]], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_lists_describes_resets_and_deletes_groups(broker):
+    if not broker.can_restart:
+        pytest.skip("the CLI test needs the broker binary the fixture runs")
+    topic = unique("cli")
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic)
+    group = unique("cg")
+    consumer = ck_consumer(broker.bootstrap, group)
+    try:
+        consumer.subscribe([topic])
+        got = []
+        poll_all([consumer], lambda: len(got) >= RECORDS, "all records", sink=got)
+        consumer.commit(asynchronous=False)
+        listed = weir_cli(broker, "groups", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert f"{group}\tStable\tconsumer" in listed.stdout.splitlines()
+        described = weir_cli(broker, "groups", "describe", group)
+        assert described.returncode == 0, described.stderr
+        assert "Stable" in described.stdout and "member\t" in described.stdout
+        for p in range(PARTITIONS):
+            assert f"{topic}\t{p}\t10\t10\t0" in described.stdout.splitlines()
+        refused = weir_cli(broker, "groups", "reset-offsets", group, "--topic", topic,
+                           "--to", "earliest")
+        assert refused.returncode != 0 and "active members" in refused.stderr
+    finally:
+        consumer.close()
+    reset = weir_cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to", "3")
+    assert reset.returncode == 0, reset.stderr
+    assert committed_offsets(broker.bootstrap, group, topic) == {p: 3 for p in range(PARTITIONS)}
+    reset = weir_cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to", "earliest")
+    assert reset.returncode == 0, reset.stderr
+    assert committed_offsets(broker.bootstrap, group, topic) == {p: 0 for p in range(PARTITIONS)}
+    deleted = weir_cli(broker, "groups", "delete", group)
+    assert deleted.returncode == 0, deleted.stderr
+    assert group not in weir_cli(broker, "groups", "list").stdout
