@@ -851,3 +851,90 @@ fn a_group_deleted_while_a_commit_is_in_flight_stays_until_the_commit_completes(
     assert_eq!(h.commit_error(commit), None);
     assert_eq!(h.c.group_state(G), None, "gone once nothing is in flight");
 }
+
+#[test]
+fn a_lost_join_response_is_answered_again_in_completing_rebalance() {
+    let mut h = Harness::new(0);
+    let (j, m) = h.join_new();
+    let first = h.join_response(j);
+    assert_eq!(h.state().0, GroupState::CompletingRebalance);
+    let req = h.join_req(&m, None, &["range", "roundrobin"]);
+    let again = h.send_join(req);
+    assert_eq!(
+        h.join_response(again),
+        first,
+        "same generation, same answer"
+    );
+    assert_eq!(h.state(), (GroupState::CompletingRebalance, 1));
+}
+
+#[test]
+fn a_v9_static_leader_replacement_is_told_to_skip_assignment() {
+    let mut h = Harness::new(0);
+    let req = h.join_req("", Some("i"), &["range"]);
+    let j = h.send_join(req);
+    let old = h.join_response(j).member_id;
+    let s = h.sync(&old, 1, &[(&old, "x")]);
+    h.sync_response(s);
+    let mut req = h.join_req("", Some("i"), &["range"]);
+    req.supports_skip_assignment = true;
+    let j = h.send_join(req);
+    let r = h.join_response(j);
+    assert!(r.skip_assignment);
+    assert_eq!(
+        r.leader, r.member_id,
+        "v9: the new id leads, with the member list"
+    );
+    assert_eq!(r.members.len(), 1);
+    assert_eq!(h.state(), (GroupState::Stable, 1));
+}
+
+#[test]
+fn a_rebalance_fails_parked_syncs_and_leader_sync_during_loading_is_retriable() {
+    let mut h = Harness::new(0);
+    let (j1, m1) = h.join_new();
+    h.join_response(j1);
+    let s1 = h.sync(&m1, 1, &[(&m1, "a")]);
+    h.sync_response(s1);
+    let (j2, m2) = h.join_new();
+    let req = h.join_req(&m1, None, &["range", "roundrobin"]);
+    let j1 = h.send_join(req);
+    h.join_response(j1);
+    h.join_response(j2);
+    // m2 syncs and waits; a third member arrives before the leader syncs.
+    let s2 = h.sync(&m2, 2, &[]);
+    assert!(h.take(s2).is_none());
+    let (_j3, _) = h.join_new();
+    assert_eq!(
+        h.sync_response(s2).error,
+        Some(GroupError::RebalanceInProgress)
+    );
+    assert_eq!(h.state().0, GroupState::PreparingRebalance);
+
+    let mut c = Coordinator::new(GroupConfig::default());
+    c.set_partition_count(50);
+    c.load_begin(partition_for(G, 50));
+    let a = c.sync(
+        1,
+        SyncRequest {
+            group_id: G.into(),
+            member_id: "m".into(),
+            instance_id: None,
+            generation: 1,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+        0,
+    );
+    assert_eq!(
+        a,
+        vec![Action::Respond(
+            1,
+            Response::Sync(SyncResponse {
+                error: Some(GroupError::RebalanceInProgress),
+                ..SyncResponse::default()
+            })
+        )]
+    );
+}
