@@ -72,13 +72,14 @@ def poll_all(consumers, until, what: str, timeout_s: float = WAIT_S, sink=None):
     raise AssertionError(f"timed out waiting for {what}; assignments: {shapes}")
 
 
-def test_seed_walkthrough_two_then_three_members_and_a_second_group(broker):
+@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
+def test_seed_walkthrough_two_then_three_members_and_a_second_group(broker, strategy):
     topic = unique("walk")
     create_topic(broker.bootstrap, topic)
     produce(broker.bootstrap, topic)
     group = unique("g")
-    a = ck_consumer(broker.bootstrap, group)
-    b = ck_consumer(broker.bootstrap, group)
+    a = ck_consumer(broker.bootstrap, group, **{"partition.assignment.strategy": strategy})
+    b = ck_consumer(broker.bootstrap, group, **{"partition.assignment.strategy": strategy})
     c = None
     other = None
     try:
@@ -91,7 +92,7 @@ def test_seed_walkthrough_two_then_three_members_and_a_second_group(broker):
                  "two members sharing three partitions 2/1", sink=seen)
         assert sorted(partitions_of(a) + partitions_of(b)) == [0, 1, 2]
         print(f"two members settled {time.monotonic() - started:.2f} s after subscribe")
-        c = ck_consumer(broker.bootstrap, group)
+        c = ck_consumer(broker.bootstrap, group, **{"partition.assignment.strategy": strategy})
         c.subscribe([topic])
         poll_all([a, b, c],
                  lambda: [len(partitions_of(x)) for x in (a, b, c)] == [1, 1, 1],
