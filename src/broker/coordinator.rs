@@ -247,6 +247,7 @@ impl Broker {
         let live_brokers = 1;
         let mut configs = BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
+        configs.insert("compression.type".to_string(), "producer".to_string());
         configs.insert(
             "segment.bytes".to_string(),
             self.config.offsets_topic_segment_bytes.to_string(),
