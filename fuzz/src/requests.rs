@@ -26,6 +26,10 @@ use weir::io::memdisk::MemDisk;
 
 use crate::harness_io::{block_on, io};
 
+/// The client address the harness's requests come from.
+pub const PEER: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50_000);
+
 /// Requests per input: enough for a client session, bounded so one input stays fast.
 pub const MAX_FRAMES: usize = 64;
 
@@ -138,7 +142,7 @@ pub fn run(data: &[u8]) {
         if too_costly(frame) {
             continue;
         }
-        match block_on(broker.handle_request(Bytes::copy_from_slice(frame))) {
+        match block_on(broker.handle_request(Bytes::copy_from_slice(frame), PEER)) {
             Ok(Some(response)) => check_response(frame, response),
             Ok(None) => {}
             // The connection would close here: nothing after it is read.

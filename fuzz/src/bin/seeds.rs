@@ -230,7 +230,7 @@ fn advertised() -> Vec<(ApiKey, i16, i16)> {
         .unwrap()
         .broker;
     let ask = frame(&ApiVersionsRequest::default(), 3, 1).unwrap();
-    let answer = block_on(broker.handle_request(Bytes::from(ask)))
+    let answer = block_on(broker.handle_request(Bytes::from(ask), weir_fuzz::requests::PEER))
         .unwrap()
         .unwrap();
     use kafka_protocol::protocol::Decodable;
