@@ -31,7 +31,7 @@ function stamp(line) {
     split($0, c, "|")
     name = c[2]; gsub(/ /, "", name)
     st = c[3]; gsub(/ /, "", st)
-    secs = c[4]; gsub(/[ s]/, "", secs)
+    sec = c[4]; gsub(/[ s]/, "", sec)
     reason = $0
     sub(/^\|[^|]*\|[^|]*\|[^|]*\| */, "", reason)
     sub(/ *$/, "", reason)
@@ -41,7 +41,7 @@ function stamp(line) {
         reason = "marked as a known issue in librdkafka's own suite (TEST_F_KNOWN_ISSUE): not run"
     }
     if (!(name in srow)) sorder[++ns] = name
-    srow[name] = st "\t" secs "\t" reason
+    srow[name] = st "\t" sec "\t" reason
     next
 }
 
