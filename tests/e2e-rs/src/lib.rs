@@ -100,7 +100,10 @@ impl Weir {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("weir did not listen on {} within {START_TIMEOUT:?}", self.bootstrap);
+        panic!(
+            "weir did not listen on {} within {START_TIMEOUT:?}",
+            self.bootstrap
+        );
     }
 
     /// The broker's log so far, for failure messages.

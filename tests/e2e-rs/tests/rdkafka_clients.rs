@@ -96,11 +96,7 @@ fn produce(weir: &Weir, topic: &str) -> BTreeMap<(i32, i64), String> {
 
 /// Reads every partition from the beginning until `expected` records arrived (or the deadline
 /// passed) and returns them: (partition, offset) → value, checking key and header on the way.
-fn consume(
-    consumer: &BaseConsumer,
-    topic: &str,
-    expected: usize,
-) -> BTreeMap<(i32, i64), String> {
+fn consume(consumer: &BaseConsumer, topic: &str, expected: usize) -> BTreeMap<(i32, i64), String> {
     let mut assignment = TopicPartitionList::new();
     for p in 0..PARTITIONS {
         assignment
@@ -157,14 +153,21 @@ fn idempotent_lz4_produce_then_consume_every_partition() {
         .create()
         .expect("consumer");
     let read = consume(&consumer, topic, RECORDS);
-    assert_eq!(read, acked, "what was read differs from what was acknowledged");
+    assert_eq!(
+        read, acked,
+        "what was read differs from what was acknowledged"
+    );
 
     for p in 0..PARTITIONS {
         let (low, high) = consumer
             .fetch_watermarks(topic, p, Duration::from_secs(10))
             .expect("watermarks");
         assert_eq!(low, 0);
-        assert_eq!(high as usize, RECORDS / PARTITIONS as usize, "partition {p}");
+        assert_eq!(
+            high as usize,
+            RECORDS / PARTITIONS as usize,
+            "partition {p}"
+        );
     }
 }
 
@@ -186,7 +189,10 @@ fn consumer_with_group_id_closes_promptly() {
     let started = Instant::now();
     drop(consumer); // close, then destroy
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(10), "consumer close took {took:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "consumer close took {took:?}"
+    );
 }
 
 #[test]
@@ -200,7 +206,10 @@ fn admin_delete_topic_removes_it() {
     results[0].as_ref().expect("topic deleted");
     let deadline = Instant::now() + Duration::from_secs(10);
     while partition_count(&weir, topic).is_some() {
-        assert!(Instant::now() < deadline, "{topic} still listed after delete");
+        assert!(
+            Instant::now() < deadline,
+            "{topic} still listed after delete"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
