@@ -556,12 +556,6 @@ def test_garbage_frame_closes_only_that_connection(broker):
 
 CLOSE_BOUND_S = 10.0  # generous: a close that commits takes well under a second
 
-# Strict: once consumer groups land these pass, the xfail turns into a failure, and this
-# marker must go.
-needs_groups = pytest.mark.xfail(
-    strict=True,
-    reason="needs consumer groups: close waits session.timeout.ms for a coordinator "
-           "(docs/COMPATIBILITY.md, issue 7 item 6)")
 
 
 def consumed_with_auto_commit(bootstrap: str, topic: str, partitions: int, n: int) -> CkConsumer:
@@ -587,7 +581,6 @@ def timed_close(consumer: CkConsumer) -> float:
     return time.monotonic() - started
 
 
-@needs_groups
 def test_consumer_close_with_offsets_to_commit_is_prompt(broker):
     client = ConfluentClient(broker.bootstrap)
     topic = unique_topic("close", client)
@@ -598,7 +591,6 @@ def test_consumer_close_with_offsets_to_commit_is_prompt(broker):
     assert took < CLOSE_BOUND_S, f"consumer close took {took:.1f} s"
 
 
-@needs_groups
 def test_consumer_close_after_its_topic_is_deleted_is_prompt(broker):
     client = ConfluentClient(broker.bootstrap)
     topic = unique_topic("close-deleted", client)

@@ -172,7 +172,6 @@ fn idempotent_lz4_produce_then_consume_every_partition() {
 }
 
 #[test]
-#[ignore = "needs consumer groups: close waits session.timeout.ms for a coordinator (docs/COMPATIBILITY.md); remove once groups land"]
 fn consumer_with_group_id_closes_promptly() {
     // A consumer with a group.id that only assign()s: closing it must not wait on a
     // coordinator for long (librdkafka's test 0053 spent 45 s there).
