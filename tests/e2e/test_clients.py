@@ -543,3 +543,62 @@ def test_garbage_frame_closes_only_that_connection(broker):
     # The broker still serves: a raw ApiVersions round trip, then a real client.
     assert api_versions_v0_roundtrip(broker.host, broker.port) == 0
     ConfluentClient(broker.bootstrap)._admin().list_topics(timeout=10)
+
+
+# ---------------------------------------------------------------------------
+# Consumer close (issue 7 item 6)
+#
+# A librdkafka consumer with auto-commit on (the default) holds offsets to commit for its
+# partitions when it closes. It defers that commit until it finds a group coordinator and
+# waits for it: against a broker that answers FindCoordinator with COORDINATOR_NOT_AVAILABLE
+# it re-asks every second until the commit gives up after session.timeout.ms (45 s by
+# default). librdkafka's tests 0053 and 0085 spent most of their time there.
+
+CLOSE_BOUND_S = 10.0  # generous: a close that commits takes well under a second
+
+
+
+def consumed_with_auto_commit(bootstrap: str, topic: str, partitions: int, n: int) -> CkConsumer:
+    consumer = CkConsumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"weir-e2e-close-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": True,
+    })
+    consumer.assign([CkTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = 0
+    deadline = time.monotonic() + CONSUME_TIMEOUT_S
+    while got < n and time.monotonic() < deadline:
+        for m in consumer.consume(num_messages=1000, timeout=0.5):
+            if m.error() is None:
+                got += 1
+    assert got == n, f"consumed {got} of {n}"
+    return consumer
+
+
+def timed_close(consumer: CkConsumer) -> float:
+    started = time.monotonic()
+    consumer.close()
+    return time.monotonic() - started
+
+
+def test_consumer_close_with_offsets_to_commit_is_prompt(broker):
+    client = ConfluentClient(broker.bootstrap)
+    topic = unique_topic("close", client)
+    client.create_topic(topic, N_PARTITIONS)
+    assert_all_delivered(client.produce(topic, make_records(300)), 300)
+    consumer = consumed_with_auto_commit(broker.bootstrap, topic, N_PARTITIONS, 300)
+    took = timed_close(consumer)
+    assert took < CLOSE_BOUND_S, f"consumer close took {took:.1f} s"
+
+
+def test_consumer_close_after_its_topic_is_deleted_is_prompt(broker):
+    client = ConfluentClient(broker.bootstrap)
+    topic = unique_topic("close-deleted", client)
+    client.create_topic(topic, N_PARTITIONS)
+    assert_all_delivered(client.produce(topic, make_records(300)), 300)
+    consumer = consumed_with_auto_commit(broker.bootstrap, topic, N_PARTITIONS, 300)
+    client.delete_topic(topic)
+    wait_for(lambda: client.partition_count(topic) is None, METADATA_WAIT_S,
+             f"{topic} gone from metadata")
+    took = timed_close(consumer)
+    assert took < CLOSE_BOUND_S, f"consumer close took {took:.1f} s"
