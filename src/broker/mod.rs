@@ -86,7 +86,7 @@ impl Broker {
                 log_dir.display()
             );
         }
-        io.disk.create_dir_all(&log_dir)?;
+        crate::io::create_dir_all_durable(io.disk.as_ref(), &log_dir).await?;
         let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
         let now = io.clock.wall_ms();
         let store = MetadataStore::open(io.disk.clone(), &log_dir, now).await?;

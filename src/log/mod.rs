@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::io::{read_file, write_file_atomic, Disk, File};
+use crate::io::{create_dir_all_durable, read_file, write_file_atomic, Disk, File};
 use batch::BatchHeader;
 use segment::Segment;
 
@@ -74,11 +74,11 @@ impl From<io::Error> for ReadError {
 pub struct FlushPlan {
     pub files: Vec<Arc<dyn File>>,
     pub up_to: i64,
-    /// The directory, when segments were created in it since its last sync: a new file's
-    /// name is only durable once its directory is synced.
+    /// The directory, when segments were created or removed in it since its last sync: a
+    /// file's name (or its removal) is only durable once its directory is synced.
     dir: Option<(Arc<dyn Disk>, PathBuf)>,
-    /// How many segments had been created when the plan was made.
-    segments_created: u64,
+    /// How many directory changes had been made when the plan was made.
+    dir_changes: u64,
 }
 
 pub struct Log {
@@ -92,9 +92,10 @@ pub struct Log {
     last_flush_ms: i64,
     /// CRC-check every batch served. Only a planted-bug simulation turns this off.
     verify_reads: bool,
-    /// Segments created so far, and how many of them the directory's last sync covered.
-    segments_created: u64,
-    segments_synced: u64,
+    /// Segment files created or removed so far, and how many of those changes the directory's
+    /// last sync covered.
+    dir_changes: u64,
+    dir_changes_synced: u64,
 }
 
 impl Log {
@@ -105,13 +106,7 @@ impl Log {
         config: LogConfig,
         now_ms: i64,
     ) -> io::Result<(Log, Recovery)> {
-        let existed = disk.exists(dir);
-        disk.create_dir_all(dir)?;
-        if !existed {
-            if let Some(parent) = dir.parent() {
-                disk.sync_dir(parent).await?;
-            }
-        }
+        create_dir_all_durable(disk.as_ref(), dir).await?;
         let names = disk.list_dir(dir)?;
         let mut bases: Vec<i64> = names
             .iter()
@@ -119,12 +114,16 @@ impl Log {
             .filter_map(|n| n.parse::<i64>().ok())
             .collect();
         bases.sort_unstable();
+        // Whether recovery removed names: those removals must be durable before anything new is
+        // written, or power loss could bring back old data behind the new.
+        let mut removed_files = false;
         // Index files whose log is gone (a crash during segment deletion) are stale.
         for name in &names {
             let stem = name.split('.').next().unwrap_or("");
             let is_index = name.ends_with(".index") || name.ends_with(".timeindex");
             if is_index && stem.parse::<i64>().is_ok_and(|b| !bases.contains(&b)) {
                 disk.remove_file(&dir.join(name))?;
+                removed_files = true;
             }
         }
         let clean = disk.exists(&dir.join(CLEAN_MARKER));
@@ -148,8 +147,8 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             verify_reads: true,
-            segments_created: 0,
-            segments_synced: 0,
+            dir_changes: 0,
+            dir_changes_synced: 0,
         };
         // Segments that start after the recovery point may hold unflushed data.
         let first_to_scan = if clean {
@@ -169,6 +168,7 @@ impl Log {
                 // Everything after a cut is unreachable: offsets must stay contiguous.
                 Segment::remove_files(disk.as_ref(), dir, base)?;
                 recovery.segments_dropped += 1;
+                removed_files = true;
                 continue;
             }
             let recover = base >= first_to_scan;
@@ -184,6 +184,7 @@ impl Log {
                         "segment does not follow on from the previous one; dropping the rest");
                     Segment::remove_files(disk.as_ref(), dir, base)?;
                     recovery.segments_dropped += 1;
+                    removed_files = true;
                     cut = true;
                     continue;
                 }
@@ -206,24 +207,27 @@ impl Log {
                 now_ms,
             )?;
             log.segments.insert(start, segment);
-            log.segments_created += 1;
+            log.dir_changes += 1;
         }
         log.recovery_point = if clean {
             log.end_offset()
         } else {
-            checkpoint.unwrap_or(0).min(log.end_offset())
+            checkpoint.unwrap_or(0).clamp(log.start_offset(), log.end_offset())
         };
-        if let Some((base, _, _)) = &recovery.truncated_at {
-            // Make the cut durable before anything is written after it: otherwise a power
-            // loss could bring the bad tail back and cost the (fsynced) data that follows.
-            let files = log.segments[base].files();
-            for file in files {
-                file.sync().await?;
-            }
+        if !clean {
+            log.make_recovered_tail_durable(first_to_scan).await?;
+        }
+        if clean && removed_files {
+            // Files removed must be durably gone before anything is appended: if their removal
+            // were undone, old data could come back behind the new. (An unclean open has
+            // synced the directory already.)
             disk.sync_dir(dir).await?;
         }
         if clean {
+            // Durably gone before anything is appended: a marker that power loss brought back
+            // would make the next start trust a log that was written to after it.
             disk.remove_file(&dir.join(CLEAN_MARKER))?;
+            disk.sync_dir(dir).await?;
         }
         log.check_invariants();
         Ok((log, recovery))
@@ -240,6 +244,35 @@ impl Log {
             expected = Some(segment.next_offset());
         }
         assert!(self.recovery_point <= self.end_offset());
+    }
+
+    /// After an unclean stop, what the page cache shows past the recovery point may not be on
+    /// the medium even where an fsync reported success: a failed fsync may have marked its pages
+    /// clean without writing them (Linux does, "fsyncgate"), and the next fsync then skips them.
+    /// So rewrite every byte from the recovery point on (which dirties those pages again) and
+    /// fsync it, with the cut recovery made and the rebuilt indexes. After this the whole log is
+    /// durable, so the recovery point, and the high watermark above it, can start at the end.
+    /// The cost is a rewrite of what came after the last checkpoint.
+    async fn make_recovered_tail_durable(&mut self, first_scanned: i64) -> io::Result<()> {
+        let from = self.recovery_point;
+        let mut files = Vec::new();
+        for (_, segment) in self.segments.range_mut(first_scanned.min(from)..) {
+            if segment.next_offset() > from {
+                segment.rewrite_from(from)?;
+            }
+            files.extend(segment.files());
+        }
+        let mut syncs: Vec<_> = files.iter().map(|f| f.sync()).collect();
+        // The names too: the process that created these files may have died before it synced
+        // their directory.
+        syncs.push(self.disk.sync_dir(&self.dir));
+        crate::io::join_all(syncs)
+            .await
+            .into_iter()
+            .collect::<io::Result<()>>()?;
+        self.dir_changes_synced = self.dir_changes;
+        self.recovery_point = self.end_offset();
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {
@@ -349,7 +382,7 @@ impl Log {
                 now_ms,
             )?;
             self.segments.insert(base, segment);
-            self.segments_created += 1;
+            self.dir_changes += 1;
         }
         Ok(())
     }
@@ -447,19 +480,19 @@ impl Log {
             .range(first..)
             .flat_map(|(_, s)| s.files())
             .collect();
-        let dir = (self.segments_created > self.segments_synced)
+        let dir = (self.dir_changes > self.dir_changes_synced)
             .then(|| (self.disk.clone(), self.dir.clone()));
         FlushPlan {
             files,
             up_to: self.end_offset(),
             dir,
-            segments_created: self.segments_created,
+            dir_changes: self.dir_changes,
         }
     }
 
     /// Everything the plan covered is now durable.
     pub fn flushed(&mut self, plan: &FlushPlan, now_ms: i64) {
-        self.segments_synced = self.segments_synced.max(plan.segments_created);
+        self.dir_changes_synced = self.dir_changes_synced.max(plan.dir_changes);
         let up_to = plan.up_to;
         if up_to > self.recovery_point {
             assert!(up_to <= self.end_offset());
@@ -522,6 +555,7 @@ impl Log {
             total -= oldest.size() as i64;
             self.segments.remove(&base);
             Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            self.dir_changes += 1;
             deleted += 1;
         }
         self.recovery_point = self.recovery_point.max(self.start_offset());
@@ -539,6 +573,8 @@ impl Log {
             }
             self.segments.remove(&base);
             Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            // The next flush makes the removal durable, before the data appended after it.
+            self.dir_changes += 1;
         }
         self.active_mut().truncate_to(offset)?;
         self.recovery_point = self.recovery_point.min(self.end_offset());

@@ -327,7 +327,7 @@ mod tests {
     #[test]
     fn idempotent_retry_gets_original_offset_and_survives_restart() {
         let disk = MemDisk::new(1);
-        disk.create_dir_all(Path::new("/data")).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
         let mut p = open(&disk);
         let first = batch(&[b"a", b"b"], 10, Some((5, 0, 0)));
         let second = batch(&[b"c"], 10, Some((5, 0, 2)));
@@ -352,7 +352,7 @@ mod tests {
     #[test]
     fn producer_state_comes_back_from_snapshot_plus_log() {
         let disk = MemDisk::new(2);
-        disk.create_dir_all(Path::new("/data")).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
         let mut p = open(&disk);
         let first = batch(&[b"a"], 10, Some((9, 0, 0)));
         let second = batch(&[b"b"], 10, Some((9, 0, 1)));
@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn rejects_bad_batches() {
         let disk = MemDisk::new(1);
-        disk.create_dir_all(Path::new("/data")).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
         let mut p = open(&disk);
         let mut b = batch(&[b"a"], 10, None);
         let two = [b.clone(), b.clone()].concat();

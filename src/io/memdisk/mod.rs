@@ -68,7 +68,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::{BoxFuture, Disk, File, OpenMode};
 use image::FileImage;
 pub use image::{SyncFailure, PAGE, SECTOR};
-use namespace::{strictly_within, Namespace};
+use namespace::Namespace;
 
 const EBADF: i32 = 9;
 const EIO: i32 = 5;
@@ -288,12 +288,12 @@ impl State {
     }
 
     /// Frees every inode nothing can reach any more: no current name, no open handle, and no
-    /// durable name that power loss could bring back.
+    /// durable or pending name that power loss could bring back.
     fn collect_garbage(&mut self) {
         if self.files.values().all(|f| f.linked || f.open_handles > 0) {
             return;
         }
-        let durable = self.ns.durable_inodes();
+        let durable = self.ns.recoverable_inodes();
         self.files.retain(|inode, f| f.linked || f.open_handles > 0 || durable.contains(inode));
     }
 

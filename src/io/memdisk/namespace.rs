@@ -244,9 +244,14 @@ impl Namespace {
         }
     }
 
-    /// Inodes some durable name refers to: they must outlive their current names.
-    pub fn durable_inodes(&self) -> BTreeSet<u64> {
-        self.durable_names.values().copied().collect()
+    /// Inodes that a durable name, or a pending creation, refers to: power loss may give them a
+    /// name again, so they must outlive their current names.
+    pub fn recoverable_inodes(&self) -> BTreeSet<u64> {
+        let pending = self.pending.values().flatten().filter_map(|change| match change {
+            Change::Link { inode, .. } => Some(*inode),
+            _ => None,
+        });
+        self.durable_names.values().copied().chain(pending).collect()
     }
 
     /// The power failed: each directory keeps a random prefix of its pending changes; entries
