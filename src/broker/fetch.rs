@@ -98,6 +98,13 @@ fn read_all(
             out.push(data);
             continue;
         };
+        if broker.is_storage_offline() {
+            // What the page cache shows may not be on disk: serve nothing until a restart.
+            data.error_code = ResponseError::KafkaStorageError.code();
+            errored = true;
+            out.push(data);
+            continue;
+        }
         let partition = handle.lock();
         data.high_watermark = partition.high_watermark();
         data.last_stable_offset = partition.high_watermark();
@@ -184,6 +191,10 @@ pub(super) fn list_offsets(
                         r.error_code = ResponseError::UnknownTopicOrPartition.code();
                         return r;
                     };
+                    if broker.is_storage_offline() {
+                        r.error_code = ResponseError::KafkaStorageError.code();
+                        return r;
+                    }
                     let partition = handle.lock();
                     let found = match p.timestamp {
                         LATEST => Ok(Some((partition.high_watermark(), -1))),

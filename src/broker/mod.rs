@@ -6,6 +6,7 @@ mod admin;
 mod configs;
 mod errors;
 mod fetch;
+mod health;
 mod metadata;
 mod produce;
 mod server;
@@ -28,6 +29,7 @@ use crate::controller::{Controller, ControllerError, MetadataImage, MetadataReco
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
+use health::LogDirHealth;
 pub use state::PartitionHandle;
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
@@ -68,6 +70,8 @@ pub struct Broker {
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
     shutdown: watch::Sender<bool>,
+    /// Offline after a failed fsync: nothing is served or written any more.
+    health: LogDirHealth,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -120,6 +124,7 @@ impl Broker {
             appended: Notify::new(),
             advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
             shutdown,
+            health: LogDirHealth::new(),
         });
         broker.open_partitions().await?;
         let listener = io.net.bind(bind).await?;
@@ -239,6 +244,10 @@ impl Broker {
         if self.config.planted_bug == Some(crate::config::PlantedBug::NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }
+        #[cfg(madsim)]
+        if self.config.planted_bug == Some(crate::config::PlantedBug::SkipDirFsync) {
+            partition.log_mut().set_sync_new_names(false);
+        }
         write_topic_id(&self.io, &dir, id).await?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
             tracing::warn!(
@@ -275,10 +284,11 @@ impl Broker {
             return Ok(out);
         }
         let now = self.io.clock.wall_ms();
-        store
-            .commit(&records, now)
-            .await
-            .map_err(CommitError::Storage)?;
+        self.check_online().map_err(CommitError::Storage)?;
+        if let Err(e) = store.commit(&records, now).await {
+            self.storage_failed("a metadata commit", &e);
+            return Err(CommitError::Storage(e));
+        }
         *self.image.write().unwrap() = Arc::new(store.image().clone());
         // Still under the lock: local effects apply in commit order.
         for record in &records {
@@ -415,16 +425,60 @@ impl Broker {
             }
             partition.log().flush_plan()
         };
-        Log::sync_files(&plan).await?;
+        // Checked under the gate: a flush queued behind the one that failed must not run, or
+        // its fsync could "succeed" over pages the failure dropped.
+        self.check_online()?;
+        #[cfg(madsim)]
+        if self.config.planted_bug == Some(crate::config::PlantedBug::RecoveryPointBeforeFsync) {
+            handle.lock().flushed(&plan, self.io.clock.wall_ms());
+        }
+        if let Err(e) = Log::sync_files(&plan).await {
+            // Still under the gate, so no later flush of this partition runs first.
+            self.storage_failed("fsync of a partition", &e);
+            return Err(e);
+        }
         handle.lock().flushed(&plan, self.io.clock.wall_ms());
         // The high watermark may have moved (durable reads): wake long polls.
         self.appended.notify_waiters();
         Ok(())
     }
 
+    /// A failed fsync (or a failed write of durable bookkeeping): the log directory goes
+    /// offline for good (see `health`).
+    fn storage_failed(&self, what: &str, e: &io::Error) {
+        #[cfg(madsim)]
+        if self.config.planted_bug == Some(crate::config::PlantedBug::ServeAfterFsyncError) {
+            return;
+        }
+        self.health.fail(format!("{what} failed: {e}"));
+        // Long polls answer at once with the error.
+        self.appended.notify_waiters();
+    }
+
+    /// Fails once the log directory is offline.
+    fn check_online(&self) -> io::Result<()> {
+        match self.health.reason() {
+            None => Ok(()),
+            Some(reason) => Err(io::Error::other(format!("log directory offline: {reason}"))),
+        }
+    }
+
+    pub fn is_storage_offline(&self) -> bool {
+        self.health.is_offline()
+    }
+
+    /// Resolves once the log directory has gone offline, with the reason. A supervisor then
+    /// restarts the process (`weir serve` exits).
+    pub async fn storage_offline(&self) -> String {
+        self.health.offline().await
+    }
+
     /// Stops accepting work and closes every log cleanly (flushed, checkpointed, marked clean).
+    /// An offline log directory is left as it is: marking it clean would make the next start
+    /// trust data a failed fsync may have dropped.
     pub async fn shutdown(&self) -> io::Result<()> {
         let _ = self.shutdown.send(true);
+        self.check_online()?;
         let handles = self.all_partitions();
         for handle in &handles {
             handle.mark_deleted();
@@ -447,16 +501,24 @@ impl Broker {
     /// Writes a partition's producer-state snapshot and recovery point; with `clean` (after a
     /// final flush) also the clean-shutdown marker.
     async fn checkpoint_partition(&self, handle: &PartitionHandle, clean: bool) -> io::Result<()> {
+        self.check_online()?;
         let (checkpoint, (snapshot_path, snapshot)) = {
             let p = handle.lock();
             (p.log().checkpoint(), p.producer_snapshot())
         };
-        write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
-        if clean {
-            checkpoint.write_clean().await
-        } else {
-            checkpoint.write().await
+        let written = async {
+            write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
+            if clean {
+                checkpoint.write_clean().await
+            } else {
+                checkpoint.write().await
+            }
         }
+        .await;
+        if let Err(e) = &written {
+            self.storage_failed("a checkpoint", e);
+        }
+        written
     }
 
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
@@ -490,6 +552,10 @@ async fn background_loop(broker: Arc<Broker>) {
         }
         if *shutdown.borrow() {
             return;
+        }
+        if broker.is_storage_offline() {
+            // Nothing is written to an offline directory; the process waits to be restarted.
+            continue;
         }
         since_retention += tick;
         since_checkpoint += tick;

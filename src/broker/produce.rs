@@ -130,6 +130,12 @@ fn append_one(
             "partition is closing".into(),
         ));
     }
+    if broker.is_storage_offline() {
+        return Err((
+            ResponseError::KafkaStorageError,
+            "the log directory is offline".into(),
+        ));
+    }
     let Some(records) = records else {
         return Err((ResponseError::InvalidRecord, "null records".into()));
     };

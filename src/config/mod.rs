@@ -35,6 +35,15 @@ pub enum PlantedBug {
     AckBeforeFsync,
     /// Serve stored batches without checking their CRC (bit rot reaches clients).
     NoReadCrc,
+    /// Never fsync a partition directory after creating a segment in it (a new segment's
+    /// name may vanish at power loss, with its fsynced data).
+    SkipDirFsync,
+    /// Advance the recovery point (and so the high watermark and group commit) before the
+    /// fsync it stands for, instead of after.
+    RecoveryPointBeforeFsync,
+    /// Keep serving after a failed fsync (the fsyncgate mistake: a later fsync "succeeds"
+    /// over pages the failure dropped).
+    ServeAfterFsyncError,
 }
 
 impl PlantedBug {
@@ -42,8 +51,12 @@ impl PlantedBug {
         match name {
             "ack-before-fsync" => Ok(PlantedBug::AckBeforeFsync),
             "no-read-crc" => Ok(PlantedBug::NoReadCrc),
+            "skip-dir-fsync" => Ok(PlantedBug::SkipDirFsync),
+            "recovery-point-before-fsync" => Ok(PlantedBug::RecoveryPointBeforeFsync),
+            "serve-after-fsync-error" => Ok(PlantedBug::ServeAfterFsyncError),
             other => Err(format!(
-                "unknown planted bug '{other}' (known: ack-before-fsync, no-read-crc)"
+                "unknown planted bug '{other}' (known: ack-before-fsync, no-read-crc, \
+                 skip-dir-fsync, recovery-point-before-fsync, serve-after-fsync-error)"
             )),
         }
     }

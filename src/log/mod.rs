@@ -92,6 +92,9 @@ pub struct Log {
     last_flush_ms: i64,
     /// CRC-check every batch served. Only a planted-bug simulation turns this off.
     verify_reads: bool,
+    /// fsync the directory after segments are created or removed. Only a planted-bug
+    /// simulation turns this off.
+    sync_new_names: bool,
     /// Segment files created or removed so far, and how many of those changes the directory's
     /// last sync covered.
     dir_changes: u64,
@@ -147,6 +150,7 @@ impl Log {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             verify_reads: true,
+            sync_new_names: true,
             dir_changes: 0,
             dir_changes_synced: 0,
         };
@@ -285,6 +289,12 @@ impl Log {
 
     pub fn set_config(&mut self, config: LogConfig) {
         self.config = config;
+    }
+
+    /// Test-only (planted bug): never fsync the directory for new or removed segments.
+    #[cfg(madsim)]
+    pub fn set_sync_new_names(&mut self, sync: bool) {
+        self.sync_new_names = sync;
     }
 
     /// Test-only (planted bug): serve batches without checking their CRC.
@@ -480,7 +490,7 @@ impl Log {
             .range(first..)
             .flat_map(|(_, s)| s.files())
             .collect();
-        let dir = (self.dir_changes > self.dir_changes_synced)
+        let dir = (self.dir_changes > self.dir_changes_synced && self.sync_new_names)
             .then(|| (self.disk.clone(), self.dir.clone()));
         FlushPlan {
             files,

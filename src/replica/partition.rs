@@ -111,7 +111,11 @@ impl Partition {
             _ => (ProducerStates::default(), log.start_offset()),
         };
         log.scan_headers(from, |header| producers.record(header))?;
-        // Whatever survived recovery is what this broker has: it is the committed log.
+        // Whatever survived recovery is what this broker has: it is the committed log. It is
+        // all durable (an unclean open fsyncs what it kept), so even a broker that exposes only
+        // fsynced records can start its high watermark at the end: no consumer sees a tail a
+        // later power loss could take back.
+        assert_eq!(log.recovery_point(), log.end_offset(), "an opened log is durable");
         let high_watermark = log.end_offset();
         let partition = Partition {
             topic: topic.to_string(),
