@@ -271,6 +271,9 @@ pub struct Nemesis {
     /// Packet loss rate during the `loss` fault.
     #[serde(default = "default_loss")]
     pub loss_rate: f64,
+    /// Narrow-window disk faults (see `buggify.rs`).
+    #[serde(default)]
+    pub buggify: crate::buggify::Buggify,
 }
 
 impl Default for Nemesis {
@@ -283,6 +286,7 @@ impl Default for Nemesis {
             disk_error_rate: default_disk_rate(),
             latency_ms: default_latency(),
             loss_rate: default_loss(),
+            buggify: crate::buggify::Buggify::default(),
         }
     }
 }
@@ -412,6 +416,7 @@ impl Scenario {
         if let Some(bug) = &self.planted_bug {
             weir::config::PlantedBug::parse(bug)?;
         }
+        self.nemesis.buggify.validate()?;
         Ok(())
     }
 }
