@@ -15,7 +15,8 @@ use serde::Deserialize;
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Point {
-    /// A file's fsync is about to start (the caller may already have done its bookkeeping).
+    /// A file's fsync is in flight and has not reached the medium yet (whoever acted on it
+    /// early, say a group commit that answered before the fsync, is caught out).
     BeforeSync,
     /// A file's fsync has finished, before the caller learns it (between the fsync and the
     /// recovery point, the checkpoint or the acknowledgement it allows).

@@ -138,9 +138,10 @@ fn latency(range: [u64; 2]) -> Duration {
     Duration::from_micros(draw(range))
 }
 
-/// The data is durable as of the call (MemDisk snapshots it then); the caller learns so only
-/// after the device's latency, as with a real fsync. Strikes before the call and after the
-/// latency; a crash there never answers (the process is gone before it learns).
+/// An fsync that takes the device's latency: the data is durable at its end, and the caller
+/// learns so right after. Strikes in between (`BeforeSync`: the power fails while the fsync is
+/// in flight) and after (`AfterSync`: before the caller learns); a crash never answers, the
+/// process is gone.
 fn delayed(
     sync: impl FnOnce() -> BoxFuture<'static, io::Result<()>> + Send + 'static,
     range: [u64; 2],
@@ -149,21 +150,23 @@ fn delayed(
     after: Point,
 ) -> BoxFuture<'static, io::Result<()>> {
     Box::pin(async move {
-        let mut wait = latency(range);
+        // The device works for its latency; the data is durable when it is done. A strike
+        // before that point cuts the fsync short: others may have acted on it meanwhile.
+        let wait = latency(range);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         let before = if strikes.starting() {
             Point::Startup
         } else {
             Point::BeforeSync
         };
         match strikes.strike(before, &path) {
-            Some(Action::Delay) => wait += strikes.delay(),
+            Some(Action::Delay) => tokio::time::sleep(strikes.delay()).await,
             Some(_) => return std::future::pending().await,
             None => {}
         }
         let result = sync().await;
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
         if result.is_ok() {
             match strikes.strike(after, &path) {
                 Some(Action::Delay) => tokio::time::sleep(strikes.delay()).await,

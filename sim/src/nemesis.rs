@@ -263,7 +263,11 @@ impl Nemesis {
     /// Serves the machines' restart requests until `until_ms` of run time: the node is killed
     /// (its disk is already frozen if a narrow-window fault crashed it), stays down for a
     /// while, and restarts, as a supervisor would restart a crashed broker.
+    /// Narrow-window faults are on while this runs.
     pub async fn run_restarts(&self, until_ms: u64) {
+        for m in &self.machines {
+            m.strikes.enabled.store(true, Ordering::SeqCst);
+        }
         let watchers = (0..self.machines.len())
             .map(|index| self.serve_restarts(index, until_ms))
             .collect();

@@ -161,7 +161,8 @@ async fn simulate(
         let restart = Arc::new(RestartRequest::default());
         let strikes = Arc::new(Strikes {
             spec: scenario.nemesis.buggify.clone(),
-            enabled: AtomicBool::new(true),
+            // On with the workload (the nemesis turns them on), off from healing on.
+            enabled: AtomicBool::new(false),
             crashes: Default::default(),
             disk: disk.clone(),
             up: up.clone(),
