@@ -81,7 +81,11 @@ impl Default for Buggify {
 }
 
 fn default_actions() -> BTreeMap<Action, u32> {
-    BTreeMap::from([(Action::Crash, 1), (Action::PowerLoss, 2), (Action::Delay, 1)])
+    BTreeMap::from([
+        (Action::Crash, 1),
+        (Action::PowerLoss, 2),
+        (Action::Delay, 1),
+    ])
 }
 fn default_delay() -> [u64; 2] {
     [1, 300]
@@ -97,7 +101,9 @@ impl Buggify {
     pub fn validate(&self) -> Result<(), String> {
         for (point, rate) in &self.points {
             if !(0.0..=1.0).contains(rate) {
-                return Err(format!("nemesis.buggify.points.{point:?}: {rate} is not in 0..=1"));
+                return Err(format!(
+                    "nemesis.buggify.points.{point:?}: {rate} is not in 0..=1"
+                ));
             }
         }
         if self.actions.values().all(|&w| w == 0) {
@@ -105,7 +111,9 @@ impl Buggify {
         }
         for (name, [lo, hi]) in [("delay_ms", self.delay_ms), ("restart_ms", self.restart_ms)] {
             if lo > hi {
-                return Err(format!("nemesis.buggify.{name} must be [min, max] with min ≤ max"));
+                return Err(format!(
+                    "nemesis.buggify.{name} must be [min, max] with min ≤ max"
+                ));
             }
         }
         Ok(())
@@ -149,6 +157,14 @@ mod tests {
     fn weights_split_the_draws() {
         let b = Buggify::default();
         let picks: Vec<Action> = (0..b.total_weight()).map(|p| b.action(p)).collect();
-        assert_eq!(picks, vec![Action::Crash, Action::PowerLoss, Action::PowerLoss, Action::Delay]);
+        assert_eq!(
+            picks,
+            vec![
+                Action::Crash,
+                Action::PowerLoss,
+                Action::PowerLoss,
+                Action::Delay
+            ]
+        );
     }
 }

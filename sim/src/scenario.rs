@@ -41,6 +41,10 @@ pub struct Scenario {
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
+    /// A sweep runs at most this many of the seeds it is given (the first ones), so that a
+    /// slow or narrow scenario does not blow the CI budget. `run` ignores it.
+    #[serde(default)]
+    pub sweep_seeds: Option<usize>,
 }
 
 fn default_duration() -> u64 {

@@ -216,7 +216,9 @@ impl Log {
         log.recovery_point = if clean {
             log.end_offset()
         } else {
-            checkpoint.unwrap_or(0).clamp(log.start_offset(), log.end_offset())
+            checkpoint
+                .unwrap_or(0)
+                .clamp(log.start_offset(), log.end_offset())
         };
         if !clean {
             log.make_recovered_tail_durable(first_to_scan).await?;

@@ -180,7 +180,10 @@ fn truncate_to_drops_the_tail() {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Append { records: usize, size: usize },
+    Append {
+        records: usize,
+        size: usize,
+    },
     Flush,
     /// A flush whose fsync fails; the owner then restarts (as the broker does, offline).
     FailedFlush,

@@ -115,7 +115,11 @@ impl Partition {
         // all durable (an unclean open fsyncs what it kept), so even a broker that exposes only
         // fsynced records can start its high watermark at the end: no consumer sees a tail a
         // later power loss could take back.
-        assert_eq!(log.recovery_point(), log.end_offset(), "an opened log is durable");
+        assert_eq!(
+            log.recovery_point(),
+            log.end_offset(),
+            "an opened log is durable"
+        );
         let high_watermark = log.end_offset();
         let partition = Partition {
             topic: topic.to_string(),
@@ -331,7 +335,8 @@ mod tests {
     #[test]
     fn idempotent_retry_gets_original_offset_and_survives_restart() {
         let disk = MemDisk::new(1);
-        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data")))
+            .unwrap();
         let mut p = open(&disk);
         let first = batch(&[b"a", b"b"], 10, Some((5, 0, 0)));
         let second = batch(&[b"c"], 10, Some((5, 0, 2)));
@@ -356,7 +361,8 @@ mod tests {
     #[test]
     fn producer_state_comes_back_from_snapshot_plus_log() {
         let disk = MemDisk::new(2);
-        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data")))
+            .unwrap();
         let mut p = open(&disk);
         let first = batch(&[b"a"], 10, Some((9, 0, 0)));
         let second = batch(&[b"b"], 10, Some((9, 0, 1)));
@@ -385,7 +391,8 @@ mod tests {
     #[test]
     fn rejects_bad_batches() {
         let disk = MemDisk::new(1);
-        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data")))
+            .unwrap();
         let mut p = open(&disk);
         let mut b = batch(&[b"a"], 10, None);
         let two = [b.clone(), b.clone()].concat();

@@ -200,7 +200,7 @@ fn stale() -> io::Error {
 }
 
 fn frozen() -> io::Error {
-    io::Error::new(io::ErrorKind::Other, "disk frozen: the machine crashed")
+    io::Error::other("disk frozen: the machine crashed")
 }
 
 fn path_error(kind: io::ErrorKind, what: &str, path: &Path) -> io::Error {
@@ -294,7 +294,8 @@ impl State {
             return;
         }
         let durable = self.ns.recoverable_inodes();
-        self.files.retain(|inode, f| f.linked || f.open_handles > 0 || durable.contains(inode));
+        self.files
+            .retain(|inode, f| f.linked || f.open_handles > 0 || durable.contains(inode));
     }
 
     /// Both kinds of crash kill every handle.
@@ -545,10 +546,7 @@ impl Disk for MemDisk {
                 });
             }
         }
-        let mut missing: Vec<&Path> = path
-            .ancestors()
-            .filter(|a| a.parent().is_some())
-            .collect();
+        let mut missing: Vec<&Path> = path.ancestors().filter(|a| a.parent().is_some()).collect();
         // Parents first, so each new directory's creation is recorded in an existing parent.
         missing.reverse();
         for ancestor in missing {
@@ -727,7 +725,12 @@ impl File for MemFile {
             state.stats.injected_faults += 1;
             return Err(os_error(EIO));
         }
-        let current = &state.files.get(&self.inode).ok_or_else(stale)?.image.current;
+        let current = &state
+            .files
+            .get(&self.inode)
+            .ok_or_else(stale)?
+            .image
+            .current;
         let start = match usize::try_from(pos) {
             Ok(start) if start < current.len() => start,
             _ => return Ok(0),

@@ -247,11 +247,19 @@ impl Namespace {
     /// Inodes that a durable name, or a pending creation, refers to: power loss may give them a
     /// name again, so they must outlive their current names.
     pub fn recoverable_inodes(&self) -> BTreeSet<u64> {
-        let pending = self.pending.values().flatten().filter_map(|change| match change {
-            Change::Link { inode, .. } => Some(*inode),
-            _ => None,
-        });
-        self.durable_names.values().copied().chain(pending).collect()
+        let pending = self
+            .pending
+            .values()
+            .flatten()
+            .filter_map(|change| match change {
+                Change::Link { inode, .. } => Some(*inode),
+                _ => None,
+            });
+        self.durable_names
+            .values()
+            .copied()
+            .chain(pending)
+            .collect()
     }
 
     /// The power failed: each directory keeps a random prefix of its pending changes; entries
@@ -277,8 +285,10 @@ impl Namespace {
             self.durable_dirs.remove(&dir);
         }
         let dirs = &self.durable_dirs;
-        self.durable_names
-            .retain(|name, _| name.parent().is_none_or(|p| p.parent().is_none() || dirs.contains(p)));
+        self.durable_names.retain(|name, _| {
+            name.parent()
+                .is_none_or(|p| p.parent().is_none() || dirs.contains(p))
+        });
         self.names.clone_from(&self.durable_names);
         self.dirs.clone_from(&self.durable_dirs);
     }

@@ -428,7 +428,10 @@ fn unsynced_pages_land_in_any_order_whole_or_torn_by_sector() {
         let mut landed = Vec::new();
         for page in got.chunks(PAGE) {
             let new = page.iter().take_while(|&&b| b == 2).count();
-            assert!(page[new..].iter().all(|&b| b == 1), "seed {seed}: not a sector prefix");
+            assert!(
+                page[new..].iter().all(|&b| b == 1),
+                "seed {seed}: not a sector prefix"
+            );
             assert_eq!(new % SECTOR, 0, "seed {seed}: torn inside a sector");
             if new != 0 && new != PAGE {
                 torn += 1;
@@ -495,7 +498,10 @@ fn a_new_name_is_durable_only_after_its_directory_is_synced() {
             Some(bytes) => assert_eq!(bytes, b"data"),
         }
     }
-    assert!(vanished > 0, "a name whose directory was never synced survived every time");
+    assert!(
+        vanished > 0,
+        "a name whose directory was never synced survived every time"
+    );
     for seed in 0..50 {
         let disk = disk_with_dir(seed);
         let file = open(&disk, "/d/new", OpenMode::Create);
@@ -503,7 +509,11 @@ fn a_new_name_is_durable_only_after_its_directory_is_synced() {
         ready(file.sync()).unwrap();
         ready(disk.sync_dir(Path::new("/d"))).unwrap();
         disk.power_loss();
-        assert_eq!(disk.file_contents("/d/new").unwrap(), b"data", "seed {seed}");
+        assert_eq!(
+            disk.file_contents("/d/new").unwrap(),
+            b"data",
+            "seed {seed}"
+        );
     }
 }
 
@@ -517,7 +527,10 @@ fn a_new_directory_needs_its_parent_synced() {
         disk.power_loss();
         if !disk.exists(Path::new("/d/sub")) {
             vanished += 1;
-            assert!(!disk.exists(Path::new("/d/sub/deeper")), "seed {seed}: an orphan");
+            assert!(
+                !disk.exists(Path::new("/d/sub/deeper")),
+                "seed {seed}: an orphan"
+            );
         }
     }
     assert!(vanished > 0);
@@ -528,7 +541,12 @@ fn an_unsynced_rename_reverts_whole_and_a_removed_file_may_come_back() {
     let (mut reverted, mut renamed, mut resurrected) = (0, 0, 0);
     for seed in 0..200 {
         let disk = disk_with_dir(seed);
-        ready(crate::io::write_file_atomic(&disk, Path::new("/d/meta"), b"old")).unwrap();
+        ready(crate::io::write_file_atomic(
+            &disk,
+            Path::new("/d/meta"),
+            b"old",
+        ))
+        .unwrap();
         drop(create_synced(&disk, "/d/doomed"));
         let tmp = open(&disk, "/d/meta.tmp", OpenMode::Create);
         tmp.write_at(0, b"new").unwrap();
@@ -576,7 +594,11 @@ fn a_failed_fsync_keeps_or_drops_the_dirty_pages() {
             assert_eq!(disk.durable_contents("/d/f").unwrap(), vec![1; PAGE]);
             assert!(!disk.is_synced());
             disk.process_crash();
-            assert_eq!(disk.file_contents("/d/f").unwrap(), vec![2; PAGE], "still cached");
+            assert_eq!(
+                disk.file_contents("/d/f").unwrap(),
+                vec![2; PAGE],
+                "still cached"
+            );
             disk.power_loss();
             assert_eq!(disk.file_contents("/d/f").unwrap(), vec![1; PAGE], "gone");
         } else {
