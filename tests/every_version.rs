@@ -82,6 +82,9 @@ async fn every_advertised_version_is_answered() {
             .with_replication_factor(1)]);
         let response = call(&mut conn, &request, v).await;
         assert_eq!(response.topics[0].error_code, 0, "CreateTopics v{v}");
+        if v >= 1 {
+            assert_eq!(response.topics[0].error_message, None, "CreateTopics v{v}");
+        }
     }
     let metadata = call(&mut conn, &MetadataRequest::default().with_topics(None), 12).await;
     let topic_id = metadata
@@ -92,6 +95,26 @@ async fn every_advertised_version_is_answered() {
         .topic_id;
 
     for v in versions(&conn, ApiKey::Metadata) {
+        // Authorized operations (v8+): all of them without an authorizer, when asked.
+        if v >= 8 {
+            let request = MetadataRequest::default()
+                .with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(name("t2")))
+                ]))
+                .with_include_cluster_authorized_operations(v <= 10)
+                .with_include_topic_authorized_operations(true);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(response.topics[0].topic_authorized_operations, 0x0df8);
+            if v <= 10 {
+                assert_eq!(response.cluster_authorized_operations, 0x1fa0);
+            }
+            let plain = MetadataRequest::default().with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name("t2"))),
+            ]));
+            let response = call(&mut conn, &plain, v).await;
+            assert_eq!(response.topics[0].topic_authorized_operations, i32::MIN);
+            assert_eq!(response.cluster_authorized_operations, i32::MIN);
+        }
         let topics = if v == 0 {
             Some(vec![])
         } else {
@@ -150,6 +173,26 @@ async fn every_advertised_version_is_answered() {
             p.records.as_ref().is_some_and(|r| !r.is_empty()),
             "Fetch v{v}"
         );
+        // Past the log end: OFFSET_OUT_OF_RANGE with empty (not null) records, as Kafka sends;
+        // librdkafka rejects the whole response on a null record set.
+        let mut past = request.clone();
+        past.topics[0].partitions[0].fetch_offset = 1_000_000;
+        let response = call(&mut conn, &past, v).await;
+        let p = &response.responses[0].partitions[0];
+        assert_eq!(p.error_code, 1, "Fetch v{v} past the end");
+        assert_eq!(
+            p.records.as_deref(),
+            Some(&b""[..]),
+            "Fetch v{v} past the end"
+        );
+        assert_eq!(p.high_watermark, -1, "Fetch v{v} past the end");
+        // An unknown partition, likewise.
+        let mut unknown = request.clone();
+        unknown.topics[0].partitions[0].partition = 99;
+        let response = call(&mut conn, &unknown, v).await;
+        let p = &response.responses[0].partitions[0];
+        assert_ne!(p.error_code, 0, "Fetch v{v} unknown partition");
+        assert_eq!(p.records.as_deref(), Some(&b""[..]), "Fetch v{v} unknown");
     }
     for v in versions(&conn, ApiKey::ListOffsets) {
         for timestamp in [-2, -1, 500] {
@@ -166,6 +209,24 @@ async fn every_advertised_version_is_answered() {
                 "ListOffsets v{v}"
             );
         }
+    }
+    for v in versions(&conn, ApiKey::DeleteRecords) {
+        use kafka_protocol::messages::delete_records_request as dr;
+        let offset = 1 + v as i64;
+        let request = DeleteRecordsRequest::default()
+            .with_timeout_ms(1000)
+            .with_topics(vec![dr::DeleteRecordsTopic::default()
+                .with_name(name("t2"))
+                .with_partitions(vec![dr::DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(offset)])]);
+        let response = call(&mut conn, &request, v).await;
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.low_watermark),
+            (0, offset),
+            "DeleteRecords v{v}"
+        );
     }
     for v in versions(&conn, ApiKey::InitProducerId) {
         let request = InitProducerIdRequest::default()
@@ -249,6 +310,41 @@ async fn every_advertised_version_is_answered() {
             response.responses[0].error_code, 0,
             "DeleteTopics v{v} ({topic})"
         );
+    }
+    for v in versions(&conn, ApiKey::DescribeCluster) {
+        for include in [false, true] {
+            let request = DescribeClusterRequest::default()
+                .with_include_cluster_authorized_operations(include);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(response.error_code, 0, "DescribeCluster v{v}");
+            assert_eq!(response.brokers.len(), 1, "DescribeCluster v{v}");
+            assert_eq!(response.controller_id, response.brokers[0].broker_id);
+            assert!(!response.cluster_id.is_empty());
+            let expected = if include { 0x1fa0 } else { i32::MIN };
+            assert_eq!(response.cluster_authorized_operations, expected);
+        }
+        if v >= 1 {
+            let request = DescribeClusterRequest::default().with_endpoint_type(2);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(response.error_code, 114, "DescribeCluster v{v} controller");
+        }
+    }
+    // No authorizer: SECURITY_DISABLED (54), as Kafka answers without one.
+    for v in versions(&conn, ApiKey::DescribeAcls) {
+        let response = call(&mut conn, &DescribeAclsRequest::default(), v).await;
+        assert_eq!(response.error_code, 54, "DescribeAcls v{v}");
+    }
+    for v in versions(&conn, ApiKey::CreateAcls) {
+        use kafka_protocol::messages::create_acls_request::AclCreation;
+        let request = CreateAclsRequest::default().with_creations(vec![AclCreation::default()]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.results[0].error_code, 54, "CreateAcls v{v}");
+    }
+    for v in versions(&conn, ApiKey::DeleteAcls) {
+        use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+        let request = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.filter_results[0].error_code, 54, "DeleteAcls v{v}");
     }
     for v in versions(&conn, ApiKey::ApiVersions) {
         let response = call(&mut conn, &ApiVersionsRequest::default(), v).await;

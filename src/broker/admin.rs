@@ -74,6 +74,8 @@ pub(super) async fn create_topics(
         let outcome = broker.create_topic(new.clone(), req.validate_only).await;
         match outcome {
             Ok(()) => {
+                // As Kafka: a null message on success (the schema default is "").
+                result.error_message = None;
                 let image = broker.image();
                 let created = image.topic(&name);
                 if ctx.version >= 5 {

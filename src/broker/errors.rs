@@ -29,7 +29,9 @@ pub fn commit(e: &CommitError) -> ResponseError {
 pub fn produce(e: &ProduceError) -> ResponseError {
     match e {
         ProduceError::Corrupt(_) => ResponseError::CorruptMessage,
-        ProduceError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        ProduceError::InvalidRecord(_) | ProduceError::RecordErrors(_) => {
+            ResponseError::InvalidRecord
+        }
         ProduceError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         ProduceError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,

@@ -2,8 +2,10 @@
 //! together, and answers Kafka requests. Request handlers live one API family per file; they
 //! translate wire types to core calls and back, so nothing below this layer sees the wire.
 
+mod acls;
 mod admin;
 mod configs;
+mod delete_records;
 mod errors;
 mod fetch;
 mod health;

@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
-use super::{admin, configs, fetch, metadata, produce, versions, Broker};
+use super::{acls, admin, configs, delete_records, fetch, metadata, produce, versions, Broker};
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
 
@@ -140,6 +140,9 @@ async fn handle_frame(
         RequestKind::Metadata(req) => Some(ResponseKind::Metadata(
             metadata::handle(broker, &ctx, req).await,
         )),
+        RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
+            metadata::describe_cluster(broker, &ctx, req),
+        )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             metadata::find_coordinator(broker, &ctx, req),
         )),
@@ -164,8 +167,14 @@ async fn handle_frame(
         RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
             admin::create_partitions(broker, req).await,
         )),
+        RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(req))),
+        RequestKind::CreateAcls(req) => Some(ResponseKind::CreateAcls(acls::create(req))),
+        RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
+        RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
+            delete_records::handle(broker, req).await,
+        )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
-            configs::describe(broker, &ctx, req),
+            configs::describe(broker, req),
         )),
         RequestKind::AlterConfigs(req) => Some(ResponseKind::AlterConfigs(
             configs::alter(broker, req).await,

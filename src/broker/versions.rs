@@ -23,6 +23,11 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::DescribeCluster, 0, 2),
 ];
 
 pub fn is_supported(api: ApiKey, version: i16) -> bool {

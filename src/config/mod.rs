@@ -24,7 +24,7 @@ use std::fmt;
 pub use listener::{Endpoint, Voter};
 pub use properties::parse_properties;
 pub use server::{Role, ServerConfig};
-pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
+pub use topic::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 
 /// Bugs the simulator can plant on purpose, to show that its checker catches them. No config
 /// file can turn one on: only code that builds a [`ServerConfig`] by hand (the simulator).
