@@ -2,7 +2,8 @@
 //!
 //! Layering, top to bottom (a layer may only use the ones below it):
 //! `main.rs` (CLI) → [`broker`] (wire protocol, request handling) → [`replica`], [`controller`],
-//! [`raft`] (protocol state machines) → [`log`] (segmented log) → [`io`] (effects behind traits).
+//! [`group`], [`raft`] (protocol state machines) → [`log`] (segmented log) → [`io`] (effects
+//! behind traits).
 //! [`client`] is a Kafka client used by the CLI, the bench and the simulator's workloads.
 //! See `docs/ARCHITECTURE.md`.
 
@@ -11,6 +12,7 @@ pub mod broker;
 pub mod client;
 pub mod config;
 pub mod controller;
+pub mod group;
 pub mod io;
 pub mod log;
 pub mod protocol;

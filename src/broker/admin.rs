@@ -174,6 +174,11 @@ pub(super) async fn delete_topics(
             None => Err(CommitError::Rejected(ControllerError::UnknownTopic(
                 id.to_string(),
             ))),
+            Some(n) if n == crate::group::OFFSETS_TOPIC => {
+                Err(CommitError::Rejected(ControllerError::InvalidTopic(
+                    format!("the internal topic {n} holds committed offsets and cannot be deleted"),
+                )))
+            }
             Some(n) => {
                 broker
                     .change_metadata(false, |controller, image| {
@@ -219,6 +224,12 @@ pub(super) async fn create_partitions(
             Err((
                 ResponseError::InvalidReplicaAssignment,
                 "replicas must be on this broker".to_string(),
+            ))
+        } else if name == crate::group::OFFSETS_TOPIC {
+            // Groups are placed by hashing over the partition count: changing it moves them.
+            Err((
+                ResponseError::InvalidTopicException,
+                format!("the partition count of the internal topic {name} cannot change"),
             ))
         } else {
             broker

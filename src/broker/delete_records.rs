@@ -45,6 +45,10 @@ async fn delete_one(
     index: i32,
     offset: i64,
 ) -> Result<i64, ResponseError> {
+    if topic == crate::group::OFFSETS_TOPIC {
+        // As Kafka: the coordinator replays this log from its start; cutting it loses commits.
+        return Err(ResponseError::InvalidTopicException);
+    }
     let handle = broker
         .partition(topic, index)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;

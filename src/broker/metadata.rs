@@ -1,4 +1,4 @@
-//! Metadata (brokers, topics, partitions, leaders), DescribeCluster and FindCoordinator.
+//! Metadata (brokers, topics, partitions, leaders) and DescribeCluster.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -6,14 +6,14 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, MetadataRequest, MetadataResponse, TopicName,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::server::RequestContext;
-use super::{errors, Broker};
+use super::Broker;
 use crate::controller::{validate_topic_name, TopicMeta};
 
 pub(super) async fn handle(
@@ -41,6 +41,8 @@ pub(super) async fn handle(
             .iter()
             .filter_map(|(name, _)| name.clone())
             .filter(|n| image.topic(n).is_none() && validate_topic_name(n).is_ok())
+            // The offsets topic is made by the coordinator, with its own partition count.
+            .filter(|n| n != crate::group::OFFSETS_TOPIC)
             .collect();
         for (name, result) in broker.auto_create(&missing).await {
             match result {
@@ -223,39 +225,8 @@ fn topic_entry(broker: &Broker, ctx: &RequestContext, topic: &TopicMeta) -> Meta
     if ctx.version >= 10 {
         entry.topic_id = topic.id;
     }
-    entry
-}
-
-/// Weir has no consumer groups yet: say so with the protocol's retriable "not available" error
-/// rather than pointing clients at a coordinator that would not answer.
-pub(super) fn find_coordinator(
-    _broker: &Broker,
-    ctx: &RequestContext,
-    req: FindCoordinatorRequest,
-) -> FindCoordinatorResponse {
-    let error = ResponseError::CoordinatorNotAvailable;
-    let message = "Weir does not implement consumer groups or transactions yet";
-    let mut response = FindCoordinatorResponse::default();
-    if ctx.version >= 4 {
-        response.coordinators = req
-            .coordinator_keys
-            .into_iter()
-            .map(|key| {
-                kafka_protocol::messages::find_coordinator_response::Coordinator::default()
-                    .with_key(key)
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1)
-                    .with_error_code(error.code())
-                    .with_error_message(Some(StrBytes::from_static_str(message)))
-            })
-            .collect();
-    } else {
-        response.error_code = errors::code(Some(error));
-        response.node_id = BrokerId(-1);
-        response.port = -1;
-        if ctx.version >= 1 {
-            response.error_message = Some(StrBytes::from_static_str(message));
-        }
+    if ctx.version >= 1 {
+        entry.is_internal = topic.name == crate::group::OFFSETS_TOPIC;
     }
-    response
+    entry
 }

@@ -152,6 +152,12 @@ fn append_one(
     now: i64,
     to_flush: &mut Vec<(Arc<PartitionHandle>, i64)>,
 ) -> Result<Appended, Failure> {
+    if topic == crate::group::OFFSETS_TOPIC {
+        return Err(Failure::new(
+            ResponseError::InvalidTopicException,
+            format!("cannot append to the internal topic {topic}"),
+        ));
+    }
     let Some(handle) = broker.partition(topic, index) else {
         return Err(Failure::new(
             ResponseError::UnknownTopicOrPartition,
