@@ -421,7 +421,14 @@ async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow:
         tracing::warn!("{w}");
     }
     let running = Broker::start(config, io).await?;
-    wait_for_signal().await;
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        reason = running.broker.storage_offline() => {
+            // As Kafka halts when its last log directory fails: exit without a clean shutdown,
+            // so that the next start recovers from what is really on disk.
+            anyhow::bail!("log directory offline ({reason}); exiting so the broker can be restarted");
+        }
+    }
     tracing::info!("shutting down");
     running.broker.shutdown().await?;
     Ok(())

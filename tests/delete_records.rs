@@ -181,6 +181,15 @@ async fn a_failed_write_leaves_the_log_start_alone() {
     // KAFKA_STORAGE_ERROR (56).
     assert_eq!(delete_records(&mut client, "t", 0, 4, 2).await, (-1, 56));
     disk.set_faults(Default::default());
+    // A failed fsync takes the log directory offline until a restart (fsyncgate): the broker
+    // refuses even once the disk works again.
+    assert!(running.broker.is_storage_offline());
+    assert_eq!(delete_records(&mut client, "t", 0, 4, 2).await, (-1, 56));
+    drop(client);
+    drop(running);
+    disk.process_crash();
+    let running = start(&io, "1048576").await;
+    let mut client = Client::connect(&io, running.local_addr).await.unwrap();
     assert_eq!(client.list_offset("t", 0, -2).await.unwrap().0, 0);
     assert_eq!(delete_records(&mut client, "t", 0, 4, 2).await, (4, 0));
     running.broker.shutdown().await.unwrap();

@@ -4,6 +4,7 @@
 //! The scenario format, the history and the checker are plain code (tested in any build); the
 //! parts that drive madsim exist only under `--cfg madsim` (use `cargo sim`).
 
+pub mod buggify;
 pub mod checker;
 pub mod clock;
 pub mod history;

@@ -12,6 +12,7 @@ use madsim::task::NodeId;
 use weir::io::memdisk::{Faults, MemDisk};
 
 use crate::clock::NodeClock;
+use crate::disk::{RestartRequest, Strikes};
 use crate::history::{Event, History};
 use crate::scenario::{FaultKind, Nemesis as Spec};
 use crate::workload::RunClock;
@@ -24,6 +25,11 @@ pub struct Machine {
     /// Set by the node when its broker is serving; cleared when the nemesis stops it.
     pub up: Arc<AtomicBool>,
     pub paused: AtomicBool,
+    /// The node asks here to be restarted (a narrow-window crash, an offline log directory).
+    pub restart: Arc<RestartRequest>,
+    pub strikes: Arc<Strikes>,
+    /// Held from a kill to the restart, so two faults never restart one node at once.
+    pub power: tokio::sync::Mutex<()>,
 }
 
 pub struct Nemesis {
@@ -122,6 +128,7 @@ impl Nemesis {
         let ms = duration.as_millis();
         match kind {
             FaultKind::Kill | FaultKind::PowerLoss => {
+                let _power = m.power.lock().await;
                 handle.kill(m.node);
                 m.up.store(false, Ordering::SeqCst);
                 if kind == FaultKind::Kill {
@@ -133,6 +140,7 @@ impl Nemesis {
                 }
                 tokio::time::sleep(duration).await;
                 m.paused.store(false, Ordering::SeqCst);
+                m.disk.thaw();
                 handle.restart(m.node);
                 self.heal_note(format!("restart broker-{index} after {ms} ms"));
             }
@@ -252,6 +260,50 @@ impl Nemesis {
         }
     }
 
+    /// Serves the machines' restart requests until `until_ms` of run time: the node is killed
+    /// (its disk is already frozen if a narrow-window fault crashed it), stays down for a
+    /// while, and restarts, as a supervisor would restart a crashed broker.
+    /// Narrow-window faults are on while this runs.
+    pub async fn run_restarts(&self, until_ms: u64) {
+        for m in &self.machines {
+            m.strikes.enabled.store(true, Ordering::SeqCst);
+        }
+        let watchers = (0..self.machines.len())
+            .map(|index| self.serve_restarts(index, until_ms))
+            .collect();
+        weir::io::join_all(watchers).await;
+    }
+
+    async fn serve_restarts(&self, index: usize, until_ms: u64) {
+        let handle = Handle::current();
+        let m = &self.machines[index];
+        loop {
+            let now = self.clock.now_ms();
+            if now >= until_ms {
+                return;
+            }
+            tokio::select! {
+                _ = m.restart.notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(until_ms - now)) => return,
+            }
+            let reason = m.restart.take();
+            let _power = m.power.lock().await;
+            handle.kill(m.node);
+            m.up.store(false, Ordering::SeqCst);
+            if !m.disk.is_frozen() {
+                m.disk.process_crash();
+            }
+            self.fault_note(format!("broker-{index} down: {reason}"));
+            let down = draw(m.strikes.spec.restart_ms);
+            tokio::time::sleep(Duration::from_millis(down)).await;
+            m.paused.store(false, Ordering::SeqCst);
+            m.disk.thaw();
+            m.restart.served();
+            handle.restart(m.node);
+            self.heal_note(format!("restart broker-{index} after {down} ms"));
+        }
+    }
+
     /// Ends every fault and brings every broker back.
     pub async fn heal(&self) {
         let handle = Handle::current();
@@ -272,7 +324,15 @@ impl Nemesis {
             }
         }
         for (index, m) in self.machines.iter().enumerate() {
+            let _power = m.power.lock().await;
+            m.strikes.enabled.store(false, Ordering::SeqCst);
             m.disk.set_faults(Faults::default());
+            if m.disk.is_frozen() {
+                handle.kill(m.node);
+                m.up.store(false, Ordering::SeqCst);
+                m.disk.thaw();
+            }
+            m.restart.served();
             if m.paused.swap(false, Ordering::SeqCst) {
                 handle.resume(m.node);
             }

@@ -41,6 +41,10 @@ pub struct Scenario {
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
+    /// A sweep runs at most this many of the seeds it is given (the first ones), so that a
+    /// slow or narrow scenario does not blow the CI budget. `run` ignores it.
+    #[serde(default)]
+    pub sweep_seeds: Option<usize>,
 }
 
 fn default_duration() -> u64 {
@@ -271,6 +275,9 @@ pub struct Nemesis {
     /// Packet loss rate during the `loss` fault.
     #[serde(default = "default_loss")]
     pub loss_rate: f64,
+    /// Narrow-window disk faults (see `buggify.rs`).
+    #[serde(default)]
+    pub buggify: crate::buggify::Buggify,
 }
 
 impl Default for Nemesis {
@@ -283,6 +290,7 @@ impl Default for Nemesis {
             disk_error_rate: default_disk_rate(),
             latency_ms: default_latency(),
             loss_rate: default_loss(),
+            buggify: crate::buggify::Buggify::default(),
         }
     }
 }
@@ -414,6 +422,7 @@ impl Scenario {
         if let Some(bug) = &self.planted_bug {
             weir::config::PlantedBug::parse(bug)?;
         }
+        self.nemesis.buggify.validate()?;
         Ok(())
     }
 }

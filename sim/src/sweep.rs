@@ -91,7 +91,10 @@ pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSumma
         .collect::<Result<_, _>>()?;
     let queue: Mutex<VecDeque<(usize, u64)>> = Mutex::new(
         (0..scenarios.len())
-            .flat_map(|i| seeds.iter().map(move |&s| (i, s)))
+            .flat_map(|i| {
+                let limit = scenarios[i].1.sweep_seeds.unwrap_or(usize::MAX);
+                seeds.iter().take(limit).map(move |&s| (i, s))
+            })
             .collect(),
     );
     let results: Mutex<Vec<(usize, RunOutcome)>> = Mutex::new(Vec::new());

@@ -23,7 +23,7 @@ use weir::log::batch::BatchBuilder;
 
 use crate::checker::{self, FinalRead, Findings};
 use crate::clock::NodeClock;
-use crate::disk::NodeDisk;
+use crate::disk::{NodeDisk, RestartRequest, Strikes};
 use crate::history::{trace_hash, Event, History};
 use crate::nemesis::{Machine, Nemesis};
 pub use crate::report::RunOutcome;
@@ -158,12 +158,23 @@ async fn simulate(
             },
         );
         let up = Arc::new(AtomicBool::new(false));
+        let restart = Arc::new(RestartRequest::default());
+        let strikes = Arc::new(Strikes {
+            spec: scenario.nemesis.buggify.clone(),
+            // On with the workload (the nemesis turns them on), off from healing on.
+            enabled: AtomicBool::new(false),
+            crashes: Default::default(),
+            disk: disk.clone(),
+            up: up.clone(),
+            restart: restart.clone(),
+        });
         let (init_disk, init_clock, init_up, init_history) = (
             disk.clone(),
             node_clock.clone(),
             up.clone(),
             history.clone(),
         );
+        let (init_restart, init_strikes) = (restart.clone(), strikes.clone());
         let addr = broker_addr(index);
         let fsync_latency = scenario.cluster.fsync_latency_us;
         let node = handle
@@ -176,14 +187,28 @@ async fn simulate(
                     rng: Arc::new(OsRng::with_seed(madsim::rand::random())),
                     spawner: Arc::new(TokioSpawn),
                     net: Arc::new(TokioNet),
-                    disk: Arc::new(NodeDisk::new(init_disk.clone(), fsync_latency)),
+                    disk: Arc::new(NodeDisk::new(
+                        init_disk.clone(),
+                        fsync_latency,
+                        init_strikes.clone(),
+                    )),
                 };
                 let (config, up, history) = (config.clone(), init_up.clone(), init_history.clone());
+                let restart = init_restart.clone();
                 async move {
                     match Broker::start(config, io).await {
                         Ok(running) => {
                             up.store(true, Ordering::SeqCst);
-                            // Serve until the nemesis kills this node.
+                            // Serve until the nemesis kills this node, or the log directory
+                            // goes offline: then the process exits (as `weir serve` does) and
+                            // waits for a restart.
+                            let reason = running.broker.storage_offline().await;
+                            up.store(false, Ordering::SeqCst);
+                            history.record(
+                                clock.now_ms(),
+                                Event::Note(format!("broker-{index} offline: {reason}")),
+                            );
+                            restart.request(format!("log directory offline: {reason}"));
                             let _keep = running;
                             std::future::pending::<()>().await;
                         }
@@ -193,6 +218,7 @@ async fn simulate(
                                 clock.now_ms(),
                                 Event::Note(format!("broker-{index} failed to start: {e:#}")),
                             );
+                            restart.request(format!("failed to start: {e:#}"));
                         }
                     }
                 }
@@ -205,6 +231,9 @@ async fn simulate(
             clock: node_clock,
             up,
             paused: AtomicBool::new(false),
+            restart,
+            strikes,
+            power: tokio::sync::Mutex::new(()),
         });
     }
     let client_node = handle
@@ -309,7 +338,11 @@ async fn simulate(
         history: history.clone(),
         clock,
     };
-    tokio::join!(nemesis.run_random(duration_ms), nemesis.run_timeline());
+    tokio::join!(
+        nemesis.run_random(duration_ms),
+        nemesis.run_timeline(),
+        nemesis.run_restarts(duration_ms)
+    );
     let now = clock.now_ms();
     if now < duration_ms {
         tokio::time::sleep(Duration::from_millis(duration_ms - now)).await;

@@ -52,6 +52,9 @@ async fn delete_one(
     let handle = broker
         .partition(topic, index)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    if broker.is_storage_offline() {
+        return Err(ResponseError::KafkaStorageError);
+    }
     // A delete takes this gate too before it removes the directory, so the start-offset file
     // is never written into a deleted (or re-created) partition's directory.
     let _gate = handle.log_start_gate.lock().await;
@@ -70,6 +73,7 @@ async fn delete_one(
     };
     if let Err(e) = write.write().await {
         tracing::error!(topic, partition = index, error = %e, "could not record the log start offset");
+        broker.storage_failed("a log start offset write", &e);
         return Err(ResponseError::KafkaStorageError);
     }
     let mut partition = handle.lock();

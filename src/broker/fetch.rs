@@ -124,6 +124,13 @@ fn read_all(
             out.push(data);
             continue;
         };
+        if broker.is_storage_offline() {
+            // What the page cache shows may not be on disk: serve nothing until a restart.
+            data.error_code = ResponseError::KafkaStorageError.code();
+            errored = true;
+            out.push(data);
+            continue;
+        }
         let partition = handle.lock();
         // The first partition with data may exceed the budget by one batch (KIP-74).
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
@@ -235,6 +242,10 @@ pub(super) fn list_offsets(
                         r.error_code = ResponseError::UnknownTopicOrPartition.code();
                         return r;
                     };
+                    if broker.is_storage_offline() {
+                        r.error_code = ResponseError::KafkaStorageError.code();
+                        return r;
+                    }
                     let partition = handle.lock();
                     let found = match p.timestamp {
                         LATEST => Ok(Some((partition.high_watermark(), -1))),

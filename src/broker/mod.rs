@@ -10,6 +10,7 @@ mod delete_records;
 mod errors;
 mod fetch;
 mod groups;
+mod health;
 mod metadata;
 mod produce;
 mod server;
@@ -32,6 +33,7 @@ use crate::controller::{Controller, ControllerError, MetadataImage, MetadataReco
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
+use health::LogDirHealth;
 pub use state::{Lifecycle, PartitionHandle};
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
@@ -74,6 +76,8 @@ pub struct Broker {
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
     shutdown: watch::Sender<bool>,
+    /// Offline after a failed fsync: nothing is served or written any more.
+    health: LogDirHealth,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -92,7 +96,7 @@ impl Broker {
                 log_dir.display()
             );
         }
-        io.disk.create_dir_all(&log_dir)?;
+        crate::io::create_dir_all_durable(io.disk.as_ref(), &log_dir).await?;
         let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
         let now = io.clock.wall_ms();
         let store = MetadataStore::open(io.disk.clone(), &log_dir, now).await?;
@@ -128,6 +132,7 @@ impl Broker {
             groups: coordinator::Groups::new(group_config),
             advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
             shutdown,
+            health: LogDirHealth::new(),
         });
         broker.open_partitions().await?;
         let listener = io.net.bind(bind).await?;
@@ -255,6 +260,10 @@ impl Broker {
         if crate::planted!(self.config, NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }
+        #[cfg(any(madsim, test))]
+        if crate::planted!(self.config, SkipDirFsync) {
+            partition.log_mut().set_sync_new_names(false);
+        }
         write_topic_id(&self.io, &dir, id).await?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
             tracing::warn!(
@@ -291,10 +300,11 @@ impl Broker {
             return Ok(out);
         }
         let now = self.io.clock.wall_ms();
-        store
-            .commit(&records, now)
-            .await
-            .map_err(CommitError::Storage)?;
+        self.check_online().map_err(CommitError::Storage)?;
+        if let Err(e) = store.commit(&records, now).await {
+            self.storage_failed("a metadata commit", &e);
+            return Err(CommitError::Storage(e));
+        }
         *self.image.write().unwrap() = Arc::new(store.image().clone());
         // Still under the lock: local effects apply in commit order.
         for record in &records {
@@ -440,16 +450,58 @@ impl Broker {
             }
             partition.log().flush_plan()
         };
-        Log::sync_files(&plan).await?;
+        // Checked under the gate: a flush queued behind the one that failed must not run, or
+        // its fsync could "succeed" over pages the failure dropped.
+        self.check_online()?;
+        if crate::planted!(self.config, RecoveryPointBeforeFsync) {
+            handle.lock().flushed(&plan, self.io.clock.wall_ms());
+        }
+        if let Err(e) = Log::sync_files(&plan).await {
+            // Still under the gate, so no later flush of this partition runs first.
+            self.storage_failed("fsync of a partition", &e);
+            return Err(e);
+        }
         handle.lock().flushed(&plan, self.io.clock.wall_ms());
         // The high watermark may have moved (durable reads): wake long polls.
         self.appended.notify_waiters();
         Ok(())
     }
 
+    /// A failed fsync (or a failed write of durable bookkeeping): the log directory goes
+    /// offline for good (see `health`).
+    fn storage_failed(&self, what: &str, e: &io::Error) {
+        if crate::planted!(self.config, ServeAfterFsyncError) {
+            return;
+        }
+        self.health.fail(format!("{what} failed: {e}"));
+        // Long polls answer at once with the error.
+        self.appended.notify_waiters();
+    }
+
+    /// Fails once the log directory is offline.
+    fn check_online(&self) -> io::Result<()> {
+        match self.health.reason() {
+            None => Ok(()),
+            Some(reason) => Err(io::Error::other(format!("log directory offline: {reason}"))),
+        }
+    }
+
+    pub fn is_storage_offline(&self) -> bool {
+        self.health.is_offline()
+    }
+
+    /// Resolves once the log directory has gone offline, with the reason. A supervisor then
+    /// restarts the process (`weir serve` exits).
+    pub async fn storage_offline(&self) -> String {
+        self.health.offline().await
+    }
+
     /// Stops accepting work and closes every log cleanly (flushed, checkpointed, marked clean).
+    /// An offline log directory is left as it is: marking it clean would make the next start
+    /// trust data a failed fsync may have dropped.
     pub async fn shutdown(&self) -> io::Result<()> {
         let _ = self.shutdown.send(true);
+        self.check_online()?;
         let handles = self.all_partitions();
         for handle in &handles {
             handle.set_lifecycle(Lifecycle::Stopping);
@@ -474,6 +526,7 @@ impl Broker {
     /// Skips a deleted partition. Holds the flush gate, so a delete cannot remove the directory
     /// (and a new topic of the same name take it) while the files are written.
     async fn checkpoint_partition(&self, handle: &PartitionHandle, clean: bool) -> io::Result<()> {
+        self.check_online()?;
         let _gate = handle.flush_gate.lock().await;
         let (checkpoint, (snapshot_path, snapshot)) = {
             let (p, lifecycle) = handle.lock_with_lifecycle();
@@ -486,12 +539,19 @@ impl Broker {
             );
             (p.log().checkpoint(), p.producer_snapshot())
         };
-        write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
-        if clean {
-            checkpoint.write_clean().await
-        } else {
-            checkpoint.write().await
+        let written = async {
+            write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
+            if clean {
+                checkpoint.write_clean().await
+            } else {
+                checkpoint.write().await
+            }
         }
+        .await;
+        if let Err(e) = &written {
+            self.storage_failed("a checkpoint", e);
+        }
+        written
     }
 
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
@@ -532,6 +592,10 @@ async fn background_loop(broker: Arc<Broker>) {
         }
         if *shutdown.borrow() {
             return;
+        }
+        if broker.is_storage_offline() {
+            // Nothing is written to an offline directory; the process waits to be restarted.
+            continue;
         }
         since_retention += tick;
         since_checkpoint += tick;

@@ -174,6 +174,12 @@ fn append_one(
             "partition is closing",
         ));
     };
+    if broker.is_storage_offline() {
+        return Err(Failure::new(
+            ResponseError::KafkaStorageError,
+            "the log directory is offline",
+        ));
+    }
     // With one replica the ISR is just this broker.
     let isr = 1;
     if acks == -1 && partition.config().min_insync_replicas > isr {

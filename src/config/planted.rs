@@ -19,6 +19,15 @@ pub enum PlantedBug {
     AckBeforeFsync,
     /// Serve stored batches without checking their CRC (bit rot reaches clients).
     NoReadCrc,
+    /// Never fsync a partition directory after creating a segment in it (a new segment's
+    /// name may vanish at power loss, with its fsynced data).
+    SkipDirFsync,
+    /// Advance the recovery point (and so the high watermark and group commit) before the
+    /// fsync it stands for, instead of after.
+    RecoveryPointBeforeFsync,
+    /// Keep serving after a failed fsync (the fsyncgate mistake: a later fsync "succeeds"
+    /// over pages the failure dropped).
+    ServeAfterFsyncError,
 }
 
 impl PlantedBug {
@@ -26,6 +35,12 @@ impl PlantedBug {
     pub const NAMES: &'static [(&'static str, PlantedBug)] = &[
         ("ack-before-fsync", PlantedBug::AckBeforeFsync),
         ("no-read-crc", PlantedBug::NoReadCrc),
+        ("skip-dir-fsync", PlantedBug::SkipDirFsync),
+        (
+            "recovery-point-before-fsync",
+            PlantedBug::RecoveryPointBeforeFsync,
+        ),
+        ("serve-after-fsync-error", PlantedBug::ServeAfterFsyncError),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {

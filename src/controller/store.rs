@@ -50,7 +50,7 @@ impl MetadataStore {
             ));
         }
         let mut log = log;
-        drop_unconfirmed_tail(&mut log, disk.as_ref(), &dir, now_ms).await?;
+        drop_unconfirmed_tail(&mut log, recovery.checkpointed, disk.as_ref(), &dir, now_ms).await?;
         let mut image = MetadataImage::default();
         let mut offset = log.start_offset();
         let end = log.end_offset();
@@ -168,11 +168,11 @@ impl MetadataStore {
 /// something a commit can leave behind, so it stops the start instead of guessing.
 async fn drop_unconfirmed_tail(
     log: &mut Log,
+    confirmed: i64,
     disk: &dyn Disk,
     dir: &Path,
     now_ms: i64,
 ) -> io::Result<()> {
-    let confirmed = log.recovery_point();
     if confirmed == log.end_offset() {
         return Ok(());
     }

@@ -193,6 +193,22 @@ pub async fn write_file_atomic(disk: &dyn Disk, path: &Path, data: &[u8]) -> io:
     Ok(())
 }
 
+/// Creates `path` and any missing ancestors so that they survive power loss: a new directory's
+/// name is durable only once its parent is fsynced.
+pub async fn create_dir_all_durable(disk: &dyn Disk, path: &Path) -> io::Result<()> {
+    let missing: Vec<&Path> = path
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !disk.exists(a))
+        .collect();
+    disk.create_dir_all(path)?;
+    for dir in missing {
+        if let Some(parent) = dir.parent() {
+            disk.sync_dir(parent).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Reads a whole (small) file.
 pub fn read_file(disk: &dyn Disk, path: &Path) -> io::Result<Vec<u8>> {
     let file = disk.open(path, OpenMode::Read)?;

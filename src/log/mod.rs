@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::io::{read_file, write_file_atomic, Disk, File};
+use crate::io::{create_dir_all_durable, read_file, write_file_atomic, Disk, File};
 use batch::BatchHeader;
 use segment::Segment;
 pub use start_offset::StartOffsetWrite;
@@ -55,6 +55,10 @@ pub struct Recovery {
     pub segments_scanned: usize,
     pub truncated_at: Option<(i64, u64, String)>,
     pub segments_dropped: usize,
+    /// The recovery point the checkpoint confirmed (the log end after a clean shutdown). An
+    /// unclean open then makes the rest durable too, so the log's own recovery point says
+    /// nothing more about what was confirmed before the crash; this does.
+    pub checkpointed: i64,
 }
 
 #[derive(Debug)]
@@ -77,11 +81,11 @@ impl From<io::Error> for ReadError {
 pub struct FlushPlan {
     pub files: Vec<Arc<dyn File>>,
     pub up_to: i64,
-    /// The directory, when segments were created in it since its last sync: a new file's
-    /// name is only durable once its directory is synced.
+    /// The directory, when segments were created or removed in it since its last sync: a
+    /// file's name (or its removal) is only durable once its directory is synced.
     dir: Option<(Arc<dyn Disk>, PathBuf)>,
-    /// How many segments had been created when the plan was made.
-    segments_created: u64,
+    /// How many directory changes had been made when the plan was made.
+    dir_changes: u64,
 }
 
 pub struct Log {
@@ -100,9 +104,13 @@ pub struct Log {
     /// builds have no such switch.
     #[cfg(any(madsim, test))]
     verify_reads: bool,
-    /// Segments created so far, and how many of them the directory's last sync covered.
-    segments_created: u64,
-    segments_synced: u64,
+    /// fsync the directory after segments are created or removed. Only a planted-bug
+    /// simulation turns this off.
+    sync_new_names: bool,
+    /// Segment files created or removed so far, and how many of those changes the directory's
+    /// last sync covered.
+    dir_changes: u64,
+    dir_changes_synced: u64,
 }
 
 impl Log {
@@ -113,13 +121,7 @@ impl Log {
         config: LogConfig,
         now_ms: i64,
     ) -> io::Result<(Log, Recovery)> {
-        let existed = disk.exists(dir);
-        disk.create_dir_all(dir)?;
-        if !existed {
-            if let Some(parent) = dir.parent() {
-                disk.sync_dir(parent).await?;
-            }
-        }
+        create_dir_all_durable(disk.as_ref(), dir).await?;
         let names = disk.list_dir(dir)?;
         let mut bases: Vec<i64> = names
             .iter()
@@ -158,8 +160,9 @@ impl Log {
             last_flush_ms: now_ms,
             #[cfg(any(madsim, test))]
             verify_reads: true,
-            segments_created: 0,
-            segments_synced: 0,
+            sync_new_names: true,
+            dir_changes: 0,
+            dir_changes_synced: 0,
         };
         // Segments that start after the recovery point may hold unflushed data.
         let first_to_scan = if clean {
@@ -216,19 +219,23 @@ impl Log {
                 now_ms,
             )?;
             log.segments.insert(start, segment);
-            log.segments_created += 1;
+            log.dir_changes += 1;
         }
         log.apply_stored_start_offset(start_offset::read(disk.as_ref(), dir), now_ms)?;
         log.recovery_point = if clean {
             log.end_offset()
         } else {
-            checkpoint.unwrap_or(0).min(log.end_offset())
+            checkpoint
+                .unwrap_or(0)
+                .clamp(log.first_base(), log.end_offset())
         };
-        log.recovery_point = log.recovery_point.max(log.first_base());
-        if let Some((base, _, _)) = &recovery.truncated_at {
-            // Make the cut durable before anything is written after it: otherwise a power
-            // loss could bring the bad tail back and cost the (fsynced) data that follows.
-            // (The segment is gone if the stored start offset emptied the log.)
+        recovery.checkpointed = log.recovery_point;
+        if !clean {
+            log.make_recovered_tail_durable(first_to_scan).await?;
+        } else if let Some((base, _, _)) = &recovery.truncated_at {
+            // A clean shutdown left a bad tail: make the cut durable before anything is written
+            // after it, or power loss could bring the tail back in front of new data. (The
+            // segment is gone if the stored start offset emptied the log.)
             let files = log
                 .segments
                 .get(base)
@@ -237,10 +244,15 @@ impl Log {
             for file in files {
                 file.sync().await?;
             }
-            disk.sync_dir(dir).await?;
         }
         if clean {
+            // Durably gone before anything is appended: a marker that power loss brought back
+            // would make the next start trust a log that was written to after it. The same
+            // directory fsync makes the removals recovery made durable (an unclean open has
+            // synced the directory already).
             disk.remove_file(&dir.join(CLEAN_MARKER))?;
+            disk.sync_dir(dir).await?;
+            log.dir_changes_synced = log.dir_changes;
         }
         log.check_invariants();
         Ok((log, recovery))
@@ -270,7 +282,7 @@ impl Log {
                 now_ms,
             )?;
             self.segments.insert(start, segment);
-            self.segments_created += 1;
+            self.dir_changes += 1;
         }
         self.start_offset = start;
         self.delete_segments_below_start()?;
@@ -287,6 +299,7 @@ impl Log {
             }
             self.segments.remove(&base);
             Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            self.dir_changes += 1;
             deleted += 1;
         }
         Ok(deleted)
@@ -347,6 +360,35 @@ impl Log {
         assert!(self.recovery_point <= self.end_offset());
     }
 
+    /// After an unclean stop, what the page cache shows past the recovery point may not be on
+    /// the medium even where an fsync reported success: a failed fsync may have marked its pages
+    /// clean without writing them (Linux does, "fsyncgate"), and the next fsync then skips them.
+    /// So rewrite every byte from the recovery point on (which dirties those pages again) and
+    /// fsync it, with the cut recovery made and the rebuilt indexes. After this the whole log is
+    /// durable, so the recovery point, and the high watermark above it, can start at the end.
+    /// The cost is a rewrite of what came after the last checkpoint.
+    async fn make_recovered_tail_durable(&mut self, first_scanned: i64) -> io::Result<()> {
+        let from = self.recovery_point;
+        let mut files = Vec::new();
+        for (_, segment) in self.segments.range_mut(first_scanned.min(from)..) {
+            if segment.next_offset() > from {
+                segment.rewrite_from(from)?;
+            }
+            files.extend(segment.files());
+        }
+        let mut syncs: Vec<_> = files.iter().map(|f| f.sync()).collect();
+        // The names too: the process that created these files may have died before it synced
+        // their directory.
+        syncs.push(self.disk.sync_dir(&self.dir));
+        crate::io::join_all(syncs)
+            .await
+            .into_iter()
+            .collect::<io::Result<()>>()?;
+        self.dir_changes_synced = self.dir_changes;
+        self.recovery_point = self.end_offset();
+        Ok(())
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -357,6 +399,13 @@ impl Log {
 
     pub fn set_config(&mut self, config: LogConfig) {
         self.config = config;
+    }
+
+    /// Simulator and tests only (a planted bug): never fsync the directory for new or removed
+    /// segments.
+    #[cfg(any(madsim, test))]
+    pub fn set_sync_new_names(&mut self, sync: bool) {
+        self.sync_new_names = sync;
     }
 
     /// Simulator and tests only (a planted bug): serve batches without checking their CRC.
@@ -458,7 +507,7 @@ impl Log {
                 now_ms,
             )?;
             self.segments.insert(base, segment);
-            self.segments_created += 1;
+            self.dir_changes += 1;
         }
         Ok(())
     }
@@ -560,19 +609,19 @@ impl Log {
             .range(first..)
             .flat_map(|(_, s)| s.files())
             .collect();
-        let dir = (self.segments_created > self.segments_synced)
+        let dir = (self.dir_changes > self.dir_changes_synced && self.sync_new_names)
             .then(|| (self.disk.clone(), self.dir.clone()));
         FlushPlan {
             files,
             up_to: self.end_offset(),
             dir,
-            segments_created: self.segments_created,
+            dir_changes: self.dir_changes,
         }
     }
 
     /// Everything the plan covered is now durable.
     pub fn flushed(&mut self, plan: &FlushPlan, now_ms: i64) {
-        self.segments_synced = self.segments_synced.max(plan.segments_created);
+        self.dir_changes_synced = self.dir_changes_synced.max(plan.dir_changes);
         let up_to = plan.up_to;
         if up_to > self.recovery_point {
             assert!(up_to <= self.end_offset());
@@ -635,6 +684,7 @@ impl Log {
             total -= oldest.size() as i64;
             self.segments.remove(&base);
             Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            self.dir_changes += 1;
             deleted += 1;
         }
         self.start_offset = self.start_offset.max(self.first_base());
@@ -653,6 +703,8 @@ impl Log {
             }
             self.segments.remove(&base);
             Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            // The next flush makes the removal durable, before the data appended after it.
+            self.dir_changes += 1;
         }
         self.active_mut().truncate_to(offset)?;
         self.recovery_point = self.recovery_point.min(self.end_offset());

@@ -416,6 +416,24 @@ impl Segment {
         Ok(buf.freeze())
     }
 
+    /// Writes the bytes from the batch holding `offset` to the end back over themselves, so the
+    /// page cache holds them as dirty pages again (see `Log::make_recovered_tail_durable`).
+    pub fn rewrite_from(&mut self, offset: i64) -> io::Result<()> {
+        let Some((start, _)) = self.locate(offset)? else {
+            return Ok(());
+        };
+        let mut position = start;
+        let mut chunk = vec![0u8; SCAN_CHUNK];
+        while position < self.size {
+            let n = ((self.size - position) as usize).min(SCAN_CHUNK);
+            read_exact_at(self.log.as_ref(), position, &mut chunk[..n])?;
+            self.log.write_at(position, &chunk[..n])?;
+            position += n as u64;
+        }
+        assert_eq!(position, self.size.max(start));
+        Ok(())
+    }
+
     /// The first record at or after `timestamp` in this segment: (offset, its timestamp).
     pub fn find_by_timestamp(&self, timestamp: i64) -> io::Result<Option<(i64, i64)>> {
         if self.max_timestamp < timestamp {

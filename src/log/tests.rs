@@ -9,8 +9,7 @@ use proptest::prelude::*;
 
 use super::batch::{self, testing::batch};
 use super::*;
-use crate::io::memdisk::{block_on, MemDisk};
-use crate::io::Disk;
+use crate::io::memdisk::{block_on, Faults, MemDisk};
 
 const DIR: &str = "/data/topic-0";
 
@@ -318,8 +317,13 @@ fn truncate_to_drops_the_tail() {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Append { records: usize, size: usize },
+    Append {
+        records: usize,
+        size: usize,
+    },
     Flush,
+    /// A flush whose fsync fails; the owner then restarts (as the broker does, offline).
+    FailedFlush,
     ProcessCrash,
     PowerLoss,
     CleanRestart,
@@ -329,6 +333,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (1usize..5, 1usize..200).prop_map(|(records, size)| Op::Append { records, size }),
         2 => Just(Op::Flush),
+        1 => Just(Op::FailedFlush),
         1 => Just(Op::ProcessCrash),
         1 => Just(Op::PowerLoss),
         1 => Just(Op::CleanRestart),
@@ -336,7 +341,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
     fn crashes_never_lose_fsynced_data_nor_return_corrupt_batches(
@@ -344,7 +349,7 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..60),
     ) {
         let disk = MemDisk::new(seed);
-        disk.create_dir_all(Path::new("/data")).unwrap();
+        block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
         let (mut log, _) = open(&disk, small_config());
         // What was appended, batch by batch: (base offset, values).
         let mut model: Vec<(i64, Vec<Vec<u8>>)> = Vec::new();
@@ -367,6 +372,23 @@ proptest! {
                     durable = plan.up_to;
                     block_on(log.checkpoint().write()).unwrap();
                 }
+                Op::FailedFlush => {
+                    let end = log.end_offset();
+                    let before = log.recovery_point();
+                    disk.set_faults(Faults { sync_error_rate: 1.0, ..Faults::default() });
+                    let plan = log.flush_plan();
+                    prop_assert!(block_on(Log::sync_files(&plan)).is_err());
+                    disk.set_faults(Faults::default());
+                    prop_assert_eq!(log.recovery_point(), before, "a failed fsync moved nothing");
+                    drop(log);
+                    disk.process_crash();
+                    let (reopened, _) = open(&disk, small_config());
+                    log = reopened;
+                    prop_assert_eq!(log.end_offset(), end, "a process kill loses nothing");
+                    // An unclean open makes everything it kept durable, dropped pages included.
+                    prop_assert_eq!(log.recovery_point(), end);
+                    durable = end;
+                }
                 Op::ProcessCrash | Op::PowerLoss | Op::CleanRestart => {
                     let end = log.end_offset();
                     if matches!(op, Op::CleanRestart) {
@@ -379,7 +401,7 @@ proptest! {
                         Op::PowerLoss => disk.power_loss(),
                         _ => {}
                     }
-                    let (reopened, _) = open(&disk, small_config());
+                    let (reopened, recovery) = open(&disk, small_config());
                     log = reopened;
                     prop_assert!(log.end_offset() >= durable, "fsynced data lost: end {} < durable {}", log.end_offset(), durable);
                     if !matches!(op, Op::PowerLoss) {
@@ -389,6 +411,10 @@ proptest! {
                     let survivors = read_all(&log);
                     model.retain(|(offset, _)| *offset < log.end_offset());
                     prop_assert_eq!(&survivors, &model);
+                    // Whatever an open keeps is durable from then on (item: no tail that a later
+                    // power loss takes back).
+                    prop_assert_eq!(log.recovery_point(), log.end_offset(), "{:?}", recovery);
+                    durable = log.end_offset();
                 }
             }
         }

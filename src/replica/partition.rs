@@ -129,7 +129,15 @@ impl Partition {
         log.scan_headers(from, |header| {
             producers.record(header, header.max_timestamp)
         })?;
-        // Whatever survived recovery is what this broker has: it is the committed log.
+        // Whatever survived recovery is what this broker has: it is the committed log. It is
+        // all durable (an unclean open fsyncs what it kept), so even a broker that exposes only
+        // fsynced records can start its high watermark at the end: no consumer sees a tail a
+        // later power loss could take back.
+        assert_eq!(
+            log.recovery_point(),
+            log.end_offset(),
+            "an opened log is durable"
+        );
         let high_watermark = log.end_offset();
         let partition = Partition {
             topic: topic.to_string(),
@@ -423,7 +431,8 @@ mod tests {
     #[test]
     fn idempotent_retry_gets_original_offset_and_survives_restart() {
         let disk = MemDisk::new(1);
-        disk.create_dir_all(Path::new("/data")).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data")))
+            .unwrap();
         let mut p = open(&disk);
         let first = batch(&[b"a", b"b"], 10, Some((5, 0, 0)));
         let second = batch(&[b"c"], 10, Some((5, 0, 2)));
@@ -448,7 +457,8 @@ mod tests {
     #[test]
     fn producer_state_comes_back_from_snapshot_plus_log() {
         let disk = MemDisk::new(2);
-        disk.create_dir_all(Path::new("/data")).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data")))
+            .unwrap();
         let mut p = open(&disk);
         let first = batch(&[b"a"], 10, Some((9, 0, 0)));
         let second = batch(&[b"b"], 10, Some((9, 0, 1)));
@@ -540,7 +550,8 @@ mod tests {
     #[test]
     fn rejects_bad_batches() {
         let disk = MemDisk::new(1);
-        disk.create_dir_all(Path::new("/data")).unwrap();
+        crate::io::memdisk::block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data")))
+            .unwrap();
         let mut p = open(&disk);
         let mut b = batch(&[b"a"], 10, None);
         let two = [b.clone(), b.clone()].concat();
