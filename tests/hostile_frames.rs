@@ -240,5 +240,46 @@ async fn fetch_is_capped_by_fetch_max_bytes() {
         .await
         .unwrap();
     assert!(fetched.records.len() > 5000, "{}", fetched.records.len());
+    // Across partitions, only the first with data may overshoot: a second partition whose next
+    // batch does not fit in what is left gets no records (not an oversized response).
+    client
+        .create_topic("capped2", 2, 1, &BTreeMap::new())
+        .await
+        .unwrap();
+    for partition in 0..2 {
+        let mut b = BatchBuilder::new(1);
+        b.push(None, Some(&value), 1);
+        let batch = Bytes::from(b.finish(-1, -1, -1));
+        client
+            .produce("capped2", partition, batch, -1)
+            .await
+            .unwrap();
+    }
+    {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+        let partitions = (0..2)
+            .map(|p| {
+                FetchPartition::default()
+                    .with_partition(p)
+                    .with_partition_max_bytes(1 << 20)
+            })
+            .collect();
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_bytes(2048)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName("capped2".to_string().into()))
+                .with_partitions(partitions)]);
+        let response = client.connection().call(&request, 12).await.unwrap();
+        let sizes: Vec<usize> = response.responses[0]
+            .partitions
+            .iter()
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .collect();
+        assert!(sizes[0] > 1500, "{sizes:?}");
+        assert_eq!(sizes[1], 0, "{sizes:?}");
+        assert!(sizes.iter().sum::<usize>() <= 2048, "{sizes:?}");
+    }
     running.broker.shutdown().await.unwrap();
 }

@@ -132,10 +132,16 @@ fn read_all(
             continue;
         }
         let partition = handle.lock();
-        // The first partition with data may exceed the budget by one batch (KIP-74).
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
-        if budget > 0 || total == 0 {
+        let first_with_data = total == 0;
+        if budget > 0 || first_with_data {
             match partition.read(w.offset, budget) {
+                // Only the first partition with data may overshoot by one batch (KIP-74); a
+                // later one whose next batch does not fit gets none (librdkafka drops a
+                // connection whose response exceeds the request's max_bytes).
+                Ok(records) if !first_with_data && records.len() > budget => {
+                    data.records = Some(Bytes::new());
+                }
                 Ok(records) if ctx.version < ZSTD_MIN_FETCH_VERSION && holds_zstd(&records) => {
                     // As Kafka: a client too old to know zstd gets an error, not the batch.
                     data.error_code = ResponseError::UnsupportedCompressionType.code();
