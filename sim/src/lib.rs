@@ -6,7 +6,9 @@
 
 pub mod checker;
 pub mod clock;
+pub mod coverage;
 pub mod history;
+pub mod producer;
 pub mod report;
 pub mod scenario;
 pub mod workload;

@@ -41,6 +41,10 @@ pub struct Scenario {
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
+    /// A sweep runs at most this many of its seeds on this scenario (the first ones), to keep
+    /// slow or regression-only scenarios within CI's budget.
+    #[serde(default)]
+    pub seeds: Option<u64>,
 }
 
 fn default_duration() -> u64 {
@@ -74,6 +78,15 @@ pub enum Check {
     Corrupt,
     /// After faults heal, produce and fetch succeed within the bound.
     Liveness,
+    /// A value a consumer read below the high watermark the broker reported with it is not at
+    /// that offset in the final read (Jepsen's lost-write, with reads as knowledge).
+    #[serde(rename = "lost-read")]
+    LostRead,
+    /// A fetch returned a record at or past the high watermark it reported.
+    Uncommitted,
+    /// An idempotent producer's values are stored out of the order it sent them (within one
+    /// producer id).
+    Order,
 }
 
 impl Check {
@@ -85,6 +98,9 @@ impl Check {
             Check::Monotonic,
             Check::Corrupt,
             Check::Liveness,
+            Check::LostRead,
+            Check::Uncommitted,
+            Check::Order,
         ]
     }
 }
@@ -178,6 +194,14 @@ pub struct Producers {
     pub retries: u32,
     #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: u64,
+    /// Produce requests a producer keeps in flight on its connection (Kafka clients'
+    /// `max.in.flight.requests.per.connection`, default 5; idempotence allows at most 5).
+    #[serde(default = "default_in_flight")]
+    pub max_in_flight: u32,
+}
+
+fn default_in_flight() -> u32 {
+    5
 }
 
 impl Default for Producers {
@@ -190,6 +214,7 @@ impl Default for Producers {
             batch_records: default_batch(),
             retries: default_retries(),
             request_timeout_ms: default_request_timeout(),
+            max_in_flight: default_in_flight(),
         }
     }
 }
@@ -386,6 +411,13 @@ impl Scenario {
         self.producers.acks_value()?;
         if self.producers.count > 32 || self.producers.rate == 0 || self.producers.rate > 10_000 {
             return Err("producers.count must be ≤ 32 and producers.rate 1..=10000".into());
+        }
+        let in_flight = self.producers.max_in_flight;
+        if in_flight == 0 || in_flight > 64 || (self.producers.idempotent && in_flight > 5) {
+            return Err(
+                "producers.max_in_flight must be 1..=64, and at most 5 with idempotence (as Kafka requires)"
+                    .into(),
+            );
         }
         if self.producers.batch_records == 0 || self.producers.batch_records > 10_000 {
             return Err("producers.batch_records must be 1..=10000".into());

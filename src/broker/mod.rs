@@ -415,6 +415,10 @@ impl Broker {
             }
             partition.log().flush_plan()
         };
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::RecoveryPointBeforeFsync) {
+            handle.lock().flushed(&plan, self.io.clock.wall_ms());
+        }
         Log::sync_files(&plan).await?;
         handle.lock().flushed(&plan, self.io.clock.wall_ms());
         // The high watermark may have moved (durable reads): wake long polls.

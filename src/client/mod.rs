@@ -207,6 +207,42 @@ impl Client {
         Ok(offsets.first().map(|&(_, offset)| offset))
     }
 
+    /// Sends one batch without waiting for its answer (pipelining, as Kafka clients do with
+    /// `max.in.flight.requests.per.connection`); [`Client::receive_produce`] takes the answers
+    /// in the order the requests went out. With acks=0 nothing is awaited.
+    pub async fn send_produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+        acks: i16,
+    ) -> Result<()> {
+        let request = produce_request(topic, &[(partition, batch)], acks, self.timeout);
+        let version = self.conn.version(ApiKey::Produce, PRODUCE_VERSION)?;
+        let sent = self.io.timeout(self.timeout, async {
+            if acks == 0 {
+                self.conn.send_oneway(&request, version).await
+            } else {
+                self.conn.send(&request, version).await.map(|_| ())
+            }
+        });
+        sent.await.ok_or(ClientError::Timeout)?
+    }
+
+    /// The answer to the oldest produce sent with [`Client::send_produce`]: its base offset.
+    pub async fn receive_produce(&mut self) -> Result<i64> {
+        let response = self
+            .io
+            .timeout(self.timeout, self.conn.receive::<ProduceRequest>())
+            .await
+            .ok_or(ClientError::Timeout)??;
+        let offsets = produce_offsets(&response)?;
+        offsets
+            .first()
+            .map(|&(_, offset)| offset)
+            .ok_or_else(|| ClientError::Protocol("partition missing from produce response".into()))
+    }
+
     pub async fn fetch(
         &mut self,
         topic: &str,

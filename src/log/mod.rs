@@ -213,7 +213,12 @@ impl Log {
         } else {
             checkpoint.unwrap_or(0).min(log.end_offset())
         };
-        if let Some((base, _, _)) = &recovery.truncated_at {
+        #[cfg(madsim)]
+        let planted_skip_cut =
+            crate::config::planted::active(crate::config::PlantedBug::RecoveryCutNotSynced);
+        #[cfg(not(madsim))]
+        let planted_skip_cut = false;
+        if let Some((base, _, _)) = recovery.truncated_at.as_ref().filter(|_| !planted_skip_cut) {
             // Make the cut durable before anything is written after it: otherwise a power
             // loss could bring the bad tail back and cost the (fsynced) data that follows.
             let files = log.segments[base].files();
@@ -442,13 +447,24 @@ impl Log {
             .next_back()
             .map(|(&b, _)| b)
             .unwrap_or(i64::MIN);
+        #[allow(unused_mut)]
+        let mut first = first;
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::FlushActiveSegmentOnly) {
+            first = self.active().base_offset();
+        }
         let files = self
             .segments
             .range(first..)
             .flat_map(|(_, s)| s.files())
             .collect();
-        let dir = (self.segments_created > self.segments_synced)
+        #[allow(unused_mut)]
+        let mut dir = (self.segments_created > self.segments_synced)
             .then(|| (self.disk.clone(), self.dir.clone()));
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::DirectoryNotSynced) {
+            dir = None;
+        }
         FlushPlan {
             files,
             up_to: self.end_offset(),

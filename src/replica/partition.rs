@@ -108,6 +108,13 @@ impl Partition {
             Some(s) if s.offset >= log.start_offset() && s.offset <= log.end_offset() => {
                 (s.producers, s.offset)
             }
+            #[cfg(madsim)]
+            Some(s)
+                if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog) =>
+            {
+                let from = s.offset.min(log.end_offset());
+                (s.producers, from)
+            }
             _ => (ProducerStates::default(), log.start_offset()),
         };
         log.scan_headers(from, |header| producers.record(header))?;
@@ -229,6 +236,9 @@ impl Partition {
         }
         match self.producers.check(&header) {
             SequenceCheck::Append => {}
+            #[cfg(madsim)]
+            SequenceCheck::Duplicate(_)
+                if crate::config::planted::active(crate::config::PlantedBug::DuplicateAppended) => {}
             SequenceCheck::Duplicate(meta) => {
                 return Ok(Appended {
                     base_offset: meta.first_offset,
@@ -285,6 +295,10 @@ impl Partition {
 
     /// Committed data from `offset` (consumers never see past the high watermark).
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, ReadError> {
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::ReadPastHighWatermark) {
+            return self.log.read(offset, max_bytes, self.log.end_offset());
+        }
         self.log.read(offset, max_bytes, self.high_watermark)
     }
 
@@ -293,11 +307,17 @@ impl Partition {
         if self.config.cleanup_policy == crate::config::CleanupPolicy::Compact {
             return Ok(0);
         }
+        #[allow(unused_mut)]
+        let mut upper_bound = self.high_watermark;
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::RetentionPastHighWatermark) {
+            upper_bound = i64::MAX;
+        }
         let deleted = self.log.apply_retention(
             self.config.retention_ms,
             self.config.retention_bytes,
             now_ms,
-            self.high_watermark,
+            upper_bound,
         )?;
         // Retention stops below the high watermark, which therefore stays inside the log.
         assert!(self.high_watermark >= self.log.start_offset());
