@@ -60,6 +60,8 @@ pub struct Findings {
     pub uncommitted: Vec<String>,
     /// Idempotent values stored out of order.
     pub misordered: Vec<String>,
+    /// Admin changes missing or half done at the end (`metadata_check`).
+    pub metadata: Vec<String>,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -107,6 +109,11 @@ impl Findings {
             Check::Order,
             self.misordered.len(),
             "idempotent values stored out of order",
+        );
+        add(
+            Check::Metadata,
+            self.metadata.len(),
+            "admin changes lost or half done",
         );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
@@ -263,7 +270,13 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                     format!("consumer {consumer} partition {partition} offset {offset}: {error}")
                 });
             }
-            Event::Inject(_) | Event::Fault(_) | Event::Heal(_) | Event::Note(_) => {}
+            Event::AdminInvoke { .. }
+            | Event::AdminAck { .. }
+            | Event::AdminFail { .. }
+            | Event::Inject(_)
+            | Event::Fault(_)
+            | Event::Heal(_)
+            | Event::Note(_) => {}
         }
     }
     let end_ms = entries.last().map_or(0, |e| e.at_ms);

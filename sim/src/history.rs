@@ -2,6 +2,7 @@
 //! read, every fault, in simulated-time order. The checker reads it; its hash is the run's
 //! fingerprint (`trace_hash`): the same scenario and seed must give the same hash every time.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use crate::scenario::FaultKind;
@@ -10,6 +11,40 @@ use crate::scenario::FaultKind;
 /// tell every write apart.
 pub fn value(producer: u32, batch: u64, record: u32) -> String {
     format!("p{producer}-{batch}-{record}")
+}
+
+/// A metadata change an admin client asks for (on its own topics, never the workload's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminChange {
+    CreateTopic {
+        topic: String,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        topic: String,
+    },
+    /// Grow to `count` partitions in total.
+    CreatePartitions {
+        topic: String,
+        count: i32,
+    },
+    /// Set (`Some`) or remove (`None`) overrides, all or none.
+    AlterConfigs {
+        topic: String,
+        changes: BTreeMap<String, Option<String>>,
+    },
+}
+
+impl AdminChange {
+    pub fn topic(&self) -> &str {
+        match self {
+            AdminChange::CreateTopic { topic, .. }
+            | AdminChange::DeleteTopic { topic }
+            | AdminChange::CreatePartitions { topic, .. }
+            | AdminChange::AlterConfigs { topic, .. } => topic,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +82,16 @@ pub enum Event {
         consumer: u32,
         partition: i32,
         offset: i64,
+        error: String,
+    },
+    /// An admin client sent a metadata change.
+    AdminInvoke { op: u64, change: AdminChange },
+    /// The broker acknowledged it: it must hold after the faults heal.
+    AdminAck { op: u64 },
+    /// The broker refused it (`definite`: it did not happen), or the answer never came.
+    AdminFail {
+        op: u64,
+        definite: bool,
         error: String,
     },
     /// The nemesis is about to inject a fault of this kind (for fault coverage); a `Fault`

@@ -98,7 +98,7 @@ mod cli {
                 }
             }
             Command::Plants => {
-                for (_, name) in weir::config::PlantedBug::ALL {
+                for (name, _) in weir::config::PlantedBug::NAMES {
                     println!("{name}");
                 }
                 ExitCode::SUCCESS

@@ -66,6 +66,7 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("lost read", &f.lost_reads),
         ("uncommitted", &f.uncommitted),
         ("out of order", &f.misordered),
+        ("metadata", &f.metadata),
     ] {
         if !examples.is_empty() {
             let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();

@@ -38,6 +38,9 @@ pub struct Scenario {
     pub consumers: Consumers,
     #[serde(default)]
     pub nemesis: Nemesis,
+    /// An admin client changing metadata under the faults; none when absent.
+    #[serde(default)]
+    pub admin: Option<Admin>,
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
@@ -87,6 +90,8 @@ pub enum Check {
     /// An idempotent producer's values are stored out of the order it sent them (within one
     /// producer id).
     Order,
+    /// An acknowledged admin change is missing after the faults heal, or one shows half done.
+    Metadata,
 }
 
 impl Check {
@@ -101,8 +106,23 @@ impl Check {
             Check::LostRead,
             Check::Uncommitted,
             Check::Order,
+            Check::Metadata,
         ]
     }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admin {
+    /// Time between admin operations (create, delete, add partitions, alter configs).
+    #[serde(default = "default_admin_interval")]
+    pub interval_ms: u64,
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+}
+
+fn default_admin_interval() -> u64 {
+    1000
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -411,6 +431,11 @@ impl Scenario {
         self.producers.acks_value()?;
         if self.producers.count > 32 || self.producers.rate == 0 || self.producers.rate > 10_000 {
             return Err("producers.count must be ≤ 32 and producers.rate 1..=10000".into());
+        }
+        if let Some(admin) = &self.admin {
+            if admin.interval_ms < 10 || admin.request_timeout_ms == 0 {
+                return Err("admin.interval_ms must be ≥ 10 and admin.request_timeout_ms > 0".into());
+            }
         }
         let in_flight = self.producers.max_in_flight;
         if in_flight == 0 || in_flight > 64 || (self.producers.idempotent && in_flight > 5) {

@@ -21,7 +21,9 @@ use weir::io::os::{OsRng, TokioNet, TokioSpawn};
 use weir::io::Io;
 use weir::log::batch::BatchBuilder;
 
+use crate::admin::{self, AdminSpec};
 use crate::checker::{self, FinalRead, PartitionRead};
+use crate::metadata_check::{self, FinalMetadata};
 use crate::clock::NodeClock;
 use crate::disk::NodeDisk;
 use crate::history::{trace_hash, Event, History};
@@ -100,16 +102,16 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         });
     }
     weir::config::planted::set(None);
-    let (final_read, liveness, panic) = match result {
-        Ok(Ok((final_read, liveness))) => (Some(final_read), liveness, None),
-        Ok(Err(failure)) => (None, None, Some(format!("run failed: {failure}"))),
+    let (final_read, liveness, panic, final_metadata) = match result {
+        Ok(Ok((final_read, liveness, metadata))) => (Some(final_read), liveness, None, metadata),
+        Ok(Err(failure)) => (None, None, Some(format!("run failed: {failure}")), None),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            (None, None, Some(message))
+            (None, None, Some(message), None)
         }
     };
     if let Some(p) = &panic {
@@ -117,7 +119,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         history.record(history.last_ms(), Event::Note(format!("run ended: {p}")));
     }
     let entries = history.take();
-    let findings = match &final_read {
+    let mut findings = match &final_read {
         Some(final_read) => checker::check(&entries, final_read, liveness),
         None => {
             // No final read: judge what the history alone shows (reads, acknowledgements),
@@ -136,6 +138,14 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let mut violations = findings.violations(&scenario.checks);
     if let Some(p) = &panic {
         violations.push(format!("panic: {p}"));
+    }
+    if let Some(metadata) = &final_metadata {
+        findings.metadata = metadata_check::check(&entries, metadata);
+        if !findings.metadata.is_empty() {
+            // Seen only at the end.
+            let end = entries.last().map_or(0, |e| e.at_ms);
+            findings.evidence_ms.insert(Check::Metadata, end);
+        }
     }
     let faults = entries
         .iter()
@@ -178,7 +188,7 @@ async fn simulate(
     history: History,
     sim_end: Arc<std::sync::Mutex<f64>>,
     nodes: Arc<std::sync::Mutex<Vec<NodeId>>>,
-) -> Result<(FinalRead, Option<String>), String> {
+) -> Result<(FinalRead, Option<String>, Option<FinalMetadata>), String> {
     let handle = Handle::current();
     let clock = RunClock::start();
     let duration_ms = scenario.duration_secs * 1000;
@@ -347,6 +357,21 @@ async fn simulate(
         )));
     }
 
+    if let Some(a) = &scenario.admin {
+        let spec = AdminSpec {
+            addr,
+            interval: Duration::from_millis(a.interval_ms),
+            timeout: Duration::from_millis(a.request_timeout_ms),
+            until_ms: duration_ms,
+        };
+        tasks.push(client_node.spawn(admin::run_admin(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
     let nemesis = Nemesis {
         machines,
         others: vec![client_node.id()],
@@ -415,8 +440,42 @@ async fn simulate(
         clock.now_ms(),
         Event::Note(format!("final read: {total} records {digest:?}")),
     );
+    let final_metadata = if scenario.admin.is_some() {
+        let history = history.clone();
+        let read = client_node
+            .spawn(async move {
+                let io = client_io();
+                let mut last = String::new();
+                // Bounded retries for connection trouble, as for the final read.
+                for _ in 0..50 {
+                    match admin::read_metadata(&io, addr).await {
+                        Ok(m) => return Ok(m),
+                        Err(e) => last = e.to_string(),
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(format!("final metadata read failed: {last}"))
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        match read {
+            Ok(m) => {
+                history.record(
+                    clock.now_ms(),
+                    Event::Note(format!("final metadata: {} admin topics", m.len())),
+                );
+                Some(m)
+            }
+            Err(e) => {
+                history.record(clock.now_ms(), Event::Note(e.clone()));
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
-    Ok((final_read, liveness))
+    Ok((final_read, liveness, final_metadata))
 }
 
 fn client_io() -> Io {

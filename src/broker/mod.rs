@@ -236,6 +236,7 @@ impl Broker {
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
         partition.set_durable_reads(self.config.fsync_before_ack);
+        #[cfg(any(madsim, test))]
         if self.config.planted_bug == Some(crate::config::PlantedBug::NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }

@@ -15,7 +15,7 @@
 //! Everything is pure: the caller reads files and logs warnings.
 
 mod listener;
-#[cfg(madsim)]
+#[cfg(any(madsim, test))]
 pub mod planted;
 mod properties;
 mod server;
@@ -26,109 +26,9 @@ use std::fmt;
 pub use listener::{Endpoint, Voter};
 pub use properties::parse_properties;
 pub use server::{Role, ServerConfig};
+#[cfg(any(madsim, test))]
+pub use planted::PlantedBug;
 pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
-
-/// Bugs the simulator can plant on purpose, to show that its checker catches them. No config
-/// file can turn one on: only code that builds a [`ServerConfig`] by hand (the simulator).
-/// The variants behind `cfg(madsim)` are the catalogue the catch-rate measurement plants
-/// (`scripts/plant-catch-rate`); their plant sites ask [`planted::active`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum PlantedBug {
-    /// With `weir.fsync.before.ack=true`, acknowledge a batch after syncing only what came
-    /// before it (an off-by-one-batch durability bug).
-    AckBeforeFsync,
-    /// Serve stored batches without checking their CRC (bit rot reaches clients).
-    NoReadCrc,
-    /// Idempotence: remember only the last four batches per producer instead of five, so a
-    /// retry of the fifth-newest batch is refused (or worse, re-appended) instead of answered.
-    #[cfg(madsim)]
-    DedupWindowFour,
-    /// Idempotence: a retried batch recognised as a duplicate is appended again.
-    #[cfg(madsim)]
-    DuplicateAppended,
-    /// Reads: serve up to the log end instead of the high watermark.
-    #[cfg(madsim)]
-    ReadPastHighWatermark,
-    /// Retention: delete segments regardless of the high watermark.
-    #[cfg(madsim)]
-    RetentionPastHighWatermark,
-    /// Metadata: a commit is applied and acknowledged without its fsync.
-    #[cfg(madsim)]
-    MetadataNotSynced,
-    /// Flushing: the recovery point (and with durable reads, the high watermark) moves before
-    /// the fsync has returned, so a failed or interrupted fsync leaves it too far ahead.
-    #[cfg(madsim)]
-    RecoveryPointBeforeFsync,
-    /// Flushing: a flush syncs only the active segment, forgetting segments rolled since the
-    /// last flush.
-    #[cfg(madsim)]
-    FlushActiveSegmentOnly,
-    /// Flushing: new segment files' directory entries are never fsynced.
-    #[cfg(madsim)]
-    DirectoryNotSynced,
-    /// Recovery: the cut of a torn tail is not fsynced before new data is written after it.
-    #[cfg(madsim)]
-    RecoveryCutNotSynced,
-    /// Recovery: a producer-state snapshot is trusted even when it covers offsets the
-    /// recovered log no longer holds.
-    #[cfg(madsim)]
-    SnapshotBeyondLog,
-    /// Reads: the offset index lookup returns the entry after the target instead of before.
-    #[cfg(madsim)]
-    IndexLookupPastTarget,
-}
-
-impl PlantedBug {
-    /// Every bug with its name, in catalogue order.
-    pub const ALL: &'static [(PlantedBug, &'static str)] = &[
-        (PlantedBug::AckBeforeFsync, "ack-before-fsync"),
-        (PlantedBug::NoReadCrc, "no-read-crc"),
-        #[cfg(madsim)]
-        (PlantedBug::DedupWindowFour, "dedup-window-four"),
-        #[cfg(madsim)]
-        (PlantedBug::DuplicateAppended, "duplicate-appended"),
-        #[cfg(madsim)]
-        (PlantedBug::ReadPastHighWatermark, "read-past-hw"),
-        #[cfg(madsim)]
-        (PlantedBug::RetentionPastHighWatermark, "retention-past-hw"),
-        #[cfg(madsim)]
-        (PlantedBug::MetadataNotSynced, "metadata-not-synced"),
-        #[cfg(madsim)]
-        (PlantedBug::RecoveryPointBeforeFsync, "recovery-point-before-fsync"),
-        #[cfg(madsim)]
-        (PlantedBug::FlushActiveSegmentOnly, "flush-active-segment-only"),
-        #[cfg(madsim)]
-        (PlantedBug::DirectoryNotSynced, "directory-not-synced"),
-        #[cfg(madsim)]
-        (PlantedBug::RecoveryCutNotSynced, "recovery-cut-not-synced"),
-        #[cfg(madsim)]
-        (PlantedBug::SnapshotBeyondLog, "snapshot-beyond-log"),
-        #[cfg(madsim)]
-        (PlantedBug::IndexLookupPastTarget, "index-lookup-past-target"),
-    ];
-
-    pub fn parse(name: &str) -> Result<PlantedBug, String> {
-        PlantedBug::ALL
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(bug, _)| *bug)
-            .ok_or_else(|| {
-                let known: Vec<&str> = PlantedBug::ALL.iter().map(|(_, n)| *n).collect();
-                format!(
-                    "unknown planted bug '{name}' (known: {})",
-                    known.join(", ")
-                )
-            })
-    }
-
-    pub fn name(self) -> &'static str {
-        PlantedBug::ALL
-            .iter()
-            .find(|(bug, _)| *bug == self)
-            .map(|(_, n)| *n)
-            .expect("every bug is in ALL")
-    }
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigError {

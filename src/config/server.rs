@@ -80,6 +80,7 @@ pub struct ServerConfig {
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
     /// Test-only: a known bug to plant (set by the simulator, never read from a file).
+    #[cfg(any(madsim, test))]
     pub planted_bug: Option<super::PlantedBug>,
     /// Broker-wide topic defaults, from the `log.*` keys (`log.retention.ms`,
     /// `log.segment.bytes`…).
@@ -385,6 +386,7 @@ impl ServerConfig {
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fsync_before_ack,
+            #[cfg(any(madsim, test))]
             planted_bug: None,
             topic_defaults,
         };
