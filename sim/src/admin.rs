@@ -51,58 +51,58 @@ pub async fn run_admin(io: Io, spec: AdminSpec, history: History, clock: RunCloc
         io.clock.sleep(spec.interval).await;
         // Drawn in a block: the generator is not held across an await.
         let Some(change) = ({
-        let mut rng = madsim::rand::thread_rng();
-        let pick = rng.gen_range(0..4u32);
-        let target = if live.is_empty() {
-            None
-        } else {
-            let i = rng.gen_range(0..live.len());
-            live.iter().nth(i).map(|(t, n)| (t.clone(), *n))
-        };
-        match (pick, target) {
-            (1, Some((topic, _))) => Some(AdminChange::DeleteTopic { topic }),
-            (2, Some((topic, n))) => Some(AdminChange::CreatePartitions {
-                topic,
-                count: n + rng.gen_range(1..=2),
-            }),
-            (3, Some((topic, _))) => {
-                let mut changes = BTreeMap::new();
-                for key in CONFIG_KEYS {
-                    match rng.gen_range(0..3u32) {
-                        0 => {}
-                        1 => {
-                            changes.insert(key.to_string(), Some(config_value(key, rng.gen())));
-                        }
-                        _ => {
-                            changes.insert(key.to_string(), None);
+            let mut rng = madsim::rand::thread_rng();
+            let pick = rng.gen_range(0..4u32);
+            let target = if live.is_empty() {
+                None
+            } else {
+                let i = rng.gen_range(0..live.len());
+                live.iter().nth(i).map(|(t, n)| (t.clone(), *n))
+            };
+            match (pick, target) {
+                (1, Some((topic, _))) => Some(AdminChange::DeleteTopic { topic }),
+                (2, Some((topic, n))) => Some(AdminChange::CreatePartitions {
+                    topic,
+                    count: n + rng.gen_range(1..=2),
+                }),
+                (3, Some((topic, _))) => {
+                    let mut changes = BTreeMap::new();
+                    for key in CONFIG_KEYS {
+                        match rng.gen_range(0..3u32) {
+                            0 => {}
+                            1 => {
+                                changes.insert(key.to_string(), Some(config_value(key, rng.gen())));
+                            }
+                            _ => {
+                                changes.insert(key.to_string(), None);
+                            }
                         }
                     }
+                    if changes.is_empty() {
+                        changes.insert(
+                            CONFIG_KEYS[0].to_string(),
+                            Some(config_value(CONFIG_KEYS[0], 1)),
+                        );
+                    }
+                    Some(AdminChange::AlterConfigs { topic, changes })
                 }
-                if changes.is_empty() {
-                    changes.insert(
-                        CONFIG_KEYS[0].to_string(),
-                        Some(config_value(CONFIG_KEYS[0], 1)),
-                    );
+                _ if created < MAX_TOPICS => {
+                    created += 1;
+                    let mut configs = BTreeMap::new();
+                    if rng.gen_bool(0.5) {
+                        configs.insert(
+                            CONFIG_KEYS[0].to_string(),
+                            config_value(CONFIG_KEYS[0], rng.gen()),
+                        );
+                    }
+                    Some(AdminChange::CreateTopic {
+                        topic: format!("{PREFIX}{created}"),
+                        partitions: rng.gen_range(1..=4),
+                        configs,
+                    })
                 }
-                Some(AdminChange::AlterConfigs { topic, changes })
+                _ => None,
             }
-            _ if created < MAX_TOPICS => {
-                created += 1;
-                let mut configs = BTreeMap::new();
-                if rng.gen_bool(0.5) {
-                    configs.insert(
-                        CONFIG_KEYS[0].to_string(),
-                        config_value(CONFIG_KEYS[0], rng.gen()),
-                    );
-                }
-                Some(AdminChange::CreateTopic {
-                    topic: format!("{PREFIX}{created}"),
-                    partitions: rng.gen_range(1..=4),
-                    configs,
-                })
-            }
-            _ => None,
-        }
         }) else {
             continue;
         };

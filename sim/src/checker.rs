@@ -223,19 +223,25 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 // A value is always invoked before anyone can read it.
                 if !written.contains_key(value.as_str()) {
                     findings.evidence(Check::Corrupt, at_ms);
-                    push_example(&mut findings.corrupt, || format!(
+                    push_example(&mut findings.corrupt, || {
+                        format!(
                         "consumer {consumer} partition {partition} offset {offset}: phantom value {value:?}"
-                    ));
+                    )
+                    });
                 }
                 if *offset >= *high_watermark {
                     findings.evidence(Check::Uncommitted, at_ms);
-                    push_example(&mut findings.uncommitted, || format!(
+                    push_example(&mut findings.uncommitted, || {
+                        format!(
                         "consumer {consumer} partition {partition}: read offset {offset} with high watermark {high_watermark}"
-                    ));
+                    )
+                    });
                 } else {
-                    committed_reads
-                        .entry((*partition, *offset))
-                        .or_insert((value.as_str(), *high_watermark, at_ms));
+                    committed_reads.entry((*partition, *offset)).or_insert((
+                        value.as_str(),
+                        *high_watermark,
+                        at_ms,
+                    ));
                 }
                 let seen = observed.entry((*partition, *offset)).or_default();
                 seen.insert(value.as_str());
@@ -245,9 +251,11 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 if let Some(prev) = positions.insert((*consumer, *partition), *offset) {
                     if *offset != prev + 1 {
                         findings.evidence(Check::Monotonic, at_ms);
-                        push_example(&mut findings.nonmonotonic, || format!(
+                        push_example(&mut findings.nonmonotonic, || {
+                            format!(
                             "consumer {consumer} partition {partition}: read offset {offset} after {prev}"
-                        ));
+                        )
+                        });
                     }
                 }
             }
@@ -477,7 +485,9 @@ mod tests {
         assert_eq!(f.lost_reads.len(), 1);
         assert_eq!(f.violations(&crate::scenario::Check::all()).len(), 7);
         assert!(f.violations(&[]).is_empty());
-        assert!(f.first_evidence_ms(&crate::scenario::Check::all()).is_some());
+        assert!(f
+            .first_evidence_ms(&crate::scenario::Check::all())
+            .is_some());
     }
 
     #[test]

@@ -131,7 +131,12 @@ mod tests {
         ));
         let kill = c.kinds[&FaultKind::Kill];
         assert_eq!(
-            (kill.injected, kill.runs, kill.violating_runs, kill.near_violation),
+            (
+                kill.injected,
+                kill.runs,
+                kill.violating_runs,
+                kill.near_violation
+            ),
             (3, 2, 1, 0)
         );
         let power = c.kinds[&FaultKind::PowerLoss];

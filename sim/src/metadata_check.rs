@@ -192,7 +192,11 @@ mod tests {
         let entries = vec![
             create(1, "a", 1),
             ack(1),
-            alter(2, "a", &[("retention.ms", Some("5")), ("segment.ms", Some("6"))]),
+            alter(
+                2,
+                "a",
+                &[("retention.ms", Some("5")), ("segment.ms", Some("6"))],
+            ),
             lost(2),
             create(3, "b", 3),
             lost(3),

@@ -201,7 +201,12 @@ impl Producer {
         b.attempts += 1;
         b.sent_on = Some(self.generation);
         match c
-            .send_produce(&self.spec.topic, b.partition, b.bytes.clone(), self.spec.acks)
+            .send_produce(
+                &self.spec.topic,
+                b.partition,
+                b.bytes.clone(),
+                self.spec.acks,
+            )
             .await
         {
             Ok(()) => true,
@@ -241,7 +246,11 @@ impl Producer {
             Event::Invoke {
                 op,
                 partition,
-                session: if self.spec.idempotent { self.session } else { 0 },
+                session: if self.spec.idempotent {
+                    self.session
+                } else {
+                    0
+                },
                 values,
             },
         );

@@ -434,7 +434,9 @@ impl Scenario {
         }
         if let Some(admin) = &self.admin {
             if admin.interval_ms < 10 || admin.request_timeout_ms == 0 {
-                return Err("admin.interval_ms must be ≥ 10 and admin.request_timeout_ms > 0".into());
+                return Err(
+                    "admin.interval_ms must be ≥ 10 and admin.request_timeout_ms > 0".into(),
+                );
             }
         }
         let in_flight = self.producers.max_in_flight;

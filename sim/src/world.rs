@@ -23,14 +23,14 @@ use weir::log::batch::BatchBuilder;
 
 use crate::admin::{self, AdminSpec};
 use crate::checker::{self, FinalRead, PartitionRead};
-use crate::metadata_check::{self, FinalMetadata};
 use crate::clock::NodeClock;
 use crate::disk::NodeDisk;
 use crate::history::{trace_hash, Event, History};
+use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{Machine, Nemesis};
+use crate::producer::{self, ProducerSpec};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
-use crate::producer::{self, ProducerSpec};
 use crate::workload::{self, ConsumerSpec, RunClock};
 
 /// Simulated time allowed after the workload for healing, liveness and the final read.
@@ -162,7 +162,11 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let evidence_ms = findings
         .first_evidence_ms(&scenario.checks)
         .into_iter()
-        .chain(panic.as_ref().map(|_| entries.last().map_or(0, |e| e.at_ms)))
+        .chain(
+            panic
+                .as_ref()
+                .map(|_| entries.last().map_or(0, |e| e.at_ms)),
+        )
         .min();
     let simulated_secs = *sim_end.lock().unwrap();
     RunOutcome {
@@ -364,12 +368,7 @@ async fn simulate(
             timeout: Duration::from_millis(a.request_timeout_ms),
             until_ms: duration_ms,
         };
-        tasks.push(client_node.spawn(admin::run_admin(
-            client_io(),
-            spec,
-            history.clone(),
-            clock,
-        )));
+        tasks.push(client_node.spawn(admin::run_admin(client_io(), spec, history.clone(), clock)));
     }
 
     let nemesis = Nemesis {

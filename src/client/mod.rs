@@ -13,10 +13,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -232,7 +232,9 @@ impl Client {
                 .with_resource_name(StrBytes::from_string(topic.to_string()))
                 .with_configs(configs)])
             .with_validate_only(false);
-        let response = self.call(&request, INCREMENTAL_ALTER_CONFIGS_VERSION).await?;
+        let response = self
+            .call(&request, INCREMENTAL_ALTER_CONFIGS_VERSION)
+            .await?;
         let result = response.responses.first().ok_or_else(|| {
             ClientError::Protocol("empty IncrementalAlterConfigs response".into())
         })?;

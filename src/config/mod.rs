@@ -24,10 +24,10 @@ mod topic;
 use std::fmt;
 
 pub use listener::{Endpoint, Voter};
-pub use properties::parse_properties;
-pub use server::{Role, ServerConfig};
 #[cfg(any(madsim, test))]
 pub use planted::PlantedBug;
+pub use properties::parse_properties;
+pub use server::{Role, ServerConfig};
 pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
 
 #[derive(Debug, Clone, PartialEq)]

@@ -79,9 +79,15 @@ impl PlantedBug {
         #[cfg(madsim)]
         ("metadata-not-synced", PlantedBug::MetadataNotSynced),
         #[cfg(madsim)]
-        ("recovery-point-before-fsync", PlantedBug::RecoveryPointBeforeFsync),
+        (
+            "recovery-point-before-fsync",
+            PlantedBug::RecoveryPointBeforeFsync,
+        ),
         #[cfg(madsim)]
-        ("flush-active-segment-only", PlantedBug::FlushActiveSegmentOnly),
+        (
+            "flush-active-segment-only",
+            PlantedBug::FlushActiveSegmentOnly,
+        ),
         #[cfg(madsim)]
         ("directory-not-synced", PlantedBug::DirectoryNotSynced),
         #[cfg(madsim)]
@@ -89,7 +95,10 @@ impl PlantedBug {
         #[cfg(madsim)]
         ("snapshot-beyond-log", PlantedBug::SnapshotBeyondLog),
         #[cfg(madsim)]
-        ("index-lookup-past-target", PlantedBug::IndexLookupPastTarget),
+        (
+            "index-lookup-past-target",
+            PlantedBug::IndexLookupPastTarget,
+        ),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {
@@ -99,10 +108,7 @@ impl PlantedBug {
             .map(|(_, bug)| *bug)
             .ok_or_else(|| {
                 let known: Vec<&str> = PlantedBug::NAMES.iter().map(|(n, _)| *n).collect();
-                format!(
-                    "unknown planted bug '{name}' (known: {})",
-                    known.join(", ")
-                )
+                format!("unknown planted bug '{name}' (known: {})", known.join(", "))
             })
     }
 

@@ -238,7 +238,8 @@ impl Partition {
             SequenceCheck::Append => {}
             #[cfg(madsim)]
             SequenceCheck::Duplicate(_)
-                if crate::config::planted::active(crate::config::PlantedBug::DuplicateAppended) => {}
+                if crate::config::planted::active(crate::config::PlantedBug::DuplicateAppended) => {
+            }
             SequenceCheck::Duplicate(meta) => {
                 return Ok(Appended {
                     base_offset: meta.first_offset,
