@@ -468,6 +468,8 @@ impl Scenario {
                 ));
             }
         }
+        // Planted bugs exist only in simulation builds (the only ones that can run a scenario).
+        #[cfg(madsim)]
         if let Some(bug) = &self.planted_bug {
             weir::config::PlantedBug::parse(bug)?;
         }
