@@ -1,8 +1,9 @@
 //! Weir: a Kafka-compatible message broker built to be tested by deterministic simulation.
 //!
 //! Layering, top to bottom (a layer may only use the ones below it):
-//! `main.rs` (CLI) → [`broker`] (wire protocol, request handling) → [`replica`], [`controller`]
-//! (protocol state machines) → [`log`] (segmented log) → [`io`] (effects behind traits).
+//! `main.rs` (CLI) → [`broker`] (wire protocol, request handling) → [`replica`], [`controller`],
+//! [`group`], [`raft`] (protocol state machines) → [`log`] (segmented log) → [`io`] (effects
+//! behind traits).
 //! [`client`] is a Kafka client used by the CLI, the bench and the simulator's workloads.
 //! See `docs/ARCHITECTURE.md`.
 
@@ -11,7 +12,9 @@ pub mod broker;
 pub mod client;
 pub mod config;
 pub mod controller;
+pub mod group;
 pub mod io;
 pub mod log;
 pub mod protocol;
+pub mod raft;
 pub mod replica;

@@ -1,4 +1,5 @@
-//! The `weir` command: run a broker, administer topics, produce and consume, benchmark.
+//! The `weir` command: run a broker, administer topics and consumer groups, produce and consume,
+//! benchmark.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -67,6 +68,14 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         max: u64,
     },
+    /// List, describe or delete consumer groups, or reset their offsets (like
+    /// kafka-consumer-groups.sh).
+    Groups {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[command(subcommand)]
+        action: GroupAction,
+    },
     /// Load generators that print throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -89,6 +98,25 @@ enum TopicAction {
     List,
     Delete {
         name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum GroupAction {
+    /// One line per group: group<TAB>state<TAB>protocol type.
+    List,
+    /// State, members, and committed offsets with the lag behind the log end.
+    Describe { group: String },
+    /// Delete a group with no members, with its committed offsets.
+    Delete { group: String },
+    /// Set the committed offsets of a group for one topic; refused while it has members.
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        /// earliest, latest, or an offset (clamped to the partition's range).
+        #[arg(long)]
+        to: String,
     },
 }
 
@@ -316,6 +344,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Groups { bootstrap, action } => {
+            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            groups(&mut client, action).await
+        }
         Command::Bench { which } => match which {
             BenchKind::Produce {
                 bootstrap,
@@ -415,4 +447,90 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> {
+    match action {
+        GroupAction::List => {
+            client.find_coordinator("").await?;
+            for g in client.list_groups().await? {
+                println!("{}\t{}\t{}", g.group_id, g.state, g.protocol_type);
+            }
+        }
+        GroupAction::Describe { group } => {
+            client.find_coordinator(&group).await?;
+            let Some(d) = client.describe_group(&group).await? else {
+                anyhow::bail!("group '{group}' does not exist");
+            };
+            println!(
+                "group {group}: {} (protocol type '{}', protocol '{}'), {} members",
+                d.state,
+                d.protocol_type,
+                d.protocol,
+                d.members.len()
+            );
+            for m in &d.members {
+                let instance = m.instance_id.as_deref().unwrap_or("-");
+                println!(
+                    "member\t{}\t{instance}\t{}\t{}",
+                    m.member_id, m.client_id, m.client_host
+                );
+            }
+            println!("topic\tpartition\tcommitted\tlog-end\tlag");
+            for (topic, partition, committed) in client.committed_offsets(&group, None).await? {
+                let (end, _) = client.list_offset(&topic, partition, -1).await?;
+                let lag = if committed >= 0 {
+                    (end - committed).max(0).to_string()
+                } else {
+                    "-".into()
+                };
+                println!("{topic}\t{partition}\t{committed}\t{end}\t{lag}");
+            }
+        }
+        GroupAction::Delete { group } => {
+            client.find_coordinator(&group).await?;
+            client.delete_group(&group).await?;
+            println!("deleted group {group}");
+        }
+        GroupAction::ResetOffsets { group, topic, to } => {
+            client.find_coordinator(&group).await?;
+            if let Some(d) = client.describe_group(&group).await? {
+                if !d.members.is_empty() {
+                    anyhow::bail!(
+                        "group '{group}' has {} active members ({}): stop them before resetting its offsets",
+                        d.members.len(),
+                        d.state
+                    );
+                }
+            }
+            let info = client.metadata(Some(&[topic.as_str()])).await?;
+            let partitions = match info.first() {
+                Some(t) if t.error.is_none() => t.partitions,
+                _ => anyhow::bail!("unknown topic '{topic}'"),
+            };
+            let target: Option<i64> = match to.as_str() {
+                "earliest" | "latest" => None,
+                n => Some(n.parse().map_err(|_| {
+                    anyhow::anyhow!("--to must be earliest, latest or an offset, got '{n}'")
+                })?),
+            };
+            let mut offsets = Vec::new();
+            for p in 0..partitions {
+                let (start, _) = client.list_offset(&topic, p, -2).await?;
+                let (end, _) = client.list_offset(&topic, p, -1).await?;
+                let offset = match (to.as_str(), target) {
+                    ("earliest", _) => start,
+                    ("latest", _) => end,
+                    (_, Some(n)) => n.clamp(start, end),
+                    _ => unreachable!(),
+                };
+                offsets.push((p, offset));
+            }
+            client.commit_offsets(&group, &topic, &offsets).await?;
+            for (p, o) in offsets {
+                println!("{topic}\t{p}\t{o}");
+            }
+        }
+    }
+    Ok(())
 }

@@ -66,6 +66,10 @@ async fn every_advertised_version_is_answered() {
             "PLAINTEXT://127.0.0.1:0".to_string(),
         ),
         ("log.dirs".to_string(), "/data".to_string()),
+        (
+            "group.initial.rebalance.delay.ms".to_string(),
+            "0".to_string(),
+        ),
     ]);
     let running = Broker::start(ServerConfig::from_properties(&props).unwrap().0, io.clone())
         .await
@@ -82,6 +86,9 @@ async fn every_advertised_version_is_answered() {
             .with_replication_factor(1)]);
         let response = call(&mut conn, &request, v).await;
         assert_eq!(response.topics[0].error_code, 0, "CreateTopics v{v}");
+        if v >= 1 {
+            assert_eq!(response.topics[0].error_message, None, "CreateTopics v{v}");
+        }
     }
     let metadata = call(&mut conn, &MetadataRequest::default().with_topics(None), 12).await;
     let topic_id = metadata
@@ -92,6 +99,26 @@ async fn every_advertised_version_is_answered() {
         .topic_id;
 
     for v in versions(&conn, ApiKey::Metadata) {
+        // Authorized operations (v8+): all of them without an authorizer, when asked.
+        if v >= 8 {
+            let request = MetadataRequest::default()
+                .with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(name("t2")))
+                ]))
+                .with_include_cluster_authorized_operations(v <= 10)
+                .with_include_topic_authorized_operations(true);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(response.topics[0].topic_authorized_operations, 0x0df8);
+            if v <= 10 {
+                assert_eq!(response.cluster_authorized_operations, 0x1fa0);
+            }
+            let plain = MetadataRequest::default().with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(name("t2"))),
+            ]));
+            let response = call(&mut conn, &plain, v).await;
+            assert_eq!(response.topics[0].topic_authorized_operations, i32::MIN);
+            assert_eq!(response.cluster_authorized_operations, i32::MIN);
+        }
         let topics = if v == 0 {
             Some(vec![])
         } else {
@@ -150,6 +177,26 @@ async fn every_advertised_version_is_answered() {
             p.records.as_ref().is_some_and(|r| !r.is_empty()),
             "Fetch v{v}"
         );
+        // Past the log end: OFFSET_OUT_OF_RANGE with empty (not null) records, as Kafka sends;
+        // librdkafka rejects the whole response on a null record set.
+        let mut past = request.clone();
+        past.topics[0].partitions[0].fetch_offset = 1_000_000;
+        let response = call(&mut conn, &past, v).await;
+        let p = &response.responses[0].partitions[0];
+        assert_eq!(p.error_code, 1, "Fetch v{v} past the end");
+        assert_eq!(
+            p.records.as_deref(),
+            Some(&b""[..]),
+            "Fetch v{v} past the end"
+        );
+        assert_eq!(p.high_watermark, -1, "Fetch v{v} past the end");
+        // An unknown partition, likewise.
+        let mut unknown = request.clone();
+        unknown.topics[0].partitions[0].partition = 99;
+        let response = call(&mut conn, &unknown, v).await;
+        let p = &response.responses[0].partitions[0];
+        assert_ne!(p.error_code, 0, "Fetch v{v} unknown partition");
+        assert_eq!(p.records.as_deref(), Some(&b""[..]), "Fetch v{v} unknown");
     }
     for v in versions(&conn, ApiKey::ListOffsets) {
         for timestamp in [-2, -1, 500] {
@@ -167,6 +214,24 @@ async fn every_advertised_version_is_answered() {
             );
         }
     }
+    for v in versions(&conn, ApiKey::DeleteRecords) {
+        use kafka_protocol::messages::delete_records_request as dr;
+        let offset = 1 + v as i64;
+        let request = DeleteRecordsRequest::default()
+            .with_timeout_ms(1000)
+            .with_topics(vec![dr::DeleteRecordsTopic::default()
+                .with_name(name("t2"))
+                .with_partitions(vec![dr::DeleteRecordsPartition::default()
+                    .with_partition_index(0)
+                    .with_offset(offset)])]);
+        let response = call(&mut conn, &request, v).await;
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.low_watermark),
+            (0, offset),
+            "DeleteRecords v{v}"
+        );
+    }
     for v in versions(&conn, ApiKey::InitProducerId) {
         let request = InitProducerIdRequest::default()
             .with_transactional_id(None)
@@ -182,8 +247,15 @@ async fn every_advertised_version_is_answered() {
         } else {
             request.key = StrBytes::from_static_str("g");
         }
-        call(&mut conn, &request, v).await;
+        let response = call(&mut conn, &request, v).await;
+        let error = if v >= 4 {
+            response.coordinators[0].error_code
+        } else {
+            response.error_code
+        };
+        assert_eq!(error, 0, "FindCoordinator v{v}: {response:?}");
     }
+    groups(&mut conn).await;
     for v in versions(&conn, ApiKey::DescribeConfigs) {
         for (resource_type, resource_name) in [(2i8, "t2"), (4, "1")] {
             let request = DescribeConfigsRequest::default().with_resources(vec![
@@ -250,9 +322,245 @@ async fn every_advertised_version_is_answered() {
             "DeleteTopics v{v} ({topic})"
         );
     }
+    for v in versions(&conn, ApiKey::DescribeCluster) {
+        for include in [false, true] {
+            let request = DescribeClusterRequest::default()
+                .with_include_cluster_authorized_operations(include);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(response.error_code, 0, "DescribeCluster v{v}");
+            assert_eq!(response.brokers.len(), 1, "DescribeCluster v{v}");
+            assert_eq!(response.controller_id, response.brokers[0].broker_id);
+            assert!(!response.cluster_id.is_empty());
+            let expected = if include { 0x1fa0 } else { i32::MIN };
+            assert_eq!(response.cluster_authorized_operations, expected);
+        }
+        if v >= 1 {
+            let request = DescribeClusterRequest::default().with_endpoint_type(2);
+            let response = call(&mut conn, &request, v).await;
+            assert_eq!(response.error_code, 114, "DescribeCluster v{v} controller");
+        }
+    }
+    // No authorizer: SECURITY_DISABLED (54), as Kafka answers without one.
+    for v in versions(&conn, ApiKey::DescribeAcls) {
+        let response = call(&mut conn, &DescribeAclsRequest::default(), v).await;
+        assert_eq!(response.error_code, 54, "DescribeAcls v{v}");
+    }
+    for v in versions(&conn, ApiKey::CreateAcls) {
+        use kafka_protocol::messages::create_acls_request::AclCreation;
+        let request = CreateAclsRequest::default().with_creations(vec![AclCreation::default()]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.results[0].error_code, 54, "CreateAcls v{v}");
+    }
+    for v in versions(&conn, ApiKey::DeleteAcls) {
+        use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+        let request = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()]);
+        let response = call(&mut conn, &request, v).await;
+        assert_eq!(response.filter_results[0].error_code, 54, "DeleteAcls v{v}");
+    }
     for v in versions(&conn, ApiKey::ApiVersions) {
         let response = call(&mut conn, &ApiVersionsRequest::default(), v).await;
         assert_eq!(response.error_code, 0, "ApiVersions v{v}");
     }
     running.broker.shutdown().await.unwrap();
+}
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Joins `group` at JoinGroup version `v` (two steps from v4 on); returns (member, generation).
+async fn join(conn: &mut Connection, group: &str, v: i16) -> (String, i32) {
+    let mut request = JoinGroupRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(sb("consumer"))
+        .with_protocols(vec![
+            kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(sb("range"))
+                .with_metadata(Bytes::from_static(b"subscription")),
+        ]);
+    let mut response = call(conn, &request, v).await;
+    if v >= 4 {
+        assert_eq!(
+            response.error_code, 79,
+            "JoinGroup v{v}: MEMBER_ID_REQUIRED first"
+        );
+        request.member_id = response.member_id.clone();
+        response = call(conn, &request, v).await;
+    }
+    assert_eq!(response.error_code, 0, "JoinGroup v{v}");
+    assert_eq!(response.leader, response.member_id, "JoinGroup v{v}");
+    assert_eq!(response.members.len(), 1, "JoinGroup v{v}");
+    (response.member_id.to_string(), response.generation_id)
+}
+
+/// A one-member Stable group; returns (member, generation).
+async fn stable(conn: &mut Connection, group: &str) -> (String, i32) {
+    let (member, generation) = join(conn, group, 5).await;
+    let request = SyncGroupRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_generation_id(generation)
+        .with_member_id(sb(&member))
+        .with_assignments(vec![
+            kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default()
+                .with_member_id(sb(&member))
+                .with_assignment(Bytes::from_static(b"assignment")),
+        ]);
+    let response = call(conn, &request, 3).await;
+    assert_eq!(response.error_code, 0);
+    (member, generation)
+}
+
+async fn groups(conn: &mut Connection) {
+    for v in versions(conn, ApiKey::JoinGroup) {
+        let (_, generation) = join(conn, &format!("join-{v}"), v).await;
+        assert_eq!(generation, 1, "JoinGroup v{v}");
+    }
+    for v in versions(conn, ApiKey::SyncGroup) {
+        let group = format!("sync-{v}");
+        let (member, generation) = join(conn, &group, 5).await;
+        let mut request = SyncGroupRequest::default()
+            .with_group_id(GroupId(sb(&group)))
+            .with_generation_id(generation)
+            .with_member_id(sb(&member))
+            .with_assignments(vec![
+                kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default()
+                    .with_member_id(sb(&member))
+                    .with_assignment(Bytes::from_static(b"mine")),
+            ]);
+        if v >= 5 {
+            request.protocol_type = Some(sb("consumer"));
+            request.protocol_name = Some(sb("range"));
+        }
+        let response = call(conn, &request, v).await;
+        assert_eq!(response.error_code, 0, "SyncGroup v{v}");
+        assert_eq!(
+            response.assignment,
+            Bytes::from_static(b"mine"),
+            "SyncGroup v{v}"
+        );
+    }
+    let (member, generation) = stable(conn, "stable").await;
+    for v in versions(conn, ApiKey::Heartbeat) {
+        let request = HeartbeatRequest::default()
+            .with_group_id(GroupId(sb("stable")))
+            .with_generation_id(generation)
+            .with_member_id(sb(&member));
+        let response = call(conn, &request, v).await;
+        assert_eq!(response.error_code, 0, "Heartbeat v{v}");
+    }
+    for v in versions(conn, ApiKey::OffsetCommit) {
+        use kafka_protocol::messages::offset_commit_request as oc;
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("simple")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![oc::OffsetCommitRequestTopic::default()
+                .with_name(name("t2"))
+                .with_partitions(vec![oc::OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(v as i64)
+                    .with_committed_metadata(Some(sb("meta")))])]);
+        let response = call(conn, &request, v).await;
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, 0,
+            "OffsetCommit v{v}"
+        );
+    }
+    let last_commit = *versions(conn, ApiKey::OffsetCommit).end() as i64;
+    for v in versions(conn, ApiKey::OffsetFetch) {
+        use kafka_protocol::messages::offset_fetch_request as of;
+        let mut request = OffsetFetchRequest::default();
+        if v >= 8 {
+            request.groups = vec![of::OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(sb("simple")))
+                .with_topics(Some(vec![of::OffsetFetchRequestTopics::default()
+                    .with_name(name("t2"))
+                    .with_partition_indexes(vec![0])]))];
+            let response = call(conn, &request, v).await;
+            let group = &response.groups[0];
+            assert_eq!(group.error_code, 0, "OffsetFetch v{v}");
+            assert_eq!(group.topics[0].partitions[0].committed_offset, last_commit);
+        } else {
+            request.group_id = GroupId(sb("simple"));
+            request.topics = Some(vec![of::OffsetFetchRequestTopic::default()
+                .with_name(name("t2"))
+                .with_partition_indexes(vec![0])]);
+            let response = call(conn, &request, v).await;
+            assert_eq!(response.error_code, 0, "OffsetFetch v{v}");
+            let p = &response.topics[0].partitions[0];
+            assert_eq!(
+                (p.error_code, p.committed_offset),
+                (0, last_commit),
+                "OffsetFetch v{v}"
+            );
+        }
+    }
+    for v in versions(conn, ApiKey::DescribeGroups) {
+        let request = DescribeGroupsRequest::default()
+            .with_groups(vec![GroupId(sb("stable")), GroupId(sb("missing"))]);
+        let response = call(conn, &request, v).await;
+        let g = &response.groups[0];
+        assert_eq!(
+            (g.error_code, g.group_state.as_str()),
+            (0, "Stable"),
+            "DescribeGroups v{v}"
+        );
+        assert_eq!(g.protocol_data.as_str(), "range");
+        assert_eq!(
+            g.members[0].member_assignment,
+            Bytes::from_static(b"assignment")
+        );
+        assert_eq!(response.groups[1].group_state.as_str(), "Dead");
+    }
+    for v in versions(conn, ApiKey::ListGroups) {
+        let response = call(conn, &ListGroupsRequest::default(), v).await;
+        assert_eq!(response.error_code, 0, "ListGroups v{v}");
+        let listed = response
+            .groups
+            .iter()
+            .find(|g| g.group_id.as_str() == "stable")
+            .expect("listed");
+        assert_eq!(listed.protocol_type.as_str(), "consumer");
+        if v >= 4 {
+            assert_eq!(listed.group_state.as_str(), "Stable");
+        }
+    }
+    for v in versions(conn, ApiKey::LeaveGroup) {
+        let group = format!("leave-{v}");
+        let (member, _) = stable(conn, &group).await;
+        let mut request = LeaveGroupRequest::default().with_group_id(GroupId(sb(&group)));
+        if v >= 3 {
+            request.members = vec![
+                kafka_protocol::messages::leave_group_request::MemberIdentity::default()
+                    .with_member_id(sb(&member)),
+            ];
+        } else {
+            request.member_id = sb(&member);
+        }
+        let response = call(conn, &request, v).await;
+        assert_eq!(response.error_code, 0, "LeaveGroup v{v}");
+        if v >= 3 {
+            assert_eq!(response.members[0].error_code, 0, "LeaveGroup v{v}");
+        }
+    }
+    for v in versions(conn, ApiKey::OffsetDelete) {
+        use kafka_protocol::messages::offset_delete_request as od;
+        let request = OffsetDeleteRequest::default()
+            .with_group_id(GroupId(sb("simple")))
+            .with_topics(vec![od::OffsetDeleteRequestTopic::default()
+                .with_name(name("t2"))
+                .with_partitions(vec![
+                    od::OffsetDeleteRequestPartition::default().with_partition_index(0)
+                ])]);
+        let response = call(conn, &request, v).await;
+        assert_eq!(response.error_code, 0, "OffsetDelete v{v}");
+        assert_eq!(response.topics[0].partitions[0].error_code, 0);
+    }
+    for v in versions(conn, ApiKey::DeleteGroups) {
+        let request = DeleteGroupsRequest::default()
+            .with_groups_names(vec![GroupId(sb(&format!("leave-{v}")))]);
+        let response = call(conn, &request, v).await;
+        assert_eq!(response.results[0].error_code, 0, "DeleteGroups v{v}");
+    }
 }

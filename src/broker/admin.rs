@@ -74,6 +74,8 @@ pub(super) async fn create_topics(
         let outcome = broker.create_topic(new.clone(), req.validate_only).await;
         match outcome {
             Ok(()) => {
+                // As Kafka: a null message on success (the schema default is "").
+                result.error_message = None;
                 let image = broker.image();
                 let created = image.topic(&name);
                 if ctx.version >= 5 {
@@ -172,6 +174,11 @@ pub(super) async fn delete_topics(
             None => Err(CommitError::Rejected(ControllerError::UnknownTopic(
                 id.to_string(),
             ))),
+            Some(n) if n == crate::group::OFFSETS_TOPIC => {
+                Err(CommitError::Rejected(ControllerError::InvalidTopic(
+                    format!("the internal topic {n} holds committed offsets and cannot be deleted"),
+                )))
+            }
             Some(n) => {
                 broker
                     .change_metadata(false, |controller, image| {
@@ -217,6 +224,12 @@ pub(super) async fn create_partitions(
             Err((
                 ResponseError::InvalidReplicaAssignment,
                 "replicas must be on this broker".to_string(),
+            ))
+        } else if name == crate::group::OFFSETS_TOPIC {
+            // Groups are placed by hashing over the partition count: changing it moves them.
+            Err((
+                ResponseError::InvalidTopicException,
+                format!("the partition count of the internal topic {name} cannot change"),
             ))
         } else {
             broker

@@ -14,7 +14,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::server::RequestContext;
 use super::{errors, Broker};
 use crate::config::TopicConfig;
 
@@ -27,6 +26,46 @@ pub(super) const SOURCE_DEFAULT: i8 = 5;
 
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+/// Topic keys of Kafka's LIST type: the only ones APPEND and SUBTRACT apply to.
+const LIST_KEYS: &[&str] = &["cleanup.policy"];
+
+/// APPEND or SUBTRACT on a list key, against the topic's current value (its override, or the
+/// default), as Kafka computes it: appended items not already there go at the end; subtracted
+/// items are removed.
+fn list_change(current: &str, op: i8, key: &str, value: Option<&str>) -> Result<String, String> {
+    if !LIST_KEYS.contains(&key) {
+        let verb = if op == OP_APPEND {
+            "append"
+        } else {
+            "subtract"
+        };
+        return Err(format!(
+            "Config value {verb} is not allowed for config key: {key}"
+        ));
+    }
+    let split = |v: &str| -> Vec<String> {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut items = split(current);
+    let given = split(value.unwrap_or(""));
+    if op == OP_APPEND {
+        for item in given {
+            if !items.contains(&item) {
+                items.push(item);
+            }
+        }
+    } else {
+        items.retain(|item| !given.contains(item));
+    }
+    Ok(items.join(","))
+}
 
 /// Every topic-level key with its effective value and whether the topic overrides it.
 pub(super) fn config_entries(
@@ -40,11 +79,7 @@ pub(super) fn config_entries(
         .collect()
 }
 
-pub(super) fn describe(
-    broker: &Broker,
-    ctx: &RequestContext,
-    req: DescribeConfigsRequest,
-) -> DescribeConfigsResponse {
+pub(super) fn describe(broker: &Broker, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = req
         .resources
         .into_iter()
@@ -102,9 +137,8 @@ pub(super) fn describe(
                         .with_value(Some(StrBytes::from_string(value)))
                         .with_config_source(source)
                         .with_read_only(resource.resource_type == RESOURCE_BROKER);
-                    if ctx.version < 3 {
-                        entry.documentation = None;
-                    }
+                    // Kafka sends null documentation unless asked, and Weir has none to give.
+                    entry.documentation = None;
                     entry
                 })
                 .collect();
@@ -151,9 +185,11 @@ fn answer(
     name: StrBytes,
     outcome: Result<(), (ResponseError, String)>,
 ) -> AlterConfigsResourceResponse {
+    // As Kafka: a null message on success (the schema default is "").
     let mut r = AlterConfigsResourceResponse::default()
         .with_resource_type(resource_type)
-        .with_resource_name(name);
+        .with_resource_name(name)
+        .with_error_message(None);
     if let Err((code, why)) = outcome {
         r.error_code = code.code();
         r.error_message = Some(StrBytes::from_string(why));
@@ -198,16 +234,34 @@ pub(super) async fn incremental_alter(
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let name = resource.resource_name.to_string();
+        let current: BTreeMap<String, String> = broker
+            .image()
+            .topic(&name)
+            .map(|t| {
+                broker
+                    .controller
+                    .topic_config(t)
+                    .entries()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            })
+            .unwrap_or_default();
         let changes = resource
             .configs
             .into_iter()
-            .map(|c| match c.config_operation {
-                OP_SET => Ok((c.name.to_string(), c.value.map(|v| v.to_string()))),
-                OP_DELETE => Ok((c.name.to_string(), None)),
-                op => Err(format!(
-                    "operation {op} (APPEND/SUBTRACT) is not supported for '{}'",
-                    c.name
-                )),
+            .map(|c| {
+                let key = c.name.to_string();
+                match c.config_operation {
+                    OP_SET => Ok((key, c.value.map(|v| v.to_string()))),
+                    OP_DELETE => Ok((key, None)),
+                    op @ (OP_APPEND | OP_SUBTRACT) => {
+                        let now = current.get(&key).map(String::as_str).unwrap_or("");
+                        let value = list_change(now, op, &key, c.value.as_deref())?;
+                        Ok((key, Some(value)))
+                    }
+                    op => Err(format!("unknown config operation {op} for '{key}'")),
+                }
             })
             .collect::<Result<BTreeMap<_, _>, _>>();
         let outcome = change_topic(
@@ -229,4 +283,36 @@ pub(super) async fn incremental_alter(
         );
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_and_subtract_on_list_keys_only() {
+        let key = "cleanup.policy";
+        assert_eq!(
+            list_change("delete", OP_APPEND, key, Some("compact")).unwrap(),
+            "delete,compact"
+        );
+        assert_eq!(
+            list_change("delete", OP_APPEND, key, Some("delete")).unwrap(),
+            "delete"
+        );
+        assert_eq!(
+            list_change("compact,delete", OP_SUBTRACT, key, Some("compact")).unwrap(),
+            "delete"
+        );
+        // An empty result is left to config validation to refuse.
+        assert_eq!(
+            list_change("delete", OP_SUBTRACT, key, Some("delete")).unwrap(),
+            ""
+        );
+        let err = list_change("1000", OP_APPEND, "retention.ms", Some("5")).unwrap_err();
+        assert_eq!(
+            err,
+            "Config value append is not allowed for config key: retention.ms"
+        );
+    }
 }

@@ -4,6 +4,7 @@ use kafka_protocol::error::ResponseError;
 
 use super::CommitError;
 use crate::controller::ControllerError;
+use crate::group::GroupError;
 use crate::log::ReadError;
 use crate::replica::ProduceError;
 
@@ -29,7 +30,9 @@ pub fn commit(e: &CommitError) -> ResponseError {
 pub fn produce(e: &ProduceError) -> ResponseError {
     match e {
         ProduceError::Corrupt(_) => ResponseError::CorruptMessage,
-        ProduceError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        ProduceError::InvalidRecord(_) | ProduceError::RecordErrors(_) => {
+            ResponseError::InvalidRecord
+        }
         ProduceError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         ProduceError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
@@ -44,6 +47,30 @@ pub fn read(e: &ReadError) -> ResponseError {
     }
 }
 
-pub fn code(e: Option<ResponseError>) -> i16 {
-    e.map(|e| e.code()).unwrap_or(0)
+pub fn group(e: GroupError) -> ResponseError {
+    match e {
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        GroupError::InvalidCommitOffsetSize => ResponseError::InvalidCommitOffsetSize,
+        GroupError::UnknownServerError => ResponseError::UnknownServerError,
+    }
+}
+
+/// The code for an optional group error (0 for none).
+pub fn group_code(e: Option<GroupError>) -> i16 {
+    e.map(|e| group(e).code()).unwrap_or(0)
 }

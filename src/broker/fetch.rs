@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
@@ -80,10 +82,12 @@ fn read_all(
     let mut total = 0usize;
     let mut errored = false;
     for w in wanted {
+        // Kafka answers every partition with records, empty on error, never null: librdkafka
+        // rejects a whole response holding a null record set ("invalid MessageSetSize -1").
         let mut data = PartitionData::default()
             .with_partition_index(w.partition)
             .with_high_watermark(-1)
-            .with_records(None);
+            .with_records(Some(Bytes::new()));
         let handle = w
             .topic
             .as_deref()
@@ -99,15 +103,17 @@ fn read_all(
             continue;
         };
         let partition = handle.lock();
-        data.high_watermark = partition.high_watermark();
-        data.last_stable_offset = partition.high_watermark();
-        if ctx.version >= 5 {
-            data.log_start_offset = partition.log_start_offset();
-        }
         // The first partition with data may exceed the budget by one batch (KIP-74).
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         if budget > 0 || total == 0 {
             match partition.read(w.offset, budget) {
+                Ok(records) if ctx.version < ZSTD_MIN_FETCH_VERSION && holds_zstd(&records) => {
+                    // As Kafka: a client too old to know zstd gets an error, not the batch.
+                    data.error_code = ResponseError::UnsupportedCompressionType.code();
+                    errored = true;
+                    out.push(data);
+                    continue;
+                }
                 Ok(records) => {
                     total += records.len();
                     data.records = Some(records);
@@ -116,16 +122,39 @@ fn read_all(
                     if !matches!(e, crate::log::ReadError::OffsetOutOfRange { .. }) {
                         tracing::error!(topic = partition.topic(), partition = w.partition, error = ?e, "read failed");
                     }
+                    // As Kafka: an errored partition carries no offsets (-1), only the error.
                     data.error_code = errors::read(&e).code();
                     errored = true;
+                    out.push(data);
+                    continue;
                 }
             }
-        } else {
-            data.records = Some(Default::default());
+        }
+        data.high_watermark = partition.high_watermark();
+        data.last_stable_offset = partition.high_watermark();
+        if ctx.version >= 5 {
+            data.log_start_offset = partition.log_start_offset();
         }
         out.push(data);
     }
     (out, total, errored)
+}
+
+/// The lowest Fetch version that may be served zstd batches (KIP-110).
+const ZSTD_MIN_FETCH_VERSION: i16 = 10;
+
+/// Whether any batch in `records` (whole batches, as read) is zstd-compressed. Reads headers
+/// only; the walk advances by at least a header per step, so it ends.
+fn holds_zstd(records: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(rest) = records.get(at..).filter(|r| !r.is_empty()) {
+        match crate::log::batch::BatchHeader::parse(rest) {
+            Ok(header) if header.compression() == 4 => return true,
+            Ok(header) => at += header.total_len(),
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 fn response(

@@ -1,18 +1,19 @@
-//! Metadata (brokers, topics, partitions, leaders) and FindCoordinator.
+//! Metadata (brokers, topics, partitions, leaders) and DescribeCluster.
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, MetadataRequest, MetadataResponse,
     TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::server::RequestContext;
-use super::{errors, Broker};
+use super::Broker;
 use crate::controller::{validate_topic_name, TopicMeta};
 
 pub(super) async fn handle(
@@ -40,6 +41,8 @@ pub(super) async fn handle(
             .iter()
             .filter_map(|(name, _)| name.clone())
             .filter(|n| image.topic(n).is_none() && validate_topic_name(n).is_ok())
+            // The offsets topic is made by the coordinator, with its own partition count.
+            .filter(|n| n != crate::group::OFFSETS_TOPIC)
             .collect();
         for (name, result) in broker.auto_create(&missing).await {
             match result {
@@ -92,6 +95,108 @@ pub(super) async fn handle(
     if ctx.version >= 2 {
         response.cluster_id = Some(StrBytes::from_string(broker.cluster_id.clone()));
     }
+    // Without an authorizer Kafka grants everything a resource type supports, and reports it
+    // only when asked; otherwise the field keeps the schema's "not requested" default.
+    if (8..=10).contains(&ctx.version) && req.include_cluster_authorized_operations {
+        response.cluster_authorized_operations = CLUSTER_OPERATIONS;
+    }
+    if ctx.version >= 8 && req.include_topic_authorized_operations {
+        for topic in &mut response.topics {
+            // Kafka leaves topics asked for by an unknown id out (they have no name).
+            if topic.name.is_some() {
+                topic.topic_authorized_operations = TOPIC_OPERATIONS;
+            }
+        }
+    }
+    response
+}
+
+/// ACL operation codes (Kafka's `AclOperation`), as bits of an authorized-operations field.
+const READ: i32 = 3;
+const WRITE: i32 = 4;
+const CREATE: i32 = 5;
+const DELETE: i32 = 6;
+const ALTER: i32 = 7;
+const DESCRIBE: i32 = 8;
+const CLUSTER_ACTION: i32 = 9;
+const DESCRIBE_CONFIGS: i32 = 10;
+const ALTER_CONFIGS: i32 = 11;
+const IDEMPOTENT_WRITE: i32 = 12;
+
+/// Every operation Kafka supports on a topic, all allowed (there is no authorizer).
+pub(super) const TOPIC_OPERATIONS: i32 = 1 << READ
+    | 1 << WRITE
+    | 1 << CREATE
+    | 1 << DELETE
+    | 1 << ALTER
+    | 1 << DESCRIBE
+    | 1 << DESCRIBE_CONFIGS
+    | 1 << ALTER_CONFIGS;
+
+/// Every operation Kafka supports on the cluster, all allowed.
+pub(super) const CLUSTER_OPERATIONS: i32 = 1 << CREATE
+    | 1 << ALTER
+    | 1 << DESCRIBE
+    | 1 << CLUSTER_ACTION
+    | 1 << DESCRIBE_CONFIGS
+    | 1 << ALTER_CONFIGS
+    | 1 << IDEMPOTENT_WRITE;
+
+/// The schema default of authorized-operations fields: "not requested".
+const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+/// Kafka's `EndpointType`: DescribeCluster asks which kind of listener it talks to.
+const ENDPOINT_BROKER: i8 = 1;
+const ENDPOINT_CONTROLLER: i8 = 2;
+
+/// DescribeCluster (KIP-700): this broker, the controller (itself) and the cluster id. Weir
+/// serves only a broker listener, so a request meant for a controller endpoint is refused as
+/// Kafka refuses it.
+pub(super) fn describe_cluster(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let mut response = DescribeClusterResponse::default();
+    // v0 has no endpoint type: it is a broker request.
+    let endpoint = if ctx.version >= 1 {
+        req.endpoint_type
+    } else {
+        ENDPOINT_BROKER
+    };
+    if ctx.version >= 1 {
+        response.endpoint_type = ENDPOINT_BROKER;
+    }
+    if endpoint != ENDPOINT_BROKER {
+        let (error, why) = if endpoint == ENDPOINT_CONTROLLER {
+            (
+                ResponseError::MismatchedEndpointType,
+                "this is a broker endpoint, but the request wants a controller endpoint"
+                    .to_string(),
+            )
+        } else {
+            (
+                ResponseError::UnsupportedEndpointType,
+                format!("unsupported endpoint type {endpoint}"),
+            )
+        };
+        response.error_code = error.code();
+        response.error_message = Some(StrBytes::from_string(why));
+        return response;
+    }
+    let node = BrokerId(broker.config.node_id);
+    let (host, port) = broker.advertised.read().unwrap().clone();
+    response.cluster_id = StrBytes::from_string(broker.cluster_id.clone());
+    response.controller_id = node;
+    response.brokers = vec![DescribeClusterBroker::default()
+        .with_broker_id(node)
+        .with_host(StrBytes::from_string(host))
+        .with_port(port as i32)];
+    response.cluster_authorized_operations = if req.include_cluster_authorized_operations {
+        CLUSTER_OPERATIONS
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
     response
 }
 
@@ -120,39 +225,8 @@ fn topic_entry(broker: &Broker, ctx: &RequestContext, topic: &TopicMeta) -> Meta
     if ctx.version >= 10 {
         entry.topic_id = topic.id;
     }
-    entry
-}
-
-/// Weir has no consumer groups yet: say so with the protocol's retriable "not available" error
-/// rather than pointing clients at a coordinator that would not answer.
-pub(super) fn find_coordinator(
-    _broker: &Broker,
-    ctx: &RequestContext,
-    req: FindCoordinatorRequest,
-) -> FindCoordinatorResponse {
-    let error = ResponseError::CoordinatorNotAvailable;
-    let message = "Weir does not implement consumer groups or transactions yet";
-    let mut response = FindCoordinatorResponse::default();
-    if ctx.version >= 4 {
-        response.coordinators = req
-            .coordinator_keys
-            .into_iter()
-            .map(|key| {
-                kafka_protocol::messages::find_coordinator_response::Coordinator::default()
-                    .with_key(key)
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1)
-                    .with_error_code(error.code())
-                    .with_error_message(Some(StrBytes::from_static_str(message)))
-            })
-            .collect();
-    } else {
-        response.error_code = errors::code(Some(error));
-        response.node_id = BrokerId(-1);
-        response.port = -1;
-        if ctx.version >= 1 {
-            response.error_message = Some(StrBytes::from_static_str(message));
-        }
+    if ctx.version >= 1 {
+        entry.is_internal = topic.name == crate::group::OFFSETS_TOPIC;
     }
-    response
+    entry
 }

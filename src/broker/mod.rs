@@ -2,10 +2,14 @@
 //! together, and answers Kafka requests. Request handlers live one API family per file; they
 //! translate wire types to core calls and back, so nothing below this layer sees the wire.
 
+mod acls;
 mod admin;
 mod configs;
+mod coordinator;
+mod delete_records;
 mod errors;
 mod fetch;
+mod groups;
 mod metadata;
 mod produce;
 mod server;
@@ -64,6 +68,8 @@ pub struct Broker {
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
     /// Wakes long-polling fetches when anything is appended.
     appended: Notify,
+    /// The consumer-group coordinator and its driver state.
+    groups: coordinator::Groups,
     next_producer_id: Mutex<i64>,
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
@@ -107,6 +113,7 @@ impl Broker {
             .parse()
             .map_err(|e| anyhow::anyhow!("listener {}:{}: {e}", endpoint.host, endpoint.port))?;
         let (shutdown, _) = watch::channel(false);
+        let group_config = coordinator::group_config(&config);
         let broker = Arc::new(Broker {
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
             config,
@@ -118,6 +125,7 @@ impl Broker {
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
             appended: Notify::new(),
+            groups: coordinator::Groups::new(group_config),
             advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
             shutdown,
         });
@@ -127,8 +135,10 @@ impl Broker {
         *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             "weir broker listening");
+        broker.start_offsets_load();
         io.spawn(server::accept_loop(broker.clone(), listener));
         io.spawn(background_loop(broker.clone()));
+        io.spawn(coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker { broker, local_addr })
     }
 
@@ -300,6 +310,9 @@ impl Broker {
             } => {
                 for index in 0..*partitions {
                     self.open_partition(name, *id, index).await?;
+                }
+                if name == crate::group::OFFSETS_TOPIC {
+                    self.offsets_topic_created(*partitions);
                 }
             }
             MetadataRecord::Partitions { name, count } => {

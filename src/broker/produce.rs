@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
 };
@@ -13,12 +15,34 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::server::RequestContext;
 use super::{errors, Broker, PartitionHandle};
-use crate::replica::Appended;
+use crate::log::batch;
+use crate::replica::validation::{self, RecordError};
+use crate::replica::{Appended, ProduceError};
 
 struct Outcome {
     index: i32,
-    result: Result<Appended, (ResponseError, String)>,
+    result: Result<Appended, Failure>,
 }
+
+/// Why a partition's produce failed: the code, a message, and (Produce v8+) the records refused.
+struct Failure {
+    code: ResponseError,
+    message: String,
+    record_errors: Vec<RecordError>,
+}
+
+impl Failure {
+    fn new(code: ResponseError, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+/// The lowest Produce version that may carry zstd batches (KIP-110).
+const ZSTD_MIN_PRODUCE_VERSION: i16 = 7;
 
 pub(super) async fn handle(
     broker: &Broker,
@@ -35,14 +59,21 @@ pub(super) async fn handle(
         let mut outcomes = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let result = if !matches!(acks, -1..=1) {
-                Err((
+                Err(Failure::new(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks={acks} is not -1, 0 or 1"),
                 ))
             } else if req.transactional_id.is_some() {
-                Err((
+                Err(Failure::new(
                     ResponseError::TransactionalIdAuthorizationFailed,
-                    "transactions are not supported".to_string(),
+                    "transactions are not supported",
+                ))
+            } else if ctx.version < ZSTD_MIN_PRODUCE_VERSION
+                && data.records.as_deref().is_some_and(is_zstd)
+            {
+                Err(Failure::new(
+                    ResponseError::UnsupportedCompressionType,
+                    format!("zstd batches need Produce v{ZSTD_MIN_PRODUCE_VERSION} or later"),
                 ))
             } else {
                 append_one(
@@ -83,7 +114,10 @@ pub(super) async fn handle(
             for (name, outcomes) in topics.iter_mut() {
                 for o in outcomes.iter_mut() {
                     if *name == topic && o.index == index {
-                        o.result = Err((ResponseError::KafkaStorageError, e.to_string()));
+                        o.result = Err(Failure::new(
+                            ResponseError::KafkaStorageError,
+                            e.to_string(),
+                        ));
                     }
                 }
             }
@@ -117,27 +151,33 @@ fn append_one(
     acks: i16,
     now: i64,
     to_flush: &mut Vec<(Arc<PartitionHandle>, i64)>,
-) -> Result<Appended, (ResponseError, String)> {
+) -> Result<Appended, Failure> {
+    if topic == crate::group::OFFSETS_TOPIC {
+        return Err(Failure::new(
+            ResponseError::InvalidTopicException,
+            format!("cannot append to the internal topic {topic}"),
+        ));
+    }
     let Some(handle) = broker.partition(topic, index) else {
-        return Err((
+        return Err(Failure::new(
             ResponseError::UnknownTopicOrPartition,
             format!("unknown partition {topic}-{index}"),
         ));
     };
     if handle.is_closed() {
-        return Err((
+        return Err(Failure::new(
             ResponseError::NotLeaderOrFollower,
-            "partition is closing".into(),
+            "partition is closing",
         ));
     }
     let Some(records) = records else {
-        return Err((ResponseError::InvalidRecord, "null records".into()));
+        return Err(Failure::new(ResponseError::InvalidRecord, "null records"));
     };
     let mut partition = handle.lock();
     // With one replica the ISR is just this broker.
     let isr = 1;
     if acks == -1 && partition.config().min_insync_replicas > isr {
-        return Err((
+        return Err(Failure::new(
             ResponseError::NotEnoughReplicas,
             format!(
                 "min.insync.replicas={} but the in-sync set has {isr}",
@@ -145,9 +185,13 @@ fn append_one(
             ),
         ));
     }
-    let appended = partition.append(records, now).map_err(|e| {
-        let code = errors::produce(&e);
-        (code, format!("{e:?}"))
+    let appended = partition.append(records, now).map_err(|e| match e {
+        ProduceError::RecordErrors(record_errors) => Failure {
+            code: ResponseError::InvalidRecord,
+            message: validation::summary(&record_errors),
+            record_errors,
+        },
+        e => Failure::new(errors::produce(&e), format!("{e:?}")),
     })?;
     let config = partition.config();
     let flush = broker.config.fsync_before_ack
@@ -180,15 +224,24 @@ fn partition_response(version: i16, outcome: Outcome) -> PartitionProduceRespons
                 p.log_start_offset = appended.log_start_offset;
             }
         }
-        Err((code, message)) => {
-            p.error_code = code.code();
+        Err(failure) => {
+            p.error_code = failure.code.code();
             p.base_offset = -1;
             p.log_append_time_ms = -1;
             if version >= 5 {
                 p.log_start_offset = -1;
             }
             if version >= 8 {
-                p.error_message = Some(StrBytes::from_string(message));
+                p.error_message = Some(StrBytes::from_string(failure.message));
+                p.record_errors = failure
+                    .record_errors
+                    .into_iter()
+                    .map(|e| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(e.batch_index)
+                            .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
+                    })
+                    .collect();
             }
         }
     }
@@ -218,4 +271,9 @@ pub(super) async fn init_producer_id(
                 .with_producer_epoch(-1)
         }
     }
+}
+
+/// Whether a produce's records are a zstd batch (read from the header; checked fully later).
+fn is_zstd(records: &[u8]) -> bool {
+    batch::BatchHeader::parse(records).is_ok_and(|h| h.compression() == 4)
 }

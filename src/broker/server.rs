@@ -12,7 +12,9 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
-use super::{admin, configs, fetch, metadata, produce, versions, Broker};
+use super::{
+    acls, admin, configs, delete_records, fetch, groups, metadata, produce, versions, Broker,
+};
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
 
@@ -73,7 +75,7 @@ async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAd
                 break;
             }
         };
-        match handle_frame(&broker, frame, &mut out).await {
+        match handle_frame(&broker, frame, peer, &mut out).await {
             Ok(true) => {
                 if let Err(e) = write_frame(&mut write_half, &out).await {
                     tracing::debug!(%peer, error = %e, "write failed");
@@ -94,6 +96,7 @@ async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAd
 async fn handle_frame(
     broker: &Broker,
     mut frame: Bytes,
+    peer: SocketAddr,
     out: &mut BytesMut,
 ) -> Result<bool, String> {
     if frame.len() < 8 {
@@ -118,12 +121,11 @@ async fn handle_frame(
     }
     let header_version = api_key.request_header_version(api_version);
     let decoded = catch(|| {
-        // Decoded only to step past it (client id, tagged fields): the fields handlers need
-        // were read from the frame above.
-        RequestHeader::decode(&mut frame, header_version)?;
-        RequestKind::decode(api_key, &mut frame, api_version)
+        let header = RequestHeader::decode(&mut frame, header_version)?;
+        let body = RequestKind::decode(api_key, &mut frame, api_version)?;
+        Ok::<_, anyhow::Error>((header, body))
     });
-    let body = match decoded {
+    let (header, body) = match decoded {
         Ok(Ok(decoded)) => decoded,
         Ok(Err(e)) => return Err(format!("undecodable {api_key:?} v{api_version}: {e:#}")),
         Err(panic) => {
@@ -134,14 +136,49 @@ async fn handle_frame(
     };
     let ctx = RequestContext {
         version: api_version,
+        client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
+        peer,
     };
     let response = match body {
         RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
         RequestKind::Metadata(req) => Some(ResponseKind::Metadata(
             metadata::handle(broker, &ctx, req).await,
         )),
+        RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
+            metadata::describe_cluster(broker, &ctx, req),
+        )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
-            metadata::find_coordinator(broker, &ctx, req),
+            groups::find_coordinator(broker, &ctx, req).await,
+        )),
+        RequestKind::JoinGroup(req) => Some(ResponseKind::JoinGroup(
+            groups::join_group(broker, &ctx, req).await,
+        )),
+        RequestKind::SyncGroup(req) => Some(ResponseKind::SyncGroup(
+            groups::sync_group(broker, &ctx, req).await,
+        )),
+        RequestKind::Heartbeat(req) => Some(ResponseKind::Heartbeat(
+            groups::heartbeat(broker, &ctx, req).await,
+        )),
+        RequestKind::LeaveGroup(req) => Some(ResponseKind::LeaveGroup(
+            groups::leave_group(broker, &ctx, req).await,
+        )),
+        RequestKind::OffsetCommit(req) => Some(ResponseKind::OffsetCommit(
+            groups::offset_commit(broker, &ctx, req).await,
+        )),
+        RequestKind::OffsetFetch(req) => Some(ResponseKind::OffsetFetch(groups::offset_fetch(
+            broker, &ctx, req,
+        ))),
+        RequestKind::OffsetDelete(req) => Some(ResponseKind::OffsetDelete(
+            groups::offset_delete(broker, req).await,
+        )),
+        RequestKind::ListGroups(req) => Some(ResponseKind::ListGroups(groups::list_groups(
+            broker, &ctx, req,
+        ))),
+        RequestKind::DescribeGroups(req) => Some(ResponseKind::DescribeGroups(
+            groups::describe_groups(broker, &ctx, req),
+        )),
+        RequestKind::DeleteGroups(req) => Some(ResponseKind::DeleteGroups(
+            groups::delete_groups(broker, req).await,
         )),
         RequestKind::Produce(req) => produce::handle(broker, &ctx, req)
             .await
@@ -164,8 +201,14 @@ async fn handle_frame(
         RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
             admin::create_partitions(broker, req).await,
         )),
+        RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(req))),
+        RequestKind::CreateAcls(req) => Some(ResponseKind::CreateAcls(acls::create(req))),
+        RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
+        RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
+            delete_records::handle(broker, req).await,
+        )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
-            configs::describe(broker, &ctx, req),
+            configs::describe(broker, req),
         )),
         RequestKind::AlterConfigs(req) => Some(ResponseKind::AlterConfigs(
             configs::alter(broker, req).await,
@@ -197,6 +240,9 @@ async fn handle_frame(
 /// What handlers may need to know about the request beyond its body.
 pub(super) struct RequestContext {
     pub version: i16,
+    /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
+    pub client_id: String,
+    pub peer: SocketAddr,
 }
 
 fn encode_response(

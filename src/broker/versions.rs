@@ -8,7 +8,8 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 
 /// (API, lowest, highest) served. Ceilings sit below the codec's where a newer version changes
 /// semantics Weir does not have yet (Produce 12+ transactions v2 and topic ids, Fetch 17+
-/// follower-only fields, InitProducerId 5+ two-phase commit).
+/// follower-only fields, InitProducerId 5+ two-phase commit, OffsetCommit and OffsetFetch 9+
+/// KIP-848 member epochs, DescribeGroups 6 KIP-1043 errors).
 const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
     (ApiKey::Fetch, 4, 16),
@@ -23,6 +24,21 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub fn is_supported(api: ApiKey, version: i16) -> bool {
@@ -72,6 +88,10 @@ mod tests {
         assert_eq!(handle().api_keys.len(), SUPPORTED.len());
         assert!(is_supported(ApiKey::Produce, 9));
         assert!(!is_supported(ApiKey::Produce, 2));
-        assert!(!is_supported(ApiKey::JoinGroup, 0));
+        assert!(is_supported(ApiKey::JoinGroup, 0));
+        assert!(
+            !is_supported(ApiKey::ConsumerGroupHeartbeat, 0),
+            "KIP-848 is not implemented"
+        );
     }
 }

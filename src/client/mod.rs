@@ -1,8 +1,9 @@
-//! A small Kafka client: admin, produce, fetch and offsets against one broker, over the [`Io`]
+//! A small Kafka client: admin, produce, fetch, offsets and group admin against one broker, over the [`Io`]
 //! traits so it runs in production (CLI, bench) and in the simulator (workloads) alike. It builds
 //! uncompressed batches itself and reads fetched batches without copying them.
 
 pub mod connection;
+mod groups;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 pub use connection::{ClientError, Connection, Result};
+pub use groups::{GroupDescription, GroupListing, GroupMember};
 
 use crate::io::Io;
 

@@ -28,7 +28,7 @@ pub use listener::{Endpoint, Voter};
 pub use planted::PlantedBug;
 pub use properties::parse_properties;
 pub use server::{Role, ServerConfig};
-pub use topic::{CleanupPolicy, TimestampType, TopicConfig};
+pub use topic::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigError {

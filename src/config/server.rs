@@ -76,6 +76,22 @@ pub struct ServerConfig {
     pub offsets_topic_num_partitions: i32,
     /// `group.initial.rebalance.delay.ms`.
     pub group_initial_rebalance_delay_ms: u64,
+    /// `group.min.session.timeout.ms`.
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`.
+    pub group_max_session_timeout_ms: i32,
+    /// `group.max.size`.
+    pub group_max_size: i32,
+    /// `offsets.retention.minutes`.
+    pub offsets_retention_minutes: i64,
+    /// `offsets.retention.check.interval.ms`.
+    pub offsets_retention_check_interval_ms: u64,
+    /// `offset.metadata.max.bytes`.
+    pub offset_metadata_max_bytes: i32,
+    /// `offsets.topic.replication.factor` (clamped to the live brokers when the topic is made).
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes`.
+    pub offsets_topic_segment_bytes: i32,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
@@ -112,8 +128,6 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("controller.quorum.fetch.timeout.ms", Int(0, I32_MAX)),
     ("early.start.listeners", Text),
     ("group.coordinator.rebalance.protocols", Text),
-    ("group.max.session.timeout.ms", Int(0, I32_MAX)),
-    ("group.min.session.timeout.ms", Int(0, I32_MAX)),
     ("log.cleaner.dedupe.buffer.size", Int(0, i64::MAX)),
     ("log.cleaner.enable", Bool),
     ("log.cleaner.threads", Int(0, I32_MAX)),
@@ -129,9 +143,6 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("num.recovery.threads.per.data.dir", Int(1, I32_MAX)),
     ("num.replica.fetchers", Int(1, I32_MAX)),
     ("offsets.commit.timeout.ms", Int(1, I32_MAX)),
-    ("offsets.retention.minutes", Int(1, I32_MAX)),
-    ("offsets.topic.replication.factor", Int(1, I16_MAX)),
-    ("offsets.topic.segment.bytes", Int(1, I32_MAX)),
     ("queued.max.requests", Int(1, I32_MAX)),
     ("replica.fetch.max.bytes", Int(0, I32_MAX)),
     ("replica.lag.time.max.ms", Int(0, i64::MAX)),
@@ -351,6 +362,35 @@ impl ServerConfig {
         let group_initial_rebalance_delay_ms = p
             .int("group.initial.rebalance.delay.ms", 0, I32_MAX)?
             .unwrap_or(3000) as u64;
+        let group_min_session_timeout_ms = p
+            .int("group.min.session.timeout.ms", 0, I32_MAX)?
+            .unwrap_or(6000) as i32;
+        let group_max_session_timeout_ms = p
+            .int("group.max.session.timeout.ms", 0, I32_MAX)?
+            .unwrap_or(1_800_000) as i32;
+        if group_min_session_timeout_ms > group_max_session_timeout_ms {
+            return Err(invalid(
+                "group.min.session.timeout.ms",
+                &group_min_session_timeout_ms.to_string(),
+                "must not exceed group.max.session.timeout.ms",
+            ));
+        }
+        let group_max_size = p.int("group.max.size", 1, I32_MAX)?.unwrap_or(I32_MAX) as i32;
+        let offsets_retention_minutes = p
+            .int("offsets.retention.minutes", 1, I32_MAX)?
+            .unwrap_or(10080);
+        let offsets_retention_check_interval_ms = p
+            .int("offsets.retention.check.interval.ms", 1, i64::MAX)?
+            .unwrap_or(600_000) as u64;
+        let offset_metadata_max_bytes = p
+            .int("offset.metadata.max.bytes", 0, I32_MAX)?
+            .unwrap_or(4096) as i32;
+        let offsets_topic_replication_factor = p
+            .int("offsets.topic.replication.factor", 1, I16_MAX)?
+            .unwrap_or(3) as i16;
+        let offsets_topic_segment_bytes = p
+            .int("offsets.topic.segment.bytes", 1, I32_MAX)?
+            .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
@@ -385,6 +425,14 @@ impl ServerConfig {
             log_flush_scheduler_interval_ms,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms,
+            group_max_session_timeout_ms,
+            group_max_size,
+            offsets_retention_minutes,
+            offsets_retention_check_interval_ms,
+            offset_metadata_max_bytes,
+            offsets_topic_replication_factor,
+            offsets_topic_segment_bytes,
             fsync_before_ack,
             #[cfg(any(madsim, test))]
             planted_bug: None,
@@ -503,6 +551,35 @@ impl ServerConfig {
             (
                 "group.initial.rebalance.delay.ms",
                 self.group_initial_rebalance_delay_ms.to_string(),
+            ),
+            (
+                "group.min.session.timeout.ms",
+                self.group_min_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.max.session.timeout.ms",
+                self.group_max_session_timeout_ms.to_string(),
+            ),
+            ("group.max.size", self.group_max_size.to_string()),
+            (
+                "offsets.retention.minutes",
+                self.offsets_retention_minutes.to_string(),
+            ),
+            (
+                "offsets.retention.check.interval.ms",
+                self.offsets_retention_check_interval_ms.to_string(),
+            ),
+            (
+                "offset.metadata.max.bytes",
+                self.offset_metadata_max_bytes.to_string(),
+            ),
+            (
+                "offsets.topic.replication.factor",
+                self.offsets_topic_replication_factor.to_string(),
+            ),
+            (
+                "offsets.topic.segment.bytes",
+                self.offsets_topic_segment_bytes.to_string(),
             ),
             ("weir.fsync.before.ack", self.fsync_before_ack.to_string()),
         ]
@@ -914,6 +991,10 @@ log.retention.check.interval.ms=300000
         assert_eq!(c.log_flush_scheduler_interval_ms, 1000);
         assert_eq!(c.offsets_topic_num_partitions, 50);
         assert_eq!(c.group_initial_rebalance_delay_ms, 3000);
+        assert_eq!(c.group_min_session_timeout_ms, 6000);
+        assert_eq!(c.group_max_session_timeout_ms, 1_800_000);
+        assert_eq!(c.offsets_retention_minutes, 10080);
+        assert_eq!(c.offsets_topic_replication_factor, 3);
         assert!(!c.fsync_before_ack);
         assert_eq!(c.topic_defaults, TopicConfig::default());
     }

@@ -73,6 +73,153 @@ impl fmt::Display for TimestampType {
     }
 }
 
+/// `compression.type`: what a topic stores. `Producer` keeps each batch as its producer
+/// compressed it; any other value makes the broker recompress batches that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompressionType {
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionType {
+    const NAMES: [(&'static str, CompressionType); 6] = [
+        ("producer", CompressionType::Producer),
+        ("uncompressed", CompressionType::Uncompressed),
+        ("gzip", CompressionType::Gzip),
+        ("snappy", CompressionType::Snappy),
+        ("lz4", CompressionType::Lz4),
+        ("zstd", CompressionType::Zstd),
+    ];
+
+    fn parse(key: &str, value: &str) -> Result<CompressionType, ConfigError> {
+        let v = value.trim();
+        CompressionType::NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(v))
+            .map(|&(_, t)| t)
+            .ok_or_else(|| {
+                invalid(
+                    key,
+                    value,
+                    "must be one of producer, uncompressed, gzip, snappy, lz4, zstd",
+                )
+            })
+    }
+}
+
+impl fmt::Display for CompressionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = CompressionType::NAMES
+            .iter()
+            .find(|(_, t)| t == self)
+            .map(|(name, _)| *name)
+            .expect("every type is named");
+        f.write_str(name)
+    }
+}
+
+/// KIP-390 level bounds, Kafka's: gzip 1..=9 or -1 (the JDK default), lz4 1..=17, zstd
+/// -131072..=22.
+pub const GZIP_LEVEL_DEFAULT: i32 = -1;
+pub const LZ4_LEVEL_DEFAULT: i32 = 9;
+pub const ZSTD_LEVEL_DEFAULT: i32 = 3;
+
+/// How an inert topic key's value is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum InertKind {
+    /// An integer in `min..=max` (Kafka's INT or LONG).
+    Int(i64, i64),
+    /// A double in `0..=1`.
+    Ratio,
+    Bool,
+    /// Kafka's LIST: any comma-separated text.
+    List,
+}
+
+/// Kafka topic keys Weir accepts, validates, stores and reports, but does not act on (compaction,
+/// preallocation, throttling, leader election, timestamp bounds): a topic created with Kafka's
+/// usual settings is accepted, and DescribeConfigs shows what was set. (topic key, broker key,
+/// check, Kafka's default.) Sorted by topic key.
+pub(super) const INERT: &[(&str, &str, InertKind, &str)] = &[
+    (
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        InertKind::Int(0, i64::MAX),
+        "86400000",
+    ),
+    (
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        InertKind::Int(0, i64::MAX),
+        "60000",
+    ),
+    (
+        "follower.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        InertKind::List,
+        "",
+    ),
+    (
+        "leader.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        InertKind::List,
+        "",
+    ),
+    (
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        InertKind::Int(1, i64::MAX),
+        "9223372036854775807",
+    ),
+    (
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        InertKind::Int(0, i64::MAX),
+        "9223372036854775807",
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        InertKind::Int(0, i64::MAX),
+        "9223372036854775807",
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        InertKind::Ratio,
+        "0.5",
+    ),
+    (
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        InertKind::Int(0, i64::MAX),
+        "0",
+    ),
+    ("preallocate", "log.preallocate", InertKind::Bool, "false"),
+    (
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        InertKind::Int(4, i32::MAX as i64),
+        "10485760",
+    ),
+    (
+        "segment.jitter.ms",
+        "log.roll.jitter.ms",
+        InertKind::Int(0, i64::MAX),
+        "0",
+    ),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        InertKind::Bool,
+        "false",
+    ),
+];
+
 /// The settings a topic carries. Broker-wide defaults come from [`super::ServerConfig`]'s
 /// `log.*` keys; a topic's own overrides are applied with [`TopicConfig::with_overrides`].
 /// [`Default`] gives Kafka's defaults.
@@ -101,6 +248,15 @@ pub struct TopicConfig {
     pub index_interval_bytes: i32,
     /// `message.timestamp.type`.
     pub message_timestamp_type: TimestampType,
+    /// `compression.type`.
+    pub compression_type: CompressionType,
+    /// `compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level` (KIP-390):
+    /// used when the broker compresses for the topic.
+    pub compression_gzip_level: i32,
+    pub compression_lz4_level: i32,
+    pub compression_zstd_level: i32,
+    /// The [`INERT`] keys' values, in table order, as validated and normalised.
+    pub inert: Vec<String>,
 }
 
 impl Default for TopicConfig {
@@ -118,6 +274,11 @@ impl Default for TopicConfig {
             flush_ms: i64::MAX,
             index_interval_bytes: 4096,
             message_timestamp_type: TimestampType::CreateTime,
+            compression_type: CompressionType::Producer,
+            compression_gzip_level: GZIP_LEVEL_DEFAULT,
+            compression_lz4_level: LZ4_LEVEL_DEFAULT,
+            compression_zstd_level: ZSTD_LEVEL_DEFAULT,
+            inert: INERT.iter().map(|i| i.3.to_string()).collect(),
         }
     }
 }
@@ -127,6 +288,12 @@ impl Default for TopicConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Field {
     CleanupPolicy,
+    CompressionGzipLevel,
+    CompressionLz4Level,
+    CompressionType,
+    CompressionZstdLevel,
+    /// An [`INERT`] key, by index.
+    Inert(usize),
     FlushMessages,
     FlushMs,
     IndexIntervalBytes,
@@ -143,15 +310,60 @@ pub(super) enum Field {
 pub(super) const FIELDS: &[(&str, &str, Field)] = &[
     ("cleanup.policy", "log.cleanup.policy", Field::CleanupPolicy),
     (
+        "compression.gzip.level",
+        "compression.gzip.level",
+        Field::CompressionGzipLevel,
+    ),
+    (
+        "compression.lz4.level",
+        "compression.lz4.level",
+        Field::CompressionLz4Level,
+    ),
+    (
+        "compression.type",
+        "compression.type",
+        Field::CompressionType,
+    ),
+    (
+        "compression.zstd.level",
+        "compression.zstd.level",
+        Field::CompressionZstdLevel,
+    ),
+    (
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        Field::Inert(0),
+    ),
+    (
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        Field::Inert(1),
+    ),
+    (
         "flush.messages",
         "log.flush.interval.messages",
         Field::FlushMessages,
     ),
     ("flush.ms", "log.flush.interval.ms", Field::FlushMs),
     (
+        "follower.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+        Field::Inert(2),
+    ),
+    (
         "index.interval.bytes",
         "log.index.interval.bytes",
         Field::IndexIntervalBytes,
+    ),
+    (
+        "leader.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        Field::Inert(3),
+    ),
+    (
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        Field::Inert(4),
     ),
     (
         "max.message.bytes",
@@ -159,15 +371,36 @@ pub(super) const FIELDS: &[(&str, &str, Field)] = &[
         Field::MaxMessageBytes,
     ),
     (
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        Field::Inert(5),
+    ),
+    (
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        Field::Inert(6),
+    ),
+    (
         "message.timestamp.type",
         "log.message.timestamp.type",
         Field::MessageTimestampType,
+    ),
+    (
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        Field::Inert(7),
+    ),
+    (
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        Field::Inert(8),
     ),
     (
         "min.insync.replicas",
         "min.insync.replicas",
         Field::MinInsyncReplicas,
     ),
+    ("preallocate", "log.preallocate", Field::Inert(9)),
     (
         "retention.bytes",
         "log.retention.bytes",
@@ -175,7 +408,18 @@ pub(super) const FIELDS: &[(&str, &str, Field)] = &[
     ),
     ("retention.ms", "log.retention.ms", Field::RetentionMs),
     ("segment.bytes", "log.segment.bytes", Field::SegmentBytes),
+    (
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        Field::Inert(10),
+    ),
+    ("segment.jitter.ms", "log.roll.jitter.ms", Field::Inert(11)),
     ("segment.ms", "log.roll.ms", Field::SegmentMs),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        Field::Inert(12),
+    ),
 ];
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -184,16 +428,33 @@ impl TopicConfig {
     /// The topic-level keys Weir understands, sorted.
     pub const KEYS: &'static [&'static str] = &[
         "cleanup.policy",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.type",
+        "compression.zstd.level",
+        "delete.retention.ms",
+        "file.delete.delay.ms",
         "flush.messages",
         "flush.ms",
+        "follower.replication.throttled.replicas",
         "index.interval.bytes",
+        "leader.replication.throttled.replicas",
+        "max.compaction.lag.ms",
         "max.message.bytes",
+        "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms",
         "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
         "min.insync.replicas",
+        "preallocate",
         "retention.bytes",
         "retention.ms",
         "segment.bytes",
+        "segment.index.bytes",
+        "segment.jitter.ms",
         "segment.ms",
+        "unclean.leader.election.enable",
     ];
 
     /// Applies topic-level overrides (topic key names) on top of `self`, all or nothing.
@@ -225,6 +486,11 @@ impl TopicConfig {
     pub(super) fn render(&self, field: Field) -> String {
         match field {
             Field::CleanupPolicy => self.cleanup_policy.to_string(),
+            Field::CompressionGzipLevel => self.compression_gzip_level.to_string(),
+            Field::CompressionLz4Level => self.compression_lz4_level.to_string(),
+            Field::CompressionType => self.compression_type.to_string(),
+            Field::CompressionZstdLevel => self.compression_zstd_level.to_string(),
+            Field::Inert(i) => self.inert[i].clone(),
             Field::FlushMessages => self.flush_messages.to_string(),
             Field::FlushMs => self.flush_ms.to_string(),
             Field::IndexIntervalBytes => self.index_interval_bytes.to_string(),
@@ -244,6 +510,31 @@ impl TopicConfig {
         let int = |min: i64, max: i64| parse_int(key, value, min, max);
         match field {
             Field::CleanupPolicy => self.cleanup_policy = CleanupPolicy::parse(key, value)?,
+            Field::CompressionGzipLevel => {
+                let level = int(i32::MIN as i64, I32_MAX)?;
+                if level != GZIP_LEVEL_DEFAULT as i64 && !(1..=9).contains(&level) {
+                    return Err(invalid(
+                        key,
+                        value,
+                        "must be between 1 and 9 or equal to -1",
+                    ));
+                }
+                self.compression_gzip_level = level as i32;
+            }
+            Field::CompressionLz4Level => self.compression_lz4_level = int(1, 17)? as i32,
+            Field::CompressionType => self.compression_type = CompressionType::parse(key, value)?,
+            Field::CompressionZstdLevel => self.compression_zstd_level = int(-131072, 22)? as i32,
+            Field::Inert(i) => {
+                self.inert[i] = match INERT[i].2 {
+                    InertKind::Int(min, max) => int(min, max)?.to_string(),
+                    InertKind::Bool => super::parse_bool(key, value)?.to_string(),
+                    InertKind::Ratio => match value.trim().parse::<f64>() {
+                        Ok(r) if (0.0..=1.0).contains(&r) => r.to_string(),
+                        _ => return Err(invalid(key, value, "must be a number between 0 and 1")),
+                    },
+                    InertKind::List => parse_list(value).join(","),
+                }
+            }
             Field::FlushMessages => self.flush_messages = int(1, i64::MAX)?,
             Field::FlushMs => self.flush_ms = int(0, i64::MAX)?,
             Field::IndexIntervalBytes => self.index_interval_bytes = int(0, I32_MAX)? as i32,
@@ -306,6 +597,10 @@ mod tests {
         assert_eq!(entries["flush.ms"], "9223372036854775807");
         assert_eq!(entries["index.interval.bytes"], "4096");
         assert_eq!(entries["message.timestamp.type"], "CreateTime");
+        assert_eq!(entries["compression.type"], "producer");
+        assert_eq!(entries["compression.gzip.level"], "-1");
+        assert_eq!(entries["compression.lz4.level"], "9");
+        assert_eq!(entries["compression.zstd.level"], "3");
     }
 
     #[test]
@@ -346,11 +641,11 @@ mod tests {
             "invalid value '13' for 'segment.bytes': must be an integer >= 14"
         );
         let err = TopicConfig::default()
-            .with_overrides(&overrides(&[("compression.type", "lz4")]))
+            .with_overrides(&overrides(&[("compression.codec", "lz4")]))
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid value 'lz4' for 'compression.type': unknown topic config"
+            "invalid value 'lz4' for 'compression.codec': unknown topic config"
         );
     }
 
@@ -384,6 +679,24 @@ mod tests {
             ("index.interval.bytes", "0"),
             ("min.insync.replicas", "1"),
             ("message.timestamp.type", "createtime"),
+            ("compression.type", "producer"),
+            ("compression.type", "uncompressed"),
+            ("compression.type", "gzip"),
+            ("compression.type", "snappy"),
+            ("compression.type", "lz4"),
+            ("compression.type", "zstd"),
+            ("compression.gzip.level", "-1"),
+            ("compression.gzip.level", "1"),
+            ("compression.gzip.level", "9"),
+            ("compression.lz4.level", "1"),
+            ("compression.lz4.level", "17"),
+            ("compression.zstd.level", "-131072"),
+            ("compression.zstd.level", "22"),
+            ("delete.retention.ms", "900"),
+            ("max.compaction.lag.ms", "3600000"),
+            ("min.cleanable.dirty.ratio", "0.1"),
+            ("preallocate", "TRUE"),
+            ("leader.replication.throttled.replicas", "0:1, 1:1"),
         ];
         for (k, v) in ok {
             assert_eq!(TopicConfig::validate(k, v), Ok(()), "{k}={v}");
@@ -402,6 +715,19 @@ mod tests {
             ("min.insync.replicas", "0"),
             ("index.interval.bytes", "1.5"),
             ("message.timestamp.type", "Now"),
+            ("compression.type", "none"),
+            ("compression.type", "brotli"),
+            ("compression.gzip.level", "0"),
+            ("compression.gzip.level", "10"),
+            ("compression.gzip.level", "-2"),
+            ("compression.lz4.level", "0"),
+            ("compression.lz4.level", "18"),
+            ("compression.zstd.level", "23"),
+            ("compression.zstd.level", "-131073"),
+            ("min.cleanable.dirty.ratio", "2"),
+            ("max.compaction.lag.ms", "0"),
+            ("preallocate", "yes"),
+            ("segment.index.bytes", "3"),
             ("cleanup.policy", ""),
             ("Retention.ms", "1"),
             ("", ""),

@@ -393,15 +393,30 @@ pub fn records<'a>(
         return None;
     }
     let end = header.total_len().min(batch.len());
-    let mut pos = HEADER_LEN;
-    let mut out = Vec::with_capacity(header.record_count.max(0) as usize);
-    let malformed = || BatchError::Malformed("record framing");
+    Some(parse_records(&batch[HEADER_LEN.min(end)..end], header).map(|(records, _)| records))
+}
+
+/// The records section of a checked batch: everything after the header, compressed or not.
+pub fn records_section<'a>(batch: &'a [u8], header: &BatchHeader) -> &'a [u8] {
+    &batch[HEADER_LEN..header.total_len()]
+}
+
+/// Parses `header.record_count` records from an uncompressed records section (for a compressed
+/// batch, its decompressed section). Returns them and the bytes they took.
+pub fn parse_records<'a>(
+    section: &'a [u8],
+    header: &BatchHeader,
+) -> Result<(Vec<Record<'a>>, usize), BatchError> {
+    let end = section.len();
+    let mut pos = 0;
+    // Each record takes at least 7 bytes: never reserve more than the bytes could hold.
+    let mut out = Vec::with_capacity((header.record_count.max(0) as usize).min(end / 7 + 1));
     for _ in 0..header.record_count {
         let parsed = (|| {
-            let (len, n) = read_varint(batch.get(pos..end)?)?;
+            let (len, n) = read_varint(section.get(pos..end)?)?;
             let body_start = pos + n;
             let body_end = body_start.checked_add(usize::try_from(len).ok()?)?;
-            let body = batch.get(body_start..body_end.min(end))?;
+            let body = section.get(body_start..body_end)?;
             let mut at = 1; // attributes
             let (ts_delta, m) = read_varint(body.get(at..)?)?;
             at += m;
@@ -413,7 +428,7 @@ pub fn records<'a>(
                 if len < 0 {
                     return Some(None);
                 }
-                let field = body.get(*at..*at + len as usize)?;
+                let field = body.get(*at..at.checked_add(usize::try_from(len).ok()?)?)?;
                 *at += len as usize;
                 Some(Some(field))
             };
@@ -426,7 +441,7 @@ pub fn records<'a>(
             };
             pos = body_end;
             Some(Record {
-                offset: header.base_offset + offset_delta,
+                offset: header.base_offset.wrapping_add(offset_delta),
                 timestamp,
                 key,
                 value,
@@ -434,10 +449,27 @@ pub fn records<'a>(
         })();
         match parsed {
             Some(record) => out.push(record),
-            None => return Some(Err(malformed())),
+            None => return Err(BatchError::Malformed("record framing")),
         }
     }
-    Some(Ok(out))
+    Ok((out, pos))
+}
+
+/// A copy of the checked batch `batch` whose records section is `section`, encoded with the
+/// compression codec `codec` (the attribute's low three bits). Every other header field is kept
+/// (offsets, timestamps, producer id, epoch, sequence, record count); length and CRC follow.
+pub fn with_records_section(batch: &[u8], codec: i16, section: &[u8]) -> Vec<u8> {
+    assert!((0..=ATTR_COMPRESSION_MASK).contains(&codec));
+    let mut out = Vec::with_capacity(HEADER_LEN + section.len());
+    out.extend_from_slice(&batch[..HEADER_LEN]);
+    out.extend_from_slice(section);
+    let length = i32::try_from(out.len() - LOG_OVERHEAD).expect("batch under 2 GiB");
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let attributes = (i16_at(&out, 21) & !ATTR_COMPRESSION_MASK) | codec;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    let crc = compute_crc(&out);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
 }
 
 #[cfg(test)]

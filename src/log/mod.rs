@@ -7,8 +7,10 @@
 //! segments before it are trusted. A clean shutdown writes the checkpoint with the log end.
 
 pub mod batch;
+pub mod codec;
 pub mod index;
 pub mod segment;
+pub mod start_offset;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -20,6 +22,7 @@ use bytes::Bytes;
 use crate::io::{read_file, write_file_atomic, Disk, File};
 use batch::BatchHeader;
 use segment::Segment;
+pub use start_offset::StartOffsetWrite;
 
 /// Per-partition file that records the recovery point (decimal text).
 const CHECKPOINT_FILE: &str = "recovery-point";
@@ -86,6 +89,9 @@ pub struct Log {
     disk: Arc<dyn Disk>,
     config: LogConfig,
     segments: BTreeMap<i64, Segment>,
+    /// The log start offset: the first offset consumers may read. At or after the first
+    /// segment's base; inside it after DeleteRecords (then kept in `log-start-offset`).
+    start_offset: i64,
     recovery_point: i64,
     /// Messages appended since the last flush (for `flush.messages`).
     unflushed_messages: i64,
@@ -144,6 +150,7 @@ impl Log {
             disk: disk.clone(),
             config,
             segments: BTreeMap::new(),
+            start_offset: 0,
             recovery_point: 0,
             unflushed_messages: 0,
             last_flush_ms: now_ms,
@@ -208,11 +215,13 @@ impl Log {
             log.segments.insert(start, segment);
             log.segments_created += 1;
         }
+        log.apply_stored_start_offset(start_offset::read(disk.as_ref(), dir), now_ms)?;
         log.recovery_point = if clean {
             log.end_offset()
         } else {
             checkpoint.unwrap_or(0).min(log.end_offset())
         };
+        log.recovery_point = log.recovery_point.max(log.first_base());
         #[cfg(madsim)]
         let planted_skip_cut =
             crate::config::planted::active(crate::config::PlantedBug::RecoveryCutNotSynced);
@@ -221,7 +230,12 @@ impl Log {
         if let Some((base, _, _)) = recovery.truncated_at.as_ref().filter(|_| !planted_skip_cut) {
             // Make the cut durable before anything is written after it: otherwise a power
             // loss could bring the bad tail back and cost the (fsynced) data that follows.
-            let files = log.segments[base].files();
+            // (The segment is gone if the stored start offset emptied the log.)
+            let files = log
+                .segments
+                .get(base)
+                .map(|s| s.files().to_vec())
+                .unwrap_or_default();
             for file in files {
                 file.sync().await?;
             }
@@ -234,7 +248,95 @@ impl Log {
         Ok((log, recovery))
     }
 
+    /// Brings the log start offset recorded by DeleteRecords back at open. Segments wholly below
+    /// it (a crash between the record and their deletion) are deleted now. A start past the log
+    /// end (the tail was lost in a power loss after the start was made durable) empties the
+    /// log and restarts it there, as Kafka does: offsets below a durable start are never served
+    /// again.
+    fn apply_stored_start_offset(&mut self, stored: Option<i64>, now_ms: i64) -> io::Result<()> {
+        let first = self.first_base();
+        let start = stored.unwrap_or(first).max(first);
+        if start > self.end_offset() {
+            tracing::warn!(dir = %self.dir.display(), start, end = self.end_offset(),
+                "log start offset is past the log end; restarting the log at it");
+            let bases: Vec<i64> = self.segments.keys().copied().collect();
+            for base in bases {
+                self.segments.remove(&base);
+                Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            }
+            let segment = Segment::create(
+                self.disk.as_ref(),
+                &self.dir,
+                start,
+                self.config.index_interval_bytes,
+                now_ms,
+            )?;
+            self.segments.insert(start, segment);
+            self.segments_created += 1;
+        }
+        self.start_offset = start;
+        self.delete_segments_below_start()?;
+        Ok(())
+    }
+
+    /// Deletes whole segments that end at or before the log start (never the active one).
+    fn delete_segments_below_start(&mut self) -> io::Result<usize> {
+        let mut deleted = 0;
+        while self.segments.len() > 1 {
+            let (&base, oldest) = self.segments.iter().next().unwrap();
+            if oldest.next_offset() > self.start_offset {
+                break;
+            }
+            self.segments.remove(&base);
+            Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    /// The base offset of the oldest segment.
+    fn first_base(&self) -> i64 {
+        *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment")
+    }
+
+    /// The record of a new log start offset, to write (outside any lock) before
+    /// [`Log::advance_start_offset`]. `offset` must be within the log.
+    pub fn start_offset_write(&self, offset: i64) -> StartOffsetWrite {
+        assert!(offset >= self.start_offset && offset <= self.end_offset());
+        StartOffsetWrite {
+            disk: self.disk.clone(),
+            dir: self.dir.clone(),
+            offset,
+        }
+    }
+
+    /// Moves the log start offset forward to `offset` (DeleteRecords) and deletes the segments
+    /// wholly below it. Call only once [`StartOffsetWrite::write`] for it has succeeded. Returns
+    /// how many segments were deleted.
+    pub fn advance_start_offset(&mut self, offset: i64) -> io::Result<usize> {
+        assert!(
+            offset <= self.end_offset(),
+            "log start offset past the log end"
+        );
+        if offset <= self.start_offset {
+            return Ok(0);
+        }
+        self.start_offset = offset;
+        let deleted = self.delete_segments_below_start()?;
+        self.recovery_point = self.recovery_point.max(self.first_base());
+        self.check_invariants();
+        Ok(deleted)
+    }
+
     fn check_invariants(&self) {
+        assert!(
+            self.start_offset >= self.first_base() && self.start_offset <= self.end_offset(),
+            "log start offset outside the log"
+        );
         let mut expected: Option<i64> = None;
         for (&base, segment) in &self.segments {
             assert_eq!(base, segment.base_offset());
@@ -264,13 +366,9 @@ impl Log {
         self.verify_reads = verify;
     }
 
-    /// The first offset still in the log.
+    /// The log start offset: the first offset still readable.
     pub fn start_offset(&self) -> i64 {
-        *self
-            .segments
-            .keys()
-            .next()
-            .expect("a log always has a segment")
+        self.start_offset
     }
 
     /// The log end offset: the offset the next record will get.
@@ -394,8 +492,12 @@ impl Log {
     /// The first offset whose record timestamp is at or after `timestamp`, with that timestamp.
     pub fn offset_for_timestamp(&self, timestamp: i64) -> io::Result<Option<(i64, i64)>> {
         for segment in self.segments.values() {
-            if let Some(found) = segment.find_by_timestamp(timestamp)? {
-                return Ok(Some(found));
+            if let Some((offset, ts)) = segment.find_by_timestamp(timestamp)? {
+                if segment.next_offset() <= self.start_offset {
+                    continue;
+                }
+                // Records below the log start are gone, even when their batch is still stored.
+                return Ok(Some((offset.max(self.start_offset), ts)));
             }
         }
         Ok(None)
@@ -540,7 +642,8 @@ impl Log {
             Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
             deleted += 1;
         }
-        self.recovery_point = self.recovery_point.max(self.start_offset());
+        self.start_offset = self.start_offset.max(self.first_base());
+        self.recovery_point = self.recovery_point.max(self.first_base());
         Ok(deleted)
     }
 

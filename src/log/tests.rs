@@ -167,6 +167,75 @@ fn retention_deletes_whole_old_segments() {
 }
 
 #[test]
+fn start_offset_moves_inside_a_segment_and_survives_crashes() {
+    let disk = MemDisk::new(7);
+    let (mut log, _) = open(&disk, small_config());
+    for i in 0..40 {
+        append(&mut log, &[b"0123456789abcdef0123456789abcdef", b"x"], i);
+    }
+    let segments = log.segment_count();
+    assert!(segments > 3);
+    // Mid-batch, mid-segment: reads below fail, the batch holding it is still served.
+    let write = log.start_offset_write(41);
+    block_on(write.write()).unwrap();
+    let deleted = log.advance_start_offset(41).unwrap();
+    assert!(deleted > 0 && log.segment_count() == segments - deleted);
+    assert_eq!(log.start_offset(), 41);
+    assert!(matches!(
+        log.read(40, 1000, i64::MAX),
+        Err(ReadError::OffsetOutOfRange { start: 41, .. })
+    ));
+    let data = log.read(41, 1000, i64::MAX).unwrap();
+    assert_eq!(batch::check(&data).unwrap().base_offset, 40);
+    // Going back is a no-op.
+    assert_eq!(log.advance_start_offset(10).unwrap(), 0);
+    assert_eq!(log.start_offset(), 41);
+    assert!(log.offset_for_timestamp(0).unwrap().unwrap().0 >= 41);
+    drop(log);
+    disk.process_crash();
+    let (log, _) = open(&disk, small_config());
+    assert_eq!(log.start_offset(), 41);
+    assert_eq!(log.end_offset(), 80);
+    drop(log);
+    disk.power_loss();
+    let (log, _) = open(&disk, small_config());
+    assert_eq!(log.start_offset(), 41, "the start offset was fsynced");
+}
+
+#[test]
+fn stored_start_offset_cleans_up_and_can_pass_a_lost_tail() {
+    let disk = MemDisk::new(8);
+    let (mut log, _) = open(&disk, small_config());
+    for i in 0..40 {
+        append(&mut log, &[b"0123456789abcdef0123456789abcdef", b"x"], i);
+    }
+    let segments = log.segment_count();
+    // Recorded, then a crash before the segments were deleted: the next open deletes them.
+    block_on(log.start_offset_write(60).write()).unwrap();
+    drop(log);
+    disk.process_crash();
+    let (log, _) = open(&disk, small_config());
+    assert_eq!(log.start_offset(), 60);
+    assert!(log.segment_count() < segments);
+    assert!(read_all(&log).first().unwrap().0 <= 60);
+    drop(log);
+    // A start offset past everything that survived: the log restarts empty at it.
+    block_on(
+        StartOffsetWrite {
+            disk: Arc::new(disk.clone()),
+            dir: Path::new(DIR).to_path_buf(),
+            offset: 500,
+        }
+        .write(),
+    )
+    .unwrap();
+    disk.process_crash();
+    let (mut log, _) = open(&disk, small_config());
+    assert_eq!((log.start_offset(), log.end_offset()), (500, 500));
+    assert_eq!(append(&mut log, &[b"a"], 1), (500, 500));
+}
+
+#[test]
 fn truncate_to_drops_the_tail() {
     let disk = MemDisk::new(6);
     let (mut log, _) = open(&disk, small_config());

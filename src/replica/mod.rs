@@ -3,5 +3,6 @@
 
 pub mod partition;
 pub mod producer;
+pub mod validation;
 
-pub use partition::{Appended, Partition, ProduceError};
+pub use partition::{Appended, DeleteRecordsError, Partition, ProduceError};

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::producer::{ProducerStates, SequenceCheck};
+use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
-use crate::log::{Log, LogConfig, ReadError, Recovery};
+use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 
 #[derive(Debug)]
 pub enum ProduceError {
@@ -34,7 +35,20 @@ pub enum ProduceError {
         found: i32,
     },
     InvalidProducerEpoch,
+    /// Records that break the topic's rules (a keyless record on a compacted topic).
+    RecordErrors(Vec<RecordError>),
     Storage(io::Error),
+}
+
+/// DeleteRecords' offset meaning "up to the high watermark".
+pub const DELETE_TO_HIGH_WATERMARK: i64 = -1;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum DeleteRecordsError {
+    /// Below zero (other than -1) or past the high watermark.
+    OffsetOutOfRange { offset: i64, high_watermark: i64 },
+    /// The topic is `cleanup.policy=compact` only: records there go by compaction alone.
+    PolicyViolation,
 }
 
 /// The outcome of an accepted produce.
@@ -254,8 +268,28 @@ impl Partition {
             }
             SequenceCheck::StaleEpoch { .. } => return Err(ProduceError::InvalidProducerEpoch),
         }
+        // Topics whose config looks inside batches (compaction keys, compression.type) may
+        // refuse records or hand back a recompressed batch; all others keep the bytes as sent.
+        let topic_partition = format!("{}-{}", self.topic, self.index);
+        let rewritten = validation::apply(records, &header, &self.config, &topic_partition)
+            .map_err(|e| match e {
+                ValidationError::Invalid(why) => ProduceError::InvalidRecord(why),
+                ValidationError::Records(errors) => ProduceError::RecordErrors(errors),
+            })?;
         // One copy per batch (not per record): the offsets are patched into our own buffer.
-        let mut owned = records.to_vec();
+        let mut owned = match rewritten {
+            Some(batch) => {
+                header = batch::check(&batch).expect("a rewritten batch is well formed");
+                if batch.len() > self.config.max_message_bytes.max(0) as usize {
+                    return Err(ProduceError::MessageTooLarge {
+                        size: batch.len(),
+                        max: self.config.max_message_bytes,
+                    });
+                }
+                batch
+            }
+            None => records.to_vec(),
+        };
         batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
         let log_append_time = if self.config.message_timestamp_type == TimestampType::LogAppendTime
         {
@@ -301,6 +335,45 @@ impl Partition {
             return self.log.read(offset, max_bytes, self.log.end_offset());
         }
         self.log.read(offset, max_bytes, self.high_watermark)
+    }
+
+    /// DeleteRecords, first half: checks a request to move the log start to `offset` (`-1`: the
+    /// high watermark) and says what to make durable before [`Partition::advance_log_start`].
+    /// `Ok(None)`: the log already starts at or after it; nothing to do.
+    pub fn delete_records_plan(
+        &self,
+        offset: i64,
+    ) -> Result<Option<StartOffsetWrite>, DeleteRecordsError> {
+        if self.config.cleanup_policy == crate::config::CleanupPolicy::Compact {
+            return Err(DeleteRecordsError::PolicyViolation);
+        }
+        let target = if offset == DELETE_TO_HIGH_WATERMARK {
+            self.high_watermark
+        } else {
+            offset
+        };
+        if target < 0 || target > self.high_watermark {
+            return Err(DeleteRecordsError::OffsetOutOfRange {
+                offset: target,
+                high_watermark: self.high_watermark,
+            });
+        }
+        if target <= self.log.start_offset() {
+            return Ok(None);
+        }
+        Ok(Some(self.log.start_offset_write(target)))
+    }
+
+    /// DeleteRecords, second half, once the plan's write is durable: the log now starts at
+    /// `offset`; whole segments below it are deleted.
+    pub fn advance_log_start(&mut self, offset: i64) -> io::Result<()> {
+        assert!(
+            offset <= self.high_watermark,
+            "log start past the high watermark"
+        );
+        self.log.advance_start_offset(offset)?;
+        assert!(self.log.start_offset() <= self.high_watermark);
+        Ok(())
     }
 
     /// Applies retention; returns how many segments were deleted.

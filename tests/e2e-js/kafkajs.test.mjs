@@ -1,5 +1,5 @@
-// kafkajs against the real `weir` binary: admin (create, list, offsets, configs, delete) and an
-// idempotent acks=all producer. Its consumer needs consumer groups, which Weir does not have yet.
+// kafkajs against the real `weir` binary: admin (create, list, offsets, configs, delete), an
+// idempotent acks=all producer, and the group consumer (eachMessage, commits, resume).
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -40,7 +40,7 @@ before(async () => {
   writeFileSync(config, [
     'node.id=1', 'process.roles=broker,controller',
     `listeners=PLAINTEXT://127.0.0.1:${port}`, `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
-    `log.dirs=${join(dir, 'data')}`, 'num.partitions=1', ''
+    `log.dirs=${join(dir, 'data')}`, 'num.partitions=1', 'group.initial.rebalance.delay.ms=0', ''
   ].join('\n'))
   broker = spawn(bin, ['serve', '--config', config], { stdio: ['ignore', 'ignore', 'inherit'] })
   await waitForPort(port, 30000)
@@ -80,5 +80,63 @@ test('admin and idempotent producer', { timeout: 60000 }, async () => {
 
   await admin.deleteTopics({ topics: ['js'] })
   assert.ok(!(await admin.listTopics()).includes('js'))
+  await admin.disconnect()
+})
+
+// Resolves once `count` messages arrived through eachMessage (rejects after `ms`).
+function collect (consumer, topic, count, ms) {
+  const got = []
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`only ${got.length} of ${count} messages in ${ms} ms`)), ms)
+    consumer.run({
+      autoCommitThreshold: 1,
+      eachMessage: async ({ partition, message }) => {
+        got.push({ partition, value: message.value.toString() })
+        if (got.length === count) { clearTimeout(timer); resolve(got) }
+      }
+    }).catch(reject)
+  })
+}
+
+test('group consumer with eachMessage commits and resumes', { timeout: 90000 }, async () => {
+  const admin = kafka.admin()
+  await admin.connect()
+  await admin.createTopics({ topics: [{ topic: 'jsg', numPartitions: 3 }], waitForLeaders: true })
+  const producer = kafka.producer()
+  await producer.connect()
+  const send = (from, n) => producer.send({
+    topic: 'jsg',
+    messages: Array.from({ length: n }, (_, i) => ({ partition: (from + i) % 3, value: `m${from + i}` }))
+  })
+  await send(0, 30)
+
+  const started = Date.now()
+  let consumer = kafka.consumer({ groupId: 'js-group', sessionTimeout: 10000, heartbeatInterval: 500 })
+  await consumer.connect()
+  await consumer.subscribe({ topic: 'jsg', fromBeginning: true })
+  const first = await collect(consumer, 'jsg', 30, 60000)
+  console.log(`kafkajs: 30 messages ${Date.now() - started} ms after subscribe`)
+  assert.deepEqual(first.map(m => m.value).sort(), Array.from({ length: 30 }, (_, i) => `m${i}`).sort())
+  await consumer.disconnect()
+
+  const committed = await admin.fetchOffsets({ groupId: 'js-group', topics: ['jsg'] })
+  assert.deepEqual(committed[0].partitions.map(p => [p.partition, p.offset]).sort(), [[0, '10'], [1, '10'], [2, '10']])
+  const { groups } = await admin.listGroups()
+  assert.ok(groups.some(g => g.groupId === 'js-group' && g.protocolType === 'consumer'))
+
+  // A new incarnation of the group resumes after the commits: only the new messages arrive.
+  await send(30, 6)
+  consumer = kafka.consumer({ groupId: 'js-group', sessionTimeout: 10000, heartbeatInterval: 500 })
+  await consumer.connect()
+  await consumer.subscribe({ topic: 'jsg', fromBeginning: true })
+  const second = await collect(consumer, 'jsg', 6, 60000)
+  assert.deepEqual(second.map(m => m.value).sort(), ['m30', 'm31', 'm32', 'm33', 'm34', 'm35'])
+  await consumer.disconnect()
+
+  const described = await admin.describeGroups(['js-group'])
+  assert.equal(described.groups[0].state, 'Empty')
+  await admin.deleteGroups(['js-group'])
+  assert.ok(!(await admin.listGroups()).groups.some(g => g.groupId === 'js-group'))
+  await producer.disconnect()
   await admin.disconnect()
 })

@@ -1,0 +1,413 @@
+//! The driver of the group coordinator core (`crate::group::Coordinator`): it owns the core
+//! behind a short-held lock (never across an await), gives each request an id and a one-shot
+//! channel, performs the core's actions (answers, appends to `__consumer_offsets` through the
+//! same `Partition::append` path as produces, fsyncs with `weir.fsync.before.ack`), runs the
+//! core's timers, replays the offsets log at start and creates it on first use.
+//!
+//! Waiting is per request: a parked JoinGroup or SyncGroup waits on its own channel, answered
+//! when its group's own events (another member's join, the leader's sync, a timer of that
+//! group) complete it. The timer task sleeps until the core's earliest deadline; a request that
+//! arms an earlier one wakes that task only.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+
+use super::{Broker, PartitionHandle};
+use crate::group::{
+    Action, AppendError, AppendToken, Coordinator, GroupConfig, GroupError, OffsetRecord,
+    RequestId, Response, OFFSETS_TOPIC,
+};
+use crate::log::batch::{self, BatchBuilder};
+use crate::replica::ProduceError;
+
+/// Bound on requests waiting for an answer (parked joins and syncs, commits waiting on fsync).
+const MAX_WAITING: usize = 100_000;
+/// How long the timer task sleeps at most, so a missed wake-up costs at most this.
+const MAX_TIMER_SLEEP_MS: i64 = 1000;
+/// Bytes read per step while replaying an offsets partition.
+const LOAD_CHUNK_BYTES: usize = 1 << 20;
+
+struct Inner {
+    core: Coordinator,
+    waiting: BTreeMap<RequestId, oneshot::Sender<Response>>,
+    next_request: RequestId,
+    /// When the timer task will next look (it is woken if a deadline comes earlier).
+    timer_planned: i64,
+}
+
+pub(super) struct Groups {
+    inner: Mutex<Inner>,
+    timer_wake: Notify,
+}
+
+/// An offsets-log append that still needs its fsync before it counts as committed.
+struct Flush {
+    token: AppendToken,
+    handle: Arc<PartitionHandle>,
+    up_to: i64,
+}
+
+pub(super) fn group_config(config: &crate::config::ServerConfig) -> GroupConfig {
+    GroupConfig {
+        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms as i64,
+        min_session_timeout_ms: config.group_min_session_timeout_ms,
+        max_session_timeout_ms: config.group_max_session_timeout_ms,
+        max_size: config.group_max_size as usize,
+        offset_metadata_max_bytes: config.offset_metadata_max_bytes as usize,
+        offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
+        ..GroupConfig::default()
+    }
+}
+
+impl Groups {
+    pub(super) fn new(config: GroupConfig) -> Groups {
+        Groups {
+            inner: Mutex::new(Inner {
+                core: Coordinator::new(config),
+                waiting: BTreeMap::new(),
+                next_request: 1,
+                timer_planned: i64::MAX,
+            }),
+            timer_wake: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic under the lock is an invariant violation; poison would only hide it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Read-only access for queries that never park (OffsetFetch, ListGroups, DescribeGroups).
+    pub(super) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
+        f(&self.lock().core)
+    }
+
+    pub(super) fn has_offsets_topic(&self, group_id: &str) -> bool {
+        self.lock().core.partition_of(group_id).is_some()
+    }
+}
+
+impl Broker {
+    /// Runs one request through the core and waits for its answer (at once, or when parked,
+    /// once its group's events complete it).
+    pub(super) async fn group_call(
+        &self,
+        f: impl FnOnce(&mut Coordinator, RequestId, i64) -> Vec<Action>,
+    ) -> Result<Response, GroupError> {
+        let now = self.io.clock.wall_ms();
+        let (tx, rx) = oneshot::channel();
+        let flushes = {
+            let mut inner = self.groups.lock();
+            if inner.waiting.len() >= MAX_WAITING {
+                tracing::warn!("too many group requests waiting; refusing one");
+                return Err(GroupError::CoordinatorNotAvailable);
+            }
+            let id = inner.next_request;
+            inner.next_request += 1;
+            inner.waiting.insert(id, tx);
+            let actions = f(&mut inner.core, id, now);
+            self.run_group_actions(&mut inner, actions, now)
+        };
+        self.finish_flushes(flushes).await;
+        rx.await.map_err(|_| GroupError::CoordinatorNotAvailable)
+    }
+
+    /// Runs a core event that answers no request of its own (a tick, expiry).
+    async fn group_event(&self, f: impl FnOnce(&mut Coordinator, i64) -> Vec<Action>) {
+        let now = self.io.clock.wall_ms();
+        let flushes = {
+            let mut inner = self.groups.lock();
+            let actions = f(&mut inner.core, now);
+            self.run_group_actions(&mut inner, actions, now)
+        };
+        self.finish_flushes(flushes).await;
+    }
+
+    /// Performs actions in order under the lock; appends that need no fsync are reported done
+    /// at once. Returns the fsyncs still to wait for.
+    fn run_group_actions(&self, inner: &mut Inner, actions: Vec<Action>, now: i64) -> Vec<Flush> {
+        let mut queue: VecDeque<Action> = actions.into();
+        let mut flushes = Vec::new();
+        let mut appended = false;
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Respond(id, response) => {
+                    // The requester may have gone (connection closed): nothing to do then.
+                    if let Some(tx) = inner.waiting.remove(&id) {
+                        let _ = tx.send(response);
+                    }
+                }
+                Action::Append {
+                    partition,
+                    token,
+                    records,
+                } => match self.append_offsets(partition, &records, now) {
+                    Ok((_, _, false)) => {
+                        appended = true;
+                        queue.extend(inner.core.append_done(token, Ok(()), now));
+                    }
+                    Ok((handle, up_to, true)) => {
+                        appended = true;
+                        flushes.push(Flush {
+                            token,
+                            handle,
+                            up_to,
+                        });
+                    }
+                    Err(e) => queue.extend(inner.core.append_done(token, Err(e), now)),
+                },
+            }
+        }
+        if appended {
+            self.appended.notify_waiters();
+        }
+        if let Some(next) = inner.core.next_deadline() {
+            if next < inner.timer_planned {
+                inner.timer_planned = next;
+                self.groups.timer_wake.notify_one();
+            }
+        }
+        flushes
+    }
+
+    async fn finish_flushes(&self, mut flushes: Vec<Flush>) {
+        // Each round's completions may append again (a failed sync rebalances and persists).
+        while !flushes.is_empty() {
+            let results = crate::io::join_all(
+                flushes
+                    .iter()
+                    .map(|f| self.flush_partition(&f.handle, f.up_to))
+                    .collect(),
+            )
+            .await;
+            let now = self.io.clock.wall_ms();
+            let mut inner = self.groups.lock();
+            let mut next = Vec::new();
+            for (flush, result) in flushes.iter().zip(results) {
+                let result = result.map_err(|e| {
+                    tracing::error!(error = %e, "fsync of __consumer_offsets failed");
+                    AppendError::Storage
+                });
+                let actions = inner.core.append_done(flush.token, result, now);
+                next.extend(self.run_group_actions(&mut inner, actions, now));
+            }
+            flushes = next;
+        }
+    }
+
+    /// Appends group records as one batch to `__consumer_offsets-partition`: (handle, offset
+    /// to fsync up to, whether an fsync is needed before it counts as committed).
+    fn append_offsets(
+        &self,
+        partition: i32,
+        records: &[OffsetRecord],
+        now: i64,
+    ) -> Result<(Arc<PartitionHandle>, i64, bool), AppendError> {
+        let Some(handle) = self.partition(OFFSETS_TOPIC, partition) else {
+            return Err(AppendError::NotLeader);
+        };
+        if handle.is_closed() {
+            return Err(AppendError::NotLeader);
+        }
+        let size: usize = records
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 16)
+            .sum();
+        let mut builder = BatchBuilder::with_capacity(now, size);
+        for (key, value) in records {
+            builder.push(Some(key), value.as_deref(), now);
+        }
+        let bytes = builder.finish(-1, -1, -1);
+        let mut p = handle.lock();
+        let appended = p.append(&bytes, now).map_err(|e| match e {
+            ProduceError::MessageTooLarge { .. } => AppendError::TooLarge,
+            ProduceError::Storage(e) => {
+                tracing::error!(error = %e, "append to __consumer_offsets failed");
+                AppendError::Storage
+            }
+            other => panic!("the coordinator built an invalid batch: {other:?}"),
+        })?;
+        let config = p.config();
+        let flush = self.config.fsync_before_ack
+            || p.log()
+                .flush_due(config.flush_messages, config.flush_ms, now);
+        drop(p);
+        Ok((handle, appended.last_offset + 1, flush))
+    }
+
+    /// Makes `__consumer_offsets` exist (created on first use, as Kafka does), with its
+    /// replication factor clamped to the live brokers (one, here).
+    pub(super) async fn ensure_offsets_topic(&self) -> Result<(), String> {
+        if self.image().topic(OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        let live_brokers = 1;
+        let mut configs = BTreeMap::new();
+        configs.insert("cleanup.policy".to_string(), "compact".to_string());
+        configs.insert("compression.type".to_string(), "producer".to_string());
+        configs.insert(
+            "segment.bytes".to_string(),
+            self.config.offsets_topic_segment_bytes.to_string(),
+        );
+        let new = crate::controller::NewTopic {
+            name: OFFSETS_TOPIC.to_string(),
+            partitions: self.config.offsets_topic_num_partitions,
+            replication_factor: self
+                .config
+                .offsets_topic_replication_factor
+                .min(live_brokers),
+            configs,
+        };
+        match self.create_topic(new, false).await {
+            Ok(()) => {
+                tracing::info!("created {OFFSETS_TOPIC}");
+                Ok(())
+            }
+            Err(super::CommitError::Rejected(
+                crate::controller::ControllerError::TopicAlreadyExists(_),
+            )) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The offsets topic was just created: its empty partitions are loaded at once.
+    pub(super) fn offsets_topic_created(&self, partitions: i32) {
+        let now = self.io.clock.wall_ms();
+        let mut inner = self.groups.lock();
+        inner.core.set_partition_count(partitions);
+        for p in 0..partitions {
+            inner.core.partition_ready(p, now);
+        }
+    }
+
+    /// At start: every offsets partition is marked loading, then replayed in the background.
+    pub(super) fn start_offsets_load(self: &Arc<Self>) {
+        let Some(topic) = self.image().topic(OFFSETS_TOPIC).cloned() else {
+            return;
+        };
+        {
+            let mut inner = self.groups.lock();
+            inner.core.set_partition_count(topic.partitions);
+            for p in 0..topic.partitions {
+                inner.core.load_begin(p);
+            }
+        }
+        let broker = self.clone();
+        self.io.spawn(async move {
+            for p in 0..topic.partitions {
+                broker.load_offsets_partition(p);
+            }
+        });
+    }
+
+    /// Replays one partition from its start to its high watermark.
+    fn load_offsets_partition(&self, partition: i32) {
+        let started = self.io.clock.monotonic();
+        let mut records_loaded = 0u64;
+        if let Some(handle) = self.partition(OFFSETS_TOPIC, partition) {
+            let (mut offset, end) = {
+                let p = handle.lock();
+                (p.log_start_offset(), p.high_watermark())
+            };
+            // Bounded: every step moves `offset` forward by at least one batch.
+            while offset < end {
+                let chunk = match handle.lock().read(offset, LOAD_CHUNK_BYTES) {
+                    Ok(chunk) => chunk,
+                    Err(e) => {
+                        tracing::error!(partition, offset, error = ?e,
+                            "cannot read __consumer_offsets; the rest of the partition is skipped");
+                        break;
+                    }
+                };
+                if chunk.is_empty() {
+                    break;
+                }
+                let mut inner = self.groups.lock();
+                let before = offset;
+                for item in batch::iter(&chunk) {
+                    let Ok((at, header)) = item else { break };
+                    let bytes = &chunk[at..at + header.total_len()];
+                    offset = header.next_offset();
+                    if header.is_control() {
+                        continue;
+                    }
+                    let Some(Ok(records)) = batch::records(bytes, &header) else {
+                        tracing::warn!(
+                            partition,
+                            base = header.base_offset,
+                            "skipping an unreadable (compressed or malformed) offsets batch"
+                        );
+                        continue;
+                    };
+                    for r in records {
+                        let Some(key) = r.key else { continue };
+                        records_loaded += 1;
+                        if let Err(e) = inner.core.load_record(partition, key, r.value) {
+                            tracing::warn!(partition, offset = r.offset, error = %e,
+                                "skipping a record of __consumer_offsets");
+                        }
+                    }
+                }
+                if offset == before {
+                    break;
+                }
+            }
+        }
+        let now = self.io.clock.wall_ms();
+        let mut inner = self.groups.lock();
+        inner.core.load_finish(partition, now);
+        if let Some(next) = inner.core.next_deadline() {
+            if next < inner.timer_planned {
+                inner.timer_planned = next;
+                self.groups.timer_wake.notify_one();
+            }
+        }
+        let elapsed = self.io.clock.monotonic().saturating_sub(started);
+        if records_loaded > 0 {
+            tracing::info!(
+                partition,
+                records_loaded,
+                ?elapsed,
+                "loaded __consumer_offsets partition"
+            );
+        }
+    }
+}
+
+/// Runs the core's timers (join, sync and session timeouts) when they are due, and offset
+/// expiry every `offsets.retention.check.interval.ms`.
+pub(super) async fn timer_loop(broker: Arc<Broker>) {
+    let mut shutdown = broker.shutdown_signal();
+    let expiry_every = broker.config.offsets_retention_check_interval_ms.max(1) as i64;
+    let mut next_expiry = broker.io.clock.wall_ms() + expiry_every;
+    loop {
+        let now = broker.io.clock.wall_ms();
+        let wait_until = {
+            let mut inner = broker.groups.lock();
+            let next = inner
+                .core
+                .next_deadline()
+                .unwrap_or(i64::MAX)
+                .min(now + MAX_TIMER_SLEEP_MS)
+                .min(next_expiry);
+            inner.timer_planned = next;
+            next
+        };
+        let wait = Duration::from_millis((wait_until - now).max(0) as u64);
+        tokio::select! {
+            _ = broker.io.clock.sleep(wait) => {}
+            _ = broker.groups.timer_wake.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+        broker.group_event(|core, now| core.tick(now)).await;
+        if broker.io.clock.wall_ms() >= next_expiry {
+            next_expiry = broker.io.clock.wall_ms() + expiry_every;
+            broker
+                .group_event(|core, now| core.expire_offsets(now))
+                .await;
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Consumer-group admin calls for the CLI (`weir groups`): list, describe, delete, committed
+//! offsets and simple (generation -1) commits, like `kafka-consumer-groups.sh`. The broker this
+//! client talks to must be the group's coordinator (always true on one node).
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
+    OffsetCommitRequest, OffsetFetchRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{check, name, Client, ClientError, Result};
+
+const FIND_COORDINATOR_VERSION: i16 = 3;
+const LIST_GROUPS_VERSION: i16 = 4;
+const DESCRIBE_GROUPS_VERSION: i16 = 5;
+const DELETE_GROUPS_VERSION: i16 = 2;
+const OFFSET_FETCH_VERSION: i16 = 7;
+const OFFSET_COMMIT_VERSION: i16 = 8;
+
+#[derive(Clone, Debug)]
+pub struct GroupListing {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct GroupMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct GroupDescription {
+    pub state: String,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<GroupMember>,
+}
+
+fn group_id(group: &str) -> GroupId {
+    GroupId(StrBytes::from_string(group.to_string()))
+}
+
+impl Client {
+    /// Makes sure the broker coordinates `group` (creating `__consumer_offsets` if needed).
+    pub async fn find_coordinator(&mut self, group: &str) -> Result<()> {
+        let request =
+            FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string()));
+        let response = self.call(&request, FIND_COORDINATOR_VERSION).await?;
+        check(response.error_code, response.error_message.as_ref())
+    }
+
+    pub async fn list_groups(&mut self) -> Result<Vec<GroupListing>> {
+        let response = self
+            .call(&ListGroupsRequest::default(), LIST_GROUPS_VERSION)
+            .await?;
+        check(response.error_code, None)?;
+        Ok(response
+            .groups
+            .into_iter()
+            .map(|g| GroupListing {
+                group_id: g.group_id.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+                state: g.group_state.to_string(),
+            })
+            .collect())
+    }
+
+    /// `None` when the group does not exist (Kafka reports it as `Dead`).
+    pub async fn describe_group(&mut self, group: &str) -> Result<Option<GroupDescription>> {
+        let request = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
+        let response = self.call(&request, DESCRIBE_GROUPS_VERSION).await?;
+        let g = response
+            .groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| ClientError::Protocol("empty DescribeGroups response".into()))?;
+        check(g.error_code, g.error_message.as_ref())?;
+        if g.group_state.as_str() == "Dead" {
+            return Ok(None);
+        }
+        Ok(Some(GroupDescription {
+            state: g.group_state.to_string(),
+            protocol_type: g.protocol_type.to_string(),
+            protocol: g.protocol_data.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| GroupMember {
+                    member_id: m.member_id.to_string(),
+                    instance_id: m.group_instance_id.map(|i| i.to_string()),
+                    client_id: m.client_id.to_string(),
+                    client_host: m.client_host.to_string(),
+                })
+                .collect(),
+        }))
+    }
+
+    pub async fn delete_group(&mut self, group: &str) -> Result<()> {
+        let request = DeleteGroupsRequest::default().with_groups_names(vec![group_id(group)]);
+        let response = self.call(&request, DELETE_GROUPS_VERSION).await?;
+        let r = response
+            .results
+            .first()
+            .ok_or_else(|| ClientError::Protocol("empty DeleteGroups response".into()))?;
+        check(r.error_code, None)
+    }
+
+    /// Committed offsets: `(topic, partition, offset)`, every committed partition when `topic`
+    /// is `None`, else the given partitions (offset -1 where nothing is committed).
+    pub async fn committed_offsets(
+        &mut self,
+        group: &str,
+        topic: Option<(&str, &[i32])>,
+    ) -> Result<Vec<(String, i32, i64)>> {
+        let request = OffsetFetchRequest::default()
+            .with_group_id(group_id(group))
+            .with_topics(topic.map(|(t, partitions)| {
+                vec![OffsetFetchRequestTopic::default()
+                    .with_name(name(t))
+                    .with_partition_indexes(partitions.to_vec())]
+            }));
+        let response = self.call(&request, OFFSET_FETCH_VERSION).await?;
+        check(response.error_code, None)?;
+        let mut out = Vec::new();
+        for t in response.topics {
+            for p in t.partitions {
+                check(p.error_code, None)?;
+                out.push((t.name.to_string(), p.partition_index, p.committed_offset));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits offsets as an admin (generation -1, no member): only accepted by a group with
+    /// no members, which is what a reset needs.
+    pub async fn commit_offsets(
+        &mut self,
+        group: &str,
+        topic: &str,
+        offsets: &[(i32, i64)],
+    ) -> Result<()> {
+        let request = OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(name(topic))
+                .with_partitions(
+                    offsets
+                        .iter()
+                        .map(|&(p, o)| {
+                            OffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(o)
+                                .with_committed_leader_epoch(-1)
+                        })
+                        .collect(),
+                )]);
+        let response = self.call(&request, OFFSET_COMMIT_VERSION).await?;
+        for t in &response.topics {
+            for p in &t.partitions {
+                check(p.error_code, None)?;
+            }
+        }
+        Ok(())
+    }
+}
