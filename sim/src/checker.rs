@@ -6,14 +6,37 @@
 //! - **monotonic**: a consumer read offsets out of order or skipped some, with no reset between.
 //! - **corrupt**: a client received a batch failing its CRC, or read a value no producer wrote.
 //! - **liveness**: after healing, a produce and a fetch did not succeed within the bound.
+//! - **lost-read**: a consumer read a value below the high watermark the broker reported with
+//!   it (so the broker called it committed), and the final read no longer holds that value at
+//!   that offset, though the offset is still inside the log. Reads are knowledge, as in
+//!   Jepsen's Kafka workload: a committed record a later crash takes back is a lost write even
+//!   if nobody acknowledged it and nothing else landed at its offset.
+//! - **uncommitted**: a fetch returned a record at or past the high watermark it reported.
+//! - **order**: within one idempotent producer session, two values are stored in the opposite
+//!   order from the one they were sent in.
+//!
+//! Each finding also notes when its first evidence appeared (`evidence_ms`), so that a sweep
+//! can tell which faults were active around it (fault coverage).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::{Entry, Event};
 use crate::scenario::Check;
 
-/// What the final read found: for each partition, (offset, value) in offset order.
-pub type FinalRead = BTreeMap<i32, Vec<(i64, String)>>;
+/// What the final read found in one partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionRead {
+    /// The log start offset when it was read: anything below may have gone to retention.
+    pub start: i64,
+    /// Where the read broke off before the high watermark (the broker could not serve a batch):
+    /// the offsets from there on are unknown rather than gone.
+    pub stopped_at: Option<i64>,
+    /// (offset, value) in offset order.
+    pub records: Vec<(i64, String)>,
+}
+
+/// What the final read found: for each partition, its start and its records.
+pub type FinalRead = BTreeMap<i32, PartitionRead>;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Findings {
@@ -31,6 +54,16 @@ pub struct Findings {
     pub nonmonotonic: Vec<String>,
     pub corrupt: Vec<String>,
     pub liveness: Option<String>,
+    /// Committed reads taken back: "partition P offset O: read V (hw H), final F".
+    pub lost_reads: Vec<String>,
+    /// Records served at or past the reported high watermark.
+    pub uncommitted: Vec<String>,
+    /// Idempotent values stored out of order.
+    pub misordered: Vec<String>,
+    /// Admin changes missing or half done at the end (`metadata_check`).
+    pub metadata: Vec<String>,
+    /// Run time (ms) of the first evidence of each violated check, where there is one.
+    pub evidence_ms: BTreeMap<Check, u64>,
 }
 
 /// Bound on how many examples of one anomaly are kept for the report.
@@ -62,6 +95,26 @@ impl Findings {
             self.corrupt.len(),
             "corrupt or phantom reads",
         );
+        add(
+            Check::LostRead,
+            self.lost_reads.len(),
+            "committed reads taken back",
+        );
+        add(
+            Check::Uncommitted,
+            self.uncommitted.len(),
+            "records served past the high watermark",
+        );
+        add(
+            Check::Order,
+            self.misordered.len(),
+            "idempotent values stored out of order",
+        );
+        add(
+            Check::Metadata,
+            self.metadata.len(),
+            "admin changes lost or half done",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -69,6 +122,36 @@ impl Findings {
         }
         out
     }
+
+    /// The earliest evidence among the violated checks in `checks`, if any has a time.
+    pub fn first_evidence_ms(&self, checks: &[Check]) -> Option<u64> {
+        self.evidence_ms
+            .iter()
+            .filter(|(c, _)| checks.contains(c))
+            .map(|(_, &t)| t)
+            .min()
+    }
+
+    fn evidence(&mut self, check: Check, at_ms: u64) {
+        let t = self.evidence_ms.entry(check).or_insert(at_ms);
+        *t = (*t).min(at_ms);
+    }
+}
+
+fn push_example(list: &mut Vec<String>, example: impl FnOnce() -> String) {
+    if list.len() < EXAMPLES {
+        list.push(example());
+    }
+}
+
+/// What the checker knows about one produced value.
+struct Written {
+    op: u64,
+    session: u32,
+    partition: i32,
+    /// Position in its batch.
+    index: usize,
+    acked_ms: Option<u64>,
 }
 
 pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>) -> Findings {
@@ -79,32 +162,52 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     // Everything borrows from the history and the final read: a run has tens of thousands of
     // values, and cloning each into several maps would dominate the checker's time.
     let mut ops: BTreeMap<u64, (i32, &[String])> = BTreeMap::new();
-    let mut written: BTreeSet<&str> = BTreeSet::new();
+    let mut written: BTreeMap<&str, Written> = BTreeMap::new();
     // (partition, offset) → values observed there.
     let mut observed: BTreeMap<(i32, i64), BTreeSet<&str>> = BTreeMap::new();
-    let mut acked_values: Vec<&str> = Vec::new();
+    let mut acked_values: Vec<(&str, u64)> = Vec::new();
+    // (partition, offset) → (value, high watermark, time) of reads below the high watermark.
+    let mut committed_reads: BTreeMap<(i32, i64), (&str, i64, u64)> = BTreeMap::new();
     // (consumer, partition) → last offset read in the current session.
     let mut positions: BTreeMap<(u32, i32), i64> = BTreeMap::new();
     for entry in entries {
+        let at_ms = entry.at_ms;
         match &entry.event {
             Event::Invoke {
                 op,
                 partition,
+                session,
                 values,
             } => {
                 findings.invoked += 1;
-                written.extend(values.iter().map(|v| v.as_str()));
+                for (index, v) in values.iter().enumerate() {
+                    written.insert(
+                        v.as_str(),
+                        Written {
+                            op: *op,
+                            session: *session,
+                            partition: *partition,
+                            index,
+                            acked_ms: None,
+                        },
+                    );
+                }
                 ops.insert(*op, (*partition, values.as_slice()));
             }
             Event::Ack { op, offset } => {
                 findings.acked += 1;
                 if let Some((partition, values)) = ops.get(op) {
                     for (i, v) in values.iter().enumerate() {
-                        observed
-                            .entry((*partition, offset + i as i64))
-                            .or_default()
-                            .insert(v.as_str());
-                        acked_values.push(v.as_str());
+                        let at = (*partition, offset + i as i64);
+                        let seen = observed.entry(at).or_default();
+                        seen.insert(v.as_str());
+                        if seen.len() > 1 {
+                            findings.evidence(Check::Inconsistent, at_ms);
+                        }
+                        acked_values.push((v.as_str(), at_ms));
+                        if let Some(w) = written.get_mut(v.as_str()) {
+                            w.acked_ms.get_or_insert(at_ms);
+                        }
                     }
                 }
             }
@@ -114,23 +217,45 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 partition,
                 offset,
                 value,
+                high_watermark,
             } => {
                 findings.reads += 1;
                 // A value is always invoked before anyone can read it.
-                if !written.contains(value.as_str()) && findings.corrupt.len() < EXAMPLES {
-                    findings.corrupt.push(format!(
+                if !written.contains_key(value.as_str()) {
+                    findings.evidence(Check::Corrupt, at_ms);
+                    push_example(&mut findings.corrupt, || {
+                        format!(
                         "consumer {consumer} partition {partition} offset {offset}: phantom value {value:?}"
+                    )
+                    });
+                }
+                if *offset >= *high_watermark {
+                    findings.evidence(Check::Uncommitted, at_ms);
+                    push_example(&mut findings.uncommitted, || {
+                        format!(
+                        "consumer {consumer} partition {partition}: read offset {offset} with high watermark {high_watermark}"
+                    )
+                    });
+                } else {
+                    committed_reads.entry((*partition, *offset)).or_insert((
+                        value.as_str(),
+                        *high_watermark,
+                        at_ms,
                     ));
                 }
-                observed
-                    .entry((*partition, *offset))
-                    .or_default()
-                    .insert(value.as_str());
+                let seen = observed.entry((*partition, *offset)).or_default();
+                seen.insert(value.as_str());
+                if seen.len() > 1 {
+                    findings.evidence(Check::Inconsistent, at_ms);
+                }
                 if let Some(prev) = positions.insert((*consumer, *partition), *offset) {
-                    if *offset != prev + 1 && findings.nonmonotonic.len() < EXAMPLES {
-                        findings.nonmonotonic.push(format!(
+                    if *offset != prev + 1 {
+                        findings.evidence(Check::Monotonic, at_ms);
+                        push_example(&mut findings.nonmonotonic, || {
+                            format!(
                             "consumer {consumer} partition {partition}: read offset {offset} after {prev}"
-                        ));
+                        )
+                        });
                     }
                 }
             }
@@ -148,46 +273,127 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 offset,
                 error,
             } => {
-                if findings.corrupt.len() < EXAMPLES {
-                    findings.corrupt.push(format!(
-                        "consumer {consumer} partition {partition} offset {offset}: {error}"
-                    ));
-                }
+                findings.evidence(Check::Corrupt, at_ms);
+                push_example(&mut findings.corrupt, || {
+                    format!("consumer {consumer} partition {partition} offset {offset}: {error}")
+                });
             }
-            Event::Fault(_) | Event::Heal(_) | Event::Note(_) => {}
+            Event::AdminInvoke { .. }
+            | Event::AdminAck { .. }
+            | Event::AdminFail { .. }
+            | Event::Inject(_)
+            | Event::Fault(_)
+            | Event::Heal(_)
+            | Event::Note(_) => {}
         }
     }
+    let end_ms = entries.last().map_or(0, |e| e.at_ms);
     let mut stored: BTreeMap<&str, usize> = BTreeMap::new();
-    for (partition, records) in final_read {
-        for (offset, value) in records {
-            observed
-                .entry((*partition, *offset))
-                .or_default()
-                .insert(value.as_str());
+    for (partition, read) in final_read {
+        for (offset, value) in &read.records {
+            let seen = observed.entry((*partition, *offset)).or_default();
+            seen.insert(value.as_str());
+            if seen.len() > 1 {
+                findings.evidence(Check::Inconsistent, end_ms);
+            }
             *stored.entry(value.as_str()).or_default() += 1;
-            if !written.contains(value.as_str()) && findings.corrupt.len() < EXAMPLES {
-                findings.corrupt.push(format!(
-                    "partition {partition} offset {offset}: phantom value {value:?}"
-                ));
+            if !written.contains_key(value.as_str()) {
+                findings.evidence(Check::Corrupt, end_ms);
+                push_example(&mut findings.corrupt, || {
+                    format!("partition {partition} offset {offset}: phantom value {value:?}")
+                });
             }
         }
     }
-    findings.lost = acked_values
-        .iter()
-        .filter(|v| !stored.contains_key(*v))
-        .map(|v| v.to_string())
-        .collect();
+    for (v, acked_ms) in &acked_values {
+        if !stored.contains_key(v) {
+            findings.evidence(Check::Lost, *acked_ms);
+            findings.lost.push(v.to_string());
+        }
+    }
     findings.duplicated = stored
         .iter()
         .filter(|(_, &n)| n > 1)
         .map(|(v, _)| v.to_string())
         .collect();
+    if !findings.duplicated.is_empty() {
+        findings.evidence(Check::Duplicate, end_ms);
+    }
     findings.inconsistent = observed
         .into_iter()
         .filter(|(_, values)| values.len() > 1)
         .map(|((p, o), values)| (p, o, values.into_iter().map(str::to_string).collect()))
         .collect();
+    check_committed_reads(&committed_reads, final_read, &mut findings);
+    check_order(&written, final_read, end_ms, &mut findings);
     findings
+}
+
+/// Lost reads: every read below its reported high watermark must still be there at the end,
+/// unless retention has since moved the log start past it.
+fn check_committed_reads(
+    committed_reads: &BTreeMap<(i32, i64), (&str, i64, u64)>,
+    final_read: &FinalRead,
+    findings: &mut Findings,
+) {
+    let finals: BTreeMap<(i32, i64), &str> = final_read
+        .iter()
+        .flat_map(|(p, r)| r.records.iter().map(move |(o, v)| ((*p, *o), v.as_str())))
+        .collect();
+    for (&(partition, offset), &(value, hw, at_ms)) in committed_reads {
+        let Some(read) = final_read.get(&partition) else {
+            // The final read could not read this partition at all: liveness reports that.
+            continue;
+        };
+        if offset < read.start || read.stopped_at.is_some_and(|s| offset >= s) {
+            continue;
+        }
+        let now = finals.get(&(partition, offset)).copied();
+        if now != Some(value) {
+            findings.evidence(Check::LostRead, at_ms);
+            findings.lost_reads.push(format!(
+                "partition {partition} offset {offset}: read {value:?} (high watermark {hw}), final read has {}",
+                now.map_or("nothing".to_string(), |v| format!("{v:?}"))
+            ));
+        }
+    }
+}
+
+/// Order: in each partition's final read, the values of one idempotent session (session > 0)
+/// must appear in the order they were sent: by batch (op), then by position in the batch.
+fn check_order(
+    written: &BTreeMap<&str, Written>,
+    final_read: &FinalRead,
+    end_ms: u64,
+    findings: &mut Findings,
+) {
+    for (partition, read) in final_read {
+        // (producer, session) → (op, index, offset) of the last value seen.
+        let mut last: BTreeMap<(u64, u32), (u64, usize, i64)> = BTreeMap::new();
+        for (offset, value) in &read.records {
+            let Some(w) = written.get(value.as_str()) else {
+                continue;
+            };
+            if w.session == 0 || w.partition != *partition {
+                continue;
+            }
+            let producer = w.op >> 40;
+            let here = (w.op, w.index, *offset);
+            if let Some(&(op, index, at)) = last.get(&(producer, w.session)) {
+                if (w.op, w.index) < (op, index) {
+                    findings.evidence(Check::Order, w.acked_ms.unwrap_or(end_ms));
+                    push_example(&mut findings.misordered, || {
+                        format!(
+                            "partition {partition}: {value:?} at offset {offset} after batch {} record {index} at {at}",
+                            op & ((1 << 40) - 1)
+                        )
+                    });
+                    continue;
+                }
+            }
+            last.insert((producer, w.session), here);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,21 +404,43 @@ mod tests {
         Entry { at_ms: 0, event }
     }
 
-    fn read(consumer: u32, partition: i32, offset: i64, value: &str) -> Entry {
+    /// A read in a response that reported high watermark `hw`.
+    fn read_hw(consumer: u32, partition: i32, offset: i64, value: &str, hw: i64) -> Entry {
         at(Event::Read {
             consumer,
             partition,
             offset,
             value: value.into(),
+            high_watermark: hw,
+        })
+    }
+
+    fn read(consumer: u32, partition: i32, offset: i64, value: &str) -> Entry {
+        read_hw(consumer, partition, offset, value, i64::MAX)
+    }
+
+    fn invoke_in(op: u64, session: u32, values: &[&str]) -> Entry {
+        at(Event::Invoke {
+            op,
+            partition: 0,
+            session,
+            values: values.iter().map(|v| v.to_string()).collect(),
         })
     }
 
     fn invoke(op: u64, values: &[&str]) -> Entry {
-        at(Event::Invoke {
-            op,
-            partition: 0,
-            values: values.iter().map(|v| v.to_string()).collect(),
-        })
+        invoke_in(op, 0, values)
+    }
+
+    fn final_read(start: i64, records: &[(i64, &str)]) -> FinalRead {
+        FinalRead::from([(
+            0,
+            PartitionRead {
+                start,
+                stopped_at: None,
+                records: records.iter().map(|(o, v)| (*o, v.to_string())).collect(),
+            },
+        )])
     }
 
     #[test]
@@ -220,11 +448,10 @@ mod tests {
         let entries = vec![
             invoke(1, &["a", "b"]),
             at(Event::Ack { op: 1, offset: 0 }),
-            read(0, 0, 0, "a"),
-            read(0, 0, 1, "b"),
+            read_hw(0, 0, 0, "a", 2),
+            read_hw(0, 0, 1, "b", 2),
         ];
-        let final_read = FinalRead::from([(0, vec![(0, "a".into()), (1, "b".into())])]);
-        let f = check(&entries, &final_read, None);
+        let f = check(&entries, &final_read(0, &[(0, "a"), (1, "b")]), None);
         assert!(
             f.violations(&crate::scenario::Check::all()).is_empty(),
             "{f:?}"
@@ -243,17 +470,24 @@ mod tests {
             read(0, 0, 2, "x"),
         ];
         // "b" lost, "c" stored twice, offset 2 seen as "x" and "c", "x" never written.
-        let final_read =
-            FinalRead::from([(0, vec![(0, "a".into()), (1, "c".into()), (2, "c".into())])]);
-        let f = check(&entries, &final_read, Some("no produce after heal".into()));
+        let f = check(
+            &entries,
+            &final_read(0, &[(0, "a"), (1, "c"), (2, "c")]),
+            Some("no produce after heal".into()),
+        );
         assert_eq!(f.lost, vec!["b".to_string()]);
         assert_eq!(f.duplicated, vec!["c".to_string()]);
         assert!(f.inconsistent.iter().any(|(_, o, _)| *o == 2));
         assert!(f.inconsistent.iter().any(|(_, o, _)| *o == 1));
         assert_eq!(f.nonmonotonic.len(), 1);
         assert!(!f.corrupt.is_empty());
-        assert_eq!(f.violations(&crate::scenario::Check::all()).len(), 6);
+        // The read of "x" at 2 was below its high watermark, and 2 holds "c" at the end.
+        assert_eq!(f.lost_reads.len(), 1);
+        assert_eq!(f.violations(&crate::scenario::Check::all()).len(), 7);
         assert!(f.violations(&[]).is_empty());
+        assert!(f
+            .first_evidence_ms(&crate::scenario::Check::all())
+            .is_some());
     }
 
     #[test]
@@ -270,5 +504,70 @@ mod tests {
         ];
         let f = check(&entries, &FinalRead::new(), None);
         assert!(f.nonmonotonic.is_empty());
+    }
+
+    #[test]
+    fn a_committed_read_taken_back_is_a_lost_read() {
+        // Never acknowledged (the producer gave up), but read below the high watermark; the
+        // final log is shorter. Nothing else landed at offset 1, so only the read knows.
+        let entries = vec![
+            invoke(1, &["a", "b"]),
+            at(Event::Fail {
+                op: 1,
+                error: "timed out".into(),
+            }),
+            read_hw(0, 0, 0, "a", 2),
+            read_hw(0, 0, 1, "b", 2),
+        ];
+        let f = check(&entries, &final_read(0, &[(0, "a")]), None);
+        assert_eq!(f.lost_reads.len(), 1, "{f:?}");
+        assert!(f.lost.is_empty() && f.inconsistent.is_empty());
+        assert_eq!(
+            f.violations(&[Check::LostRead]),
+            vec!["1 committed reads taken back".to_string()]
+        );
+    }
+
+    #[test]
+    fn reads_below_the_log_start_or_past_the_high_watermark_are_not_knowledge() {
+        let entries = vec![
+            invoke(1, &["a", "b"]),
+            read_hw(0, 0, 0, "a", 2),
+            // Served past the high watermark it reported: a violation of its own...
+            read_hw(1, 0, 1, "b", 1),
+        ];
+        // ...but not a lost read; "a" went to retention (start 1).
+        let f = check(&entries, &final_read(1, &[]), None);
+        assert!(f.lost_reads.is_empty(), "{f:?}");
+        assert_eq!(f.uncommitted.len(), 1);
+    }
+
+    #[test]
+    fn order_holds_within_an_idempotent_session_only() {
+        let op = |producer: u64, batch: u64| (producer << 40) | batch;
+        let entries = vec![
+            invoke_in(op(0, 0), 1, &["p0-0-0", "p0-0-1"]),
+            invoke_in(op(0, 1), 1, &["p0-1-0"]),
+            invoke_in(op(0, 2), 2, &["p0-2-0"]),
+            invoke_in(op(1, 0), 0, &["p1-0-0"]),
+            invoke_in(op(1, 1), 0, &["p1-1-0"]),
+        ];
+        // Session 1 reordered (batch 1 before batch 0); session 2 may come before session 1;
+        // session 0 (not idempotent) promises nothing.
+        let stored = final_read(
+            0,
+            &[
+                (0, "p0-2-0"),
+                (1, "p0-1-0"),
+                (2, "p0-0-0"),
+                (3, "p0-0-1"),
+                (4, "p1-1-0"),
+                (5, "p1-0-0"),
+            ],
+        );
+        let f = check(&entries, &stored, None);
+        // p0-0-0 and p0-0-1 both come after batch 1 of the same session.
+        assert_eq!(f.misordered.len(), 2, "{f:?}");
+        assert!(f.misordered[0].contains("p0-0-0"));
     }
 }

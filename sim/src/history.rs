@@ -2,7 +2,10 @@
 //! read, every fault, in simulated-time order. The checker reads it; its hash is the run's
 //! fingerprint (`trace_hash`): the same scenario and seed must give the same hash every time.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+
+use crate::scenario::FaultKind;
 
 /// A produced value is `p{producer}-{batch}-{record}`: unique across the run, so the checker can
 /// tell every write apart.
@@ -10,24 +13,62 @@ pub fn value(producer: u32, batch: u64, record: u32) -> String {
     format!("p{producer}-{batch}-{record}")
 }
 
+/// A metadata change an admin client asks for (on its own topics, never the workload's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdminChange {
+    CreateTopic {
+        topic: String,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        topic: String,
+    },
+    /// Grow to `count` partitions in total.
+    CreatePartitions {
+        topic: String,
+        count: i32,
+    },
+    /// Set (`Some`) or remove (`None`) overrides, all or none.
+    AlterConfigs {
+        topic: String,
+        changes: BTreeMap<String, Option<String>>,
+    },
+}
+
+impl AdminChange {
+    pub fn topic(&self) -> &str {
+        match self {
+            AdminChange::CreateTopic { topic, .. }
+            | AdminChange::DeleteTopic { topic }
+            | AdminChange::CreatePartitions { topic, .. }
+            | AdminChange::AlterConfigs { topic, .. } => topic,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A producer sent a batch (first attempt).
+    /// A producer sent a batch (first attempt). `session` counts the producer's idempotent
+    /// identities (a new producer id after a failure starts a new one): Kafka promises order
+    /// only within one.
     Invoke {
         op: u64,
         partition: i32,
+        session: u32,
         values: Vec<String>,
     },
     /// The broker acknowledged the batch at `offset` (its first record).
     Ack { op: u64, offset: i64 },
     /// The producer gave up on the batch; it may or may not have been written.
     Fail { op: u64, error: String },
-    /// A consumer read `value` at `offset`.
+    /// A consumer read `value` at `offset`, in a response that reported `high_watermark`.
     Read {
         consumer: u32,
         partition: i32,
         offset: i64,
         value: String,
+        high_watermark: i64,
     },
     /// A consumer's position was reset (offset out of range after data loss).
     Reset {
@@ -43,6 +84,19 @@ pub enum Event {
         offset: i64,
         error: String,
     },
+    /// An admin client sent a metadata change.
+    AdminInvoke { op: u64, change: AdminChange },
+    /// The broker acknowledged it: it must hold after the faults heal.
+    AdminAck { op: u64 },
+    /// The broker refused it (`definite`: it did not happen), or the answer never came.
+    AdminFail {
+        op: u64,
+        definite: bool,
+        error: String,
+    },
+    /// The nemesis is about to inject a fault of this kind (for fault coverage); a `Fault`
+    /// note saying what exactly follows.
+    Inject(FaultKind),
     /// The nemesis injected a fault.
     Fault(String),
     /// A fault ended (or a stopped broker came back).
@@ -67,7 +121,7 @@ pub const MAX_EVENTS: usize = 5_000_000;
 
 impl History {
     pub fn record(&self, at_ms: u64, event: Event) {
-        let mut entries = self.entries.lock().unwrap();
+        let mut entries = self.lock();
         assert!(
             entries.len() < MAX_EVENTS,
             "history exceeds {MAX_EVENTS} events"
@@ -77,7 +131,20 @@ impl History {
 
     /// Takes the recorded entries out (at the end of a run).
     pub fn take(&self) -> Vec<Entry> {
-        std::mem::take(&mut *self.entries.lock().unwrap())
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// A panic elsewhere in the run (a broker assertion) may poison the lock; the entries are
+    /// still whole (each push is one step), and they are the evidence of that very panic.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The time of the last recorded event (where a run that panicked stopped).
+    pub fn last_ms(&self) -> u64 {
+        self.lock().last().map_or(0, |e| e.at_ms)
     }
 }
 

@@ -4,10 +4,15 @@
 //! The scenario format, the history and the checker are plain code (tested in any build); the
 //! parts that drive madsim exist only under `--cfg madsim` (use `cargo sim`).
 
+#[cfg(madsim)]
+pub mod admin;
 pub mod buggify;
 pub mod checker;
 pub mod clock;
+pub mod coverage;
 pub mod history;
+pub mod metadata_check;
+pub mod producer;
 pub mod report;
 pub mod scenario;
 pub mod workload;

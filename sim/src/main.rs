@@ -50,7 +50,17 @@ mod cli {
             /// Write JUnit XML here.
             #[arg(long)]
             junit: Option<PathBuf>,
+            /// Measure a planted bug: plant it in every safe scenario and count the seeds that
+            /// catch it (`cargo sim plants` lists them). Always exits 0 unless arguments are bad.
+            #[arg(long)]
+            plant: Option<String>,
+            /// Judge as before reads counted as knowledge (the original six checks, one request
+            /// in flight per producer): the "before" column of the catch-rate table.
+            #[arg(long)]
+            baseline: bool,
         },
+        /// List the bugs `sweep --plant` can plant.
+        Plants,
     }
 
     pub fn main() -> ExitCode {
@@ -87,11 +97,19 @@ mod cli {
                     ExitCode::FAILURE
                 }
             }
+            Command::Plants => {
+                for (name, _) in weir::config::PlantedBug::NAMES {
+                    println!("{name}");
+                }
+                ExitCode::SUCCESS
+            }
             Command::Sweep {
                 paths,
                 seeds,
                 jobs,
                 junit,
+                plant,
+                baseline,
             } => {
                 let run = || -> Result<bool, String> {
                     let seeds = sweep::parse_seeds(&seeds)?;
@@ -99,7 +117,15 @@ mod cli {
                     if files.is_empty() {
                         return Err("no scenario files found".into());
                     }
-                    let summary = sweep::sweep(&files, &seeds, jobs)?;
+                    let summary = sweep::sweep(
+                        &files,
+                        &seeds,
+                        jobs,
+                        sweep::Options {
+                            plant: plant.as_deref(),
+                            baseline,
+                        },
+                    )?;
                     let runs = summary.cases.len();
                     let sim: f64 = summary.cases.iter().map(|c| c.outcome.simulated_secs).sum();
                     println!(
@@ -110,6 +136,18 @@ mod cli {
                         runs as f64 / summary.wall_secs.max(1e-9) * 60.0,
                         sim / summary.wall_secs.max(1e-9)
                     );
+                    print!("{}", summary.coverage.render());
+                    if let Some(bug) = &plant {
+                        let runs: usize = summary.plant_catches.iter().map(|c| c.1).sum();
+                        let caught: usize = summary.plant_catches.iter().map(|c| c.2).sum();
+                        let scenarios = summary.plant_catches.iter().filter(|c| c.2 > 0).count();
+                        let first = summary.plant_catches.iter().filter_map(|c| c.3).min();
+                        println!(
+                            "plant-catch: {bug} caught in {caught}/{runs} runs, {scenarios}/{} scenarios, first seed {}",
+                            summary.plant_catches.len(),
+                            first.map_or("-".to_string(), |s| s.to_string())
+                        );
+                    }
                     if let Some(path) = junit {
                         sweep::write_junit(&path, &summary)?;
                     }

@@ -122,6 +122,8 @@ impl Nemesis {
 
     /// Applies one fault to machine `index`; faults that last are healed after `duration`.
     pub async fn inject(&self, kind: FaultKind, index: usize, duration: Duration) {
+        self.history
+            .record(self.clock.now_ms(), Event::Inject(kind));
         let handle = Handle::current();
         let net = NetSim::current();
         let m = &self.machines[index];

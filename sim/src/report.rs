@@ -23,6 +23,10 @@ pub struct RunOutcome {
     pub wall_secs: f64,
     /// A panic inside the simulation (an assertion in the broker, a hang past the time limit).
     pub panic: Option<String>,
+    /// Every fault injected: its kind and run time (ms), for fault coverage.
+    pub injected: Vec<(crate::scenario::FaultKind, u64)>,
+    /// When the first evidence of a violation appeared (run ms), if the run violated anything.
+    pub evidence_ms: Option<u64>,
 }
 
 /// The one command that replays a run exactly.
@@ -59,6 +63,10 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("duplicated", &f.duplicated),
         ("non-monotonic", &f.nonmonotonic),
         ("corrupt", &f.corrupt),
+        ("lost read", &f.lost_reads),
+        ("uncommitted", &f.uncommitted),
+        ("out of order", &f.misordered),
+        ("metadata", &f.metadata),
     ] {
         if !examples.is_empty() {
             let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();
@@ -97,6 +105,10 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "inconsistent": f.inconsistent.len(),
         "nonmonotonic": f.nonmonotonic.len(),
         "corrupt": f.corrupt.len(),
+        "lost_reads": f.lost_reads.len(),
+        "uncommitted": f.uncommitted.len(),
+        "misordered": f.misordered.len(),
+        "evidence_ms": outcome.evidence_ms,
         "liveness": f.liveness,
         "violations": outcome.violations,
         "faults": outcome.faults,
@@ -212,6 +224,8 @@ mod tests {
             simulated_secs: 20.0,
             wall_secs: 0.04,
             panic: None,
+            injected: Vec::new(),
+            evidence_ms: None,
         }
     }
 

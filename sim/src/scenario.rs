@@ -38,13 +38,16 @@ pub struct Scenario {
     pub consumers: Consumers,
     #[serde(default)]
     pub nemesis: Nemesis,
+    /// An admin client changing metadata under the faults; none when absent.
+    #[serde(default)]
+    pub admin: Option<Admin>,
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
-    /// A sweep runs at most this many of the seeds it is given (the first ones), so that a
-    /// slow or narrow scenario does not blow the CI budget. `run` ignores it.
+    /// A sweep runs at most this many of its seeds on this scenario (the first ones), to keep
+    /// slow or regression-only scenarios within CI's budget.
     #[serde(default)]
-    pub sweep_seeds: Option<usize>,
+    pub seeds: Option<u64>,
 }
 
 fn default_duration() -> u64 {
@@ -78,6 +81,17 @@ pub enum Check {
     Corrupt,
     /// After faults heal, produce and fetch succeed within the bound.
     Liveness,
+    /// A value a consumer read below the high watermark the broker reported with it is not at
+    /// that offset in the final read (Jepsen's lost-write, with reads as knowledge).
+    #[serde(rename = "lost-read")]
+    LostRead,
+    /// A fetch returned a record at or past the high watermark it reported.
+    Uncommitted,
+    /// An idempotent producer's values are stored out of the order it sent them (within one
+    /// producer id).
+    Order,
+    /// An acknowledged admin change is missing after the faults heal, or one shows half done.
+    Metadata,
 }
 
 impl Check {
@@ -89,8 +103,26 @@ impl Check {
             Check::Monotonic,
             Check::Corrupt,
             Check::Liveness,
+            Check::LostRead,
+            Check::Uncommitted,
+            Check::Order,
+            Check::Metadata,
         ]
     }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admin {
+    /// Time between admin operations (create, delete, add partitions, alter configs).
+    #[serde(default = "default_admin_interval")]
+    pub interval_ms: u64,
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+}
+
+fn default_admin_interval() -> u64 {
+    1000
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -182,6 +214,14 @@ pub struct Producers {
     pub retries: u32,
     #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: u64,
+    /// Produce requests a producer keeps in flight on its connection (Kafka clients'
+    /// `max.in.flight.requests.per.connection`, default 5; idempotence allows at most 5).
+    #[serde(default = "default_in_flight")]
+    pub max_in_flight: u32,
+}
+
+fn default_in_flight() -> u32 {
+    5
 }
 
 impl Default for Producers {
@@ -194,6 +234,7 @@ impl Default for Producers {
             batch_records: default_batch(),
             retries: default_retries(),
             request_timeout_ms: default_request_timeout(),
+            max_in_flight: default_in_flight(),
         }
     }
 }
@@ -394,6 +435,20 @@ impl Scenario {
         self.producers.acks_value()?;
         if self.producers.count > 32 || self.producers.rate == 0 || self.producers.rate > 10_000 {
             return Err("producers.count must be ≤ 32 and producers.rate 1..=10000".into());
+        }
+        if let Some(admin) = &self.admin {
+            if admin.interval_ms < 10 || admin.request_timeout_ms == 0 {
+                return Err(
+                    "admin.interval_ms must be ≥ 10 and admin.request_timeout_ms > 0".into(),
+                );
+            }
+        }
+        let in_flight = self.producers.max_in_flight;
+        if in_flight == 0 || in_flight > 64 || (self.producers.idempotent && in_flight > 5) {
+            return Err(
+                "producers.max_in_flight must be 1..=64, and at most 5 with idempotence (as Kafka requires)"
+                    .into(),
+            );
         }
         if self.producers.batch_records == 0 || self.producers.batch_records > 10_000 {
             return Err("producers.batch_records must be 1..=10000".into());

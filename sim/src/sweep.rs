@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use crate::coverage::FaultCoverage;
 use crate::report::RunOutcome;
 use crate::report::{self, CaseResult};
-use crate::scenario::{Expect, Scenario};
+use crate::scenario::{Check, Expect, Scenario};
 use crate::world;
 
 /// How many expected violations of an unsafe scenario a sweep prints in full.
@@ -72,6 +73,9 @@ pub fn run_isolated(scenario: &Scenario, seed: u64) -> RunOutcome {
 
 pub struct SweepSummary {
     pub cases: Vec<CaseResult>,
+    pub coverage: FaultCoverage,
+    /// With `--plant`: (scenario, seeds run, seeds that caught the bug, first seed that did).
+    pub plant_catches: Vec<(String, usize, usize, Option<u64>)>,
     /// Scenarios that failed as a whole (e.g. an unsafe one nobody caught).
     pub scenario_failures: Vec<(String, String)>,
     pub wall_secs: f64,
@@ -83,17 +87,68 @@ impl SweepSummary {
     }
 }
 
-pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSummary, String> {
+/// How a sweep changes the scenarios it loads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options<'a> {
+    /// Keep only the safe scenarios and plant this bug in each, so that the sweep measures how
+    /// often the checker catches it (every violation is a catch).
+    pub plant: Option<&'a str>,
+    /// Judge as the simulator did before reads counted as knowledge: only the original six
+    /// checks, one produce request in flight per producer. For before/after measurements.
+    pub baseline: bool,
+}
+
+/// The checks the simulator had before `lost-read`, `uncommitted` and `order`.
+const BASELINE_CHECKS: [Check; 6] = [
+    Check::Lost,
+    Check::Duplicate,
+    Check::Inconsistent,
+    Check::Monotonic,
+    Check::Corrupt,
+    Check::Liveness,
+];
+
+pub fn load(files: &[PathBuf], options: Options) -> Result<Vec<(String, Scenario)>, String> {
+    let plant = options.plant;
+    if let Some(bug) = plant {
+        weir::config::PlantedBug::parse(bug)?;
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let mut scenario = Scenario::load(f)?;
+        if let Some(bug) = plant {
+            if scenario.expect != Expect::Safe || scenario.planted_bug.is_some() {
+                continue;
+            }
+            scenario.planted_bug = Some(bug.to_string());
+            scenario.expect = Expect::Unsafe;
+        }
+        if options.baseline {
+            scenario.checks.retain(|c| BASELINE_CHECKS.contains(c));
+            scenario.producers.max_in_flight = 1;
+        }
+        out.push((f.display().to_string(), scenario));
+    }
+    Ok(out)
+}
+
+pub fn sweep(
+    files: &[PathBuf],
+    seeds: &[u64],
+    jobs: usize,
+    options: Options,
+) -> Result<SweepSummary, String> {
     let started = Instant::now();
-    let scenarios: Vec<(String, Scenario)> = files
-        .iter()
-        .map(|f| Scenario::load(f).map(|s| (f.display().to_string(), s)))
-        .collect::<Result<_, _>>()?;
+    let plant = options.plant;
+    let scenarios = load(files, options)?;
+    // A scenario's own cap takes the first seeds of the list.
     let queue: Mutex<VecDeque<(usize, u64)>> = Mutex::new(
-        (0..scenarios.len())
-            .flat_map(|i| {
-                let limit = scenarios[i].1.sweep_seeds.unwrap_or(usize::MAX);
-                seeds.iter().take(limit).map(move |&s| (i, s))
+        scenarios
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (_, s))| {
+                let cap = s.seeds.map_or(usize::MAX, |n| n as usize);
+                seeds.iter().take(cap).map(move |&seed| (i, seed))
             })
             .collect(),
     );
@@ -106,6 +161,8 @@ pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSumma
                 };
                 let (path, scenario) = &scenarios[index];
                 let mut outcome = run_isolated(scenario, seed);
+                // With --plant every catch is expected and counted, not shown.
+                let quiet = plant.is_some();
                 // A sweep keeps verdicts, not histories: thousands of them would not fit.
                 outcome.history = Vec::new();
                 let mut results = results.lock().unwrap();
@@ -118,7 +175,7 @@ pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSumma
                         .count();
                     match scenario.expect {
                         Expect::Safe => eprint!("VIOLATION: {}", report::summary(&outcome, path)),
-                        Expect::Unsafe if caught_before < SHOWN_EXPECTED => {
+                        Expect::Unsafe if caught_before < SHOWN_EXPECTED && !quiet => {
                             eprint!("caught (expected): {}", report::summary(&outcome, path))
                         }
                         Expect::Unsafe => {}
@@ -132,6 +189,8 @@ pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSumma
     results.sort_by_key(|(i, o)| (*i, o.seed));
     let mut cases = Vec::new();
     let mut scenario_failures = Vec::new();
+    let mut coverage = FaultCoverage::default();
+    let mut plant_catches = Vec::new();
     for (index, (path, scenario)) in scenarios.iter().enumerate() {
         let runs: Vec<&RunOutcome> = results
             .iter()
@@ -139,9 +198,17 @@ pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSumma
             .map(|(_, o)| o)
             .collect();
         let violating = runs.iter().filter(|o| !o.passed).count();
+        for o in &runs {
+            coverage.add(o);
+        }
+        if plant.is_some() {
+            let first = runs.iter().find(|o| !o.passed).map(|o| o.seed);
+            plant_catches.push((scenario.name.clone(), runs.len(), violating, first));
+        }
         let sim: f64 = runs.iter().map(|o| o.simulated_secs).sum();
         let wall: f64 = runs.iter().map(|o| o.wall_secs).sum();
         let verdict = match scenario.expect {
+            _ if plant.is_some() => format!("planted bug caught in {violating} seeds"),
             Expect::Safe if violating == 0 => "ok".to_string(),
             Expect::Safe => format!("FAILED ({violating} seeds violate)"),
             Expect::Unsafe if violating > 0 => {
@@ -175,6 +242,8 @@ pub fn sweep(files: &[PathBuf], seeds: &[u64], jobs: usize) -> Result<SweepSumma
     }
     Ok(SweepSummary {
         cases,
+        coverage,
+        plant_catches,
         scenario_failures,
         wall_secs: started.elapsed().as_secs_f64(),
     })

@@ -1,17 +1,17 @@
-//! Simulated clients: producers and consumers built on Weir's own Kafka client, speaking the real
-//! wire protocol over the simulated network, recording everything they do in the history.
-//! Every loop is bounded by the run's deadline and by explicit retry limits.
+//! Simulated consumers (and what all simulated clients share) built on Weir's own Kafka client,
+//! speaking the real wire protocol over the simulated network, recording everything they read
+//! in the history. Producers are in `producer.rs`, admin clients in `admin.rs`. Every loop is
+//! bounded by the run's deadline and by explicit retry limits.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use weir::client::{Client, ClientError};
 use weir::io::Io;
-use weir::log::batch::{self, BatchBuilder, BatchError};
+use weir::log::batch::{self, BatchError};
 
-use crate::history::{value, Event, History};
+use crate::history::{Event, History};
 
 /// Simulated milliseconds since the run began: the history's time axis.
 #[derive(Clone, Copy)]
@@ -34,155 +34,19 @@ impl RunClock {
 }
 
 /// Pause after a connection failure before trying again.
-const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
 
-async fn connect(io: &Io, addr: SocketAddr, timeout: Duration) -> Result<Client, ClientError> {
+pub(crate) async fn connect(
+    io: &Io,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<Client, ClientError> {
     let mut client = io
         .timeout(timeout, Client::connect(io, addr))
         .await
         .ok_or(ClientError::Timeout)??;
     client.set_timeout(timeout);
     Ok(client)
-}
-
-#[derive(Clone, Debug)]
-pub struct ProducerSpec {
-    pub id: u32,
-    pub addr: SocketAddr,
-    pub topic: String,
-    pub partitions: i32,
-    pub acks: i16,
-    pub idempotent: bool,
-    pub interval: Duration,
-    pub batch_records: u32,
-    pub retries: u32,
-    pub timeout: Duration,
-    /// Stop starting new batches at this run time (ms).
-    pub until_ms: u64,
-}
-
-/// Idempotent-producer identity: reset (new id) whenever the sequence can no longer be trusted.
-struct Identity {
-    producer_id: i64,
-    epoch: i16,
-    sequences: Vec<i32>,
-}
-
-pub async fn run_producer(io: Io, spec: ProducerSpec, history: History, clock: RunClock) {
-    let mut client: Option<Client> = None;
-    let mut identity: Option<Identity> = None;
-    let mut batch_number = 0u64;
-    while clock.now_ms() < spec.until_ms {
-        let partition = (batch_number % spec.partitions as u64) as i32;
-        let op = ((spec.id as u64) << 40) | batch_number;
-        let values: Vec<String> = (0..spec.batch_records)
-            .map(|r| value(spec.id, batch_number, r))
-            .collect();
-        batch_number += 1;
-        history.record(
-            clock.now_ms(),
-            Event::Invoke {
-                op,
-                partition,
-                values: values.clone(),
-            },
-        );
-        let mut outcome: Result<Option<i64>, String> = Err("not attempted".into());
-        let mut bytes: Option<Bytes> = None;
-        for attempt in 0..=spec.retries {
-            if attempt > 0 {
-                io.clock.sleep(RECONNECT_BACKOFF).await;
-            }
-            if client.is_none() {
-                match connect(&io, spec.addr, spec.timeout).await {
-                    Ok(c) => client = Some(c),
-                    Err(e) => {
-                        outcome = Err(format!("connect: {e}"));
-                        continue;
-                    }
-                }
-            }
-            let c = client.as_mut().expect("connected above");
-            if spec.idempotent && identity.is_none() {
-                match c.init_producer_id().await {
-                    Ok((producer_id, epoch)) => {
-                        identity = Some(Identity {
-                            producer_id,
-                            epoch,
-                            sequences: vec![0; spec.partitions as usize],
-                        })
-                    }
-                    Err(e) => {
-                        outcome = Err(format!("init producer id: {e}"));
-                        client = None;
-                        continue;
-                    }
-                }
-            }
-            // Built once per identity: a retry must resend the very same sequence numbers.
-            let batch = bytes.get_or_insert_with(|| {
-                let now = io.clock.wall_ms();
-                let mut builder = BatchBuilder::new(now);
-                for v in &values {
-                    builder.push(None, Some(v.as_bytes()), now);
-                }
-                let (pid, epoch, seq) = match &identity {
-                    Some(id) => (id.producer_id, id.epoch, id.sequences[partition as usize]),
-                    None => (-1, -1, -1),
-                };
-                Bytes::from(builder.finish(pid, epoch, seq))
-            });
-            match c
-                .produce(&spec.topic, partition, batch.clone(), spec.acks)
-                .await
-            {
-                Ok(offset) => {
-                    outcome = Ok(offset);
-                    break;
-                }
-                Err(e) => {
-                    outcome = Err(e.to_string());
-                    let sequence_broken = matches!(
-                        e,
-                        ClientError::Kafka(
-                            ResponseError::OutOfOrderSequenceNumber
-                                | ResponseError::InvalidProducerEpoch
-                                | ResponseError::UnknownProducerId,
-                            _
-                        )
-                    );
-                    if sequence_broken {
-                        break;
-                    }
-                    if matches!(
-                        e,
-                        ClientError::Io(_) | ClientError::Timeout | ClientError::Protocol(_)
-                    ) {
-                        client = None;
-                    }
-                    if !e.is_retriable() {
-                        break;
-                    }
-                }
-            }
-        }
-        match outcome {
-            Ok(Some(offset)) => {
-                history.record(clock.now_ms(), Event::Ack { op, offset });
-                if let Some(id) = identity.as_mut() {
-                    let seq = &mut id.sequences[partition as usize];
-                    *seq = seq.wrapping_add(spec.batch_records as i32) & i32::MAX;
-                }
-            }
-            Ok(None) => {} // acks=0: nothing to learn
-            Err(error) => {
-                history.record(clock.now_ms(), Event::Fail { op, error });
-                // The batch may or may not be in the log: its sequence can't be reused safely.
-                identity = None;
-            }
-        }
-        io.clock.sleep(spec.interval).await;
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -230,6 +94,7 @@ pub async fn run_consumer(io: Io, spec: ConsumerSpec, history: History, clock: R
                                         partition,
                                         offset,
                                         value: v,
+                                        high_watermark: fetched.high_watermark,
                                     },
                                 );
                             }

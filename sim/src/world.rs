@@ -21,14 +21,17 @@ use weir::io::os::{OsRng, TokioNet, TokioSpawn};
 use weir::io::Io;
 use weir::log::batch::BatchBuilder;
 
-use crate::checker::{self, FinalRead, Findings};
+use crate::admin::{self, AdminSpec};
+use crate::checker::{self, FinalRead, PartitionRead};
 use crate::clock::NodeClock;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
 use crate::history::{trace_hash, Event, History};
+use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{Machine, Nemesis};
+use crate::producer::{self, ProducerSpec};
 pub use crate::report::RunOutcome;
-use crate::scenario::Scenario;
-use crate::workload::{self, ConsumerSpec, ProducerSpec, RunClock};
+use crate::scenario::{Check, Scenario};
+use crate::workload::{self, ConsumerSpec, RunClock};
 
 /// Simulated time allowed after the workload for healing, liveness and the final read.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -66,6 +69,13 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
 /// madsim keeps per-thread state, and HashMap seeds are per thread.
 pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let wall = Instant::now();
+    // Plant sites below the broker read the planted bug from this thread (see
+    // `weir::config::planted`); a name that does not parse was refused when the scenario loaded.
+    let planted = scenario
+        .planted_bug
+        .as_deref()
+        .and_then(|b| PlantedBug::parse(b).ok());
+    weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + SETTLE * 2);
@@ -91,27 +101,73 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             }
         });
     }
-    let entries = history.take();
-    let (findings, panic) = match result {
-        Ok(Ok((final_read, liveness))) => (checker::check(&entries, &final_read, liveness), None),
-        Ok(Err(failure)) => (Findings::default(), Some(format!("run failed: {failure}"))),
+    weir::config::planted::set(None);
+    let (final_read, liveness, panic, final_metadata) = match result {
+        Ok(Ok((final_read, liveness, metadata))) => (Some(final_read), liveness, None, metadata),
+        Ok(Err(failure)) => (None, None, Some(format!("run failed: {failure}")), None),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            (Findings::default(), Some(message))
+            (None, None, Some(message), None)
+        }
+    };
+    if let Some(p) = &panic {
+        // The evidence up to the panic stays: the trace ends with what stopped the run.
+        history.record(history.last_ms(), Event::Note(format!("run ended: {p}")));
+    }
+    let entries = history.take();
+    let mut findings = match &final_read {
+        Some(final_read) => checker::check(&entries, final_read, liveness),
+        None => {
+            // No final read: judge what the history alone shows (reads, acknowledgements),
+            // not what only the end could tell (lost, duplicated, out of order).
+            let mut f = checker::check(&entries, &FinalRead::new(), None);
+            f.lost.clear();
+            f.lost_reads.clear();
+            f.duplicated.clear();
+            f.misordered.clear();
+            for c in [Check::Lost, Check::LostRead, Check::Duplicate, Check::Order] {
+                f.evidence_ms.remove(&c);
+            }
+            f
         }
     };
     let mut violations = findings.violations(&scenario.checks);
     if let Some(p) = &panic {
         violations.push(format!("panic: {p}"));
     }
+    if let Some(metadata) = &final_metadata {
+        findings.metadata = metadata_check::check(&entries, metadata);
+        if !findings.metadata.is_empty() {
+            // Seen only at the end.
+            let end = entries.last().map_or(0, |e| e.at_ms);
+            findings.evidence_ms.insert(Check::Metadata, end);
+        }
+    }
     let faults = entries
         .iter()
         .filter(|e| matches!(e.event, Event::Fault(_)))
         .count();
+    let injected = entries
+        .iter()
+        .filter_map(|e| match e.event {
+            Event::Inject(kind) => Some((kind, e.at_ms)),
+            _ => None,
+        })
+        .collect();
+    // A panic is evidence at the moment it stopped the run.
+    let evidence_ms = findings
+        .first_evidence_ms(&scenario.checks)
+        .into_iter()
+        .chain(
+            panic
+                .as_ref()
+                .map(|_| entries.last().map_or(0, |e| e.at_ms)),
+        )
+        .min();
     let simulated_secs = *sim_end.lock().unwrap();
     RunOutcome {
         scenario: scenario.name.clone(),
@@ -120,6 +176,8 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         violations,
         findings,
         trace_hash: trace_hash(&entries),
+        injected,
+        evidence_ms,
         events: entries.len(),
         faults,
         simulated_secs,
@@ -134,7 +192,7 @@ async fn simulate(
     history: History,
     sim_end: Arc<std::sync::Mutex<f64>>,
     nodes: Arc<std::sync::Mutex<Vec<NodeId>>>,
-) -> Result<(FinalRead, Option<String>), String> {
+) -> Result<(FinalRead, Option<String>, Option<FinalMetadata>), String> {
     let handle = Handle::current();
     let clock = RunClock::start();
     let duration_ms = scenario.duration_secs * 1000;
@@ -304,9 +362,10 @@ async fn simulate(
             batch_records: scenario.producers.batch_records,
             retries: scenario.producers.retries,
             timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            max_in_flight: scenario.producers.max_in_flight,
             until_ms: duration_ms,
         };
-        tasks.push(client_node.spawn(workload::run_producer(
+        tasks.push(client_node.spawn(producer::run_producer(
             client_io(),
             spec,
             history.clone(),
@@ -329,6 +388,16 @@ async fn simulate(
             history.clone(),
             clock,
         )));
+    }
+
+    if let Some(a) = &scenario.admin {
+        let spec = AdminSpec {
+            addr,
+            interval: Duration::from_millis(a.interval_ms),
+            timeout: Duration::from_millis(a.request_timeout_ms),
+            until_ms: duration_ms,
+        };
+        tasks.push(client_node.spawn(admin::run_admin(client_io(), spec, history.clone(), clock)));
     }
 
     let nemesis = Nemesis {
@@ -388,17 +457,57 @@ async fn simulate(
             )
         }
     };
-    let total: usize = final_read.values().map(|r| r.len()).sum();
+    let total: usize = final_read.values().map(|r| r.records.len()).sum();
     let digest: Vec<(i32, usize, i64)> = final_read
         .iter()
-        .map(|(p, r)| (*p, r.len(), r.last().map(|x| x.0).unwrap_or(-1)))
+        .map(|(p, r)| {
+            (
+                *p,
+                r.records.len(),
+                r.records.last().map(|x| x.0).unwrap_or(-1),
+            )
+        })
         .collect();
     history.record(
         clock.now_ms(),
         Event::Note(format!("final read: {total} records {digest:?}")),
     );
+    let final_metadata = if scenario.admin.is_some() {
+        let history = history.clone();
+        let read = client_node
+            .spawn(async move {
+                let io = client_io();
+                let mut last = String::new();
+                // Bounded retries for connection trouble, as for the final read.
+                for _ in 0..50 {
+                    match admin::read_metadata(&io, addr).await {
+                        Ok(m) => return Ok(m),
+                        Err(e) => last = e.to_string(),
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(format!("final metadata read failed: {last}"))
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        match read {
+            Ok(m) => {
+                history.record(
+                    clock.now_ms(),
+                    Event::Note(format!("final metadata: {} admin topics", m.len())),
+                );
+                Some(m)
+            }
+            Err(e) => {
+                history.record(clock.now_ms(), Event::Note(e.clone()));
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
-    Ok((final_read, liveness))
+    Ok((final_read, liveness, final_metadata))
 }
 
 fn client_io() -> Io {
@@ -432,6 +541,7 @@ async fn liveness_check(
             Event::Invoke {
                 op,
                 partition,
+                session: 0,
                 values: vec![value.clone()],
             },
         );
@@ -514,7 +624,7 @@ async fn final_read(
                             clock.now_ms(),
                             Event::Note(format!("final read of partition {p}: {code}")),
                         );
-                        read.insert(p, Vec::new());
+                        // Unreadable: no knowledge of it, so no lost-read verdicts either.
                         continue;
                     }
                     Err(e) => return Err(e),
@@ -565,7 +675,16 @@ async fn final_read(
                         break;
                     }
                 }
-                read.insert(p, records);
+                // Where the read broke off (a batch the broker cannot serve), if it did.
+                let stopped_at = (offset < end).then_some(offset);
+                read.insert(
+                    p,
+                    PartitionRead {
+                        start,
+                        stopped_at,
+                        records,
+                    },
+                );
             }
             Ok::<_, ClientError>(read)
         };

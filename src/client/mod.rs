@@ -11,15 +11,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, CreateTopicsRequest, DeleteTopicsRequest, FetchRequest,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse,
-    TopicName,
+    ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeConfigsRequest, FetchRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -36,6 +41,21 @@ const LIST_OFFSETS_VERSION: i16 = 7;
 const CREATE_TOPICS_VERSION: i16 = 5;
 const DELETE_TOPICS_VERSION: i16 = 5;
 const INIT_PRODUCER_ID_VERSION: i16 = 4;
+const CREATE_PARTITIONS_VERSION: i16 = 3;
+const INCREMENTAL_ALTER_CONFIGS_VERSION: i16 = 1;
+const DESCRIBE_CONFIGS_VERSION: i16 = 4;
+/// Kafka's resource type for a topic (DescribeConfigs, IncrementalAlterConfigs).
+const RESOURCE_TOPIC: i8 = 2;
+/// Kafka's config source for a topic-level override.
+pub const CONFIG_SOURCE_TOPIC: i8 = 1;
+
+/// One entry of a DescribeConfigs answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub value: Option<String>,
+    /// Kafka's `ConfigSource` (1: a topic override, 5: the broker's default, ...).
+    pub source: i8,
+}
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
@@ -173,6 +193,90 @@ impl Client {
         check(result.error_code, result.error_message.as_ref())
     }
 
+    /// Grows `topic` to `count` partitions in total (CreatePartitions).
+    pub async fn create_partitions(&mut self, topic: &str, count: i32) -> Result<()> {
+        let request = CreatePartitionsRequest::default()
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name(topic))
+                .with_count(count)
+                .with_assignments(None)])
+            .with_timeout_ms(self.timeout.as_millis() as i32)
+            .with_validate_only(false);
+        let response = self.call(&request, CREATE_PARTITIONS_VERSION).await?;
+        let result = response
+            .results
+            .first()
+            .ok_or_else(|| ClientError::Protocol("empty CreatePartitions response".into()))?;
+        check(result.error_code, result.error_message.as_ref())
+    }
+
+    /// Sets topic config overrides (IncrementalAlterConfigs, operation SET); `None` deletes an
+    /// override. All of them or none, as one metadata change.
+    pub async fn alter_topic_configs(
+        &mut self,
+        topic: &str,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<()> {
+        const SET: i8 = 0;
+        const DELETE: i8 = 1;
+        let configs = changes
+            .iter()
+            .map(|(k, v)| {
+                AlterableConfig::default()
+                    .with_name(StrBytes::from_string(k.clone()))
+                    .with_config_operation(if v.is_some() { SET } else { DELETE })
+                    .with_value(v.clone().map(StrBytes::from_string))
+            })
+            .collect();
+        let request = IncrementalAlterConfigsRequest::default()
+            .with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(StrBytes::from_string(topic.to_string()))
+                .with_configs(configs)])
+            .with_validate_only(false);
+        let response = self
+            .call(&request, INCREMENTAL_ALTER_CONFIGS_VERSION)
+            .await?;
+        let result = response.responses.first().ok_or_else(|| {
+            ClientError::Protocol("empty IncrementalAlterConfigs response".into())
+        })?;
+        check(result.error_code, result.error_message.as_ref())
+    }
+
+    /// Every config of `topic` with its value and source (DescribeConfigs).
+    pub async fn describe_topic_configs(
+        &mut self,
+        topic: &str,
+    ) -> Result<BTreeMap<String, ConfigEntry>> {
+        let request = DescribeConfigsRequest::default()
+            .with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(StrBytes::from_string(topic.to_string()))
+                .with_configuration_keys(None)])
+            .with_include_synonyms(false)
+            .with_include_documentation(false);
+        let response = self.call(&request, DESCRIBE_CONFIGS_VERSION).await?;
+        let result = response
+            .results
+            .into_iter()
+            .next()
+            .ok_or_else(|| ClientError::Protocol("empty DescribeConfigs response".into()))?;
+        check(result.error_code, result.error_message.as_ref())?;
+        Ok(result
+            .configs
+            .into_iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    ConfigEntry {
+                        value: c.value.map(|v| v.to_string()),
+                        source: c.config_source,
+                    },
+                )
+            })
+            .collect())
+    }
+
     /// A producer id and epoch for idempotent produce.
     pub async fn init_producer_id(&mut self) -> Result<(i64, i16)> {
         let request = InitProducerIdRequest::default()
@@ -207,6 +311,42 @@ impl Client {
             .ok_or(ClientError::Timeout)??;
         let offsets = produce_offsets(&response)?;
         Ok(offsets.first().map(|&(_, offset)| offset))
+    }
+
+    /// Sends one batch without waiting for its answer (pipelining, as Kafka clients do with
+    /// `max.in.flight.requests.per.connection`); [`Client::receive_produce`] takes the answers
+    /// in the order the requests went out. With acks=0 nothing is awaited.
+    pub async fn send_produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        batch: Bytes,
+        acks: i16,
+    ) -> Result<()> {
+        let request = produce_request(topic, &[(partition, batch)], acks, self.timeout);
+        let version = self.conn.version(ApiKey::Produce, PRODUCE_VERSION)?;
+        let sent = self.io.timeout(self.timeout, async {
+            if acks == 0 {
+                self.conn.send_oneway(&request, version).await
+            } else {
+                self.conn.send(&request, version).await.map(|_| ())
+            }
+        });
+        sent.await.ok_or(ClientError::Timeout)?
+    }
+
+    /// The answer to the oldest produce sent with [`Client::send_produce`]: its base offset.
+    pub async fn receive_produce(&mut self) -> Result<i64> {
+        let response = self
+            .io
+            .timeout(self.timeout, self.conn.receive::<ProduceRequest>())
+            .await
+            .ok_or(ClientError::Timeout)??;
+        let offsets = produce_offsets(&response)?;
+        offsets
+            .first()
+            .map(|&(_, offset)| offset)
+            .ok_or_else(|| ClientError::Protocol("partition missing from produce response".into()))
     }
 
     pub async fn fetch(

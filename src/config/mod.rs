@@ -16,7 +16,7 @@
 
 mod listener;
 #[cfg(any(madsim, test))]
-mod planted;
+pub mod planted;
 mod properties;
 mod server;
 mod topic;

@@ -9,10 +9,16 @@
 //! [`planted!`] macro is the constant `false`, so the buggy branch is dead code and the
 //! optimiser removes it.
 //!
+//! Plant sites below the broker (the log, the replica, the metadata store), which no
+//! `ServerConfig` reaches, ask [`active`] instead: threading a test-only switch through every
+//! constructor would widen production signatures for nothing. It is per thread, and that is per
+//! run: madsim runs a whole simulated world (every broker node and every client) on one thread,
+//! and the simulator gives each seed a fresh thread. Those sites exist only under `cfg(madsim)`.
+//!
 //! [`ServerConfig`]: super::ServerConfig
 
 /// One plantable bug; its scenario name (kebab-case) is in [`PlantedBug::NAMES`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PlantedBug {
     /// With `weir.fsync.before.ack=true`, acknowledge a batch after syncing only what came
     /// before it (an off-by-one-batch durability bug).
@@ -28,6 +34,39 @@ pub enum PlantedBug {
     /// Keep serving after a failed fsync (the fsyncgate mistake: a later fsync "succeeds"
     /// over pages the failure dropped).
     ServeAfterFsyncError,
+    /// Idempotence: remember only the last four batches per producer instead of five, so a
+    /// retry of the fifth-newest batch is refused (or worse, re-appended) instead of answered.
+    #[cfg(madsim)]
+    DedupWindowFour,
+    /// Idempotence: a retried batch recognised as a duplicate is appended again.
+    #[cfg(madsim)]
+    DuplicateAppended,
+    /// Reads: serve up to the log end instead of the high watermark.
+    #[cfg(madsim)]
+    ReadPastHighWatermark,
+    /// Retention: delete segments regardless of the high watermark.
+    #[cfg(madsim)]
+    RetentionPastHighWatermark,
+    /// Metadata: a commit is applied and acknowledged without its fsync.
+    #[cfg(madsim)]
+    MetadataNotSynced,
+    /// Flushing: a flush syncs only the active segment, forgetting segments rolled since the
+    /// last flush.
+    #[cfg(madsim)]
+    FlushActiveSegmentOnly,
+    /// Flushing: the directory fsync of a flush is skipped (new segment names not made durable).
+    #[cfg(madsim)]
+    DirectoryNotSynced,
+    /// Recovery: the cut of a torn tail is not fsynced before new data is written after it.
+    #[cfg(madsim)]
+    RecoveryCutNotSynced,
+    /// Recovery: a producer-state snapshot is trusted even when it covers offsets the
+    /// recovered log no longer holds.
+    #[cfg(madsim)]
+    SnapshotBeyondLog,
+    /// Reads: the offset index lookup returns the entry after the target instead of before.
+    #[cfg(madsim)]
+    IndexLookupPastTarget,
 }
 
 impl PlantedBug {
@@ -41,6 +80,32 @@ impl PlantedBug {
             PlantedBug::RecoveryPointBeforeFsync,
         ),
         ("serve-after-fsync-error", PlantedBug::ServeAfterFsyncError),
+        #[cfg(madsim)]
+        ("dedup-window-four", PlantedBug::DedupWindowFour),
+        #[cfg(madsim)]
+        ("duplicate-appended", PlantedBug::DuplicateAppended),
+        #[cfg(madsim)]
+        ("read-past-hw", PlantedBug::ReadPastHighWatermark),
+        #[cfg(madsim)]
+        ("retention-past-hw", PlantedBug::RetentionPastHighWatermark),
+        #[cfg(madsim)]
+        ("metadata-not-synced", PlantedBug::MetadataNotSynced),
+        #[cfg(madsim)]
+        (
+            "flush-active-segment-only",
+            PlantedBug::FlushActiveSegmentOnly,
+        ),
+        #[cfg(madsim)]
+        ("directory-not-synced", PlantedBug::DirectoryNotSynced),
+        #[cfg(madsim)]
+        ("recovery-cut-not-synced", PlantedBug::RecoveryCutNotSynced),
+        #[cfg(madsim)]
+        ("snapshot-beyond-log", PlantedBug::SnapshotBeyondLog),
+        #[cfg(madsim)]
+        (
+            "index-lookup-past-target",
+            PlantedBug::IndexLookupPastTarget,
+        ),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {
@@ -60,6 +125,20 @@ impl PlantedBug {
         let found = PlantedBug::NAMES.iter().find(|(_, b)| *b == self);
         found.map(|(n, _)| *n).expect("every variant is in NAMES")
     }
+}
+
+thread_local! {
+    static ACTIVE: std::cell::Cell<Option<PlantedBug>> = const { std::cell::Cell::new(None) };
+}
+
+/// Sets the bug planted for the run on this thread (`None`: a correct broker).
+pub fn set(bug: Option<PlantedBug>) {
+    ACTIVE.with(|a| a.set(bug));
+}
+
+/// Whether `bug` is planted in the run on this thread (for plant sites below the broker).
+pub fn active(bug: PlantedBug) -> bool {
+    ACTIVE.with(|a| a.get()) == Some(bug)
 }
 
 /// `planted!(config, Variant)`: is this bug planted in this broker? `config` is a

@@ -127,7 +127,13 @@ impl MetadataStore {
             self.log
                 .append(&mut bytes, std::slice::from_mut(&mut header), now_ms)?;
             let plan = self.log.flush_plan();
-            Log::sync_files(&plan).await?;
+            #[cfg(madsim)]
+            let skip = crate::config::planted::active(crate::config::PlantedBug::MetadataNotSynced);
+            #[cfg(not(madsim))]
+            let skip = false;
+            if !skip {
+                Log::sync_files(&plan).await?;
+            }
             self.log.flushed(&plan, now_ms);
             // With the checkpoint at the end, a restart verifies (rather than cuts) this data:
             // damage to fsynced metadata stops the broker instead of silently dropping topics.

@@ -85,6 +85,12 @@ impl OffsetIndex {
         let idx = self
             .entries
             .partition_point(|e| e.relative_offset <= relative_offset);
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::IndexLookupPastTarget) {
+            if let Some(past) = self.entries.get(idx) {
+                return Some(*past);
+            }
+        }
         idx.checked_sub(1).map(|i| self.entries[i])
     }
 

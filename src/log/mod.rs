@@ -230,9 +230,16 @@ impl Log {
                 .clamp(log.first_base(), log.end_offset())
         };
         recovery.checkpointed = log.recovery_point;
+        #[cfg(madsim)]
+        let planted_skip_cut =
+            crate::config::planted::active(crate::config::PlantedBug::RecoveryCutNotSynced);
+        #[cfg(not(madsim))]
+        let planted_skip_cut = false;
         if !clean {
             log.make_recovered_tail_durable(first_to_scan).await?;
-        } else if let Some((base, _, _)) = &recovery.truncated_at {
+        } else if let Some((base, _, _)) =
+            recovery.truncated_at.as_ref().filter(|_| !planted_skip_cut)
+        {
             // A clean shutdown left a bad tail: make the cut durable before anything is written
             // after it, or power loss could bring the tail back in front of new data. (The
             // segment is gone if the stored start offset emptied the log.)
@@ -604,13 +611,24 @@ impl Log {
             .next_back()
             .map(|(&b, _)| b)
             .unwrap_or(i64::MIN);
+        #[allow(unused_mut)]
+        let mut first = first;
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::FlushActiveSegmentOnly) {
+            first = self.active().base_offset();
+        }
         let files = self
             .segments
             .range(first..)
             .flat_map(|(_, s)| s.files())
             .collect();
-        let dir = (self.dir_changes > self.dir_changes_synced && self.sync_new_names)
+        #[allow(unused_mut)]
+        let mut dir = (self.dir_changes > self.dir_changes_synced && self.sync_new_names)
             .then(|| (self.disk.clone(), self.dir.clone()));
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::DirectoryNotSynced) {
+            dir = None;
+        }
         FlushPlan {
             files,
             up_to: self.end_offset(),

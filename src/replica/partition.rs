@@ -123,6 +123,13 @@ impl Partition {
                 s.producers.reindex();
                 (s.producers, s.offset)
             }
+            #[cfg(madsim)]
+            Some(s)
+                if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog) =>
+            {
+                let from = s.offset.min(log.end_offset());
+                (s.producers, from)
+            }
             _ => (ProducerStates::default(), log.start_offset()),
         };
         // The log keeps no append times: a batch's own max timestamp stands in (as in Kafka).
@@ -255,6 +262,10 @@ impl Partition {
         }
         match self.producers.check(&header) {
             SequenceCheck::Append => {}
+            #[cfg(madsim)]
+            SequenceCheck::Duplicate(_)
+                if crate::config::planted::active(crate::config::PlantedBug::DuplicateAppended) => {
+            }
             SequenceCheck::Duplicate(meta) => {
                 // The retry gets the original answer: under LogAppendTime, the time the
                 // original was stamped with (its max timestamp), as Kafka answers.
@@ -350,6 +361,10 @@ impl Partition {
 
     /// Committed data from `offset` (consumers never see past the high watermark).
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, ReadError> {
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::ReadPastHighWatermark) {
+            return self.log.read(offset, max_bytes, self.log.end_offset());
+        }
         self.log.read(offset, max_bytes, self.high_watermark)
     }
 
@@ -397,11 +412,17 @@ impl Partition {
         if self.config.cleanup_policy == crate::config::CleanupPolicy::Compact {
             return Ok(0);
         }
+        #[allow(unused_mut)]
+        let mut upper_bound = self.high_watermark;
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::RetentionPastHighWatermark) {
+            upper_bound = i64::MAX;
+        }
         let deleted = self.log.apply_retention(
             self.config.retention_ms,
             self.config.retention_bytes,
             now_ms,
-            self.high_watermark,
+            upper_bound,
         )?;
         // Retention stops below the high watermark, which therefore stays inside the log.
         assert!(self.high_watermark >= self.log.start_offset());

@@ -157,7 +157,13 @@ impl ProducerStates {
             last_offset: header.last_offset(),
             max_timestamp: header.max_timestamp,
         });
-        while entry.batches.len() > BATCHES_KEPT {
+        #[allow(unused_mut)]
+        let mut kept = BATCHES_KEPT;
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::DedupWindowFour) {
+            kept = BATCHES_KEPT - 1;
+        }
+        while entry.batches.len() > kept {
             entry.batches.pop_front();
         }
         assert!(self.producers.len() <= MAX_PRODUCERS);
