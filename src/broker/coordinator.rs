@@ -222,6 +222,11 @@ impl Broker {
         let Some(mut p) = handle.lock_open() else {
             return Err(AppendError::NotLeader);
         };
+        // As for produces: nothing is written to an offline log directory (a later fsync could
+        // "succeed" over pages a failed one dropped, and the commit would be answered as durable).
+        if self.is_storage_offline() {
+            return Err(AppendError::Storage);
+        }
         let appended = p.append(&bytes, now).map_err(|e| match e {
             ProduceError::MessageTooLarge { .. } => AppendError::TooLarge,
             ProduceError::Storage(e) => {
