@@ -260,10 +260,6 @@ impl Broker {
         if crate::planted!(self.config, NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }
-        #[cfg(any(madsim, test))]
-        if crate::planted!(self.config, SkipDirFsync) {
-            partition.log_mut().set_sync_new_names(false);
-        }
         write_topic_id(&self.io, &dir, id).await?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
             tracing::warn!(

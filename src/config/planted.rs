@@ -25,8 +25,9 @@ pub enum PlantedBug {
     AckBeforeFsync,
     /// Serve stored batches without checking their CRC (bit rot reaches clients).
     NoReadCrc,
-    /// Never fsync a partition directory after creating a segment in it (a new segment's
-    /// name may vanish at power loss, with its fsynced data).
+    /// Never fsync a log's directory after creating or removing a segment in it (a new
+    /// segment's name may vanish at power loss, with its fsynced data). Planted in the flush
+    /// plan, so it reaches every log, the metadata log too.
     SkipDirFsync,
     /// Advance the recovery point (and so the high watermark and group commit) before the
     /// fsync it stands for, instead of after.
@@ -54,9 +55,6 @@ pub enum PlantedBug {
     /// last flush.
     #[cfg(madsim)]
     FlushActiveSegmentOnly,
-    /// Flushing: the directory fsync of a flush is skipped (new segment names not made durable).
-    #[cfg(madsim)]
-    DirectoryNotSynced,
     /// Recovery: the cut of a torn tail is not fsynced before new data is written after it.
     #[cfg(madsim)]
     RecoveryCutNotSynced,
@@ -95,8 +93,6 @@ impl PlantedBug {
             "flush-active-segment-only",
             PlantedBug::FlushActiveSegmentOnly,
         ),
-        #[cfg(madsim)]
-        ("directory-not-synced", PlantedBug::DirectoryNotSynced),
         #[cfg(madsim)]
         ("recovery-cut-not-synced", PlantedBug::RecoveryCutNotSynced),
         #[cfg(madsim)]

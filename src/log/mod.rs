@@ -104,9 +104,6 @@ pub struct Log {
     /// builds have no such switch.
     #[cfg(any(madsim, test))]
     verify_reads: bool,
-    /// fsync the directory after segments are created or removed. Only a planted-bug
-    /// simulation turns this off.
-    sync_new_names: bool,
     /// Segment files created or removed so far, and how many of those changes the directory's
     /// last sync covered.
     dir_changes: u64,
@@ -160,7 +157,6 @@ impl Log {
             last_flush_ms: now_ms,
             #[cfg(any(madsim, test))]
             verify_reads: true,
-            sync_new_names: true,
             dir_changes: 0,
             dir_changes_synced: 0,
         };
@@ -408,13 +404,6 @@ impl Log {
         self.config = config;
     }
 
-    /// Simulator and tests only (a planted bug): never fsync the directory for new or removed
-    /// segments.
-    #[cfg(any(madsim, test))]
-    pub fn set_sync_new_names(&mut self, sync: bool) {
-        self.sync_new_names = sync;
-    }
-
     /// Simulator and tests only (a planted bug): serve batches without checking their CRC.
     #[cfg(any(madsim, test))]
     pub fn set_verify_reads(&mut self, verify: bool) {
@@ -623,10 +612,10 @@ impl Log {
             .flat_map(|(_, s)| s.files())
             .collect();
         #[allow(unused_mut)]
-        let mut dir = (self.dir_changes > self.dir_changes_synced && self.sync_new_names)
+        let mut dir = (self.dir_changes > self.dir_changes_synced)
             .then(|| (self.disk.clone(), self.dir.clone()));
         #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::DirectoryNotSynced) {
+        if crate::config::planted::active(crate::config::PlantedBug::SkipDirFsync) {
             dir = None;
         }
         FlushPlan {
