@@ -13,6 +13,7 @@ mod groups;
 mod health;
 mod metadata;
 mod produce;
+pub mod quorum_status;
 mod server;
 mod state;
 mod versions;
@@ -28,7 +29,7 @@ use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
-use crate::controller::store::{MetadataStore, METADATA_DIR};
+use crate::controller::store::{AppliedRecords, MetadataStore, METADATA_DIR};
 use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
@@ -67,6 +68,8 @@ pub struct Broker {
     metadata: tokio::sync::Mutex<MetadataStore>,
     /// What readers see: replaced after each commit.
     image: RwLock<Arc<MetadataImage>>,
+    /// The committed metadata records, in order (`committed_metadata`).
+    committed: AppliedRecords,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
     /// Wakes long-polling fetches when anything is appended.
     appended: Notify,
@@ -125,6 +128,7 @@ impl Broker {
             log_dir,
             cluster_id,
             controller,
+            committed: store.applied(),
             metadata: tokio::sync::Mutex::new(store),
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
