@@ -11,6 +11,7 @@ mod errors;
 mod fetch;
 mod groups;
 mod health;
+pub mod identity;
 mod metadata;
 mod produce;
 pub mod quorum_status;
@@ -35,6 +36,7 @@ use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
 use health::LogDirHealth;
+pub use identity::format_log_dir;
 pub use state::{Lifecycle, PartitionHandle};
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
@@ -100,7 +102,10 @@ impl Broker {
             );
         }
         crate::io::create_dir_all_durable(io.disk.as_ref(), &log_dir).await?;
-        let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
+        let cluster_id =
+            identity::load_identity(&io, &log_dir, config.node_id, !config.needs_formatting())
+                .await?
+                .cluster_id;
         let now = io.clock.wall_ms();
         let store = MetadataStore::open(io.disk.clone(), &log_dir, now).await?;
         let image = Arc::new(store.image().clone());
@@ -692,45 +697,4 @@ async fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
         text.as_bytes(),
     )
     .await
-}
-
-/// Kafka's `meta.properties`: the cluster id, made once and kept; the node id must not change.
-async fn load_or_create_cluster_id(
-    io: &Io,
-    log_dir: &Path,
-    node_id: i32,
-) -> anyhow::Result<String> {
-    let path = log_dir.join("meta.properties");
-    if let Ok(raw) = read_file(io.disk.as_ref(), &path) {
-        let props = crate::config::parse_properties(&String::from_utf8_lossy(&raw))?;
-        if let Some(stored) = props.get("node.id").and_then(|n| n.parse::<i32>().ok()) {
-            if stored != node_id {
-                anyhow::bail!(
-                    "{} belongs to node.id={stored}, but this broker is node.id={node_id}",
-                    path.display()
-                );
-            }
-        }
-        if let Some(id) = props.get("cluster.id") {
-            return Ok(id.clone());
-        }
-    }
-    let uuid = Uuid::from_u64_pair(io.rng.next_u64(), io.rng.next_u64());
-    let id = base64_url(uuid.as_bytes());
-    let text = format!("version=1\ncluster.id={id}\nnode.id={node_id}\n");
-    write_file_atomic(io.disk.as_ref(), &path, text.as_bytes()).await?;
-    Ok(id)
-}
-
-/// URL-safe base64 without padding (how Kafka prints cluster ids).
-fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
 }

@@ -499,6 +499,22 @@ impl ServerConfig {
         self.process_roles.contains(&Role::Controller)
     }
 
+    /// Whether the quorum names nodes other than this one: then the nodes must agree on a
+    /// cluster id, so the data directory must be formatted (`weir format`) before the first
+    /// start. A node that is its own quorum of one (no voters, or only itself) formats itself.
+    /// `controller.quorum.bootstrap.servers` alone (dynamic quorums, ids unknown) is run as a
+    /// quorum of one: Weir's quorum has static voters only.
+    pub fn needs_formatting(&self) -> bool {
+        self.controller_quorum_voters
+            .iter()
+            .any(|v| v.id >= 0 && v.id != self.node_id)
+    }
+
+    /// Whether the metadata quorum has more than this node: the quorum driver runs.
+    pub fn is_clustered(&self) -> bool {
+        self.needs_formatting()
+    }
+
     pub fn is_broker(&self) -> bool {
         self.process_roles.contains(&Role::Broker)
     }
