@@ -62,6 +62,9 @@ pub struct QuorumStatus {
 impl Broker {
     /// This node's view of the metadata quorum.
     pub fn quorum_status(&self) -> QuorumStatus {
+        if let Some(quorum) = &self.quorum {
+            return quorum.status();
+        }
         let end = self.committed.end();
         QuorumStatus {
             node_id: self.config.node_id,
