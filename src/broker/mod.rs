@@ -742,6 +742,13 @@ impl Broker {
         written
     }
 
+    /// Stops every task of this node at once, as a crash would (no resignation, nothing
+    /// flushed or marked clean): for in-process cluster tests. The data directory is left as a
+    /// killed process leaves it.
+    pub fn halt(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
