@@ -122,16 +122,15 @@ impl QuorumHandle {
     /// Hands an inbound request to the core; the receiver yields its answer.
     pub fn request(&self, from: NodeId, message: Message) -> oneshot::Receiver<Answer> {
         let (reply, rx) = oneshot::channel();
-        if let Err(e) = self.tx.try_send(Input::Request {
+        if let Err(
+            mpsc::error::TrySendError::Full(Input::Request { reply, .. })
+            | mpsc::error::TrySendError::Closed(Input::Request { reply, .. }),
+        ) = self.tx.try_send(Input::Request {
             from,
             message,
             reply,
         }) {
-            if let mpsc::error::TrySendError::Full(Input::Request { reply, .. })
-            | mpsc::error::TrySendError::Closed(Input::Request { reply, .. }) = e
-            {
-                let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
-            }
+            let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
         }
         rx
     }
@@ -298,6 +297,9 @@ fn response_kind(m: &Message) -> Option<Kind> {
     }
 }
 
+/// An inbound request's answer channel, with its arrival number.
+type PendingReply = (u64, oneshot::Sender<Answer>);
+
 struct Waiter {
     end: u64,
     epoch: u32,
@@ -315,7 +317,7 @@ struct Driver {
     client_id: String,
     tx: mpsc::Sender<Input>,
     /// Inbound requests waiting for the core's answer, oldest first, per sender and kind.
-    replies: BTreeMap<(NodeId, Kind), VecDeque<(u64, oneshot::Sender<Answer>)>>,
+    replies: BTreeMap<(NodeId, Kind), VecDeque<PendingReply>>,
     reply_seq: u64,
     /// Everything below this offset is applied to the broker's image.
     applied: u64,
