@@ -13,7 +13,9 @@ mod groups;
 mod health;
 mod metadata;
 mod produce;
+mod reconcile;
 mod server;
+mod single_node;
 mod state;
 mod versions;
 
@@ -21,6 +23,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -34,6 +37,7 @@ use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
 use health::LogDirHealth;
+pub use reconcile::Leadership;
 pub use state::{Lifecycle, PartitionHandle};
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
@@ -78,6 +82,8 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     /// Offline after a failed fsync: nothing is served or written any more.
     health: LogDirHealth,
+    /// The image offset the local partitions last matched (`reconcile`); -1: never.
+    reconciled: AtomicI64,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -102,7 +108,6 @@ impl Broker {
         let store = MetadataStore::open(io.disk.clone(), &log_dir, now).await?;
         let image = Arc::new(store.image().clone());
         let controller = Controller::new(
-            1,
             config.num_partitions,
             config.default_replication_factor,
             config.delete_topic_enable,
@@ -133,7 +138,11 @@ impl Broker {
             advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
             shutdown,
             health: LogDirHealth::new(),
+            reconciled: AtomicI64::new(-1),
         });
+        if broker.config.controller_quorum_voters.is_empty() {
+            broker.register_single_node().await?;
+        }
         broker.open_partitions().await?;
         let listener = io.net.bind(bind).await?;
         let local_addr = listener.local_addr()?;
@@ -209,8 +218,12 @@ impl Broker {
     async fn open_partitions(&self) -> io::Result<()> {
         let image = self.image();
         let known: BTreeMap<String, Uuid> = image
-            .topics()
-            .flat_map(|t| (0..t.partitions).map(move |p| (format!("{}-{p}", t.name), t.id)))
+            .partitions_hosted_on(self.config.node_id)
+            .filter_map(|((id, p), _)| {
+                image
+                    .topic_by_id(id)
+                    .map(|t| (format!("{}-{p}", t.name), id))
+            })
             .collect();
         for name in self.io.disk.list_dir(&self.log_dir)? {
             let dir = self.log_dir.join(&name);
@@ -218,20 +231,14 @@ impl Broker {
                 continue;
             }
             // A directory whose topic id is not in the metadata belongs to a deleted topic
-            // (the delete crashed before removing it). Anything else is left alone.
-            if let Some(id) = read_topic_id(&self.io, &dir) {
-                if image.topic_by_id(id).is_none() {
-                    tracing::info!(dir = %dir.display(), "removing data of a deleted topic");
-                    self.io.disk.remove_dir_all(&dir)?;
-                }
+            // (the delete crashed before removing it); one of a known topic that is not
+            // placed here any more, to a replica that moved away. Anything else is left alone.
+            if read_topic_id(&self.io, &dir).is_some() {
+                tracing::info!(dir = %dir.display(), "removing data of a partition not hosted here");
+                self.io.disk.remove_dir_all(&dir)?;
             }
         }
-        for topic in image.topics() {
-            for index in 0..topic.partitions {
-                self.open_partition(&topic.name, topic.id, index).await?;
-            }
-        }
-        Ok(())
+        self.reconcile().await
     }
 
     async fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
@@ -302,7 +309,11 @@ impl Broker {
             return Err(CommitError::Storage(e));
         }
         *self.image.write().unwrap() = Arc::new(store.image().clone());
-        // Still under the lock: local effects apply in commit order.
+        // Still under the lock: local effects apply in commit order. A failed reconciliation
+        // is retried by the background loop; the change itself is committed.
+        if let Err(e) = self.reconcile().await {
+            tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
+        }
         for record in &records {
             self.apply_locally(record)
                 .await
@@ -311,56 +322,14 @@ impl Broker {
         Ok(out)
     }
 
+    /// Local effects of a committed record beyond reconciliation (which opens and deletes
+    /// partitions).
     async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
         match record {
-            MetadataRecord::Topic {
-                name,
-                id,
-                partitions,
-                ..
-            } => {
-                for index in 0..*partitions {
-                    self.open_partition(name, *id, index).await?;
-                }
-                if name == crate::group::OFFSETS_TOPIC {
-                    self.offsets_topic_created(*partitions);
-                }
-            }
-            MetadataRecord::Partitions { name, count } => {
+            MetadataRecord::Topic { name, id, .. } if name == crate::group::OFFSETS_TOPIC => {
                 let image = self.image();
-                let Some(topic) = image.topic(name) else {
-                    return Ok(());
-                };
-                for index in 0..*count {
-                    if self.partition(name, index).is_none() {
-                        self.open_partition(name, topic.id, index).await?;
-                    }
-                }
-            }
-            MetadataRecord::RemoveTopic { name, .. } => {
-                let removed: Vec<(i32, Arc<PartitionHandle>)> = {
-                    let mut partitions = self.partitions.write().unwrap();
-                    let keys: Vec<(String, i32)> = partitions
-                        .range((name.clone(), i32::MIN)..=(name.clone(), i32::MAX))
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    keys.into_iter()
-                        .filter_map(|k| partitions.remove(&k).map(|h| (k.1, h)))
-                        .collect()
-                };
-                for (index, handle) in removed {
-                    // No fsync or checkpoint of this partition is in flight past the gate, and
-                    // none starts after it (they skip deleted partitions): nothing writes into
-                    // the directory once it is gone, nor into a new topic's of the same name.
-                    let _gate = handle.flush_gate.lock().await;
-                    let _start_gate = handle.log_start_gate.lock().await;
-                    handle.set_lifecycle(Lifecycle::Deleted);
-                    let dir = self.partition_dir(name, index);
-                    if let Err(e) = self.io.disk.remove_dir_all(&dir) {
-                        tracing::warn!(dir = %dir.display(), error = %e, "could not remove deleted partition");
-                    }
-                }
-                self.appended.notify_waiters();
+                let partitions = image.topic_by_id(*id).map_or(0, |t| t.partitions);
+                self.offsets_topic_created(partitions);
             }
             MetadataRecord::TopicConfig { name, .. } => {
                 if let Some(config) = self.topic_config(name) {
@@ -369,7 +338,7 @@ impl Broker {
                     }
                 }
             }
-            MetadataRecord::ProducerIds { .. } => {}
+            _ => {}
         }
         Ok(())
     }
@@ -394,7 +363,7 @@ impl Broker {
                 name: name.clone(),
                 partitions: -1,
                 replication_factor: -1,
-                configs: BTreeMap::new(),
+                ..Default::default()
             };
             results.push((name.clone(), self.create_topic(new, false).await));
         }
@@ -407,8 +376,9 @@ impl Broker {
         validate_only: bool,
     ) -> Result<(), CommitError> {
         let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
+        let entropy = self.io.rng.next_u64();
         self.change_metadata(validate_only, |controller, image| {
-            Ok((vec![controller.create_topic(image, &new, id)?], ()))
+            Ok((controller.create_topic(image, &new, id, entropy)?, ()))
         })
         .await
     }
@@ -593,6 +563,7 @@ async fn background_loop(broker: Arc<Broker>) {
             // Nothing is written to an offline directory; the process waits to be restarted.
             continue;
         }
+        broker.reconcile_if_behind().await;
         since_retention += tick;
         since_checkpoint += tick;
         since_expiry += tick;

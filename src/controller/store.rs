@@ -79,7 +79,7 @@ impl MetadataStore {
                             format!("metadata record at offset {}: {e}", record.offset),
                         )
                     })?;
-                    image.apply(&parsed);
+                    image.apply(record.offset, &parsed);
                 }
                 offset = header.next_offset();
             }
@@ -155,8 +155,8 @@ impl MetadataStore {
             return Err(e);
         }
         assert_eq!(self.log.recovery_point(), self.log.end_offset());
-        for record in records {
-            self.image.apply(record);
+        for (i, record) in records.iter().enumerate() {
+            self.image.apply(before + i as i64, record);
         }
         Ok(())
     }
@@ -292,13 +292,7 @@ mod tests {
     }
 
     fn topic(name: &str, id: u64) -> MetadataRecord {
-        MetadataRecord::Topic {
-            name: name.into(),
-            id: Uuid::from_u64_pair(0, id),
-            partitions: 1,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        }
+        MetadataRecord::topic(name, Uuid::from_u64_pair(0, id), BTreeMap::new())
     }
 
     fn open(disk: Arc<dyn Disk>) -> io::Result<MetadataStore> {
