@@ -225,11 +225,16 @@ pub(super) async fn create_partitions(
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut r = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-        let assignments: Option<Vec<Vec<i32>>> = topic.assignments.as_ref().map(|a| {
-            a.iter()
-                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
-                .collect()
-        });
+        // Null (and, leniently, empty) means "place them for me".
+        let assignments: Option<Vec<Vec<i32>>> = topic
+            .assignments
+            .as_ref()
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                a.iter()
+                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            });
         let entropy = broker.io.rng.next_u64();
         let outcome = if name == crate::group::OFFSETS_TOPIC {
             // Groups are placed by hashing over the partition count: changing it moves them.
