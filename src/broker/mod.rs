@@ -140,13 +140,15 @@ impl Broker {
             health: LogDirHealth::new(),
             reconciled: AtomicI64::new(-1),
         });
+        // Bound first so that the registration carries the real port (port 0 in tests);
+        // nothing is accepted before the accept loop starts.
+        let listener = io.net.bind(bind).await?;
+        let local_addr = listener.local_addr()?;
+        *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
         if broker.config.controller_quorum_voters.is_empty() {
             broker.register_single_node().await?;
         }
         broker.open_partitions().await?;
-        let listener = io.net.bind(bind).await?;
-        let local_addr = listener.local_addr()?;
-        *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             "weir broker listening");
         broker.start_offsets_load();

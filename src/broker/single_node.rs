@@ -17,23 +17,29 @@ use crate::controller::BrokerEndpoint;
 const SESSION_TIMEOUT_MS: i64 = 9000;
 
 impl Broker {
+    /// The endpoints a registration announces: the client listener as clients must reach it
+    /// (advertised host, bound port). Known once the listener is bound.
+    pub fn registered_listeners(&self) -> Vec<BrokerEndpoint> {
+        let (host, port) = self.advertised.read().unwrap().clone();
+        self.config
+            .broker_endpoints()
+            .first()
+            .map(|e| BrokerEndpoint {
+                name: e.listener_name.clone(),
+                host,
+                port,
+            })
+            .into_iter()
+            .collect()
+    }
+
     pub(super) async fn register_single_node(&self) -> io::Result<()> {
         let node = self.config.node_id;
         let now = self.io.clock.wall_ms();
-        let listeners: Vec<BrokerEndpoint> = self
-            .config
-            .broker_endpoints()
-            .into_iter()
-            .map(|e| BrokerEndpoint {
-                name: e.listener_name,
-                host: e.host,
-                port: e.port,
-            })
-            .collect();
         let request = RegistrationRequest {
             id: node,
             incarnation: Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64()),
-            listeners,
+            listeners: self.registered_listeners(),
             rack: None,
         };
         let sessions = std::sync::Mutex::new(BrokerSessions::new(SESSION_TIMEOUT_MS));
