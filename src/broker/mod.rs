@@ -17,6 +17,7 @@ mod reconcile;
 mod server;
 mod single_node;
 mod state;
+mod topic_partitions;
 mod versions;
 
 use std::collections::BTreeMap;

@@ -130,3 +130,6 @@ impl Broker {
         self.appended.notify_waiters();
     }
 }
+
+#[cfg(test)]
+mod tests;
