@@ -146,6 +146,13 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_elect_commit_fail_over_and_catch_up() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
     let io = Io::os();
     let controller_ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
     let mut nodes = Vec::new();
@@ -178,6 +185,13 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
         "leader: node {} at epoch {}",
         nodes[leader].id, status.epoch
     );
+
+    // Every broker registers and is unfenced by its heartbeats.
+    wait_for("three unfenced brokers", Duration::from_secs(20), || {
+        let image = nodes[leader].running.as_ref().unwrap().broker.image();
+        (image.live_brokers().count() == NODES as usize).then_some(())
+    })
+    .await;
 
     // A CreateTopics sent to a follower is forwarded to the leader and committed everywhere.
     let follower = (leader + 1) % NODES as usize;
@@ -266,9 +280,17 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
     let offsets: Vec<u64> = committed(&nodes[killed]).iter().map(|(o, _)| *o).collect();
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
 
+    // A follower shuts down in a controlled way: the controller lets it go once its
+    // leaderships moved; the rest stop as a crash would.
+    let graceful = (0..NODES as usize)
+        .find(|i| Some(*i) != active(&nodes))
+        .unwrap();
+    let broker = nodes[graceful].running.take().unwrap().broker;
+    broker.shutdown().await.unwrap();
+    assert!(broker.broker_session().shutdown_granted());
     for node in &nodes {
         if let Some(r) = &node.running {
-            r.broker.shutdown().await.unwrap();
+            r.broker.halt();
         }
     }
     for node in &nodes {

@@ -13,8 +13,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use super::{
-    acls, admin, configs, delete_records, fetch, forward, groups, metadata, produce, quorum_rpc,
-    versions, Broker,
+    acls, admin, broker_rpc, configs, delete_records, fetch, forward, groups, metadata, produce,
+    quorum_rpc, topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -96,6 +96,9 @@ async fn serve_connection(
         let handled = match kind {
             ListenerKind::Controller if quorum_rpc::is_quorum_request(&frame) => {
                 quorum_rpc::handle(&broker, frame, &mut out).await
+            }
+            ListenerKind::Controller if broker_rpc::is_session_request(&frame) => {
+                broker_rpc::handle(&broker, frame, &mut out).await
             }
             ListenerKind::Client => match forward::forward(&broker, &frame).await {
                 Some(relayed) => {
@@ -196,6 +199,9 @@ async fn handle_frame(
         )),
         RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
             metadata::describe_cluster(broker, &ctx, req),
+        )),
+        RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
+            topic_partitions::handle(broker, req),
         )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, &ctx, req).await,

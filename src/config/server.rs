@@ -109,6 +109,10 @@ pub struct ServerConfig {
     /// `controller.quorum.fetch.timeout.ms`: a follower that has not heard from its leader for
     /// this long stands for election.
     pub quorum_fetch_timeout_ms: u64,
+    /// `broker.heartbeat.interval.ms`: how often a broker heartbeats the active controller.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`: a broker silent this long is fenced.
+    pub broker_session_timeout_ms: u64,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
@@ -422,6 +426,12 @@ impl ServerConfig {
             .int("offsets.topic.segment.bytes", 1, I32_MAX)?
             .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
+        let broker_heartbeat_interval_ms = p
+            .int("broker.heartbeat.interval.ms", 1, I32_MAX)?
+            .unwrap_or(2000) as u64;
+        let broker_session_timeout_ms = p
+            .int("broker.session.timeout.ms", 1, I32_MAX)?
+            .unwrap_or(9000) as u64;
         let quorum_election_timeout_ms = p
             .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
             .unwrap_or(1000) as u64;
@@ -461,6 +471,8 @@ impl ServerConfig {
             log_flush_scheduler_interval_ms,
             quorum_election_timeout_ms,
             quorum_fetch_timeout_ms,
+            broker_heartbeat_interval_ms,
+            broker_session_timeout_ms,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fetch_max_bytes,

@@ -88,7 +88,12 @@ pub struct QuorumHandle {
     status: Mutex<QuorumStatus>,
     /// Leader whose LeaderChange this node has applied: the controller may write.
     active: AtomicBool,
+    /// The quorum's own connections (votes, fetches): never behind a slow request.
     links: BTreeMap<NodeId, Link>,
+    /// Separate connections for forwarded requests and broker sessions, which wait for
+    /// commits: a peer serves one connection's requests in order, so sharing would hold
+    /// fetches behind them past the fetch timeout.
+    request_links: BTreeMap<NodeId, Link>,
     voters: BTreeMap<NodeId, SocketAddr>,
 }
 
@@ -107,11 +112,12 @@ impl QuorumHandle {
         self.active.load(Ordering::Acquire)
     }
 
-    /// The leader's link, when a leader other than this node is known.
+    /// A link to the leader for requests that wait for commits (forwarding, broker
+    /// sessions), when a leader other than this node is known.
     pub fn leader_link(&self) -> Option<&Link> {
         let leader = self.status.lock().unwrap().leader?;
         (leader != self.node_id)
-            .then(|| self.links.get(&leader))
+            .then(|| self.request_links.get(&leader))
             .flatten()
     }
 
@@ -204,11 +210,14 @@ pub async fn open(
     let now = io.clock.monotonic().as_millis() as u64;
     let core = Raft::new(cfg, stored, state, now, io.rng.next_u64())
         .map_err(|e| anyhow::anyhow!("the metadata quorum cannot start: {e}"))?;
-    let links = voters
-        .iter()
-        .filter(|(id, _)| **id != node_id)
-        .map(|(id, addr)| (*id, Link::new(io, *addr, shutdown.clone())))
-        .collect();
+    let peers = || {
+        voters
+            .iter()
+            .filter(|(id, _)| **id != node_id)
+            .map(|(id, addr)| (*id, Link::new(io, *addr, shutdown.clone())))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let (links, request_links) = (peers(), peers());
     let (tx, rx) = mpsc::channel(INBOX);
     let handle = Arc::new(QuorumHandle {
         node_id,
@@ -224,6 +233,7 @@ pub async fn open(
         }),
         active: AtomicBool::new(false),
         links,
+        request_links,
         voters,
     });
     let driver = Driver {
