@@ -227,6 +227,23 @@ impl Broker {
             sessions: Mutex::new(None),
             session: broker_session::SessionState::default(),
         });
+        // The client listener is bound first so that the registration carries the real port
+        // (port 0 in tests); nothing is accepted before its accept loop starts, below.
+        let client_listener = match bind {
+            Some(bind) => {
+                let listener = io.net.bind(bind).await?;
+                let local_addr = listener.local_addr()?;
+                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+                Some((listener, local_addr))
+            }
+            None => None,
+        };
+        if !clustered {
+            // In a cluster the image starts empty and fills as commits are learned: removing
+            // directories it does not know yet would delete live data.
+            broker.register_single_node().await?;
+            broker.open_partitions().await?;
+        }
         let controller_addr = match controller_bind {
             Some(addr) => {
                 let listener = io.net.bind(addr).await.map_err(|e| {
@@ -246,11 +263,8 @@ impl Broker {
         if let Some(starter) = starter {
             starter.start(broker.clone());
         }
-        let local_addr = match bind {
-            Some(bind) => {
-                let listener = io.net.bind(bind).await?;
-                let local_addr = listener.local_addr()?;
-                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+        let local_addr = match client_listener {
+            Some((listener, local_addr)) => {
                 io.spawn(server::accept_loop(
                     broker.clone(),
                     listener,
@@ -260,14 +274,8 @@ impl Broker {
             }
             None => controller_addr.expect("a node without a broker listener is a controller"),
         };
-        if !clustered {
-            // Registered only once bound, so that the registration carries the real port.
-            broker.register_single_node().await?;
-            broker.open_partitions().await?;
-        } else if broker.config.is_broker() {
-            // In a cluster the image starts empty and fills as commits are learned (removing
-            // directories it does not know yet would delete live data); the broker registers
-            // with the active controller and heartbeats.
+        if clustered && broker.config.is_broker() {
+            // The broker registers with the active controller and heartbeats.
             io.spawn(broker_session::run(broker.clone()));
         }
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
@@ -511,7 +519,8 @@ impl Broker {
         }
         *self.image.write().unwrap() = Arc::new(image);
         {
-            // Serialised with the background loop's retries.
+            // Serialised with the background loop's retries. A failed reconciliation is
+            // retried by the background loop; the records are committed.
             let _gate = self.reconcile_gate.lock().await;
             if let Err(e) = self.reconcile().await {
                 tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
