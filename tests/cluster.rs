@@ -211,6 +211,9 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
         "{e}"
     );
 
+    describe_quorum_answers(&nodes, leader, follower).await;
+    bad_quorum_input_is_answered_with_errors(&nodes[follower]).await;
+
     // Commit latency on the leader, one change at a time.
     let leader_addr = nodes[leader].running.as_ref().unwrap().local_addr;
     let mut client = Client::connect(&io, leader_addr).await.unwrap();
@@ -296,6 +299,80 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
     for node in &nodes {
         let _ = std::fs::remove_dir_all(&node.config.log_dirs[0]);
     }
+}
+
+/// DescribeQuorum v0–v2 to the leader, and to a follower (which forwards it).
+async fn describe_quorum_answers(nodes: &[Node], leader: usize, follower: usize) {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    for target in [leader, follower] {
+        let addr = nodes[target].running.as_ref().unwrap().local_addr;
+        for version in 0..=2 {
+            let mut conn = weir::client::connection::Connection::connect(&Io::os(), addr, "t")
+                .await
+                .unwrap();
+            let r = conn.call(&request, version).await.unwrap();
+            assert_eq!(r.error_code, 0);
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(p.error_code, 0, "v{version} via node {}", nodes[target].id);
+            assert_eq!(p.leader_id.0, nodes[leader].id);
+            assert_eq!(p.current_voters.len(), NODES as usize);
+            assert!(p.high_watermark > 0);
+            if version >= 1 {
+                assert!(p.current_voters.iter().all(|v| v.last_fetch_timestamp > 0));
+            }
+            assert_eq!(r.nodes.len(), if version >= 2 { NODES as usize } else { 0 });
+        }
+    }
+}
+
+/// A Vote for another cluster, and one from a node outside the voter set, sent to a
+/// controller listener: each is answered with the protocol's error.
+async fn bad_quorum_input_is_answered_with_errors(node: &Node) {
+    use kafka_protocol::messages::vote_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::{BrokerId, TopicName, VoteRequest};
+    use kafka_protocol::protocol::StrBytes;
+    let addr = node.running.as_ref().unwrap().controller_addr.unwrap();
+    let vote = |cluster: &str, candidate: i32| {
+        VoteRequest::default()
+            .with_cluster_id(Some(StrBytes::from_string(cluster.to_string())))
+            .with_voter_id(BrokerId(node.id))
+            .with_topics(vec![TopicData::default()
+                .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+                .with_partitions(vec![PartitionData::default()
+                    .with_replica_epoch(100)
+                    .with_replica_id(BrokerId(candidate))
+                    .with_last_offset_epoch(100)
+                    .with_last_offset(1_000_000)])])
+    };
+    let mut conn = weir::client::connection::Connection::connect(&Io::os(), addr, "t")
+        .await
+        .unwrap();
+    let r = conn
+        .call(&vote("AAAAAAAAAAAAAAAAAAAAAA", 1), 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.error_code,
+        kafka_protocol::error::ResponseError::InconsistentClusterId.code()
+    );
+    let r = conn.call(&vote(CLUSTER_ID, 99), 2).await.unwrap();
+    let code = if r.error_code != 0 {
+        r.error_code
+    } else {
+        r.topics[0].partitions[0].error_code
+    };
+    assert_eq!(
+        code,
+        kafka_protocol::error::ResponseError::InconsistentVoterSet.code(),
+        "{r:?}"
+    );
+    // The quorum is undisturbed: its leader and epoch did not move.
+    assert!(node.running.as_ref().unwrap().broker.quorum_status().epoch < 100);
 }
 
 #[tokio::test]
