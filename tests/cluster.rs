@@ -39,6 +39,35 @@ struct Node {
     running: Option<RunningBroker>,
 }
 
+/// A pure broker (`process.roles=broker`): an observer of the quorum.
+fn broker_config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
+    let mut config = config(1, dir, controller_ports, client_port);
+    let props = BTreeMap::from([
+        ("process.roles".to_string(), "broker".to_string()),
+        ("node.id".to_string(), id.to_string()),
+        (
+            "controller.quorum.voters".to_string(),
+            config
+                .controller_quorum_voters
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        (
+            "listeners".to_string(),
+            format!("PLAINTEXT://127.0.0.1:{client_port}"),
+        ),
+        (
+            "controller.listener.names".to_string(),
+            "CONTROLLER".to_string(),
+        ),
+        ("log.dirs".to_string(), dir.display().to_string()),
+    ]);
+    config = ServerConfig::from_properties(&props).unwrap().0;
+    config
+}
+
 fn config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
     let voters: Vec<String> = controller_ports
         .iter()
@@ -168,9 +197,20 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
             running: None,
         });
     }
+    // Node 4 is a pure broker: it observes the quorum and registers, but never votes.
+    let observer_dir = temp_dir("n4");
+    weir::broker::format_log_dir(&io, &observer_dir, CLUSTER_ID, 4)
+        .await
+        .unwrap();
+    nodes.push(Node {
+        id: 4,
+        config: broker_config(4, &observer_dir, &controller_ports, free_port()),
+        running: None,
+    });
     for node in &mut nodes {
         node.running = Some(Broker::start(node.config.clone(), Io::os()).await.unwrap());
     }
+    assert!(nodes[3].running.as_ref().unwrap().controller_addr.is_none());
     let leader = wait_for("a leader", Duration::from_secs(20), || active(&nodes)).await;
     let status = nodes[leader]
         .running
@@ -186,12 +226,22 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
         nodes[leader].id, status.epoch
     );
 
-    // Every broker registers and is unfenced by its heartbeats.
-    wait_for("three unfenced brokers", Duration::from_secs(20), || {
+    // Every broker (the observer too) registers and is unfenced by its heartbeats.
+    wait_for("four unfenced brokers", Duration::from_secs(20), || {
         let image = nodes[leader].running.as_ref().unwrap().broker.image();
-        (image.live_brokers().count() == NODES as usize).then_some(())
+        (image.live_brokers().count() == nodes.len()).then_some(())
     })
     .await;
+    assert_eq!(
+        nodes[3]
+            .running
+            .as_ref()
+            .unwrap()
+            .broker
+            .quorum_status()
+            .role,
+        QuorumRole::Observer
+    );
 
     // A CreateTopics sent to a follower is forwarded to the leader and committed everywhere.
     let follower = (leader + 1) % NODES as usize;
@@ -288,6 +338,7 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
     let graceful = (0..NODES as usize)
         .find(|i| Some(*i) != active(&nodes))
         .unwrap();
+    assert_eq!(committed(&nodes[3]), committed(&nodes[graceful]));
     let broker = nodes[graceful].running.take().unwrap().broker;
     broker.shutdown().await.unwrap();
     assert!(broker.broker_session().shutdown_granted());
