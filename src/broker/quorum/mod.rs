@@ -204,6 +204,10 @@ pub async fn open(
     cfg.fetch_timeout_ms = config.quorum_fetch_timeout_ms;
     cfg.election_backoff_max_ms = config.quorum_election_timeout_ms;
     cfg.request_timeout_ms = (cfg.fetch_timeout_ms / 4).clamp(1, 500);
+    let park_ms = (cfg.request_timeout_ms / 2).min(250);
+    // The leader parks a fetch at its log end (see `parked`), so a follower need not pause
+    // after an empty answer: a short pause only guards against a leader that answers at once.
+    cfg.fetch_idle_backoff_ms = 5;
     let now_wall = io.clock.wall_ms();
     let (log, state) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
     let stored = raft_log::read_quorum_state(io.disk.as_ref(), &log_dir)?;
@@ -252,6 +256,10 @@ pub async fn open(
         leader_since: None,
         waiters: VecDeque::new(),
         broker: None,
+        parked: BTreeMap::new(),
+        parking: None,
+        unpark: false,
+        park_ms,
     };
     Ok((
         handle,
@@ -336,6 +344,16 @@ struct Driver {
     /// Proposals waiting for their commit, in offset order.
     waiters: VecDeque<Waiter>,
     broker: Option<Arc<Broker>>,
+    /// Fetches at the leader's log end whose (empty) answer is held back, as Kafka's leader
+    /// parks a fetch up to its max wait: fed to the core again when the log grows or the high
+    /// watermark moves, or at the deadline. One per fetcher at most.
+    parked: BTreeMap<NodeId, (Message, u64)>,
+    /// The fetch being stepped that may be parked (its sender and the request).
+    parking: Option<(NodeId, Message)>,
+    /// The log grew or the high watermark moved: answer parked fetches.
+    unpark: bool,
+    /// How long a fetch may stay parked: well under the fetcher's request timeout.
+    park_ms: u64,
 }
 
 /// A disk failure: the driver stops.
@@ -356,7 +374,12 @@ impl Driver {
         self.publish();
         loop {
             let now = self.now();
-            let wait = match self.core.next_deadline() {
+            let parked_until = self.parked.values().map(|(_, until)| *until).min();
+            let deadline = match (self.core.next_deadline(), parked_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let wait = match deadline {
                 Some(d) => Duration::from_millis(d.saturating_sub(now)).min(MAX_IDLE),
                 None => MAX_IDLE,
             };
@@ -371,6 +394,10 @@ impl Driver {
                     self.perform().await.map(|_| true)
                 }
                 Some(input) => self.handle(input).await,
+            };
+            let result = match result {
+                Ok(true) => self.release_parked().await.map(|_| true),
+                other => other,
             };
             match result {
                 Ok(true) => {}
@@ -408,6 +435,15 @@ impl Driver {
                     let _ = reply.send(Answer::Error(ResponseError::InvalidRequest));
                     return Ok(true);
                 };
+                if let Some((earlier, _)) = self.parked.remove(&from) {
+                    // A new fetch while one is parked (the fetcher gave up on it): answer the
+                    // parked one first, so replies keep their order.
+                    self.step(Event::Message {
+                        from,
+                        message: earlier,
+                    });
+                    self.perform().await?;
+                }
                 let queue = self.replies.entry((from, kind)).or_default();
                 queue.retain(|(_, r)| !r.is_closed());
                 if queue.len() >= REPLIES_PER_PEER {
@@ -417,8 +453,13 @@ impl Driver {
                 self.reply_seq += 1;
                 let seq = self.reply_seq;
                 queue.push_back((seq, reply));
+                if kind == Kind::Fetch && self.core.role() == RoleKind::Leader {
+                    self.parking = Some((from, message.clone()));
+                }
                 self.step(Event::Message { from, message });
-                let dropped = self.perform_noting_drops(from).await?;
+                let dropped = self.perform_noting_drops(from).await;
+                self.parking = None;
+                let dropped = dropped?;
                 if let Some(reason) = dropped {
                     // The core ignored it: answer the protocol's error, not silence.
                     if let Some(queue) = self.replies.get_mut(&(from, kind)) {
@@ -520,6 +561,7 @@ impl Driver {
                             .append(&batches, self.io.clock.wall_ms())
                             .map_err(|e| Fatal(format!("appending to the metadata log: {e}")))?;
                         appended = true;
+                        self.unpark = true;
                     }
                     Action::Truncate { offset } => {
                         tracing::info!(
@@ -537,7 +579,10 @@ impl Driver {
                             .map_err(|e| Fatal(format!("writing quorum-state: {e}")))?;
                         follow.push(Event::QuorumStatePersisted(record));
                     }
-                    Action::Commit { high_watermark } => self.apply_to(high_watermark).await?,
+                    Action::Commit { high_watermark } => {
+                        self.unpark = true;
+                        self.apply_to(high_watermark).await?
+                    }
                     Action::RoleChanged {
                         role,
                         epoch,
@@ -568,6 +613,18 @@ impl Driver {
     /// A message from the core to node `to`: a request goes out over the link; a response
     /// answers the oldest inbound request of its kind from `to`.
     fn send(&mut self, to: NodeId, message: Message, records: Option<Bytes>) {
+        if let Message::FetchResponse(f) = &message {
+            let empty = records.as_ref().is_none_or(|r| r.is_empty()) && f.records.is_empty();
+            let at_end = f.error.is_none() && f.diverging_epoch.is_none();
+            if empty && at_end && self.parked.len() < crate::raft::MAX_VOTERS * 4 {
+                if let Some((from, request)) = self.parking.take_if(|(from, _)| *from == to) {
+                    // Held back: the reply stays queued for the answer to this fetch re-fed.
+                    let until = self.now() + self.park_ms;
+                    self.parked.insert(from, (request, until));
+                    return;
+                }
+            }
+        }
         if let Some(kind) = response_kind(&message) {
             let Some(queue) = self.replies.get_mut(&(to, kind)) else {
                 tracing::debug!(to, ?kind, "a quorum response with no request waiting");
@@ -622,6 +679,32 @@ impl Driver {
                 Err(e) => tracing::debug!(to, reason = %e.reason, "quorum response dropped"),
             }
         });
+    }
+
+    /// Answers parked fetches that are due (the log grew, the high watermark moved, or their
+    /// time is up) by feeding them to the core again: the answer then carries what is new.
+    async fn release_parked(&mut self) -> Result<(), Fatal> {
+        if self.parked.is_empty() {
+            self.unpark = false;
+            return Ok(());
+        }
+        let now = self.now();
+        let all = std::mem::take(&mut self.unpark) || self.core.role() != RoleKind::Leader;
+        let due: Vec<NodeId> = self
+            .parked
+            .iter()
+            .filter(|(_, (_, until))| all || *until <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for from in due {
+            let Some((message, _)) = self.parked.remove(&from) else {
+                continue;
+            };
+            self.step(Event::Message { from, message });
+            self.perform().await?;
+        }
+        self.unpark = false;
+        Ok(())
     }
 
     fn role_changed(&mut self, role: RoleKind, epoch: u32, leader: Option<NodeId>) {
