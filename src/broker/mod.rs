@@ -6,6 +6,7 @@ mod acls;
 mod admin;
 mod configs;
 mod coordinator;
+pub mod delayed;
 mod delete_records;
 mod errors;
 mod fetch;
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
@@ -68,8 +69,9 @@ pub struct Broker {
     /// What readers see: replaced after each commit.
     image: RwLock<Arc<MetadataImage>>,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
-    /// Wakes long-polling fetches when anything is appended.
-    appended: Notify,
+    /// The bound on delayed operations (waiting produces and fetches) across all partitions;
+    /// each partition keeps its own waiters (`PartitionHandle::waiters`).
+    wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
     groups: coordinator::Groups,
     next_producer_id: Mutex<i64>,
@@ -128,7 +130,7 @@ impl Broker {
             metadata: tokio::sync::Mutex::new(store),
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
-            appended: Notify::new(),
+            wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
             groups: coordinator::Groups::new(group_config),
             advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
             shutdown,
@@ -269,7 +271,7 @@ impl Broker {
                 "recovered partition after unclean shutdown"
             );
         }
-        let handle = Arc::new(PartitionHandle::new(partition, id));
+        let handle = Arc::new(PartitionHandle::new(partition, id, &self.wait_budget));
         self.partitions
             .write()
             .unwrap()
@@ -354,13 +356,14 @@ impl Broker {
                     // the directory once it is gone, nor into a new topic's of the same name.
                     let _gate = handle.flush_gate.lock().await;
                     let _start_gate = handle.log_start_gate.lock().await;
+                    // Also ends its waits: produces are answered, fetches re-read (and find
+                    // the partition gone).
                     handle.set_lifecycle(Lifecycle::Deleted);
                     let dir = self.partition_dir(name, index);
                     if let Err(e) = self.io.disk.remove_dir_all(&dir) {
                         tracing::warn!(dir = %dir.display(), error = %e, "could not remove deleted partition");
                     }
                 }
-                self.appended.notify_waiters();
             }
             MetadataRecord::TopicConfig { name, .. } => {
                 if let Some(config) = self.topic_config(name) {
@@ -457,9 +460,9 @@ impl Broker {
             self.storage_failed("fsync of a partition", &e);
             return Err(e);
         }
+        // In durable mode this moves the high watermark, which completes this partition's
+        // waiting acks=all produces and wakes its long polls (through the guard).
         handle.lock().flushed(&plan, self.io.clock.wall_ms());
-        // The high watermark may have moved (durable reads): wake long polls.
-        self.appended.notify_waiters();
         Ok(())
     }
 
@@ -470,8 +473,11 @@ impl Broker {
             return;
         }
         self.health.fail(format!("{what} failed: {e}"));
-        // Long polls answer at once with the error.
-        self.appended.notify_waiters();
+        // Every partition's waits end at once: produces with the storage error, long polls
+        // re-read and answer it.
+        for handle in self.all_partitions() {
+            handle.waiters.close(delayed::Closed::Offline);
+        }
     }
 
     /// Fails once the log directory is offline.

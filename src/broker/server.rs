@@ -1,6 +1,11 @@
 //! Connections: accept, read frames, decode, dispatch, answer in order. A connection handles one
 //! request at a time, as Kafka does, so responses need no reordering. Anything malformed closes
 //! that one connection with a logged reason; nothing a client sends can panic the broker.
+//!
+//! While a request is handled the connection still watches its socket: if the peer closes it
+//! (end of stream, an error) the request's delayed operations end at once instead of holding
+//! their slots until their deadline. Bytes that arrive instead (a pipelined request) stay in
+//! the read buffer for the next turn, and the watch stops for this request.
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -10,8 +15,9 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
     acls, admin, configs, delete_records, fetch, groups, metadata, produce, versions, Broker,
 };
@@ -75,7 +81,27 @@ async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAd
                 break;
             }
         };
-        match handle_frame(&broker, frame, peer, &mut out).await {
+        let watch = ConnectionWatch::new();
+        let handled = {
+            let handling = handle_frame(&broker, frame, peer, watch.signal(), &mut out);
+            tokio::pin!(handling);
+            let mut watching = true;
+            loop {
+                tokio::select! {
+                    handled = &mut handling => break handled,
+                    peeked = reader.fill_buf(), if watching => {
+                        // Only looked at, not consumed: a next request stays buffered.
+                        watching = false;
+                        if peeked.map_or(true, |b| b.is_empty()) {
+                            // A half-closed peer may still read: the (early) answer is sent.
+                            tracing::debug!(%peer, "peer closed while a request was handled");
+                            watch.mark_gone();
+                        }
+                    }
+                }
+            }
+        };
+        match handled {
             Ok(true) => {
                 if let Err(e) = write_frame(&mut write_half, &out).await {
                     tracing::debug!(%peer, error = %e, "write failed");
@@ -104,7 +130,7 @@ impl Broker {
         peer: SocketAddr,
     ) -> Result<Option<Bytes>, String> {
         let mut out = BytesMut::new();
-        match handle_frame(self, frame, peer, &mut out).await? {
+        match handle_frame(self, frame, peer, ConnectionGone::never(), &mut out).await? {
             true => Ok(Some(out.freeze())),
             false => Ok(None),
         }
@@ -116,6 +142,7 @@ async fn handle_frame(
     broker: &Broker,
     mut frame: Bytes,
     peer: SocketAddr,
+    gone: ConnectionGone,
     out: &mut BytesMut,
 ) -> Result<bool, String> {
     if frame.len() < 8 {
@@ -157,6 +184,7 @@ async fn handle_frame(
         version: api_version,
         client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
         peer,
+        gone,
     };
     let response = match body {
         RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
@@ -262,6 +290,8 @@ pub(super) struct RequestContext {
     /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
     pub client_id: String,
     pub peer: SocketAddr,
+    /// Fires when the client closed the connection: waits end early.
+    pub gone: ConnectionGone,
 }
 
 fn encode_response(
