@@ -16,6 +16,8 @@ mod metadata;
 mod produce;
 mod server;
 mod state;
+#[cfg(test)]
+mod tests;
 mod versions;
 
 use std::collections::BTreeMap;
@@ -59,6 +61,9 @@ impl std::fmt::Display for CommitError {
 }
 
 pub struct Broker {
+    /// This broker, for work a request starts but does not wait for (an acks=all produce's
+    /// fsync in durable mode: the request waits for the high watermark instead).
+    this: std::sync::Weak<Broker>,
     config: ServerConfig,
     io: Io,
     log_dir: PathBuf,
@@ -120,7 +125,8 @@ impl Broker {
             .map_err(|e| anyhow::anyhow!("listener {}:{}: {e}", endpoint.host, endpoint.port))?;
         let (shutdown, _) = watch::channel(false);
         let group_config = coordinator::group_config(&config);
-        let broker = Arc::new(Broker {
+        let broker = Arc::new_cyclic(|this| Broker {
+            this: this.clone(),
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
             config,
             io: io.clone(),

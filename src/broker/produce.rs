@@ -113,8 +113,24 @@ pub(super) async fn handle(
         }
         topics.push((name, outcomes));
     }
-    // Flush before answering (the durability the operator asked for); a failed fsync turns that
-    // partition's answer into a storage error: the client must not believe it is durable.
+    // acks=all waits for the high watermark, which the fsync moves in durable mode: the fsync
+    // runs on its own, so the wait (and the request's timeout) covers it, and a failed one
+    // takes the directory offline, which ends the wait with a storage error.
+    if acks == -1 {
+        if let Some(this) = broker.this.upgrade() {
+            for (handle, up_to) in std::mem::take(&mut to_flush) {
+                let broker = this.clone();
+                this.io.spawn(async move {
+                    if let Err(e) = broker.flush_partition(&handle, up_to).await {
+                        tracing::error!(error = %e, "fsync before acknowledging failed");
+                    }
+                });
+            }
+        }
+    }
+    // Otherwise flush before answering (the durability the operator asked for); a failed fsync
+    // turns that partition's answer into a storage error: the client must not believe it is
+    // durable.
     let flushes = to_flush
         .iter()
         .map(|(handle, up_to)| broker.flush_partition(handle, *up_to))
