@@ -174,6 +174,25 @@ enum BenchKind {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
     },
+    /// Long-poll wake-up latency: produce one record to partition 0, time until the consumer's
+    /// parked fetch answers; idle pollers long-poll the other partitions meanwhile.
+    Longpoll {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long, default_value = "weir-longpoll")]
+        topic: String,
+        #[arg(long, default_value_t = 8)]
+        partitions: i32,
+        #[arg(long, default_value_t = 2000)]
+        rounds: u64,
+        /// Connections long-polling partitions nothing is produced to.
+        #[arg(long, default_value_t = 0)]
+        idle_pollers: usize,
+        #[arg(long)]
+        no_create: bool,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
     Consume {
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
@@ -427,6 +446,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!(
                     "{}",
                     report.render(&format!("produce {record_size} B acks={a}"))
+                );
+                Ok(())
+            }
+            BenchKind::Longpoll {
+                bootstrap,
+                topic,
+                partitions,
+                rounds,
+                idle_pollers,
+                no_create,
+                seconds,
+            } => {
+                let spec = bench::LongPollBench {
+                    addr: addr(&bootstrap)?,
+                    topic,
+                    partitions,
+                    rounds,
+                    idle_pollers,
+                    create_topic: !no_create,
+                    time_limit: Duration::from_secs(seconds),
+                };
+                let report = bench::longpoll(&io, &spec).await?;
+                println!(
+                    "{}",
+                    report.render(&format!("long-poll wake-up, {idle_pollers} idle pollers"))
                 );
                 Ok(())
             }

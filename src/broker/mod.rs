@@ -8,6 +8,7 @@ mod broker_rpc;
 mod broker_session;
 mod configs;
 mod coordinator;
+pub mod delayed;
 mod delete_records;
 mod errors;
 mod fetch;
@@ -25,6 +26,8 @@ mod reconcile;
 mod server;
 mod single_node;
 mod state;
+#[cfg(test)]
+mod tests;
 mod topic_partitions;
 mod versions;
 
@@ -37,7 +40,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
@@ -85,6 +88,9 @@ impl std::fmt::Display for CommitError {
 }
 
 pub struct Broker {
+    /// This broker, for work a request starts but does not wait for (an acks=all produce's
+    /// fsync in durable mode: the request waits for the high watermark instead).
+    this: std::sync::Weak<Broker>,
     config: ServerConfig,
     io: Io,
     log_dir: PathBuf,
@@ -103,8 +109,9 @@ pub struct Broker {
     /// active controller starts past every block any earlier one reserved.
     producer_ids_epoch: Mutex<Option<u32>>,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
-    /// Wakes long-polling fetches when anything is appended.
-    appended: Notify,
+    /// The bound on delayed operations (waiting produces and fetches) across all partitions;
+    /// each partition keeps its own waiters (`PartitionHandle::waiters`).
+    wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
     groups: coordinator::Groups,
     next_producer_id: Mutex<i64>,
@@ -204,7 +211,8 @@ impl Broker {
             Some((h, s)) => (Some(h), Some(s)),
             None => (None, None),
         };
-        let broker = Arc::new(Broker {
+        let broker = Arc::new_cyclic(|this| Broker {
+            this: this.clone(),
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
             config,
             io: io.clone(),
@@ -216,7 +224,7 @@ impl Broker {
             quorum,
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
-            appended: Notify::new(),
+            wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
             groups: coordinator::Groups::new(group_config),
             advertised: RwLock::new(advertised),
             shutdown,
@@ -410,7 +418,7 @@ impl Broker {
                 "recovered partition after unclean shutdown"
             );
         }
-        let handle = Arc::new(PartitionHandle::new(partition, id));
+        let handle = Arc::new(PartitionHandle::new(partition, id, &self.wait_budget));
         self.partitions
             .write()
             .unwrap()
@@ -652,9 +660,9 @@ impl Broker {
             self.storage_failed("fsync of a partition", &e);
             return Err(e);
         }
+        // In durable mode this moves the high watermark, which completes this partition's
+        // waiting acks=all produces and wakes its long polls (through the guard).
         handle.lock().flushed(&plan, self.io.clock.wall_ms());
-        // The high watermark may have moved (durable reads): wake long polls.
-        self.appended.notify_waiters();
         Ok(())
     }
 
@@ -665,8 +673,11 @@ impl Broker {
             return;
         }
         self.health.fail(format!("{what} failed: {e}"));
-        // Long polls answer at once with the error.
-        self.appended.notify_waiters();
+        // Every partition's waits end at once: produces with the storage error, long polls
+        // re-read and answer it.
+        for handle in self.all_partitions() {
+            handle.waiters.close(delayed::Closed::Offline);
+        }
     }
 
     /// Fails once the log directory is offline.
