@@ -426,6 +426,100 @@ async fn bad_quorum_input_is_answered_with_errors(node: &Node) {
     assert!(node.running.as_ref().unwrap().broker.quorum_status().epoch < 100);
 }
 
+/// A pure controller (`process.roles=controller`): only the controller listener.
+fn controller_config(id: i32, dir: &Path, controller_ports: &[u16]) -> ServerConfig {
+    let voters: Vec<String> = controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect();
+    let props = BTreeMap::from([
+        ("process.roles".to_string(), "controller".to_string()),
+        ("node.id".to_string(), id.to_string()),
+        ("controller.quorum.voters".to_string(), voters.join(",")),
+        (
+            "listeners".to_string(),
+            format!(
+                "CONTROLLER://127.0.0.1:{}",
+                controller_ports[(id - 1) as usize]
+            ),
+        ),
+        (
+            "controller.listener.names".to_string(),
+            "CONTROLLER".to_string(),
+        ),
+        ("log.dirs".to_string(), dir.display().to_string()),
+        (
+            "controller.quorum.election.timeout.ms".to_string(),
+            "300".to_string(),
+        ),
+        (
+            "controller.quorum.fetch.timeout.ms".to_string(),
+            "600".to_string(),
+        ),
+    ]);
+    ServerConfig::from_properties(&props).unwrap().0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_controllers_and_two_brokers() {
+    let io = Io::os();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut nodes = Vec::new();
+    for id in 1..=5 {
+        let dir = temp_dir(&format!("split-{id}"));
+        weir::broker::format_log_dir(&io, &dir, CLUSTER_ID, id)
+            .await
+            .unwrap();
+        let config = if id <= 3 {
+            controller_config(id, &dir, &ports)
+        } else {
+            broker_config(id, &dir, &ports, free_port())
+        };
+        nodes.push(Node {
+            id,
+            config,
+            running: None,
+        });
+    }
+    for node in &mut nodes {
+        node.running = Some(Broker::start(node.config.clone(), Io::os()).await.unwrap());
+    }
+    let leader = wait_for("a leader", Duration::from_secs(20), || active(&nodes)).await;
+    assert!(leader < 3, "a controller leads");
+    // Only the two brokers register; the controllers are not brokers.
+    wait_for("two unfenced brokers", Duration::from_secs(20), || {
+        let image = nodes[leader].running.as_ref().unwrap().broker.image();
+        let live: Vec<i32> = image.live_brokers().map(|b| b.id).collect();
+        (live == [4, 5]).then_some(())
+    })
+    .await;
+    // A CreateTopics through a broker is forwarded to the active controller.
+    let broker_addr = nodes[3].running.as_ref().unwrap().local_addr;
+    create_retrying(broker_addr, "split", Duration::from_secs(10)).await;
+    wait_for(
+        "every node to apply 'split'",
+        Duration::from_secs(10),
+        || nodes.iter().all(|n| has_topic(n, "split")).then_some(()),
+    )
+    .await;
+    for node in &nodes {
+        let status = node.running.as_ref().unwrap().broker.quorum_status();
+        let expected = if node.id <= 3 {
+            status.role != QuorumRole::Observer
+        } else {
+            status.role == QuorumRole::Observer
+        };
+        assert!(expected, "node {}: {status:?}", node.id);
+    }
+    for node in &nodes {
+        node.running.as_ref().unwrap().broker.halt();
+    }
+    for node in &nodes {
+        let _ = std::fs::remove_dir_all(&node.config.log_dirs[0]);
+    }
+}
+
 #[tokio::test]
 async fn unformatted_or_foreign_dirs_are_refused_in_a_cluster() {
     let controller_ports = [free_port(), free_port(), free_port()];
