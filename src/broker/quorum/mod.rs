@@ -41,6 +41,8 @@ pub const INBOX: usize = 1024;
 const REPLIES_PER_PEER: usize = 8;
 /// How long a request to a peer may take before its answer is ignored (the core resends).
 const PEER_TIMEOUT: Duration = Duration::from_millis(2000);
+/// Committed batches waiting for the applier (back-pressure on the driver past it).
+const APPLY_QUEUE: usize = 4096;
 /// The longest the driver sleeps without a deadline.
 const MAX_IDLE: Duration = Duration::from_millis(1000);
 
@@ -253,6 +255,8 @@ pub async fn open(
         replies: BTreeMap::new(),
         reply_seq: 0,
         applied: 0,
+        apply_tx: None,
+        applied_end: watch::channel(0).1,
         leader_since: None,
         waiters: VecDeque::new(),
         broker: None,
@@ -280,10 +284,37 @@ pub struct Starter {
 
 impl Starter {
     pub fn start(mut self, broker: Arc<Broker>) {
-        self.driver.broker = Some(broker);
         let io = self.driver.io.clone();
+        let (apply_tx, apply_rx) = mpsc::channel(APPLY_QUEUE);
+        let (applied_tx, applied_end) = watch::channel(0);
+        io.spawn(apply_loop(broker.clone(), apply_rx, applied_tx));
+        self.driver.apply_tx = Some(apply_tx);
+        self.driver.applied_end = applied_end;
+        self.driver.broker = Some(broker);
         io.spawn(self.driver.run(self.rx, self.shutdown));
     }
+}
+
+/// Applies committed batches to the broker in commit order and publishes how far it got.
+/// Ends when the driver drops its sender.
+async fn apply_loop(
+    broker: Arc<Broker>,
+    mut rx: mpsc::Receiver<(Vec<(u64, Bytes)>, u64)>,
+    applied: watch::Sender<u64>,
+) {
+    while let Some((values, end)) = rx.recv().await {
+        broker.apply_committed(&values).await;
+        broker.committed.advance_to(end);
+        let _ = applied.send(end);
+    }
+}
+
+/// What woke the driver.
+enum Wake {
+    Input(Input),
+    Tick,
+    /// The applier moved on: proposals may be answered, the controller may become active.
+    Applied,
 }
 
 /// Which reply queue an answer goes to.
@@ -337,8 +368,13 @@ struct Driver {
     /// Inbound requests waiting for the core's answer, oldest first, per sender and kind.
     replies: BTreeMap<(NodeId, Kind), VecDeque<PendingReply>>,
     reply_seq: u64,
-    /// Everything below this offset is applied to the broker's image.
+    /// Everything below this offset is committed and handed to the applier.
     applied: u64,
+    /// Committed batches to the applier task, which applies them to the broker in order, off
+    /// the driver (reconciliation opens directories and fsyncs: the quorum keeps answering).
+    apply_tx: Option<mpsc::Sender<(Vec<(u64, Bytes)>, u64)>>,
+    /// Everything below this offset is applied to the broker's image (the applier's mark).
+    applied_end: watch::Receiver<u64>,
     /// `(epoch, offset after its LeaderChange)` while this node leads.
     leader_since: Option<(u32, u64)>,
     /// Proposals waiting for their commit, in offset order.
@@ -384,17 +420,23 @@ impl Driver {
                 None => MAX_IDLE,
             };
             let input = tokio::select! {
-                i = rx.recv() => match i { Some(i) => Some(i), None => break },
-                _ = self.io.clock.sleep(wait) => None,
+                i = rx.recv() => match i { Some(i) => Wake::Input(i), None => break },
+                _ = self.io.clock.sleep(wait) => Wake::Tick,
+                changed = self.applied_end.changed() => match changed {
+                    Ok(()) => Wake::Applied,
+                    Err(_) => break,
+                },
                 _ = shutdown.changed() => break,
             };
             let result = match input {
-                None => {
+                Wake::Tick => {
                     self.step(Event::Tick);
                     self.perform().await.map(|_| true)
                 }
-                Some(input) => self.handle(input).await,
+                Wake::Applied => Ok(true),
+                Wake::Input(input) => self.handle(input).await,
             };
+            self.resolve_waiters();
             let result = match result {
                 Ok(true) => self.release_parked().await.map(|_| true),
                 other => other,
@@ -497,7 +539,9 @@ impl Driver {
         reply: oneshot::Sender<Result<u64, ProposeError>>,
     ) -> Result<(), Fatal> {
         let active = self.leader_since.is_some_and(|(e, since)| {
-            e == self.core.epoch() && self.applied >= since && self.core.role() == RoleKind::Leader
+            e == self.core.epoch()
+                && *self.applied_end.borrow() >= since
+                && self.core.role() == RoleKind::Leader
         });
         if !active || values.is_empty() {
             let _ = reply.send(Err(ProposeError::NotController));
@@ -739,11 +783,22 @@ impl Driver {
                 })?,
                 crate::raft::Payload::LeaderChange { .. } => Vec::new(),
             };
-            self.broker().apply_committed(&values).await;
             self.applied = b.next_offset();
-            self.broker().committed.advance_to(self.applied);
+            let tx = self
+                .apply_tx
+                .as_ref()
+                .expect("the driver runs with its applier");
+            if tx.send((values, self.applied)).await.is_err() {
+                return Err(Fatal("the metadata applier stopped".into()));
+            }
         }
-        while self.waiters.front().is_some_and(|w| w.end <= self.applied) {
+        Ok(())
+    }
+
+    /// Answers the proposals the applier has applied.
+    fn resolve_waiters(&mut self) {
+        let applied = *self.applied_end.borrow();
+        while self.waiters.front().is_some_and(|w| w.end <= applied) {
             let w = self.waiters.pop_front().expect("front exists");
             let result = if w.epoch == self.core.epoch() {
                 Ok(w.end)
@@ -752,7 +807,6 @@ impl Driver {
             };
             let _ = w.reply.send(result);
         }
-        Ok(())
     }
 
     /// Publishes the status the broker, DescribeQuorum and the simulator read.
@@ -787,7 +841,9 @@ impl Driver {
             Vec::new()
         };
         let active = self.leader_since.is_some_and(|(e, since)| {
-            e == self.core.epoch() && self.applied >= since && self.core.role() == RoleKind::Leader
+            e == self.core.epoch()
+                && *self.applied_end.borrow() >= since
+                && self.core.role() == RoleKind::Leader
         });
         self.handle.active.store(active, Ordering::Release);
         *self.handle.status.lock().unwrap() = QuorumStatus {
