@@ -41,6 +41,10 @@ pub const INBOX: usize = 1024;
 const REPLIES_PER_PEER: usize = 8;
 /// How long a request to a peer may take before its answer is ignored (the core resends).
 const PEER_TIMEOUT: Duration = Duration::from_millis(2000);
+/// One committed batch for the applier: its records `(offset, value)` (none for a control
+/// batch) and the offset after it.
+type CommittedBatch = (Vec<(u64, Bytes)>, u64);
+
 /// Committed batches waiting for the applier (back-pressure on the driver past it).
 const APPLY_QUEUE: usize = 4096;
 /// The longest the driver sleeps without a deadline.
@@ -299,7 +303,7 @@ impl Starter {
 /// Ends when the driver drops its sender.
 async fn apply_loop(
     broker: Arc<Broker>,
-    mut rx: mpsc::Receiver<(Vec<(u64, Bytes)>, u64)>,
+    mut rx: mpsc::Receiver<CommittedBatch>,
     applied: watch::Sender<u64>,
 ) {
     while let Some((values, end)) = rx.recv().await {
@@ -372,7 +376,7 @@ struct Driver {
     applied: u64,
     /// Committed batches to the applier task, which applies them to the broker in order, off
     /// the driver (reconciliation opens directories and fsyncs: the quorum keeps answering).
-    apply_tx: Option<mpsc::Sender<(Vec<(u64, Bytes)>, u64)>>,
+    apply_tx: Option<mpsc::Sender<CommittedBatch>>,
     /// Everything below this offset is applied to the broker's image (the applier's mark).
     applied_end: watch::Receiver<u64>,
     /// `(epoch, offset after its LeaderChange)` while this node leads.
