@@ -255,6 +255,16 @@ impl Partition {
         if header.record_count == 0 {
             return Err(ProduceError::InvalidRecord("empty record batch".into()));
         }
+        if !header.is_dense() {
+            return Err(ProduceError::InvalidRecord(
+                "record count does not match last offset delta".into(),
+            ));
+        }
+        if header.has_delete_horizon() {
+            return Err(ProduceError::InvalidRecord(
+                "the delete-horizon attribute is set only by the log cleaner".into(),
+            ));
+        }
         if header.is_transactional() || header.is_control() {
             return Err(ProduceError::InvalidRecord(
                 "transactional and control batches are not supported".into(),

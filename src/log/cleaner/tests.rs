@@ -1,0 +1,1 @@
+//! Tests of whole passes on MemDisk (see the proptest).
