@@ -4,6 +4,7 @@
 
 mod acls;
 mod admin;
+mod cleaning;
 mod configs;
 mod coordinator;
 mod delete_records;
@@ -143,6 +144,7 @@ impl Broker {
         broker.start_offsets_load();
         io.spawn(server::accept_loop(broker.clone(), listener));
         io.spawn(background_loop(broker.clone()));
+        io.spawn(cleaning::cleaner_loop(broker.clone()));
         io.spawn(coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker { broker, local_addr })
     }

@@ -147,6 +147,12 @@ impl Cleaned {
         intent.write(self.disk.as_ref(), &self.dir).await
     }
 
+    /// Step 3: records the installed pass (`checkpoint` from [`Log::install_cleaned`]); the
+    /// file write's directory fsync makes the swap's renames durable too.
+    pub async fn commit(&self, checkpoint: CleanerCheckpoint) -> io::Result<()> {
+        checkpoint.write(self.disk.as_ref(), &self.dir).await
+    }
+
     /// Deletes the `.cleaned` files of a pass that will not be installed.
     pub fn discard(&self) -> io::Result<()> {
         for g in &self.groups {
