@@ -93,9 +93,13 @@ async fn clean_dirtiest(
         let p = handle.lock();
         (p.topic().to_string(), p.index())
     };
-    let map_bytes = usize::try_from(broker.config.log_cleaner.dedupe_buffer_size).unwrap_or(usize::MAX);
+    let map_bytes =
+        usize::try_from(broker.config.log_cleaner.dedupe_buffer_size).unwrap_or(usize::MAX);
     let range = job.range;
-    let cleaned = match job.run(map_bytes, now, broker.io.clock.as_ref(), throttle).await {
+    let cleaned = match job
+        .run(map_bytes, now, broker.io.clock.as_ref(), throttle)
+        .await
+    {
         Ok(Some(cleaned)) => cleaned,
         Ok(None) => {
             uncleanable.insert((topic, index));

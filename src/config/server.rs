@@ -696,7 +696,10 @@ impl ServerConfig {
                 "log.cleaner.dedupe.buffer.size",
                 self.log_cleaner.dedupe_buffer_size.to_string(),
             ),
-            ("log.cleaner.backoff.ms", self.log_cleaner.backoff_ms.to_string()),
+            (
+                "log.cleaner.backoff.ms",
+                self.log_cleaner.backoff_ms.to_string(),
+            ),
             (
                 "log.cleaner.io.max.bytes.per.second",
                 if self.log_cleaner.io_max_bytes_per_second == f64::MAX {

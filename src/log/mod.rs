@@ -318,7 +318,8 @@ impl Log {
         let mut deleted = 0;
         while self.segments.len() > 1 {
             let (&base, oldest) = self.segments.iter().next().unwrap();
-            if oldest.next_offset() > self.start_offset {
+            // An empty segment at or after the start (one the cleaner emptied) is not below it.
+            if oldest.next_offset() > self.start_offset || base >= self.start_offset {
                 break;
             }
             self.segments.remove(&base);
@@ -370,7 +371,12 @@ impl Log {
     fn check_invariants(&self) {
         assert!(
             self.start_offset >= self.first_base() && self.start_offset <= self.end_offset(),
-            "log start offset outside the log"
+            "log start offset {} outside the log {:?}",
+            self.start_offset,
+            self.segments
+                .values()
+                .map(|s| (s.base_offset(), s.next_offset(), s.size()))
+                .collect::<Vec<_>>()
         );
         let mut expected: Option<(i64, bool)> = None;
         for (&base, segment) in &self.segments {
