@@ -469,6 +469,11 @@ impl Log {
         self.segments.len()
     }
 
+    /// The base offset of the active (last) segment: everything below it is in closed segments.
+    pub fn active_base_offset(&self) -> i64 {
+        self.active().base_offset()
+    }
+
     fn active(&self) -> &Segment {
         self.segments
             .values()
