@@ -4,6 +4,7 @@
 
 mod acls;
 mod admin;
+mod cleaning;
 mod configs;
 mod coordinator;
 pub mod delayed;
@@ -270,6 +271,7 @@ impl Broker {
             clustered, "weir node listening");
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
+        io.spawn(cleaning::cleaner_loop(broker.clone()));
         io.spawn(coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {
             broker,
