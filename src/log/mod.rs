@@ -126,7 +126,7 @@ impl Log {
         // An interrupted cleaner swap is completed or rolled back before anything is read.
         let swapped = cleaner::swap::recover(disk.as_ref(), dir).await?;
         let cleaner_checkpoint = cleaner::CleanerCheckpoint::read(disk.as_ref(), dir)
-            .unwrap_or_else(|()| {
+            .unwrap_or_else(|cleaner::DamagedCheckpoint| {
                 tracing::warn!(dir = %dir.display(),
                     "cleaner checkpoint is damaged; every segment may have offset gaps");
                 cleaner::CleanerCheckpoint {

@@ -38,6 +38,10 @@ pub use plan::{CleanPolicy, CleanRange, SegmentInfo};
 /// Per-partition file: `<first dirty> <gaps below> <crc32c hex>`.
 pub const CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 
+/// A `cleaner-offset-checkpoint` file that does not check out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DamagedCheckpoint;
+
 /// The cleaner's durable state for one partition.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CleanerCheckpoint {
@@ -55,21 +59,25 @@ impl CleanerCheckpoint {
     }
 
     /// Reads the file; a missing one is the default, a damaged one is reported as `Err`.
-    pub fn read(disk: &dyn Disk, dir: &Path) -> Result<CleanerCheckpoint, ()> {
+    pub fn read(disk: &dyn Disk, dir: &Path) -> Result<CleanerCheckpoint, DamagedCheckpoint> {
         let Ok(raw) = read_file(disk, &dir.join(CHECKPOINT_FILE)) else {
             return Ok(CleanerCheckpoint::default());
         };
-        let text = std::str::from_utf8(&raw).map_err(|_| ())?.trim();
-        let (body, crc) = text.rsplit_once(' ').ok_or(())?;
-        let crc = u32::from_str_radix(crc, 16).map_err(|_| ())?;
+        Self::parse(&raw).ok_or(DamagedCheckpoint)
+    }
+
+    fn parse(raw: &[u8]) -> Option<CleanerCheckpoint> {
+        let text = std::str::from_utf8(raw).ok()?.trim();
+        let (body, crc) = text.rsplit_once(' ')?;
+        let crc = u32::from_str_radix(crc, 16).ok()?;
         if crc32c::crc32c(body.as_bytes()) != crc {
-            return Err(());
+            return None;
         }
-        let (dirty, gaps) = body.split_once(' ').ok_or(())?;
-        let dirty: i64 = dirty.parse().map_err(|_| ())?;
-        Ok(CleanerCheckpoint {
+        let (dirty, gaps) = body.split_once(' ')?;
+        let dirty: i64 = dirty.parse().ok()?;
+        Some(CleanerCheckpoint {
             first_dirty: (dirty >= 0).then_some(dirty),
-            gaps_below: gaps.parse().map_err(|_| ())?,
+            gaps_below: gaps.parse().ok()?,
         })
     }
 

@@ -519,70 +519,86 @@ proptest! {
     }
 }
 
-/// Throughput and memory of the cleaner, on `MemDisk` (page-cache speed, no device): run with
+/// Throughput and memory of the cleaner: one full pass over a 256 MiB log of 10-record
+/// batches, on `MemDisk` (page-cache speed) and on the real disk under `/tmp` (fsyncs
+/// included). Run with
 /// `cargo test --release -p weir --lib cleaner::tests::bench_compaction -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_compaction() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     for (keys, value_len) in [(10_000usize, 100usize), (100_000, 100), (1_000, 1_000)] {
-        let disk = new_disk(7);
-        let cfg = LogConfig {
-            segment_bytes: 16 << 20,
-            segment_ms: i64::MAX,
-            index_interval_bytes: 4096,
-        };
-        let mut log = block_on(Log::open(Arc::new(disk.clone()), Path::new(DIR), cfg, 0))
-            .unwrap()
-            .0;
-        let value = vec![b'x'; value_len];
-        let total_bytes = 256u64 << 20;
-        let mut i = 0u64;
-        while log.size_bytes() < total_bytes {
-            let mut b = BatchBuilder::new(0);
-            for _ in 0..10 {
-                b.push(
-                    Some(format!("key-{:08}", i % keys as u64).as_bytes()),
-                    Some(&value),
-                    0,
-                );
-                i += 1;
-            }
-            let mut bytes = b.finish(-1, -1, -1);
-            let mut header = batch::check(&bytes).unwrap();
-            log.append(&mut bytes, std::slice::from_mut(&mut header), 0)
-                .unwrap();
-        }
-        flush(&mut log);
-        let before = log.size_bytes();
-        let policy = CleanPolicy {
-            min_dirty_ratio: 0.0,
-            segment_bytes: 16 << 20,
-            ..CleanPolicy::default()
-        };
-        let job = log
-            .clean_job(i64::MAX, BTreeSet::new(), policy, 0)
-            .unwrap()
-            .unwrap();
-        let started = std::time::Instant::now();
-        let mut throttle = Throttle::new(f64::MAX, Duration::ZERO);
-        let cleaned = block_on(job.run(128 << 20, 0, &StillClock, &mut throttle))
-            .unwrap()
-            .unwrap();
-        block_on(cleaned.write_intent()).unwrap();
-        let cp = log.install_cleaned(&cleaned).unwrap();
-        block_on(cleaned.commit(cp)).unwrap();
-        let secs = started.elapsed().as_secs_f64();
-        let s = cleaned.stats;
-        println!(
-            "keys={keys} value={value_len}B log={:.0} MiB -> {:.1} MiB: {:.2} s, {:.0} MB/s of log compacted (read {:.0} MiB, wrote {:.1} MiB), map {} keys {:.1} MiB",
-            before as f64 / (1 << 20) as f64,
-            log.size_bytes() as f64 / (1 << 20) as f64,
-            secs,
-            before as f64 / 1e6 / secs,
-            s.bytes_read as f64 / (1 << 20) as f64,
-            s.bytes_written as f64 / (1 << 20) as f64,
-            s.keys_mapped,
-            s.map_bytes as f64 / (1 << 20) as f64,
-        );
+        let mem: Arc<dyn Disk> = Arc::new(new_disk(7).mem);
+        rt.block_on(bench_one(mem, Path::new(DIR), keys, value_len, "memdisk"));
+        let dir = std::env::temp_dir().join(format!("weir-cleaner-bench-{}", std::process::id()));
+        let os: Arc<dyn Disk> = Arc::new(crate::io::osdisk::OsDisk);
+        rt.block_on(bench_one(os.clone(), &dir, keys, value_len, "disk"));
+        os.remove_dir_all(&dir).unwrap();
     }
+}
+
+async fn bench_one(disk: Arc<dyn Disk>, dir: &Path, keys: usize, value_len: usize, what: &str) {
+    let cfg = LogConfig {
+        segment_bytes: 16 << 20,
+        segment_ms: i64::MAX,
+        index_interval_bytes: 4096,
+    };
+    let mut log = Log::open(disk, dir, cfg, 0).await.unwrap().0;
+    let value = vec![b'x'; value_len];
+    let total_bytes = 256u64 << 20;
+    let mut i = 0u64;
+    while log.size_bytes() < total_bytes {
+        let mut b = BatchBuilder::new(0);
+        for _ in 0..10 {
+            b.push(
+                Some(format!("key-{:08}", i % keys as u64).as_bytes()),
+                Some(&value),
+                0,
+            );
+            i += 1;
+        }
+        let mut bytes = b.finish(-1, -1, -1);
+        let mut header = batch::check(&bytes).unwrap();
+        log.append(&mut bytes, std::slice::from_mut(&mut header), 0)
+            .unwrap();
+    }
+    let plan = log.flush_plan();
+    Log::sync_files(&plan).await.unwrap();
+    log.flushed(&plan, 0);
+    let before = log.size_bytes();
+    let policy = CleanPolicy {
+        min_dirty_ratio: 0.0,
+        segment_bytes: 16 << 20,
+        ..CleanPolicy::default()
+    };
+    let job = log
+        .clean_job(i64::MAX, BTreeSet::new(), policy, 0)
+        .unwrap()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut throttle = Throttle::new(f64::MAX, Duration::ZERO);
+    let cleaned = job
+        .run(128 << 20, 0, &StillClock, &mut throttle)
+        .await
+        .unwrap()
+        .unwrap();
+    cleaned.write_intent().await.unwrap();
+    let cp = log.install_cleaned(&cleaned).unwrap();
+    cleaned.commit(cp).await.unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    let s = cleaned.stats;
+    println!(
+        "{what}: keys={keys} value={value_len}B log={:.0} MiB -> {:.1} MiB: {:.2} s, {:.0} MB/s of log compacted (read {:.0} MiB, wrote {:.1} MiB), map {} keys {:.1} MiB",
+        before as f64 / (1 << 20) as f64,
+        log.size_bytes() as f64 / (1 << 20) as f64,
+        secs,
+        before as f64 / 1e6 / secs,
+        s.bytes_read as f64 / (1 << 20) as f64,
+        s.bytes_written as f64 / (1 << 20) as f64,
+        s.keys_mapped,
+        s.map_bytes as f64 / (1 << 20) as f64,
+    );
 }

@@ -22,6 +22,17 @@ fn log() -> Vec<SegmentInfo> {
     ]
 }
 
+/// (name, stored checkpoint, log start, upper bound, now, policy, expected range).
+type RangeCase = (
+    &'static str,
+    Option<i64>,
+    i64,
+    i64,
+    i64,
+    CleanPolicy,
+    Option<(i64, i64)>,
+);
+
 #[test]
 fn cleanable_range_table() {
     let policy = CleanPolicy::default();
@@ -39,15 +50,7 @@ fn cleanable_range_table() {
         min_dirty_ratio: 0.99,
         ..policy
     };
-    let cases: Vec<(
-        &str,
-        Option<i64>,
-        i64,
-        i64,
-        i64,
-        CleanPolicy,
-        Option<(i64, i64)>,
-    )> = vec![
+    let cases: Vec<RangeCase> = vec![
         (
             "fresh log: all closed segments",
             None,
