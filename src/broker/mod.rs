@@ -7,6 +7,7 @@ mod admin;
 mod configs;
 mod coordinator;
 mod delete_records;
+mod elect_leaders;
 mod errors;
 mod fetch;
 mod groups;

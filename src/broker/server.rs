@@ -13,8 +13,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use super::{
-    acls, admin, configs, delete_records, fetch, groups, metadata, produce, topic_partitions,
-    versions, Broker,
+    acls, admin, configs, delete_records, elect_leaders, fetch, groups, metadata, produce,
+    topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -169,6 +169,9 @@ async fn handle_frame(
         )),
         RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
             topic_partitions::handle(broker, req),
+        )),
+        RequestKind::ElectLeaders(req) => Some(ResponseKind::ElectLeaders(
+            elect_leaders::handle(broker, &ctx, req).await,
         )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, &ctx, req).await,
