@@ -29,6 +29,12 @@ pub fn controller(e: &ControllerError) -> ResponseError {
         ControllerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
         ControllerError::InvalidUpdateVersion(_) => ResponseError::InvalidUpdateVersion,
         ControllerError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
+        ControllerError::PreferredLeaderNotAvailable(_) => {
+            ResponseError::PreferredLeaderNotAvailable
+        }
+        ControllerError::EligibleLeadersNotAvailable(_) => {
+            ResponseError::EligibleLeadersNotAvailable
+        }
     }
 }
 

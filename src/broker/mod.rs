@@ -9,6 +9,7 @@ mod configs;
 mod coordinator;
 pub mod delayed;
 mod delete_records;
+mod elect_leaders;
 mod errors;
 mod fetch;
 mod forward;

@@ -19,8 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
-    acls, admin, configs, delete_records, fetch, forward, groups, metadata, produce, quorum_rpc,
-    topic_partitions, versions, Broker,
+    acls, admin, configs, delete_records, elect_leaders, fetch, forward, groups, metadata, produce,
+    quorum_rpc, topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -240,6 +240,9 @@ async fn handle_frame(
         )),
         RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
             topic_partitions::handle(broker, req),
+        )),
+        RequestKind::ElectLeaders(req) => Some(ResponseKind::ElectLeaders(
+            elect_leaders::handle(broker, &ctx, req).await,
         )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, &ctx, req).await,
