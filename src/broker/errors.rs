@@ -37,6 +37,7 @@ pub fn produce(e: &ProduceError) -> ResponseError {
         ProduceError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         ProduceError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        ProduceError::NotLeader => ResponseError::NotLeaderOrFollower,
         ProduceError::Storage(_) => ResponseError::KafkaStorageError,
     }
 }

@@ -394,6 +394,14 @@ impl Log {
         true
     }
 
+    /// Forgets the epochs that start at or after `offset` without touching the batches: only
+    /// epochs with no batch (a leader's election entry at the log end) may go this way.
+    pub fn forget_epochs_from(&mut self, offset: i64) {
+        assert!(offset >= self.end_offset(), "epochs with batches stay");
+        let changed = self.epochs.truncate_from_end(offset);
+        self.epochs_changed(changed);
+    }
+
     fn epochs_changed(&mut self, changed: bool) {
         if changed {
             self.epochs_version += 1;

@@ -5,4 +5,7 @@ pub mod partition;
 pub mod producer;
 pub mod validation;
 
-pub use partition::{Appended, DeleteRecordsError, Partition, ProduceError};
+pub use partition::{
+    Appended, DeleteRecordsError, FollowerAppendError, FollowerAppended, Partition, ProduceError,
+    Role, StaleLeaderEpoch,
+};

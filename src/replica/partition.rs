@@ -4,8 +4,12 @@
 //!
 //! With one replica the high watermark follows the log end on every append, or, when the broker
 //! fsyncs before acknowledging, the flushed end: then consumers never see a record that a power
-//! loss could take back. Replication will move it by the ISR rule instead (the minimum log end
-//! over the in-sync replicas).
+//! loss could take back. A replicated leader's high watermark is moved by the ISR rule instead
+//! (`replica::isr` computes it; [`Partition::advance_high_watermark_to`] applies it), and a
+//! follower's is the leader's, capped at its own log end. The follower side (appending the
+//! leader's batches, truncating on divergence) lives in `follower`.
+
+mod follower;
 
 use std::io;
 use std::path::Path;
@@ -19,6 +23,7 @@ use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
+pub use follower::{FollowerAppendError, FollowerAppended};
 
 #[derive(Debug)]
 pub enum ProduceError {
@@ -37,6 +42,8 @@ pub enum ProduceError {
     InvalidProducerEpoch,
     /// Records that break the topic's rules (a keyless record on a compacted topic).
     RecordErrors(Vec<RecordError>),
+    /// This replica is a follower: only the leader takes produces.
+    NotLeader,
     Storage(io::Error),
 }
 
@@ -102,8 +109,30 @@ pub struct Partition {
     producers: ProducerStates,
     config: TopicConfig,
     leader_epoch: i32,
+    /// Leader or follower (a broker on its own is its partitions' leader).
+    role: Role,
+    /// A replicated leader: the high watermark moves only by the ISR rule, never on append.
+    hw_from_replicas: bool,
+    /// A truncation whose cut is not yet durable: nothing may be appended after it until
+    /// [`Partition::truncation_durable`] (power loss could otherwise bring the old tail back
+    /// behind new data).
+    pending_truncation: Option<i64>,
     /// Expose only fsynced records (`weir.fsync.before.ack`).
     durable_reads: bool,
+}
+
+/// This replica's part in the partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+}
+
+/// A role change for an epoch older than the one already known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaleLeaderEpoch {
+    pub requested: i32,
+    pub current: i32,
 }
 
 impl Partition {
@@ -134,7 +163,7 @@ impl Partition {
         };
         // The log keeps no append times: a batch's own max timestamp stands in (as in Kafka).
         log.scan_headers(from, |header| {
-            producers.record(header, header.max_timestamp)
+            producers.record_replicated(header, header.max_timestamp)
         })?;
         // Whatever survived recovery is what this broker has: it is the committed log. It is
         // all durable (an unclean open fsyncs what it kept), so even a broker that exposes only
@@ -154,6 +183,9 @@ impl Partition {
             producers,
             config,
             leader_epoch: 0,
+            role: Role::Leader,
+            hw_from_replicas: false,
+            pending_truncation: None,
             durable_reads: false,
         };
         Ok((partition, recovery))
@@ -169,6 +201,76 @@ impl Partition {
 
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Becomes the leader of `leader_epoch` (the image's): records the epoch as starting at the
+    /// log end before anything is appended in it (KAFKA-7415), so a follower holding data of an
+    /// intermediate epoch is answered correctly. With `hw_from_replicas` the high watermark
+    /// then moves only by [`Partition::advance_high_watermark_to`]. The same epoch again is a
+    /// no-op; an older one is refused.
+    pub fn become_leader(
+        &mut self,
+        leader_epoch: i32,
+        hw_from_replicas: bool,
+    ) -> Result<(), StaleLeaderEpoch> {
+        self.check_epoch(leader_epoch)?;
+        if !self.log.assign_epoch_start(leader_epoch) {
+            // The log holds batches of a newer epoch than the image's: a leader may not stamp
+            // older epochs after them.
+            return Err(StaleLeaderEpoch {
+                requested: leader_epoch,
+                current: self.log.latest_epoch(),
+            });
+        }
+        self.leader_epoch = leader_epoch;
+        self.role = Role::Leader;
+        self.hw_from_replicas = hw_from_replicas;
+        if !hw_from_replicas && !self.durable_reads {
+            self.advance_high_watermark(self.log.end_offset());
+        }
+        Ok(())
+    }
+
+    /// Becomes a follower in `leader_epoch`: from now on only the leader's batches are appended
+    /// ([`Partition::append_as_follower`]) and the high watermark is the leader's.
+    pub fn become_follower(&mut self, leader_epoch: i32) -> Result<(), StaleLeaderEpoch> {
+        self.check_epoch(leader_epoch)?;
+        // An epoch this replica led without writing anything holds no data; dropped, so the
+        // leader's batches of the epoch before it follow on (fetches send the latest epoch).
+        self.log.forget_epochs_from(self.log.end_offset());
+        self.leader_epoch = leader_epoch;
+        self.role = Role::Follower;
+        self.hw_from_replicas = true;
+        Ok(())
+    }
+
+    fn check_epoch(&self, leader_epoch: i32) -> Result<(), StaleLeaderEpoch> {
+        if leader_epoch < self.leader_epoch || leader_epoch < 0 {
+            return Err(StaleLeaderEpoch {
+                requested: leader_epoch,
+                current: self.leader_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// A leader's high watermark, moved by the ISR rule (`replica::isr`): never back, never past
+    /// the log end. Returns whether it moved.
+    pub fn advance_high_watermark_to(&mut self, to: i64) -> bool {
+        assert_eq!(
+            self.role,
+            Role::Leader,
+            "only a leader sets its high watermark"
+        );
+        if to <= self.high_watermark {
+            return false;
+        }
+        self.advance_high_watermark(to);
+        true
     }
 
     pub fn config(&self) -> &TopicConfig {
@@ -195,7 +297,7 @@ impl Partition {
     /// Consumers see only what has been fsynced (for brokers that fsync before acknowledging).
     pub fn set_durable_reads(&mut self, durable: bool) {
         self.durable_reads = durable;
-        if !durable {
+        if !durable && !self.hw_from_replicas {
             self.advance_high_watermark(self.log.end_offset());
         }
     }
@@ -203,7 +305,7 @@ impl Partition {
     /// Everything the plan covered is on stable storage.
     pub fn flushed(&mut self, plan: &crate::log::FlushPlan, now_ms: i64) {
         self.log.flushed(plan, now_ms);
-        if self.durable_reads {
+        if self.durable_reads && !self.hw_from_replicas {
             let durable = self.log.recovery_point().min(self.log.end_offset());
             if durable > self.high_watermark {
                 self.advance_high_watermark(durable);
@@ -234,6 +336,14 @@ impl Partition {
     /// Validates one produce's records (exactly one v2 batch, as Kafka requires from v3 on),
     /// checks the producer's sequence, and appends.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<Appended, ProduceError> {
+        if self.role != Role::Leader {
+            return Err(ProduceError::NotLeader);
+        }
+        if let Some(at) = self.pending_truncation {
+            return Err(ProduceError::Storage(io::Error::other(format!(
+                "the truncation to {at} is not durable yet"
+            ))));
+        }
         let mut header = match batch::check(records) {
             Ok(h) => h,
             Err(e @ (BatchError::CrcMismatch { .. } | BatchError::Truncated { .. })) => {
@@ -327,7 +437,7 @@ impl Partition {
             .map_err(ProduceError::Storage)?;
         assert_eq!(base_offset, before);
         self.producers.record(&header, now_ms);
-        if !self.durable_reads {
+        if !self.durable_reads && !self.hw_from_replicas {
             self.advance_high_watermark(self.log.end_offset());
         }
         Ok(Appended {
