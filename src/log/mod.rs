@@ -547,6 +547,10 @@ impl Log {
         &self.dir
     }
 
+    pub fn disk(&self) -> &Arc<dyn Disk> {
+        &self.disk
+    }
+
     pub fn config(&self) -> &LogConfig {
         &self.config
     }

@@ -7,5 +7,5 @@ pub mod validation;
 
 pub use partition::{
     Appended, DeleteRecordsError, FollowerAppendError, FollowerAppended, Partition, ProduceError,
-    Role, StaleLeaderEpoch,
+    Role, StaleLeaderEpoch, TruncateError, TruncationPlan,
 };

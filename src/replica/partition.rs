@@ -10,6 +10,7 @@
 //! leader's batches, truncating on divergence) lives in `follower`.
 
 mod follower;
+mod snapshot;
 
 use std::io;
 use std::path::Path;
@@ -23,7 +24,7 @@ use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
-pub use follower::{FollowerAppendError, FollowerAppended};
+pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
 
 #[derive(Debug)]
 pub enum ProduceError {
@@ -70,28 +71,7 @@ pub struct Appended {
     pub duplicate: bool,
 }
 
-/// Producer state as of a log offset, written at checkpoints and on clean shutdown so that a
-/// start reads the log only from there instead of from its beginning.
-const PRODUCER_SNAPSHOT: &str = "producer-state";
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Snapshot {
-    /// The state covers every batch below this offset.
-    offset: i64,
-    producers: ProducerStates,
-}
-
-/// A snapshot on disk is `crc32c-hex\njson`: a damaged one is ignored, never trusted.
-fn load_snapshot(disk: &dyn Disk, dir: &Path) -> Option<Snapshot> {
-    let raw = crate::io::read_file(disk, &dir.join(PRODUCER_SNAPSHOT)).ok()?;
-    let split = raw.iter().position(|&b| b == b'\n')?;
-    let crc = u32::from_str_radix(std::str::from_utf8(&raw[..split]).ok()?, 16).ok()?;
-    let body = &raw[split + 1..];
-    if crc32c::crc32c(body) != crc {
-        return None;
-    }
-    serde_json::from_slice(body).ok()
-}
+use snapshot::{LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 
 pub fn log_config(config: &TopicConfig) -> LogConfig {
     LogConfig {
@@ -107,6 +87,8 @@ pub struct Partition {
     log: Log,
     high_watermark: i64,
     producers: ProducerStates,
+    /// The batch the log ends with, named in producer snapshots (see `snapshot`).
+    last_batch: Option<LastBatch>,
     config: TopicConfig,
     leader_epoch: i32,
     /// Leader or follower (a broker on its own is its partitions' leader).
@@ -147,24 +129,22 @@ impl Partition {
         let (log, recovery) = Log::open(disk.clone(), dir, log_config(&config), now_ms).await?;
         // Start from the snapshot when it is sound and the log still holds everything it
         // covers; otherwise rebuild from the whole log.
-        let (mut producers, from) = match load_snapshot(disk.as_ref(), dir) {
-            Some(mut s) if s.offset >= log.start_offset() && s.offset <= log.end_offset() => {
-                s.producers.reindex();
-                (s.producers, s.offset)
-            }
-            #[cfg(madsim)]
-            Some(s)
-                if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog) =>
+        let snapshot = Snapshot::load(disk.as_ref(), dir);
+        #[cfg(madsim)]
+        let producers = match snapshot {
+            Some(mut s)
+                if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog)
+                    && s.offset > log.end_offset() =>
             {
-                let from = s.offset.min(log.end_offset());
-                (s.producers, from)
+                s.offset = log.end_offset();
+                s.last_batch = None;
+                snapshot::rebuild(&log, Some(s), log.end_offset())?
             }
-            _ => (ProducerStates::default(), log.start_offset()),
+            other => snapshot::rebuild(&log, other, log.end_offset())?,
         };
-        // The log keeps no append times: a batch's own max timestamp stands in (as in Kafka).
-        log.scan_headers(from, |header| {
-            producers.record_replicated(header, header.max_timestamp)
-        })?;
+        #[cfg(not(madsim))]
+        let producers = snapshot::rebuild(&log, snapshot, log.end_offset())?;
+        let last_batch = LastBatch::in_log(&log, log.end_offset())?;
         // Whatever survived recovery is what this broker has: it is the committed log. It is
         // all durable (an unclean open fsyncs what it kept), so even a broker that exposes only
         // fsynced records can start its high watermark at the end: no consumer sees a tail a
@@ -181,6 +161,7 @@ impl Partition {
             log,
             high_watermark,
             producers,
+            last_batch,
             config,
             leader_epoch: 0,
             role: Role::Leader,
@@ -287,11 +268,9 @@ impl Partition {
         let snapshot = Snapshot {
             offset: self.log.end_offset(),
             producers: self.producers.clone(),
+            last_batch: self.last_batch,
         };
-        let body = serde_json::to_vec(&snapshot).expect("producer state serializes");
-        let mut raw = format!("{:08x}\n", crc32c::crc32c(&body)).into_bytes();
-        raw.extend_from_slice(&body);
-        (self.log.dir().join(PRODUCER_SNAPSHOT), raw)
+        (self.log.dir().join(PRODUCER_SNAPSHOT), snapshot.render())
     }
 
     /// Consumers see only what has been fsynced (for brokers that fsync before acknowledging).
@@ -437,6 +416,8 @@ impl Partition {
             .map_err(ProduceError::Storage)?;
         assert_eq!(base_offset, before);
         self.producers.record(&header, now_ms);
+        let stored = batch::BatchHeader::parse(&owned).expect("an appended batch parses");
+        self.last_batch = Some(LastBatch::of(&stored));
         if !self.durable_reads && !self.hw_from_replicas {
             self.advance_high_watermark(self.log.end_offset());
         }
@@ -606,9 +587,9 @@ mod tests {
         assert!(p.append(&second, 1).unwrap().duplicate);
         // A damaged snapshot is ignored and the state rebuilt from the whole log.
         drop(p);
-        assert!(load_snapshot(&disk, Path::new("/data/t-0")).is_some());
+        assert!(Snapshot::load(&disk, Path::new("/data/t-0")).is_some());
         disk.flip_bit(&path, 20, 1).unwrap();
-        assert!(load_snapshot(&disk, Path::new("/data/t-0")).is_none());
+        assert!(Snapshot::load(&disk, Path::new("/data/t-0")).is_none());
         disk.process_crash();
         let mut p = open(&disk);
         assert!(p.append(&first, 1).unwrap().duplicate);

@@ -6,9 +6,14 @@
 //! is the same function of the log prefix on every replica and deduplication survives failover.
 
 use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
 
+use super::snapshot::{self, LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 use super::{Partition, Role};
+use crate::io::Disk;
 use crate::log::batch::{self, BatchHeader};
+use crate::log::{Checkpoint, FlushPlan, Log};
 
 /// Why the leader's batches were refused. Nothing was appended.
 #[derive(Debug)]
@@ -122,6 +127,7 @@ impl Partition {
                 .append(slice, std::slice::from_mut(&mut header), now_ms)
                 .map_err(FollowerAppendError::Storage)?;
             self.producers.record_replicated(&header, now_ms);
+            self.last_batch = Some(LastBatch::of(&header));
             position += len;
         }
         assert_eq!(self.log.end_offset(), last.next_offset());
@@ -192,5 +198,130 @@ impl Partition {
     }
 }
 
+/// Why a truncation was refused. Nothing changed.
+#[derive(Debug)]
+pub enum TruncateError {
+    /// Below the log start: the data there is gone and every replica agreed on it (the log
+    /// start never passes the high watermark).
+    BelowLogStart {
+        offset: i64,
+        log_start: i64,
+    },
+    /// This replica leads the partition: a leader's log is the one others truncate to.
+    NotFollower,
+    Storage(io::Error),
+}
+
+impl std::fmt::Display for TruncateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TruncateError::BelowLogStart { offset, log_start } => {
+                write!(
+                    f,
+                    "truncation to {offset} is below the log start {log_start}"
+                )
+            }
+            TruncateError::NotFollower => write!(f, "a leader does not truncate"),
+            TruncateError::Storage(e) => write!(f, "storage: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TruncateError {}
+
+/// What makes a truncation durable, done outside the partition lock (and, in the broker, under
+/// the partition's flush gate, so no checkpoint of the old state lands after it): fsync the cut
+/// segment and the directory (removed segments and snapshot), then write the epoch and
+/// recovery-point checkpoints (the recovery point at or below the cut, so a later crash
+/// rescans from there). Then [`Partition::truncation_durable`].
+pub struct TruncationPlan {
+    /// The log end after the cut (a batch boundary at or below the requested offset).
+    pub end_offset: i64,
+    flush: FlushPlan,
+    checkpoint: Checkpoint,
+    disk: Arc<dyn Disk>,
+    dir: PathBuf,
+}
+
+impl TruncationPlan {
+    pub async fn make_durable(&self) -> io::Result<()> {
+        Log::sync_files(&self.flush).await?;
+        self.disk.sync_dir(&self.dir).await?;
+        self.checkpoint.write().await
+    }
+}
+
+impl Partition {
+    /// Cuts the log to `offset` (a follower whose log diverged from its leader's, KIP-101 /
+    /// KIP-279): the batches holding offsets at or after it (a batch straddling it goes whole),
+    /// their index entries, the epochs that start there, and the producer state they built
+    /// (rebuilt from the snapshot at or below the cut and the batches after it; a snapshot
+    /// above the cut is deleted). The high watermark is clamped to the new end. `Ok(None)` when
+    /// the log already ends at or before `offset`. Nothing is appended until the returned plan
+    /// is durable ([`Partition::truncation_durable`]).
+    pub fn truncate_to(&mut self, offset: i64) -> Result<Option<TruncationPlan>, TruncateError> {
+        if self.role != Role::Follower {
+            return Err(TruncateError::NotFollower);
+        }
+        let log_start = self.log.start_offset();
+        if offset < log_start {
+            return Err(TruncateError::BelowLogStart { offset, log_start });
+        }
+        if offset >= self.log.end_offset() {
+            return Ok(None);
+        }
+        let snapshot = Snapshot::load(self.log.disk().as_ref(), self.log.dir());
+        self.log
+            .truncate_to(offset)
+            .map_err(TruncateError::Storage)?;
+        let end = self.log.end_offset();
+        assert!(end <= offset && end >= log_start);
+        // The snapshot is read before the cut and judged after it: one above the cut (or from
+        // another history) is removed, so no start can trust it.
+        let snapshot = match snapshot {
+            Some(s) if s.fits(&self.log, end).map_err(TruncateError::Storage)? => Some(s),
+            Some(_) => {
+                let path = self.log.dir().join(PRODUCER_SNAPSHOT);
+                match self.log.disk().remove_file(&path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(TruncateError::Storage(e))
+                    }
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        self.producers =
+            snapshot::rebuild(&self.log, snapshot, end).map_err(TruncateError::Storage)?;
+        self.last_batch = LastBatch::in_log(&self.log, end).map_err(TruncateError::Storage)?;
+        self.high_watermark = self.high_watermark.min(end).max(log_start);
+        self.pending_truncation = Some(end);
+        tracing::info!(topic = %self.topic, partition = self.index, requested = offset, end,
+            "truncated the log");
+        Ok(Some(TruncationPlan {
+            end_offset: end,
+            flush: self.log.flush_plan(),
+            checkpoint: self.log.checkpoint(),
+            disk: self.log.disk().clone(),
+            dir: self.log.dir().to_path_buf(),
+        }))
+    }
+
+    /// The truncation `plan` is durable: appends may resume.
+    pub fn truncation_durable(&mut self, plan: &TruncationPlan, now_ms: i64) {
+        self.log.flushed(&plan.flush, now_ms);
+        if self.pending_truncation == Some(plan.end_offset) {
+            self.pending_truncation = None;
+        }
+    }
+
+    /// A truncation not yet durable, and where it cut.
+    pub fn pending_truncation(&self) -> Option<i64> {
+        self.pending_truncation
+    }
+}
+
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod truncation_tests;
