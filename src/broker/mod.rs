@@ -12,6 +12,7 @@ mod fetch;
 mod groups;
 mod health;
 mod metadata;
+mod offset_for_leader_epoch;
 mod produce;
 mod server;
 mod state;

@@ -13,7 +13,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use super::{
-    acls, admin, configs, delete_records, fetch, groups, metadata, produce, versions, Broker,
+    acls, admin, configs, delete_records, fetch, groups, metadata, offset_for_leader_epoch,
+    produce, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -225,6 +226,9 @@ async fn handle_frame(
         RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
         RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
             delete_records::handle(broker, req).await,
+        )),
+        RequestKind::OffsetForLeaderEpoch(req) => Some(ResponseKind::OffsetForLeaderEpoch(
+            offset_for_leader_epoch::handle(broker, req),
         )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
             configs::describe(broker, req),

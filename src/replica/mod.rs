@@ -7,6 +7,6 @@ pub mod producer;
 pub mod validation;
 
 pub use partition::{
-    Appended, DeleteRecordsError, FollowerAppendError, FollowerAppended, Partition, ProduceError,
-    Role, StaleLeaderEpoch, TruncateError, TruncationPlan,
+    Appended, DeleteRecordsError, EpochRefusal, FollowerAppendError, FollowerAppended, Partition,
+    ProduceError, Role, StaleLeaderEpoch, TruncateError, TruncationPlan,
 };

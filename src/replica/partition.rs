@@ -10,6 +10,7 @@
 //! leader's batches, truncating on divergence) lives in `follower`.
 
 mod follower;
+mod leader_epoch;
 mod snapshot;
 
 use std::io;
@@ -25,6 +26,7 @@ use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
+pub use leader_epoch::EpochRefusal;
 
 #[derive(Debug)]
 pub enum ProduceError {
@@ -400,6 +402,7 @@ impl Partition {
             None => records.to_vec(),
         };
         batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
+        header.partition_leader_epoch = self.leader_epoch;
         let log_append_time = if self.config.message_timestamp_type == TimestampType::LogAppendTime
         {
             batch::set_log_append_time(&mut owned, now_ms);
@@ -657,6 +660,32 @@ mod tests {
         assert_eq!(p.producer_count(), 2);
         assert_eq!(p.expire_producers(10_009, 10_000), 0);
         assert_eq!(p.expire_producers(10_010, 10_000), 2);
+    }
+
+    #[test]
+    fn appends_are_stamped_with_the_leader_epoch_and_start_it_in_the_cache() {
+        let disk = MemDisk::new(6);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let mut p = open(&disk);
+        // A broker on its own leads epoch 0 without an election.
+        p.append(&batch(&[b"a"], 10, None), 1).unwrap();
+        let entry = |p: &Partition| {
+            let e = p.log().epochs().latest().unwrap();
+            (e.epoch, e.start_offset)
+        };
+        assert_eq!(entry(&p), (0, 0));
+        p.become_leader(2, false).unwrap();
+        p.append(&batch(&[b"b"], 10, None), 1).unwrap();
+        p.append(&batch(&[b"c"], 10, None), 1).unwrap();
+        assert_eq!(entry(&p), (2, 1));
+        let stored = p.log().read(2, 1, i64::MAX).unwrap();
+        assert_eq!(batch::check(&stored).unwrap().partition_leader_epoch, 2);
+        assert_eq!(p.log().epochs().entries().len(), 2);
+        assert_eq!(
+            p.high_watermark(),
+            3,
+            "a leader on its own moves its HW on append"
+        );
     }
 
     #[test]

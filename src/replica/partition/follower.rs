@@ -322,6 +322,6 @@ impl Partition {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
 #[cfg(test)]
 mod truncation_tests;

@@ -8,7 +8,7 @@ use super::super::*;
 use crate::io::memdisk::{block_on, MemDisk};
 use crate::log::batch::testing::batch;
 
-pub(super) fn open_at(disk: &MemDisk, dir: &str) -> Partition {
+pub(in crate::replica) fn open_at(disk: &MemDisk, dir: &str) -> Partition {
     let mut config = crate::config::ServerConfig::default_single_node().topic_defaults;
     config.segment_bytes = 700;
     let open = Partition::open(Arc::new(disk.clone()), Path::new(dir), "t", 0, config, 0);
@@ -16,7 +16,7 @@ pub(super) fn open_at(disk: &MemDisk, dir: &str) -> Partition {
 }
 
 /// Everything in `p`'s log from `from`, as the leader would serve a follower.
-pub(super) fn tail(p: &Partition, from: i64) -> Vec<u8> {
+pub(in crate::replica) fn tail(p: &Partition, from: i64) -> Vec<u8> {
     let mut out = Vec::new();
     let mut offset = from;
     while offset < p.log_end_offset() {
@@ -32,7 +32,7 @@ pub(super) fn tail(p: &Partition, from: i64) -> Vec<u8> {
 }
 
 /// A leader at epoch 3 with idempotent and plain batches, and an empty follower at epoch 3.
-pub(super) fn pair(disk: &MemDisk) -> (Partition, Partition) {
+pub(in crate::replica) fn pair(disk: &MemDisk) -> (Partition, Partition) {
     let mut leader = open_at(disk, "/data/a/t-0");
     leader.become_leader(3, true).unwrap();
     let mut follower = open_at(disk, "/data/b/t-0");
