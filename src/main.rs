@@ -55,16 +55,17 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
-    /// Create, list or delete topics.
+    /// Create, list, describe or delete topics.
     Topics {
-        #[arg(long, default_value = "127.0.0.1:9092")]
+        #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
         bootstrap: String,
         #[command(subcommand)]
         action: TopicAction,
     },
     /// Produce each line of standard input as one record (key before the first tab, if any).
+    /// A missing topic is created when the broker allows auto-creation.
     Produce {
-        #[arg(long, default_value = "127.0.0.1:9092")]
+        #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
         bootstrap: String,
         topic: String,
         #[arg(long, default_value_t = 0)]
@@ -113,6 +114,11 @@ enum TopicAction {
         configs: Vec<String>,
     },
     List,
+    /// Partitions with leader, replicas, ISR and ELR, and topic configs (like
+    /// `kafka-topics.sh --describe`); every topic without a name.
+    Describe {
+        name: Option<String>,
+    },
     Delete {
         name: String,
     },
@@ -276,6 +282,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         println!("{}\t{} partitions", topic.name, topic.partitions);
                     }
                 }
+                TopicAction::Describe { name } => {
+                    let names: Vec<&str> = name.iter().map(String::as_str).collect();
+                    let wanted = (!names.is_empty()).then_some(names.as_slice());
+                    let topics = client.describe_topics(wanted).await?;
+                    print!("{}", weir::client::render_topic_descriptions(&topics));
+                }
                 TopicAction::Delete { name } => {
                     client.delete_topic(&name).await?;
                     println!("deleted topic {name}");
@@ -290,7 +302,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             acks: a,
         } => {
             let acks = acks(&a)?;
-            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            let bootstrap = addr(&bootstrap)?;
+            let mut client = Client::connect(&io, bootstrap).await?;
+            // As Kafka's producer: Metadata (creating the topic if the broker allows), then
+            // send to the partition's leader.
+            let leader = client.wait_for_leader(&topic, partition).await?;
+            let host = if leader.host.contains(':') {
+                format!("[{}]", leader.host)
+            } else {
+                leader.host.clone()
+            };
+            let leader_addr = addr(&format!("{host}:{}", leader.port))?;
+            if leader_addr != bootstrap {
+                client = Client::connect(&io, leader_addr).await?;
+            }
             let mut input = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
             let now = io.clock.wall_ms();

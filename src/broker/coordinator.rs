@@ -250,7 +250,7 @@ impl Broker {
         if self.image().topic(OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
-        let live_brokers = 1;
+        let live_brokers = self.image().live_brokers().count().max(1) as i16;
         let mut configs = BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
         configs.insert("compression.type".to_string(), "producer".to_string());
@@ -266,6 +266,7 @@ impl Broker {
                 .offsets_topic_replication_factor
                 .min(live_brokers),
             configs,
+            ..Default::default()
         };
         match self.create_topic(new, false).await {
             Ok(()) => {

@@ -36,6 +36,9 @@ struct Wanted {
     current_leader_epoch: i32,
     /// -1: not sent (before v12), no divergence check.
     last_fetched_epoch: i32,
+    /// A consumer asking a broker that does not lead the partition (followers fetch from the
+    /// leader; a replica's own fetches are not refused here).
+    not_leader: bool,
 }
 
 /// What a fetch may carry: (per partition, whole response) in bytes. Clients may ask for up
@@ -65,6 +68,12 @@ pub(super) async fn handle(
 ) -> FetchResponse {
     let (partition_cap, max_bytes) = fetch_limits(&broker.config, &req, ctx.version);
     let image = broker.image();
+    let replica = if ctx.version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let from_replica = replica >= 0;
     let mut wanted = Vec::new();
     for topic in &req.topics {
         let name = if ctx.version >= 13 {
@@ -89,6 +98,13 @@ pub(super) async fn handle(
                 } else {
                     -1
                 },
+                not_leader: !from_replica
+                    && name.as_deref().is_some_and(|t| {
+                        matches!(
+                            broker.leadership(t, p.partition),
+                            super::Leadership::NotLeader { .. }
+                        )
+                    }),
             });
         }
     }
@@ -126,6 +142,12 @@ fn read_all(
             .with_partition_index(w.partition)
             .with_high_watermark(-1)
             .with_records(Some(Bytes::new()));
+        if w.not_leader {
+            data.error_code = ResponseError::NotLeaderOrFollower.code();
+            errored = true;
+            out.push(data);
+            continue;
+        }
         let handle = w
             .topic
             .as_deref()
@@ -283,6 +305,14 @@ pub(super) fn list_offsets(
                 .map(|p| {
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
+                    // Offsets come from the leader (Kafka: also for followers' own lookups).
+                    if matches!(
+                        broker.leadership(&name, p.partition_index),
+                        super::Leadership::NotLeader { .. }
+                    ) {
+                        r.error_code = ResponseError::NotLeaderOrFollower.code();
+                        return r;
+                    }
                     let Some(handle) = broker.partition(&name, p.partition_index) else {
                         r.error_code = ResponseError::UnknownTopicOrPartition.code();
                         return r;

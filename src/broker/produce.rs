@@ -158,6 +158,12 @@ fn append_one(
             format!("cannot append to the internal topic {topic}"),
         ));
     }
+    if let super::Leadership::NotLeader { leader, .. } = broker.leadership(topic, index) {
+        return Err(Failure::new(
+            ResponseError::NotLeaderOrFollower,
+            format!("this broker does not lead {topic}-{index} (the leader is {leader})"),
+        ));
+    }
     let Some(handle) = broker.partition(topic, index) else {
         return Err(Failure::new(
             ResponseError::UnknownTopicOrPartition,

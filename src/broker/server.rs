@@ -14,7 +14,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 
 use super::{
     acls, admin, configs, delete_records, fetch, forward, groups, metadata,
-    offset_for_leader_epoch, produce, quorum_rpc, versions, Broker,
+    offset_for_leader_epoch, produce, quorum_rpc, topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -196,6 +196,9 @@ async fn handle_frame(
         )),
         RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
             metadata::describe_cluster(broker, &ctx, req),
+        )),
+        RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
+            topic_partitions::handle(broker, req),
         )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, &ctx, req).await,

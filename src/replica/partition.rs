@@ -157,6 +157,8 @@ impl Partition {
             "an opened log is durable"
         );
         let high_watermark = log.end_offset();
+        // Until told its role, a replica stamps no epoch older than what its log holds.
+        let leader_epoch = log.latest_epoch().max(0);
         let partition = Partition {
             topic: topic.to_string(),
             index,
@@ -165,7 +167,7 @@ impl Partition {
             producers,
             last_batch,
             config,
-            leader_epoch: 0,
+            leader_epoch,
             role: Role::Leader,
             hw_from_replicas: false,
             pending_truncation: None,
