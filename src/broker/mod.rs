@@ -17,6 +17,7 @@ mod groups;
 mod health;
 pub mod identity;
 mod metadata;
+mod offset_for_leader_epoch;
 mod peer;
 mod produce;
 pub mod quorum;
