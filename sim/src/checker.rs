@@ -282,6 +282,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             | Event::AdminAck { .. }
             | Event::AdminFail { .. }
             | Event::Inject(_)
+            | Event::Scheduled(_)
             | Event::Fault(_)
             | Event::Heal(_)
             | Event::Note(_) => {}

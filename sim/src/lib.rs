@@ -15,6 +15,8 @@ pub mod metadata_check;
 pub mod producer;
 pub mod report;
 pub mod scenario;
+pub mod shrink;
+pub mod swarm;
 pub mod workload;
 
 #[cfg(madsim)]

@@ -35,6 +35,25 @@ mod cli {
             /// Also print the whole history, one event a line.
             #[arg(long)]
             trace: bool,
+            /// Run the seed's swarm configuration (as `sweep --swarm` did).
+            #[arg(long)]
+            swarm: bool,
+        },
+        /// Shrink a failing seed to the smallest fault schedule that still fails the same
+        /// check; print it as a scenario file (TOML with a `timeline`) that fails on replay.
+        Shrink {
+            scenario: PathBuf,
+            #[arg(long)]
+            seed: u64,
+            /// Shrink the seed's swarm configuration (as `sweep --swarm` ran it).
+            #[arg(long)]
+            swarm: bool,
+            /// At most this many simulation runs.
+            #[arg(long, default_value_t = 200)]
+            max_runs: usize,
+            /// Write the shrunk scenario here instead of to standard output.
+            #[arg(long)]
+            out: Option<PathBuf>,
         },
         /// Run many seeds of many scenarios; exit non-zero on any violation.
         Sweep {
@@ -58,9 +77,67 @@ mod cli {
             /// in flight per producer): the "before" column of the catch-rate table.
             #[arg(long)]
             baseline: bool,
+            /// Swarm testing: per seed, only a random subset of each scenario's fault kinds, at
+            /// random rates, drawn from the seed (replay with `run --swarm`).
+            #[arg(long)]
+            swarm: bool,
         },
         /// List the bugs `sweep --plant` can plant.
         Plants,
+    }
+
+    /// `cargo sim shrink`: the shrunk scenario to stdout (or `out`), the progress to stderr.
+    fn shrink_cli(
+        path: &std::path::Path,
+        seed: u64,
+        swarm: bool,
+        max_runs: usize,
+        out: Option<&std::path::Path>,
+    ) -> Result<(), String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let base: toml::Value =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let shrunk = weir_sim::shrink::shrink(&base, &name, seed, swarm, max_runs, &mut |m| {
+            eprintln!("{m}")
+        })?;
+        let (b, a) = (&shrunk.before, &shrunk.after);
+        let shown = out.map_or("shrunk.toml".to_string(), |p| p.display().to_string());
+        let header = format!(
+            "# Shrunk from {} --seed {seed}{}: fails `{}` with {} faults and {} narrow-window \
+             points\n# (was {} and {}), {} s instead of {} s; {} runs. Replay:\n#   {}\n",
+            path.display(),
+            if swarm { " --swarm" } else { "" },
+            shrunk.target,
+            a.faults.len(),
+            a.points.len(),
+            b.faults.len(),
+            b.points.len(),
+            a.duration_secs,
+            b.duration_secs,
+            shrunk.runs,
+            report::replay_command(&shown, seed, false)
+        );
+        let file = format!("{header}{}", shrunk.toml);
+        match out {
+            Some(p) => std::fs::write(p, &file).map_err(|e| format!("{}: {e}", p.display()))?,
+            None => print!("{file}"),
+        }
+        eprintln!(
+            "shrunk: {} → {} faults ({} → {} with narrow-window points), fails {} on replay \
+             (trace_hash {:016x})",
+            b.faults.len(),
+            a.faults.len(),
+            b.size(),
+            a.size(),
+            shrunk.target,
+            shrunk.outcome.trace_hash
+        );
+        Ok(())
     }
 
     pub fn main() -> ExitCode {
@@ -71,15 +148,20 @@ mod cli {
                 seed,
                 json,
                 trace,
+                swarm,
             } => {
-                let loaded = match Scenario::load(&scenario) {
+                let mut loaded = match Scenario::load(&scenario) {
                     Ok(s) => s,
                     Err(e) => {
                         eprintln!("error: {e}");
                         return ExitCode::from(2);
                     }
                 };
-                let outcome = sweep::run_isolated(&loaded, seed);
+                if swarm {
+                    weir_sim::swarm::apply(&mut loaded, seed);
+                }
+                let mut outcome = sweep::run_isolated(&loaded, seed);
+                outcome.swarm = swarm;
                 if trace {
                     print!("{}", report::trace(&outcome));
                 }
@@ -97,6 +179,19 @@ mod cli {
                     ExitCode::FAILURE
                 }
             }
+            Command::Shrink {
+                scenario,
+                seed,
+                swarm,
+                max_runs,
+                out,
+            } => match shrink_cli(&scenario, seed, swarm, max_runs, out.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            },
             Command::Plants => {
                 for (name, _) in weir::config::PlantedBug::NAMES {
                     println!("{name}");
@@ -110,6 +205,7 @@ mod cli {
                 junit,
                 plant,
                 baseline,
+                swarm,
             } => {
                 let run = || -> Result<bool, String> {
                     let seeds = sweep::parse_seeds(&seeds)?;
@@ -124,6 +220,7 @@ mod cli {
                         sweep::Options {
                             plant: plant.as_deref(),
                             baseline,
+                            swarm,
                         },
                     )?;
                     let runs = summary.cases.len();

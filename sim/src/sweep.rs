@@ -96,6 +96,8 @@ pub struct Options<'a> {
     /// Judge as the simulator did before reads counted as knowledge: only the original six
     /// checks, one produce request in flight per producer. For before/after measurements.
     pub baseline: bool,
+    /// Swarm testing: each seed runs its own random subset of the fault kinds (`swarm.rs`).
+    pub swarm: bool,
 }
 
 /// The checks the simulator had before `lost-read`, `uncommitted` and `order`.
@@ -160,7 +162,14 @@ pub fn sweep(
                     return;
                 };
                 let (path, scenario) = &scenarios[index];
-                let mut outcome = run_isolated(scenario, seed);
+                let mut outcome = if options.swarm {
+                    let mut narrowed = scenario.clone();
+                    crate::swarm::apply(&mut narrowed, seed);
+                    run_isolated(&narrowed, seed)
+                } else {
+                    run_isolated(scenario, seed)
+                };
+                outcome.swarm = options.swarm;
                 // With --plant every catch is expected and counted, not shown.
                 let quiet = plant.is_some();
                 // A sweep keeps verdicts, not histories: thousands of them would not fit.

@@ -178,6 +178,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         trace_hash: trace_hash(&entries),
         injected,
         evidence_ms,
+        swarm: false,
         events: entries.len(),
         faults,
         simulated_secs,
