@@ -38,6 +38,10 @@ mod cli {
             /// Run the seed's swarm configuration (as `sweep --swarm` did).
             #[arg(long)]
             swarm: bool,
+            /// Write a picture of the run here: one self-contained HTML page (a space-time
+            /// diagram of every node and client, the violations and their witnesses).
+            #[arg(long)]
+            html: Option<PathBuf>,
         },
         /// Shrink a failing seed to the smallest fault schedule that still fails the same
         /// check; print it as a scenario file (TOML with a `timeline`) that fails on replay.
@@ -149,6 +153,7 @@ mod cli {
                 json,
                 trace,
                 swarm,
+                html,
             } => {
                 let mut loaded = match Scenario::load(&scenario) {
                     Ok(s) => s,
@@ -164,6 +169,18 @@ mod cli {
                 outcome.swarm = swarm;
                 if trace {
                     print!("{}", report::trace(&outcome));
+                }
+                if let Some(path) = &html {
+                    let page = weir_sim::html::page(
+                        &outcome,
+                        loaded.cluster.brokers,
+                        &scenario.display().to_string(),
+                    );
+                    if let Err(e) = std::fs::write(path, page) {
+                        eprintln!("error: {}: {e}", path.display());
+                        return ExitCode::from(2);
+                    }
+                    eprintln!("wrote {}", path.display());
                 }
                 if json {
                     println!("{}", report::json(&outcome));
@@ -239,10 +256,22 @@ mod cli {
                         let caught: usize = summary.plant_catches.iter().map(|c| c.2).sum();
                         let scenarios = summary.plant_catches.iter().filter(|c| c.2 > 0).count();
                         let first = summary.plant_catches.iter().filter_map(|c| c.3).min();
+                        // Seeds to first detection, per scenario, a scenario that never caught
+                        // it counted as one more seed than it ran (censored).
+                        let to_first: Vec<usize> = summary
+                            .plant_catches
+                            .iter()
+                            .map(|c| c.3.map_or(c.1 + 1, |s| {
+                                seeds.iter().position(|&x| x == s).map_or(c.1 + 1, |p| p + 1)
+                            }))
+                            .collect();
+                        let mean = to_first.iter().sum::<usize>() as f64
+                            / to_first.len().max(1) as f64;
                         println!(
-                            "plant-catch: {bug} caught in {caught}/{runs} runs, {scenarios}/{} scenarios, first seed {}",
+                            "plant-catch: {bug} caught in {caught}/{runs} runs, {scenarios}/{} scenarios, first seed {}, mean seeds to first detection {mean:.1}{}",
                             summary.plant_catches.len(),
-                            first.map_or("-".to_string(), |s| s.to_string())
+                            first.map_or("-".to_string(), |s| s.to_string()),
+                            if swarm { " (swarm)" } else { "" }
                         );
                     }
                     if let Some(path) = junit {

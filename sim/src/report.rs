@@ -76,6 +76,7 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("uncommitted", &f.uncommitted),
         ("out of order", &f.misordered),
         ("metadata", &f.metadata),
+        ("sent and lost", &f.sent_lost),
     ] {
         if !examples.is_empty() {
             let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();
@@ -122,6 +123,7 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "lost_reads": f.lost_reads.len(),
         "uncommitted": f.uncommitted.len(),
         "misordered": f.misordered.len(),
+        "sent_lost": f.sent_lost.len(),
         "evidence_ms": outcome.evidence_ms,
         "liveness": f.liveness,
         "violations": outcome.violations,

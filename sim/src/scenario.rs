@@ -92,6 +92,10 @@ pub enum Check {
     Order,
     /// An acknowledged admin change is missing after the faults heal, or one shows half done.
     Metadata,
+    /// A value a producer sent and was never told about (acks=0: fire and forget, which the
+    /// client reports as sent) is missing from the final read. Not in the default checks: it
+    /// judges the producer's settings, not the broker (`cargo sim check` uses it).
+    Sent,
 }
 
 impl Check {

@@ -54,6 +54,7 @@ pub fn check_name(check: Check) -> &'static str {
         Check::Uncommitted => "uncommitted",
         Check::Order => "order",
         Check::Metadata => "metadata",
+        Check::Sent => "sent",
     }
 }
 
@@ -65,6 +66,7 @@ pub fn failures(outcome: &RunOutcome, checks: &[Check]) -> Vec<Failure> {
     }
     let mut out: Vec<Failure> = Check::all()
         .into_iter()
+        .chain([Check::Sent])
         .filter(|c| checks.contains(c) && !outcome.findings.violations(&[*c]).is_empty())
         .map(Failure::Check)
         .collect();
@@ -241,8 +243,10 @@ pub fn tighten(mut c: Candidate, fails: &mut dyn FnMut(&Candidate) -> bool) -> C
     // Later: from the last fault back, halve the gap to whatever follows (faults run one after
     // another, so a fault never passes the next one's start).
     let end_ms = c.duration_secs * 1000;
+    // A step that fails is kept; one that passes is retried at half the distance.
     for i in (0..c.faults.len()).rev() {
-        for _ in 0..2 {
+        let mut share = 2;
+        for _ in 0..3 {
             let f = &c.faults[i];
             let d = f.duration_ms.unwrap_or(0);
             let limit = c
@@ -254,11 +258,11 @@ pub fn tighten(mut c: Candidate, fails: &mut dyn FnMut(&Candidate) -> bool) -> C
                 break;
             }
             let mut next = c.clone();
-            next.faults[i].at_ms = f.at_ms + (limit - f.at_ms) / 2;
+            next.faults[i].at_ms = f.at_ms + (limit - f.at_ms) / share;
             if fails(&next) {
                 c = next;
             } else {
-                break;
+                share *= 2;
             }
         }
     }
