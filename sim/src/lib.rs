@@ -19,6 +19,7 @@ pub mod report;
 pub mod scenario;
 pub mod shrink;
 pub mod swarm;
+pub mod verdict;
 pub mod workload;
 
 #[cfg(madsim)]

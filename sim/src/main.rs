@@ -86,6 +86,27 @@ mod cli {
             #[arg(long)]
             swarm: bool,
         },
+        /// Judge your own settings: run the standard fault suite (process kill, power loss,
+        /// network partition, disk faults, leader failover) against them and say, class by
+        /// class, whether data the client was told about can be lost. Exits 1 if any can.
+        Check {
+            /// Your broker's server.properties.
+            #[arg(long)]
+            config: PathBuf,
+            /// Topic-level settings, k=v,k=v (replication.factor is accepted here too).
+            #[arg(long)]
+            topic_config: Option<String>,
+            /// Producer settings, k=v,k=v (acks, enable.idempotence, retries,
+            /// max.in.flight.requests.per.connection).
+            #[arg(long)]
+            producer: Option<String>,
+            /// Seeds per fault class.
+            #[arg(long, default_value = "1..=20")]
+            seeds: String,
+            /// Where the shrunk schedules of unsafe classes are written.
+            #[arg(long, default_value = "target/sim-check")]
+            out_dir: PathBuf,
+        },
         /// List the bugs `sweep --plant` can plant.
         Plants,
     }
@@ -209,6 +230,43 @@ mod cli {
                     ExitCode::from(2)
                 }
             },
+            Command::Check {
+                config,
+                topic_config,
+                producer,
+                seeds,
+                out_dir,
+            } => {
+                use weir_sim::verdict;
+                let run = || -> Result<bool, String> {
+                    let text = std::fs::read_to_string(&config)
+                        .map_err(|e| format!("{}: {e}", config.display()))?;
+                    let user = verdict::UserConfig {
+                        broker: verdict::parse_properties(&text)
+                            .map_err(|e| format!("{}: {e}", config.display()))?,
+                        topic: verdict::parse_pairs(topic_config.as_deref().unwrap_or(""))?,
+                        producer: verdict::parse_pairs(producer.as_deref().unwrap_or(""))?,
+                    };
+                    let seeds = sweep::parse_seeds(&seeds)?;
+                    let results =
+                        verdict::check(&user, &seeds, &out_dir, &mut |m| eprintln!("{m}"))?;
+                    print!("{}", verdict::render(&user, &results));
+                    Ok(!results.iter().any(|(_, v)| {
+                        matches!(
+                            v,
+                            verdict::Verdict::Unsafe { .. } | verdict::Verdict::Dropped { .. }
+                        )
+                    }))
+                };
+                match run() {
+                    Ok(true) => ExitCode::SUCCESS,
+                    Ok(false) => ExitCode::FAILURE,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        ExitCode::from(2)
+                    }
+                }
+            }
             Command::Plants => {
                 for (name, _) in weir::config::PlantedBug::NAMES {
                     println!("{name}");
