@@ -132,7 +132,8 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
     let history = &outcome.history;
     let end_ms = history.iter().map(|e| e.at_ms).max().unwrap_or(0).max(1);
     let mut marks: Vec<Mark> = Vec::new();
-    let mut lanes: std::collections::BTreeSet<Lane> = (0..brokers.max(1)).map(Lane::Broker).collect();
+    let mut lanes: std::collections::BTreeSet<Lane> =
+        (0..brokers.max(1)).map(Lane::Broker).collect();
     lanes.insert(Lane::Run);
     let mut ops: BTreeMap<u64, Op> = BTreeMap::new();
     let mut faults: Vec<(u64, u64, u32, FaultKind)> = Vec::new();
@@ -141,7 +142,7 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
     // Fetches: consecutive reads by one consumer of one partition at one instant are one mark.
     let mut fetch: Option<(u32, i32, u64, i64, i64, i64, usize)> = None;
     let flush = |fetch: &mut Option<(u32, i32, u64, i64, i64, i64, usize)>,
-                     marks: &mut Vec<Mark>| {
+                 marks: &mut Vec<Mark>| {
         if let Some((consumer, p, t, first, last, hw, _)) = fetch.take() {
             marks.push(Mark {
                 lane: consumer_lane(consumer),
@@ -271,7 +272,11 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                 detail: format!("admin op {op} acknowledged"),
                 witness: None,
             }),
-            Event::AdminFail { op, definite, error } => marks.push(Mark {
+            Event::AdminFail {
+                op,
+                definite,
+                error,
+            } => marks.push(Mark {
                 lane: Lane::Admin,
                 t,
                 t2: None,
@@ -401,19 +406,33 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
             if let Some(&index) = ack_mark.get(value.as_str()) {
                 let at = marks[index].t;
                 first_ms = first_ms.min(at);
-                witness(&mut marks, index, v, "LOST: acknowledged, missing at the end");
+                witness(
+                    &mut marks,
+                    index,
+                    v,
+                    "LOST: acknowledged, missing at the end",
+                );
                 // The suspect: the first fault still on at the acknowledgement or after it (an
                 // answer in flight can arrive just after the power went out).
                 if let Some(&(ft, _, node, _)) = faults.iter().find(|(ft, d, ..)| ft + d >= at) {
                     if let Some(&fi) = fault_marks.get(&(ft, node)) {
-                        witness(&mut marks, fi, v, "the first fault at or after a lost write's ack");
+                        witness(
+                            &mut marks,
+                            fi,
+                            v,
+                            "the first fault at or after a lost write's ack",
+                        );
                         links.insert((index, fi));
                     }
                 }
             }
         }
         violations.push(Violation {
-            text: format!("{} lost acknowledged writes, e.g. {}", f.lost.len(), f.lost[0]),
+            text: format!(
+                "{} lost acknowledged writes, e.g. {}",
+                f.lost.len(),
+                f.lost[0]
+            ),
             at_ms: if first_ms == u64::MAX { 0 } else { first_ms },
         });
     }
@@ -421,10 +440,21 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
         let v = violations.len();
         let mut at_ms = u64::MAX;
         let mut seen: Vec<usize> = acks_at.get(&(*p, *o)).cloned().unwrap_or_default();
-        seen.extend(reads_at.get(&(*p, *o)).into_iter().flatten().map(|(i, _)| *i));
+        seen.extend(
+            reads_at
+                .get(&(*p, *o))
+                .into_iter()
+                .flatten()
+                .map(|(i, _)| *i),
+        );
         for &i in &seen {
             at_ms = at_ms.min(marks[i].t);
-            witness(&mut marks, i, v, &format!("offset {o} of partition {p} seen holding {values:?}"));
+            witness(
+                &mut marks,
+                i,
+                v,
+                &format!("offset {o} of partition {p} seen holding {values:?}"),
+            );
         }
         for pair in seen.windows(2) {
             links.insert((pair[0], pair[1]));
@@ -491,7 +521,12 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
             witness(&mut marks, i, v, "corrupt");
         }
     }
-    for text in f.metadata.iter().chain(f.liveness.iter()).chain(outcome.panic.iter()) {
+    for text in f
+        .metadata
+        .iter()
+        .chain(f.liveness.iter())
+        .chain(outcome.panic.iter())
+    {
         let v = violations.len();
         violations.push(Violation {
             text: text.clone(),
@@ -783,7 +818,9 @@ mod tests {
         assert!(html.contains(r#"class="fault k-power_loss violation""#));
         assert!(html.contains(r#"class="read violation""#));
         assert!(html.contains(r#"class="link""#));
-        assert!(html.contains("broker-0") && html.contains("producer-0") && html.contains("consumer-0"));
+        assert!(
+            html.contains("broker-0") && html.contains("producer-0") && html.contains("consumer-0")
+        );
         assert_eq!(html.matches(r#"class="vitem""#).count(), 2);
         // Self-contained: nothing is fetched.
         assert!(!html.contains("http://") && !html.contains("https://") && !html.contains(" src="));

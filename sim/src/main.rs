@@ -119,8 +119,7 @@ mod cli {
         max_runs: usize,
         out: Option<&std::path::Path>,
     ) -> Result<(), String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let base: toml::Value =
             toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let name = path
@@ -319,12 +318,17 @@ mod cli {
                         let to_first: Vec<usize> = summary
                             .plant_catches
                             .iter()
-                            .map(|c| c.3.map_or(c.1 + 1, |s| {
-                                seeds.iter().position(|&x| x == s).map_or(c.1 + 1, |p| p + 1)
-                            }))
+                            .map(|c| {
+                                c.3.map_or(c.1 + 1, |s| {
+                                    seeds
+                                        .iter()
+                                        .position(|&x| x == s)
+                                        .map_or(c.1 + 1, |p| p + 1)
+                                })
+                            })
                             .collect();
-                        let mean = to_first.iter().sum::<usize>() as f64
-                            / to_first.len().max(1) as f64;
+                        let mean =
+                            to_first.iter().sum::<usize>() as f64 / to_first.len().max(1) as f64;
                         println!(
                             "plant-catch: {bug} caught in {caught}/{runs} runs, {scenarios}/{} scenarios, first seed {}, mean seeds to first detection {mean:.1}{}",
                             summary.plant_catches.len(),

@@ -90,7 +90,11 @@ pub fn apply(scenario: &mut Scenario, seed: u64) -> Choice {
         }
     }
     for (j, point) in points.iter().enumerate() {
-        let p = nemesis.buggify.points.get_mut(point).expect("an active point");
+        let p = nemesis
+            .buggify
+            .points
+            .get_mut(point)
+            .expect("an active point");
         if keep[active.len() + j] {
             *p = (*p * mix.factor()).min(1.0);
             choice.kept.push(format!("{point:?}"));

@@ -105,9 +105,13 @@ impl Settings {
         let max_in_flight = c
             .producer
             .get("max.in.flight.requests.per.connection")
-            .map_or(Ok(5), |v| int_of("max.in.flight.requests.per.connection", v))?;
+            .map_or(Ok(5), |v| {
+                int_of("max.in.flight.requests.per.connection", v)
+            })?;
         if retries < 0 || !(1..=64).contains(&max_in_flight) {
-            return Err("retries must be ≥ 0 and max.in.flight.requests.per.connection 1..=64".into());
+            return Err(
+                "retries must be ≥ 0 and max.in.flight.requests.per.connection 1..=64".into(),
+            );
         }
         if idempotent && (max_in_flight > 5 || acks != "all" || retries == 0) {
             // The Kafka producer refuses this combination at start (ConfigException).
@@ -125,8 +129,8 @@ impl Settings {
                 .get("default.replication.factor")
                 .map_or(Ok(1), |v| int_of("default.replication.factor", v))?,
         };
-        let min_insync = either("min.insync.replicas")
-            .map_or(Ok(1), |v| int_of("min.insync.replicas", v))?;
+        let min_insync =
+            either("min.insync.replicas").map_or(Ok(1), |v| int_of("min.insync.replicas", v))?;
         let unclean = either("unclean.leader.election.enable")
             .map_or(Ok(false), |v| bool_of("unclean.leader.election.enable", v))?;
         let fsync_before_ack = c
@@ -262,11 +266,13 @@ impl FaultClass {
     /// Why this class cannot be judged on one broker with these settings, if it cannot.
     pub fn needs_cluster(self, s: &Settings) -> Option<String> {
         match self {
-            FaultClass::PowerLoss if s.replication_factor > 1 && !s.fsync_before_ack => Some(format!(
+            FaultClass::PowerLoss if s.replication_factor > 1 && !s.fsync_before_ack => {
+                Some(format!(
                 "with replication.factor={} and no fsync before acknowledging (Kafka's default), \
                  what survives one broker's power loss is the copies on the other brokers",
                 s.replication_factor
-            )),
+            ))
+            }
             FaultClass::LeaderFailover => Some(format!(
                 "a leader change judges replication.factor={}, min.insync.replicas={}, \
                  unclean.leader.election.enable={} and acks={}",
@@ -326,7 +332,8 @@ fn text(s: &str) -> Value {
 /// The class's scenario on `brokers` brokers, as a scenario file's TOML value.
 pub fn scenario_value(c: &UserConfig, s: &Settings, class: FaultClass, brokers: u32) -> Value {
     let keep = |k: &String| {
-        !WORLD_KEYS.contains(&k.as_str()) && (brokers > 1 || !REPLICATION_KEYS.contains(&k.as_str()))
+        !WORLD_KEYS.contains(&k.as_str())
+            && (brokers > 1 || !REPLICATION_KEYS.contains(&k.as_str()))
     };
     let broker = c
         .broker
@@ -346,15 +353,28 @@ pub fn scenario_value(c: &UserConfig, s: &Settings, class: FaultClass, brokers: 
         .into_iter()
         .map(|(k, w)| {
             let name = Value::try_from(k).expect("a fault kind renders");
-            (name.as_str().unwrap_or_default().to_string(), Value::Integer(w as i64))
+            (
+                name.as_str().unwrap_or_default().to_string(),
+                Value::Integer(w as i64),
+            )
         })
         .collect();
-    let checks = ["lost", "lost-read", "duplicate", "inconsistent", "order", "sent"];
+    let checks = [
+        "lost",
+        "lost-read",
+        "duplicate",
+        "inconsistent",
+        "order",
+        "sent",
+    ];
     table(vec![
         ("name".into(), text(&format!("check-{}", class.file_stem()))),
         (
             "description".into(),
-            text(&format!("cargo sim check: {} against the user's settings", class.name())),
+            text(&format!(
+                "cargo sim check: {} against the user's settings",
+                class.name()
+            )),
         ),
         ("duration_secs".into(), Value::Integer(20)),
         (
@@ -386,10 +406,16 @@ pub fn scenario_value(c: &UserConfig, s: &Settings, class: FaultClass, brokers: 
                 // runs are 20 s, so its time-outs and retries are scaled down with them.
                 ("retries".into(), Value::Integer(s.retries.min(10) as i64)),
                 ("request_timeout_ms".into(), Value::Integer(1000)),
-                ("max_in_flight".into(), Value::Integer(s.max_in_flight as i64)),
+                (
+                    "max_in_flight".into(),
+                    Value::Integer(s.max_in_flight as i64),
+                ),
             ]),
         ),
-        ("consumers".into(), table(vec![("count".into(), Value::Integer(1))])),
+        (
+            "consumers".into(),
+            table(vec![("count".into(), Value::Integer(1))]),
+        ),
         (
             "nemesis".into(),
             table(vec![
@@ -653,11 +679,13 @@ mod tests {
         };
         let acks0 = with(&|c| {
             c.producer.insert("acks".into(), "0".into());
-            c.producer.insert("enable.idempotence".into(), "false".into());
+            c.producer
+                .insert("enable.idempotence".into(), "false".into());
         });
         assert!(acks0.deviations()[0].starts_with("acks=0"));
         let rf1 = with(&|c| {
-            c.broker.insert("default.replication.factor".into(), "1".into());
+            c.broker
+                .insert("default.replication.factor".into(), "1".into());
         });
         // One replica: a single broker is exactly the cluster, so power loss is judged.
         assert!(FaultClass::PowerLoss.needs_cluster(&rf1).is_none());
@@ -667,7 +695,8 @@ mod tests {
         });
         assert!(unclean.deviations()[0].starts_with("unclean"));
         let fsync = with(&|c| {
-            c.broker.insert("weir.fsync.before.ack".into(), "true".into());
+            c.broker
+                .insert("weir.fsync.before.ack".into(), "true".into());
         });
         assert!(FaultClass::PowerLoss.needs_cluster(&fsync).is_none());
     }

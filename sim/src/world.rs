@@ -130,7 +130,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f.duplicated.clear();
             f.misordered.clear();
             f.sent_lost.clear();
-            for c in [Check::Lost, Check::LostRead, Check::Duplicate, Check::Order, Check::Sent] {
+            for c in [
+                Check::Lost,
+                Check::LostRead,
+                Check::Duplicate,
+                Check::Order,
+                Check::Sent,
+            ] {
                 f.evidence_ms.remove(&c);
             }
             f
