@@ -114,6 +114,7 @@ async fn register(broker: &Broker, req: &BrokerRegistrationRequest) -> BrokerReg
             })
             .collect(),
         rack: req.rack.as_ref().map(|r| r.to_string()),
+        previous_epoch: req.previous_broker_epoch,
     };
     match broker.register_broker(&request).await {
         Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
@@ -159,8 +160,10 @@ impl Broker {
         request: &RegistrationRequest,
     ) -> Result<i64, CommitError> {
         let now = self.io.clock.wall_ms();
-        self.change_metadata(false, |_, image| {
-            let records = self.with_sessions(|s| s.register(image, request, now))?;
+        self.change_metadata(false, |controller, image| {
+            let records = self.with_sessions(|s| {
+                s.register(image, request, now, &|t| controller.election_config(t))
+            })?;
             Ok((records, ()))
         })
         .await?;

@@ -173,6 +173,8 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
         .with_incarnation_id(incarnation)
         .with_listeners(listeners)
+        // No clean-shutdown epoch is kept on disk yet: every start counts as unclean (KIP-966),
+        // the conservative side.
         .with_previous_broker_epoch(-1);
     match call(
         broker,

@@ -6,10 +6,12 @@ mod acls;
 mod admin;
 mod broker_rpc;
 mod broker_session;
+mod cleaning;
 mod configs;
 mod coordinator;
 pub mod delayed;
 mod delete_records;
+mod elect_leaders;
 mod errors;
 mod fetch;
 mod forward;
@@ -17,6 +19,7 @@ mod groups;
 mod health;
 pub mod identity;
 mod metadata;
+mod offset_for_leader_epoch;
 mod peer;
 mod produce;
 pub mod quorum;
@@ -290,6 +293,7 @@ impl Broker {
             clustered, "weir node listening");
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
+        io.spawn(cleaning::cleaner_loop(broker.clone()));
         io.spawn(coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {
             broker,
