@@ -84,6 +84,18 @@ impl Broker {
                 }
             }
         }
+        // Waits on partitions another broker now leads end here: their produces cannot reach
+        // this node's high watermark through it any more (NOT_LEADER_OR_FOLLOWER).
+        for ((topic, index), id) in &wanted {
+            let led_here = image
+                .partition(*id, *index)
+                .is_some_and(|p| p.leader == node);
+            if !led_here {
+                if let Some(handle) = self.partition(topic, *index) {
+                    handle.leadership_lost();
+                }
+            }
+        }
         match first_error {
             None => {
                 self.reconciled.store(image.applied(), Ordering::SeqCst);
@@ -118,6 +130,7 @@ impl Broker {
         }
         let _gate = handle.flush_gate.lock().await;
         let _start_gate = handle.log_start_gate.lock().await;
+        // Also ends its waits: produces are answered, fetches re-read (and find it gone).
         handle.set_lifecycle(Lifecycle::Deleted);
         let dir = self.partition_dir(topic, index);
         // Only this topic's data: a directory a newer topic of the same name already took is
@@ -127,7 +140,6 @@ impl Broker {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove a partition no longer hosted here");
             }
         }
-        self.appended.notify_waiters();
     }
 }
 

@@ -39,7 +39,7 @@ impl Broker {
         let now = self.io.clock.wall_ms();
         let storage = |e: CommitError| match e {
             CommitError::Storage(e) => e,
-            CommitError::Rejected(e) => io::Error::other(e.to_string()),
+            other => io::Error::other(other.to_string()),
         };
         // Already registered, unfenced, with these endpoints: nothing to write. A single node
         // has no peer that could tell its incarnations apart, and a start that writes nothing

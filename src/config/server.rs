@@ -104,9 +104,16 @@ pub struct ServerConfig {
     pub offsets_topic_replication_factor: i16,
     /// `offsets.topic.segment.bytes`.
     pub offsets_topic_segment_bytes: i32,
+    /// `controller.quorum.election.timeout.ms`: election timeouts are drawn from `[T, 2T)`.
+    pub quorum_election_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`: a follower that has not heard from its leader for
+    /// this long stands for election.
+    pub quorum_fetch_timeout_ms: u64,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
+    /// The `log.cleaner.*` keys (log compaction).
+    pub log_cleaner: CleanerSettings,
     /// Simulator and unit tests only: a known bug to plant (set by code, never read from a
     /// file). Absent from production builds; check it with `planted!`.
     #[cfg(any(madsim, test))]
@@ -114,6 +121,64 @@ pub struct ServerConfig {
     /// Broker-wide topic defaults, from the `log.*` keys (`log.retention.ms`,
     /// `log.segment.bytes`…).
     pub topic_defaults: TopicConfig,
+}
+
+/// The log cleaner's broker keys (Kafka's `CleanerConfig`). The per-topic keys
+/// (`min.cleanable.dirty.ratio`, `min.compaction.lag.ms`, `max.compaction.lag.ms`,
+/// `delete.retention.ms`) are topic configs, with `log.cleaner.*` broker defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerSettings {
+    /// `log.cleaner.enable` (default true).
+    pub enable: bool,
+    /// `log.cleaner.threads` (default 1). Accepted, but Weir runs one cleaner task whatever the
+    /// value: the broker's disk work is single-threaded page-cache I/O, so more tasks would
+    /// only interleave.
+    pub threads: i32,
+    /// `log.cleaner.dedupe.buffer.size` (default 128 MiB): the offset map's memory bound per
+    /// pass, all threads together (Kafka splits it across threads; one task gets it all).
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.backoff.ms` (default 15 s): the sleep when no log needs cleaning.
+    pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second` (default unlimited): reads plus writes.
+    pub io_max_bytes_per_second: f64,
+}
+
+impl Default for CleanerSettings {
+    fn default() -> Self {
+        CleanerSettings {
+            enable: true,
+            threads: 1,
+            dedupe_buffer_size: 128 << 20,
+            backoff_ms: 15_000,
+            io_max_bytes_per_second: f64::MAX,
+        }
+    }
+}
+
+fn cleaner_settings(p: &mut Props<'_>) -> Result<CleanerSettings, ConfigError> {
+    let d = CleanerSettings::default();
+    let key = "log.cleaner.io.max.bytes.per.second";
+    let io_max_bytes_per_second = match p.get(key) {
+        None => d.io_max_bytes_per_second,
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(r) if r > 0.0 => r,
+            _ => return Err(invalid(key, v, "must be a number above 0")),
+        },
+    };
+    Ok(CleanerSettings {
+        enable: p.bool("log.cleaner.enable")?.unwrap_or(d.enable),
+        threads: p
+            .int("log.cleaner.threads", 0, I32_MAX)?
+            .map_or(d.threads, |t| t as i32),
+        // Kafka's floor: the map must hold at least one entry per thread (1 MiB in practice).
+        dedupe_buffer_size: p
+            .int("log.cleaner.dedupe.buffer.size", 1024, i64::MAX)?
+            .map_or(d.dedupe_buffer_size, |b| b as u64),
+        backoff_ms: p
+            .int("log.cleaner.backoff.ms", 0, i64::MAX)?
+            .map_or(d.backoff_ms, |b| b as u64),
+        io_max_bytes_per_second,
+    })
 }
 
 const I16_MAX: i64 = i16::MAX as i64;
@@ -137,13 +202,8 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("background.threads", Int(1, I32_MAX)),
     ("broker.rack", Text),
     ("controlled.shutdown.enable", Bool),
-    ("controller.quorum.election.timeout.ms", Int(0, I32_MAX)),
-    ("controller.quorum.fetch.timeout.ms", Int(0, I32_MAX)),
     ("early.start.listeners", Text),
     ("group.coordinator.rebalance.protocols", Text),
-    ("log.cleaner.dedupe.buffer.size", Int(0, i64::MAX)),
-    ("log.cleaner.enable", Bool),
-    ("log.cleaner.threads", Int(0, I32_MAX)),
     ("log.preallocate", Bool),
     ("log.roll.jitter.hours", Int(0, I32_MAX)),
     ("log.roll.jitter.ms", Int(0, i64::MAX)),
@@ -419,6 +479,13 @@ impl ServerConfig {
             .int("offsets.topic.segment.bytes", 1, I32_MAX)?
             .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
+        let quorum_election_timeout_ms = p
+            .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
+            .unwrap_or(1000) as u64;
+        let quorum_fetch_timeout_ms = p
+            .int("controller.quorum.fetch.timeout.ms", 2, I32_MAX)?
+            .unwrap_or(2000) as u64;
+        let log_cleaner = cleaner_settings(&mut p)?;
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
 
@@ -450,6 +517,8 @@ impl ServerConfig {
             log_retention_check_interval_ms,
             log_flush_offset_checkpoint_interval_ms,
             log_flush_scheduler_interval_ms,
+            quorum_election_timeout_ms,
+            quorum_fetch_timeout_ms,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fetch_max_bytes,
@@ -466,6 +535,7 @@ impl ServerConfig {
             offsets_topic_replication_factor,
             offsets_topic_segment_bytes,
             fsync_before_ack,
+            log_cleaner,
             #[cfg(any(madsim, test))]
             planted_bug: None,
             topic_defaults,
@@ -499,8 +569,33 @@ impl ServerConfig {
         self.process_roles.contains(&Role::Controller)
     }
 
+    /// Whether the quorum names nodes other than this one: then the nodes must agree on a
+    /// cluster id, so the data directory must be formatted (`weir format`) before the first
+    /// start. A node that is its own quorum of one (no voters, or only itself) formats itself.
+    /// `controller.quorum.bootstrap.servers` alone (dynamic quorums, ids unknown) is run as a
+    /// quorum of one: Weir's quorum has static voters only.
+    pub fn needs_formatting(&self) -> bool {
+        self.controller_quorum_voters
+            .iter()
+            .any(|v| v.id >= 0 && v.id != self.node_id)
+    }
+
+    /// Whether the metadata quorum has more than this node: the quorum driver runs.
+    pub fn is_clustered(&self) -> bool {
+        self.needs_formatting()
+    }
+
     pub fn is_broker(&self) -> bool {
         self.process_roles.contains(&Role::Broker)
+    }
+
+    /// The listener other nodes reach this node's controller on (the first controller
+    /// listener in `listeners`).
+    pub fn controller_endpoint(&self) -> Option<Endpoint> {
+        self.listeners
+            .iter()
+            .find(|e| self.controller_listener_names.contains(&e.listener_name))
+            .cloned()
     }
 
     /// The listeners that serve clients, i.e. all but the controller listeners.
@@ -631,6 +726,24 @@ impl ServerConfig {
                 self.offsets_topic_segment_bytes.to_string(),
             ),
             ("weir.fsync.before.ack", self.fsync_before_ack.to_string()),
+            ("log.cleaner.enable", self.log_cleaner.enable.to_string()),
+            ("log.cleaner.threads", self.log_cleaner.threads.to_string()),
+            (
+                "log.cleaner.dedupe.buffer.size",
+                self.log_cleaner.dedupe_buffer_size.to_string(),
+            ),
+            (
+                "log.cleaner.backoff.ms",
+                self.log_cleaner.backoff_ms.to_string(),
+            ),
+            (
+                "log.cleaner.io.max.bytes.per.second",
+                if self.log_cleaner.io_max_bytes_per_second == f64::MAX {
+                    "1.7976931348623157E308".to_string()
+                } else {
+                    self.log_cleaner.io_max_bytes_per_second.to_string()
+                },
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -7,6 +7,7 @@
 //! segments before it are trusted. A clean shutdown writes the checkpoint with the log end.
 
 pub mod batch;
+pub mod cleaner;
 pub mod codec;
 pub mod index;
 pub mod segment;
@@ -108,6 +109,9 @@ pub struct Log {
     /// last sync covered.
     dir_changes: u64,
     dir_changes_synced: u64,
+    /// The log cleaner's checkpoint (see [`cleaner`]): where the next pass maps from, and
+    /// below which segments may have offset gaps.
+    cleaner: cleaner::CleanerCheckpoint,
 }
 
 impl Log {
@@ -119,6 +123,17 @@ impl Log {
         now_ms: i64,
     ) -> io::Result<(Log, Recovery)> {
         create_dir_all_durable(disk.as_ref(), dir).await?;
+        // An interrupted cleaner swap is completed or rolled back before anything is read.
+        let swapped = cleaner::swap::recover(disk.as_ref(), dir).await?;
+        let cleaner_checkpoint = cleaner::CleanerCheckpoint::read(disk.as_ref(), dir)
+            .unwrap_or_else(|cleaner::DamagedCheckpoint| {
+                tracing::warn!(dir = %dir.display(),
+                    "cleaner checkpoint is damaged; every segment may have offset gaps");
+                cleaner::CleanerCheckpoint {
+                    first_dirty: None,
+                    gaps_below: i64::MAX,
+                }
+            });
         let names = disk.list_dir(dir)?;
         let mut bases: Vec<i64> = names
             .iter()
@@ -159,6 +174,7 @@ impl Log {
             verify_reads: true,
             dir_changes: 0,
             dir_changes_synced: 0,
+            cleaner: cleaner_checkpoint,
         };
         // Segments that start after the recovery point may hold unflushed data.
         let first_to_scan = if clean {
@@ -180,15 +196,20 @@ impl Log {
                 recovery.segments_dropped += 1;
                 continue;
             }
-            let recover = base >= first_to_scan;
+            let recover = base >= first_to_scan || swapped.contains(&base);
             let interval = log.config.index_interval_bytes;
+            let gaps = base < log.cleaner.gaps_below;
             let (segment, stop) =
-                Segment::open(disk.as_ref(), dir, base, interval, recover, now_ms)?;
+                Segment::open(disk.as_ref(), dir, base, interval, recover, gaps, now_ms)?;
             if recover {
                 recovery.segments_scanned += 1;
             }
             if let Some(prev) = log.segments.values().next_back() {
-                if prev.next_offset() != base {
+                // A cleaned segment may end before the next one starts (its last batches
+                // were removed); anything else must follow on exactly.
+                let follows =
+                    prev.next_offset() == base || (prev.has_gaps() && prev.next_offset() < base);
+                if !follows {
                     tracing::warn!(dir = %dir.display(), base, expected = prev.next_offset(),
                         "segment does not follow on from the previous one; dropping the rest");
                     Segment::remove_files(disk.as_ref(), dir, base)?;
@@ -297,7 +318,8 @@ impl Log {
         let mut deleted = 0;
         while self.segments.len() > 1 {
             let (&base, oldest) = self.segments.iter().next().unwrap();
-            if oldest.next_offset() > self.start_offset {
+            // An empty segment at or after the start (one the cleaner emptied) is not below it.
+            if oldest.next_offset() > self.start_offset || base >= self.start_offset {
                 break;
             }
             self.segments.remove(&base);
@@ -349,16 +371,24 @@ impl Log {
     fn check_invariants(&self) {
         assert!(
             self.start_offset >= self.first_base() && self.start_offset <= self.end_offset(),
-            "log start offset outside the log"
+            "log start offset {} outside the log {:?}",
+            self.start_offset,
+            self.segments
+                .values()
+                .map(|s| (s.base_offset(), s.next_offset(), s.size()))
+                .collect::<Vec<_>>()
         );
-        let mut expected: Option<i64> = None;
+        let mut expected: Option<(i64, bool)> = None;
         for (&base, segment) in &self.segments {
             assert_eq!(base, segment.base_offset());
             assert!(segment.next_offset() >= base);
-            if let Some(e) = expected {
-                assert_eq!(base, e, "segments must be contiguous");
+            if let Some((e, gaps)) = expected {
+                assert!(
+                    base == e || (gaps && base > e),
+                    "segments must be contiguous (segment at {base} after one ending at {e})"
+                );
             }
-            expected = Some(segment.next_offset());
+            expected = Some((segment.next_offset(), segment.has_gaps()));
         }
         assert!(self.recovery_point <= self.end_offset());
     }
@@ -437,6 +467,11 @@ impl Log {
 
     pub fn segment_count(&self) -> usize {
         self.segments.len()
+    }
+
+    /// The base offset of the active (last) segment: everything below it is in closed segments.
+    pub fn active_base_offset(&self) -> i64 {
+        self.active().base_offset()
     }
 
     fn active(&self) -> &Segment {
@@ -524,20 +559,25 @@ impl Log {
         if offset >= upper_bound {
             return Ok(Bytes::new());
         }
-        let segment = self
+        let first = *self
             .segments
             .range(..=offset)
             .next_back()
-            .map(|(_, s)| s)
+            .map(|(b, _)| b)
             .expect("offset is within the log");
-        let data = segment.read(offset, max_bytes, upper_bound, self.verify_reads())?;
-        if data.is_empty() && segment.next_offset() <= offset {
-            // The offset sits exactly at a segment boundary: read the next segment.
-            if let Some((_, next)) = self.segments.range(offset + 1..).next() {
-                return Ok(next.read(offset, max_bytes, upper_bound, self.verify_reads())?);
+        // The offset may sit at a segment boundary, or in a gap the cleaner left (a segment
+        // with nothing at or after it, or an emptied one): then the next segment serves.
+        for (_, segment) in self.segments.range(first..) {
+            if segment.base_offset() >= upper_bound {
+                break;
+            }
+            let data = segment.read(offset, max_bytes, upper_bound, self.verify_reads())?;
+            let exhausted = segment.next_offset() <= offset || segment.is_empty();
+            if !data.is_empty() || !exhausted {
+                return Ok(data);
             }
         }
-        Ok(data)
+        Ok(Bytes::new())
     }
 
     /// The first offset whose record timestamp is at or after `timestamp`, with that timestamp.
@@ -715,6 +755,8 @@ impl Log {
         }
         self.active_mut().truncate_to(offset)?;
         self.recovery_point = self.recovery_point.min(self.end_offset());
+        // Data after the cut will be new: the next pass maps it (the file follows then).
+        self.cleaner.first_dirty = self.cleaner.first_dirty.map(|d| d.min(offset));
         self.check_invariants();
         Ok(())
     }

@@ -18,6 +18,7 @@ use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
+use crate::log::cleaner::{CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 
 #[derive(Debug)]
@@ -87,9 +88,18 @@ fn load_snapshot(disk: &dyn Disk, dir: &Path) -> Option<Snapshot> {
 }
 
 pub fn log_config(config: &TopicConfig) -> LogConfig {
+    // A compacted topic rolls by max.compaction.lag.ms too (KIP-354): the active segment is
+    // never cleaned, so it must not hold old data for longer than that.
+    let segment_ms = if config.is_compacted() {
+        config
+            .segment_ms
+            .min(config.compaction().max_compaction_lag_ms)
+    } else {
+        config.segment_ms
+    };
     LogConfig {
         segment_bytes: config.segment_bytes,
-        segment_ms: config.segment_ms,
+        segment_ms,
         index_interval_bytes: config.index_interval_bytes.max(1) as u64,
     }
 }
@@ -215,6 +225,20 @@ impl Partition {
         self.high_watermark
     }
 
+    /// Size of the committed in-sync replica set: what an acks=all produce is checked against
+    /// before its append (NOT_ENOUGH_REPLICAS). One replica until replication lands; the ISR
+    /// state machine then answers here.
+    pub fn isr_size(&self) -> usize {
+        1
+    }
+
+    /// Size of the maximal in-sync set (the committed one plus a pending expansion): what an
+    /// acks=all produce is checked against once the high watermark reaches it
+    /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub fn maximal_isr_size(&self) -> usize {
+        self.isr_size()
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log.start_offset()
     }
@@ -254,6 +278,16 @@ impl Partition {
         }
         if header.record_count == 0 {
             return Err(ProduceError::InvalidRecord("empty record batch".into()));
+        }
+        if !header.is_dense() {
+            return Err(ProduceError::InvalidRecord(
+                "record count does not match last offset delta".into(),
+            ));
+        }
+        if header.has_delete_horizon() {
+            return Err(ProduceError::InvalidRecord(
+                "the delete-horizon attribute is set only by the log cleaner".into(),
+            ));
         }
         if header.is_transactional() || header.is_control() {
             return Err(ProduceError::InvalidRecord(
@@ -405,6 +439,46 @@ impl Partition {
         self.log.advance_start_offset(offset)?;
         assert!(self.log.start_offset() <= self.high_watermark);
         Ok(())
+    }
+
+    /// A log-cleaner pass over this partition, when its policy compacts and one is due. It
+    /// never reaches the high watermark, and keeps every active producer's last batch.
+    pub fn clean_job(&self, now_ms: i64) -> io::Result<Option<CleanJob>> {
+        if !self.config.is_compacted() {
+            return Ok(None);
+        }
+        let c = self.config.compaction();
+        let policy = CleanPolicy {
+            min_dirty_ratio: c.min_cleanable_dirty_ratio,
+            min_lag_ms: c.min_compaction_lag_ms,
+            max_lag_ms: c.max_compaction_lag_ms,
+            delete_retention_ms: c.delete_retention_ms,
+            segment_bytes: self.config.segment_bytes,
+        };
+        self.log.clean_job(
+            self.high_watermark,
+            self.producers.last_batch_offsets(),
+            policy,
+            now_ms,
+        )
+    }
+
+    /// Swaps a finished pass in (see [`Log::install_cleaned`]). Compaction moves no offset:
+    /// the log start, log end and high watermark are the same afterwards.
+    pub fn install_cleaned(&mut self, cleaned: &Cleaned) -> io::Result<CleanerCheckpoint> {
+        let before = (
+            self.log.start_offset(),
+            self.log.end_offset(),
+            self.high_watermark,
+        );
+        let checkpoint = self.log.install_cleaned(cleaned)?;
+        let after = (
+            self.log.start_offset(),
+            self.log.end_offset(),
+            self.high_watermark,
+        );
+        assert_eq!(before, after, "compaction never moves offsets");
+        Ok(checkpoint)
     }
 
     /// Applies retention; returns how many segments were deleted.

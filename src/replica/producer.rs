@@ -170,6 +170,16 @@ impl ProducerStates {
         assert_eq!(self.by_activity.len(), self.producers.len());
     }
 
+    /// The last offset of every remembered producer's last batch: the log cleaner keeps those
+    /// batches (emptied if need be), so that the state rebuilt from the log after compaction
+    /// still knows each producer's last sequence.
+    pub fn last_batch_offsets(&self) -> BTreeSet<i64> {
+        self.producers
+            .values()
+            .filter_map(|e| e.batches.back().map(|b| b.last_offset))
+            .collect()
+    }
+
     /// How many producers are remembered.
     pub fn len(&self) -> usize {
         self.producers.len()
