@@ -1410,7 +1410,7 @@ impl Coordinator {
         }
         if !self.groups.contains_key(&req.group_id) {
             if req.generation >= 0 {
-                refuse(&mut out, GroupError::IllegalGeneration);
+                refuse(&mut out, req.unknown_group);
                 return out;
             }
             if self.groups.len() >= self.config.max_groups {

@@ -183,6 +183,7 @@ impl Harness {
             instance_id: None,
             generation,
             retention_ms: -1,
+            unknown_group: GroupError::IllegalGeneration,
             offsets: vec![OffsetToCommit {
                 topic: "t".into(),
                 partition: 0,
@@ -554,6 +555,7 @@ fn commit_in_completing_rebalance_is_refused_and_metadata_is_bounded() {
         instance_id: None,
         generation: -1,
         retention_ms: -1,
+        unknown_group: GroupError::IllegalGeneration,
         offsets: vec![
             OffsetToCommit {
                 topic: "t".into(),
@@ -985,4 +987,30 @@ fn a_leader_sync_of_a_new_generation_is_stored_while_the_old_assignment_is_in_fl
     assert_eq!(h.sync_response(s1).assignment, Bytes::from("a3"));
     assert_eq!(h.sync_response(s2).assignment, Bytes::from("b3"));
     assert_eq!(h.state(), (GroupState::Stable, 3));
+}
+
+#[test]
+fn a_member_commit_to_an_unknown_group_gets_the_error_the_driver_names() {
+    // OffsetCommit v9+ answers GROUP_ID_NOT_FOUND where older versions answer ILLEGAL_GENERATION.
+    let mut h = Harness::new(0);
+    let id = h.request();
+    let req = CommitRequest {
+        group_id: G.into(),
+        member_id: "m".into(),
+        instance_id: None,
+        generation: 1,
+        retention_ms: -1,
+        unknown_group: GroupError::GroupIdNotFound,
+        offsets: vec![OffsetToCommit {
+            topic: "t".into(),
+            partition: 0,
+            offset: 3,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    };
+    let actions = h.c.commit(id, req, h.now);
+    h.apply(actions);
+    assert_eq!(h.commit_error(id), Some(GroupError::GroupIdNotFound));
+    assert!(h.c.group_state(G).is_none(), "no group is created");
 }
