@@ -539,6 +539,26 @@ async fn groups(conn: &mut Connection) {
             "OffsetCommit v{v}"
         );
     }
+    for v in versions(conn, ApiKey::OffsetCommit) {
+        // A member commit to a group that does not exist: ILLEGAL_GENERATION (22) before v9,
+        // GROUP_ID_NOT_FOUND (69) from v9, as Kafka's OffsetMetadataManager answers.
+        use kafka_protocol::messages::offset_commit_request as oc;
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("never-joined")))
+            .with_generation_id_or_member_epoch(1)
+            .with_member_id(sb("m"))
+            .with_topics(vec![oc::OffsetCommitRequestTopic::default()
+                .with_name(name("t2"))
+                .with_partitions(vec![
+                    oc::OffsetCommitRequestPartition::default().with_committed_offset(1)
+                ])]);
+        let response = call(conn, &request, v).await;
+        let want = if v >= 9 { 69 } else { 22 };
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, want,
+            "OffsetCommit v{v} to an unknown group"
+        );
+    }
     let last_commit = *versions(conn, ApiKey::OffsetCommit).end() as i64;
     for v in versions(conn, ApiKey::OffsetFetch) {
         use kafka_protocol::messages::offset_fetch_request as of;
@@ -583,7 +603,18 @@ async fn groups(conn: &mut Connection) {
             g.members[0].member_assignment,
             Bytes::from_static(b"assignment")
         );
-        assert_eq!(response.groups[1].group_state.as_str(), "Dead");
+        let missing = &response.groups[1];
+        assert_eq!(missing.group_state.as_str(), "Dead");
+        // KIP-1043: v6 names the missing group as such; older versions answer Dead, no error.
+        if v >= 6 {
+            assert_eq!(missing.error_code, 69, "DescribeGroups v{v}");
+            assert_eq!(
+                missing.error_message.as_deref(),
+                Some("Group missing not found.")
+            );
+        } else {
+            assert_eq!(missing.error_code, 0, "DescribeGroups v{v}");
+        }
     }
     for v in versions(conn, ApiKey::ListGroups) {
         let response = call(conn, &ListGroupsRequest::default(), v).await;

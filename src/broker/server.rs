@@ -106,6 +106,9 @@ async fn serve_connection(
             let mut watching = true;
             loop {
                 tokio::select! {
+                    // The handler first: a request answered at its first poll (most are) never
+                    // costs a read of the socket.
+                    biased;
                     handled = &mut handling => break handled,
                     peeked = reader.fill_buf(), if watching => {
                         // Only looked at, not consumed: a next request stays buffered.

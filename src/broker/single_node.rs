@@ -1,8 +1,9 @@
 //! A node with no `controller.quorum.voters` is its own quorum of one: before serving, it
 //! registers itself through the same broker-session rules a cluster's controller applies
-//! (a new incarnation each start, registered fenced, then unfenced by a heartbeat that has
-//! seen its own registration), and registers on itself the partitions of a metadata log
-//! written before partitions had their own records.
+//! (a new incarnation, registered fenced, then unfenced by a heartbeat that has seen its own
+//! registration) unless the image already has it unfenced at the same endpoints, and
+//! registers on itself the partitions of a metadata log written before partitions had their
+//! own records.
 
 use std::io;
 
@@ -36,6 +37,24 @@ impl Broker {
     pub(super) async fn register_single_node(&self) -> io::Result<()> {
         let node = self.config.node_id;
         let now = self.io.clock.wall_ms();
+        let storage = |e: CommitError| match e {
+            CommitError::Storage(e) => e,
+            other => io::Error::other(other.to_string()),
+        };
+        // Already registered, unfenced, with these endpoints: nothing to write. A single node
+        // has no peer that could tell its incarnations apart, and a start that writes nothing
+        // cannot be cut short by a crash half-way through its writes.
+        let registered = self.image().broker(node).is_some_and(|b| {
+            !b.fenced && !b.in_controlled_shutdown && b.listeners == self.registered_listeners()
+        });
+        if registered {
+            return self
+                .change_metadata(false, |controller, image| {
+                    Ok((controller.register_legacy_partitions(image, node), ()))
+                })
+                .await
+                .map_err(storage);
+        }
         let request = RegistrationRequest {
             id: node,
             incarnation: Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64()),
@@ -46,10 +65,6 @@ impl Broker {
             previous_epoch: self.image().broker(node).map_or(-1, |b| b.epoch),
         };
         let sessions = std::sync::Mutex::new(BrokerSessions::new(SESSION_TIMEOUT_MS));
-        let storage = |e: CommitError| match e {
-            CommitError::Storage(e) => e,
-            other => io::Error::other(other.to_string()),
-        };
         self.change_metadata(false, |controller, image| {
             let mut records = controller.register_legacy_partitions(image, node);
             records.extend(

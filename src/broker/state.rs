@@ -187,6 +187,34 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_partition_tells_its_waiters_and_a_read_does_not() {
+        use crate::broker::delayed::{FetchWake, Isolation};
+        let h = handle();
+        let wake = FetchWake::new();
+        let _r = h
+            .waiters
+            .register_fetch(0, Isolation::HighWatermark, &wake)
+            .unwrap();
+        // Only looked at: nothing reported.
+        let _ = h.lock().high_watermark();
+        assert_eq!(h.waiters.counts().fetch_wakes, 0);
+        let mut b = crate::log::batch::BatchBuilder::new(1);
+        b.push(None, Some(b"v"), 1);
+        h.lock().append(&b.finish(-1, -1, -1), 1).unwrap();
+        assert_eq!(
+            h.waiters.counts().fetch_wakes,
+            1,
+            "the append moved the high watermark"
+        );
+        // A lifecycle move closes the waiters.
+        let _wait = h.waiters.reserve_produce().unwrap().wait_for(5);
+        assert_eq!(h.waiters.counts().produce, 1);
+        h.set_lifecycle(Lifecycle::Stopping);
+        assert_eq!(h.waiters.counts().produce, 0, "answered at the close");
+        assert!(h.waiters.reserve_produce().is_err());
+    }
+
+    #[test]
     fn lifecycle_only_moves_forward() {
         let h = handle();
         assert!(h.lock_open().is_some());

@@ -231,7 +231,7 @@ async fn a_producer_auto_creates_a_missing_topic_when_the_broker_allows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_single_node_registers_a_new_incarnation_and_keeps_its_partitions() {
+async fn a_restarted_single_node_reregisters_only_when_its_endpoint_changed() {
     let disk = MemDisk::new(10);
     let io = io(&disk);
     let running = start(&io, &[]).await;
@@ -252,11 +252,24 @@ async fn a_restarted_single_node_registers_a_new_incarnation_and_keeps_its_parti
     broker.shutdown().await.unwrap();
     drop(running);
     drop(broker);
+    // Port 0: the new start binds another port, so it registers again (a new incarnation).
     let running = start(&io, &[]).await;
     let image = running.broker.image();
-    let second = image.broker(1).unwrap();
+    let second = image.broker(1).unwrap().clone();
     assert!(second.epoch > first.epoch && second.incarnation != first.incarnation);
     assert!(!second.fenced);
+    // Advertising a fixed endpoint twice: the second start writes nothing.
+    running.broker.shutdown().await.unwrap();
+    drop(running);
+    let fixed = [("advertised.listeners", "PLAINTEXT://127.0.0.1:19999")];
+    let running = start(&io, &fixed).await;
+    let third = running.broker.image().broker(1).unwrap().clone();
+    assert_eq!(third.listeners[0].port, 19999);
+    running.broker.shutdown().await.unwrap();
+    drop(running);
+    let running = start(&io, &fixed).await;
+    let image = running.broker.image();
+    assert_eq!(image.broker(1).unwrap(), &third);
     let t = image.topic("kept").unwrap();
     let p = image.partition(t.id, 1).unwrap();
     assert_eq!(
