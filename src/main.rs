@@ -38,16 +38,34 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
-    /// Create, list or delete topics.
+    /// Format a node's data directory for a cluster (like `kafka-storage.sh format`): writes
+    /// meta.properties with the cluster id and the config's node.id into its log.dirs.
+    Format {
+        /// The node's server.properties.
+        #[arg(long)]
+        config: PathBuf,
+        /// The cluster id, the same on every node (`kafka-storage.sh format -t`).
+        #[arg(long, conflicts_with = "random_cluster_id")]
+        cluster_id: Option<String>,
+        /// Make a fresh cluster id, format with it and print it (then format the other nodes
+        /// with `--cluster-id` and that id).
+        #[arg(long)]
+        random_cluster_id: bool,
+        /// Override one key, as in the file (repeatable).
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+    },
+    /// Create, list, describe or delete topics.
     Topics {
-        #[arg(long, default_value = "127.0.0.1:9092")]
+        #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
         bootstrap: String,
         #[command(subcommand)]
         action: TopicAction,
     },
     /// Produce each line of standard input as one record (key before the first tab, if any).
+    /// A missing topic is created when the broker allows auto-creation.
     Produce {
-        #[arg(long, default_value = "127.0.0.1:9092")]
+        #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
         bootstrap: String,
         topic: String,
         #[arg(long, default_value_t = 0)]
@@ -96,6 +114,11 @@ enum TopicAction {
         configs: Vec<String>,
     },
     List,
+    /// Partitions with leader, replicas, ISR and ELR, and topic configs (like
+    /// `kafka-topics.sh --describe`); every topic without a name.
+    Describe {
+        name: Option<String>,
+    },
     Delete {
         name: String,
     },
@@ -146,6 +169,25 @@ enum BenchKind {
         connections: usize,
         /// Do not create the topic first (for brokers without CreateTopics, e.g. librdkafka's
         /// mock cluster, where it must already exist with --partitions partitions).
+        #[arg(long)]
+        no_create: bool,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+    /// Long-poll wake-up latency: produce one record to partition 0, time until the consumer's
+    /// parked fetch answers; idle pollers long-poll the other partitions meanwhile.
+    Longpoll {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long, default_value = "weir-longpoll")]
+        topic: String,
+        #[arg(long, default_value_t = 8)]
+        partitions: i32,
+        #[arg(long, default_value_t = 2000)]
+        rounds: u64,
+        /// Connections long-polling partitions nothing is produced to.
+        #[arg(long, default_value_t = 0)]
+        idle_pollers: usize,
         #[arg(long)]
         no_create: bool,
         #[arg(long, default_value_t = 60)]
@@ -229,6 +271,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let io = Io::os();
     match cli.command {
         Command::Serve { config, overrides } => serve(io, config, overrides).await,
+        Command::Format {
+            config,
+            cluster_id,
+            random_cluster_id,
+            overrides,
+        } => format(io, config, cluster_id, random_cluster_id, overrides).await,
         Command::Topics { bootstrap, action } => {
             let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
             match action {
@@ -253,6 +301,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         println!("{}\t{} partitions", topic.name, topic.partitions);
                     }
                 }
+                TopicAction::Describe { name } => {
+                    let names: Vec<&str> = name.iter().map(String::as_str).collect();
+                    let wanted = (!names.is_empty()).then_some(names.as_slice());
+                    let topics = client.describe_topics(wanted).await?;
+                    print!("{}", weir::client::render_topic_descriptions(&topics));
+                }
                 TopicAction::Delete { name } => {
                     client.delete_topic(&name).await?;
                     println!("deleted topic {name}");
@@ -267,7 +321,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             acks: a,
         } => {
             let acks = acks(&a)?;
-            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            let bootstrap = addr(&bootstrap)?;
+            let mut client = Client::connect(&io, bootstrap).await?;
+            // As Kafka's producer: Metadata (creating the topic if the broker allows), then
+            // send to the partition's leader.
+            let leader = client.wait_for_leader(&topic, partition).await?;
+            let host = if leader.host.contains(':') {
+                format!("[{}]", leader.host)
+            } else {
+                leader.host.clone()
+            };
+            let leader_addr = addr(&format!("{host}:{}", leader.port))?;
+            if leader_addr != bootstrap {
+                client = Client::connect(&io, leader_addr).await?;
+            }
             let mut input = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
             let now = io.clock.wall_ms();
@@ -382,6 +449,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 Ok(())
             }
+            BenchKind::Longpoll {
+                bootstrap,
+                topic,
+                partitions,
+                rounds,
+                idle_pollers,
+                no_create,
+                seconds,
+            } => {
+                let spec = bench::LongPollBench {
+                    addr: addr(&bootstrap)?,
+                    topic,
+                    partitions,
+                    rounds,
+                    idle_pollers,
+                    create_topic: !no_create,
+                    time_limit: Duration::from_secs(seconds),
+                };
+                let report = bench::longpoll(&io, &spec).await?;
+                println!(
+                    "{}",
+                    report.render(&format!("long-poll wake-up, {idle_pollers} idle pollers"))
+                );
+                Ok(())
+            }
             BenchKind::Consume {
                 bootstrap,
                 topic,
@@ -406,7 +498,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
+async fn format(
+    io: Io,
+    path: PathBuf,
+    cluster_id: Option<String>,
+    random: bool,
+    overrides: Vec<String>,
+) -> anyhow::Result<()> {
+    let config = load_config(&io, Some(path), overrides)?;
+    let cluster_id = match (cluster_id, random) {
+        (Some(id), _) => id,
+        (None, true) => weir::broker::identity::random_cluster_id(&io),
+        (None, false) => anyhow::bail!("give --cluster-id ID or --random-cluster-id"),
+    };
+    for dir in &config.log_dirs {
+        weir::broker::format_log_dir(&io, std::path::Path::new(dir), &cluster_id, config.node_id)
+            .await?;
+        eprintln!(
+            "formatted {dir} for cluster.id={cluster_id} node.id={}",
+            config.node_id
+        );
+    }
+    println!("{cluster_id}");
+    Ok(())
+}
+
+fn load_config(
+    io: &Io,
+    path: Option<PathBuf>,
+    overrides: Vec<String>,
+) -> anyhow::Result<ServerConfig> {
     let mut props = match &path {
         Some(p) => {
             let raw = read_file(io.disk.as_ref(), p)
@@ -420,6 +541,11 @@ async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow:
     for w in warnings {
         tracing::warn!("{w}");
     }
+    Ok(config)
+}
+
+async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
+    let config = load_config(&io, path, overrides)?;
     let running = Broker::start(config, io).await?;
     tokio::select! {
         _ = wait_for_signal() => {}

@@ -18,6 +18,17 @@ pub fn controller(e: &ControllerError) -> ResponseError {
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         ControllerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
         ControllerError::TooLarge => ResponseError::PolicyViolation,
+        ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        ControllerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        ControllerError::UnknownTopicId(_) => ResponseError::UnknownTopicId,
+        ControllerError::StaleBrokerEpoch(_) => ResponseError::StaleBrokerEpoch,
+        ControllerError::DuplicateBrokerRegistration(_) => {
+            ResponseError::DuplicateBrokerRegistration
+        }
+        ControllerError::NotController(_) => ResponseError::NotController,
+        ControllerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
+        ControllerError::InvalidUpdateVersion(_) => ResponseError::InvalidUpdateVersion,
+        ControllerError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
     }
 }
 
@@ -25,6 +36,8 @@ pub fn commit(e: &CommitError) -> ResponseError {
     match e {
         CommitError::Rejected(e) => controller(e),
         CommitError::Storage(_) => ResponseError::KafkaStorageError,
+        CommitError::NotController => ResponseError::NotController,
+        CommitError::Timeout => ResponseError::RequestTimedOut,
     }
 }
 

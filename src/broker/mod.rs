@@ -7,35 +7,54 @@ mod admin;
 mod cleaning;
 mod configs;
 mod coordinator;
+pub mod delayed;
 mod delete_records;
 mod errors;
 mod fetch;
+mod forward;
 mod groups;
 mod health;
+pub mod identity;
 mod metadata;
+mod peer;
 mod produce;
+pub mod quorum;
+mod quorum_rpc;
+pub mod quorum_status;
+mod reconcile;
 mod server;
+mod single_node;
 mod state;
+#[cfg(test)]
+mod tests;
+mod topic_partitions;
 mod versions;
 
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::{watch, Notify};
+use bytes::Bytes;
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
-use crate::controller::store::{MetadataStore, METADATA_DIR};
+use crate::controller::store::{AppliedRecords, MetadataStore, METADATA_DIR};
 use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
 use health::LogDirHealth;
+pub use identity::format_log_dir;
+pub use reconcile::Leadership;
 pub use state::{Lifecycle, PartitionHandle};
+
+/// How long a metadata change waits for the quorum's commit before REQUEST_TIMED_OUT.
+const METADATA_COMMIT_TIMEOUT_MS: u64 = 10_000;
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
 const PARTITION_METADATA: &str = "partition.metadata";
@@ -47,6 +66,10 @@ pub enum CommitError {
     Rejected(ControllerError),
     /// It could not be made durable.
     Storage(io::Error),
+    /// This node is not the active controller (no leader known, or leadership moved).
+    NotController,
+    /// The quorum did not commit it in time (it may still commit).
+    Timeout,
 }
 
 impl std::fmt::Display for CommitError {
@@ -54,23 +77,37 @@ impl std::fmt::Display for CommitError {
         match self {
             CommitError::Rejected(e) => write!(f, "{e}"),
             CommitError::Storage(e) => write!(f, "could not persist metadata: {e}"),
+            CommitError::NotController => f.write_str("this node is not the active controller"),
+            CommitError::Timeout => f.write_str("the metadata quorum did not commit in time"),
         }
     }
 }
 
 pub struct Broker {
+    /// This broker, for work a request starts but does not wait for (an acks=all produce's
+    /// fsync in durable mode: the request waits for the high watermark instead).
+    this: std::sync::Weak<Broker>,
     config: ServerConfig,
     io: Io,
     log_dir: PathBuf,
     cluster_id: String,
     controller: Controller,
-    /// Writers serialise here (commits await an fsync).
-    metadata: tokio::sync::Mutex<MetadataStore>,
+    /// Writers serialise here (commits await an fsync, or the quorum's commit). The store is
+    /// absent in a cluster: the quorum driver owns the metadata log.
+    metadata: tokio::sync::Mutex<Option<MetadataStore>>,
+    /// The metadata quorum's driver, in a cluster (voters other than this node).
+    quorum: Option<Arc<quorum::QuorumHandle>>,
     /// What readers see: replaced after each commit.
     image: RwLock<Arc<MetadataImage>>,
+    /// The committed metadata records, in order (`committed_metadata`).
+    committed: AppliedRecords,
+    /// The quorum epoch in which `next_producer_id` was last reset from the image: a new
+    /// active controller starts past every block any earlier one reserved.
+    producer_ids_epoch: Mutex<Option<u32>>,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
-    /// Wakes long-polling fetches when anything is appended.
-    appended: Notify,
+    /// The bound on delayed operations (waiting produces and fetches) across all partitions;
+    /// each partition keeps its own waiters (`PartitionHandle::waiters`).
+    wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
     groups: coordinator::Groups,
     next_producer_id: Mutex<i64>,
@@ -79,16 +116,23 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     /// Offline after a failed fsync: nothing is served or written any more.
     health: LogDirHealth,
+    /// The image offset the local partitions last matched (`reconcile`); -1: never.
+    reconciled: AtomicI64,
 }
 
 /// A running broker: its address and the way to stop it.
 pub struct RunningBroker {
     pub broker: Arc<Broker>,
+    /// The client listener (a pure controller: its controller listener).
     pub local_addr: SocketAddr,
+    /// The controller listener, when `listeners` names one.
+    pub controller_addr: Option<SocketAddr>,
 }
 
 impl Broker {
-    /// Opens the data directory (recovering it), binds the client listener and starts serving.
+    /// Opens the data directory (recovering it), binds the listeners and starts serving. In a
+    /// cluster (voters other than this node) the metadata comes from the quorum driver, which
+    /// starts here too; otherwise the node is its own quorum of one.
     pub async fn start(config: ServerConfig, io: Io) -> anyhow::Result<RunningBroker> {
         let log_dir = PathBuf::from(config.log_dirs.first().cloned().unwrap_or_default());
         if config.log_dirs.len() > 1 {
@@ -98,55 +142,142 @@ impl Broker {
             );
         }
         crate::io::create_dir_all_durable(io.disk.as_ref(), &log_dir).await?;
-        let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
+        let cluster_id =
+            identity::load_identity(&io, &log_dir, config.node_id, !config.needs_formatting())
+                .await?
+                .cluster_id;
         let now = io.clock.wall_ms();
-        let store = MetadataStore::open(io.disk.clone(), &log_dir, now).await?;
-        let image = Arc::new(store.image().clone());
+        let (shutdown, _) = watch::channel(false);
+        let clustered = config.is_clustered();
+        let (store, quorum) = if clustered {
+            let (handle, starter) = quorum::open(
+                &io,
+                &config,
+                log_dir.clone(),
+                cluster_id.clone(),
+                shutdown.subscribe(),
+            )
+            .await?;
+            (None, Some((handle, starter)))
+        } else {
+            (
+                Some(MetadataStore::open(io.disk.clone(), &log_dir, now).await?),
+                None,
+            )
+        };
+        let image = Arc::new(
+            store
+                .as_ref()
+                .map(|s| s.image().clone())
+                .unwrap_or_default(),
+        );
+        let committed = store.as_ref().map(|s| s.applied()).unwrap_or_default();
         let controller = Controller::new(
-            1,
             config.num_partitions,
             config.default_replication_factor,
             config.delete_topic_enable,
             config.topic_defaults.clone(),
         );
-        let endpoint = config
-            .broker_endpoints()
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("no broker listener in 'listeners'"))?;
-        let bind: SocketAddr = format!("{}:{}", bracket_v6(&endpoint.host), endpoint.port)
-            .parse()
-            .map_err(|e| anyhow::anyhow!("listener {}:{}: {e}", endpoint.host, endpoint.port))?;
-        let (shutdown, _) = watch::channel(false);
+        let endpoint = config.broker_endpoints().into_iter().next();
+        if endpoint.is_none() && config.is_broker() {
+            anyhow::bail!("no broker listener in 'listeners'");
+        }
+        let bind = match &endpoint {
+            Some(e) => Some(listener_addr(&e.host, e.port)?),
+            None => None,
+        };
+        let controller_bind = match config.controller_endpoint() {
+            Some(e) => Some(listener_addr(&e.host, e.port)?),
+            None => None,
+        };
         let group_config = coordinator::group_config(&config);
-        let broker = Arc::new(Broker {
+        let advertised = endpoint
+            .as_ref()
+            .map(|e| (e.host.clone(), e.port))
+            .unwrap_or_default();
+        let (quorum, starter) = match quorum {
+            Some((h, s)) => (Some(h), Some(s)),
+            None => (None, None),
+        };
+        let broker = Arc::new_cyclic(|this| Broker {
+            this: this.clone(),
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
             config,
             io: io.clone(),
             log_dir,
             cluster_id,
             controller,
+            committed,
             metadata: tokio::sync::Mutex::new(store),
+            quorum,
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
-            appended: Notify::new(),
+            wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
             groups: coordinator::Groups::new(group_config),
-            advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
+            advertised: RwLock::new(advertised),
             shutdown,
             health: LogDirHealth::new(),
+            producer_ids_epoch: Mutex::new(None),
+            reconciled: AtomicI64::new(-1),
         });
-        broker.open_partitions().await?;
-        let listener = io.net.bind(bind).await?;
-        let local_addr = listener.local_addr()?;
-        *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+        // The client listener is bound first so that the registration carries the real port
+        // (port 0 in tests); nothing is accepted before its accept loop starts, below.
+        let client_listener = match bind {
+            Some(bind) => {
+                let listener = io.net.bind(bind).await?;
+                let local_addr = listener.local_addr()?;
+                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+                Some((listener, local_addr))
+            }
+            None => None,
+        };
+        if !clustered {
+            // In a cluster the image starts empty and fills as commits are learned: removing
+            // directories it does not know yet would delete live data.
+            broker.register_single_node().await?;
+            broker.open_partitions().await?;
+        }
+        let controller_addr = match controller_bind {
+            Some(addr) => {
+                let listener = io.net.bind(addr).await.map_err(|e| {
+                    anyhow::anyhow!("cannot bind the controller listener {addr}: {e}")
+                })?;
+                let bound = listener.local_addr()?;
+                tracing::info!(%bound, "controller listener bound");
+                io.spawn(server::accept_loop(
+                    broker.clone(),
+                    listener,
+                    server::ListenerKind::Controller,
+                ));
+                Some(bound)
+            }
+            None => None,
+        };
+        if let Some(starter) = starter {
+            starter.start(broker.clone());
+        }
+        let local_addr = match client_listener {
+            Some((listener, local_addr)) => {
+                io.spawn(server::accept_loop(
+                    broker.clone(),
+                    listener,
+                    server::ListenerKind::Client,
+                ));
+                local_addr
+            }
+            None => controller_addr.expect("a node without a broker listener is a controller"),
+        };
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
-            "weir broker listening");
+            clustered, "weir node listening");
         broker.start_offsets_load();
-        io.spawn(server::accept_loop(broker.clone(), listener));
         io.spawn(background_loop(broker.clone()));
         io.spawn(cleaning::cleaner_loop(broker.clone()));
         io.spawn(coordinator::timer_loop(broker.clone()));
-        Ok(RunningBroker { broker, local_addr })
+        Ok(RunningBroker {
+            broker,
+            local_addr,
+            controller_addr,
+        })
     }
 
     fn advertised_endpoint(&self, bound: SocketAddr) -> (String, u16) {
@@ -211,8 +342,12 @@ impl Broker {
     async fn open_partitions(&self) -> io::Result<()> {
         let image = self.image();
         let known: BTreeMap<String, Uuid> = image
-            .topics()
-            .flat_map(|t| (0..t.partitions).map(move |p| (format!("{}-{p}", t.name), t.id)))
+            .partitions_hosted_on(self.config.node_id)
+            .filter_map(|((id, p), _)| {
+                image
+                    .topic_by_id(id)
+                    .map(|t| (format!("{}-{p}", t.name), id))
+            })
             .collect();
         for name in self.io.disk.list_dir(&self.log_dir)? {
             let dir = self.log_dir.join(&name);
@@ -220,20 +355,14 @@ impl Broker {
                 continue;
             }
             // A directory whose topic id is not in the metadata belongs to a deleted topic
-            // (the delete crashed before removing it). Anything else is left alone.
-            if let Some(id) = read_topic_id(&self.io, &dir) {
-                if image.topic_by_id(id).is_none() {
-                    tracing::info!(dir = %dir.display(), "removing data of a deleted topic");
-                    self.io.disk.remove_dir_all(&dir)?;
-                }
+            // (the delete crashed before removing it); one of a known topic that is not
+            // placed here any more, to a replica that moved away. Anything else is left alone.
+            if read_topic_id(&self.io, &dir).is_some() {
+                tracing::info!(dir = %dir.display(), "removing data of a partition not hosted here");
+                self.io.disk.remove_dir_all(&dir)?;
             }
         }
-        for topic in image.topics() {
-            for index in 0..topic.partitions {
-                self.open_partition(&topic.name, topic.id, index).await?;
-            }
-        }
-        Ok(())
+        self.reconcile().await
     }
 
     async fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
@@ -271,7 +400,7 @@ impl Broker {
                 "recovered partition after unclean shutdown"
             );
         }
-        let handle = Arc::new(PartitionHandle::new(partition, id));
+        let handle = Arc::new(PartitionHandle::new(partition, id, &self.wait_budget));
         self.partitions
             .write()
             .unwrap()
@@ -292,6 +421,9 @@ impl Broker {
         ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
     ) -> Result<T, CommitError> {
         let mut store = self.metadata.lock().await;
+        let Some(store) = store.as_mut() else {
+            return self.commit_through_quorum(validate_only, decide).await;
+        };
         let (records, out) =
             decide(&self.controller, store.image()).map_err(CommitError::Rejected)?;
         if validate_only || records.is_empty() {
@@ -304,7 +436,11 @@ impl Broker {
             return Err(CommitError::Storage(e));
         }
         *self.image.write().unwrap() = Arc::new(store.image().clone());
-        // Still under the lock: local effects apply in commit order.
+        // Still under the lock: local effects apply in commit order. A failed reconciliation
+        // is retried by the background loop; the change itself is committed.
+        if let Err(e) = self.reconcile().await {
+            tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
+        }
         for record in &records {
             self.apply_locally(record)
                 .await
@@ -313,56 +449,90 @@ impl Broker {
         Ok(out)
     }
 
+    /// `change_metadata` in a cluster (the caller holds the metadata lock, so writes are
+    /// serial): on the active controller only, decide against the committed image, propose,
+    /// and answer once the quorum has committed and this node applied the records.
+    async fn commit_through_quorum<T>(
+        &self,
+        validate_only: bool,
+        decide: impl FnOnce(
+            &Controller,
+            &MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
+    ) -> Result<T, CommitError> {
+        let quorum = self.quorum.as_ref().expect("no store means a quorum");
+        if !quorum.is_active() {
+            return Err(CommitError::NotController);
+        }
+        let image = self.image();
+        let (records, out) = decide(&self.controller, &image).map_err(CommitError::Rejected)?;
+        if validate_only || records.is_empty() {
+            return Ok(out);
+        }
+        self.check_online().map_err(CommitError::Storage)?;
+        let values = records
+            .iter()
+            .map(|r| serde_json::to_vec(r).map(Bytes::from))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| CommitError::Storage(io::Error::other(e)))?;
+        let limit = Duration::from_millis(METADATA_COMMIT_TIMEOUT_MS);
+        match self.io.timeout(limit, quorum.propose(values)).await {
+            Some(Ok(_)) => Ok(out),
+            Some(Err(quorum::ProposeError::NotController)) => Err(CommitError::NotController),
+            Some(Err(quorum::ProposeError::Stopped)) => Err(CommitError::Storage(
+                io::Error::other("the metadata quorum stopped"),
+            )),
+            None => Err(CommitError::Timeout),
+        }
+    }
+
+    /// Committed records from the quorum, in order (the driver calls this): the image, then
+    /// local effects (partitions opened or removed). A record this version cannot read is
+    /// logged and skipped, never guessed at.
+    pub(crate) async fn apply_committed(&self, values: &[(u64, Bytes)]) {
+        if values.is_empty() {
+            return;
+        }
+        let mut image = (*self.image()).clone();
+        let mut parsed = Vec::with_capacity(values.len());
+        for (offset, value) in values {
+            self.committed.push(*offset, value.clone());
+            match serde_json::from_slice::<MetadataRecord>(value) {
+                Ok(record) => {
+                    image.apply(*offset as i64, &record);
+                    parsed.push(record);
+                }
+                Err(e) => {
+                    tracing::error!(offset, error = %e, "unreadable committed metadata record skipped")
+                }
+            }
+        }
+        *self.image.write().unwrap() = Arc::new(image);
+        // A failed reconciliation is retried by the background loop; the records are committed.
+        if let Err(e) = self.reconcile().await {
+            tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
+        }
+        for record in &parsed {
+            if let Err(e) = self.apply_locally(record).await {
+                tracing::error!(error = %e, ?record, "applying committed metadata locally failed");
+            }
+        }
+    }
+
+    /// Whether this node decides metadata: a single node always; in a cluster, the quorum
+    /// leader once its epoch's LeaderChange is applied.
+    pub fn is_active_controller(&self) -> bool {
+        self.quorum.as_ref().is_none_or(|q| q.is_active())
+    }
+
+    /// Local effects of a committed record beyond reconciliation (which opens and deletes
+    /// partitions).
     async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
         match record {
-            MetadataRecord::Topic {
-                name,
-                id,
-                partitions,
-                ..
-            } => {
-                for index in 0..*partitions {
-                    self.open_partition(name, *id, index).await?;
-                }
-                if name == crate::group::OFFSETS_TOPIC {
-                    self.offsets_topic_created(*partitions);
-                }
-            }
-            MetadataRecord::Partitions { name, count } => {
+            MetadataRecord::Topic { name, id, .. } if name == crate::group::OFFSETS_TOPIC => {
                 let image = self.image();
-                let Some(topic) = image.topic(name) else {
-                    return Ok(());
-                };
-                for index in 0..*count {
-                    if self.partition(name, index).is_none() {
-                        self.open_partition(name, topic.id, index).await?;
-                    }
-                }
-            }
-            MetadataRecord::RemoveTopic { name, .. } => {
-                let removed: Vec<(i32, Arc<PartitionHandle>)> = {
-                    let mut partitions = self.partitions.write().unwrap();
-                    let keys: Vec<(String, i32)> = partitions
-                        .range((name.clone(), i32::MIN)..=(name.clone(), i32::MAX))
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    keys.into_iter()
-                        .filter_map(|k| partitions.remove(&k).map(|h| (k.1, h)))
-                        .collect()
-                };
-                for (index, handle) in removed {
-                    // No fsync or checkpoint of this partition is in flight past the gate, and
-                    // none starts after it (they skip deleted partitions): nothing writes into
-                    // the directory once it is gone, nor into a new topic's of the same name.
-                    let _gate = handle.flush_gate.lock().await;
-                    let _start_gate = handle.log_start_gate.lock().await;
-                    handle.set_lifecycle(Lifecycle::Deleted);
-                    let dir = self.partition_dir(name, index);
-                    if let Err(e) = self.io.disk.remove_dir_all(&dir) {
-                        tracing::warn!(dir = %dir.display(), error = %e, "could not remove deleted partition");
-                    }
-                }
-                self.appended.notify_waiters();
+                let partitions = image.topic_by_id(*id).map_or(0, |t| t.partitions);
+                self.offsets_topic_created(partitions);
             }
             MetadataRecord::TopicConfig { name, .. } => {
                 if let Some(config) = self.topic_config(name) {
@@ -371,7 +541,7 @@ impl Broker {
                     }
                 }
             }
-            MetadataRecord::ProducerIds { .. } => {}
+            _ => {}
         }
         Ok(())
     }
@@ -396,7 +566,7 @@ impl Broker {
                 name: name.clone(),
                 partitions: -1,
                 replication_factor: -1,
-                configs: BTreeMap::new(),
+                ..Default::default()
             };
             results.push((name.clone(), self.create_topic(new, false).await));
         }
@@ -409,8 +579,9 @@ impl Broker {
         validate_only: bool,
     ) -> Result<(), CommitError> {
         let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
+        let entropy = self.io.rng.next_u64();
         self.change_metadata(validate_only, |controller, image| {
-            Ok((vec![controller.create_topic(image, &new, id)?], ()))
+            Ok((controller.create_topic(image, &new, id, entropy)?, ()))
         })
         .await
     }
@@ -421,6 +592,14 @@ impl Broker {
         let allocated = self
             .change_metadata(false, |controller, image| {
                 let mut next = self.next_producer_id.lock().unwrap();
+                if let Some(quorum) = &self.quorum {
+                    let epoch = quorum.status().epoch;
+                    let mut seen = self.producer_ids_epoch.lock().unwrap();
+                    if *seen != Some(epoch) {
+                        *next = (*next).max(image.producer_ids_reserved());
+                        *seen = Some(epoch);
+                    }
+                }
                 let reserve = controller.reserve_producer_ids(image, *next);
                 let id = *next;
                 *next += 1;
@@ -430,7 +609,7 @@ impl Broker {
         match allocated {
             Ok(id) => Ok(id),
             Err(CommitError::Storage(e)) => Err(e),
-            Err(CommitError::Rejected(e)) => Err(io::Error::other(e.to_string())),
+            Err(e) => Err(io::Error::other(e.to_string())),
         }
     }
 
@@ -459,9 +638,9 @@ impl Broker {
             self.storage_failed("fsync of a partition", &e);
             return Err(e);
         }
+        // In durable mode this moves the high watermark, which completes this partition's
+        // waiting acks=all produces and wakes its long polls (through the guard).
         handle.lock().flushed(&plan, self.io.clock.wall_ms());
-        // The high watermark may have moved (durable reads): wake long polls.
-        self.appended.notify_waiters();
         Ok(())
     }
 
@@ -472,8 +651,11 @@ impl Broker {
             return;
         }
         self.health.fail(format!("{what} failed: {e}"));
-        // Long polls answer at once with the error.
-        self.appended.notify_waiters();
+        // Every partition's waits end at once: produces with the storage error, long polls
+        // re-read and answer it.
+        for handle in self.all_partitions() {
+            handle.waiters.close(delayed::Closed::Offline);
+        }
     }
 
     /// Fails once the log directory is offline.
@@ -498,6 +680,10 @@ impl Broker {
     /// An offline log directory is left as it is: marking it clean would make the next start
     /// trust data a failed fsync may have dropped.
     pub async fn shutdown(&self) -> io::Result<()> {
+        if let Some(quorum) = &self.quorum {
+            // Resign first (EndQuorumEpoch lets the others elect at once), while links run.
+            quorum.shutdown(&self.io, Duration::from_millis(2000)).await;
+        }
         let _ = self.shutdown.send(true);
         self.check_online()?;
         let handles = self.all_partitions();
@@ -510,11 +696,9 @@ impl Broker {
             self.flush_partition(&handle, end).await?;
             self.checkpoint_partition(&handle, true).await?;
         }
-        self.metadata
-            .lock()
-            .await
-            .close(self.io.clock.wall_ms())
-            .await?;
+        if let Some(store) = self.metadata.lock().await.as_mut() {
+            store.close(self.io.clock.wall_ms()).await?;
+        }
         tracing::info!("weir broker stopped cleanly");
         Ok(())
     }
@@ -550,6 +734,13 @@ impl Broker {
             self.storage_failed("a checkpoint", e);
         }
         written
+    }
+
+    /// Stops every task of this node at once, as a crash would (no resignation, nothing
+    /// flushed or marked clean): for in-process cluster tests. The data directory is left as a
+    /// killed process leaves it.
+    pub fn halt(&self) {
+        let _ = self.shutdown.send(true);
     }
 
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
@@ -595,6 +786,7 @@ async fn background_loop(broker: Arc<Broker>) {
             // Nothing is written to an offline directory; the process waits to be restarted.
             continue;
         }
+        broker.reconcile_if_behind().await;
         since_retention += tick;
         since_checkpoint += tick;
         since_expiry += tick;
@@ -661,6 +853,12 @@ async fn background_loop(broker: Arc<Broker>) {
     }
 }
 
+fn listener_addr(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    format!("{}:{}", bracket_v6(host), port)
+        .parse()
+        .map_err(|e| anyhow::anyhow!("listener {host}:{port}: {e}"))
+}
+
 fn bracket_v6(host: &str) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]")
@@ -690,45 +888,4 @@ async fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
         text.as_bytes(),
     )
     .await
-}
-
-/// Kafka's `meta.properties`: the cluster id, made once and kept; the node id must not change.
-async fn load_or_create_cluster_id(
-    io: &Io,
-    log_dir: &Path,
-    node_id: i32,
-) -> anyhow::Result<String> {
-    let path = log_dir.join("meta.properties");
-    if let Ok(raw) = read_file(io.disk.as_ref(), &path) {
-        let props = crate::config::parse_properties(&String::from_utf8_lossy(&raw))?;
-        if let Some(stored) = props.get("node.id").and_then(|n| n.parse::<i32>().ok()) {
-            if stored != node_id {
-                anyhow::bail!(
-                    "{} belongs to node.id={stored}, but this broker is node.id={node_id}",
-                    path.display()
-                );
-            }
-        }
-        if let Some(id) = props.get("cluster.id") {
-            return Ok(id.clone());
-        }
-    }
-    let uuid = Uuid::from_u64_pair(io.rng.next_u64(), io.rng.next_u64());
-    let id = base64_url(uuid.as_bytes());
-    let text = format!("version=1\ncluster.id={id}\nnode.id={node_id}\n");
-    write_file_atomic(io.disk.as_ref(), &path, text.as_bytes()).await?;
-    Ok(id)
-}
-
-/// URL-safe base64 without padding (how Kafka prints cluster ids).
-fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
 }

@@ -1,6 +1,11 @@
 //! Connections: accept, read frames, decode, dispatch, answer in order. A connection handles one
 //! request at a time, as Kafka does, so responses need no reordering. Anything malformed closes
 //! that one connection with a logged reason; nothing a client sends can panic the broker.
+//!
+//! While a request is handled the connection still watches its socket: if the peer closes it
+//! (end of stream, an error) the request's delayed operations end at once instead of holding
+//! their slots until their deadline. Bytes that arrive instead (a pipelined request) stay in
+//! the read buffer for the next turn, and the watch stops for this request.
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -10,10 +15,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
-    acls, admin, configs, delete_records, fetch, groups, metadata, produce, versions, Broker,
+    acls, admin, configs, delete_records, fetch, forward, groups, metadata, produce, quorum_rpc,
+    topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -21,7 +28,19 @@ use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame}
 /// Bound on concurrent connections: past it, new ones are closed at once.
 const MAX_CONNECTIONS: usize = 10_000;
 
-pub(super) async fn accept_loop(broker: Arc<Broker>, mut listener: Box<dyn Listener>) {
+/// Which listener a connection came in on: the controller listener also answers the quorum's
+/// RPCs and never forwards (what arrives there was forwarded already, or is a peer's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ListenerKind {
+    Client,
+    Controller,
+}
+
+pub(super) async fn accept_loop(
+    broker: Arc<Broker>,
+    mut listener: Box<dyn Listener>,
+    kind: ListenerKind,
+) {
     let mut shutdown = broker.shutdown_signal();
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
@@ -39,7 +58,7 @@ pub(super) async fn accept_loop(broker: Arc<Broker>, mut listener: Box<dyn Liste
                 let broker = broker.clone();
                 let open = open.clone();
                 broker.io.clone().spawn(async move {
-                    serve_connection(broker, stream, peer).await;
+                    serve_connection(broker, stream, peer, kind).await;
                     open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 });
             }
@@ -51,7 +70,12 @@ pub(super) async fn accept_loop(broker: Arc<Broker>, mut listener: Box<dyn Liste
     }
 }
 
-async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAddr) {
+async fn serve_connection(
+    broker: Arc<Broker>,
+    stream: BoxStream,
+    peer: SocketAddr,
+    kind: ListenerKind,
+) {
     let (read_half, mut write_half) = tokio::io::split(stream);
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
     let mut shutdown = broker.shutdown_signal();
@@ -75,7 +99,27 @@ async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAd
                 break;
             }
         };
-        match handle_frame(&broker, frame, peer, &mut out).await {
+        let watch = ConnectionWatch::new();
+        let handled = {
+            let handling = dispatch(&broker, kind, frame, peer, watch.signal(), &mut out);
+            tokio::pin!(handling);
+            let mut watching = true;
+            loop {
+                tokio::select! {
+                    handled = &mut handling => break handled,
+                    peeked = reader.fill_buf(), if watching => {
+                        // Only looked at, not consumed: a next request stays buffered.
+                        watching = false;
+                        if peeked.map_or(true, |b| b.is_empty()) {
+                            // A half-closed peer may still read: the (early) answer is sent.
+                            tracing::debug!(%peer, "peer closed while a request was handled");
+                            watch.mark_gone();
+                        }
+                    }
+                }
+            }
+        };
+        match handled {
             Ok(true) => {
                 if let Err(e) = write_frame(&mut write_half, &out).await {
                     tracing::debug!(%peer, error = %e, "write failed");
@@ -104,7 +148,7 @@ impl Broker {
         peer: SocketAddr,
     ) -> Result<Option<Bytes>, String> {
         let mut out = BytesMut::new();
-        match handle_frame(self, frame, peer, &mut out).await? {
+        match handle_frame(self, frame, peer, ConnectionGone::never(), &mut out).await? {
             true => Ok(Some(out.freeze())),
             false => Ok(None),
         }
@@ -112,10 +156,37 @@ impl Broker {
 }
 
 /// Decodes and answers one request into `out` (a whole frame). `Ok(false)`: send nothing.
+/// Routes one frame: quorum RPCs on the controller listener to the quorum driver; metadata
+/// changes on a client listener of a node that is not the active controller to the active
+/// controller (relayed); everything else to the request handlers.
+async fn dispatch(
+    broker: &Broker,
+    kind: ListenerKind,
+    frame: Bytes,
+    peer: SocketAddr,
+    gone: ConnectionGone,
+    out: &mut BytesMut,
+) -> Result<bool, String> {
+    match kind {
+        ListenerKind::Controller if quorum_rpc::is_quorum_request(&frame) => {
+            quorum_rpc::handle(broker, frame, out).await
+        }
+        ListenerKind::Client => match forward::forward(broker, &frame).await {
+            Some(relayed) => {
+                *out = relayed;
+                Ok(true)
+            }
+            None => handle_frame(broker, frame, peer, gone, out).await,
+        },
+        ListenerKind::Controller => handle_frame(broker, frame, peer, gone, out).await,
+    }
+}
+
 async fn handle_frame(
     broker: &Broker,
     mut frame: Bytes,
     peer: SocketAddr,
+    gone: ConnectionGone,
     out: &mut BytesMut,
 ) -> Result<bool, String> {
     if frame.len() < 8 {
@@ -157,6 +228,7 @@ async fn handle_frame(
         version: api_version,
         client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
         peer,
+        gone,
     };
     let response = match body {
         RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
@@ -165,6 +237,9 @@ async fn handle_frame(
         )),
         RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
             metadata::describe_cluster(broker, &ctx, req),
+        )),
+        RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
+            topic_partitions::handle(broker, req),
         )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, &ctx, req).await,
@@ -220,6 +295,9 @@ async fn handle_frame(
         RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
             admin::create_partitions(broker, req).await,
         )),
+        RequestKind::DescribeQuorum(req) => Some(ResponseKind::DescribeQuorum(
+            quorum_rpc::describe_quorum(broker, &req, ctx.version),
+        )),
         RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(req))),
         RequestKind::CreateAcls(req) => Some(ResponseKind::CreateAcls(acls::create(req))),
         RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
@@ -262,9 +340,11 @@ pub(super) struct RequestContext {
     /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
     pub client_id: String,
     pub peer: SocketAddr,
+    /// Fires when the client closed the connection: waits end early.
+    pub gone: ConnectionGone,
 }
 
-fn encode_response(
+pub(super) fn encode_response(
     out: &mut BytesMut,
     correlation_id: i32,
     header_version: i16,
@@ -286,7 +366,7 @@ fn encode_response(
 }
 
 /// Runs a decoder, turning a panic inside the codec into an error for this connection only.
-fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub(super) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
         panic
             .downcast_ref::<&str>()

@@ -3,6 +3,7 @@
 //! uncompressed batches itself and reads fetched batches without copying them.
 
 pub mod connection;
+mod describe;
 mod groups;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 pub use connection::{ClientError, Connection, Result};
+pub use describe::{
+    render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
+};
 pub use groups::{GroupDescription, GroupListing, GroupMember};
 
 use crate::io::Io;

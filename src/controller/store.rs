@@ -10,7 +10,9 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
 
 use super::image::{MetadataImage, MetadataRecord};
 use crate::io::Disk;
@@ -22,9 +24,56 @@ pub const METADATA_DIR: &str = "__cluster_metadata-0";
 /// Bytes read from the metadata log per step while replaying it.
 const REPLAY_CHUNK: usize = 1 << 20;
 
+/// The committed metadata records a node applied, in order: `(offset, raw value)`. Shared
+/// between the writer (the store, or the quorum driver) and readers that must not wait for the
+/// writer's lock (`Broker::committed_metadata`). It holds the same bytes as the metadata log.
+#[derive(Clone, Default)]
+pub struct AppliedRecords {
+    inner: Arc<Mutex<AppliedInner>>,
+}
+
+#[derive(Default)]
+struct AppliedInner {
+    records: Vec<(u64, Bytes)>,
+    /// The offset after the last committed entry (records and control batches alike).
+    end: u64,
+}
+
+impl AppliedRecords {
+    /// Records a committed record. Offsets strictly increase.
+    pub fn push(&self, offset: u64, value: Bytes) {
+        let mut inner = self.inner.lock().unwrap();
+        assert!(
+            offset >= inner.end,
+            "committed metadata goes back: {offset} < {}",
+            inner.end
+        );
+        inner.records.push((offset, value));
+        inner.end = offset + 1;
+    }
+
+    /// Everything below `end` is committed (control batches carry no record to push).
+    pub fn advance_to(&self, end: u64) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.end = inner.end.max(end);
+    }
+
+    pub fn end(&self) -> u64 {
+        self.inner.lock().unwrap().end
+    }
+
+    /// At most `max` records from offset `from`.
+    pub fn read(&self, from: u64, max: usize) -> Vec<(u64, Bytes)> {
+        let inner = self.inner.lock().unwrap();
+        let start = inner.records.partition_point(|(o, _)| *o < from);
+        inner.records[start..].iter().take(max).cloned().collect()
+    }
+}
+
 pub struct MetadataStore {
     log: Log,
     image: MetadataImage,
+    applied: AppliedRecords,
     /// Why the store no longer writes: a failed commit could not be rolled back.
     read_only: Option<String>,
 }
@@ -52,6 +101,7 @@ impl MetadataStore {
         let mut log = log;
         drop_unconfirmed_tail(&mut log, recovery.checkpointed, disk.as_ref(), &dir, now_ms).await?;
         let mut image = MetadataImage::default();
+        let applied = AppliedRecords::default();
         let mut offset = log.start_offset();
         let end = log.end_offset();
         while offset < end {
@@ -79,14 +129,17 @@ impl MetadataStore {
                             format!("metadata record at offset {}: {e}", record.offset),
                         )
                     })?;
-                    image.apply(&parsed);
+                    image.apply(record.offset, &parsed);
+                    applied.push(record.offset as u64, Bytes::copy_from_slice(value));
                 }
                 offset = header.next_offset();
             }
         }
+        applied.advance_to(log.end_offset() as u64);
         Ok(MetadataStore {
             log,
             image,
+            applied,
             read_only: None,
         })
     }
@@ -109,6 +162,11 @@ impl MetadataStore {
         &self.image
     }
 
+    /// The records this store committed, shared.
+    pub fn applied(&self) -> AppliedRecords {
+        self.applied.clone()
+    }
+
     /// Appends the records as one batch, fsyncs, then applies them.
     pub async fn commit(&mut self, records: &[MetadataRecord], now_ms: i64) -> io::Result<()> {
         self.refuse_writes()?;
@@ -116,9 +174,11 @@ impl MetadataStore {
             return Ok(());
         }
         let mut builder = BatchBuilder::new(now_ms);
+        let mut values = Vec::with_capacity(records.len());
         for record in records {
             let json = serde_json::to_vec(record).map_err(io::Error::other)?;
             builder.push(None, Some(&json), now_ms);
+            values.push(Bytes::from(json));
         }
         let mut bytes = builder.finish(-1, -1, -1);
         let mut header = batch::check(&bytes).expect("a batch we just built is valid");
@@ -155,8 +215,11 @@ impl MetadataStore {
             return Err(e);
         }
         assert_eq!(self.log.recovery_point(), self.log.end_offset());
-        for record in records {
-            self.image.apply(record);
+        for (i, record) in records.iter().enumerate() {
+            self.image.apply(before + i as i64, record);
+        }
+        for (i, value) in values.into_iter().enumerate() {
+            self.applied.push(before as u64 + i as u64, value);
         }
         Ok(())
     }
@@ -292,13 +355,7 @@ mod tests {
     }
 
     fn topic(name: &str, id: u64) -> MetadataRecord {
-        MetadataRecord::Topic {
-            name: name.into(),
-            id: Uuid::from_u64_pair(0, id),
-            partitions: 1,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        }
+        MetadataRecord::topic(name, Uuid::from_u64_pair(0, id), BTreeMap::new())
     }
 
     fn open(disk: Arc<dyn Disk>) -> io::Result<MetadataStore> {
@@ -345,6 +402,27 @@ mod tests {
             store.image().topic("b").unwrap().id,
             Uuid::from_u64_pair(0, 3)
         );
+    }
+
+    #[test]
+    fn applied_records_list_every_committed_record_in_order_across_restarts() {
+        let mem = MemDisk::new(4);
+        let mut store = open(Arc::new(mem.clone())).unwrap();
+        block_on(store.commit(&[topic("a", 1), topic("b", 2)], 0)).unwrap();
+        block_on(store.commit(&[topic("c", 3)], 0)).unwrap();
+        let applied = store.applied();
+        assert_eq!(applied.end(), 3);
+        let offsets: Vec<u64> = applied.read(1, 10).iter().map(|(o, _)| *o).collect();
+        assert_eq!(offsets, [1, 2]);
+        let before = applied.read(0, 10);
+        block_on(store.close(0)).unwrap();
+        drop(store);
+        mem.process_crash();
+        let store = open(Arc::new(mem.clone())).unwrap();
+        assert_eq!(store.applied().read(0, 10), before);
+        assert_eq!(store.applied().read(0, 1).len(), 1);
+        let first: MetadataRecord = serde_json::from_slice(&before[0].1).unwrap();
+        assert_eq!(first, topic("a", 1));
     }
 
     #[test]

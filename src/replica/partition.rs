@@ -225,6 +225,20 @@ impl Partition {
         self.high_watermark
     }
 
+    /// Size of the committed in-sync replica set: what an acks=all produce is checked against
+    /// before its append (NOT_ENOUGH_REPLICAS). One replica until replication lands; the ISR
+    /// state machine then answers here.
+    pub fn isr_size(&self) -> usize {
+        1
+    }
+
+    /// Size of the maximal in-sync set (the committed one plus a pending expansion): what an
+    /// acks=all produce is checked against once the high watermark reaches it
+    /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub fn maximal_isr_size(&self) -> usize {
+        self.isr_size()
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log.start_offset()
     }

@@ -1,0 +1,79 @@
+//! A node with no `controller.quorum.voters` is its own quorum of one: before serving, it
+//! registers itself through the same broker-session rules a cluster's controller applies
+//! (a new incarnation each start, registered fenced, then unfenced by a heartbeat that has
+//! seen its own registration), and registers on itself the partitions of a metadata log
+//! written before partitions had their own records.
+
+use std::io;
+
+use uuid::Uuid;
+
+use super::{Broker, CommitError};
+use crate::controller::brokers::{BrokerSessions, HeartbeatRequest, RegistrationRequest};
+use crate::controller::BrokerEndpoint;
+
+/// Kafka's default `broker.session.timeout.ms`; a single node never times itself out, but the
+/// session rules need one.
+const SESSION_TIMEOUT_MS: i64 = 9000;
+
+impl Broker {
+    /// The endpoints a registration announces: the client listener as clients must reach it
+    /// (advertised host, bound port). Known once the listener is bound.
+    pub fn registered_listeners(&self) -> Vec<BrokerEndpoint> {
+        let (host, port) = self.advertised.read().unwrap().clone();
+        self.config
+            .broker_endpoints()
+            .first()
+            .map(|e| BrokerEndpoint {
+                name: e.listener_name.clone(),
+                host,
+                port,
+            })
+            .into_iter()
+            .collect()
+    }
+
+    pub(super) async fn register_single_node(&self) -> io::Result<()> {
+        let node = self.config.node_id;
+        let now = self.io.clock.wall_ms();
+        let request = RegistrationRequest {
+            id: node,
+            incarnation: Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64()),
+            listeners: self.registered_listeners(),
+            rack: None,
+        };
+        let sessions = std::sync::Mutex::new(BrokerSessions::new(SESSION_TIMEOUT_MS));
+        let storage = |e: CommitError| match e {
+            CommitError::Storage(e) => e,
+            other => io::Error::other(other.to_string()),
+        };
+        self.change_metadata(false, |controller, image| {
+            let mut records = controller.register_legacy_partitions(image, node);
+            records.extend(sessions.lock().unwrap().register(image, &request, now)?);
+            Ok((records, ()))
+        })
+        .await
+        .map_err(storage)?;
+        self.change_metadata(false, |controller, image| {
+            let epoch = image
+                .broker(node)
+                .map(|b| b.epoch)
+                .expect("registered just now");
+            let heartbeat = HeartbeatRequest {
+                id: node,
+                epoch,
+                metadata_offset: image.applied() - 1,
+                want_fence: false,
+                want_shutdown: false,
+            };
+            let decision = sessions
+                .lock()
+                .unwrap()
+                .heartbeat(image, &heartbeat, now, &|t| controller.election_config(t))?;
+            assert!(!decision.reply.is_fenced, "a single node unfences itself");
+            Ok((decision.records, ()))
+        })
+        .await
+        .map_err(storage)
+    }
+}
