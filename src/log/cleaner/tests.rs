@@ -525,6 +525,7 @@ proptest! {
 /// `cargo test --release -p weir --lib cleaner::tests::bench_compaction -- --ignored --nocapture`.
 #[test]
 #[ignore]
+#[cfg(not(madsim))]
 fn bench_compaction() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -540,6 +541,7 @@ fn bench_compaction() {
     }
 }
 
+#[cfg(not(madsim))]
 async fn bench_one(disk: Arc<dyn Disk>, dir: &Path, keys: usize, value_len: usize, what: &str) {
     let cfg = LogConfig {
         segment_bytes: 16 << 20,
