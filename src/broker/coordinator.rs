@@ -269,6 +269,7 @@ impl Broker {
         }
         let appended = p.append(&bytes, now).map_err(|e| match e {
             ProduceError::MessageTooLarge { .. } => AppendError::TooLarge,
+            ProduceError::NotLeader => AppendError::NotLeader,
             ProduceError::Storage(e) => {
                 tracing::error!(error = %e, "append to __consumer_offsets failed");
                 AppendError::Storage

@@ -12,7 +12,9 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -37,6 +39,10 @@ struct Wanted {
     partition: i32,
     offset: i64,
     max_bytes: usize,
+    /// -1: not sent (before v9), no fencing check.
+    current_leader_epoch: i32,
+    /// -1: not sent (before v12), no divergence check.
+    last_fetched_epoch: i32,
     /// A consumer asking a broker that does not lead the partition (followers fetch from the
     /// leader; a replica's own fetches are not refused here).
     not_leader: bool,
@@ -94,6 +100,16 @@ pub(super) async fn handle(
                 partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes: (p.partition_max_bytes.max(0) as usize).min(partition_cap),
+                current_leader_epoch: if ctx.version >= 9 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                },
+                last_fetched_epoch: if ctx.version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                },
                 not_leader: !from_replica
                     && name.as_deref().is_some_and(|t| {
                         matches!(
@@ -214,6 +230,29 @@ fn read_all(
             continue;
         }
         let partition = handle.lock();
+        // Leader-epoch fencing and the KIP-320 divergence check come before any read; either
+        // answers at once (no long poll).
+        match partition.check_fetch_position(w.current_leader_epoch, w.offset, w.last_fetched_epoch)
+        {
+            Ok(None) => {}
+            Ok(Some(end)) => {
+                data.diverging_epoch = EpochEndOffset::default()
+                    .with_epoch(end.epoch)
+                    .with_end_offset(end.end_offset);
+                data.high_watermark = partition.high_watermark();
+                data.last_stable_offset = partition.high_watermark();
+                data.log_start_offset = partition.log_start_offset();
+                errored = true;
+                out.push(data);
+                continue;
+            }
+            Err(e) => {
+                data.error_code = errors::epoch(&e).code();
+                errored = true;
+                out.push(data);
+                continue;
+            }
+        }
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         let first_with_data = total == 0;
         if budget > 0 || first_with_data {

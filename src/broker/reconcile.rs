@@ -84,17 +84,8 @@ impl Broker {
                 }
             }
         }
-        // Waits on partitions another broker now leads end here: their produces cannot reach
-        // this node's high watermark through it any more (NOT_LEADER_OR_FOLLOWER).
-        for ((topic, index), id) in &wanted {
-            let led_here = image
-                .partition(*id, *index)
-                .is_some_and(|p| p.leader == node);
-            if !led_here {
-                if let Some(handle) = self.partition(topic, *index) {
-                    handle.leadership_lost();
-                }
-            }
+        for (topic, index) in wanted.keys() {
+            self.sync_role(topic, *index);
         }
         match first_error {
             None => {
@@ -102,6 +93,40 @@ impl Broker {
                 Ok(())
             }
             Some(e) => Err(e),
+        }
+    }
+
+    /// Hands the image's leader epoch and this node's role to the local replica, which stamps
+    /// appends with the epoch, starts it in the epoch cache (KAFKA-7415) and fences requests
+    /// by it (FENCED/UNKNOWN_LEADER_EPOCH). Idempotent; an epoch older than the replica's is
+    /// ignored. Until replication is wired, a leader's HW still follows its own log end.
+    fn sync_role(&self, topic: &str, index: i32) {
+        let Some(handle) = self.partition(topic, index) else {
+            return;
+        };
+        let lost = {
+            let mut p = handle.lock();
+            let (result, lost) = match self.leadership(topic, index) {
+                Leadership::Leader(epoch) => (p.become_leader(epoch, false), false),
+                Leadership::NotLeader { leader_epoch, .. } => {
+                    (p.become_follower(leader_epoch), true)
+                }
+                Leadership::Unknown => (Ok(()), false),
+            };
+            if let Err(e) = result {
+                tracing::debug!(
+                    topic,
+                    partition = index,
+                    ?e,
+                    "image leader epoch older than the replica's"
+                );
+            }
+            lost
+        };
+        // Waits on a partition another broker now leads end here: their produces cannot reach
+        // the high watermark through this node any more (NOT_LEADER_OR_FOLLOWER).
+        if lost {
+            handle.leadership_lost();
         }
     }
 

@@ -19,8 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
-    acls, admin, configs, delete_records, fetch, forward, groups, metadata, produce, quorum_rpc,
-    topic_partitions, versions, Broker,
+    acls, admin, configs, delete_records, elect_leaders, fetch, forward, groups, metadata,
+    offset_for_leader_epoch, produce, quorum_rpc, topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -241,6 +241,9 @@ async fn handle_frame(
         RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
             topic_partitions::handle(broker, req),
         )),
+        RequestKind::ElectLeaders(req) => Some(ResponseKind::ElectLeaders(
+            elect_leaders::handle(broker, &ctx, req).await,
+        )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, &ctx, req).await,
         )),
@@ -303,6 +306,9 @@ async fn handle_frame(
         RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
         RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
             delete_records::handle(broker, req).await,
+        )),
+        RequestKind::OffsetForLeaderEpoch(req) => Some(ResponseKind::OffsetForLeaderEpoch(
+            offset_for_leader_epoch::handle(broker, req),
         )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
             configs::describe(broker, req),

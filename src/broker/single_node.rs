@@ -41,6 +41,9 @@ impl Broker {
             incarnation: Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64()),
             listeners: self.registered_listeners(),
             rack: None,
+            // A single node has no other replica to prefer: its restarts never count as
+            // unclean (that would only leave its partitions leaderless).
+            previous_epoch: self.image().broker(node).map_or(-1, |b| b.epoch),
         };
         let sessions = std::sync::Mutex::new(BrokerSessions::new(SESSION_TIMEOUT_MS));
         let storage = |e: CommitError| match e {
@@ -49,7 +52,12 @@ impl Broker {
         };
         self.change_metadata(false, |controller, image| {
             let mut records = controller.register_legacy_partitions(image, node);
-            records.extend(sessions.lock().unwrap().register(image, &request, now)?);
+            records.extend(
+                sessions
+                    .lock()
+                    .unwrap()
+                    .register(image, &request, now, &|t| controller.election_config(t))?,
+            );
             Ok((records, ()))
         })
         .await

@@ -479,13 +479,13 @@ impl ServerConfig {
             .int("offsets.topic.segment.bytes", 1, I32_MAX)?
             .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
-        let log_cleaner = cleaner_settings(&mut p)?;
         let quorum_election_timeout_ms = p
             .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
             .unwrap_or(1000) as u64;
         let quorum_fetch_timeout_ms = p
             .int("controller.quorum.fetch.timeout.ms", 2, I32_MAX)?
             .unwrap_or(2000) as u64;
+        let log_cleaner = cleaner_settings(&mut p)?;
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
 

@@ -62,7 +62,7 @@ pub fn alter_partition(
 ) -> Result<Accepted, ControllerError> {
     let topic = image
         .topic_by_id(request.topic_id)
-        .ok_or_else(|| ControllerError::UnknownTopicId(request.topic_id))?;
+        .ok_or(ControllerError::UnknownTopicId(request.topic_id))?;
     let p = image
         .partition(request.topic_id, request.partition)
         .ok_or_else(|| {

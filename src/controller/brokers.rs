@@ -25,6 +25,9 @@ pub struct RegistrationRequest {
     pub incarnation: Uuid,
     pub listeners: Vec<BrokerEndpoint>,
     pub rack: Option<String>,
+    /// BrokerRegistration v3 `PreviousBrokerEpoch`: the epoch a clean shutdown recorded
+    /// (-1: none, so the last stop was unclean or the broker is new).
+    pub previous_epoch: i64,
 }
 
 /// A BrokerHeartbeat request.
@@ -90,11 +93,16 @@ impl BrokerSessions {
     /// (DUPLICATE_BROKER_REGISTRATION: the old process may still run); the same incarnation
     /// registering again keeps its epoch and writes nothing. The broker's epoch is the offset
     /// of the record: read it with [`registered_epoch`] once committed.
+    ///
+    /// A new incarnation whose `previous_epoch` is not its old registration's epoch shut down
+    /// uncleanly (KIP-966): with ELR on, it is removed from every ISR and ELR first, since its
+    /// log may have lost what it acknowledged.
     pub fn register(
         &mut self,
         image: &MetadataImage,
         request: &RegistrationRequest,
         now: i64,
+        elections: &dyn Fn(&TopicMeta) -> ElectionConfig,
     ) -> Result<Vec<MetadataRecord>, ControllerError> {
         if request.id < 0 {
             return Err(ControllerError::InvalidRequest(format!(
@@ -121,13 +129,25 @@ impl BrokerSessions {
                 shutdown_offset: None,
             },
         );
-        Ok(vec![MetadataRecord::RegisterBroker {
+        let unclean = image
+            .broker(request.id)
+            .is_some_and(|old| old.epoch != request.previous_epoch);
+        let mut records: Vec<MetadataRecord> = if unclean {
+            election::remove_unclean_broker(image, request.id, elections)
+                .into_iter()
+                .map(MetadataRecord::PartitionChange)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        records.push(MetadataRecord::RegisterBroker {
             id: request.id,
             incarnation: request.incarnation,
             listeners: request.listeners.clone(),
             rack: request.rack.clone(),
             fenced: true,
-        }])
+        });
+        Ok(records)
     }
 
     fn touch(&mut self, id: i32, now: i64) {

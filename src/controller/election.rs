@@ -19,6 +19,7 @@
 use uuid::Uuid;
 
 use super::image::{MetadataImage, PartitionChange, PartitionRegistration, TopicMeta, NO_LEADER};
+use super::ControllerError;
 
 /// What decides a partition's election besides its registration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,6 +216,37 @@ pub fn remove_broker(
         .collect()
 }
 
+/// The changes for a broker that restarted after an unclean shutdown (KIP-966): with ELR on,
+/// out of every ISR and ELR, and not electable, wherever its partitions' topics use ELR.
+pub fn remove_unclean_broker(
+    image: &MetadataImage,
+    broker: i32,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Vec<PartitionChange> {
+    let acceptable = |r: i32| r != broker && image.is_active_broker(r);
+    image
+        .partitions()
+        .filter(|(_, p)| p.isr.contains(&broker) || p.elr.contains(&broker))
+        .filter_map(|(key, p)| {
+            let topic = image.topic_by_id(key.0)?;
+            let config = config(topic);
+            if !config.elr {
+                return None;
+            }
+            let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
+            change_partition(
+                key,
+                p,
+                target,
+                Election::Online,
+                config,
+                &acceptable,
+                &[broker],
+            )
+        })
+        .collect()
+}
+
 /// Elections for every leaderless partition, with `added` acceptable even though the image
 /// still shows it fenced (it is being unfenced in the same batch). Also the periodic retry of
 /// unclean elections.
@@ -270,6 +302,68 @@ pub fn elect_preferred(
             .filter(|c| c.leader == Some(p.replicas[0]))
         })
         .collect()
+}
+
+/// ElectLeaders for one partition (Kafka's `electLeaders`): a preferred election moves the
+/// leadership to `replicas[0]`; an unclean one elects a leaderless partition from outside its
+/// ISR if need be. `Ok(None)`: nothing to do (ELECTION_NOT_NEEDED).
+pub fn elect_on_request(
+    image: &MetadataImage,
+    key: (Uuid, i32),
+    unclean: bool,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Result<Option<PartitionChange>, ControllerError> {
+    let topic = image
+        .topic_by_id(key.0)
+        .ok_or(ControllerError::UnknownTopicId(key.0))?;
+    let p = image
+        .partition(key.0, key.1)
+        .ok_or_else(|| ControllerError::UnknownTopic(format!("{}-{}", topic.name, key.1)))?;
+    let acceptable = |r: i32| image.is_active_broker(r);
+    if unclean {
+        if p.leader != NO_LEADER {
+            return Ok(None);
+        }
+        let config = ElectionConfig {
+            unclean: true,
+            ..config(topic)
+        };
+        let change = change_partition(
+            key,
+            p,
+            p.isr.clone(),
+            Election::Online,
+            config,
+            &acceptable,
+            &[],
+        );
+        return match change {
+            Some(c) if c.leader.is_some_and(|l| l != NO_LEADER) => Ok(Some(c)),
+            _ => Err(ControllerError::EligibleLeadersNotAvailable(format!(
+                "{}-{}: no replica is alive to lead",
+                topic.name, key.1
+            ))),
+        };
+    }
+    if p.leader == p.replicas[0] {
+        return Ok(None);
+    }
+    let change = change_partition(
+        key,
+        p,
+        p.isr.clone(),
+        Election::Preferred,
+        config(topic),
+        &acceptable,
+        &[],
+    );
+    match change {
+        Some(c) if c.leader == Some(p.replicas[0]) => Ok(Some(c)),
+        _ => Err(ControllerError::PreferredLeaderNotAvailable(format!(
+            "{}-{}: the preferred replica {} is not in the ISR or not alive",
+            topic.name, key.1, p.replicas[0]
+        ))),
+    }
 }
 
 #[cfg(test)]

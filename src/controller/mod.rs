@@ -59,6 +59,8 @@ pub enum ControllerError {
     FencedLeaderEpoch(String),
     InvalidUpdateVersion(String),
     IneligibleReplica(String),
+    PreferredLeaderNotAvailable(String),
+    EligibleLeadersNotAvailable(String),
 }
 
 impl fmt::Display for ControllerError {
@@ -77,7 +79,9 @@ impl fmt::Display for ControllerError {
             | ControllerError::NotController(m)
             | ControllerError::FencedLeaderEpoch(m)
             | ControllerError::InvalidUpdateVersion(m)
-            | ControllerError::IneligibleReplica(m) => f.write_str(m),
+            | ControllerError::IneligibleReplica(m)
+            | ControllerError::PreferredLeaderNotAvailable(m)
+            | ControllerError::EligibleLeadersNotAvailable(m) => f.write_str(m),
             ControllerError::UnknownTopicId(id) => write!(f, "unknown topic id {id}"),
             ControllerError::TopicDeletionDisabled => {
                 f.write_str("topic deletion is disabled (delete.topic.enable=false)")
@@ -336,6 +340,31 @@ impl Controller {
                     leader_recovering: false,
                 })
             })
+            .collect()
+    }
+
+    /// The active controller's periodic elections: leaderless partitions again (unclean
+    /// election where a topic allows it, now that replicas may have come back), and with
+    /// `auto_rebalance` (`auto.leader.rebalance.enable`) leadership back to each preferred
+    /// replica that is in the ISR and active.
+    pub fn periodic_elections(
+        &self,
+        image: &MetadataImage,
+        auto_rebalance: bool,
+    ) -> Vec<MetadataRecord> {
+        let config = |t: &TopicMeta| self.election_config(t);
+        let mut changes = election::elect_leaderless(image, None, &config);
+        if auto_rebalance {
+            let imbalanced: Vec<(Uuid, i32)> = image
+                .partitions()
+                .filter(|(_, p)| p.leader != NO_LEADER && p.leader != p.replicas[0])
+                .map(|(k, _)| k)
+                .collect();
+            changes.extend(election::elect_preferred(image, &imbalanced, &config));
+        }
+        changes
+            .into_iter()
+            .map(MetadataRecord::PartitionChange)
             .collect()
     }
 

@@ -105,9 +105,19 @@ mod tests {
     use super::*;
 
     /// (brokers, first, count, rf, entropy) → expected replicas, by partition.
+    type Case = (
+        &'static [i32],
+        i32,
+        i32,
+        i16,
+        u64,
+        &'static [&'static [i32]],
+    );
+    type ManualCase = (&'static [&'static [i32]], Option<usize>, &'static str);
+
     #[test]
     fn assignments_follow_kafkas_round_robin() {
-        let cases: &[(&[i32], i32, i32, i16, u64, &[&[i32]])] = &[
+        let cases: &[Case] = &[
             // Start 0, shift 0: leaders 1,2,3; the follower right after the leader.
             (&[1, 2, 3], 0, 3, 2, 0, &[&[1, 2], &[2, 3], &[3, 1]]),
             // Wrapping around bumps the shift: the follower moves one further out.
@@ -187,7 +197,7 @@ mod tests {
             check_manual(&a, rf, registered, active, 0)
         };
         assert!(check(&[&[1, 2], &[2, 3]], None).is_ok());
-        let cases: &[(&[&[i32]], Option<usize>, &str)] = &[
+        let cases: &[ManualCase] = &[
             (&[&[]], None, "empty replica list"),
             (&[&[1, 1]], None, "more than once"),
             (&[&[1, 4]], None, "no such broker"),

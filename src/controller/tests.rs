@@ -296,3 +296,44 @@ fn records_round_trip_as_json() {
         );
     }
 }
+
+#[test]
+fn periodic_elections_retry_unclean_and_restore_preferred_leaders() {
+    let c = controller();
+    let mut image = cluster(3);
+    let mut new = new_topic("t", 2, 3);
+    new.assignments = vec![];
+    new.configs = BTreeMap::from([(
+        "unclean.leader.election.enable".to_string(),
+        "true".to_string(),
+    )]);
+    let id = Uuid::from_u128(12);
+    let records = c.create_topic(&image, &new, id, 0).unwrap();
+    apply(&mut image, &records);
+    // Partition 0 loses its leader with ISR [] and no ELR; partition 1 is led by a
+    // non-preferred replica.
+    let (p0, p1) = (
+        image.partition(id, 0).unwrap().clone(),
+        image.partition(id, 1).unwrap().clone(),
+    );
+    let mut lost = PartitionChange::new(id, 0);
+    lost.leader = Some(NO_LEADER);
+    lost.isr = Some(vec![]);
+    let mut moved = PartitionChange::new(id, 1);
+    moved.leader = Some(p1.replicas[1]);
+    apply(
+        &mut image,
+        &[
+            MetadataRecord::PartitionChange(lost),
+            MetadataRecord::PartitionChange(moved),
+        ],
+    );
+    assert!(c.periodic_elections(&image, false).len() == 1);
+    let records = c.periodic_elections(&image, true);
+    assert_eq!(records.len(), 2);
+    apply(&mut image, &records);
+    let p = image.partition(id, 0).unwrap();
+    assert_eq!((p.leader, p.leader_recovering), (p0.replicas[0], true));
+    assert_eq!(image.partition(id, 1).unwrap().leader, p1.replicas[0]);
+    assert!(c.periodic_elections(&image, true).is_empty());
+}

@@ -452,22 +452,25 @@ impl Segment {
         Ok(found)
     }
 
-    /// Drops every batch at or after `offset` (which must start a batch or be past the end).
-    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+    /// The header of the batch holding `offset` (or the first after it), if any.
+    pub fn batch_at(&self, offset: i64) -> io::Result<Option<BatchHeader>> {
+        Ok(self.locate(offset)?.map(|(_, h)| h))
+    }
+
+    /// Drops every batch holding an offset at or after `offset`. A batch is never split: when
+    /// `offset` falls inside one, that whole batch goes too (as Kafka's `LogSegment.truncateTo`),
+    /// so the segment may end before `offset`. Returns the new end.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<i64> {
         let Some((position, header)) = self.locate(offset)? else {
-            return Ok(());
+            return Ok(self.next_offset);
         };
-        assert!(
-            header.base_offset >= offset,
-            "truncation point {offset} is inside batch at {}",
-            header.base_offset
-        );
+        let cut = header.base_offset;
         self.log.set_len(position)?;
         self.size = position;
         self.offset_index.truncate_to_position(position)?;
         self.time_index
-            .truncate_to_offset((offset - self.base_offset) as u32)?;
-        self.next_offset = offset;
+            .truncate_to_offset((cut - self.base_offset) as u32)?;
+        self.next_offset = cut;
         // Recompute the running max timestamp from what is left.
         let mut max_ts = -1;
         self.scan(0, |_, h, _| {
@@ -476,7 +479,7 @@ impl Segment {
         })?;
         self.max_timestamp = max_ts;
         self.bytes_since_index = self.index_interval;
-        Ok(())
+        Ok(cut)
     }
 
     /// The first batch's max timestamp, -1 when empty (`max.compaction.lag.ms` uses it).

@@ -143,8 +143,40 @@ async fn partitions_follow_the_image_of_a_cluster() {
     let refused = client.list_offset("f", 0, -1).await.unwrap_err();
     assert_eq!(kafka_error(refused), ResponseError::NotLeaderOrFollower);
 
-    // The replica of partition 0 moves away from this node: it is closed and deleted.
+    // ElectLeaders: partition 0's leadership moved to 1; a preferred election moves it back
+    // to 2, and asking again is not needed.
     let id = broker.image().topic("f").unwrap().id;
+    let mut moved = PartitionChange::new(id, 0);
+    moved.leader = Some(1);
+    commit(&broker, vec![MetadataRecord::PartitionChange(moved)]).await;
+    assert_eq!(broker.leadership("f", 0), super::Leadership::Leader(1));
+    let elect = kafka_protocol::messages::ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_topic_partitions(Some(vec![
+            kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                .with_topic(kafka_protocol::messages::TopicName(
+                    kafka_protocol::protocol::StrBytes::from_static_str("f"),
+                ))
+                .with_partitions(vec![0, 1]),
+        ]))
+        .with_timeout_ms(1000);
+    let response = client.connection().call(&elect, 2).await.unwrap();
+    let codes: Vec<(i32, i16)> = response.replica_election_results[0]
+        .partition_result
+        .iter()
+        .map(|r| (r.partition_id, r.error_code))
+        .collect();
+    let not_needed = ResponseError::ElectionNotNeeded.code();
+    assert_eq!(codes, [(0, 0), (1, not_needed)]);
+    assert_eq!(
+        broker.leadership("f", 0),
+        super::Leadership::NotLeader {
+            leader: 2,
+            leader_epoch: 2
+        }
+    );
+
+    // The replica of partition 0 moves away from this node: it is closed and deleted.
     let mut change = PartitionChange::new(id, 0);
     change.replicas = Some(vec![2]);
     change.isr = Some(vec![2]);

@@ -23,6 +23,7 @@ fn request(id: i32, incarnation: u128) -> RegistrationRequest {
             port: 9000 + id as u16,
         }],
         rack: None,
+        previous_epoch: -1,
     }
 }
 
@@ -48,7 +49,7 @@ fn cluster(sessions: &mut BrokerSessions) -> MetadataImage {
     let mut image = MetadataImage::default();
     for id in 1..=3 {
         let records = sessions
-            .register(&image, &request(id, id as u128), 0)
+            .register(&image, &request(id, id as u128), 0, &config)
             .unwrap();
         commit(&mut image, &records);
     }
@@ -91,23 +92,26 @@ fn the_broker_epoch_is_the_registration_offset_and_grows_across_incarnations() {
     assert_eq!(registered_epoch(&image, 2, Uuid::from_u128(2)), Some(1));
     // The same incarnation again: same epoch, nothing written.
     assert!(sessions
-        .register(&image, &request(2, 2), 10)
+        .register(&image, &request(2, 2), 10, &config)
         .unwrap()
         .is_empty());
     // A new incarnation while the old session lives is refused...
     assert!(matches!(
-        sessions.register(&image, &request(2, 99), 10),
+        sessions.register(&image, &request(2, 99), 10, &config),
         Err(ControllerError::DuplicateBrokerRegistration(_))
     ));
     // ...and accepted once it expired; the new registration starts fenced.
     let records = sessions
-        .register(&image, &request(2, 99), 10 + TIMEOUT + 1)
+        .register(&image, &request(2, 99), 10 + TIMEOUT + 1, &config)
         .unwrap();
-    let at = image.applied();
+    // No clean-shutdown epoch: it leaves the ISR first (KIP-966), then registers.
+    assert!(matches!(records[0], MetadataRecord::PartitionChange(_)));
+    let at = image.applied() + records.len() as i64 - 1;
     commit(&mut image, &records);
     let b = image.broker(2).unwrap();
     assert_eq!((b.epoch, b.fenced), (at, true));
     assert!(b.epoch > 1);
+    assert_eq!(p0(&image).isr, [1, 3]);
 }
 
 #[test]
@@ -131,7 +135,9 @@ fn heartbeats_with_another_epoch_are_stale() {
 fn a_broker_is_unfenced_only_once_it_has_caught_up_to_its_registration() {
     let mut sessions = BrokerSessions::new(TIMEOUT);
     let mut image = MetadataImage::default();
-    let records = sessions.register(&image, &request(1, 1), 0).unwrap();
+    let records = sessions
+        .register(&image, &request(1, 1), 0, &config)
+        .unwrap();
     commit(&mut image, &records);
     let mut hb = beat(1, &image);
     hb.metadata_offset = -1; // has not applied its own registration (offset 0) yet
@@ -247,4 +253,29 @@ fn controlled_shutdown_moves_leaderships_before_it_is_granted() {
             .reply
             .should_shut_down
     );
+}
+
+#[test]
+fn a_broker_back_from_an_unclean_shutdown_leaves_every_isr_and_elr() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    // Broker 3 drops out of the ISR into the ELR first (ISR [1] below min ISR 2).
+    let mut change = crate::controller::PartitionChange::new(T, 0);
+    change.isr = Some(vec![1]);
+    change.elr = Some(vec![2, 3]);
+    commit(&mut image, &[MetadataRecord::PartitionChange(change)]);
+    let late = TIMEOUT * 2;
+    // A clean restart of broker 2 (it names its last epoch): nothing but the registration.
+    let mut clean = request(2, 20);
+    clean.previous_epoch = image.broker(2).unwrap().epoch;
+    let records = sessions.register(&image, &clean, late, &config).unwrap();
+    assert_eq!(records.len(), 1);
+    // An unclean restart of broker 3: out of the ELR before it registers again.
+    let records = sessions
+        .register(&image, &request(3, 30), late, &config)
+        .unwrap();
+    assert_eq!(records.len(), 2);
+    commit(&mut image, &records);
+    assert_eq!(p0(&image).elr, [2]);
+    assert!(image.broker(3).unwrap().fenced);
 }

@@ -446,3 +446,35 @@ fn preferred_election_moves_only_to_a_valid_preferred_replica() {
     assert_eq!(changes.len(), 1);
     assert_eq!((changes[0].partition, changes[0].leader), (0, Some(1)));
 }
+
+#[test]
+fn elect_leaders_requests_answer_as_kafka_does() {
+    let mut image = cluster(true);
+    let config = |_: &TopicMeta| ElectionConfig { min_isr: 1, ..ELR };
+    // Already preferred: nothing to do.
+    assert_eq!(elect_on_request(&image, (T, 0), false, &config), Ok(None));
+    let mut change = PartitionChange::new(T, 0);
+    change.leader = Some(2);
+    change.isr = Some(vec![2, 3]);
+    image.apply(image.applied(), &MetadataRecord::PartitionChange(change));
+    // The preferred replica 1 left the ISR: not available.
+    assert!(matches!(
+        elect_on_request(&image, (T, 0), false, &config),
+        Err(ControllerError::PreferredLeaderNotAvailable(_))
+    ));
+    // Unclean on a partition with a leader: not needed.
+    assert_eq!(elect_on_request(&image, (T, 0), true, &config), Ok(None));
+    assert!(matches!(
+        elect_on_request(&image, (T, 9), false, &config),
+        Err(ControllerError::UnknownTopic(_))
+    ));
+    // Leaderless with nobody in the ISR or ELR: unclean election picks a live replica.
+    let mut change = PartitionChange::new(T, 1);
+    change.leader = Some(NO_LEADER);
+    change.isr = Some(vec![]);
+    image.apply(image.applied(), &MetadataRecord::PartitionChange(change));
+    let c = elect_on_request(&image, (T, 1), true, &config)
+        .unwrap()
+        .unwrap();
+    assert_eq!((c.leader, c.leader_recovering), (Some(2), Some(true)));
+}
