@@ -619,6 +619,84 @@ mod tests {
         crate::io::memdisk::block_on(open).unwrap().0
     }
 
+    /// A clock for cleaner passes without a throttle (it never sleeps).
+    struct StillClock;
+
+    impl crate::io::Clock for StillClock {
+        fn monotonic(&self) -> std::time::Duration {
+            std::time::Duration::ZERO
+        }
+        fn wall_ms(&self) -> i64 {
+            0
+        }
+        fn sleep(&self, _: std::time::Duration) -> crate::io::BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    fn keyed(key: &str, value: &str, producer: (i64, i16, i32)) -> Vec<u8> {
+        let mut b = crate::log::batch::BatchBuilder::new(10);
+        b.push(Some(key.as_bytes()), Some(value.as_bytes()), 10);
+        b.finish(producer.0, producer.1, producer.2)
+    }
+
+    #[test]
+    fn compaction_keeps_each_producers_last_batch_so_its_retry_is_still_a_duplicate() {
+        use crate::io::memdisk::block_on;
+        let disk = MemDisk::new(9);
+        block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
+        let mut config = crate::config::ServerConfig::default_single_node().topic_defaults;
+        config.cleanup_policy = crate::config::CleanupPolicy::Compact;
+        config.segment_bytes = 300;
+        let open = |config: &TopicConfig| {
+            block_on(Partition::open(
+                Arc::new(disk.clone()),
+                Path::new("/data/c-0"),
+                "c",
+                0,
+                config.clone(),
+                0,
+            ))
+            .unwrap()
+            .0
+        };
+        let mut p = open(&config);
+        // Producer 5 writes key "a" once; producer 6 then overwrites "a" many times.
+        let last_of_5 = keyed("a", "from-5", (5, 0, 0));
+        assert_eq!(p.append(&last_of_5, 1).unwrap().base_offset, 0);
+        for i in 0..20 {
+            p.append(&keyed("a", &format!("v{i}"), (6, 0, i)), 1)
+                .unwrap();
+        }
+        let plan = p.log().flush_plan();
+        block_on(Log::sync_files(&plan)).unwrap();
+        p.flushed(&plan, 1);
+        let job = p.clean_job(100).unwrap().expect("a pass is due");
+        let mut throttle = crate::log::cleaner::Throttle::new(f64::MAX, std::time::Duration::ZERO);
+        let cleaned = block_on(job.run(1 << 20, 100, &StillClock, &mut throttle))
+            .unwrap()
+            .unwrap();
+        block_on(cleaned.write_intent()).unwrap();
+        let checkpoint = p.install_cleaned(&cleaned).unwrap();
+        block_on(cleaned.commit(checkpoint)).unwrap();
+        assert!(cleaned.stats.batches_dropped > 0);
+        // Producer 5's only batch lost its record but its header stays, at offset 0.
+        let data = p.read(0, 1 << 20).unwrap();
+        let (_, first) = crate::log::batch::iter(&data).next().unwrap().unwrap();
+        assert_eq!(
+            (first.base_offset, first.producer_id, first.record_count),
+            (0, 5, 0)
+        );
+        // Rebuilt from the log alone (no snapshot), a retry of that batch is still known.
+        drop(p);
+        disk.process_crash();
+        let _ = disk.remove_file(Path::new("/data/c-0/producer-state"));
+        let mut p = open(&config);
+        let retry = p.append(&last_of_5, 2).unwrap();
+        assert!(retry.duplicate, "the retry was appended again");
+        assert_eq!(retry.base_offset, 0);
+    }
+
     #[test]
     fn idempotent_retry_gets_original_offset_and_survives_restart() {
         let disk = MemDisk::new(1);

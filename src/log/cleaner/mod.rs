@@ -192,16 +192,18 @@ impl Throttle {
         if !self.bytes_per_second.is_finite() || self.bytes_per_second <= 0.0 {
             return None;
         }
-        self.bytes += bytes;
-        let due = Duration::from_secs_f64(self.bytes as f64 / self.bytes_per_second);
+        let due_at = |bytes: u64| Duration::from_secs_f64(bytes as f64 / self.bytes_per_second);
         let elapsed = now.saturating_sub(self.window_start);
-        if elapsed >= Duration::from_secs(1) && elapsed >= due {
+        if elapsed >= Duration::from_secs(1) && elapsed >= due_at(self.bytes) {
             // A fresh window: idle time is not saved up for a later burst.
             self.window_start = now;
             self.bytes = 0;
-            return None;
         }
-        due.checked_sub(elapsed).filter(|d| !d.is_zero())
+        self.bytes += bytes;
+        let elapsed = now.saturating_sub(self.window_start);
+        due_at(self.bytes)
+            .checked_sub(elapsed)
+            .filter(|d| !d.is_zero())
     }
 
     pub async fn pace(&mut self, bytes: u64, clock: &dyn Clock) {

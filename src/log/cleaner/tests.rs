@@ -388,6 +388,21 @@ fn an_interrupted_swap_is_rolled_back_or_completed() {
     }
 }
 
+#[test]
+fn the_throttle_paces_reads_and_writes() {
+    let ms = Duration::from_millis;
+    let mut t = Throttle::new(1000.0, ms(0));
+    // 500 bytes at 1000 B/s are due at 500 ms: at 100 ms, wait 400 ms.
+    assert_eq!(t.charge(500, ms(100)), Some(ms(400)));
+    // 500 more make 1000 bytes, due at 1 s: at 900 ms, wait 100 ms.
+    assert_eq!(t.charge(500, ms(900)), Some(ms(100)));
+    // A long idle spell is not saved up: a new window starts with this charge.
+    assert_eq!(t.charge(10, ms(10_000)), Some(ms(10)));
+    assert_eq!(t.charge(1000, ms(10_000)), Some(ms(1010)));
+    let mut unlimited = Throttle::new(f64::MAX, ms(0));
+    assert_eq!(unlimited.charge(u64::MAX / 2, ms(0)), None);
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     /// Keyed records: (key index, value or tombstone).
@@ -525,6 +540,7 @@ proptest! {
 /// `cargo test --release -p weir --lib cleaner::tests::bench_compaction -- --ignored --nocapture`.
 #[test]
 #[ignore]
+#[cfg(not(madsim))]
 fn bench_compaction() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -540,6 +556,7 @@ fn bench_compaction() {
     }
 }
 
+#[cfg(not(madsim))]
 async fn bench_one(disk: Arc<dyn Disk>, dir: &Path, keys: usize, value_len: usize, what: &str) {
     let cfg = LogConfig {
         segment_bytes: 16 << 20,
