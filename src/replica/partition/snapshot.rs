@@ -87,6 +87,11 @@ impl Snapshot {
         if self.offset < log.start_offset() || self.offset > up_to.min(log.end_offset()) {
             return Ok(false);
         }
+        if self.offset == log.start_offset() {
+            // Nothing in the log below it to compare with (retention took it); a truncation
+            // never cuts below the log start, so this prefix is common to every history.
+            return Ok(true);
+        }
         match self.last_batch {
             None => Ok(true),
             Some(want) => Ok(LastBatch::in_log(log, self.offset)? == Some(want)),
