@@ -13,6 +13,7 @@ pub mod coverage;
 pub mod history;
 pub mod metadata_check;
 pub mod producer;
+pub mod quorum_check;
 pub mod report;
 pub mod scenario;
 pub mod workload;

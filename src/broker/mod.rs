@@ -13,6 +13,7 @@ mod groups;
 mod health;
 mod metadata;
 mod produce;
+pub mod quorum_status;
 mod server;
 mod state;
 mod versions;

@@ -105,6 +105,11 @@ impl MetadataStore {
         }
     }
 
+    /// The offset the next committed record gets.
+    pub fn end_offset(&self) -> u64 {
+        self.log.end_offset() as u64
+    }
+
     pub fn image(&self) -> &MetadataImage {
         &self.image
     }
@@ -159,6 +164,42 @@ impl MetadataStore {
             self.image.apply(record);
         }
         Ok(())
+    }
+
+    /// Committed records from offset `from`, at most `max`: (offset, raw value bytes). Every
+    /// record in this log is committed (a commit is confirmed before it is applied). A read
+    /// error ends the list early: the caller sees a shorter prefix, never a wrong record.
+    pub fn committed_records(&self, from: u64, max: usize) -> Vec<(u64, bytes::Bytes)> {
+        let mut out = Vec::new();
+        let end = self.log.end_offset();
+        let mut offset = self.log.start_offset().max(from as i64);
+        while offset < end && out.len() < max {
+            let Ok(data) = self.log.read(offset, REPLAY_CHUNK, end) else {
+                break;
+            };
+            if data.is_empty() {
+                break;
+            }
+            let before = offset;
+            for item in batch::iter(&data) {
+                let Ok((at, header)) = item else { return out };
+                let bytes = &data[at..at + header.total_len()];
+                let Some(Ok(records)) = batch::records(bytes, &header) else {
+                    return out;
+                };
+                for record in records {
+                    if record.offset >= from as i64 && out.len() < max {
+                        let value = record.value.unwrap_or_default();
+                        out.push((record.offset as u64, bytes::Bytes::copy_from_slice(value)));
+                    }
+                }
+                offset = header.next_offset();
+            }
+            if offset == before {
+                break;
+            }
+        }
+        out
     }
 
     /// Flushes and marks the log clean, unless it holds a batch that was never confirmed: a
