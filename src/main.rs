@@ -38,6 +38,23 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Format a node's data directory for a cluster (like `kafka-storage.sh format`): writes
+    /// meta.properties with the cluster id and the config's node.id into its log.dirs.
+    Format {
+        /// The node's server.properties.
+        #[arg(long)]
+        config: PathBuf,
+        /// The cluster id, the same on every node (`kafka-storage.sh format -t`).
+        #[arg(long, conflicts_with = "random_cluster_id")]
+        cluster_id: Option<String>,
+        /// Make a fresh cluster id, format with it and print it (then format the other nodes
+        /// with `--cluster-id` and that id).
+        #[arg(long)]
+        random_cluster_id: bool,
+        /// Override one key, as in the file (repeatable).
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+    },
     /// Create, list or delete topics.
     Topics {
         #[arg(long, default_value = "127.0.0.1:9092")]
@@ -229,6 +246,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let io = Io::os();
     match cli.command {
         Command::Serve { config, overrides } => serve(io, config, overrides).await,
+        Command::Format {
+            config,
+            cluster_id,
+            random_cluster_id,
+            overrides,
+        } => format(io, config, cluster_id, random_cluster_id, overrides).await,
         Command::Topics { bootstrap, action } => {
             let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
             match action {
@@ -406,7 +429,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
+async fn format(
+    io: Io,
+    path: PathBuf,
+    cluster_id: Option<String>,
+    random: bool,
+    overrides: Vec<String>,
+) -> anyhow::Result<()> {
+    let config = load_config(&io, Some(path), overrides)?;
+    let cluster_id = match (cluster_id, random) {
+        (Some(id), _) => id,
+        (None, true) => weir::broker::identity::random_cluster_id(&io),
+        (None, false) => anyhow::bail!("give --cluster-id ID or --random-cluster-id"),
+    };
+    for dir in &config.log_dirs {
+        weir::broker::format_log_dir(&io, std::path::Path::new(dir), &cluster_id, config.node_id)
+            .await?;
+        eprintln!(
+            "formatted {dir} for cluster.id={cluster_id} node.id={}",
+            config.node_id
+        );
+    }
+    println!("{cluster_id}");
+    Ok(())
+}
+
+fn load_config(
+    io: &Io,
+    path: Option<PathBuf>,
+    overrides: Vec<String>,
+) -> anyhow::Result<ServerConfig> {
     let mut props = match &path {
         Some(p) => {
             let raw = read_file(io.disk.as_ref(), p)
@@ -420,6 +472,11 @@ async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow:
     for w in warnings {
         tracing::warn!("{w}");
     }
+    Ok(config)
+}
+
+async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow::Result<()> {
+    let config = load_config(&io, path, overrides)?;
     let running = Broker::start(config, io).await?;
     tokio::select! {
         _ = wait_for_signal() => {}

@@ -25,6 +25,8 @@ pub fn commit(e: &CommitError) -> ResponseError {
     match e {
         CommitError::Rejected(e) => controller(e),
         CommitError::Storage(_) => ResponseError::KafkaStorageError,
+        CommitError::NotController => ResponseError::NotController,
+        CommitError::Timeout => ResponseError::RequestTimedOut,
     }
 }
 

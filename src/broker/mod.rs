@@ -9,10 +9,15 @@ mod coordinator;
 mod delete_records;
 mod errors;
 mod fetch;
+mod forward;
 mod groups;
 mod health;
+pub mod identity;
 mod metadata;
+mod peer;
 mod produce;
+pub mod quorum;
+mod quorum_rpc;
 pub mod quorum_status;
 mod server;
 mod state;
@@ -25,17 +30,22 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
-use crate::controller::store::{MetadataStore, METADATA_DIR};
+use crate::controller::store::{AppliedRecords, MetadataStore, METADATA_DIR};
 use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
 use health::LogDirHealth;
+pub use identity::format_log_dir;
 pub use state::{Lifecycle, PartitionHandle};
+
+/// How long a metadata change waits for the quorum's commit before REQUEST_TIMED_OUT.
+const METADATA_COMMIT_TIMEOUT_MS: u64 = 10_000;
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
 const PARTITION_METADATA: &str = "partition.metadata";
@@ -47,6 +57,10 @@ pub enum CommitError {
     Rejected(ControllerError),
     /// It could not be made durable.
     Storage(io::Error),
+    /// This node is not the active controller (no leader known, or leadership moved).
+    NotController,
+    /// The quorum did not commit it in time (it may still commit).
+    Timeout,
 }
 
 impl std::fmt::Display for CommitError {
@@ -54,6 +68,8 @@ impl std::fmt::Display for CommitError {
         match self {
             CommitError::Rejected(e) => write!(f, "{e}"),
             CommitError::Storage(e) => write!(f, "could not persist metadata: {e}"),
+            CommitError::NotController => f.write_str("this node is not the active controller"),
+            CommitError::Timeout => f.write_str("the metadata quorum did not commit in time"),
         }
     }
 }
@@ -64,10 +80,18 @@ pub struct Broker {
     log_dir: PathBuf,
     cluster_id: String,
     controller: Controller,
-    /// Writers serialise here (commits await an fsync).
-    metadata: tokio::sync::Mutex<MetadataStore>,
+    /// Writers serialise here (commits await an fsync, or the quorum's commit). The store is
+    /// absent in a cluster: the quorum driver owns the metadata log.
+    metadata: tokio::sync::Mutex<Option<MetadataStore>>,
+    /// The metadata quorum's driver, in a cluster (voters other than this node).
+    quorum: Option<Arc<quorum::QuorumHandle>>,
     /// What readers see: replaced after each commit.
     image: RwLock<Arc<MetadataImage>>,
+    /// The committed metadata records, in order (`committed_metadata`).
+    committed: AppliedRecords,
+    /// The quorum epoch in which `next_producer_id` was last reset from the image: a new
+    /// active controller starts past every block any earlier one reserved.
+    producer_ids_epoch: Mutex<Option<u32>>,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
     /// Wakes long-polling fetches when anything is appended.
     appended: Notify,
@@ -84,11 +108,16 @@ pub struct Broker {
 /// A running broker: its address and the way to stop it.
 pub struct RunningBroker {
     pub broker: Arc<Broker>,
+    /// The client listener (a pure controller: its controller listener).
     pub local_addr: SocketAddr,
+    /// The controller listener, when `listeners` names one.
+    pub controller_addr: Option<SocketAddr>,
 }
 
 impl Broker {
-    /// Opens the data directory (recovering it), binds the client listener and starts serving.
+    /// Opens the data directory (recovering it), binds the listeners and starts serving. In a
+    /// cluster (voters other than this node) the metadata comes from the quorum driver, which
+    /// starts here too; otherwise the node is its own quorum of one.
     pub async fn start(config: ServerConfig, io: Io) -> anyhow::Result<RunningBroker> {
         let log_dir = PathBuf::from(config.log_dirs.first().cloned().unwrap_or_default());
         if config.log_dirs.len() > 1 {
@@ -98,10 +127,36 @@ impl Broker {
             );
         }
         crate::io::create_dir_all_durable(io.disk.as_ref(), &log_dir).await?;
-        let cluster_id = load_or_create_cluster_id(&io, &log_dir, config.node_id).await?;
+        let cluster_id =
+            identity::load_identity(&io, &log_dir, config.node_id, !config.needs_formatting())
+                .await?
+                .cluster_id;
         let now = io.clock.wall_ms();
-        let store = MetadataStore::open(io.disk.clone(), &log_dir, now).await?;
-        let image = Arc::new(store.image().clone());
+        let (shutdown, _) = watch::channel(false);
+        let clustered = config.is_clustered();
+        let (store, quorum) = if clustered {
+            let (handle, starter) = quorum::open(
+                &io,
+                &config,
+                log_dir.clone(),
+                cluster_id.clone(),
+                shutdown.subscribe(),
+            )
+            .await?;
+            (None, Some((handle, starter)))
+        } else {
+            (
+                Some(MetadataStore::open(io.disk.clone(), &log_dir, now).await?),
+                None,
+            )
+        };
+        let image = Arc::new(
+            store
+                .as_ref()
+                .map(|s| s.image().clone())
+                .unwrap_or_default(),
+        );
+        let committed = store.as_ref().map(|s| s.applied()).unwrap_or_default();
         let controller = Controller::new(
             1,
             config.num_partitions,
@@ -109,16 +164,27 @@ impl Broker {
             config.delete_topic_enable,
             config.topic_defaults.clone(),
         );
-        let endpoint = config
-            .broker_endpoints()
-            .into_iter()
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("no broker listener in 'listeners'"))?;
-        let bind: SocketAddr = format!("{}:{}", bracket_v6(&endpoint.host), endpoint.port)
-            .parse()
-            .map_err(|e| anyhow::anyhow!("listener {}:{}: {e}", endpoint.host, endpoint.port))?;
-        let (shutdown, _) = watch::channel(false);
+        let endpoint = config.broker_endpoints().into_iter().next();
+        if endpoint.is_none() && config.is_broker() {
+            anyhow::bail!("no broker listener in 'listeners'");
+        }
+        let bind = match &endpoint {
+            Some(e) => Some(listener_addr(&e.host, e.port)?),
+            None => None,
+        };
+        let controller_bind = match config.controller_endpoint() {
+            Some(e) => Some(listener_addr(&e.host, e.port)?),
+            None => None,
+        };
         let group_config = coordinator::group_config(&config);
+        let advertised = endpoint
+            .as_ref()
+            .map(|e| (e.host.clone(), e.port))
+            .unwrap_or_default();
+        let (quorum, starter) = match quorum {
+            Some((h, s)) => (Some(h), Some(s)),
+            None => (None, None),
+        };
         let broker = Arc::new(Broker {
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
             config,
@@ -126,26 +192,66 @@ impl Broker {
             log_dir,
             cluster_id,
             controller,
+            committed,
             metadata: tokio::sync::Mutex::new(store),
+            quorum,
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
             appended: Notify::new(),
             groups: coordinator::Groups::new(group_config),
-            advertised: RwLock::new((endpoint.host.clone(), endpoint.port)),
+            advertised: RwLock::new(advertised),
             shutdown,
             health: LogDirHealth::new(),
+            producer_ids_epoch: Mutex::new(None),
         });
-        broker.open_partitions().await?;
-        let listener = io.net.bind(bind).await?;
-        let local_addr = listener.local_addr()?;
-        *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+        if !clustered {
+            // In a cluster the image starts empty and fills as commits are learned: removing
+            // directories it does not know yet would delete live data.
+            broker.open_partitions().await?;
+        }
+        let controller_addr = match controller_bind {
+            Some(addr) => {
+                let listener = io.net.bind(addr).await.map_err(|e| {
+                    anyhow::anyhow!("cannot bind the controller listener {addr}: {e}")
+                })?;
+                let bound = listener.local_addr()?;
+                tracing::info!(%bound, "controller listener bound");
+                io.spawn(server::accept_loop(
+                    broker.clone(),
+                    listener,
+                    server::ListenerKind::Controller,
+                ));
+                Some(bound)
+            }
+            None => None,
+        };
+        if let Some(starter) = starter {
+            starter.start(broker.clone());
+        }
+        let local_addr = match bind {
+            Some(bind) => {
+                let listener = io.net.bind(bind).await?;
+                let local_addr = listener.local_addr()?;
+                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+                io.spawn(server::accept_loop(
+                    broker.clone(),
+                    listener,
+                    server::ListenerKind::Client,
+                ));
+                local_addr
+            }
+            None => controller_addr.expect("a node without a broker listener is a controller"),
+        };
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
-            "weir broker listening");
+            clustered, "weir node listening");
         broker.start_offsets_load();
-        io.spawn(server::accept_loop(broker.clone(), listener));
         io.spawn(background_loop(broker.clone()));
         io.spawn(coordinator::timer_loop(broker.clone()));
-        Ok(RunningBroker { broker, local_addr })
+        Ok(RunningBroker {
+            broker,
+            local_addr,
+            controller_addr,
+        })
     }
 
     fn advertised_endpoint(&self, bound: SocketAddr) -> (String, u16) {
@@ -291,6 +397,9 @@ impl Broker {
         ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
     ) -> Result<T, CommitError> {
         let mut store = self.metadata.lock().await;
+        let Some(store) = store.as_mut() else {
+            return self.commit_through_quorum(validate_only, decide).await;
+        };
         let (records, out) =
             decide(&self.controller, store.image()).map_err(CommitError::Rejected)?;
         if validate_only || records.is_empty() {
@@ -310,6 +419,78 @@ impl Broker {
                 .map_err(CommitError::Storage)?;
         }
         Ok(out)
+    }
+
+    /// `change_metadata` in a cluster (the caller holds the metadata lock, so writes are
+    /// serial): on the active controller only, decide against the committed image, propose,
+    /// and answer once the quorum has committed and this node applied the records.
+    async fn commit_through_quorum<T>(
+        &self,
+        validate_only: bool,
+        decide: impl FnOnce(
+            &Controller,
+            &MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
+    ) -> Result<T, CommitError> {
+        let quorum = self.quorum.as_ref().expect("no store means a quorum");
+        if !quorum.is_active() {
+            return Err(CommitError::NotController);
+        }
+        let image = self.image();
+        let (records, out) = decide(&self.controller, &image).map_err(CommitError::Rejected)?;
+        if validate_only || records.is_empty() {
+            return Ok(out);
+        }
+        self.check_online().map_err(CommitError::Storage)?;
+        let values = records
+            .iter()
+            .map(|r| serde_json::to_vec(r).map(Bytes::from))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| CommitError::Storage(io::Error::other(e)))?;
+        let limit = Duration::from_millis(METADATA_COMMIT_TIMEOUT_MS);
+        match self.io.timeout(limit, quorum.propose(values)).await {
+            Some(Ok(_)) => Ok(out),
+            Some(Err(quorum::ProposeError::NotController)) => Err(CommitError::NotController),
+            Some(Err(quorum::ProposeError::Stopped)) => Err(CommitError::Storage(
+                io::Error::other("the metadata quorum stopped"),
+            )),
+            None => Err(CommitError::Timeout),
+        }
+    }
+
+    /// Committed records from the quorum, in order (the driver calls this): the image, then
+    /// local effects (partitions opened or removed). A record this version cannot read is
+    /// logged and skipped, never guessed at.
+    pub(crate) async fn apply_committed(&self, values: &[(u64, Bytes)]) {
+        if values.is_empty() {
+            return;
+        }
+        let mut image = (*self.image()).clone();
+        let mut parsed = Vec::with_capacity(values.len());
+        for (offset, value) in values {
+            self.committed.push(*offset, value.clone());
+            match serde_json::from_slice::<MetadataRecord>(value) {
+                Ok(record) => {
+                    image.apply(&record);
+                    parsed.push(record);
+                }
+                Err(e) => {
+                    tracing::error!(offset, error = %e, "unreadable committed metadata record skipped")
+                }
+            }
+        }
+        *self.image.write().unwrap() = Arc::new(image);
+        for record in &parsed {
+            if let Err(e) = self.apply_locally(record).await {
+                tracing::error!(error = %e, ?record, "applying committed metadata locally failed");
+            }
+        }
+    }
+
+    /// Whether this node decides metadata: a single node always; in a cluster, the quorum
+    /// leader once its epoch's LeaderChange is applied.
+    pub fn is_active_controller(&self) -> bool {
+        self.quorum.as_ref().is_none_or(|q| q.is_active())
     }
 
     async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
@@ -420,6 +601,14 @@ impl Broker {
         let allocated = self
             .change_metadata(false, |controller, image| {
                 let mut next = self.next_producer_id.lock().unwrap();
+                if let Some(quorum) = &self.quorum {
+                    let epoch = quorum.status().epoch;
+                    let mut seen = self.producer_ids_epoch.lock().unwrap();
+                    if *seen != Some(epoch) {
+                        *next = (*next).max(image.producer_ids_reserved());
+                        *seen = Some(epoch);
+                    }
+                }
                 let reserve = controller.reserve_producer_ids(image, *next);
                 let id = *next;
                 *next += 1;
@@ -429,7 +618,7 @@ impl Broker {
         match allocated {
             Ok(id) => Ok(id),
             Err(CommitError::Storage(e)) => Err(e),
-            Err(CommitError::Rejected(e)) => Err(io::Error::other(e.to_string())),
+            Err(e) => Err(io::Error::other(e.to_string())),
         }
     }
 
@@ -497,6 +686,10 @@ impl Broker {
     /// An offline log directory is left as it is: marking it clean would make the next start
     /// trust data a failed fsync may have dropped.
     pub async fn shutdown(&self) -> io::Result<()> {
+        if let Some(quorum) = &self.quorum {
+            // Resign first (EndQuorumEpoch lets the others elect at once), while links run.
+            quorum.shutdown(&self.io, Duration::from_millis(2000)).await;
+        }
         let _ = self.shutdown.send(true);
         self.check_online()?;
         let handles = self.all_partitions();
@@ -509,11 +702,9 @@ impl Broker {
             self.flush_partition(&handle, end).await?;
             self.checkpoint_partition(&handle, true).await?;
         }
-        self.metadata
-            .lock()
-            .await
-            .close(self.io.clock.wall_ms())
-            .await?;
+        if let Some(store) = self.metadata.lock().await.as_mut() {
+            store.close(self.io.clock.wall_ms()).await?;
+        }
         tracing::info!("weir broker stopped cleanly");
         Ok(())
     }
@@ -660,6 +851,12 @@ async fn background_loop(broker: Arc<Broker>) {
     }
 }
 
+fn listener_addr(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    format!("{}:{}", bracket_v6(host), port)
+        .parse()
+        .map_err(|e| anyhow::anyhow!("listener {host}:{port}: {e}"))
+}
+
 fn bracket_v6(host: &str) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]")
@@ -689,45 +886,4 @@ async fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
         text.as_bytes(),
     )
     .await
-}
-
-/// Kafka's `meta.properties`: the cluster id, made once and kept; the node id must not change.
-async fn load_or_create_cluster_id(
-    io: &Io,
-    log_dir: &Path,
-    node_id: i32,
-) -> anyhow::Result<String> {
-    let path = log_dir.join("meta.properties");
-    if let Ok(raw) = read_file(io.disk.as_ref(), &path) {
-        let props = crate::config::parse_properties(&String::from_utf8_lossy(&raw))?;
-        if let Some(stored) = props.get("node.id").and_then(|n| n.parse::<i32>().ok()) {
-            if stored != node_id {
-                anyhow::bail!(
-                    "{} belongs to node.id={stored}, but this broker is node.id={node_id}",
-                    path.display()
-                );
-            }
-        }
-        if let Some(id) = props.get("cluster.id") {
-            return Ok(id.clone());
-        }
-    }
-    let uuid = Uuid::from_u64_pair(io.rng.next_u64(), io.rng.next_u64());
-    let id = base64_url(uuid.as_bytes());
-    let text = format!("version=1\ncluster.id={id}\nnode.id={node_id}\n");
-    write_file_atomic(io.disk.as_ref(), &path, text.as_bytes()).await?;
-    Ok(id)
-}
-
-/// URL-safe base64 without padding (how Kafka prints cluster ids).
-fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
 }

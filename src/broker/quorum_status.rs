@@ -1,16 +1,17 @@
-//! What this node knows of the metadata quorum: its role, epoch, leader and high watermark,
-//! and (on the leader) every replica's progress. Read by the simulator's quorum checks,
-//! DescribeQuorum and `weir cluster status`.
+//! What a node knows about the metadata quorum, for the simulator's checks, DescribeQuorum and
+//! `weir cluster status`: its role, epoch, leader, high watermark and (on the leader) every
+//! replica's progress; and the committed metadata records it applied, in order, for the
+//! simulator's "every node's committed metadata is a prefix of one sequence" check.
 //!
-//! Until the quorum driver is wired (branch wt/quorum, which replaces this file), every node
-//! is a quorum of one: it answers Leader of epoch 1, and its committed metadata is its own
-//! metadata log, every record of which is committed once confirmed.
+//! A node without a quorum (no `controller.quorum.voters`, or only itself) is its own quorum
+//! of one: always Leader of epoch 1, everything it wrote committed.
 
 use bytes::Bytes;
 
 use super::Broker;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// KRaft's roles, plus Observer for a node outside the voter set (a pure broker).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuorumRole {
     Leader,
     Candidate,
@@ -21,11 +22,28 @@ pub enum QuorumRole {
     Observer,
 }
 
+impl QuorumRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuorumRole::Leader => "Leader",
+            QuorumRole::Candidate => "Candidate",
+            QuorumRole::Prospective => "Prospective",
+            QuorumRole::Follower => "Follower",
+            QuorumRole::Unattached => "Unattached",
+            QuorumRole::Resigned => "Resigned",
+            QuorumRole::Observer => "Observer",
+        }
+    }
+}
+
+/// One replica of the metadata log as the leader sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaProgress {
     pub node_id: i32,
     pub voter: bool,
+    /// The offset up to which the replica has the log durably (its last fetch offset).
     pub end_offset: u64,
+    /// Wall-clock ms of its last fetch, if it fetched at all.
     pub last_fetch_ms: Option<i64>,
 }
 
@@ -42,25 +60,21 @@ pub struct QuorumStatus {
 }
 
 impl Broker {
-    /// This node's view of the quorum.
+    /// This node's view of the metadata quorum.
     pub fn quorum_status(&self) -> QuorumStatus {
-        let id = self.config.node_id;
-        // A commit in progress holds the store; its end is then unknown here, and the node's
-        // answer is as of the last commit (the image's count is not tracked separately).
-        let end = self
-            .metadata
-            .try_lock()
-            .map(|store| store.end_offset())
-            .unwrap_or(0);
+        if let Some(quorum) = &self.quorum {
+            return quorum.status();
+        }
+        let end = self.committed.end();
         QuorumStatus {
-            node_id: id,
+            node_id: self.config.node_id,
             role: QuorumRole::Leader,
             epoch: 1,
-            leader: Some(id),
+            leader: Some(self.config.node_id),
             high_watermark: end,
             log_end: end,
             replicas: vec![ReplicaProgress {
-                node_id: id,
+                node_id: self.config.node_id,
                 voter: true,
                 end_offset: end,
                 last_fetch_ms: None,
@@ -69,12 +83,8 @@ impl Broker {
     }
 
     /// Committed metadata records this node applied, from offset `from`, at most `max`:
-    /// (offset, the record's raw value bytes). A node busy committing answers nothing this
-    /// time rather than wait (the simulator samples again).
+    /// (offset, the record's raw value bytes). For the simulator's prefix check.
     pub fn committed_metadata(&self, from: u64, max: usize) -> Vec<(u64, Bytes)> {
-        match self.metadata.try_lock() {
-            Ok(store) => store.committed_records(from, max),
-            Err(_) => Vec::new(),
-        }
+        self.committed.read(from, max)
     }
 }

@@ -13,7 +13,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::{AsyncWriteExt, BufReader};
 
 use super::{
-    acls, admin, configs, delete_records, fetch, groups, metadata, produce, versions, Broker,
+    acls, admin, configs, delete_records, fetch, forward, groups, metadata, produce, quorum_rpc,
+    versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -21,7 +22,19 @@ use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame}
 /// Bound on concurrent connections: past it, new ones are closed at once.
 const MAX_CONNECTIONS: usize = 10_000;
 
-pub(super) async fn accept_loop(broker: Arc<Broker>, mut listener: Box<dyn Listener>) {
+/// Which listener a connection came in on: the controller listener also answers the quorum's
+/// RPCs and never forwards (what arrives there was forwarded already, or is a peer's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ListenerKind {
+    Client,
+    Controller,
+}
+
+pub(super) async fn accept_loop(
+    broker: Arc<Broker>,
+    mut listener: Box<dyn Listener>,
+    kind: ListenerKind,
+) {
     let mut shutdown = broker.shutdown_signal();
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
@@ -39,7 +52,7 @@ pub(super) async fn accept_loop(broker: Arc<Broker>, mut listener: Box<dyn Liste
                 let broker = broker.clone();
                 let open = open.clone();
                 broker.io.clone().spawn(async move {
-                    serve_connection(broker, stream, peer).await;
+                    serve_connection(broker, stream, peer, kind).await;
                     open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 });
             }
@@ -51,7 +64,12 @@ pub(super) async fn accept_loop(broker: Arc<Broker>, mut listener: Box<dyn Liste
     }
 }
 
-async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAddr) {
+async fn serve_connection(
+    broker: Arc<Broker>,
+    stream: BoxStream,
+    peer: SocketAddr,
+    kind: ListenerKind,
+) {
     let (read_half, mut write_half) = tokio::io::split(stream);
     let mut reader = BufReader::with_capacity(64 * 1024, read_half);
     let mut shutdown = broker.shutdown_signal();
@@ -75,7 +93,20 @@ async fn serve_connection(broker: Arc<Broker>, stream: BoxStream, peer: SocketAd
                 break;
             }
         };
-        match handle_frame(&broker, frame, peer, &mut out).await {
+        let handled = match kind {
+            ListenerKind::Controller if quorum_rpc::is_quorum_request(&frame) => {
+                quorum_rpc::handle(&broker, frame, &mut out).await
+            }
+            ListenerKind::Client => match forward::forward(&broker, &frame).await {
+                Some(relayed) => {
+                    out = relayed;
+                    Ok(true)
+                }
+                None => handle_frame(&broker, frame, peer, &mut out).await,
+            },
+            ListenerKind::Controller => handle_frame(&broker, frame, peer, &mut out).await,
+        };
+        match handled {
             Ok(true) => {
                 if let Err(e) = write_frame(&mut write_half, &out).await {
                     tracing::debug!(%peer, error = %e, "write failed");
@@ -220,6 +251,9 @@ async fn handle_frame(
         RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
             admin::create_partitions(broker, req).await,
         )),
+        RequestKind::DescribeQuorum(req) => Some(ResponseKind::DescribeQuorum(
+            quorum_rpc::describe_quorum(broker, &req, ctx.version),
+        )),
         RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(req))),
         RequestKind::CreateAcls(req) => Some(ResponseKind::CreateAcls(acls::create(req))),
         RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
@@ -264,7 +298,7 @@ pub(super) struct RequestContext {
     pub peer: SocketAddr,
 }
 
-fn encode_response(
+pub(super) fn encode_response(
     out: &mut BytesMut,
     correlation_id: i32,
     header_version: i16,
@@ -286,7 +320,7 @@ fn encode_response(
 }
 
 /// Runs a decoder, turning a panic inside the codec into an error for this connection only.
-fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub(super) fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
         panic
             .downcast_ref::<&str>()

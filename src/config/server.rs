@@ -104,6 +104,11 @@ pub struct ServerConfig {
     pub offsets_topic_replication_factor: i16,
     /// `offsets.topic.segment.bytes`.
     pub offsets_topic_segment_bytes: i32,
+    /// `controller.quorum.election.timeout.ms`: election timeouts are drawn from `[T, 2T)`.
+    pub quorum_election_timeout_ms: u64,
+    /// `controller.quorum.fetch.timeout.ms`: a follower that has not heard from its leader for
+    /// this long stands for election.
+    pub quorum_fetch_timeout_ms: u64,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
@@ -137,8 +142,6 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("background.threads", Int(1, I32_MAX)),
     ("broker.rack", Text),
     ("controlled.shutdown.enable", Bool),
-    ("controller.quorum.election.timeout.ms", Int(0, I32_MAX)),
-    ("controller.quorum.fetch.timeout.ms", Int(0, I32_MAX)),
     ("early.start.listeners", Text),
     ("group.coordinator.rebalance.protocols", Text),
     ("log.cleaner.dedupe.buffer.size", Int(0, i64::MAX)),
@@ -419,6 +422,12 @@ impl ServerConfig {
             .int("offsets.topic.segment.bytes", 1, I32_MAX)?
             .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
+        let quorum_election_timeout_ms = p
+            .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
+            .unwrap_or(1000) as u64;
+        let quorum_fetch_timeout_ms = p
+            .int("controller.quorum.fetch.timeout.ms", 2, I32_MAX)?
+            .unwrap_or(2000) as u64;
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
 
@@ -450,6 +459,8 @@ impl ServerConfig {
             log_retention_check_interval_ms,
             log_flush_offset_checkpoint_interval_ms,
             log_flush_scheduler_interval_ms,
+            quorum_election_timeout_ms,
+            quorum_fetch_timeout_ms,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fetch_max_bytes,
@@ -499,8 +510,33 @@ impl ServerConfig {
         self.process_roles.contains(&Role::Controller)
     }
 
+    /// Whether the quorum names nodes other than this one: then the nodes must agree on a
+    /// cluster id, so the data directory must be formatted (`weir format`) before the first
+    /// start. A node that is its own quorum of one (no voters, or only itself) formats itself.
+    /// `controller.quorum.bootstrap.servers` alone (dynamic quorums, ids unknown) is run as a
+    /// quorum of one: Weir's quorum has static voters only.
+    pub fn needs_formatting(&self) -> bool {
+        self.controller_quorum_voters
+            .iter()
+            .any(|v| v.id >= 0 && v.id != self.node_id)
+    }
+
+    /// Whether the metadata quorum has more than this node: the quorum driver runs.
+    pub fn is_clustered(&self) -> bool {
+        self.needs_formatting()
+    }
+
     pub fn is_broker(&self) -> bool {
         self.process_roles.contains(&Role::Broker)
+    }
+
+    /// The listener other nodes reach this node's controller on (the first controller
+    /// listener in `listeners`).
+    pub fn controller_endpoint(&self) -> Option<Endpoint> {
+        self.listeners
+            .iter()
+            .find(|e| self.controller_listener_names.contains(&e.listener_name))
+            .cloned()
     }
 
     /// The listeners that serve clients, i.e. all but the controller listeners.

@@ -10,7 +10,9 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
 
 use super::image::{MetadataImage, MetadataRecord};
 use crate::io::Disk;
@@ -22,9 +24,56 @@ pub const METADATA_DIR: &str = "__cluster_metadata-0";
 /// Bytes read from the metadata log per step while replaying it.
 const REPLAY_CHUNK: usize = 1 << 20;
 
+/// The committed metadata records a node applied, in order: `(offset, raw value)`. Shared
+/// between the writer (the store, or the quorum driver) and readers that must not wait for the
+/// writer's lock (`Broker::committed_metadata`). It holds the same bytes as the metadata log.
+#[derive(Clone, Default)]
+pub struct AppliedRecords {
+    inner: Arc<Mutex<AppliedInner>>,
+}
+
+#[derive(Default)]
+struct AppliedInner {
+    records: Vec<(u64, Bytes)>,
+    /// The offset after the last committed entry (records and control batches alike).
+    end: u64,
+}
+
+impl AppliedRecords {
+    /// Records a committed record. Offsets strictly increase.
+    pub fn push(&self, offset: u64, value: Bytes) {
+        let mut inner = self.inner.lock().unwrap();
+        assert!(
+            offset >= inner.end,
+            "committed metadata goes back: {offset} < {}",
+            inner.end
+        );
+        inner.records.push((offset, value));
+        inner.end = offset + 1;
+    }
+
+    /// Everything below `end` is committed (control batches carry no record to push).
+    pub fn advance_to(&self, end: u64) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.end = inner.end.max(end);
+    }
+
+    pub fn end(&self) -> u64 {
+        self.inner.lock().unwrap().end
+    }
+
+    /// At most `max` records from offset `from`.
+    pub fn read(&self, from: u64, max: usize) -> Vec<(u64, Bytes)> {
+        let inner = self.inner.lock().unwrap();
+        let start = inner.records.partition_point(|(o, _)| *o < from);
+        inner.records[start..].iter().take(max).cloned().collect()
+    }
+}
+
 pub struct MetadataStore {
     log: Log,
     image: MetadataImage,
+    applied: AppliedRecords,
     /// Why the store no longer writes: a failed commit could not be rolled back.
     read_only: Option<String>,
 }
@@ -52,6 +101,7 @@ impl MetadataStore {
         let mut log = log;
         drop_unconfirmed_tail(&mut log, recovery.checkpointed, disk.as_ref(), &dir, now_ms).await?;
         let mut image = MetadataImage::default();
+        let applied = AppliedRecords::default();
         let mut offset = log.start_offset();
         let end = log.end_offset();
         while offset < end {
@@ -80,13 +130,16 @@ impl MetadataStore {
                         )
                     })?;
                     image.apply(&parsed);
+                    applied.push(record.offset as u64, Bytes::copy_from_slice(value));
                 }
                 offset = header.next_offset();
             }
         }
+        applied.advance_to(log.end_offset() as u64);
         Ok(MetadataStore {
             log,
             image,
+            applied,
             read_only: None,
         })
     }
@@ -105,13 +158,13 @@ impl MetadataStore {
         }
     }
 
-    /// The offset the next committed record gets.
-    pub fn end_offset(&self) -> u64 {
-        self.log.end_offset() as u64
-    }
-
     pub fn image(&self) -> &MetadataImage {
         &self.image
+    }
+
+    /// The records this store committed, shared.
+    pub fn applied(&self) -> AppliedRecords {
+        self.applied.clone()
     }
 
     /// Appends the records as one batch, fsyncs, then applies them.
@@ -121,9 +174,11 @@ impl MetadataStore {
             return Ok(());
         }
         let mut builder = BatchBuilder::new(now_ms);
+        let mut values = Vec::with_capacity(records.len());
         for record in records {
             let json = serde_json::to_vec(record).map_err(io::Error::other)?;
             builder.push(None, Some(&json), now_ms);
+            values.push(Bytes::from(json));
         }
         let mut bytes = builder.finish(-1, -1, -1);
         let mut header = batch::check(&bytes).expect("a batch we just built is valid");
@@ -163,43 +218,10 @@ impl MetadataStore {
         for record in records {
             self.image.apply(record);
         }
-        Ok(())
-    }
-
-    /// Committed records from offset `from`, at most `max`: (offset, raw value bytes). Every
-    /// record in this log is committed (a commit is confirmed before it is applied). A read
-    /// error ends the list early: the caller sees a shorter prefix, never a wrong record.
-    pub fn committed_records(&self, from: u64, max: usize) -> Vec<(u64, bytes::Bytes)> {
-        let mut out = Vec::new();
-        let end = self.log.end_offset();
-        let mut offset = self.log.start_offset().max(from as i64);
-        while offset < end && out.len() < max {
-            let Ok(data) = self.log.read(offset, REPLAY_CHUNK, end) else {
-                break;
-            };
-            if data.is_empty() {
-                break;
-            }
-            let before = offset;
-            for item in batch::iter(&data) {
-                let Ok((at, header)) = item else { return out };
-                let bytes = &data[at..at + header.total_len()];
-                let Some(Ok(records)) = batch::records(bytes, &header) else {
-                    return out;
-                };
-                for record in records {
-                    if record.offset >= from as i64 && out.len() < max {
-                        let value = record.value.unwrap_or_default();
-                        out.push((record.offset as u64, bytes::Bytes::copy_from_slice(value)));
-                    }
-                }
-                offset = header.next_offset();
-            }
-            if offset == before {
-                break;
-            }
+        for (i, value) in values.into_iter().enumerate() {
+            self.applied.push(before as u64 + i as u64, value);
         }
-        out
+        Ok(())
     }
 
     /// Flushes and marks the log clean, unless it holds a batch that was never confirmed: a
@@ -386,6 +408,27 @@ mod tests {
             store.image().topic("b").unwrap().id,
             Uuid::from_u64_pair(0, 3)
         );
+    }
+
+    #[test]
+    fn applied_records_list_every_committed_record_in_order_across_restarts() {
+        let mem = MemDisk::new(4);
+        let mut store = open(Arc::new(mem.clone())).unwrap();
+        block_on(store.commit(&[topic("a", 1), topic("b", 2)], 0)).unwrap();
+        block_on(store.commit(&[topic("c", 3)], 0)).unwrap();
+        let applied = store.applied();
+        assert_eq!(applied.end(), 3);
+        let offsets: Vec<u64> = applied.read(1, 10).iter().map(|(o, _)| *o).collect();
+        assert_eq!(offsets, [1, 2]);
+        let before = applied.read(0, 10);
+        block_on(store.close(0)).unwrap();
+        drop(store);
+        mem.process_crash();
+        let store = open(Arc::new(mem.clone())).unwrap();
+        assert_eq!(store.applied().read(0, 10), before);
+        assert_eq!(store.applied().read(0, 1).len(), 1);
+        let first: MetadataRecord = serde_json::from_slice(&before[0].1).unwrap();
+        assert_eq!(first, topic("a", 1));
     }
 
     #[test]

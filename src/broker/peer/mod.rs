@@ -1,0 +1,244 @@
+//! Outbound connections to other nodes' controller listeners: one [`Link`] per peer address,
+//! pipelining requests on one TCP connection, matching responses by correlation id,
+//! reconnecting with exponential backoff. Everything is bounded: the queue of calls waiting
+//! to be written ([`QUEUE`]) and the calls in flight ([`IN_FLIGHT`]); a call that does not fit
+//! fails at once (the quorum core retries what matters, forwarded requests answer an error).
+//!
+//! A link carries raw frames (a request without its size prefix; the link writes the
+//! correlation id), so the same link relays forwarded client requests byte for byte.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::io::Io;
+use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
+
+/// Calls waiting to be written.
+pub const QUEUE: usize = 256;
+/// Calls written and not yet answered.
+pub const IN_FLIGHT: usize = 256;
+/// Responses larger than this close the connection.
+const MAX_RESPONSE: usize = 64 << 20;
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_millis(1000);
+
+/// The answer to one call: the response frame without its size prefix (correlation id first).
+pub type Reply = io::Result<Bytes>;
+
+struct Call {
+    frame: Vec<u8>,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// A connection (made and remade on demand) to one peer.
+#[derive(Clone)]
+pub struct Link {
+    tx: mpsc::Sender<Call>,
+    addr: SocketAddr,
+}
+
+impl Link {
+    /// Starts the link's task; it connects on the first call and ends when every `Link` clone
+    /// is dropped or `shutdown` turns true.
+    pub fn new(io: &Io, addr: SocketAddr, shutdown: watch::Receiver<bool>) -> Link {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        io.spawn(run(io.clone(), addr, rx, shutdown));
+        Link { tx, addr }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Queues a request frame (without size prefix; its correlation id is overwritten). The
+    /// receiver yields the response frame, or an error when the call failed (queue full,
+    /// connection lost). The caller bounds the wait.
+    pub fn call(&self, frame: Vec<u8>) -> oneshot::Receiver<Reply> {
+        let (reply, rx) = oneshot::channel();
+        if frame.len() < 8 {
+            let _ = reply.send(Err(io::Error::other("request frame shorter than a header")));
+            return rx;
+        }
+        if let Err(e) = self.tx.try_send(Call { frame, reply }) {
+            let call = match e {
+                mpsc::error::TrySendError::Full(c) | mpsc::error::TrySendError::Closed(c) => c,
+            };
+            let _ = call.reply.send(Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("the queue to {} is full", self.addr),
+            )));
+        }
+        rx
+    }
+}
+
+/// A request's frame (header and body, no size prefix); the link sets the correlation id.
+pub fn encode_request(
+    key: ApiKey,
+    version: i16,
+    client_id: &str,
+    body: &RequestKind,
+) -> anyhow::Result<Vec<u8>> {
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(0)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())))
+        .encode(&mut buf, key.request_header_version(version))?;
+    body.encode(&mut buf, version)?;
+    Ok(buf.to_vec())
+}
+
+/// Decodes a response frame to `key` at `version`. A peer's garbage is an error, never a
+/// panic.
+pub fn decode_response(
+    key: ApiKey,
+    version: i16,
+    mut frame: Bytes,
+) -> anyhow::Result<ResponseKind> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        ResponseHeader::decode(&mut frame, key.response_header_version(version))?;
+        ResponseKind::decode(key, &mut frame, version)
+    }))
+    .map_err(|_| anyhow::anyhow!("the {key:?} response decoder panicked"))?
+}
+
+type Pending = Arc<Mutex<BTreeMap<i32, oneshot::Sender<Reply>>>>;
+
+async fn run(
+    io: Io,
+    addr: SocketAddr,
+    mut rx: mpsc::Receiver<Call>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut backoff = BACKOFF_MIN;
+    let mut correlation: i32 = 0;
+    loop {
+        // Connect only when there is something to send.
+        let first = tokio::select! {
+            c = rx.recv() => match c { Some(c) => c, None => return },
+            _ = shutdown.changed() => return,
+        };
+        if *shutdown.borrow() {
+            return;
+        }
+        let stream = match io.timeout(CONNECT_TIMEOUT, io.net.connect(addr)).await {
+            Some(Ok(s)) => s,
+            failed => {
+                let e = match failed {
+                    Some(Err(e)) => e,
+                    _ => io::Error::new(io::ErrorKind::TimedOut, "connect timed out"),
+                };
+                tracing::debug!(%addr, error = %e, "peer connection failed");
+                let _ = first.reply.send(Err(e));
+                // Calls queued meanwhile fail too: their answers would be stale by the time a
+                // connection exists (the core resends).
+                while let Ok(c) = rx.try_recv() {
+                    let _ = c.reply.send(Err(io::Error::other("peer unreachable")));
+                }
+                io.clock.sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        backoff = BACKOFF_MIN;
+        let (read_half, mut write_half) = tokio::io::split(stream);
+        let pending: Pending = Arc::default();
+        let (dead_tx, mut dead) = watch::channel(false);
+        io.spawn(read_responses(
+            BufReader::new(read_half),
+            pending.clone(),
+            dead_tx,
+            addr,
+        ));
+        let mut next = Some(first);
+        loop {
+            let call = match next.take() {
+                Some(c) => c,
+                None => tokio::select! {
+                    c = rx.recv() => match c { Some(c) => c, None => return },
+                    _ = dead.changed() => break,
+                    _ = shutdown.changed() => return,
+                },
+            };
+            if *dead.borrow() {
+                let _ = call
+                    .reply
+                    .send(Err(io::Error::other("peer connection lost")));
+                break;
+            }
+            let mut frame = call.frame;
+            correlation = correlation.wrapping_add(1);
+            frame[4..8].copy_from_slice(&correlation.to_be_bytes());
+            {
+                let mut p = pending.lock().unwrap();
+                if p.len() >= IN_FLIGHT {
+                    let _ = call
+                        .reply
+                        .send(Err(io::Error::other("too many requests in flight")));
+                    continue;
+                }
+                p.insert(correlation, call.reply);
+            }
+            let mut out = BytesMut::with_capacity(frame.len() + 4);
+            start_frame(&mut out);
+            out.extend_from_slice(&frame);
+            finish_frame(&mut out);
+            if let Err(e) = write_frame(&mut write_half, &out).await {
+                tracing::debug!(%addr, error = %e, "peer write failed");
+                break;
+            }
+        }
+        // Every call in flight fails now (dropping its sender); the reader stops.
+        pending.lock().unwrap().clear();
+        let _ = write_half.shutdown().await;
+    }
+}
+
+async fn read_responses(
+    mut reader: BufReader<tokio::io::ReadHalf<crate::io::BoxStream>>,
+    pending: Pending,
+    dead: watch::Sender<bool>,
+    addr: SocketAddr,
+) {
+    loop {
+        let frame = tokio::select! {
+            f = read_frame(&mut reader, MAX_RESPONSE) => f,
+            _ = dead.closed() => break,
+        };
+        let frame = match frame {
+            Ok(Some(f)) if f.len() >= 4 => f.freeze(),
+            Ok(Some(_)) => {
+                tracing::warn!(%addr, "peer sent a frame shorter than a response header");
+                break;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(%addr, error = %e, "peer connection closed");
+                break;
+            }
+        };
+        let correlation = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        match pending.lock().unwrap().remove(&correlation) {
+            Some(reply) => {
+                let _ = reply.send(Ok(frame));
+            }
+            None => {
+                tracing::warn!(%addr, correlation, "peer answered a request never sent");
+            }
+        }
+    }
+    pending.lock().unwrap().clear();
+    let _ = dead.send(true);
+}

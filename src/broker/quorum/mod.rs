@@ -1,0 +1,718 @@
+//! The metadata quorum driver: one task per node owns the pure [`Raft`] core, its log
+//! ([`raft_log::RaftLog`] over `__cluster_metadata-0`) and `quorum-state`, and performs the
+//! core's actions in order: sends go out over [`peer::Link`]s (requests) or answer the inbound
+//! request they reply to; fetches are served from the log at once; appends are fsynced before
+//! `Flushed` is reported; `quorum-state` is written atomically before `QuorumStatePersisted`;
+//! commits apply the committed records, in order, to the broker's image. Timers come from
+//! `next_deadline()`, entropy from `io.rng`.
+//!
+//! Everything reaches the task through one bounded channel ([`INBOX`]): inbound quorum
+//! requests (from the controller listener), responses to the core's requests, proposals from
+//! the active controller, resignation at shutdown. A failed disk write stops the driver (the
+//! log directory goes offline, as Kafka halts), never a panic.
+//!
+//! [`peer::Link`]: super::peer::Link
+
+pub mod batches;
+pub mod codec;
+pub mod raft_log;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::peer::{self, Link};
+use super::quorum_status::{QuorumRole, QuorumStatus, ReplicaProgress};
+use super::Broker;
+use crate::io::Io;
+use crate::raft::{Action, DropReason, Event, Message, NodeId, Raft, RaftConfig, RoleKind};
+use raft_log::RaftLog;
+
+/// Inputs waiting for the driver.
+pub const INBOX: usize = 1024;
+/// Inbound requests of one kind from one node waiting for the core's answer.
+const REPLIES_PER_PEER: usize = 8;
+/// How long a request to a peer may take before its answer is ignored (the core resends).
+const PEER_TIMEOUT: Duration = Duration::from_millis(2000);
+/// The longest the driver sleeps without a deadline.
+const MAX_IDLE: Duration = Duration::from_millis(1000);
+
+/// The core's answer to an inbound request.
+#[derive(Debug)]
+pub enum Answer {
+    /// A response message, with the fetched batches for a fetch.
+    Message(Message, Option<Bytes>),
+    /// The request could not be processed: answer this error code.
+    Error(ResponseError),
+}
+
+/// Why a proposal was not committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProposeError {
+    /// This node is not the active controller (or stopped being it before the commit).
+    NotController,
+    /// The quorum driver stopped (storage failure or shutdown).
+    Stopped,
+}
+
+enum Input {
+    Request {
+        from: NodeId,
+        message: Message,
+        reply: oneshot::Sender<Answer>,
+    },
+    Response {
+        from: NodeId,
+        message: Message,
+    },
+    Propose {
+        values: Vec<Bytes>,
+        reply: oneshot::Sender<Result<u64, ProposeError>>,
+    },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// The broker's handle on its quorum driver.
+pub struct QuorumHandle {
+    node_id: NodeId,
+    tx: mpsc::Sender<Input>,
+    status: Mutex<QuorumStatus>,
+    /// Leader whose LeaderChange this node has applied: the controller may write.
+    active: AtomicBool,
+    links: BTreeMap<NodeId, Link>,
+    voters: BTreeMap<NodeId, SocketAddr>,
+}
+
+impl QuorumHandle {
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    pub fn status(&self) -> QuorumStatus {
+        self.status.lock().unwrap().clone()
+    }
+
+    /// Whether this node is the active controller: the quorum leader, with everything before
+    /// its epoch applied.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// The leader's link, when a leader other than this node is known.
+    pub fn leader_link(&self) -> Option<&Link> {
+        let leader = self.status.lock().unwrap().leader?;
+        (leader != self.node_id)
+            .then(|| self.links.get(&leader))
+            .flatten()
+    }
+
+    pub fn voters(&self) -> &BTreeMap<NodeId, SocketAddr> {
+        &self.voters
+    }
+
+    /// Hands an inbound request to the core; the receiver yields its answer.
+    pub fn request(&self, from: NodeId, message: Message) -> oneshot::Receiver<Answer> {
+        let (reply, rx) = oneshot::channel();
+        if let Err(e) = self.tx.try_send(Input::Request {
+            from,
+            message,
+            reply,
+        }) {
+            if let mpsc::error::TrySendError::Full(Input::Request { reply, .. })
+            | mpsc::error::TrySendError::Closed(Input::Request { reply, .. }) = e
+            {
+                let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
+            }
+        }
+        rx
+    }
+
+    /// Proposes records (JSON values) as one batch; resolves once they are committed and
+    /// applied here, with the offset after them.
+    pub async fn propose(&self, values: Vec<Bytes>) -> Result<u64, ProposeError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Input::Propose { values, reply })
+            .await
+            .map_err(|_| ProposeError::Stopped)?;
+        rx.await.unwrap_or(Err(ProposeError::Stopped))
+    }
+
+    /// Resigns leadership (EndQuorumEpoch) and closes the log cleanly; bounded by `limit`.
+    pub async fn shutdown(&self, io: &Io, limit: Duration) {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Input::Shutdown { reply }).await.is_ok() {
+            let _ = io.timeout(limit, rx).await;
+        }
+    }
+}
+
+/// Resolves `controller.quorum.voters` to socket addresses (`localhost` is 127.0.0.1; other
+/// names must be IP literals: resolution is not part of the `io` layer).
+pub fn voter_addrs(
+    config: &crate::config::ServerConfig,
+) -> anyhow::Result<BTreeMap<NodeId, SocketAddr>> {
+    let mut out = BTreeMap::new();
+    for v in &config.controller_quorum_voters {
+        let host = if v.host.eq_ignore_ascii_case("localhost") {
+            "127.0.0.1".to_string()
+        } else {
+            v.host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string()
+        };
+        let ip: std::net::IpAddr = host.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "controller.quorum.voters: host '{}' of voter {} must be an IP address or localhost",
+                v.host,
+                v.id
+            )
+        })?;
+        out.insert(v.id, SocketAddr::new(ip, v.port));
+    }
+    Ok(out)
+}
+
+/// Opens the quorum's log and state and starts the driver task. The returned handle goes into
+/// the broker; `attach` gives the task the broker once it exists.
+pub async fn open(
+    io: &Io,
+    config: &crate::config::ServerConfig,
+    log_dir: PathBuf,
+    cluster_id: String,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<(Arc<QuorumHandle>, Starter)> {
+    let voters = voter_addrs(config)?;
+    let node_id = config.node_id;
+    let mut cfg = RaftConfig::new(node_id, voters.keys().copied().collect());
+    cfg.election_timeout_ms = config.quorum_election_timeout_ms;
+    cfg.fetch_timeout_ms = config.quorum_fetch_timeout_ms;
+    cfg.election_backoff_max_ms = config.quorum_election_timeout_ms;
+    cfg.request_timeout_ms = (cfg.fetch_timeout_ms / 4).clamp(1, 500);
+    let now_wall = io.clock.wall_ms();
+    let (log, state) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
+    let stored = raft_log::read_quorum_state(io.disk.as_ref(), &log_dir)?;
+    let now = io.clock.monotonic().as_millis() as u64;
+    let core = Raft::new(cfg, stored, state, now, io.rng.next_u64())
+        .map_err(|e| anyhow::anyhow!("the metadata quorum cannot start: {e}"))?;
+    let links = voters
+        .iter()
+        .filter(|(id, _)| **id != node_id)
+        .map(|(id, addr)| (*id, Link::new(io, *addr, shutdown.clone())))
+        .collect();
+    let (tx, rx) = mpsc::channel(INBOX);
+    let handle = Arc::new(QuorumHandle {
+        node_id,
+        tx: tx.clone(),
+        status: Mutex::new(QuorumStatus {
+            node_id,
+            role: QuorumRole::Unattached,
+            epoch: core.epoch(),
+            leader: None,
+            high_watermark: 0,
+            log_end: core.end_offset(),
+            replicas: Vec::new(),
+        }),
+        active: AtomicBool::new(false),
+        links,
+        voters,
+    });
+    let driver = Driver {
+        io: io.clone(),
+        handle: handle.clone(),
+        is_voter: handle.voters.contains_key(&node_id),
+        core,
+        log,
+        log_dir,
+        cluster_id,
+        client_id: format!("weir-quorum-{node_id}"),
+        tx,
+        replies: BTreeMap::new(),
+        reply_seq: 0,
+        applied: 0,
+        leader_since: None,
+        waiters: VecDeque::new(),
+        broker: None,
+    };
+    Ok((
+        handle,
+        Starter {
+            driver,
+            rx,
+            shutdown,
+        },
+    ))
+}
+
+/// The driver, built but not yet running (it needs the broker).
+pub struct Starter {
+    driver: Driver,
+    rx: mpsc::Receiver<Input>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Starter {
+    pub fn start(mut self, broker: Arc<Broker>) {
+        self.driver.broker = Some(broker);
+        let io = self.driver.io.clone();
+        io.spawn(self.driver.run(self.rx, self.shutdown));
+    }
+}
+
+/// Which reply queue an answer goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Vote,
+    Begin,
+    End,
+    Fetch,
+}
+
+fn request_kind(m: &Message) -> Option<Kind> {
+    match m {
+        Message::VoteRequest(_) => Some(Kind::Vote),
+        Message::BeginQuorumEpochRequest(_) => Some(Kind::Begin),
+        Message::EndQuorumEpochRequest(_) => Some(Kind::End),
+        Message::FetchRequest(_) => Some(Kind::Fetch),
+        _ => None,
+    }
+}
+
+fn response_kind(m: &Message) -> Option<Kind> {
+    match m {
+        Message::VoteResponse(_) => Some(Kind::Vote),
+        Message::BeginQuorumEpochResponse(_) => Some(Kind::Begin),
+        Message::EndQuorumEpochResponse(_) => Some(Kind::End),
+        Message::FetchResponse(_) => Some(Kind::Fetch),
+        _ => None,
+    }
+}
+
+struct Waiter {
+    end: u64,
+    epoch: u32,
+    reply: oneshot::Sender<Result<u64, ProposeError>>,
+}
+
+struct Driver {
+    io: Io,
+    handle: Arc<QuorumHandle>,
+    is_voter: bool,
+    core: Raft,
+    log: RaftLog,
+    log_dir: PathBuf,
+    cluster_id: String,
+    client_id: String,
+    tx: mpsc::Sender<Input>,
+    /// Inbound requests waiting for the core's answer, oldest first, per sender and kind.
+    replies: BTreeMap<(NodeId, Kind), VecDeque<(u64, oneshot::Sender<Answer>)>>,
+    reply_seq: u64,
+    /// Everything below this offset is applied to the broker's image.
+    applied: u64,
+    /// `(epoch, offset after its LeaderChange)` while this node leads.
+    leader_since: Option<(u32, u64)>,
+    /// Proposals waiting for their commit, in offset order.
+    waiters: VecDeque<Waiter>,
+    broker: Option<Arc<Broker>>,
+}
+
+/// A disk failure: the driver stops.
+struct Fatal(String);
+
+impl Driver {
+    fn now(&self) -> u64 {
+        self.io.clock.monotonic().as_millis() as u64
+    }
+
+    fn broker(&self) -> &Arc<Broker> {
+        self.broker
+            .as_ref()
+            .expect("the driver runs with its broker")
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<Input>, mut shutdown: watch::Receiver<bool>) {
+        self.publish();
+        loop {
+            let now = self.now();
+            let wait = match self.core.next_deadline() {
+                Some(d) => Duration::from_millis(d.saturating_sub(now)).min(MAX_IDLE),
+                None => MAX_IDLE,
+            };
+            let input = tokio::select! {
+                i = rx.recv() => match i { Some(i) => Some(i), None => break },
+                _ = self.io.clock.sleep(wait) => None,
+                _ = shutdown.changed() => break,
+            };
+            let result = match input {
+                None => {
+                    self.step(Event::Tick);
+                    self.perform().await.map(|_| true)
+                }
+                Some(input) => self.handle(input).await,
+            };
+            match result {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(Fatal(reason)) => {
+                    tracing::error!(%reason, "the metadata quorum stops");
+                    self.broker()
+                        .storage_failed("the metadata quorum", &std::io::Error::other(reason));
+                    break;
+                }
+            }
+            self.publish();
+        }
+        self.handle.active.store(false, Ordering::Release);
+        for w in self.waiters.drain(..) {
+            let _ = w.reply.send(Err(ProposeError::Stopped));
+        }
+    }
+
+    fn step(&mut self, event: Event) {
+        let now = self.now();
+        let entropy = self.io.rng.next_u64();
+        self.core.step(now, entropy, event);
+    }
+
+    /// One input; `Ok(false)` ends the driver.
+    async fn handle(&mut self, input: Input) -> Result<bool, Fatal> {
+        match input {
+            Input::Request {
+                from,
+                message,
+                reply,
+            } => {
+                let Some(kind) = request_kind(&message) else {
+                    let _ = reply.send(Answer::Error(ResponseError::InvalidRequest));
+                    return Ok(true);
+                };
+                let queue = self.replies.entry((from, kind)).or_default();
+                queue.retain(|(_, r)| !r.is_closed());
+                if queue.len() >= REPLIES_PER_PEER {
+                    let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
+                    return Ok(true);
+                }
+                self.reply_seq += 1;
+                let seq = self.reply_seq;
+                queue.push_back((seq, reply));
+                self.step(Event::Message { from, message });
+                let dropped = self.perform_noting_drops(from).await?;
+                if let Some(reason) = dropped {
+                    // The core ignored it: answer the protocol's error, not silence.
+                    if let Some(queue) = self.replies.get_mut(&(from, kind)) {
+                        if let Some(at) = queue.iter().position(|(s, _)| *s == seq) {
+                            let (_, reply) = queue.remove(at).expect("position is valid");
+                            let _ = reply.send(Answer::Error(drop_code(reason)));
+                        }
+                    }
+                }
+            }
+            Input::Response { from, message } => {
+                self.step(Event::Message { from, message });
+                self.perform().await?;
+            }
+            Input::Propose { values, reply } => self.propose(values, reply).await?,
+            Input::Shutdown { reply } => {
+                let now = self.now();
+                let entropy = self.io.rng.next_u64();
+                self.core.resign(now, entropy);
+                self.perform().await?;
+                let wall = self.io.clock.wall_ms();
+                if let Err(e) = self.log.close(wall).await {
+                    tracing::warn!(error = %e, "closing the metadata log failed");
+                }
+                let _ = reply.send(());
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn propose(
+        &mut self,
+        values: Vec<Bytes>,
+        reply: oneshot::Sender<Result<u64, ProposeError>>,
+    ) -> Result<(), Fatal> {
+        let active = self.leader_since.is_some_and(|(e, since)| {
+            e == self.core.epoch() && self.applied >= since && self.core.role() == RoleKind::Leader
+        });
+        if !active || values.is_empty() {
+            let _ = reply.send(Err(ProposeError::NotController));
+            return Ok(());
+        }
+        let refs: Vec<&[u8]> = values.iter().map(|v| v.as_ref()).collect();
+        let data = batches::data_batch(&refs, self.io.clock.wall_ms());
+        let now = self.now();
+        match self.core.propose(now, values.len() as u32, data.into()) {
+            Ok(base) => {
+                self.waiters.push_back(Waiter {
+                    end: base + values.len() as u64,
+                    epoch: self.core.epoch(),
+                    reply,
+                });
+                self.perform().await
+            }
+            Err(_) => {
+                let _ = reply.send(Err(ProposeError::NotController));
+                Ok(())
+            }
+        }
+    }
+
+    async fn perform(&mut self) -> Result<(), Fatal> {
+        self.perform_noting_drops(-1).await.map(|_| ())
+    }
+
+    /// Performs every action the core produced, in order, feeding the follow-up events
+    /// (flushed, persisted) after each round. Returns the reason of a drop of an input from
+    /// `from`, if one happened.
+    async fn perform_noting_drops(&mut self, from: NodeId) -> Result<Option<DropReason>, Fatal> {
+        let mut dropped = None;
+        let mut rounds = 0;
+        loop {
+            let actions = self.core.take_actions();
+            if actions.is_empty() {
+                return Ok(dropped);
+            }
+            rounds += 1;
+            assert!(rounds < 10_000, "the quorum core keeps producing actions");
+            let mut follow = Vec::new();
+            let mut appended = false;
+            for action in actions {
+                match action {
+                    Action::Send { to, message } => self.send(to, message, None),
+                    Action::SendFetchRecords {
+                        to,
+                        response,
+                        start,
+                        end,
+                    } => {
+                        let records = self
+                            .log
+                            .read(start, end, codec::FETCH_MAX_BYTES)
+                            .map_err(|e| Fatal(format!("reading the metadata log: {e}")))?;
+                        self.send(to, Message::FetchResponse(response), Some(records));
+                    }
+                    Action::Append { batches } => {
+                        self.log
+                            .append(&batches, self.io.clock.wall_ms())
+                            .map_err(|e| Fatal(format!("appending to the metadata log: {e}")))?;
+                        appended = true;
+                    }
+                    Action::Truncate { offset } => {
+                        tracing::info!(
+                            offset,
+                            "truncating the metadata log (diverged from the leader)"
+                        );
+                        self.log
+                            .truncate(offset, self.io.clock.wall_ms())
+                            .await
+                            .map_err(|e| Fatal(format!("truncating the metadata log: {e}")))?;
+                    }
+                    Action::PersistQuorumState(record) => {
+                        raft_log::write_quorum_state(self.io.disk.as_ref(), &self.log_dir, &record)
+                            .await
+                            .map_err(|e| Fatal(format!("writing quorum-state: {e}")))?;
+                        follow.push(Event::QuorumStatePersisted(record));
+                    }
+                    Action::Commit { high_watermark } => self.apply_to(high_watermark).await?,
+                    Action::RoleChanged {
+                        role,
+                        epoch,
+                        leader,
+                    } => self.role_changed(role, epoch, leader),
+                    Action::Dropped { from: f, reason } => {
+                        tracing::debug!(from = ?f, ?reason, "quorum input dropped");
+                        if f == Some(from) {
+                            dropped = Some(reason);
+                        }
+                    }
+                }
+            }
+            if appended {
+                let end = self
+                    .log
+                    .flush(self.io.clock.wall_ms())
+                    .await
+                    .map_err(|e| Fatal(format!("fsync of the metadata log: {e}")))?;
+                follow.push(Event::Flushed { end_offset: end });
+            }
+            for event in follow {
+                self.step(event);
+            }
+        }
+    }
+
+    /// A message from the core to node `to`: a request goes out over the link; a response
+    /// answers the oldest inbound request of its kind from `to`.
+    fn send(&mut self, to: NodeId, message: Message, records: Option<Bytes>) {
+        if let Some(kind) = response_kind(&message) {
+            let Some(queue) = self.replies.get_mut(&(to, kind)) else {
+                tracing::debug!(to, ?kind, "a quorum response with no request waiting");
+                return;
+            };
+            while let Some((_, reply)) = queue.pop_front() {
+                if !reply.is_closed() {
+                    let _ = reply.send(Answer::Message(message, records));
+                    return;
+                }
+            }
+            return;
+        }
+        let Some(link) = self.handle.links.get(&to) else {
+            tracing::debug!(to, "no link to send a quorum request to");
+            return;
+        };
+        let Some((key, version, body)) =
+            codec::encode_request(&message, &self.cluster_id, self.handle.node_id, to)
+        else {
+            return;
+        };
+        let frame = match peer::encode_request(key, version, &self.client_id, &body) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(error = %e, ?key, "encoding a quorum request failed");
+                return;
+            }
+        };
+        let rx = link.call(frame);
+        let tx = self.tx.clone();
+        let io = self.io.clone();
+        self.io.spawn(async move {
+            let answer = match io.timeout(PEER_TIMEOUT, rx).await {
+                Some(Ok(Ok(frame))) => frame,
+                _ => return, // lost, refused or late: the core resends
+            };
+            let response = match peer::decode_response(key, version, answer) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(to, error = %e, "undecodable quorum response");
+                    return;
+                }
+            };
+            match codec::decode_response(&response, &message) {
+                Ok(m) => {
+                    let _ = tx.try_send(Input::Response {
+                        from: to,
+                        message: m,
+                    });
+                }
+                Err(e) => tracing::debug!(to, reason = %e.reason, "quorum response dropped"),
+            }
+        });
+    }
+
+    fn role_changed(&mut self, role: RoleKind, epoch: u32, leader: Option<NodeId>) {
+        tracing::info!(?role, epoch, ?leader, "metadata quorum role changed");
+        if role == RoleKind::Leader {
+            self.leader_since = Some((epoch, self.core.end_offset()));
+        } else {
+            self.leader_since = None;
+            self.handle.active.store(false, Ordering::Release);
+            for w in self.waiters.drain(..) {
+                let _ = w.reply.send(Err(ProposeError::NotController));
+            }
+        }
+    }
+
+    /// Applies every committed entry below `high_watermark` to the broker, in order.
+    async fn apply_to(&mut self, high_watermark: u64) -> Result<(), Fatal> {
+        if high_watermark <= self.applied {
+            return Ok(());
+        }
+        let batches = self
+            .log
+            .read_batches(self.applied, high_watermark)
+            .map_err(|e| Fatal(format!("reading committed metadata: {e}")))?;
+        for (b, raw) in batches {
+            let values = match &b.payload {
+                crate::raft::Payload::Data(_) => batches::values(&raw).map_err(|e| {
+                    Fatal(format!(
+                        "committed metadata at offset {}: {e}",
+                        b.base_offset
+                    ))
+                })?,
+                crate::raft::Payload::LeaderChange { .. } => Vec::new(),
+            };
+            self.broker().apply_committed(&values).await;
+            self.applied = b.next_offset();
+            self.broker().committed.advance_to(self.applied);
+        }
+        while self.waiters.front().is_some_and(|w| w.end <= self.applied) {
+            let w = self.waiters.pop_front().expect("front exists");
+            let result = if w.epoch == self.core.epoch() {
+                Ok(w.end)
+            } else {
+                Err(ProposeError::NotController)
+            };
+            let _ = w.reply.send(result);
+        }
+        Ok(())
+    }
+
+    /// Publishes the status the broker, DescribeQuorum and the simulator read.
+    fn publish(&self) {
+        let role = if !self.is_voter {
+            QuorumRole::Observer
+        } else {
+            match self.core.role() {
+                RoleKind::Leader => QuorumRole::Leader,
+                RoleKind::Candidate => QuorumRole::Candidate,
+                RoleKind::Prospective => QuorumRole::Prospective,
+                RoleKind::Follower => QuorumRole::Follower,
+                RoleKind::Unattached => QuorumRole::Unattached,
+                RoleKind::Resigned => QuorumRole::Resigned,
+            }
+        };
+        let now = self.now();
+        let wall = self.io.clock.wall_ms();
+        let replicas = if self.core.role() == RoleKind::Leader {
+            self.core
+                .describe()
+                .voters
+                .into_iter()
+                .map(|(id, end, at)| ReplicaProgress {
+                    node_id: id,
+                    voter: true,
+                    end_offset: end.unwrap_or(0),
+                    last_fetch_ms: at.map(|t| wall - now.saturating_sub(t) as i64),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let active = self.leader_since.is_some_and(|(e, since)| {
+            e == self.core.epoch() && self.applied >= since && self.core.role() == RoleKind::Leader
+        });
+        self.handle.active.store(active, Ordering::Release);
+        *self.handle.status.lock().unwrap() = QuorumStatus {
+            node_id: self.handle.node_id,
+            role,
+            epoch: self.core.epoch(),
+            leader: self.core.leader(),
+            high_watermark: self.core.high_watermark(),
+            log_end: self.core.end_offset(),
+            replicas,
+        };
+    }
+}
+
+/// The protocol's error for an inbound request the core ignored.
+fn drop_code(reason: DropReason) -> ResponseError {
+    match reason {
+        DropReason::NotAVoter => ResponseError::InconsistentVoterSet,
+        DropReason::StaleEpoch => ResponseError::FencedLeaderEpoch,
+        DropReason::OutboxFull => ResponseError::RequestTimedOut,
+        _ => ResponseError::InvalidRequest,
+    }
+}

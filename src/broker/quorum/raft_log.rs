@@ -1,0 +1,315 @@
+//! The quorum's log adapter: raft batches in the ordinary [`Log`] of `__cluster_metadata-0`
+//! (v2 batches whose `partitionLeaderEpoch` is the raft epoch), and the `quorum-state` file
+//! beside it (Kafka's name and place), written atomically.
+//!
+//! Recovery hands the core a [`LogState`]: the epoch cache rebuilt from the batch headers and
+//! the end offset. Everything recovered is durable (an unclean open of a [`Log`] fsyncs what
+//! it keeps), as the core requires.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use super::batches;
+use crate::controller::store::METADATA_DIR;
+use crate::io::{read_file, write_file_atomic, Disk};
+use crate::log::batch;
+use crate::log::{Log, LogConfig};
+use crate::raft::{Batch, LogState, Offset, OffsetAndEpoch, QuorumStateRecord};
+
+pub const QUORUM_STATE: &str = "quorum-state";
+
+pub struct RaftLog {
+    log: Log,
+    dir: PathBuf,
+    disk: Arc<dyn Disk>,
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+impl RaftLog {
+    /// Opens (recovering) the metadata log under `log_dir` and rebuilds its epoch cache.
+    pub async fn open(
+        disk: Arc<dyn Disk>,
+        log_dir: &Path,
+        now_ms: i64,
+    ) -> io::Result<(RaftLog, LogState)> {
+        let dir = log_dir.join(METADATA_DIR);
+        let (log, recovery) = Log::open(disk.clone(), &dir, LogConfig::default(), now_ms).await?;
+        if !recovery.clean {
+            tracing::info!(dir = %dir.display(), ?recovery, "recovered the metadata log");
+        }
+        let mut epochs: Vec<OffsetAndEpoch> = Vec::new();
+        let mut problem = None;
+        log.scan_headers(log.start_offset(), |h| {
+            if problem.is_some() {
+                return;
+            }
+            let Ok(epoch) = u32::try_from(h.partition_leader_epoch) else {
+                problem = Some(format!(
+                    "batch at offset {} has no raft epoch (written by a single-node Weir?)",
+                    h.base_offset
+                ));
+                return;
+            };
+            match epochs.last() {
+                Some(last) if epoch < last.epoch => {
+                    problem = Some(format!(
+                        "epoch goes back from {} to {epoch} at offset {}",
+                        last.epoch, h.base_offset
+                    ));
+                }
+                Some(last) if epoch == last.epoch => {}
+                _ => epochs.push(OffsetAndEpoch {
+                    epoch,
+                    offset: h.base_offset as u64,
+                }),
+            }
+        })?;
+        if let Some(p) = problem {
+            return Err(invalid(format!("{}: {p}", dir.display())));
+        }
+        let state = LogState {
+            epochs,
+            end_offset: log.end_offset() as u64,
+        };
+        Ok((RaftLog { log, dir, disk }, state))
+    }
+
+    pub fn end_offset(&self) -> Offset {
+        self.log.end_offset() as u64
+    }
+
+    /// Appends batches at the log end (each must start there). Not durable until [`flush`].
+    pub fn append(&mut self, batches: &[Batch], now_ms: i64) -> io::Result<()> {
+        for b in batches {
+            if b.base_offset != self.end_offset() {
+                return Err(invalid(format!(
+                    "append at {} but the log ends at {}",
+                    b.base_offset,
+                    self.end_offset()
+                )));
+            }
+            let mut bytes = batches::encode(b, now_ms);
+            let header = batch::check(&bytes).map_err(|e| invalid(format!("{e:?}")))?;
+            if header.last_offset_delta + 1 != b.count as i32 {
+                return Err(invalid(format!(
+                    "a batch of {} records claims {}",
+                    header.last_offset_delta + 1,
+                    b.count
+                )));
+            }
+            self.log.append(
+                &mut bytes,
+                std::slice::from_mut(&mut header.clone()),
+                now_ms,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// fsyncs everything appended; returns the durable end.
+    pub async fn flush(&mut self, now_ms: i64) -> io::Result<Offset> {
+        let plan = self.log.flush_plan();
+        Log::sync_files(&plan).await?;
+        self.log.flushed(&plan, now_ms);
+        Ok(self.end_offset())
+    }
+
+    /// Removes everything at or after `offset`, durably (a truncated entry must not come back
+    /// after a crash and be counted as this node's log).
+    pub async fn truncate(&mut self, offset: Offset, now_ms: i64) -> io::Result<()> {
+        self.log.truncate_to(offset as i64)?;
+        self.flush(now_ms).await?;
+        self.disk.sync_dir(&self.dir).await
+    }
+
+    /// Whole batches in `start..end`, at most about `max_bytes` (at least one batch).
+    pub fn read(&self, start: Offset, end: Offset, max_bytes: usize) -> io::Result<Bytes> {
+        if start >= end {
+            return Ok(Bytes::new());
+        }
+        let data = self
+            .log
+            .read(start as i64, max_bytes, end as i64)
+            .map_err(|e| match e {
+                crate::log::ReadError::Io(e) => e,
+                other => io::Error::other(format!("{other:?}")),
+            })?;
+        // Keep only whole batches that lie inside the range.
+        let mut out = BytesMut::new();
+        for item in batch::iter(&data) {
+            let (at, h) = item.map_err(|e| invalid(format!("{e:?}")))?;
+            if (h.base_offset as u64) < start || h.next_offset() as u64 > end {
+                break;
+            }
+            out.extend_from_slice(&data[at..at + h.total_len()]);
+        }
+        Ok(out.freeze())
+    }
+
+    /// The raft batches in `start..end` (for applying committed entries).
+    pub fn read_batches(&self, start: Offset, end: Offset) -> io::Result<Vec<(Batch, Bytes)>> {
+        let mut out = Vec::new();
+        let mut at = start;
+        while at < end {
+            let data = self.read(at, end, 1 << 20)?;
+            if data.is_empty() {
+                break;
+            }
+            for item in batch::iter(&data) {
+                let (pos, h) = item.map_err(|e| invalid(format!("{e:?}")))?;
+                let raw = data.slice(pos..pos + h.total_len());
+                let b = batches::one(&raw, &h).map_err(invalid)?;
+                at = b.next_offset();
+                out.push((b, raw));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Flushes and marks the log clean.
+    pub async fn close(&mut self, now_ms: i64) -> io::Result<()> {
+        self.log.close(now_ms).await
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Reads `quorum-state` (Kafka's JSON: `leaderId`, `leaderEpoch`, `votedId`, -1 for none).
+pub fn read_quorum_state(disk: &dyn Disk, log_dir: &Path) -> io::Result<Option<QuorumStateRecord>> {
+    let path = log_dir.join(METADATA_DIR).join(QUORUM_STATE);
+    if !disk.exists(&path) {
+        return Ok(None);
+    }
+    let raw = read_file(disk, &path)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&raw).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let field = |name: &str| -> io::Result<i64> {
+        value
+            .get(name)
+            .and_then(|v| v.as_i64())
+            .ok_or_else(|| invalid(format!("{}: no {name}", path.display())))
+    };
+    let epoch = u32::try_from(field("leaderEpoch")?)
+        .map_err(|_| invalid(format!("{}: bad leaderEpoch", path.display())))?;
+    let id = |v: i64| (v >= 0).then_some(v as i32);
+    Ok(Some(QuorumStateRecord {
+        epoch,
+        voted_for: id(field("votedId")?),
+        leader: id(field("leaderId")?),
+    }))
+}
+
+/// Writes `quorum-state` durably (write, fsync, rename, fsync the directory).
+pub async fn write_quorum_state(
+    disk: &dyn Disk,
+    log_dir: &Path,
+    record: &QuorumStateRecord,
+) -> io::Result<()> {
+    let path = log_dir.join(METADATA_DIR).join(QUORUM_STATE);
+    let text = serde_json::json!({
+        "leaderId": record.leader.unwrap_or(-1),
+        "leaderEpoch": record.epoch,
+        "votedId": record.voted_for.unwrap_or(-1),
+        "appliedOffset": 0,
+        "currentVoters": null,
+        "data_version": 0,
+    });
+    write_file_atomic(disk, &path, text.to_string().as_bytes()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::memdisk::{block_on, MemDisk};
+    use crate::raft::Payload;
+
+    fn data(count: usize) -> Payload {
+        let values: Vec<Vec<u8>> = (0..count)
+            .map(|i| format!("{{\"n\":{i}}}").into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
+        Payload::Data(batches::data_batch(&refs, 0).into())
+    }
+
+    fn b(base: u64, epoch: u32, count: u32, payload: Payload) -> Batch {
+        Batch {
+            base_offset: base,
+            epoch,
+            count,
+            payload,
+        }
+    }
+
+    #[test]
+    fn append_flush_recover_rebuilds_the_epoch_cache() {
+        let mem = MemDisk::new(7);
+        let disk: Arc<dyn Disk> = Arc::new(mem.clone());
+        let dir = Path::new("/n1");
+        let (mut log, state) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!(state, LogState::default());
+        let lc = |leader| Payload::LeaderChange {
+            leader,
+            voters: vec![1, 2, 3],
+        };
+        log.append(&[b(0, 1, 1, lc(1)), b(1, 1, 2, data(2))], 0)
+            .unwrap();
+        log.append(&[b(3, 3, 1, lc(2)), b(4, 3, 3, data(3))], 0)
+            .unwrap();
+        assert_eq!(block_on(log.flush(0)).unwrap(), 7);
+        // Appending anywhere but the end is refused.
+        assert!(log.append(&[b(3, 3, 1, lc(2))], 0).is_err());
+        let all = log.read_batches(0, 7).unwrap();
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[3].0.base_offset, 4);
+        assert_eq!(batches::values(&all[3].1).unwrap().len(), 3);
+        // A read stops at `end` on a batch boundary.
+        assert_eq!(log.read_batches(0, 4).unwrap().len(), 3);
+        drop(log);
+        mem.power_loss();
+        let (mut log, state) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!(state.end_offset, 7);
+        assert_eq!(
+            state.epochs,
+            vec![
+                OffsetAndEpoch {
+                    epoch: 1,
+                    offset: 0
+                },
+                OffsetAndEpoch {
+                    epoch: 3,
+                    offset: 3
+                }
+            ]
+        );
+        block_on(log.truncate(3, 0)).unwrap();
+        drop(log);
+        mem.power_loss();
+        let (_, state) = block_on(RaftLog::open(disk, dir, 0)).unwrap();
+        assert_eq!(state.end_offset, 3);
+        assert_eq!(state.epochs.len(), 1);
+    }
+
+    #[test]
+    fn quorum_state_round_trips() {
+        let mem = MemDisk::new(8);
+        let dir = Path::new("/q");
+        mem.create_dir_all(&dir.join(METADATA_DIR)).unwrap();
+        assert_eq!(read_quorum_state(&mem, dir).unwrap(), None);
+        let record = QuorumStateRecord {
+            epoch: 5,
+            voted_for: Some(2),
+            leader: None,
+        };
+        block_on(write_quorum_state(&mem, dir, &record)).unwrap();
+        mem.power_loss();
+        assert_eq!(read_quorum_state(&mem, dir).unwrap(), Some(record));
+    }
+}
