@@ -36,6 +36,9 @@ pub struct Machine {
     pub broker: BrokerSlot,
     /// A voter of the metadata quorum (else a pure broker, an observer).
     pub voter: bool,
+    /// Set when the nemesis restarts the node, cleared by the node once its broker has
+    /// started or failed to: healing must not restart a node that is still starting.
+    pub starting: Arc<AtomicBool>,
 }
 
 /// Where a node publishes its running broker; emptied when the node is killed.
@@ -45,7 +48,13 @@ impl Machine {
     /// The node was killed: it serves nothing and its broker is gone.
     fn stopped(&self) {
         self.up.store(false, Ordering::SeqCst);
+        self.starting.store(false, Ordering::SeqCst);
         self.broker.lock().unwrap().take();
+    }
+
+    fn power_on(&self, handle: &Handle) {
+        self.starting.store(true, Ordering::SeqCst);
+        handle.restart(self.node);
     }
 
     /// The node's quorum status, if its broker runs.
@@ -228,7 +237,7 @@ impl Nemesis {
                 tokio::time::sleep(duration).await;
                 m.paused.store(false, Ordering::SeqCst);
                 m.disk.thaw();
-                handle.restart(m.node);
+                m.power_on(&handle);
                 self.heal_note(format!("restart broker-{index} after {ms} ms"));
             }
             FaultKind::Pause => {
@@ -387,7 +396,7 @@ impl Nemesis {
             m.paused.store(false, Ordering::SeqCst);
             m.disk.thaw();
             m.restart.served();
-            handle.restart(m.node);
+            m.power_on(&handle);
             self.heal_note(format!("restart broker-{index} after {down} ms"));
         }
     }
@@ -424,8 +433,8 @@ impl Nemesis {
             if m.paused.swap(false, Ordering::SeqCst) {
                 handle.resume(m.node);
             }
-            if !m.up.load(Ordering::SeqCst) {
-                handle.restart(m.node);
+            if !m.up.load(Ordering::SeqCst) && !m.starting.load(Ordering::SeqCst) {
+                m.power_on(&handle);
                 self.heal_note(format!("heal: restart broker-{index}"));
             }
         }

@@ -317,6 +317,8 @@ async fn simulate(
         let (init_restart, init_strikes) = (restart.clone(), strikes.clone());
         let slot: BrokerSlot = Arc::default();
         let init_slot = slot.clone();
+        let starting = Arc::new(AtomicBool::new(false));
+        let init_starting = starting.clone();
         let addr = broker_addr(index);
         let fsync_latency = scenario.cluster.fsync_latency_us;
         let node = handle
@@ -338,8 +340,11 @@ async fn simulate(
                 let (config, up, history) = (config.clone(), init_up.clone(), init_history.clone());
                 let restart = init_restart.clone();
                 let slot = init_slot.clone();
+                let starting = init_starting.clone();
                 async move {
-                    match Broker::start(config, io).await {
+                    let started = Broker::start(config, io).await;
+                    starting.store(false, Ordering::SeqCst);
+                    match started {
                         Ok(running) => {
                             slot.lock().unwrap().replace(running.broker.clone());
                             up.store(true, Ordering::SeqCst);
@@ -380,6 +385,7 @@ async fn simulate(
             power: tokio::sync::Mutex::new(()),
             broker: slot,
             voter: scenario.cluster.is_voter(index),
+            starting,
         });
     }
     let client_node = handle
