@@ -743,6 +743,11 @@ async fn quorum_after_heal(
             };
             match io.timeout(Duration::from_secs(6), tried).await {
                 Some(Ok(())) => return Ok(addr),
+                // An earlier attempt that timed out on our side landed after all.
+                Some(Err(ClientError::Kafka(
+                    kafka_protocol::error::ResponseError::TopicAlreadyExists,
+                    _,
+                ))) => return Ok(addr),
                 Some(Err(e)) => last = format!("{addr}: {e}"),
                 None => last = format!("{addr}: timed out"),
             }
