@@ -449,3 +449,147 @@ mod tests {
         );
     }
 }
+
+/// `weir bench longpoll`: how long a long-polling consumer waits, after a record is produced to
+/// its partition, for the fetch to answer. One consumer parks a fetch at partition 0's end
+/// (`min_bytes` 1), one producer then sends a one-record batch (acks=1) to it, and the latency
+/// is from that send to the fetch's answer. `idle_pollers` more connections meanwhile
+/// long-poll the other partitions, where nothing is produced: a broker that wakes every fetch
+/// on any append makes them re-read on every round.
+#[derive(Clone, Debug)]
+pub struct LongPollBench {
+    pub addr: SocketAddr,
+    pub topic: String,
+    /// Partition 0 is the measured one; the idle pollers spread over the others.
+    pub partitions: i32,
+    pub rounds: u64,
+    pub idle_pollers: usize,
+    pub create_topic: bool,
+    pub time_limit: Duration,
+}
+
+/// How long the consumer's fetch may park: far longer than a round takes.
+const LONG_POLL_WAIT: Duration = Duration::from_secs(5);
+/// Given to the consumer's fetch to park before the record is produced.
+const PARK_TIME: Duration = Duration::from_millis(2);
+
+fn long_poll_request(topic: &str, partition: i32, offset: i64, max_wait: Duration) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait.as_millis() as i32)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+pub async fn longpoll(io: &Io, bench: &LongPollBench) -> Result<Report, ClientError> {
+    assert!(bench.partitions > 0 && bench.rounds > 0);
+    assert!(
+        bench.idle_pollers == 0 || bench.partitions > 1,
+        "idle pollers need partitions > 1"
+    );
+    let mut control = Client::connect(io, bench.addr).await?;
+    if bench.create_topic {
+        ensure_topic(&mut control, &bench.topic, bench.partitions).await?;
+    }
+    let ends = end_offsets(&mut control, &bench.topic, bench.partitions).await?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut idle = Vec::with_capacity(bench.idle_pollers);
+    for i in 0..bench.idle_pollers {
+        let partition = 1 + (i as i32 % (bench.partitions - 1));
+        let mut client = Client::connect(io, bench.addr).await?;
+        let request = long_poll_request(
+            &bench.topic,
+            partition,
+            ends[partition as usize],
+            LONG_POLL_WAIT,
+        );
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let stop = stop.clone();
+        io.spawn(async move {
+            // Bounded by the stop flag, which the run sets when it ends (time-limited).
+            let mut polls = 0u64;
+            let outcome = loop {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break Ok(polls);
+                }
+                match client.connection().call(&request, FETCH_VERSION).await {
+                    Ok(_) => polls += 1,
+                    Err(e) => break Err(e),
+                }
+            };
+            let _ = tx.send(outcome);
+        });
+        idle.push(rx);
+    }
+    let mut consumer = Client::connect(io, bench.addr).await?;
+    let mut producer = Client::connect(io, bench.addr).await?;
+    let mut b = BatchBuilder::new(io.clock.wall_ms());
+    b.push(Some(b"k"), Some(b"x"), io.clock.wall_ms());
+    let record = Bytes::from(b.finish(-1, -1, -1));
+    let mut latencies = Vec::with_capacity(bench.rounds as usize);
+    let mut bytes = 0u64;
+    let start = io.clock.monotonic();
+    let deadline = start + bench.time_limit;
+    let mut failure = None;
+    for offset in (ends[0]..).take(bench.rounds as usize) {
+        if io.clock.monotonic() >= deadline {
+            break;
+        }
+        let request = long_poll_request(&bench.topic, 0, offset, LONG_POLL_WAIT);
+        consumer.connection().send(&request, FETCH_VERSION).await?;
+        io.clock.sleep(PARK_TIME).await;
+        let sent = io.clock.monotonic();
+        if let Err(e) = producer.produce(&bench.topic, 0, record.clone(), 1).await {
+            failure = Some(e);
+            break;
+        }
+        let answer = io
+            .timeout(
+                ANSWER_TIMEOUT,
+                consumer.connection().receive::<FetchRequest>(),
+            )
+            .await
+            .ok_or(ClientError::Timeout)??;
+        latencies.push((io.clock.monotonic() - sent).as_micros() as u64);
+        let got = answer
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .sum::<usize>();
+        if got == 0 {
+            failure = Some(ClientError::Protocol(
+                "a long poll answered without the record".into(),
+            ));
+            break;
+        }
+        bytes += got as u64;
+    }
+    let seconds = (io.clock.monotonic() - start).as_secs_f64();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    // Each idle poller ends after its parked fetch answers (at most LONG_POLL_WAIT).
+    for rx in idle {
+        rx.await
+            .map_err(|_| ClientError::Protocol("an idle poller's task died".into()))??;
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Report {
+        records: latencies.len() as u64,
+        bytes,
+        value_bytes: None,
+        seconds,
+        requests: latencies.len() as u64,
+        latency_us: percentiles(latencies),
+    })
+}

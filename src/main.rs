@@ -13,6 +13,7 @@ use weir::bench;
 use weir::broker::Broker;
 use weir::client::Client;
 use weir::config::{parse_properties, ServerConfig};
+use weir::local_cluster;
 use weir::io::{read_file, Io};
 use weir::log::batch::{self, BatchBuilder};
 
@@ -55,16 +56,22 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
-    /// Create, list or delete topics.
+    /// A local cluster on loopback: `up` starts one, `status` shows a cluster's quorum.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
+    /// Create, list, describe or delete topics.
     Topics {
-        #[arg(long, default_value = "127.0.0.1:9092")]
+        #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
         bootstrap: String,
         #[command(subcommand)]
         action: TopicAction,
     },
     /// Produce each line of standard input as one record (key before the first tab, if any).
+    /// A missing topic is created when the broker allows auto-creation.
     Produce {
-        #[arg(long, default_value = "127.0.0.1:9092")]
+        #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
         bootstrap: String,
         topic: String,
         #[arg(long, default_value_t = 0)]
@@ -101,6 +108,28 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+enum ClusterAction {
+    /// Generate Kafka-style configs under DIR (node-N/server.properties), format every node
+    /// with one cluster id and run the nodes until Ctrl-C, then stop them all cleanly.
+    Up {
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        #[arg(long, default_value = "weir-cluster")]
+        dir: PathBuf,
+        /// Node N serves clients on BASE + 10·(N−1) and the quorum on the port after.
+        #[arg(long, default_value_t = 19092)]
+        base_port: u16,
+    },
+    /// The metadata quorum (leader, epoch, each voter's lag, from DescribeQuorum) and the
+    /// brokers (fenced or not).
+    Status {
+        /// Brokers to ask, comma-separated; the first that answers is used.
+        #[arg(long, default_value = "127.0.0.1:19092")]
+        bootstrap: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum TopicAction {
     Create {
         name: String,
@@ -113,6 +142,11 @@ enum TopicAction {
         configs: Vec<String>,
     },
     List,
+    /// Partitions with leader, replicas, ISR and ELR, and topic configs (like
+    /// `kafka-topics.sh --describe`); every topic without a name.
+    Describe {
+        name: Option<String>,
+    },
     Delete {
         name: String,
     },
@@ -163,6 +197,25 @@ enum BenchKind {
         connections: usize,
         /// Do not create the topic first (for brokers without CreateTopics, e.g. librdkafka's
         /// mock cluster, where it must already exist with --partitions partitions).
+        #[arg(long)]
+        no_create: bool,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+    /// Long-poll wake-up latency: produce one record to partition 0, time until the consumer's
+    /// parked fetch answers; idle pollers long-poll the other partitions meanwhile.
+    Longpoll {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        #[arg(long, default_value = "weir-longpoll")]
+        topic: String,
+        #[arg(long, default_value_t = 8)]
+        partitions: i32,
+        #[arg(long, default_value_t = 2000)]
+        rounds: u64,
+        /// Connections long-polling partitions nothing is produced to.
+        #[arg(long, default_value_t = 0)]
+        idle_pollers: usize,
         #[arg(long)]
         no_create: bool,
         #[arg(long, default_value_t = 60)]
@@ -252,6 +305,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             random_cluster_id,
             overrides,
         } => format(io, config, cluster_id, random_cluster_id, overrides).await,
+        Command::Cluster { action } => match action {
+            ClusterAction::Up {
+                nodes,
+                dir,
+                base_port,
+            } => cluster_up(io, nodes, dir, base_port).await,
+            ClusterAction::Status { bootstrap } => cluster_status(io, &bootstrap).await,
+        },
         Command::Topics { bootstrap, action } => {
             let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
             match action {
@@ -276,6 +337,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         println!("{}\t{} partitions", topic.name, topic.partitions);
                     }
                 }
+                TopicAction::Describe { name } => {
+                    let names: Vec<&str> = name.iter().map(String::as_str).collect();
+                    let wanted = (!names.is_empty()).then_some(names.as_slice());
+                    let topics = client.describe_topics(wanted).await?;
+                    print!("{}", weir::client::render_topic_descriptions(&topics));
+                }
                 TopicAction::Delete { name } => {
                     client.delete_topic(&name).await?;
                     println!("deleted topic {name}");
@@ -290,7 +357,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             acks: a,
         } => {
             let acks = acks(&a)?;
-            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            let bootstrap = addr(&bootstrap)?;
+            let mut client = Client::connect(&io, bootstrap).await?;
+            // As Kafka's producer: Metadata (creating the topic if the broker allows), then
+            // send to the partition's leader.
+            let leader = client.wait_for_leader(&topic, partition).await?;
+            let host = if leader.host.contains(':') {
+                format!("[{}]", leader.host)
+            } else {
+                leader.host.clone()
+            };
+            let leader_addr = addr(&format!("{host}:{}", leader.port))?;
+            if leader_addr != bootstrap {
+                client = Client::connect(&io, leader_addr).await?;
+            }
             let mut input = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
             let now = io.clock.wall_ms();
@@ -405,6 +485,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 Ok(())
             }
+            BenchKind::Longpoll {
+                bootstrap,
+                topic,
+                partitions,
+                rounds,
+                idle_pollers,
+                no_create,
+                seconds,
+            } => {
+                let spec = bench::LongPollBench {
+                    addr: addr(&bootstrap)?,
+                    topic,
+                    partitions,
+                    rounds,
+                    idle_pollers,
+                    create_topic: !no_create,
+                    time_limit: Duration::from_secs(seconds),
+                };
+                let report = bench::longpoll(&io, &spec).await?;
+                println!(
+                    "{}",
+                    report.render(&format!("long-poll wake-up, {idle_pollers} idle pollers"))
+                );
+                Ok(())
+            }
             BenchKind::Consume {
                 bootstrap,
                 topic,
@@ -488,6 +593,96 @@ async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow:
     }
     tracing::info!("shutting down");
     running.broker.shutdown().await?;
+    Ok(())
+}
+
+async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow::Result<()> {
+    let plans = local_cluster::plan(&dir, nodes, base_port)?;
+    let cluster_id = local_cluster::prepare(&io, &plans).await?;
+    let running = local_cluster::start(&io, &plans).await?;
+    println!("cluster {cluster_id}: {nodes} node(s), configs under {}", dir.display());
+    println!("bootstrap: {}", local_cluster::bootstrap(&plans));
+    println!("Ctrl-C stops every node");
+    let offline = weir::io::join_all(
+        running
+            .iter()
+            .map(|r| {
+                let broker = r.broker.clone();
+                async move { (broker.config().node_id, broker.storage_offline().await) }
+            })
+            .collect(),
+    );
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        // One node's log directory failing stops nothing else; the others serve on.
+        _ = offline => {}
+    }
+    println!("stopping {} node(s)", running.len());
+    local_cluster::stop(&running).await;
+    Ok(())
+}
+
+/// Connects to the first broker of `bootstrap` that answers.
+async fn connect_any(io: &Io, bootstrap: &str) -> anyhow::Result<Client> {
+    let mut last = None;
+    for host in bootstrap.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        match addr(host) {
+            Ok(a) => match Client::connect(io, a).await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(anyhow::anyhow!("{host}: {e}")),
+            },
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("empty --bootstrap")))
+}
+
+async fn cluster_status(io: Io, bootstrap: &str) -> anyhow::Result<()> {
+    let mut client = connect_any(&io, bootstrap).await?;
+    let quorum = client.describe_quorum().await?;
+    let brokers = client.brokers().await?;
+    println!(
+        "quorum: leader {} epoch {} high watermark {}",
+        quorum.leader_id, quorum.leader_epoch, quorum.high_watermark
+    );
+    let now = io.clock.wall_ms();
+    let describe = |kind: &str, r: &weir::client::QuorumReplica| {
+        let lag = quorum
+            .lag(r)
+            .map_or("unknown".to_string(), |l| l.to_string());
+        let seen = if r.last_fetch_timestamp >= 0 {
+            format!("{} ms ago", (now - r.last_fetch_timestamp).max(0))
+        } else {
+            "never".to_string()
+        };
+        let role = if r.node_id == quorum.leader_id {
+            " (leader)"
+        } else {
+            ""
+        };
+        println!(
+            "  {kind} {}{role}: log end {} lag {lag} last fetch {seen}",
+            r.node_id, r.log_end_offset
+        );
+    };
+    for r in &quorum.voters {
+        describe("voter", r);
+    }
+    for r in &quorum.observers {
+        describe("observer", r);
+    }
+    println!("brokers:");
+    let live: std::collections::BTreeSet<i32> = brokers.iter().map(|b| b.id).collect();
+    for b in &brokers {
+        println!("  {} {}:{} unfenced", b.id, b.host, b.port);
+    }
+    // A voter or observer the quorum knows that Metadata does not list: fenced (or a pure
+    // controller, which serves no clients).
+    for r in quorum.voters.iter().chain(&quorum.observers) {
+        if !live.contains(&r.node_id) {
+            println!("  {} fenced or not a broker", r.node_id);
+        }
+    }
     Ok(())
 }
 

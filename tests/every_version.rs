@@ -197,6 +197,78 @@ async fn every_advertised_version_is_answered() {
         let p = &response.responses[0].partitions[0];
         assert_ne!(p.error_code, 0, "Fetch v{v} unknown partition");
         assert_eq!(p.records.as_deref(), Some(&b""[..]), "Fetch v{v} unknown");
+        // KIP-320: a current leader epoch newer than the broker's is UNKNOWN_LEADER_EPOCH...
+        if v >= 9 {
+            let mut newer = request.clone();
+            newer.topics[0].partitions[0].current_leader_epoch = 1;
+            let response = call(&mut conn, &newer, v).await;
+            let p = &response.responses[0].partitions[0];
+            assert_eq!(p.error_code, 75, "Fetch v{v} newer leader epoch");
+            let mut same = request.clone();
+            same.topics[0].partitions[0].current_leader_epoch = 0;
+            let response = call(&mut conn, &same, v).await;
+            assert_eq!(
+                response.responses[0].partitions[0].error_code, 0,
+                "Fetch v{v}"
+            );
+        }
+        // ...and a fetcher claiming more of the last epoch than the log has is told where it
+        // diverges, with no records.
+        if v >= 12 {
+            let mut ahead = request.clone();
+            ahead.topics[0].partitions[0].last_fetched_epoch = 0;
+            ahead.topics[0].partitions[0].fetch_offset = 1_000_000;
+            let response = call(&mut conn, &ahead, v).await;
+            let p = &response.responses[0].partitions[0];
+            assert_eq!(p.error_code, 0, "Fetch v{v} diverging");
+            assert_eq!(p.diverging_epoch.epoch, 0, "Fetch v{v} diverging");
+            assert!(p.diverging_epoch.end_offset > 0, "Fetch v{v} diverging");
+            assert_eq!(p.records.as_deref(), Some(&b""[..]), "Fetch v{v} diverging");
+            let mut unknown_epoch = ahead.clone();
+            unknown_epoch.topics[0].partitions[0].last_fetched_epoch = 3;
+            let response = call(&mut conn, &unknown_epoch, v).await;
+            assert_eq!(
+                response.responses[0].partitions[0].error_code, 1,
+                "Fetch v{v}"
+            );
+        }
+    }
+    for v in versions(&conn, ApiKey::OffsetForLeaderEpoch) {
+        use kafka_protocol::messages::offset_for_leader_epoch_request::{
+            OffsetForLeaderPartition, OffsetForLeaderTopic,
+        };
+        let ask = |partition: i32, current: i32, epoch: i32| {
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![OffsetForLeaderTopic::default()
+                    .with_topic(name("t2"))
+                    .with_partitions(vec![OffsetForLeaderPartition::default()
+                        .with_partition(partition)
+                        .with_current_leader_epoch(current)
+                        .with_leader_epoch(epoch)])])
+        };
+        let response = call(&mut conn, &ask(0, 0, 0), v).await;
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0, "OffsetForLeaderEpoch v{v}");
+        assert_eq!(p.leader_epoch, 0, "OffsetForLeaderEpoch v{v}");
+        assert!(p.end_offset > 0, "OffsetForLeaderEpoch v{v}");
+        let response = call(&mut conn, &ask(0, -1, 7), v).await;
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(
+            (p.error_code, p.leader_epoch, p.end_offset),
+            (0, -1, -1),
+            "v{v} undefined"
+        );
+        let response = call(&mut conn, &ask(0, 2, 0), v).await;
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, 75,
+            "v{v} unknown epoch"
+        );
+        let response = call(&mut conn, &ask(99, -1, 0), v).await;
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, 3,
+            "v{v} unknown partition"
+        );
     }
     for v in versions(&conn, ApiKey::ListOffsets) {
         for timestamp in [-2, -1, 500] {
@@ -467,6 +539,26 @@ async fn groups(conn: &mut Connection) {
             "OffsetCommit v{v}"
         );
     }
+    for v in versions(conn, ApiKey::OffsetCommit) {
+        // A member commit to a group that does not exist: ILLEGAL_GENERATION (22) before v9,
+        // GROUP_ID_NOT_FOUND (69) from v9, as Kafka's OffsetMetadataManager answers.
+        use kafka_protocol::messages::offset_commit_request as oc;
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(sb("never-joined")))
+            .with_generation_id_or_member_epoch(1)
+            .with_member_id(sb("m"))
+            .with_topics(vec![oc::OffsetCommitRequestTopic::default()
+                .with_name(name("t2"))
+                .with_partitions(vec![
+                    oc::OffsetCommitRequestPartition::default().with_committed_offset(1)
+                ])]);
+        let response = call(conn, &request, v).await;
+        let want = if v >= 9 { 69 } else { 22 };
+        assert_eq!(
+            response.topics[0].partitions[0].error_code, want,
+            "OffsetCommit v{v} to an unknown group"
+        );
+    }
     let last_commit = *versions(conn, ApiKey::OffsetCommit).end() as i64;
     for v in versions(conn, ApiKey::OffsetFetch) {
         use kafka_protocol::messages::offset_fetch_request as of;
@@ -511,7 +603,18 @@ async fn groups(conn: &mut Connection) {
             g.members[0].member_assignment,
             Bytes::from_static(b"assignment")
         );
-        assert_eq!(response.groups[1].group_state.as_str(), "Dead");
+        let missing = &response.groups[1];
+        assert_eq!(missing.group_state.as_str(), "Dead");
+        // KIP-1043: v6 names the missing group as such; older versions answer Dead, no error.
+        if v >= 6 {
+            assert_eq!(missing.error_code, 69, "DescribeGroups v{v}");
+            assert_eq!(
+                missing.error_message.as_deref(),
+                Some("Group missing not found.")
+            );
+        } else {
+            assert_eq!(missing.error_code, 0, "DescribeGroups v{v}");
+        }
     }
     for v in versions(conn, ApiKey::ListGroups) {
         let response = call(conn, &ListGroupsRequest::default(), v).await;

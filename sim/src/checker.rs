@@ -67,6 +67,8 @@ pub struct Findings {
     /// Multi-node worlds: why no leader or no metadata commit came within the bound after
     /// healing.
     pub quorum_liveness: Option<String>,
+    /// Values sent without an answer (acks=0) and neither failed nor stored at the end.
+    pub sent_lost: Vec<String>,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -130,6 +132,11 @@ impl Findings {
             self.quorum.committed_conflicts,
             "committed metadata conflicts",
         );
+        add(
+            Check::Sent,
+            self.sent_lost.len(),
+            "sent writes (never answered) lost",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -190,6 +197,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     let mut committed_reads: BTreeMap<(i32, i64), (&str, i64, u64)> = BTreeMap::new();
     // (consumer, partition) → last offset read in the current session.
     let mut positions: BTreeMap<(u32, i32), i64> = BTreeMap::new();
+    let mut failed_ops: BTreeSet<u64> = BTreeSet::new();
     for entry in entries {
         let at_ms = entry.at_ms;
         match &entry.event {
@@ -231,7 +239,10 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                     }
                 }
             }
-            Event::Fail { .. } => findings.failed += 1,
+            Event::Fail { op, .. } => {
+                findings.failed += 1;
+                failed_ops.insert(*op);
+            }
             Event::Read {
                 consumer,
                 partition,
@@ -302,6 +313,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             | Event::AdminAck { .. }
             | Event::AdminFail { .. }
             | Event::Inject(_)
+            | Event::Scheduled(_)
             | Event::Fault(_)
             | Event::Heal(_)
             | Event::Note(_) => {}
@@ -329,6 +341,20 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
         if !stored.contains_key(v) {
             findings.evidence(Check::Lost, *acked_ms);
             findings.lost.push(v.to_string());
+        }
+    }
+    // Sent and never answered: what a fire-and-forget producer reports as sent. (A producer
+    // that waits for answers ends every batch with an ack or a failure; the liveness probe's
+    // unanswered batches are liveness's business.)
+    for (v, w) in &written {
+        let liveness = w.op >> 40 == (u32::MAX as u64) >> 8;
+        if w.acked_ms.is_none()
+            && !liveness
+            && !failed_ops.contains(&w.op)
+            && !stored.contains_key(v)
+        {
+            findings.evidence(Check::Sent, end_ms);
+            push_example(&mut findings.sent_lost, || v.to_string());
         }
     }
     findings.duplicated = stored
@@ -508,6 +534,29 @@ mod tests {
         assert!(f
             .first_evidence_ms(&crate::scenario::Check::all())
             .is_some());
+    }
+
+    #[test]
+    fn a_fire_and_forget_write_missing_at_the_end_is_sent_and_lost() {
+        // Batch 1 was never answered (acks=0), batch 2 failed, batch 3 was answered: only the
+        // missing value of batch 1 counts, and only under the `sent` check.
+        let entries = vec![
+            invoke(1, &["a", "b"]),
+            invoke(2, &["c"]),
+            at(Event::Fail {
+                op: 2,
+                error: "timed out".into(),
+            }),
+            invoke(3, &["d"]),
+            at(Event::Ack { op: 3, offset: 1 }),
+        ];
+        let f = check(&entries, &final_read(0, &[(0, "a"), (1, "d")]), None);
+        assert_eq!(f.sent_lost, vec!["b".to_string()]);
+        assert!(f.violations(&Check::all()).is_empty(), "{f:?}");
+        assert_eq!(
+            f.violations(&[Check::Sent]),
+            vec!["1 sent writes (never answered) lost".to_string()]
+        );
     }
 
     #[test]

@@ -113,6 +113,7 @@ mod tests {
             panic: None,
             injected,
             evidence_ms,
+            swarm: false,
         }
     }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::scenario::FaultKind;
+use crate::scenario::{FaultKind, TimedFault};
 
 /// A produced value is `p{producer}-{batch}-{record}`: unique across the run, so the checker can
 /// tell every write apart.
@@ -97,6 +97,9 @@ pub enum Event {
     /// The nemesis is about to inject a fault of this kind (for fault coverage); a `Fault`
     /// note saying what exactly follows.
     Inject(FaultKind),
+    /// The nemesis starts this fault: kind, node, time and how long it lasts. These entries are
+    /// the run's fault schedule, explicit: `shrink` replays and cuts them, `--html` draws them.
+    Scheduled(TimedFault),
     /// The nemesis injected a fault.
     Fault(String),
     /// A fault ended (or a stopped broker came back).

@@ -11,11 +11,16 @@ pub mod checker;
 pub mod clock;
 pub mod coverage;
 pub mod history;
+pub mod html;
 pub mod metadata_check;
 pub mod producer;
+pub mod progress;
 pub mod quorum_check;
 pub mod report;
 pub mod scenario;
+pub mod shrink;
+pub mod swarm;
+pub mod verdict;
 pub mod workload;
 
 #[cfg(madsim)]

@@ -35,6 +35,29 @@ mod cli {
             /// Also print the whole history, one event a line.
             #[arg(long)]
             trace: bool,
+            /// Run the seed's swarm configuration (as `sweep --swarm` did).
+            #[arg(long)]
+            swarm: bool,
+            /// Write a picture of the run here: one self-contained HTML page (a space-time
+            /// diagram of every node and client, the violations and their witnesses).
+            #[arg(long)]
+            html: Option<PathBuf>,
+        },
+        /// Shrink a failing seed to the smallest fault schedule that still fails the same
+        /// check; print it as a scenario file (TOML with a `timeline`) that fails on replay.
+        Shrink {
+            scenario: PathBuf,
+            #[arg(long)]
+            seed: u64,
+            /// Shrink the seed's swarm configuration (as `sweep --swarm` ran it).
+            #[arg(long)]
+            swarm: bool,
+            /// At most this many simulation runs.
+            #[arg(long, default_value_t = 200)]
+            max_runs: usize,
+            /// Write the shrunk scenario here instead of to standard output.
+            #[arg(long)]
+            out: Option<PathBuf>,
         },
         /// Run many seeds of many scenarios; exit non-zero on any violation.
         Sweep {
@@ -58,9 +81,87 @@ mod cli {
             /// in flight per producer): the "before" column of the catch-rate table.
             #[arg(long)]
             baseline: bool,
+            /// Swarm testing: per seed, only a random subset of each scenario's fault kinds, at
+            /// random rates, drawn from the seed (replay with `run --swarm`).
+            #[arg(long)]
+            swarm: bool,
+        },
+        /// Judge your own settings: run the standard fault suite (process kill, power loss,
+        /// network partition, disk faults, leader failover) against them and say, class by
+        /// class, whether data the client was told about can be lost. Exits 1 if any can.
+        Check {
+            /// Your broker's server.properties.
+            #[arg(long)]
+            config: PathBuf,
+            /// Topic-level settings, k=v,k=v (replication.factor is accepted here too).
+            #[arg(long)]
+            topic_config: Option<String>,
+            /// Producer settings, k=v,k=v (acks, enable.idempotence, retries,
+            /// max.in.flight.requests.per.connection).
+            #[arg(long)]
+            producer: Option<String>,
+            /// Seeds per fault class.
+            #[arg(long, default_value = "1..=20")]
+            seeds: String,
+            /// Where the shrunk schedules of unsafe classes are written.
+            #[arg(long, default_value = "target/sim-check")]
+            out_dir: PathBuf,
         },
         /// List the bugs `sweep --plant` can plant.
         Plants,
+    }
+
+    /// `cargo sim shrink`: the shrunk scenario to stdout (or `out`), the progress to stderr.
+    fn shrink_cli(
+        path: &std::path::Path,
+        seed: u64,
+        swarm: bool,
+        max_runs: usize,
+        out: Option<&std::path::Path>,
+    ) -> Result<(), String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let base: toml::Value =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let shrunk = weir_sim::shrink::shrink(&base, &name, seed, swarm, max_runs, &mut |m| {
+            eprintln!("{m}")
+        })?;
+        let (b, a) = (&shrunk.before, &shrunk.after);
+        let shown = out.map_or("shrunk.toml".to_string(), |p| p.display().to_string());
+        let header = format!(
+            "# Shrunk from {} --seed {seed}{}: fails `{}` with {} faults and {} narrow-window \
+             points\n# (was {} and {}), {} s instead of {} s; {} runs. Replay:\n#   {}\n",
+            path.display(),
+            if swarm { " --swarm" } else { "" },
+            shrunk.target,
+            a.faults.len(),
+            a.points.len(),
+            b.faults.len(),
+            b.points.len(),
+            a.duration_secs,
+            b.duration_secs,
+            shrunk.runs,
+            report::replay_command(&shown, seed, false)
+        );
+        let file = format!("{header}{}", shrunk.toml);
+        match out {
+            Some(p) => std::fs::write(p, &file).map_err(|e| format!("{}: {e}", p.display()))?,
+            None => print!("{file}"),
+        }
+        eprintln!(
+            "shrunk: {} → {} faults ({} → {} with narrow-window points), fails {} on replay \
+             (trace_hash {:016x})",
+            b.faults.len(),
+            a.faults.len(),
+            b.size(),
+            a.size(),
+            shrunk.target,
+            shrunk.outcome.trace_hash
+        );
+        Ok(())
     }
 
     pub fn main() -> ExitCode {
@@ -71,17 +172,35 @@ mod cli {
                 seed,
                 json,
                 trace,
+                swarm,
+                html,
             } => {
-                let loaded = match Scenario::load(&scenario) {
+                let mut loaded = match Scenario::load(&scenario) {
                     Ok(s) => s,
                     Err(e) => {
                         eprintln!("error: {e}");
                         return ExitCode::from(2);
                     }
                 };
-                let outcome = sweep::run_isolated(&loaded, seed);
+                if swarm {
+                    weir_sim::swarm::apply(&mut loaded, seed);
+                }
+                let mut outcome = sweep::run_isolated(&loaded, seed);
+                outcome.swarm = swarm;
                 if trace {
                     print!("{}", report::trace(&outcome));
+                }
+                if let Some(path) = &html {
+                    let page = weir_sim::html::page(
+                        &outcome,
+                        loaded.cluster.brokers,
+                        &scenario.display().to_string(),
+                    );
+                    if let Err(e) = std::fs::write(path, page) {
+                        eprintln!("error: {}: {e}", path.display());
+                        return ExitCode::from(2);
+                    }
+                    eprintln!("wrote {}", path.display());
                 }
                 if json {
                     println!("{}", report::json(&outcome));
@@ -97,6 +216,56 @@ mod cli {
                     ExitCode::FAILURE
                 }
             }
+            Command::Shrink {
+                scenario,
+                seed,
+                swarm,
+                max_runs,
+                out,
+            } => match shrink_cli(&scenario, seed, swarm, max_runs, out.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            },
+            Command::Check {
+                config,
+                topic_config,
+                producer,
+                seeds,
+                out_dir,
+            } => {
+                use weir_sim::verdict;
+                let run = || -> Result<bool, String> {
+                    let text = std::fs::read_to_string(&config)
+                        .map_err(|e| format!("{}: {e}", config.display()))?;
+                    let user = verdict::UserConfig {
+                        broker: verdict::parse_properties(&text)
+                            .map_err(|e| format!("{}: {e}", config.display()))?,
+                        topic: verdict::parse_pairs(topic_config.as_deref().unwrap_or(""))?,
+                        producer: verdict::parse_pairs(producer.as_deref().unwrap_or(""))?,
+                    };
+                    let seeds = sweep::parse_seeds(&seeds)?;
+                    let results =
+                        verdict::check(&user, &seeds, &out_dir, &mut |m| eprintln!("{m}"))?;
+                    print!("{}", verdict::render(&user, &results));
+                    Ok(!results.iter().any(|(_, v)| {
+                        matches!(
+                            v,
+                            verdict::Verdict::Unsafe { .. } | verdict::Verdict::Dropped { .. }
+                        )
+                    }))
+                };
+                match run() {
+                    Ok(true) => ExitCode::SUCCESS,
+                    Ok(false) => ExitCode::FAILURE,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        ExitCode::from(2)
+                    }
+                }
+            }
             Command::Plants => {
                 for (name, _) in weir::config::PlantedBug::NAMES {
                     println!("{name}");
@@ -110,6 +279,7 @@ mod cli {
                 junit,
                 plant,
                 baseline,
+                swarm,
             } => {
                 let run = || -> Result<bool, String> {
                     let seeds = sweep::parse_seeds(&seeds)?;
@@ -124,6 +294,7 @@ mod cli {
                         sweep::Options {
                             plant: plant.as_deref(),
                             baseline,
+                            swarm,
                         },
                     )?;
                     let runs = summary.cases.len();
@@ -142,10 +313,27 @@ mod cli {
                         let caught: usize = summary.plant_catches.iter().map(|c| c.2).sum();
                         let scenarios = summary.plant_catches.iter().filter(|c| c.2 > 0).count();
                         let first = summary.plant_catches.iter().filter_map(|c| c.3).min();
+                        // Seeds to first detection, per scenario, a scenario that never caught
+                        // it counted as one more seed than it ran (censored).
+                        let to_first: Vec<usize> = summary
+                            .plant_catches
+                            .iter()
+                            .map(|c| {
+                                c.3.map_or(c.1 + 1, |s| {
+                                    seeds
+                                        .iter()
+                                        .position(|&x| x == s)
+                                        .map_or(c.1 + 1, |p| p + 1)
+                                })
+                            })
+                            .collect();
+                        let mean =
+                            to_first.iter().sum::<usize>() as f64 / to_first.len().max(1) as f64;
                         println!(
-                            "plant-catch: {bug} caught in {caught}/{runs} runs, {scenarios}/{} scenarios, first seed {}",
+                            "plant-catch: {bug} caught in {caught}/{runs} runs, {scenarios}/{} scenarios, first seed {}, mean seeds to first detection {mean:.1}{}",
                             summary.plant_catches.len(),
-                            first.map_or("-".to_string(), |s| s.to_string())
+                            first.map_or("-".to_string(), |s| s.to_string()),
+                            if swarm { " (swarm)" } else { "" }
                         );
                     }
                     if let Some(path) = junit {

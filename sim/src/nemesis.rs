@@ -171,6 +171,16 @@ impl Nemesis {
     pub async fn inject(&self, kind: FaultKind, index: usize, duration: Duration) {
         self.history
             .record(self.clock.now_ms(), Event::Inject(kind));
+        // The schedule, explicit (shrinking replays it, `--html` draws it).
+        self.history.record(
+            self.clock.now_ms(),
+            Event::Scheduled(crate::scenario::TimedFault {
+                at_ms: self.clock.now_ms(),
+                fault: kind,
+                node: index as u32,
+                duration_ms: Some(duration.as_millis() as u64),
+            }),
+        );
         match kind.at_leader() {
             None => self.apply(kind, index, duration, false).await,
             Some(base) => {

@@ -27,11 +27,20 @@ pub struct RunOutcome {
     pub injected: Vec<(crate::scenario::FaultKind, u64)>,
     /// When the first evidence of a violation appeared (run ms), if the run violated anything.
     pub evidence_ms: Option<u64>,
+    /// Run with the seed's swarm configuration (`--swarm`): replaying needs the flag too.
+    pub swarm: bool,
 }
 
 /// The one command that replays a run exactly.
-pub fn replay_command(scenario_path: &str, seed: u64) -> String {
-    format!("cargo sim run {scenario_path} --seed {seed}")
+pub fn replay_command(scenario_path: &str, seed: u64, swarm: bool) -> String {
+    let swarm = if swarm { " --swarm" } else { "" };
+    format!("cargo sim run {scenario_path} --seed {seed}{swarm}")
+}
+
+/// The command that shrinks a failing run to its smallest failing fault schedule.
+pub fn shrink_command(scenario_path: &str, seed: u64, swarm: bool) -> String {
+    let swarm = if swarm { " --swarm" } else { "" };
+    format!("cargo sim shrink {scenario_path} --seed {seed}{swarm}")
 }
 
 pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
@@ -69,6 +78,7 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("metadata", &f.metadata),
         ("two leaders", &f.quorum.leaders),
         ("committed metadata", &f.quorum.committed),
+        ("sent and lost", &f.sent_lost),
     ] {
         if !examples.is_empty() {
             let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();
@@ -85,7 +95,12 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         let _ = writeln!(
             s,
             "  replay: {}",
-            replay_command(scenario_path, outcome.seed)
+            replay_command(scenario_path, outcome.seed, outcome.swarm)
+        );
+        let _ = writeln!(
+            s,
+            "  shrink: {}",
+            shrink_command(scenario_path, outcome.seed, outcome.swarm)
         );
     }
     s
@@ -110,6 +125,7 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "lost_reads": f.lost_reads.len(),
         "uncommitted": f.uncommitted.len(),
         "misordered": f.misordered.len(),
+        "sent_lost": f.sent_lost.len(),
         "evidence_ms": outcome.evidence_ms,
         "liveness": f.liveness,
         "leader_conflicts": f.quorum.leader_conflicts,
@@ -165,7 +181,7 @@ pub fn junit(cases: &[CaseResult], extra_failures: &[(String, String)]) -> Strin
                 r#"<failure message="{}">{}&#10;replay: {}</failure>"#,
                 xml_escape(&o.violations.join("; ")),
                 xml_escape(&o.violations.join("\n")),
-                xml_escape(&replay_command(&c.scenario_path, o.seed))
+                xml_escape(&replay_command(&c.scenario_path, o.seed, o.swarm))
             );
         }
         let _ = writeln!(
@@ -232,6 +248,7 @@ mod tests {
             panic: None,
             injected: Vec::new(),
             evidence_ms: None,
+            swarm: false,
         }
     }
 

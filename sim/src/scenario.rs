@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +103,10 @@ pub enum Check {
     /// bound (multi-node worlds).
     #[serde(rename = "quorum-liveness")]
     QuorumLiveness,
+    /// A value a producer sent and was never told about (acks=0: fire and forget, which the
+    /// client reports as sent) is missing from the final read. Not in the default checks: it
+    /// judges the producer's settings, not the broker (`cargo sim check` uses it).
+    Sent,
 }
 
 impl Check {
@@ -417,7 +421,7 @@ fn default_loss() -> f64 {
     0.1
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
     /// Kill the broker process and restart it: the OS keeps every write.
@@ -477,7 +481,7 @@ impl FaultKind {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TimedFault {
     pub at_ms: u64,
@@ -486,7 +490,7 @@ pub struct TimedFault {
     #[serde(default)]
     pub node: u32,
     /// For faults that last; defaults to a random draw from `duration_ms`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
 }
 

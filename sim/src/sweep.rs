@@ -96,6 +96,8 @@ pub struct Options<'a> {
     /// Judge as the simulator did before reads counted as knowledge: only the original six
     /// checks, one produce request in flight per producer. For before/after measurements.
     pub baseline: bool,
+    /// Swarm testing: each seed runs its own random subset of the fault kinds (`swarm.rs`).
+    pub swarm: bool,
 }
 
 /// The checks the simulator had before `lost-read`, `uncommitted` and `order`.
@@ -152,6 +154,8 @@ pub fn sweep(
             })
             .collect(),
     );
+    let total = queue.lock().unwrap().len();
+    let progress = crate::progress::Progress::new(total, crate::progress::wanted());
     let results: Mutex<Vec<(usize, RunOutcome)>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
@@ -160,7 +164,14 @@ pub fn sweep(
                     return;
                 };
                 let (path, scenario) = &scenarios[index];
-                let mut outcome = run_isolated(scenario, seed);
+                let mut outcome = if options.swarm {
+                    let mut narrowed = scenario.clone();
+                    crate::swarm::apply(&mut narrowed, seed);
+                    run_isolated(&narrowed, seed)
+                } else {
+                    run_isolated(scenario, seed)
+                };
+                outcome.swarm = options.swarm;
                 // With --plant every catch is expected and counted, not shown.
                 let quiet = plant.is_some();
                 // A sweep keeps verdicts, not histories: thousands of them would not fit.
@@ -174,23 +185,30 @@ pub fn sweep(
                         .filter(|(i, o): &&(usize, RunOutcome)| *i == index && !o.passed)
                         .count();
                     match scenario.expect {
-                        Expect::Safe => eprint!("VIOLATION: {}", report::summary(&outcome, path)),
+                        Expect::Safe => {
+                            progress.clear();
+                            eprint!("VIOLATION: {}", report::summary(&outcome, path))
+                        }
                         Expect::Unsafe if caught_before < SHOWN_EXPECTED && !quiet => {
+                            progress.clear();
                             eprint!("caught (expected): {}", report::summary(&outcome, path))
                         }
                         Expect::Unsafe => {}
                     }
                 }
+                progress.tick(!outcome.passed);
                 results.push((index, outcome));
             });
         }
     });
+    progress.clear();
     let mut results = results.into_inner().unwrap();
     results.sort_by_key(|(i, o)| (*i, o.seed));
     let mut cases = Vec::new();
     let mut scenario_failures = Vec::new();
     let mut coverage = FaultCoverage::default();
     let mut plant_catches = Vec::new();
+    let mut rows = Vec::new();
     for (index, (path, scenario)) in scenarios.iter().enumerate() {
         let runs: Vec<&RunOutcome> = results
             .iter()
@@ -223,15 +241,15 @@ pub fn sweep(
                 "FAILED (nothing caught: the checker has no teeth here)".to_string()
             }
         };
-        println!(
-            "{:<40} {:>5} seeds  {:>4} violating  {:>8.0} sim s  {:>7.1} wall s  {:>6.0}x  {verdict}",
-            scenario.name,
-            runs.len(),
+        rows.push(crate::progress::Row {
+            scenario: scenario.name.clone(),
+            seeds: runs.len(),
             violating,
-            sim,
-            wall,
-            sim / wall.max(1e-9)
-        );
+            first_violating: runs.iter().find(|o| !o.passed).map(|o| o.seed),
+            simulated_secs: sim,
+            wall_secs: wall,
+            verdict,
+        });
         for o in runs {
             cases.push(CaseResult {
                 scenario_path: path.clone(),
@@ -240,6 +258,7 @@ pub fn sweep(
             });
         }
     }
+    print!("{}", crate::progress::table(&rows));
     Ok(SweepSummary {
         cases,
         coverage,

@@ -187,7 +187,14 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f.lost_reads.clear();
             f.duplicated.clear();
             f.misordered.clear();
-            for c in [Check::Lost, Check::LostRead, Check::Duplicate, Check::Order] {
+            f.sent_lost.clear();
+            for c in [
+                Check::Lost,
+                Check::LostRead,
+                Check::Duplicate,
+                Check::Order,
+                Check::Sent,
+            ] {
                 f.evidence_ms.remove(&c);
             }
             f
@@ -251,6 +258,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         trace_hash: trace_hash(&entries),
         injected,
         evidence_ms,
+        swarm: false,
         events: entries.len(),
         faults,
         simulated_secs,

@@ -30,7 +30,6 @@ pub(super) async fn create_topics(
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
-    let node = broker.config.node_id;
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
@@ -39,6 +38,7 @@ pub(super) async fn create_topics(
             partitions: topic.num_partitions,
             replication_factor: topic.replication_factor,
             configs: BTreeMap::new(),
+            assignments: Vec::new(),
         };
         let mut invalid = None;
         for config in &topic.configs {
@@ -50,20 +50,24 @@ pub(super) async fn create_topics(
             }
         }
         if !topic.assignments.is_empty() {
-            // Manual assignment: every replica must be this node.
-            let foreign = topic
-                .assignments
+            // Manual assignment: partition indexes 0..n, each with its replicas.
+            let mut assignments: Vec<_> = topic.assignments.iter().collect();
+            assignments.sort_by_key(|a| a.partition_index);
+            let consecutive = assignments
                 .iter()
-                .flat_map(|a| a.broker_ids.iter())
-                .any(|b| b.0 != node);
-            if foreign || topic.num_partitions != -1 || topic.replication_factor != -1 {
+                .enumerate()
+                .all(|(i, a)| a.partition_index == i as i32);
+            if !consecutive {
                 result.error_code = ResponseError::InvalidReplicaAssignment.code();
-                result.error_message = message("replica assignment must name only this broker, with numPartitions and replicationFactor -1");
+                result.error_message =
+                    message("partitions should be a consecutive 0-based integer sequence");
                 results.push(result);
                 continue;
             }
-            new.partitions = topic.assignments.len() as i32;
-            new.replication_factor = topic.assignments[0].broker_ids.len() as i16;
+            new.assignments = assignments
+                .iter()
+                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                .collect();
         }
         if let Some(why) = invalid {
             result.error_code = ResponseError::InvalidConfig.code();
@@ -87,6 +91,10 @@ pub(super) async fn create_topics(
                         },
                         |t| t.partitions,
                     );
+                    let manual_partitions = new.assignments.len() as i32;
+                    if created.is_none() && manual_partitions > 0 {
+                        result.num_partitions = manual_partitions;
+                    }
                     result.replication_factor = created.map_or(
                         if new.replication_factor == -1 {
                             broker.config.default_replication_factor
@@ -95,6 +103,9 @@ pub(super) async fn create_topics(
                         },
                         |t| t.replication_factor,
                     );
+                    if created.is_none() && !new.assignments.is_empty() {
+                        result.replication_factor = new.assignments[0].len() as i16;
+                    }
                     let effective = broker
                         .controller
                         .topic_defaults()
@@ -214,18 +225,18 @@ pub(super) async fn create_partitions(
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut r = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
-        let foreign = topic
+        // Null (and, leniently, empty) means "place them for me".
+        let assignments: Option<Vec<Vec<i32>>> = topic
             .assignments
-            .iter()
-            .flatten()
-            .flat_map(|a| a.broker_ids.iter())
-            .any(|b| b.0 != broker.config.node_id);
-        let outcome = if foreign {
-            Err((
-                ResponseError::InvalidReplicaAssignment,
-                "replicas must be on this broker".to_string(),
-            ))
-        } else if name == crate::group::OFFSETS_TOPIC {
+            .as_ref()
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                a.iter()
+                    .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            });
+        let entropy = broker.io.rng.next_u64();
+        let outcome = if name == crate::group::OFFSETS_TOPIC {
             // Groups are placed by hashing over the partition count: changing it moves them.
             Err((
                 ResponseError::InvalidTopicException,
@@ -235,7 +246,13 @@ pub(super) async fn create_partitions(
             broker
                 .change_metadata(req.validate_only, |controller, image| {
                     Ok((
-                        vec![controller.create_partitions(image, &name, topic.count)?],
+                        controller.create_partitions(
+                            image,
+                            &name,
+                            topic.count,
+                            assignments.as_deref(),
+                            entropy,
+                        )?,
                         (),
                     ))
                 })

@@ -4,6 +4,10 @@
 //! same `Partition::append` path as produces, fsyncs with `weir.fsync.before.ack`), runs the
 //! core's timers, replays the offsets log at start and creates it on first use.
 //!
+//! An offsets-log append counts as done when the partition's high watermark passes it, as an
+//! acks=all produce does (Kafka writes group records with acks=-1): the driver waits through
+//! the partition's delayed operations, bounded by `offsets.commit.timeout.ms`' default.
+//!
 //! Waiting is per request: a parked JoinGroup or SyncGroup waits on its own channel, answered
 //! when its group's own events (another member's join, the leader's sync, a timer of that
 //! group) complete it. The timer task sleeps until the core's earliest deadline; a request that
@@ -15,7 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::{oneshot, Notify};
 
-use super::{Broker, PartitionHandle};
+use super::{delayed, Broker, PartitionHandle};
 use crate::group::{
     Action, AppendError, AppendToken, Coordinator, GroupConfig, GroupError, OffsetRecord,
     RequestId, Response, OFFSETS_TOPIC,
@@ -43,11 +47,17 @@ pub(super) struct Groups {
     timer_wake: Notify,
 }
 
-/// An offsets-log append that still needs its fsync before it counts as committed.
+/// How long an offsets-log append may wait for the high watermark (Kafka's default
+/// `offsets.commit.timeout.ms`); past it the commit fails with COORDINATOR_NOT_AVAILABLE.
+const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// An offsets-log append not yet committed: it needs its fsync, or the high watermark to pass
+/// it, before it counts.
 struct Flush {
     token: AppendToken,
     handle: Arc<PartitionHandle>,
     up_to: i64,
+    fsync: bool,
 }
 
 pub(super) fn group_config(config: &crate::config::ServerConfig) -> GroupConfig {
@@ -87,6 +97,26 @@ impl Groups {
 
     pub(super) fn has_offsets_topic(&self, group_id: &str) -> bool {
         self.lock().core.partition_of(group_id).is_some()
+    }
+}
+
+/// An offsets-log append made: the offset after it, whether it needs an fsync before it
+/// counts, and whether the high watermark already passed it.
+struct OffsetsAppended {
+    handle: Arc<PartitionHandle>,
+    up_to: i64,
+    fsync: bool,
+    committed: bool,
+}
+
+/// A failed wait for the high watermark, as a group write's error.
+fn wait_error(e: delayed::WaitError) -> AppendError {
+    match e {
+        delayed::WaitError::Closed(delayed::Closed::Offline) => AppendError::Storage,
+        delayed::WaitError::NotLeader | delayed::WaitError::Closed(_) => AppendError::NotLeader,
+        delayed::WaitError::TimedOut
+        | delayed::WaitError::Cancelled
+        | delayed::WaitError::Full(_) => AppendError::Timeout,
     }
 }
 
@@ -131,7 +161,6 @@ impl Broker {
     fn run_group_actions(&self, inner: &mut Inner, actions: Vec<Action>, now: i64) -> Vec<Flush> {
         let mut queue: VecDeque<Action> = actions.into();
         let mut flushes = Vec::new();
-        let mut appended = false;
         while let Some(action) = queue.pop_front() {
             match action {
                 Action::Respond(id, response) => {
@@ -145,24 +174,18 @@ impl Broker {
                     token,
                     records,
                 } => match self.append_offsets(partition, &records, now) {
-                    Ok((_, _, false)) => {
-                        appended = true;
+                    Ok(appended) if !appended.fsync && appended.committed => {
                         queue.extend(inner.core.append_done(token, Ok(()), now));
                     }
-                    Ok((handle, up_to, true)) => {
-                        appended = true;
-                        flushes.push(Flush {
-                            token,
-                            handle,
-                            up_to,
-                        });
-                    }
+                    Ok(appended) => flushes.push(Flush {
+                        token,
+                        handle: appended.handle,
+                        up_to: appended.up_to,
+                        fsync: appended.fsync,
+                    }),
                     Err(e) => queue.extend(inner.core.append_done(token, Err(e), now)),
                 },
             }
-        }
-        if appended {
-            self.appended.notify_waiters();
         }
         if let Some(next) = inner.core.next_deadline() {
             if next < inner.timer_planned {
@@ -176,21 +199,12 @@ impl Broker {
     async fn finish_flushes(&self, mut flushes: Vec<Flush>) {
         // Each round's completions may append again (a failed sync rebalances and persists).
         while !flushes.is_empty() {
-            let results = crate::io::join_all(
-                flushes
-                    .iter()
-                    .map(|f| self.flush_partition(&f.handle, f.up_to))
-                    .collect(),
-            )
-            .await;
+            let results =
+                crate::io::join_all(flushes.iter().map(|f| self.commit_offsets(f)).collect()).await;
             let now = self.io.clock.wall_ms();
             let mut inner = self.groups.lock();
             let mut next = Vec::new();
             for (flush, result) in flushes.iter().zip(results) {
-                let result = result.map_err(|e| {
-                    tracing::error!(error = %e, "fsync of __consumer_offsets failed");
-                    AppendError::Storage
-                });
                 let actions = inner.core.append_done(flush.token, result, now);
                 next.extend(self.run_group_actions(&mut inner, actions, now));
             }
@@ -198,14 +212,40 @@ impl Broker {
         }
     }
 
-    /// Appends group records as one batch to `__consumer_offsets-partition`: (handle, offset
-    /// to fsync up to, whether an fsync is needed before it counts as committed).
+    /// Makes one offsets-log append count: its fsync if it needs one, then the wait for the
+    /// partition's high watermark to pass it.
+    async fn commit_offsets(&self, flush: &Flush) -> Result<(), AppendError> {
+        if flush.fsync {
+            self.flush_partition(&flush.handle, flush.up_to)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "fsync of __consumer_offsets failed");
+                    AppendError::Storage
+                })?;
+        }
+        let reservation = flush.handle.waiters.reserve_produce().map_err(wait_error)?;
+        let mut waits = [reservation.wait_for(flush.up_to)];
+        let deadline = self.io.clock.monotonic() + OFFSETS_COMMIT_TIMEOUT;
+        let never = delayed::ConnectionGone::never();
+        let [result] = delayed::wait_produce(self.io.clock.as_ref(), &mut waits, deadline, &never)
+            .await
+            .try_into()
+            .expect("one wait, one result");
+        match result {
+            Ok(delayed::Committed::InSync) => Ok(()),
+            // Kafka turns NOT_ENOUGH_REPLICAS_AFTER_APPEND into COORDINATOR_NOT_AVAILABLE.
+            Ok(delayed::Committed::BelowMinIsr) => Err(AppendError::Timeout),
+            Err(e) => Err(wait_error(e)),
+        }
+    }
+
+    /// Appends group records as one batch to `__consumer_offsets-partition`.
     fn append_offsets(
         &self,
         partition: i32,
         records: &[OffsetRecord],
         now: i64,
-    ) -> Result<(Arc<PartitionHandle>, i64, bool), AppendError> {
+    ) -> Result<OffsetsAppended, AppendError> {
         let Some(handle) = self.partition(OFFSETS_TOPIC, partition) else {
             return Err(AppendError::NotLeader);
         };
@@ -229,6 +269,7 @@ impl Broker {
         }
         let appended = p.append(&bytes, now).map_err(|e| match e {
             ProduceError::MessageTooLarge { .. } => AppendError::TooLarge,
+            ProduceError::NotLeader => AppendError::NotLeader,
             ProduceError::Storage(e) => {
                 tracing::error!(error = %e, "append to __consumer_offsets failed");
                 AppendError::Storage
@@ -236,11 +277,18 @@ impl Broker {
             other => panic!("the coordinator built an invalid batch: {other:?}"),
         })?;
         let config = p.config();
-        let flush = self.config.fsync_before_ack
+        let fsync = self.config.fsync_before_ack
             || p.log()
                 .flush_due(config.flush_messages, config.flush_ms, now);
+        let up_to = appended.last_offset + 1;
+        let committed = p.high_watermark() >= up_to;
         drop(p);
-        Ok((handle, appended.last_offset + 1, flush))
+        Ok(OffsetsAppended {
+            handle,
+            up_to,
+            fsync,
+            committed,
+        })
     }
 
     /// Makes `__consumer_offsets` exist (created on first use, as Kafka does), with its
@@ -249,7 +297,7 @@ impl Broker {
         if self.image().topic(OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
-        let live_brokers = 1;
+        let live_brokers = self.image().live_brokers().count().max(1) as i16;
         let mut configs = BTreeMap::new();
         configs.insert("cleanup.policy".to_string(), "compact".to_string());
         configs.insert("compression.type".to_string(), "producer".to_string());
@@ -265,6 +313,7 @@ impl Broker {
                 .offsets_topic_replication_factor
                 .min(live_brokers),
             configs,
+            ..Default::default()
         };
         match self.create_topic(new, false).await {
             Ok(()) => {

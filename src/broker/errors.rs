@@ -6,7 +6,7 @@ use super::CommitError;
 use crate::controller::ControllerError;
 use crate::group::GroupError;
 use crate::log::ReadError;
-use crate::replica::ProduceError;
+use crate::replica::{EpochRefusal, ProduceError};
 
 pub fn controller(e: &ControllerError) -> ResponseError {
     match e {
@@ -18,6 +18,23 @@ pub fn controller(e: &ControllerError) -> ResponseError {
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         ControllerError::TopicDeletionDisabled => ResponseError::TopicDeletionDisabled,
         ControllerError::TooLarge => ResponseError::PolicyViolation,
+        ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        ControllerError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        ControllerError::UnknownTopicId(_) => ResponseError::UnknownTopicId,
+        ControllerError::StaleBrokerEpoch(_) => ResponseError::StaleBrokerEpoch,
+        ControllerError::DuplicateBrokerRegistration(_) => {
+            ResponseError::DuplicateBrokerRegistration
+        }
+        ControllerError::NotController(_) => ResponseError::NotController,
+        ControllerError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch,
+        ControllerError::InvalidUpdateVersion(_) => ResponseError::InvalidUpdateVersion,
+        ControllerError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
+        ControllerError::PreferredLeaderNotAvailable(_) => {
+            ResponseError::PreferredLeaderNotAvailable
+        }
+        ControllerError::EligibleLeadersNotAvailable(_) => {
+            ResponseError::EligibleLeadersNotAvailable
+        }
     }
 }
 
@@ -39,7 +56,17 @@ pub fn produce(e: &ProduceError) -> ResponseError {
         ProduceError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         ProduceError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        ProduceError::NotLeader => ResponseError::NotLeaderOrFollower,
         ProduceError::Storage(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn epoch(e: &EpochRefusal) -> ResponseError {
+    match e {
+        EpochRefusal::Fenced => ResponseError::FencedLeaderEpoch,
+        EpochRefusal::Unknown => ResponseError::UnknownLeaderEpoch,
+        EpochRefusal::NotLeader => ResponseError::NotLeaderOrFollower,
+        EpochRefusal::OffsetOutOfRange => ResponseError::OffsetOutOfRange,
     }
 }
 

@@ -1,12 +1,20 @@
 //! Fetch (with long polling on `max_wait_ms` / `min_bytes`) and ListOffsets. Fetched records are
 //! the stored batch bytes, handed to the encoder as they are.
+//!
+//! A long poll is a delayed fetch (`delayed`): when the first read finds less than `min_bytes`,
+//! the request registers a waiter on every partition it reads, at its fetch offset, and sleeps
+//! on its own wake-up. Only those partitions' events wake it (the high watermark passing the
+//! offset for a consumer, the log end for a follower, a truncation, a close); it then reads
+//! them all again and answers once `min_bytes` is reached across them, or at `max_wait_ms`.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -16,6 +24,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::delayed::{self, FetchRegistration, FetchWake, Isolation, WaitError};
 use super::server::RequestContext;
 use super::{errors, Broker};
 use crate::config::ServerConfig;
@@ -30,6 +39,13 @@ struct Wanted {
     partition: i32,
     offset: i64,
     max_bytes: usize,
+    /// -1: not sent (before v9), no fencing check.
+    current_leader_epoch: i32,
+    /// -1: not sent (before v12), no divergence check.
+    last_fetched_epoch: i32,
+    /// A consumer asking a broker that does not lead the partition (followers fetch from the
+    /// leader; a replica's own fetches are not refused here).
+    not_leader: bool,
 }
 
 /// What a fetch may carry: (per partition, whole response) in bytes. Clients may ask for up
@@ -37,11 +53,7 @@ struct Wanted {
 /// fetch also at its own `replica.fetch.*` limits. Either may still be exceeded by the first
 /// batch, which is always returned whole (KIP-74).
 fn fetch_limits(config: &ServerConfig, req: &FetchRequest, version: i16) -> (usize, usize) {
-    let replica_id = if version >= 15 {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
-    };
+    let replica_id = replica_id(req, version);
     let mut partition_max = usize::MAX;
     let mut response_max = req.max_bytes.max(0) as usize;
     response_max = response_max.min(config.fetch_max_bytes);
@@ -52,6 +64,15 @@ fn fetch_limits(config: &ServerConfig, req: &FetchRequest, version: i16) -> (usi
     (partition_max, response_max)
 }
 
+/// The fetching replica's id (-1 for consumers); it moved into ReplicaState in v15.
+fn replica_id(req: &FetchRequest, version: i16) -> i32 {
+    if version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    }
+}
+
 pub(super) async fn handle(
     broker: &Broker,
     ctx: &RequestContext,
@@ -59,6 +80,12 @@ pub(super) async fn handle(
 ) -> FetchResponse {
     let (partition_cap, max_bytes) = fetch_limits(&broker.config, &req, ctx.version);
     let image = broker.image();
+    let replica = if ctx.version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let from_replica = replica >= 0;
     let mut wanted = Vec::new();
     for topic in &req.topics {
         let name = if ctx.version >= 13 {
@@ -73,25 +100,90 @@ pub(super) async fn handle(
                 partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes: (p.partition_max_bytes.max(0) as usize).min(partition_cap),
+                current_leader_epoch: if ctx.version >= 9 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                },
+                last_fetched_epoch: if ctx.version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                },
+                not_leader: !from_replica
+                    && name.as_deref().is_some_and(|t| {
+                        matches!(
+                            broker.leadership(t, p.partition),
+                            super::Leadership::NotLeader { .. }
+                        )
+                    }),
             });
         }
     }
     let max_wait = Duration::from_millis(req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP);
     // Waiting for more than may be sent would always wait out max_wait (Kafka caps it too).
     let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
-    let started = broker.io.clock.monotonic();
+    let deadline = broker.io.clock.monotonic() + max_wait;
+    // A follower's fetch waits for the log end; a consumer's for the high watermark.
+    let isolation = if replica_id(&req, ctx.version) >= 0 {
+        Isolation::LogEnd
+    } else {
+        Isolation::HighWatermark
+    };
+    let wake = FetchWake::new();
+    let mut registrations: Option<Vec<FetchRegistration>> = None;
     loop {
-        // Register for wake-ups before looking, so an append in between is not missed.
-        let notified = broker.appended.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
         let (partitions, bytes, errored) = read_all(broker, ctx, &wanted, max_bytes);
-        let waited = broker.io.clock.monotonic().saturating_sub(started);
-        if bytes >= min_bytes || errored || waited >= max_wait || wanted.is_empty() {
+        let done = bytes >= min_bytes
+            || errored
+            || wanted.is_empty()
+            || broker.io.clock.monotonic() >= deadline;
+        if done {
             return response(ctx, &wanted, partitions);
         }
-        broker.io.timeout(max_wait - waited, notified).await;
+        let Some(_) = &registrations else {
+            // Registered after the first read, then read again: an append in between is seen
+            // by the second read, any later one wakes a waiter.
+            match register(broker, &wanted, isolation, &wake) {
+                Ok(r) => registrations = Some(r),
+                Err(e) => {
+                    tracing::warn!(reason = ?e, "fetch answered without waiting");
+                    return response(ctx, &wanted, partitions);
+                }
+            }
+            continue;
+        };
+        match delayed::wait_fetch(broker.io.clock.as_ref(), &wake, deadline, &ctx.gone).await {
+            // Woken, or at the deadline: read again (and answer, at the deadline).
+            Ok(()) | Err(WaitError::TimedOut) => {}
+            // Nobody is left to read the answer.
+            Err(_) => return response(ctx, &wanted, partitions),
+        }
     }
+}
+
+/// A waiter on every partition the fetch reads, all waking `wake`. A partition that is gone
+/// or closed gets none: the next read reports it.
+fn register(
+    broker: &Broker,
+    wanted: &[Wanted],
+    isolation: Isolation,
+    wake: &FetchWake,
+) -> Result<Vec<FetchRegistration>, WaitError> {
+    let mut registrations = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let handle = w
+            .topic
+            .as_deref()
+            .and_then(|t| broker.partition(t, w.partition));
+        let Some(handle) = handle else { continue };
+        match handle.waiters.register_fetch(w.offset, isolation, wake) {
+            Ok(r) => registrations.push(r),
+            Err(WaitError::Closed(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(registrations)
 }
 
 fn read_all(
@@ -110,6 +202,12 @@ fn read_all(
             .with_partition_index(w.partition)
             .with_high_watermark(-1)
             .with_records(Some(Bytes::new()));
+        if w.not_leader {
+            data.error_code = ResponseError::NotLeaderOrFollower.code();
+            errored = true;
+            out.push(data);
+            continue;
+        }
         let handle = w
             .topic
             .as_deref()
@@ -132,6 +230,29 @@ fn read_all(
             continue;
         }
         let partition = handle.lock();
+        // Leader-epoch fencing and the KIP-320 divergence check come before any read; either
+        // answers at once (no long poll).
+        match partition.check_fetch_position(w.current_leader_epoch, w.offset, w.last_fetched_epoch)
+        {
+            Ok(None) => {}
+            Ok(Some(end)) => {
+                data.diverging_epoch = EpochEndOffset::default()
+                    .with_epoch(end.epoch)
+                    .with_end_offset(end.end_offset);
+                data.high_watermark = partition.high_watermark();
+                data.last_stable_offset = partition.high_watermark();
+                data.log_start_offset = partition.log_start_offset();
+                errored = true;
+                out.push(data);
+                continue;
+            }
+            Err(e) => {
+                data.error_code = errors::epoch(&e).code();
+                errored = true;
+                out.push(data);
+                continue;
+            }
+        }
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         let first_with_data = total == 0;
         if budget > 0 || first_with_data {
@@ -244,6 +365,14 @@ pub(super) fn list_offsets(
                 .map(|p| {
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
+                    // Offsets come from the leader (Kafka: also for followers' own lookups).
+                    if matches!(
+                        broker.leadership(&name, p.partition_index),
+                        super::Leadership::NotLeader { .. }
+                    ) {
+                        r.error_code = ResponseError::NotLeaderOrFollower.code();
+                        return r;
+                    }
                     let Some(handle) = broker.partition(&name, p.partition_index) else {
                         r.error_code = ResponseError::UnknownTopicOrPartition.code();
                         return r;

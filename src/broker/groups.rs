@@ -358,6 +358,12 @@ pub(super) async fn offset_commit(
         },
         generation: req.generation_id_or_member_epoch,
         retention_ms: if v <= 4 { req.retention_time_ms } else { -1 },
+        // Kafka's OffsetMetadataManager: v9 reports a missing group as such, for both protocols.
+        unknown_group: if v >= 9 {
+            GroupError::GroupIdNotFound
+        } else {
+            GroupError::IllegalGeneration
+        },
         offsets,
     };
     let mut errors_by_partition: std::collections::BTreeMap<(String, i32), i16> = unknown
@@ -660,6 +666,18 @@ pub(super) fn describe_groups(
                     wire
                 })
                 .collect();
+            // A group that does not exist is described as Dead; v6 (KIP-1043) also says so
+            // with GROUP_ID_NOT_FOUND and a message, as Kafka's GroupMetadataManager does.
+            if v >= 6 && d.error.is_none() && d.state == GroupState::Dead {
+                return describe_groups_response::DescribedGroup::default()
+                    .with_error_code(code(Some(GroupError::GroupIdNotFound)))
+                    .with_error_message(Some(s(format!(
+                        "Group {id} not found.",
+                        id = id.to_string()
+                    ))))
+                    .with_group_id(id.clone())
+                    .with_group_state(s(GroupState::Dead.name()));
+            }
             describe_groups_response::DescribedGroup::default()
                 .with_error_code(code(d.error))
                 .with_group_id(id.clone())

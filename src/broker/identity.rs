@@ -171,7 +171,7 @@ fn base64_url(bytes: &[u8]) -> String {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(madsim)))]
 mod tests {
     use std::sync::Arc;
 

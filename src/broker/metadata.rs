@@ -1,4 +1,6 @@
-//! Metadata (brokers, topics, partitions, leaders) and DescribeCluster.
+//! Metadata (brokers, topics, partitions, leaders) and DescribeCluster, answered from the
+//! image: the live (unfenced) brokers with their endpoint for the listener the client uses,
+//! and each partition's registration (leader, replicas, ISR, leader epoch, offline replicas).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -14,7 +16,34 @@ use uuid::Uuid;
 
 use super::server::RequestContext;
 use super::Broker;
-use crate::controller::{validate_topic_name, TopicMeta};
+use crate::controller::{validate_topic_name, MetadataImage, TopicMeta, NO_LEADER};
+
+/// The listener clients reach this broker on (Weir binds one client listener).
+fn client_listener(broker: &Broker) -> String {
+    broker
+        .config
+        .broker_endpoints()
+        .first()
+        .map(|e| e.listener_name.clone())
+        .unwrap_or_default()
+}
+
+/// Live brokers with an endpoint on `listener`: (id, host, port, rack, fenced), by id. With
+/// `fenced`, fenced brokers too (DescribeCluster's `include_fenced_brokers`).
+fn brokers(
+    image: &MetadataImage,
+    listener: &str,
+    fenced: bool,
+) -> Vec<(i32, String, u16, Option<String>, bool)> {
+    image
+        .brokers()
+        .filter(|b| fenced || !b.fenced)
+        .filter_map(|b| {
+            let e = b.endpoint(listener)?;
+            Some((b.id, e.host.clone(), e.port, b.rack.clone(), b.fenced))
+        })
+        .collect()
+}
 
 pub(super) async fn handle(
     broker: &Broker,
@@ -22,7 +51,6 @@ pub(super) async fn handle(
     req: MetadataRequest,
 ) -> MetadataResponse {
     let node = BrokerId(broker.config.node_id);
-    let (host, port) = broker.advertised.read().unwrap().clone();
     // v0 asks for all topics with an empty list; later versions with null.
     let wanted: Option<Vec<(Option<String>, Uuid)>> = match req.topics {
         None => None,
@@ -55,7 +83,7 @@ pub(super) async fn handle(
     let topics = match wanted {
         None => image
             .topics()
-            .map(|t| topic_entry(broker, ctx, t))
+            .map(|t| topic_entry(&image, ctx, t))
             .collect(),
         Some(wanted) => wanted
             .into_iter()
@@ -65,7 +93,7 @@ pub(super) async fn handle(
                     None => image.topic_by_id(id),
                 };
                 match found {
-                    Some(t) => topic_entry(broker, ctx, t),
+                    Some(t) => topic_entry(&image, ctx, t),
                     None => {
                         let error = match &name {
                             Some(n) if validate_topic_name(n).is_err() => {
@@ -83,11 +111,21 @@ pub(super) async fn handle(
             })
             .collect(),
     };
+    let listed = brokers(&image, &client_listener(broker), false)
+        .into_iter()
+        .map(|(id, host, port, rack, _)| {
+            let mut b = MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port as i32);
+            if ctx.version >= 1 {
+                b.rack = rack.map(StrBytes::from_string);
+            }
+            b
+        })
+        .collect();
     let mut response = MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(node)
-            .with_host(StrBytes::from_string(host))
-            .with_port(port as i32)])
+        .with_brokers(listed)
         .with_topics(topics);
     if ctx.version >= 1 {
         response.controller_id = node;
@@ -185,13 +223,20 @@ pub(super) fn describe_cluster(
         return response;
     }
     let node = BrokerId(broker.config.node_id);
-    let (host, port) = broker.advertised.read().unwrap().clone();
     response.cluster_id = StrBytes::from_string(broker.cluster_id.clone());
     response.controller_id = node;
-    response.brokers = vec![DescribeClusterBroker::default()
-        .with_broker_id(node)
-        .with_host(StrBytes::from_string(host))
-        .with_port(port as i32)];
+    let include_fenced = ctx.version >= 2 && req.include_fenced_brokers;
+    response.brokers = brokers(&broker.image(), &client_listener(broker), include_fenced)
+        .into_iter()
+        .map(|(id, host, port, rack, fenced)| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port as i32)
+                .with_rack(rack.map(StrBytes::from_string))
+                .with_is_fenced(fenced)
+        })
+        .collect();
     response.cluster_authorized_operations = if req.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS
     } else {
@@ -200,21 +245,34 @@ pub(super) fn describe_cluster(
     response
 }
 
-fn topic_entry(broker: &Broker, ctx: &RequestContext, topic: &TopicMeta) -> MetadataResponseTopic {
-    let node = BrokerId(broker.config.node_id);
-    let partitions = (0..topic.partitions)
-        .map(|index| {
-            let handle = broker.partition(&topic.name, index);
+fn topic_entry(
+    image: &MetadataImage,
+    ctx: &RequestContext,
+    topic: &TopicMeta,
+) -> MetadataResponseTopic {
+    let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
+    let partitions = image
+        .topic_partitions(topic.id)
+        .map(|(index, reg)| {
+            let offline: Vec<i32> = reg
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| image.broker(*r).is_none_or(|b| b.fenced))
+                .collect();
             let mut p = MetadataResponsePartition::default()
                 .with_partition_index(index)
-                .with_leader_id(node)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node]);
-            if handle.is_none() {
+                .with_leader_id(BrokerId(reg.leader))
+                .with_replica_nodes(ids(&reg.replicas))
+                .with_isr_nodes(ids(&reg.isr));
+            if reg.leader == NO_LEADER {
                 p.error_code = ResponseError::LeaderNotAvailable.code();
             }
+            if ctx.version >= 5 {
+                p.offline_replicas = ids(&offline);
+            }
             if ctx.version >= 7 {
-                p.leader_epoch = handle.map(|h| h.lock().leader_epoch()).unwrap_or(0);
+                p.leader_epoch = reg.leader_epoch;
             }
             p
         })

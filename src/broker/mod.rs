@@ -4,9 +4,14 @@
 
 mod acls;
 mod admin;
+mod broker_rpc;
+mod broker_session;
+mod cleaning;
 mod configs;
 mod coordinator;
+pub mod delayed;
 mod delete_records;
+mod elect_leaders;
 mod errors;
 mod fetch;
 mod forward;
@@ -14,24 +19,31 @@ mod groups;
 mod health;
 pub mod identity;
 mod metadata;
+mod offset_for_leader_epoch;
 mod peer;
 mod produce;
 pub mod quorum;
 mod quorum_rpc;
 pub mod quorum_status;
+mod reconcile;
 mod server;
+mod single_node;
 mod state;
+#[cfg(test)]
+mod tests;
+mod topic_partitions;
 mod versions;
 
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
@@ -42,10 +54,14 @@ use crate::log::Log;
 use crate::replica::Partition;
 use health::LogDirHealth;
 pub use identity::format_log_dir;
+pub use reconcile::Leadership;
 pub use state::{Lifecycle, PartitionHandle};
 
 /// How long a metadata change waits for the quorum's commit before REQUEST_TIMED_OUT.
 const METADATA_COMMIT_TIMEOUT_MS: u64 = 10_000;
+
+/// How long a cluster broker waits at shutdown for the controller to move its leaderships.
+const CONTROLLED_SHUTDOWN_MS: u64 = 10_000;
 
 /// File in each partition directory naming the topic id it belongs to (Kafka's name).
 const PARTITION_METADATA: &str = "partition.metadata";
@@ -75,6 +91,9 @@ impl std::fmt::Display for CommitError {
 }
 
 pub struct Broker {
+    /// This broker, for work a request starts but does not wait for (an acks=all produce's
+    /// fsync in durable mode: the request waits for the high watermark instead).
+    this: std::sync::Weak<Broker>,
     config: ServerConfig,
     io: Io,
     log_dir: PathBuf,
@@ -93,8 +112,9 @@ pub struct Broker {
     /// active controller starts past every block any earlier one reserved.
     producer_ids_epoch: Mutex<Option<u32>>,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
-    /// Wakes long-polling fetches when anything is appended.
-    appended: Notify,
+    /// The bound on delayed operations (waiting produces and fetches) across all partitions;
+    /// each partition keeps its own waiters (`PartitionHandle::waiters`).
+    wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
     groups: coordinator::Groups,
     next_producer_id: Mutex<i64>,
@@ -103,6 +123,16 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     /// Offline after a failed fsync: nothing is served or written any more.
     health: LogDirHealth,
+    /// The image offset the local partitions last matched (`reconcile`); -1: never.
+    reconciled: AtomicI64,
+    /// Held by whoever reconciles (the quorum driver after a commit, the background loop's
+    /// retries), so two passes never open or delete the same partition at once.
+    reconcile_gate: tokio::sync::Mutex<()>,
+    /// The active controller's broker sessions, for the quorum epoch it leads in (a new
+    /// leader starts afresh, as Kafka's does).
+    sessions: Mutex<Option<(u32, crate::controller::brokers::BrokerSessions)>>,
+    /// This broker's own session with the active controller (in a cluster).
+    session: broker_session::SessionState,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -158,7 +188,6 @@ impl Broker {
         );
         let committed = store.as_ref().map(|s| s.applied()).unwrap_or_default();
         let controller = Controller::new(
-            1,
             config.num_partitions,
             config.default_replication_factor,
             config.delete_topic_enable,
@@ -185,7 +214,8 @@ impl Broker {
             Some((h, s)) => (Some(h), Some(s)),
             None => (None, None),
         };
-        let broker = Arc::new(Broker {
+        let broker = Arc::new_cyclic(|this| Broker {
+            this: this.clone(),
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
             config,
             io: io.clone(),
@@ -197,16 +227,32 @@ impl Broker {
             quorum,
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
-            appended: Notify::new(),
+            wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
             groups: coordinator::Groups::new(group_config),
             advertised: RwLock::new(advertised),
             shutdown,
             health: LogDirHealth::new(),
             producer_ids_epoch: Mutex::new(None),
+            reconciled: AtomicI64::new(-1),
+            reconcile_gate: tokio::sync::Mutex::new(()),
+            sessions: Mutex::new(None),
+            session: broker_session::SessionState::default(),
         });
+        // The client listener is bound first so that the registration carries the real port
+        // (port 0 in tests); nothing is accepted before its accept loop starts, below.
+        let client_listener = match bind {
+            Some(bind) => {
+                let listener = io.net.bind(bind).await?;
+                let local_addr = listener.local_addr()?;
+                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+                Some((listener, local_addr))
+            }
+            None => None,
+        };
         if !clustered {
             // In a cluster the image starts empty and fills as commits are learned: removing
             // directories it does not know yet would delete live data.
+            broker.register_single_node().await?;
             broker.open_partitions().await?;
         }
         let controller_addr = match controller_bind {
@@ -228,11 +274,8 @@ impl Broker {
         if let Some(starter) = starter {
             starter.start(broker.clone());
         }
-        let local_addr = match bind {
-            Some(bind) => {
-                let listener = io.net.bind(bind).await?;
-                let local_addr = listener.local_addr()?;
-                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+        let local_addr = match client_listener {
+            Some((listener, local_addr)) => {
                 io.spawn(server::accept_loop(
                     broker.clone(),
                     listener,
@@ -242,10 +285,15 @@ impl Broker {
             }
             None => controller_addr.expect("a node without a broker listener is a controller"),
         };
+        if clustered && broker.config.is_broker() {
+            // The broker registers with the active controller and heartbeats.
+            io.spawn(broker_session::run(broker.clone()));
+        }
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             clustered, "weir node listening");
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
+        io.spawn(cleaning::cleaner_loop(broker.clone()));
         io.spawn(coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {
             broker,
@@ -316,8 +364,12 @@ impl Broker {
     async fn open_partitions(&self) -> io::Result<()> {
         let image = self.image();
         let known: BTreeMap<String, Uuid> = image
-            .topics()
-            .flat_map(|t| (0..t.partitions).map(move |p| (format!("{}-{p}", t.name), t.id)))
+            .partitions_hosted_on(self.config.node_id)
+            .filter_map(|((id, p), _)| {
+                image
+                    .topic_by_id(id)
+                    .map(|t| (format!("{}-{p}", t.name), id))
+            })
             .collect();
         for name in self.io.disk.list_dir(&self.log_dir)? {
             let dir = self.log_dir.join(&name);
@@ -325,20 +377,14 @@ impl Broker {
                 continue;
             }
             // A directory whose topic id is not in the metadata belongs to a deleted topic
-            // (the delete crashed before removing it). Anything else is left alone.
-            if let Some(id) = read_topic_id(&self.io, &dir) {
-                if image.topic_by_id(id).is_none() {
-                    tracing::info!(dir = %dir.display(), "removing data of a deleted topic");
-                    self.io.disk.remove_dir_all(&dir)?;
-                }
+            // (the delete crashed before removing it); one of a known topic that is not
+            // placed here any more, to a replica that moved away. Anything else is left alone.
+            if read_topic_id(&self.io, &dir).is_some() {
+                tracing::info!(dir = %dir.display(), "removing data of a partition not hosted here");
+                self.io.disk.remove_dir_all(&dir)?;
             }
         }
-        for topic in image.topics() {
-            for index in 0..topic.partitions {
-                self.open_partition(&topic.name, topic.id, index).await?;
-            }
-        }
-        Ok(())
+        self.reconcile().await
     }
 
     async fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
@@ -376,7 +422,7 @@ impl Broker {
                 "recovered partition after unclean shutdown"
             );
         }
-        let handle = Arc::new(PartitionHandle::new(partition, id));
+        let handle = Arc::new(PartitionHandle::new(partition, id, &self.wait_budget));
         self.partitions
             .write()
             .unwrap()
@@ -412,7 +458,11 @@ impl Broker {
             return Err(CommitError::Storage(e));
         }
         *self.image.write().unwrap() = Arc::new(store.image().clone());
-        // Still under the lock: local effects apply in commit order.
+        // Still under the lock: local effects apply in commit order. A failed reconciliation
+        // is retried by the background loop; the change itself is committed.
+        if let Err(e) = self.reconcile().await {
+            tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
+        }
         for record in &records {
             self.apply_locally(record)
                 .await
@@ -471,7 +521,7 @@ impl Broker {
             self.committed.push(*offset, value.clone());
             match serde_json::from_slice::<MetadataRecord>(value) {
                 Ok(record) => {
-                    image.apply(&record);
+                    image.apply(*offset as i64, &record);
                     parsed.push(record);
                 }
                 Err(e) => {
@@ -480,6 +530,14 @@ impl Broker {
             }
         }
         *self.image.write().unwrap() = Arc::new(image);
+        {
+            // Serialised with the background loop's retries. A failed reconciliation is
+            // retried by the background loop; the records are committed.
+            let _gate = self.reconcile_gate.lock().await;
+            if let Err(e) = self.reconcile().await {
+                tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
+            }
+        }
         for record in &parsed {
             if let Err(e) = self.apply_locally(record).await {
                 tracing::error!(error = %e, ?record, "applying committed metadata locally failed");
@@ -493,56 +551,14 @@ impl Broker {
         self.quorum.as_ref().is_none_or(|q| q.is_active())
     }
 
+    /// Local effects of a committed record beyond reconciliation (which opens and deletes
+    /// partitions).
     async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
         match record {
-            MetadataRecord::Topic {
-                name,
-                id,
-                partitions,
-                ..
-            } => {
-                for index in 0..*partitions {
-                    self.open_partition(name, *id, index).await?;
-                }
-                if name == crate::group::OFFSETS_TOPIC {
-                    self.offsets_topic_created(*partitions);
-                }
-            }
-            MetadataRecord::Partitions { name, count } => {
+            MetadataRecord::Topic { name, id, .. } if name == crate::group::OFFSETS_TOPIC => {
                 let image = self.image();
-                let Some(topic) = image.topic(name) else {
-                    return Ok(());
-                };
-                for index in 0..*count {
-                    if self.partition(name, index).is_none() {
-                        self.open_partition(name, topic.id, index).await?;
-                    }
-                }
-            }
-            MetadataRecord::RemoveTopic { name, .. } => {
-                let removed: Vec<(i32, Arc<PartitionHandle>)> = {
-                    let mut partitions = self.partitions.write().unwrap();
-                    let keys: Vec<(String, i32)> = partitions
-                        .range((name.clone(), i32::MIN)..=(name.clone(), i32::MAX))
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    keys.into_iter()
-                        .filter_map(|k| partitions.remove(&k).map(|h| (k.1, h)))
-                        .collect()
-                };
-                for (index, handle) in removed {
-                    // No fsync or checkpoint of this partition is in flight past the gate, and
-                    // none starts after it (they skip deleted partitions): nothing writes into
-                    // the directory once it is gone, nor into a new topic's of the same name.
-                    let _gate = handle.flush_gate.lock().await;
-                    let _start_gate = handle.log_start_gate.lock().await;
-                    handle.set_lifecycle(Lifecycle::Deleted);
-                    let dir = self.partition_dir(name, index);
-                    if let Err(e) = self.io.disk.remove_dir_all(&dir) {
-                        tracing::warn!(dir = %dir.display(), error = %e, "could not remove deleted partition");
-                    }
-                }
-                self.appended.notify_waiters();
+                let partitions = image.topic_by_id(*id).map_or(0, |t| t.partitions);
+                self.offsets_topic_created(partitions);
             }
             MetadataRecord::TopicConfig { name, .. } => {
                 if let Some(config) = self.topic_config(name) {
@@ -551,7 +567,7 @@ impl Broker {
                     }
                 }
             }
-            MetadataRecord::ProducerIds { .. } => {}
+            _ => {}
         }
         Ok(())
     }
@@ -576,7 +592,7 @@ impl Broker {
                 name: name.clone(),
                 partitions: -1,
                 replication_factor: -1,
-                configs: BTreeMap::new(),
+                ..Default::default()
             };
             results.push((name.clone(), self.create_topic(new, false).await));
         }
@@ -589,8 +605,9 @@ impl Broker {
         validate_only: bool,
     ) -> Result<(), CommitError> {
         let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
+        let entropy = self.io.rng.next_u64();
         self.change_metadata(validate_only, |controller, image| {
-            Ok((vec![controller.create_topic(image, &new, id)?], ()))
+            Ok((controller.create_topic(image, &new, id, entropy)?, ()))
         })
         .await
     }
@@ -647,9 +664,9 @@ impl Broker {
             self.storage_failed("fsync of a partition", &e);
             return Err(e);
         }
+        // In durable mode this moves the high watermark, which completes this partition's
+        // waiting acks=all produces and wakes its long polls (through the guard).
         handle.lock().flushed(&plan, self.io.clock.wall_ms());
-        // The high watermark may have moved (durable reads): wake long polls.
-        self.appended.notify_waiters();
         Ok(())
     }
 
@@ -660,8 +677,11 @@ impl Broker {
             return;
         }
         self.health.fail(format!("{what} failed: {e}"));
-        // Long polls answer at once with the error.
-        self.appended.notify_waiters();
+        // Every partition's waits end at once: produces with the storage error, long polls
+        // re-read and answer it.
+        for handle in self.all_partitions() {
+            handle.waiters.close(delayed::Closed::Offline);
+        }
     }
 
     /// Fails once the log directory is offline.
@@ -686,6 +706,15 @@ impl Broker {
     /// An offline log directory is left as it is: marking it clean would make the next start
     /// trust data a failed fsync may have dropped.
     pub async fn shutdown(&self) -> io::Result<()> {
+        if self.quorum.is_some() && self.config.is_broker() && !self.is_storage_offline() {
+            // Controlled shutdown: leaderships move away before this broker stops.
+            if !self
+                .controlled_shutdown(Duration::from_millis(CONTROLLED_SHUTDOWN_MS))
+                .await
+            {
+                tracing::warn!("controlled shutdown not granted in time; stopping anyway");
+            }
+        }
         if let Some(quorum) = &self.quorum {
             // Resign first (EndQuorumEpoch lets the others elect at once), while links run.
             quorum.shutdown(&self.io, Duration::from_millis(2000)).await;
@@ -742,6 +771,13 @@ impl Broker {
         written
     }
 
+    /// Stops every task of this node at once, as a crash would (no resignation, nothing
+    /// flushed or marked clean): for in-process cluster tests. The data directory is left as a
+    /// killed process leaves it.
+    pub fn halt(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
@@ -785,6 +821,8 @@ async fn background_loop(broker: Arc<Broker>) {
             // Nothing is written to an offline directory; the process waits to be restarted.
             continue;
         }
+        broker.reconcile_if_behind().await;
+        broker.tick_broker_sessions().await;
         since_retention += tick;
         since_checkpoint += tick;
         since_expiry += tick;

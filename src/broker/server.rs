@@ -1,6 +1,11 @@
 //! Connections: accept, read frames, decode, dispatch, answer in order. A connection handles one
 //! request at a time, as Kafka does, so responses need no reordering. Anything malformed closes
 //! that one connection with a logged reason; nothing a client sends can panic the broker.
+//!
+//! While a request is handled the connection still watches its socket: if the peer closes it
+//! (end of stream, an error) the request's delayed operations end at once instead of holding
+//! their slots until their deadline. Bytes that arrive instead (a pipelined request) stay in
+//! the read buffer for the next turn, and the watch stops for this request.
 
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -10,11 +15,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
-    acls, admin, configs, delete_records, fetch, forward, groups, metadata, produce, quorum_rpc,
-    versions, Broker,
+    acls, admin, broker_rpc, configs, delete_records, elect_leaders, fetch, forward, groups,
+    metadata, offset_for_leader_epoch, produce, quorum_rpc, topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -93,18 +99,28 @@ async fn serve_connection(
                 break;
             }
         };
-        let handled = match kind {
-            ListenerKind::Controller if quorum_rpc::is_quorum_request(&frame) => {
-                quorum_rpc::handle(&broker, frame, &mut out).await
-            }
-            ListenerKind::Client => match forward::forward(&broker, &frame).await {
-                Some(relayed) => {
-                    out = relayed;
-                    Ok(true)
+        let watch = ConnectionWatch::new();
+        let handled = {
+            let handling = dispatch(&broker, kind, frame, peer, watch.signal(), &mut out);
+            tokio::pin!(handling);
+            let mut watching = true;
+            loop {
+                tokio::select! {
+                    // The handler first: a request answered at its first poll (most are) never
+                    // costs a read of the socket.
+                    biased;
+                    handled = &mut handling => break handled,
+                    peeked = reader.fill_buf(), if watching => {
+                        // Only looked at, not consumed: a next request stays buffered.
+                        watching = false;
+                        if peeked.map_or(true, |b| b.is_empty()) {
+                            // A half-closed peer may still read: the (early) answer is sent.
+                            tracing::debug!(%peer, "peer closed while a request was handled");
+                            watch.mark_gone();
+                        }
+                    }
                 }
-                None => handle_frame(&broker, frame, peer, &mut out).await,
-            },
-            ListenerKind::Controller => handle_frame(&broker, frame, peer, &mut out).await,
+            }
         };
         match handled {
             Ok(true) => {
@@ -135,7 +151,7 @@ impl Broker {
         peer: SocketAddr,
     ) -> Result<Option<Bytes>, String> {
         let mut out = BytesMut::new();
-        match handle_frame(self, frame, peer, &mut out).await? {
+        match handle_frame(self, frame, peer, ConnectionGone::never(), &mut out).await? {
             true => Ok(Some(out.freeze())),
             false => Ok(None),
         }
@@ -143,10 +159,40 @@ impl Broker {
 }
 
 /// Decodes and answers one request into `out` (a whole frame). `Ok(false)`: send nothing.
+/// Routes one frame: quorum RPCs on the controller listener to the quorum driver; metadata
+/// changes on a client listener of a node that is not the active controller to the active
+/// controller (relayed); everything else to the request handlers.
+async fn dispatch(
+    broker: &Broker,
+    kind: ListenerKind,
+    frame: Bytes,
+    peer: SocketAddr,
+    gone: ConnectionGone,
+    out: &mut BytesMut,
+) -> Result<bool, String> {
+    match kind {
+        ListenerKind::Controller if quorum_rpc::is_quorum_request(&frame) => {
+            quorum_rpc::handle(broker, frame, out).await
+        }
+        ListenerKind::Controller if broker_rpc::is_session_request(&frame) => {
+            broker_rpc::handle(broker, frame, out).await
+        }
+        ListenerKind::Client => match forward::forward(broker, &frame).await {
+            Some(relayed) => {
+                *out = relayed;
+                Ok(true)
+            }
+            None => handle_frame(broker, frame, peer, gone, out).await,
+        },
+        ListenerKind::Controller => handle_frame(broker, frame, peer, gone, out).await,
+    }
+}
+
 async fn handle_frame(
     broker: &Broker,
     mut frame: Bytes,
     peer: SocketAddr,
+    gone: ConnectionGone,
     out: &mut BytesMut,
 ) -> Result<bool, String> {
     if frame.len() < 8 {
@@ -188,6 +234,7 @@ async fn handle_frame(
         version: api_version,
         client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
         peer,
+        gone,
     };
     let response = match body {
         RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
@@ -196,6 +243,12 @@ async fn handle_frame(
         )),
         RequestKind::DescribeCluster(req) => Some(ResponseKind::DescribeCluster(
             metadata::describe_cluster(broker, &ctx, req),
+        )),
+        RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
+            topic_partitions::handle(broker, req),
+        )),
+        RequestKind::ElectLeaders(req) => Some(ResponseKind::ElectLeaders(
+            elect_leaders::handle(broker, &ctx, req).await,
         )),
         RequestKind::FindCoordinator(req) => Some(ResponseKind::FindCoordinator(
             groups::find_coordinator(broker, &ctx, req).await,
@@ -260,6 +313,9 @@ async fn handle_frame(
         RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
             delete_records::handle(broker, req).await,
         )),
+        RequestKind::OffsetForLeaderEpoch(req) => Some(ResponseKind::OffsetForLeaderEpoch(
+            offset_for_leader_epoch::handle(broker, req),
+        )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
             configs::describe(broker, req),
         )),
@@ -296,6 +352,8 @@ pub(super) struct RequestContext {
     /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
     pub client_id: String,
     pub peer: SocketAddr,
+    /// Fires when the client closed the connection: waits end early.
+    pub gone: ConnectionGone,
 }
 
 pub(super) fn encode_response(

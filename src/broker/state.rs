@@ -7,12 +7,21 @@
 //! [`PartitionHandle::lock_with_lifecycle`]): a delete or a shutdown cannot slip between the
 //! check and the use. Work that leaves the lock to await (fsyncs, checkpoint writes) holds the
 //! `flush_gate`, which a delete also takes before it removes the directory.
+//!
+//! The partition's delayed operations (`waiters`) hear of every change through the lock's
+//! guard: a guard that was used mutably reports the partition's high watermark, log end and
+//! log start to them as it is released, still under the lock. So whatever moves the high
+//! watermark (an append, an fsync in durable mode, later a follower's fetch) wakes exactly
+//! this partition's waiters, and nobody has to remember to notify. Moving the lifecycle
+//! forward closes the waiters (shutdown, deletion).
 
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use uuid::Uuid;
 
+use super::delayed::{Closed, Observed, PartitionWaiters, WaitBudget};
 use crate::replica::Partition;
 
 /// Where a partition is in its life. It only moves forward (Open → Stopping → Deleted, or
@@ -50,28 +59,77 @@ pub struct PartitionHandle {
     pub topic_id: Uuid,
     /// A [`Lifecycle`], written only while holding `state` (see the module doc).
     lifecycle: AtomicU8,
+    /// Produces and fetches waiting on this partition (see `delayed`).
+    pub waiters: Arc<PartitionWaiters>,
+}
+
+/// What the waiters key on, read from the partition.
+fn observed(p: &Partition) -> Observed {
+    Observed {
+        high_watermark: p.high_watermark(),
+        log_end: p.log_end_offset(),
+        log_start: p.log_start_offset(),
+        enough_replicas: p.maximal_isr_size() as i64 >= p.config().min_insync_replicas as i64,
+    }
+}
+
+/// The partition lock's guard. Released after a mutable use, it tells the partition's waiters
+/// what changed (under the lock, so they see changes in order).
+pub struct PartitionGuard<'a> {
+    guard: MutexGuard<'a, Partition>,
+    waiters: &'a PartitionWaiters,
+    changed: bool,
+}
+
+impl Deref for PartitionGuard<'_> {
+    type Target = Partition;
+    fn deref(&self) -> &Partition {
+        &self.guard
+    }
+}
+
+impl DerefMut for PartitionGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Partition {
+        self.changed = true;
+        &mut self.guard
+    }
+}
+
+impl Drop for PartitionGuard<'_> {
+    fn drop(&mut self) {
+        if self.changed {
+            self.waiters.observe(observed(&self.guard));
+        }
+    }
 }
 
 impl PartitionHandle {
-    pub fn new(partition: Partition, topic_id: Uuid) -> PartitionHandle {
+    /// A handle whose waiters count against `budget` (the broker's bound on all waiters).
+    pub fn new(partition: Partition, topic_id: Uuid, budget: &Arc<WaitBudget>) -> PartitionHandle {
+        let waiters = PartitionWaiters::new(budget.clone(), observed(&partition));
         PartitionHandle {
             state: Mutex::new(partition),
             flush_gate: tokio::sync::Mutex::new(()),
             log_start_gate: tokio::sync::Mutex::new(()),
             topic_id,
             lifecycle: AtomicU8::new(Lifecycle::Open as u8),
+            waiters,
         }
     }
 
     /// The partition, whatever its lifecycle: for reads and for work that is harmless on a
     /// closed partition.
-    pub fn lock(&self) -> MutexGuard<'_, Partition> {
+    pub fn lock(&self) -> PartitionGuard<'_> {
         // A panic while holding the lock is an invariant violation; poison would hide it.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        PartitionGuard {
+            guard: self.state.lock().unwrap_or_else(|e| e.into_inner()),
+            waiters: &self.waiters,
+            changed: false,
+        }
     }
 
     /// The partition and its lifecycle, read under the lock.
-    pub fn lock_with_lifecycle(&self) -> (MutexGuard<'_, Partition>, Lifecycle) {
+    pub fn lock_with_lifecycle(&self) -> (PartitionGuard<'_>, Lifecycle) {
         let guard = self.lock();
         let lifecycle = Lifecycle::from_u8(self.lifecycle.load(Ordering::SeqCst));
         (guard, lifecycle)
@@ -79,19 +137,32 @@ impl PartitionHandle {
 
     /// The partition if it still takes appends; `None` once it is stopping or deleted. The
     /// guard is held, so it cannot close while the caller uses it.
-    pub fn lock_open(&self) -> Option<MutexGuard<'_, Partition>> {
+    pub fn lock_open(&self) -> Option<PartitionGuard<'_>> {
         match self.lock_with_lifecycle() {
             (guard, Lifecycle::Open) => Some(guard),
             _ => None,
         }
     }
 
-    /// Moves the lifecycle forward (never back), under the lock.
+    /// Moves the lifecycle forward (never back), under the lock. A stopping or deleted
+    /// partition ends its waits: produces are answered with the reason, fetches re-read.
     pub fn set_lifecycle(&self, to: Lifecycle) {
         let (_guard, now) = self.lock_with_lifecycle();
         if to > now {
             self.lifecycle.store(to as u8, Ordering::SeqCst);
+            self.waiters.close(match to {
+                Lifecycle::Stopping => Closed::ShuttingDown,
+                _ => Closed::Deleted,
+            });
         }
+    }
+
+    /// This broker stopped leading the partition (for the replication layer to call when it
+    /// makes the partition a follower): waiting acks=all produces fail with
+    /// NOT_LEADER_OR_FOLLOWER and waiting fetches re-read.
+    pub fn leadership_lost(&self) {
+        let _guard = self.lock();
+        self.waiters.leadership_lost();
     }
 
     pub fn lifecycle(&self) -> Lifecycle {
@@ -111,7 +182,36 @@ mod tests {
         let disk = MemDisk::new(1);
         let config = crate::config::ServerConfig::default_single_node().topic_defaults;
         let open = Partition::open(Arc::new(disk), Path::new("/d/t-0"), "t", 0, config, 0);
-        PartitionHandle::new(block_on(open).unwrap().0, Uuid::nil())
+        let budget = WaitBudget::new(10);
+        PartitionHandle::new(block_on(open).unwrap().0, Uuid::nil(), &budget)
+    }
+
+    #[test]
+    fn a_changed_partition_tells_its_waiters_and_a_read_does_not() {
+        use crate::broker::delayed::{FetchWake, Isolation};
+        let h = handle();
+        let wake = FetchWake::new();
+        let _r = h
+            .waiters
+            .register_fetch(0, Isolation::HighWatermark, &wake)
+            .unwrap();
+        // Only looked at: nothing reported.
+        let _ = h.lock().high_watermark();
+        assert_eq!(h.waiters.counts().fetch_wakes, 0);
+        let mut b = crate::log::batch::BatchBuilder::new(1);
+        b.push(None, Some(b"v"), 1);
+        h.lock().append(&b.finish(-1, -1, -1), 1).unwrap();
+        assert_eq!(
+            h.waiters.counts().fetch_wakes,
+            1,
+            "the append moved the high watermark"
+        );
+        // A lifecycle move closes the waiters.
+        let _wait = h.waiters.reserve_produce().unwrap().wait_for(5);
+        assert_eq!(h.waiters.counts().produce, 1);
+        h.set_lifecycle(Lifecycle::Stopping);
+        assert_eq!(h.waiters.counts().produce, 0, "answered at the close");
+        assert!(h.waiters.reserve_produce().is_err());
     }
 
     #[test]

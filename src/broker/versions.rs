@@ -8,8 +8,8 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 
 /// (API, lowest, highest) served. Ceilings sit below the codec's where a newer version changes
 /// semantics Weir does not have yet (Produce 12+ transactions v2 and topic ids, Fetch 17+
-/// follower-only fields, InitProducerId 5+ two-phase commit, OffsetCommit and OffsetFetch 9+
-/// KIP-848 member epochs, DescribeGroups 6 KIP-1043 errors).
+/// follower-only fields, InitProducerId 5+ two-phase commit). OffsetCommit and OffsetFetch v9
+/// carry KIP-848 member epochs, which a classic group ignores as Kafka's does.
 const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
     (ApiKey::Fetch, 4, 16),
@@ -25,18 +25,21 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeQuorum, 0, 2),
-    (ApiKey::OffsetCommit, 2, 8),
-    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
     (ApiKey::SyncGroup, 0, 5),
-    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),

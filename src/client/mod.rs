@@ -3,7 +3,9 @@
 //! uncompressed batches itself and reads fetched batches without copying them.
 
 pub mod connection;
+mod describe;
 mod groups;
+mod quorum;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,7 +31,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 pub use connection::{ClientError, Connection, Result};
+pub use describe::{
+    render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
+};
 pub use groups::{GroupDescription, GroupListing, GroupMember};
+pub use quorum::{QuorumDescription, QuorumReplica};
 
 use crate::io::Io;
 

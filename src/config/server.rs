@@ -109,9 +109,15 @@ pub struct ServerConfig {
     /// `controller.quorum.fetch.timeout.ms`: a follower that has not heard from its leader for
     /// this long stands for election.
     pub quorum_fetch_timeout_ms: u64,
+    /// `broker.heartbeat.interval.ms`: how often a broker heartbeats the active controller.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms`: a broker silent this long is fenced.
+    pub broker_session_timeout_ms: u64,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
+    /// The `log.cleaner.*` keys (log compaction).
+    pub log_cleaner: CleanerSettings,
     /// Simulator and unit tests only: a known bug to plant (set by code, never read from a
     /// file). Absent from production builds; check it with `planted!`.
     #[cfg(any(madsim, test))]
@@ -119,6 +125,64 @@ pub struct ServerConfig {
     /// Broker-wide topic defaults, from the `log.*` keys (`log.retention.ms`,
     /// `log.segment.bytes`…).
     pub topic_defaults: TopicConfig,
+}
+
+/// The log cleaner's broker keys (Kafka's `CleanerConfig`). The per-topic keys
+/// (`min.cleanable.dirty.ratio`, `min.compaction.lag.ms`, `max.compaction.lag.ms`,
+/// `delete.retention.ms`) are topic configs, with `log.cleaner.*` broker defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerSettings {
+    /// `log.cleaner.enable` (default true).
+    pub enable: bool,
+    /// `log.cleaner.threads` (default 1). Accepted, but Weir runs one cleaner task whatever the
+    /// value: the broker's disk work is single-threaded page-cache I/O, so more tasks would
+    /// only interleave.
+    pub threads: i32,
+    /// `log.cleaner.dedupe.buffer.size` (default 128 MiB): the offset map's memory bound per
+    /// pass, all threads together (Kafka splits it across threads; one task gets it all).
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.backoff.ms` (default 15 s): the sleep when no log needs cleaning.
+    pub backoff_ms: u64,
+    /// `log.cleaner.io.max.bytes.per.second` (default unlimited): reads plus writes.
+    pub io_max_bytes_per_second: f64,
+}
+
+impl Default for CleanerSettings {
+    fn default() -> Self {
+        CleanerSettings {
+            enable: true,
+            threads: 1,
+            dedupe_buffer_size: 128 << 20,
+            backoff_ms: 15_000,
+            io_max_bytes_per_second: f64::MAX,
+        }
+    }
+}
+
+fn cleaner_settings(p: &mut Props<'_>) -> Result<CleanerSettings, ConfigError> {
+    let d = CleanerSettings::default();
+    let key = "log.cleaner.io.max.bytes.per.second";
+    let io_max_bytes_per_second = match p.get(key) {
+        None => d.io_max_bytes_per_second,
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(r) if r > 0.0 => r,
+            _ => return Err(invalid(key, v, "must be a number above 0")),
+        },
+    };
+    Ok(CleanerSettings {
+        enable: p.bool("log.cleaner.enable")?.unwrap_or(d.enable),
+        threads: p
+            .int("log.cleaner.threads", 0, I32_MAX)?
+            .map_or(d.threads, |t| t as i32),
+        // Kafka's floor: the map must hold at least one entry per thread (1 MiB in practice).
+        dedupe_buffer_size: p
+            .int("log.cleaner.dedupe.buffer.size", 1024, i64::MAX)?
+            .map_or(d.dedupe_buffer_size, |b| b as u64),
+        backoff_ms: p
+            .int("log.cleaner.backoff.ms", 0, i64::MAX)?
+            .map_or(d.backoff_ms, |b| b as u64),
+        io_max_bytes_per_second,
+    })
 }
 
 const I16_MAX: i64 = i16::MAX as i64;
@@ -144,9 +208,6 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("controlled.shutdown.enable", Bool),
     ("early.start.listeners", Text),
     ("group.coordinator.rebalance.protocols", Text),
-    ("log.cleaner.dedupe.buffer.size", Int(0, i64::MAX)),
-    ("log.cleaner.enable", Bool),
-    ("log.cleaner.threads", Int(0, I32_MAX)),
     ("log.preallocate", Bool),
     ("log.roll.jitter.hours", Int(0, I32_MAX)),
     ("log.roll.jitter.ms", Int(0, i64::MAX)),
@@ -422,12 +483,19 @@ impl ServerConfig {
             .int("offsets.topic.segment.bytes", 1, I32_MAX)?
             .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
+        let broker_heartbeat_interval_ms = p
+            .int("broker.heartbeat.interval.ms", 1, I32_MAX)?
+            .unwrap_or(2000) as u64;
+        let broker_session_timeout_ms = p
+            .int("broker.session.timeout.ms", 1, I32_MAX)?
+            .unwrap_or(9000) as u64;
         let quorum_election_timeout_ms = p
             .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
             .unwrap_or(1000) as u64;
         let quorum_fetch_timeout_ms = p
             .int("controller.quorum.fetch.timeout.ms", 2, I32_MAX)?
             .unwrap_or(2000) as u64;
+        let log_cleaner = cleaner_settings(&mut p)?;
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
 
@@ -461,6 +529,8 @@ impl ServerConfig {
             log_flush_scheduler_interval_ms,
             quorum_election_timeout_ms,
             quorum_fetch_timeout_ms,
+            broker_heartbeat_interval_ms,
+            broker_session_timeout_ms,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fetch_max_bytes,
@@ -477,6 +547,7 @@ impl ServerConfig {
             offsets_topic_replication_factor,
             offsets_topic_segment_bytes,
             fsync_before_ack,
+            log_cleaner,
             #[cfg(any(madsim, test))]
             planted_bug: None,
             topic_defaults,
@@ -667,6 +738,24 @@ impl ServerConfig {
                 self.offsets_topic_segment_bytes.to_string(),
             ),
             ("weir.fsync.before.ack", self.fsync_before_ack.to_string()),
+            ("log.cleaner.enable", self.log_cleaner.enable.to_string()),
+            ("log.cleaner.threads", self.log_cleaner.threads.to_string()),
+            (
+                "log.cleaner.dedupe.buffer.size",
+                self.log_cleaner.dedupe_buffer_size.to_string(),
+            ),
+            (
+                "log.cleaner.backoff.ms",
+                self.log_cleaner.backoff_ms.to_string(),
+            ),
+            (
+                "log.cleaner.io.max.bytes.per.second",
+                if self.log_cleaner.io_max_bytes_per_second == f64::MAX {
+                    "1.7976931348623157E308".to_string()
+                } else {
+                    self.log_cleaner.io_max_bytes_per_second.to_string()
+                },
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

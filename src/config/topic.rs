@@ -140,9 +140,10 @@ pub(super) enum InertKind {
     List,
 }
 
-/// Kafka topic keys Weir accepts, validates, stores and reports, but does not act on (compaction,
-/// preallocation, throttling, leader election, timestamp bounds): a topic created with Kafka's
-/// usual settings is accepted, and DescribeConfigs shows what was set. (topic key, broker key,
+/// Kafka topic keys Weir stores as validated text: most it accepts, stores and reports but does
+/// not act on (preallocation, throttling, leader election, timestamp bounds), so a topic created
+/// with Kafka's usual settings is accepted and DescribeConfigs shows what was set. The log
+/// cleaner reads the compaction keys through [`TopicConfig::compaction`]. (topic key, broker key,
 /// check, Kafka's default.) Sorted by topic key.
 pub(super) const INERT: &[(&str, &str, InertKind, &str)] = &[
     (
@@ -257,6 +258,51 @@ pub struct TopicConfig {
     pub compression_zstd_level: i32,
     /// The [`INERT`] keys' values, in table order, as validated and normalised.
     pub inert: Vec<String>,
+}
+
+/// The compaction settings of a topic, read by the log cleaner.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionConfig {
+    /// `min.cleanable.dirty.ratio` (`log.cleaner.min.cleanable.ratio`).
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone stays readable after a pass kept it.
+    pub delete_retention_ms: i64,
+}
+
+impl TopicConfig {
+    fn inert_value(&self, key: &str) -> &str {
+        let i = INERT
+            .iter()
+            .position(|e| e.0 == key)
+            .expect("a key of the INERT table");
+        &self.inert[i]
+    }
+
+    /// The compaction keys, parsed (they were validated when set).
+    pub fn compaction(&self) -> CompactionConfig {
+        let int = |key: &str, default: i64| self.inert_value(key).parse().unwrap_or(default);
+        CompactionConfig {
+            min_cleanable_dirty_ratio: self
+                .inert_value("min.cleanable.dirty.ratio")
+                .parse()
+                .unwrap_or(0.5),
+            min_compaction_lag_ms: int("min.compaction.lag.ms", 0),
+            max_compaction_lag_ms: int("max.compaction.lag.ms", i64::MAX),
+            delete_retention_ms: int("delete.retention.ms", 86_400_000),
+        }
+    }
+
+    /// Whether the cleaner compacts this topic (`compact` or `compact,delete`).
+    pub fn is_compacted(&self) -> bool {
+        matches!(
+            self.cleanup_policy,
+            CleanupPolicy::Compact | CleanupPolicy::CompactDelete
+        )
+    }
 }
 
 impl Default for TopicConfig {

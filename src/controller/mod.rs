@@ -1,9 +1,19 @@
-//! The controller: decides metadata changes (topics, partitions, configs, producer ids) and
-//! records them. [`Controller`] is a pure state machine (requests in, records out, validated
-//! against the current image); [`store::MetadataStore`] makes the records durable in the
-//! metadata log before they take effect. A single node is its own quorum for now.
+//! The controller: decides metadata changes (brokers, topics, partitions, configs, producer
+//! ids) and records them. Everything here but `store` is pure: requests in, records out,
+//! validated against the committed image; the driver passes `now` and entropy.
+//!
+//! - [`Controller`] (this file): topics, partitions, configs, producer-id blocks;
+//! - `placement`: where new replicas go; `election`: leaders, ISR and ELR changes;
+//! - `brokers`: broker sessions (registration, heartbeats, fencing, controlled shutdown);
+//! - `alter_partition`: a leader's ISR change requests;
+//! - `image`: the records and the state they replay into;
+//! - [`store::MetadataStore`]: the single node's durable metadata log.
 
+pub mod alter_partition;
+pub mod brokers;
+pub mod election;
 pub mod image;
+pub mod placement;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -12,7 +22,11 @@ use std::fmt;
 use uuid::Uuid;
 
 use crate::config::TopicConfig;
-pub use image::{MetadataImage, MetadataRecord, TopicMeta};
+use election::ElectionConfig;
+pub use image::{
+    BrokerEndpoint, BrokerRegistration, MetadataImage, MetadataRecord, PartitionChange,
+    PartitionRecord, PartitionRegistration, TopicMeta, NO_LEADER,
+};
 
 /// How many producer ids one metadata record reserves.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -35,6 +49,18 @@ pub enum ControllerError {
     TopicDeletionDisabled,
     /// The change would add more than [`MAX_NEW_PARTITIONS`] partitions.
     TooLarge,
+    InvalidReplicaAssignment(String),
+    InvalidRequest(String),
+    UnknownTopicId(Uuid),
+    StaleBrokerEpoch(String),
+    DuplicateBrokerRegistration(String),
+    /// The request is ahead of this controller's image.
+    NotController(String),
+    FencedLeaderEpoch(String),
+    InvalidUpdateVersion(String),
+    IneligibleReplica(String),
+    PreferredLeaderNotAvailable(String),
+    EligibleLeadersNotAvailable(String),
 }
 
 impl fmt::Display for ControllerError {
@@ -45,7 +71,18 @@ impl fmt::Display for ControllerError {
             ControllerError::InvalidTopic(m)
             | ControllerError::InvalidPartitions(m)
             | ControllerError::InvalidReplicationFactor(m)
-            | ControllerError::InvalidConfig(m) => f.write_str(m),
+            | ControllerError::InvalidConfig(m)
+            | ControllerError::InvalidReplicaAssignment(m)
+            | ControllerError::InvalidRequest(m)
+            | ControllerError::StaleBrokerEpoch(m)
+            | ControllerError::DuplicateBrokerRegistration(m)
+            | ControllerError::NotController(m)
+            | ControllerError::FencedLeaderEpoch(m)
+            | ControllerError::InvalidUpdateVersion(m)
+            | ControllerError::IneligibleReplica(m)
+            | ControllerError::PreferredLeaderNotAvailable(m)
+            | ControllerError::EligibleLeadersNotAvailable(m) => f.write_str(m),
+            ControllerError::UnknownTopicId(id) => write!(f, "unknown topic id {id}"),
             ControllerError::TopicDeletionDisabled => {
                 f.write_str("topic deletion is disabled (delete.topic.enable=false)")
             }
@@ -80,7 +117,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
 }
 
 /// A topic creation request after defaults were resolved by the caller.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct NewTopic {
     pub name: String,
     /// -1: the broker default.
@@ -88,82 +125,131 @@ pub struct NewTopic {
     /// -1: the broker default.
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// A manual assignment (replicas per partition, from index 0); empty: placed by the
+    /// controller. With one, `partitions` and `replication_factor` must be -1.
+    pub assignments: Vec<Vec<i32>>,
 }
 
 /// Validates requests against the image and turns them into records.
 pub struct Controller {
-    brokers: i32,
     default_partitions: i32,
     default_replication_factor: i16,
     delete_topic_enable: bool,
     topic_defaults: TopicConfig,
+    /// KIP-966 eligible leader replicas (on by default since Kafka 4.1).
+    eligible_leader_replicas: bool,
+    /// The broker default of `unclean.leader.election.enable`.
+    unclean_leader_election: bool,
 }
 
 impl Controller {
     pub fn new(
-        brokers: i32,
         default_partitions: i32,
         default_replication_factor: i16,
         delete_topic_enable: bool,
         topic_defaults: TopicConfig,
     ) -> Controller {
-        assert!(brokers > 0);
         Controller {
-            brokers,
             default_partitions,
             default_replication_factor,
             delete_topic_enable,
             topic_defaults,
+            eligible_leader_replicas: true,
+            unclean_leader_election: false,
         }
     }
 
+    pub fn set_eligible_leader_replicas(&mut self, enabled: bool) {
+        self.eligible_leader_replicas = enabled;
+    }
+
+    pub fn set_unclean_leader_election(&mut self, enabled: bool) {
+        self.unclean_leader_election = enabled;
+    }
+
+    /// A topic's election settings: min ISR from its `min.insync.replicas` (capped at its
+    /// replication factor), unclean election from its override or the broker default.
+    pub fn election_config(&self, topic: &TopicMeta) -> ElectionConfig {
+        let config = self.topic_config(topic);
+        let unclean = topic
+            .configs
+            .get("unclean.leader.election.enable")
+            .map(|v| v.eq_ignore_ascii_case("true"))
+            .unwrap_or(self.unclean_leader_election);
+        ElectionConfig {
+            elr: self.eligible_leader_replicas,
+            min_isr: (config.min_insync_replicas.max(1) as usize)
+                .min(topic.replication_factor.max(1) as usize),
+            unclean,
+        }
+    }
+
+    /// The Topic record and one Partition record per partition. `entropy` picks the placement's
+    /// start (the driver draws it from `io.rng`).
     pub fn create_topic(
         &self,
         image: &MetadataImage,
         topic: &NewTopic,
         id: Uuid,
-    ) -> Result<MetadataRecord, ControllerError> {
+        entropy: u64,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
         validate_topic_name(&topic.name)?;
         if image.topic(&topic.name).is_some() {
             return Err(ControllerError::TopicAlreadyExists(topic.name.clone()));
         }
-        let partitions = match topic.partitions {
-            -1 => self.default_partitions,
-            n if n > 0 => n,
-            n => {
-                return Err(ControllerError::InvalidPartitions(format!(
-                    "number of partitions must be at least 1, got {n}"
-                )))
+        let assignments = if topic.assignments.is_empty() {
+            let partitions = match topic.partitions {
+                -1 => self.default_partitions,
+                n if n > 0 => n,
+                n => {
+                    return Err(ControllerError::InvalidPartitions(format!(
+                        "number of partitions must be at least 1, got {n}"
+                    )))
+                }
+            };
+            if partitions > MAX_NEW_PARTITIONS {
+                return Err(ControllerError::TooLarge);
             }
-        };
-        if partitions > MAX_NEW_PARTITIONS {
-            return Err(ControllerError::TooLarge);
-        }
-        let replication_factor = match topic.replication_factor {
-            -1 => self.default_replication_factor,
-            n if n > 0 => n,
-            n => {
-                return Err(ControllerError::InvalidReplicationFactor(format!(
-                    "replication factor must be at least 1, got {n}"
-                )))
+            let replication_factor = match topic.replication_factor {
+                -1 => self.default_replication_factor,
+                n if n > 0 => n,
+                n => {
+                    return Err(ControllerError::InvalidReplicationFactor(format!(
+                        "replication factor must be at least 1, got {n}"
+                    )))
+                }
+            };
+            placement::assign(
+                &usable_brokers(image),
+                0,
+                partitions,
+                replication_factor,
+                entropy,
+            )?
+        } else {
+            if topic.partitions != -1 || topic.replication_factor != -1 {
+                return Err(ControllerError::InvalidRequest(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. \
+                     Both cannot be used at the same time."
+                        .to_string(),
+                ));
             }
+            if topic.assignments.len() > MAX_NEW_PARTITIONS as usize {
+                return Err(ControllerError::TooLarge);
+            }
+            check_manual(image, &topic.assignments, None, 0)?;
+            topic.assignments.clone()
         };
-        if replication_factor as i32 > self.brokers {
-            return Err(ControllerError::InvalidReplicationFactor(format!(
-                "replication factor {replication_factor} is larger than the {} available brokers",
-                self.brokers
-            )));
-        }
         self.topic_defaults
             .with_overrides(&topic.configs)
             .map_err(|e| ControllerError::InvalidConfig(e.to_string()))?;
-        Ok(MetadataRecord::Topic {
-            name: topic.name.clone(),
+        let mut records = vec![MetadataRecord::topic(
+            &topic.name,
             id,
-            partitions,
-            replication_factor,
-            configs: topic.configs.clone(),
-        })
+            topic.configs.clone(),
+        )];
+        records.extend(partition_records(image, id, 0, assignments));
+        Ok(records)
     }
 
     pub fn delete_topic(
@@ -183,12 +269,16 @@ impl Controller {
         })
     }
 
+    /// Partition records growing `name` to `count` partitions, placed automatically (with the
+    /// replication factor of its partition 0) or by `assignments` (one per new partition).
     pub fn create_partitions(
         &self,
         image: &MetadataImage,
         name: &str,
         count: i32,
-    ) -> Result<MetadataRecord, ControllerError> {
+        assignments: Option<&[Vec<i32>]>,
+        entropy: u64,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
         let topic = image
             .topic(name)
             .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?;
@@ -201,10 +291,81 @@ impl Controller {
         if count - topic.partitions > MAX_NEW_PARTITIONS {
             return Err(ControllerError::TooLarge);
         }
-        Ok(MetadataRecord::Partitions {
-            name: name.to_string(),
-            count,
-        })
+        let added = count - topic.partitions;
+        let rf = topic.replication_factor.max(1);
+        let assignments = match assignments {
+            None => {
+                placement::assign(&usable_brokers(image), topic.partitions, added, rf, entropy)?
+            }
+            Some(a) => {
+                if a.len() != added as usize {
+                    return Err(ControllerError::InvalidReplicaAssignment(format!(
+                        "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+                        a.len()
+                    )));
+                }
+                check_manual(image, a, Some(rf as usize), topic.partitions)?;
+                a.to_vec()
+            }
+        };
+        Ok(partition_records(
+            image,
+            topic.id,
+            topic.partitions,
+            assignments,
+        ))
+    }
+
+    /// Partition records for partitions a log from before partition records left
+    /// unregistered: all on `node`, the single node that wrote that log.
+    pub fn register_legacy_partitions(
+        &self,
+        image: &MetadataImage,
+        node: i32,
+    ) -> Vec<MetadataRecord> {
+        image
+            .unregistered_legacy_partitions()
+            .into_iter()
+            .map(|(topic_id, partition)| {
+                MetadataRecord::Partition(PartitionRecord {
+                    topic_id,
+                    partition,
+                    replicas: vec![node],
+                    isr: vec![node],
+                    elr: vec![],
+                    last_known_elr: vec![],
+                    leader: node,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                    leader_recovering: false,
+                })
+            })
+            .collect()
+    }
+
+    /// The active controller's periodic elections: leaderless partitions again (unclean
+    /// election where a topic allows it, now that replicas may have come back), and with
+    /// `auto_rebalance` (`auto.leader.rebalance.enable`) leadership back to each preferred
+    /// replica that is in the ISR and active.
+    pub fn periodic_elections(
+        &self,
+        image: &MetadataImage,
+        auto_rebalance: bool,
+    ) -> Vec<MetadataRecord> {
+        let config = |t: &TopicMeta| self.election_config(t);
+        let mut changes = election::elect_leaderless(image, None, &config);
+        if auto_rebalance {
+            let imbalanced: Vec<(Uuid, i32)> = image
+                .partitions()
+                .filter(|(_, p)| p.leader != NO_LEADER && p.leader != p.replicas[0])
+                .map(|(k, _)| k)
+                .collect();
+            changes.extend(election::elect_preferred(image, &imbalanced, &config));
+        }
+        changes
+            .into_iter()
+            .map(MetadataRecord::PartitionChange)
+            .collect()
     }
 
     /// Config changes for a topic; `None` removes an override (back to the broker default).
@@ -257,101 +418,62 @@ impl Controller {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn controller() -> Controller {
-        let defaults = crate::config::ServerConfig::default_single_node().topic_defaults;
-        Controller::new(1, 3, 1, true, defaults)
-    }
-
-    #[test]
-    fn topic_lifecycle() {
-        let c = controller();
-        let mut image = MetadataImage::default();
-        let new = NewTopic {
-            name: "orders".into(),
-            partitions: -1,
-            replication_factor: -1,
-            configs: BTreeMap::from([("retention.ms".to_string(), "1000".to_string())]),
-        };
-        let record = c.create_topic(&image, &new, Uuid::from_u128(1)).unwrap();
-        image.apply(&record);
-        assert_eq!(image.topic("orders").unwrap().partitions, 3);
-        assert_eq!(
-            c.create_topic(&image, &new, Uuid::from_u128(2)),
-            Err(ControllerError::TopicAlreadyExists("orders".into()))
-        );
-        assert!(c.create_partitions(&image, "orders", 2).is_err());
-        // Regression (fuzzing): a count in the billions is refused, not opened.
-        assert_eq!(
-            c.create_partitions(&image, "orders", i32::MAX),
-            Err(ControllerError::TooLarge)
-        );
-        assert!(c
-            .create_partitions(&image, "orders", 3 + MAX_NEW_PARTITIONS)
-            .is_ok());
-        let huge = NewTopic {
-            name: "huge".into(),
-            partitions: 536_870_914,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        };
-        assert_eq!(
-            c.create_topic(&image, &huge, Uuid::nil()),
-            Err(ControllerError::TooLarge)
-        );
-        image.apply(&c.create_partitions(&image, "orders", 5).unwrap());
-        assert_eq!(image.topic("orders").unwrap().partitions, 5);
-        let changes = BTreeMap::from([("retention.ms".to_string(), None)]);
-        image.apply(&c.alter_topic_config(&image, "orders", changes).unwrap());
-        assert!(image.topic("orders").unwrap().configs.is_empty());
-        image.apply(&c.delete_topic(&image, "orders").unwrap());
-        assert!(image.topic("orders").is_none());
-        assert_eq!(image.applied(), 4);
-    }
-
-    #[test]
-    fn rejects_bad_requests() {
-        let c = controller();
-        let image = MetadataImage::default();
-        let mut new = NewTopic {
-            name: "a/b".into(),
-            partitions: 1,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        };
-        assert!(matches!(
-            c.create_topic(&image, &new, Uuid::nil()),
-            Err(ControllerError::InvalidTopic(_))
-        ));
-        new.name = "ok".into();
-        new.replication_factor = 3;
-        assert!(matches!(
-            c.create_topic(&image, &new, Uuid::nil()),
-            Err(ControllerError::InvalidReplicationFactor(_))
-        ));
-        new.replication_factor = 1;
-        new.configs.insert("retention.ms".into(), "soon".into());
-        assert!(matches!(
-            c.create_topic(&image, &new, Uuid::nil()),
-            Err(ControllerError::InvalidConfig(_))
-        ));
-        assert!(validate_topic_name(&"x".repeat(250)).is_err());
-        assert!(validate_topic_name("..").is_err());
-    }
-
-    #[test]
-    fn records_round_trip_as_json() {
-        let record = MetadataRecord::TopicConfig {
-            name: "t".into(),
-            changes: BTreeMap::from([("a".into(), Some("1".into())), ("b".into(), None)]),
-        };
-        let json = serde_json::to_string(&record).unwrap();
-        assert_eq!(
-            serde_json::from_str::<MetadataRecord>(&json).unwrap(),
-            record
-        );
-    }
+/// Brokers that may take new replicas: unfenced and not shutting down.
+fn usable_brokers(image: &MetadataImage) -> Vec<i32> {
+    image
+        .brokers()
+        .filter(|b| b.is_active())
+        .map(|b| b.id)
+        .collect()
 }
+
+fn check_manual(
+    image: &MetadataImage,
+    assignments: &[Vec<i32>],
+    replication_factor: Option<usize>,
+    first: i32,
+) -> Result<(), ControllerError> {
+    placement::check_manual(
+        assignments,
+        replication_factor,
+        |b| image.broker(b).is_some(),
+        |b| image.is_active_broker(b),
+        first,
+    )
+}
+
+/// New partitions: the ISR is the active replicas, the first of them leads (Kafka's choice for
+/// manual assignments too, where some replicas may be down).
+fn partition_records(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    first: i32,
+    assignments: Vec<Vec<i32>>,
+) -> Vec<MetadataRecord> {
+    assignments
+        .into_iter()
+        .enumerate()
+        .map(|(i, replicas)| {
+            let isr: Vec<i32> = replicas
+                .iter()
+                .copied()
+                .filter(|b| image.is_active_broker(*b))
+                .collect();
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id,
+                partition: first + i as i32,
+                leader: isr.first().copied().unwrap_or(NO_LEADER),
+                replicas,
+                isr,
+                elr: vec![],
+                last_known_elr: vec![],
+                leader_epoch: 0,
+                partition_epoch: 0,
+                leader_recovering: false,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -129,7 +129,7 @@ impl MetadataStore {
                             format!("metadata record at offset {}: {e}", record.offset),
                         )
                     })?;
-                    image.apply(&parsed);
+                    image.apply(record.offset, &parsed);
                     applied.push(record.offset as u64, Bytes::copy_from_slice(value));
                 }
                 offset = header.next_offset();
@@ -215,8 +215,8 @@ impl MetadataStore {
             return Err(e);
         }
         assert_eq!(self.log.recovery_point(), self.log.end_offset());
-        for record in records {
-            self.image.apply(record);
+        for (i, record) in records.iter().enumerate() {
+            self.image.apply(before + i as i64, record);
         }
         for (i, value) in values.into_iter().enumerate() {
             self.applied.push(before as u64 + i as u64, value);
@@ -355,13 +355,7 @@ mod tests {
     }
 
     fn topic(name: &str, id: u64) -> MetadataRecord {
-        MetadataRecord::Topic {
-            name: name.into(),
-            id: Uuid::from_u64_pair(0, id),
-            partitions: 1,
-            replication_factor: 1,
-            configs: BTreeMap::new(),
-        }
+        MetadataRecord::topic(name, Uuid::from_u64_pair(0, id), BTreeMap::new())
     }
 
     fn open(disk: Arc<dyn Disk>) -> io::Result<MetadataStore> {

@@ -90,8 +90,10 @@ struct Group {
     sync_deadline: Option<i64>,
     /// Members of the current generation that have not sent SyncGroup yet.
     awaiting_sync: BTreeSet<String>,
-    /// The leader's assignment is being persisted.
-    assignment_in_flight: bool,
+    /// The generation whose leader assignment is being persisted. Per generation: a write of
+    /// an earlier generation still in flight must not hold back the current leader's (its
+    /// SyncGroup would stay parked until the clients time out).
+    assignment_in_flight: Option<i32>,
     offsets: BTreeMap<(String, i32), Committed>,
     appends_in_flight: usize,
 }
@@ -113,7 +115,7 @@ impl Group {
             initial_delay: None,
             sync_deadline: None,
             awaiting_sync: BTreeSet::new(),
-            assignment_in_flight: false,
+            assignment_in_flight: None,
             offsets: BTreeMap::new(),
             appends_in_flight: 0,
         }
@@ -1233,7 +1235,7 @@ impl Coordinator {
                     respond(out, old, sync_error(GroupError::RebalanceInProgress));
                 }
                 let is_leader = g.leader.as_deref() == Some(req.member_id.as_str());
-                if is_leader && !g.assignment_in_flight {
+                if is_leader && g.assignment_in_flight != Some(g.generation) {
                     let mut given: BTreeMap<String, Bytes> = req.assignments.into_iter().collect();
                     let assignments: BTreeMap<String, Bytes> = g
                         .members
@@ -1250,7 +1252,7 @@ impl Coordinator {
                         records::group_key(&g.id),
                         Some(records::group_value(&snapshot.value(now))),
                     );
-                    g.assignment_in_flight = true;
+                    g.assignment_in_flight = Some(g.generation);
                     g.appends_in_flight += 1;
                     let pending = Pending::Assignment {
                         group: g.id.clone(),
@@ -1408,7 +1410,7 @@ impl Coordinator {
         }
         if !self.groups.contains_key(&req.group_id) {
             if req.generation >= 0 {
-                refuse(&mut out, GroupError::IllegalGeneration);
+                refuse(&mut out, req.unknown_group);
                 return out;
             }
             if self.groups.len() >= self.config.max_groups {
@@ -1853,7 +1855,9 @@ impl Coordinator {
                 assignments,
                 ..
             } => {
-                g.assignment_in_flight = false;
+                if g.assignment_in_flight == Some(generation) {
+                    g.assignment_in_flight = None;
+                }
                 if g.generation != generation || g.state != GroupState::CompletingRebalance {
                     return; // A rebalance already failed the parked syncs.
                 }

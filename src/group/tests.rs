@@ -183,6 +183,7 @@ impl Harness {
             instance_id: None,
             generation,
             retention_ms: -1,
+            unknown_group: GroupError::IllegalGeneration,
             offsets: vec![OffsetToCommit {
                 topic: "t".into(),
                 partition: 0,
@@ -554,6 +555,7 @@ fn commit_in_completing_rebalance_is_refused_and_metadata_is_bounded() {
         instance_id: None,
         generation: -1,
         retention_ms: -1,
+        unknown_group: GroupError::IllegalGeneration,
         offsets: vec![
             OffsetToCommit {
                 topic: "t".into(),
@@ -937,4 +939,78 @@ fn a_rebalance_fails_parked_syncs_and_leader_sync_during_loading_is_retriable() 
             })
         )]
     );
+}
+
+#[test]
+fn a_leader_sync_of_a_new_generation_is_stored_while_the_old_assignment_is_in_flight() {
+    // librdkafka 0113 (u_multiple_subscription_changes): the leader's SyncGroup of generation
+    // N is being written when a join starts generation N+1; the leader's SyncGroup of N+1 must
+    // be written too, not parked behind the stale write until the clients time out.
+    let mut h = Harness::new(0);
+    let m1 = h.stable_one();
+    let (j2, m2) = h.join_new();
+    let req = h.join_req(&m1, None, &["range", "roundrobin"]);
+    let j1 = h.send_join(req);
+    h.join_response(j1);
+    h.join_response(j2);
+    h.auto_commit = false;
+    let s1 = h.sync(&m1, 2, &[(&m1, "a"), (&m2, "b")]);
+    assert_eq!(
+        h.appends.len(),
+        1,
+        "generation 2's assignment is being written"
+    );
+    // m2 changes its subscription before the write completes: generation 3.
+    let mut req = h.join_req(&m2, None, &["range", "roundrobin"]);
+    req.protocols[0].1 = Bytes::from("new-subscription");
+    let j2 = h.send_join(req);
+    assert_eq!(
+        h.sync_response(s1).error,
+        Some(GroupError::RebalanceInProgress)
+    );
+    let req = h.join_req(&m1, None, &["range", "roundrobin"]);
+    let j1 = h.send_join(req);
+    assert_eq!(h.join_response(j1).generation, 3);
+    assert_eq!(h.join_response(j2).generation, 3);
+    let s2 = h.sync(&m2, 3, &[]);
+    let s1 = h.sync(&m1, 3, &[(&m1, "a3"), (&m2, "b3")]);
+    assert_eq!(
+        h.appends.len(),
+        2,
+        "generation 3's assignment is written at once"
+    );
+    // The stale write completes first, then the current one.
+    for (token, _, _) in std::mem::take(&mut h.appends) {
+        let actions = h.c.append_done(token, Ok(()), h.now);
+        h.apply(actions);
+    }
+    assert_eq!(h.sync_response(s1).assignment, Bytes::from("a3"));
+    assert_eq!(h.sync_response(s2).assignment, Bytes::from("b3"));
+    assert_eq!(h.state(), (GroupState::Stable, 3));
+}
+
+#[test]
+fn a_member_commit_to_an_unknown_group_gets_the_error_the_driver_names() {
+    // OffsetCommit v9+ answers GROUP_ID_NOT_FOUND where older versions answer ILLEGAL_GENERATION.
+    let mut h = Harness::new(0);
+    let id = h.request();
+    let req = CommitRequest {
+        group_id: G.into(),
+        member_id: "m".into(),
+        instance_id: None,
+        generation: 1,
+        retention_ms: -1,
+        unknown_group: GroupError::GroupIdNotFound,
+        offsets: vec![OffsetToCommit {
+            topic: "t".into(),
+            partition: 0,
+            offset: 3,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    };
+    let actions = h.c.commit(id, req, h.now);
+    h.apply(actions);
+    assert_eq!(h.commit_error(id), Some(GroupError::GroupIdNotFound));
+    assert!(h.c.group_state(G).is_none(), "no group is created");
 }

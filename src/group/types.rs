@@ -193,6 +193,9 @@ pub struct CommitRequest {
     pub generation: i32,
     /// OffsetCommit v2–v4 `RetentionTimeMs`; -1 means the broker's retention.
     pub retention_ms: i64,
+    /// What a member commit (generation >= 0) to a group that does not exist gets: Kafka
+    /// answers ILLEGAL_GENERATION before OffsetCommit v9 and GROUP_ID_NOT_FOUND from v9.
+    pub unknown_group: GroupError,
     pub offsets: Vec<OffsetToCommit>,
 }
 

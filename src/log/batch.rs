@@ -19,6 +19,8 @@ const ATTR_COMPRESSION_MASK: i16 = 0x07;
 const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
+/// KIP-534: the base timestamp holds the delete horizon (set by the log cleaner).
+const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
@@ -121,10 +123,12 @@ impl BatchHeader {
                 "negative record count or offset delta",
             ));
         }
-        // Control batches may be empty; data batches must describe their offsets exactly.
-        if !header.is_control() && header.record_count != header.last_offset_delta + 1 {
+        // A stored batch may hold fewer records than its offsets span: the log cleaner removes
+        // records but keeps lastOffsetDelta (and may keep an empty header for a producer's last
+        // batch). A produce must still describe its offsets exactly (`is_dense`).
+        if header.record_count as i64 > header.last_offset_delta as i64 + 1 {
             return Err(BatchError::Malformed(
-                "record count does not match last offset delta",
+                "more records than the batch's offsets span",
             ));
         }
         Ok(header)
@@ -157,6 +161,21 @@ impl BatchHeader {
 
     pub fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// Whether the base timestamp is a delete horizon (KIP-534), stamped by the log cleaner.
+    pub fn has_delete_horizon(&self) -> bool {
+        self.attributes & ATTR_DELETE_HORIZON != 0
+    }
+
+    /// The delete horizon, when the cleaner stamped one.
+    pub fn delete_horizon(&self) -> Option<i64> {
+        self.has_delete_horizon().then_some(self.base_timestamp)
+    }
+
+    /// One record per offset, as a producer must send (a cleaned batch may have gaps).
+    pub fn is_dense(&self) -> bool {
+        self.record_count == self.last_offset_delta + 1
     }
 
     pub fn is_idempotent(&self) -> bool {
@@ -251,7 +270,7 @@ impl<'a> Iterator for BatchIter<'a> {
 }
 
 /// Zig-zag varint (Kafka's varint and varlong share the encoding). Returns (value, bytes read).
-fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
+pub(crate) fn read_varint(buf: &[u8]) -> Option<(i64, usize)> {
     let mut raw: u64 = 0;
     for (i, &b) in buf.iter().enumerate().take(10) {
         raw |= ((b & 0x7f) as u64) << (7 * i);
@@ -272,7 +291,7 @@ pub struct BatchBuilder {
     max_timestamp: i64,
 }
 
-fn put_varint(out: &mut Vec<u8>, value: i64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, value: i64) {
     let mut raw = ((value << 1) ^ (value >> 63)) as u64;
     while raw >= 0x80 {
         out.push((raw as u8 & 0x7f) | 0x80);

@@ -7,20 +7,24 @@
 //! segments before it are trusted. A clean shutdown writes the checkpoint with the log end.
 
 pub mod batch;
+pub mod cleaner;
 pub mod codec;
 pub mod index;
+pub mod leader_epochs;
 pub mod segment;
 pub mod start_offset;
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::io::{create_dir_all_durable, read_file, write_file_atomic, Disk, File};
 use batch::BatchHeader;
+use leader_epochs::{EpochEnd, LeaderEpochCache};
 use segment::Segment;
 pub use start_offset::StartOffsetWrite;
 
@@ -108,6 +112,16 @@ pub struct Log {
     /// last sync covered.
     dir_changes: u64,
     dir_changes_synced: u64,
+    /// The log cleaner's checkpoint (see [`cleaner`]): where the next pass maps from, and
+    /// below which segments may have offset gaps.
+    cleaner: cleaner::CleanerCheckpoint,
+    /// The leader-epoch cache, consistent with the batches' `partitionLeaderEpoch` (batches
+    /// without one, -1, as in the metadata log, add nothing).
+    epochs: LeaderEpochCache,
+    /// Bumped on every change to `epochs`; `epochs_on_disk` is the version the checkpoint file
+    /// holds (`u64::MAX`: unknown), so checkpoints rewrite it only when it changed.
+    epochs_version: u64,
+    epochs_on_disk: Arc<AtomicU64>,
 }
 
 impl Log {
@@ -119,6 +133,17 @@ impl Log {
         now_ms: i64,
     ) -> io::Result<(Log, Recovery)> {
         create_dir_all_durable(disk.as_ref(), dir).await?;
+        // An interrupted cleaner swap is completed or rolled back before anything is read.
+        let swapped = cleaner::swap::recover(disk.as_ref(), dir).await?;
+        let cleaner_checkpoint = cleaner::CleanerCheckpoint::read(disk.as_ref(), dir)
+            .unwrap_or_else(|cleaner::DamagedCheckpoint| {
+                tracing::warn!(dir = %dir.display(),
+                    "cleaner checkpoint is damaged; every segment may have offset gaps");
+                cleaner::CleanerCheckpoint {
+                    first_dirty: None,
+                    gaps_below: i64::MAX,
+                }
+            });
         let names = disk.list_dir(dir)?;
         let mut bases: Vec<i64> = names
             .iter()
@@ -159,6 +184,10 @@ impl Log {
             verify_reads: true,
             dir_changes: 0,
             dir_changes_synced: 0,
+            cleaner: cleaner_checkpoint,
+            epochs: LeaderEpochCache::default(),
+            epochs_version: 0,
+            epochs_on_disk: Arc::new(AtomicU64::new(u64::MAX)),
         };
         // Segments that start after the recovery point may hold unflushed data.
         let first_to_scan = if clean {
@@ -180,15 +209,20 @@ impl Log {
                 recovery.segments_dropped += 1;
                 continue;
             }
-            let recover = base >= first_to_scan;
+            let recover = base >= first_to_scan || swapped.contains(&base);
             let interval = log.config.index_interval_bytes;
+            let gaps = base < log.cleaner.gaps_below;
             let (segment, stop) =
-                Segment::open(disk.as_ref(), dir, base, interval, recover, now_ms)?;
+                Segment::open(disk.as_ref(), dir, base, interval, recover, gaps, now_ms)?;
             if recover {
                 recovery.segments_scanned += 1;
             }
             if let Some(prev) = log.segments.values().next_back() {
-                if prev.next_offset() != base {
+                // A cleaned segment may end before the next one starts (its last batches
+                // were removed); anything else must follow on exactly.
+                let follows =
+                    prev.next_offset() == base || (prev.has_gaps() && prev.next_offset() < base);
+                if !follows {
                     tracing::warn!(dir = %dir.display(), base, expected = prev.next_offset(),
                         "segment does not follow on from the previous one; dropping the rest");
                     Segment::remove_files(disk.as_ref(), dir, base)?;
@@ -257,8 +291,142 @@ impl Log {
             disk.sync_dir(dir).await?;
             log.dir_changes_synced = log.dir_changes;
         }
+        let trusted_below = if clean {
+            log.end_offset()
+        } else {
+            recovery.checkpointed
+        };
+        log.load_epochs(trusted_below)?;
         log.check_invariants();
         Ok((log, recovery))
+    }
+
+    /// Brings the leader-epoch cache back: the checkpoint file's entries below `trusted_below`
+    /// (the recovery point it was written with or after) if they agree with the batches they
+    /// name, plus what the batch headers from there on say. A missing or damaged file, or one
+    /// that disagrees with the log, is rebuilt from every batch header.
+    fn load_epochs(&mut self, trusted_below: i64) -> io::Result<()> {
+        let path = self.dir.join(leader_epochs::CHECKPOINT_FILE);
+        let stored = read_file(self.disk.as_ref(), &path)
+            .ok()
+            .and_then(|raw| LeaderEpochCache::parse(&raw));
+        let first = self.first_base();
+        let mut rescan_from = first;
+        let mut epochs = LeaderEpochCache::default();
+        let mut unchanged = false;
+        if let Some(mut cache) = stored {
+            let before = cache.clone();
+            // What starts at or after the trusted point is rebuilt from the batches there.
+            let trusted_below = trusted_below.max(first);
+            cache.truncate_from_end(trusted_below);
+            if self.epochs_agree_with_log(&cache)? {
+                rescan_from = trusted_below;
+                unchanged = cache == before;
+                epochs = cache;
+            } else {
+                tracing::warn!(dir = %self.dir.display(),
+                    "leader-epoch checkpoint disagrees with the log; rebuilding it from the batches");
+            }
+        }
+        let mut seen = Vec::new();
+        self.scan_headers(rescan_from, |h| {
+            seen.push((h.partition_leader_epoch, h.base_offset))
+        })?;
+        for (epoch, base) in seen {
+            if epoch >= 0 && epoch != epochs.latest_epoch() {
+                if epochs.can_assign(epoch, base) {
+                    epochs.assign(epoch, base);
+                    unchanged = false;
+                } else {
+                    tracing::warn!(dir = %self.dir.display(), epoch, base,
+                        "batch leader epoch goes back; left out of the epoch cache");
+                }
+            }
+        }
+        unchanged &= !epochs.truncate_from_start(self.start_offset);
+        self.epochs = epochs;
+        if unchanged {
+            self.epochs_on_disk
+                .store(self.epochs_version, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Every cached epoch that starts inside the log starts a batch of that epoch there.
+    fn epochs_agree_with_log(&self, cache: &LeaderEpochCache) -> io::Result<bool> {
+        for entry in cache.entries() {
+            if entry.start_offset < self.first_base() {
+                continue;
+            }
+            if entry.start_offset >= self.end_offset() {
+                return Ok(false);
+            }
+            match self.batch_at(entry.start_offset)? {
+                Some(h)
+                    if h.base_offset == entry.start_offset
+                        && h.partition_leader_epoch == entry.epoch => {}
+                _ => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// The header of the batch holding `offset` (or the next one), if the log has one.
+    pub fn batch_at(&self, offset: i64) -> io::Result<Option<BatchHeader>> {
+        let from = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(i64::MIN, |(&b, _)| b);
+        // The segment holding it, or, at a segment's end, the next one.
+        for segment in self.segments.range(from..).map(|(_, s)| s).take(2) {
+            if let Some(h) = segment.batch_at(offset)? {
+                return Ok(Some(h));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The leader-epoch cache.
+    pub fn epochs(&self) -> &LeaderEpochCache {
+        &self.epochs
+    }
+
+    /// `endOffsetFor(epoch)` against this log's end (see [`LeaderEpochCache::end_offset_for`]).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> EpochEnd {
+        self.epochs.end_offset_for(epoch, self.end_offset())
+    }
+
+    /// The latest epoch in the cache, -1 if none.
+    pub fn latest_epoch(&self) -> i32 {
+        self.epochs.latest_epoch()
+    }
+
+    /// A leader elected in `epoch` records that it starts at the log end, before appending
+    /// anything (KAFKA-7415). `false` if `epoch` is older than the latest cached one.
+    pub fn assign_epoch_start(&mut self, epoch: i32) -> bool {
+        let end = self.end_offset();
+        if !self.epochs.can_assign(epoch, end) {
+            return false;
+        }
+        if self.epochs.assign(epoch, end) {
+            self.epochs_version += 1;
+        }
+        true
+    }
+
+    /// Forgets the epochs that start at or after `offset` without touching the batches: only
+    /// epochs with no batch (a leader's election entry at the log end) may go this way.
+    pub fn forget_epochs_from(&mut self, offset: i64) {
+        assert!(offset >= self.end_offset(), "epochs with batches stay");
+        let changed = self.epochs.truncate_from_end(offset);
+        self.epochs_changed(changed);
+    }
+
+    fn epochs_changed(&mut self, changed: bool) {
+        if changed {
+            self.epochs_version += 1;
+        }
     }
 
     /// Brings the log start offset recorded by DeleteRecords back at open. Segments wholly below
@@ -289,6 +457,8 @@ impl Log {
         }
         self.start_offset = start;
         self.delete_segments_below_start()?;
+        let changed = self.epochs.truncate_from_start(start);
+        self.epochs_changed(changed);
         Ok(())
     }
 
@@ -297,7 +467,8 @@ impl Log {
         let mut deleted = 0;
         while self.segments.len() > 1 {
             let (&base, oldest) = self.segments.iter().next().unwrap();
-            if oldest.next_offset() > self.start_offset {
+            // An empty segment at or after the start (one the cleaner emptied) is not below it.
+            if oldest.next_offset() > self.start_offset || base >= self.start_offset {
                 break;
             }
             self.segments.remove(&base);
@@ -341,6 +512,8 @@ impl Log {
         }
         self.start_offset = offset;
         let deleted = self.delete_segments_below_start()?;
+        let changed = self.epochs.truncate_from_start(offset);
+        self.epochs_changed(changed);
         self.recovery_point = self.recovery_point.max(self.first_base());
         self.check_invariants();
         Ok(deleted)
@@ -349,16 +522,24 @@ impl Log {
     fn check_invariants(&self) {
         assert!(
             self.start_offset >= self.first_base() && self.start_offset <= self.end_offset(),
-            "log start offset outside the log"
+            "log start offset {} outside the log {:?}",
+            self.start_offset,
+            self.segments
+                .values()
+                .map(|s| (s.base_offset(), s.next_offset(), s.size()))
+                .collect::<Vec<_>>()
         );
-        let mut expected: Option<i64> = None;
+        let mut expected: Option<(i64, bool)> = None;
         for (&base, segment) in &self.segments {
             assert_eq!(base, segment.base_offset());
             assert!(segment.next_offset() >= base);
-            if let Some(e) = expected {
-                assert_eq!(base, e, "segments must be contiguous");
+            if let Some((e, gaps)) = expected {
+                assert!(
+                    base == e || (gaps && base > e),
+                    "segments must be contiguous (segment at {base} after one ending at {e})"
+                );
             }
-            expected = Some(segment.next_offset());
+            expected = Some((segment.next_offset(), segment.has_gaps()));
         }
         assert!(self.recovery_point <= self.end_offset());
     }
@@ -394,6 +575,10 @@ impl Log {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    pub fn disk(&self) -> &Arc<dyn Disk> {
+        &self.disk
     }
 
     pub fn config(&self) -> &LogConfig {
@@ -439,6 +624,11 @@ impl Log {
         self.segments.len()
     }
 
+    /// The base offset of the active (last) segment: everything below it is in closed segments.
+    pub fn active_base_offset(&self) -> i64 {
+        self.active().base_offset()
+    }
+
     fn active(&self) -> &Segment {
         self.segments
             .values()
@@ -473,6 +663,7 @@ impl Log {
             batch::set_base_offset(slice, base);
             header.base_offset = base;
             self.active_mut().append(slice, header)?;
+            self.note_batch_epoch(header);
             self.unflushed_messages += header.record_count as i64;
             position += len;
         }
@@ -480,6 +671,23 @@ impl Log {
         let last = self.end_offset() - 1;
         assert!(last >= first, "offsets must advance");
         Ok((first, last))
+    }
+
+    /// A batch with a new leader epoch starts that epoch in the cache. Callers that take
+    /// batches from elsewhere check the epochs first (`Partition::append_as_follower`); an epoch
+    /// that goes back anyway is left out with a warning rather than breaking the cache's order.
+    fn note_batch_epoch(&mut self, header: &BatchHeader) {
+        let epoch = header.partition_leader_epoch;
+        if epoch < 0 || epoch == self.epochs.latest_epoch() {
+            return;
+        }
+        if self.epochs.can_assign(epoch, header.base_offset) {
+            let changed = self.epochs.assign(epoch, header.base_offset);
+            self.epochs_changed(changed);
+        } else {
+            tracing::warn!(dir = %self.dir.display(), epoch, base = header.base_offset,
+                latest = self.epochs.latest_epoch(), "batch leader epoch goes back");
+        }
     }
 
     fn maybe_roll(&mut self, incoming: u64, records: i32, now_ms: i64) -> io::Result<()> {
@@ -524,20 +732,25 @@ impl Log {
         if offset >= upper_bound {
             return Ok(Bytes::new());
         }
-        let segment = self
+        let first = *self
             .segments
             .range(..=offset)
             .next_back()
-            .map(|(_, s)| s)
+            .map(|(b, _)| b)
             .expect("offset is within the log");
-        let data = segment.read(offset, max_bytes, upper_bound, self.verify_reads())?;
-        if data.is_empty() && segment.next_offset() <= offset {
-            // The offset sits exactly at a segment boundary: read the next segment.
-            if let Some((_, next)) = self.segments.range(offset + 1..).next() {
-                return Ok(next.read(offset, max_bytes, upper_bound, self.verify_reads())?);
+        // The offset may sit at a segment boundary, or in a gap the cleaner left (a segment
+        // with nothing at or after it, or an emptied one): then the next segment serves.
+        for (_, segment) in self.segments.range(first..) {
+            if segment.base_offset() >= upper_bound {
+                break;
+            }
+            let data = segment.read(offset, max_bytes, upper_bound, self.verify_reads())?;
+            let exhausted = segment.next_offset() <= offset || segment.is_empty();
+            if !data.is_empty() || !exhausted {
+                return Ok(data);
             }
         }
-        Ok(data)
+        Ok(Bytes::new())
     }
 
     /// The first offset whose record timestamp is at or after `timestamp`, with that timestamp.
@@ -653,6 +866,9 @@ impl Log {
             disk: self.disk.clone(),
             dir: self.dir.clone(),
             recovery_point: self.recovery_point,
+            epochs: self.epochs.render(),
+            epochs_version: self.epochs_version,
+            epochs_on_disk: self.epochs_on_disk.clone(),
         }
     }
 
@@ -696,11 +912,17 @@ impl Log {
         }
         self.start_offset = self.start_offset.max(self.first_base());
         self.recovery_point = self.recovery_point.max(self.first_base());
+        let changed = self.epochs.truncate_from_start(self.start_offset);
+        self.epochs_changed(changed);
         Ok(deleted)
     }
 
-    /// Removes everything at or after `offset` (a batch boundary). Used by replication when a
-    /// follower diverges from its leader.
+    /// Removes every batch holding an offset at or after `offset` (a batch that straddles it
+    /// goes whole, so the log may end before `offset`), and the epochs that started there.
+    /// Used by replication when a follower diverges from its leader. The cut reaches the disk
+    /// with the next flush plan (the recovery point moves back to it, and removed segments
+    /// count as directory changes), which must complete, together with a checkpoint, before
+    /// anything is appended after it (see `Partition::truncate_to`).
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
         assert!(offset >= self.start_offset());
         let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(&b, _)| b).collect();
@@ -715,6 +937,11 @@ impl Log {
         }
         self.active_mut().truncate_to(offset)?;
         self.recovery_point = self.recovery_point.min(self.end_offset());
+        // Data after the cut will be new: the next pass maps it (the file follows then).
+        self.cleaner.first_dirty = self.cleaner.first_dirty.map(|d| d.min(offset));
+        let end = self.end_offset();
+        let changed = self.epochs.truncate_from_end(end);
+        self.epochs_changed(changed);
         self.check_invariants();
         Ok(())
     }
@@ -730,11 +957,24 @@ pub struct Checkpoint {
     disk: Arc<dyn Disk>,
     dir: PathBuf,
     recovery_point: i64,
+    /// The leader-epoch checkpoint file's text at the same moment.
+    epochs: String,
+    epochs_version: u64,
+    epochs_on_disk: Arc<AtomicU64>,
 }
 
 impl Checkpoint {
-    /// Records the recovery point so an unclean start scans only what follows it.
+    /// Records the recovery point so an unclean start scans only what follows it, after the
+    /// leader-epoch cache (when it changed since it was last written): the epoch file must be
+    /// at least as new as the recovery point, since a start trusts it below that point.
+    /// Checkpoints of one log must not run concurrently (the broker holds its flush gate).
     pub async fn write(&self) -> io::Result<()> {
+        if self.epochs_on_disk.load(Ordering::SeqCst) != self.epochs_version {
+            let path = self.dir.join(leader_epochs::CHECKPOINT_FILE);
+            write_file_atomic(self.disk.as_ref(), &path, self.epochs.as_bytes()).await?;
+            self.epochs_on_disk
+                .store(self.epochs_version, Ordering::SeqCst);
+        }
         let text = render_checkpoint(self.recovery_point);
         let path = self.dir.join(CHECKPOINT_FILE);
         write_file_atomic(self.disk.as_ref(), &path, text.as_bytes()).await
@@ -769,5 +1009,7 @@ fn read_checkpoint(disk: &dyn Disk, dir: &Path) -> Result<Option<i64>, ()> {
     point.parse().map(Some).map_err(|_| ())
 }
 
+#[cfg(test)]
+mod epoch_tests;
 #[cfg(test)]
 mod tests;

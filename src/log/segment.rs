@@ -40,15 +40,20 @@ pub struct Segment {
     created_ms: i64,
     bytes_since_index: u64,
     index_interval: u64,
+    /// Offsets may jump forward between batches: the segment was rewritten by the log cleaner,
+    /// which removes batches but never renumbers. Elsewhere a jump is damage.
+    gaps: bool,
 }
 
 impl Segment {
-    fn paths(dir: &Path, base_offset: i64) -> [PathBuf; 3] {
-        [
-            dir.join(file_name(base_offset, "log")),
-            dir.join(file_name(base_offset, "index")),
-            dir.join(file_name(base_offset, "timeindex")),
-        ]
+    pub fn paths(dir: &Path, base_offset: i64) -> [PathBuf; 3] {
+        Self::paths_with_suffix(dir, base_offset, "")
+    }
+
+    /// The segment's three files with `suffix` appended (`.cleaned`, `.swap`).
+    pub fn paths_with_suffix(dir: &Path, base_offset: i64, suffix: &str) -> [PathBuf; 3] {
+        ["log", "index", "timeindex"]
+            .map(|ext| dir.join(format!("{}{suffix}", file_name(base_offset, ext))))
     }
 
     pub fn create(
@@ -58,7 +63,24 @@ impl Segment {
         index_interval: u64,
         now_ms: i64,
     ) -> io::Result<Segment> {
-        let [log, index, time] = Self::paths(dir, base_offset);
+        Self::create_at(
+            disk,
+            Self::paths(dir, base_offset),
+            base_offset,
+            index_interval,
+            now_ms,
+        )
+    }
+
+    /// A new empty segment in the files `paths` (log, offset index, time index).
+    pub fn create_at(
+        disk: &dyn Disk,
+        paths: [PathBuf; 3],
+        base_offset: i64,
+        index_interval: u64,
+        now_ms: i64,
+    ) -> io::Result<Segment> {
+        let [log, index, time] = paths;
         let log = disk.open(&log, OpenMode::Create)?;
         log.set_len(0)?;
         Ok(Segment {
@@ -72,7 +94,22 @@ impl Segment {
             created_ms: now_ms,
             bytes_since_index: 0,
             index_interval,
+            gaps: false,
         })
+    }
+
+    /// Lets offsets jump forward between batches (a segment the cleaner wrote).
+    pub fn allow_gaps(&mut self) {
+        self.gaps = true;
+    }
+
+    pub fn has_gaps(&self) -> bool {
+        self.gaps
+    }
+
+    /// Whether a batch at `found` may follow a batch that ended at `expected`.
+    fn follows(&self, found: i64, expected: i64) -> bool {
+        found == expected || (self.gaps && found > expected)
     }
 
     /// Opens an existing segment. With `recover`, every batch is checked (CRC, framing, offsets
@@ -84,6 +121,7 @@ impl Segment {
         base_offset: i64,
         index_interval: u64,
         recover: bool,
+        gaps: bool,
         now_ms: i64,
     ) -> io::Result<(Segment, Option<ScanStop>)> {
         let [log_path, index_path, time_path] = Self::paths(dir, base_offset);
@@ -113,6 +151,7 @@ impl Segment {
             created_ms: now_ms,
             bytes_since_index: 0,
             index_interval,
+            gaps,
         };
         match loaded {
             Some((offset_index, time_index)) => {
@@ -132,8 +171,11 @@ impl Segment {
                 // read can reach them (both found by fuzzing).
                 let mut expected = Some(first_expected);
                 let mut out_of_sequence = None;
+                let gaps = segment.gaps;
                 let stop = segment.scan(start, |position, header, _| {
-                    if expected.is_some_and(|e| header.base_offset != e) {
+                    let follows =
+                        |e: i64| header.base_offset == e || (gaps && header.base_offset > e);
+                    if expected.is_some_and(|e| !follows(e)) {
                         out_of_sequence = Some(ScanStop {
                             position,
                             reason: format!(
@@ -154,7 +196,7 @@ impl Segment {
                     tracing::warn!(segment = base_offset, position = stop.position, reason = %stop.reason,
                         "segment tail unreadable after clean shutdown; recovering");
                     drop(segment);
-                    return Self::open(disk, dir, base_offset, index_interval, true, now_ms);
+                    return Self::open(disk, dir, base_offset, index_interval, true, gaps, now_ms);
                 }
                 segment.max_timestamp = max_ts;
                 segment.next_offset = last.map(|h| h.next_offset()).unwrap_or(base_offset);
@@ -180,8 +222,10 @@ impl Segment {
         let mut expected = base;
         let mut entries = Vec::new();
         let mut bad_offset = None;
+        let gaps = self.gaps;
         let stop = self.scan(0, |position, header, _| {
-            if header.base_offset != expected {
+            let follows = header.base_offset == expected || (gaps && header.base_offset > expected);
+            if !follows {
                 bad_offset = Some((position, header.base_offset, expected));
                 return false;
             }
@@ -221,67 +265,9 @@ impl Segment {
     pub fn scan(
         &self,
         start: u64,
-        mut visit: impl FnMut(u64, &BatchHeader, &[u8]) -> bool,
+        visit: impl FnMut(u64, &BatchHeader, &[u8]) -> bool,
     ) -> io::Result<Option<ScanStop>> {
-        let mut position = start;
-        let end = self.size;
-        while position < end {
-            let want = ((end - position) as usize).min(SCAN_CHUNK);
-            let mut chunk = vec![0u8; want];
-            read_exact_at(self.log.as_ref(), position, &mut chunk)?;
-            let mut consumed = 0usize;
-            let mut need_more = None;
-            for item in batch::iter(&chunk) {
-                match item {
-                    Ok((at, header)) => {
-                        if !visit(
-                            position + at as u64,
-                            &header,
-                            &chunk[at..at + header.total_len()],
-                        ) {
-                            return Ok(None);
-                        }
-                        consumed = at + header.total_len();
-                    }
-                    Err(BatchError::Truncated { need, .. })
-                        if position + consumed as u64 + (need as u64) <= end
-                            && chunk.len() < end as usize - position as usize =>
-                    {
-                        // The batch runs past this chunk but not past the file: read on.
-                        need_more = Some(need);
-                    }
-                    Err(e) => {
-                        return Ok(Some(ScanStop {
-                            position: position + consumed as u64,
-                            reason: e.to_string(),
-                        }));
-                    }
-                }
-            }
-            if consumed == 0 {
-                // A single batch bigger than the chunk: read exactly that batch next round.
-                let need = need_more.unwrap_or(HEADER_LEN);
-                let mut big = vec![0u8; need];
-                read_exact_at(self.log.as_ref(), position, &mut big)?;
-                match batch::check(&big) {
-                    Ok(header) => {
-                        if !visit(position, &header, &big) {
-                            return Ok(None);
-                        }
-                        position += header.total_len() as u64;
-                    }
-                    Err(e) => {
-                        return Ok(Some(ScanStop {
-                            position,
-                            reason: e.to_string(),
-                        }))
-                    }
-                }
-                continue;
-            }
-            position += consumed as u64;
-        }
-        Ok(None)
+        scan_file(self.log.as_ref(), start, self.size, visit)
     }
 
     /// Index bookkeeping for a batch that now sits at `position`.
@@ -306,11 +292,14 @@ impl Segment {
         Ok(())
     }
 
-    /// Appends one batch whose base offset has already been set to `self.next_offset()`.
+    /// Appends one batch whose base offset has already been set to `self.next_offset()` (or,
+    /// in a segment the cleaner writes, to any later offset).
     pub fn append(&mut self, bytes: &[u8], header: &BatchHeader) -> io::Result<()> {
-        assert_eq!(
-            header.base_offset, self.next_offset,
-            "offsets must be contiguous"
+        assert!(
+            self.follows(header.base_offset, self.next_offset),
+            "offsets must be contiguous (batch at {}, segment end {})",
+            header.base_offset,
+            self.next_offset
         );
         assert_eq!(header.total_len(), bytes.len());
         let position = self.size;
@@ -340,7 +329,7 @@ impl Segment {
                 )
             };
             let header = BatchHeader::parse(&raw).map_err(|e| damaged(e.to_string()))?;
-            if header.base_offset != expected {
+            if !self.follows(header.base_offset, expected) {
                 return Err(damaged(format!(
                     "batch at offset {} where {expected} was expected",
                     header.base_offset
@@ -394,7 +383,7 @@ impl Segment {
             match item {
                 // A jump in offsets after the first batch: serve what precedes it; the next
                 // read starts at the jump and reports the damage.
-                Ok(header) if header.base_offset != expected && verify => break,
+                Ok(header) if !self.follows(header.base_offset, expected) && verify => break,
                 Ok(header) => {
                     if header.last_offset() >= upper_bound {
                         break;
@@ -463,22 +452,25 @@ impl Segment {
         Ok(found)
     }
 
-    /// Drops every batch at or after `offset` (which must start a batch or be past the end).
-    pub fn truncate_to(&mut self, offset: i64) -> io::Result<()> {
+    /// The header of the batch holding `offset` (or the first after it), if any.
+    pub fn batch_at(&self, offset: i64) -> io::Result<Option<BatchHeader>> {
+        Ok(self.locate(offset)?.map(|(_, h)| h))
+    }
+
+    /// Drops every batch holding an offset at or after `offset`. A batch is never split: when
+    /// `offset` falls inside one, that whole batch goes too (as Kafka's `LogSegment.truncateTo`),
+    /// so the segment may end before `offset`. Returns the new end.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<i64> {
         let Some((position, header)) = self.locate(offset)? else {
-            return Ok(());
+            return Ok(self.next_offset);
         };
-        assert!(
-            header.base_offset >= offset,
-            "truncation point {offset} is inside batch at {}",
-            header.base_offset
-        );
+        let cut = header.base_offset;
         self.log.set_len(position)?;
         self.size = position;
         self.offset_index.truncate_to_position(position)?;
         self.time_index
-            .truncate_to_offset((offset - self.base_offset) as u32)?;
-        self.next_offset = offset;
+            .truncate_to_offset((cut - self.base_offset) as u32)?;
+        self.next_offset = cut;
         // Recompute the running max timestamp from what is left.
         let mut max_ts = -1;
         self.scan(0, |_, h, _| {
@@ -487,7 +479,24 @@ impl Segment {
         })?;
         self.max_timestamp = max_ts;
         self.bytes_since_index = self.index_interval;
-        Ok(())
+        Ok(cut)
+    }
+
+    /// The first batch's max timestamp, -1 when empty (`max.compaction.lag.ms` uses it).
+    pub fn first_batch_timestamp(&self) -> io::Result<i64> {
+        if self.size < HEADER_LEN as u64 {
+            return Ok(-1);
+        }
+        let mut raw = [0u8; HEADER_LEN];
+        read_exact_at(self.log.as_ref(), 0, &mut raw)?;
+        Ok(BatchHeader::parse(&raw)
+            .map(|h| h.max_timestamp)
+            .unwrap_or(-1))
+    }
+
+    /// The log file, for a reader that works on a snapshot of the segment (the cleaner).
+    pub fn log_file(&self) -> &Arc<dyn File> {
+        &self.log
     }
 
     pub fn remove_files(disk: &dyn Disk, dir: &Path, base_offset: i64) -> io::Result<()> {
@@ -527,4 +536,73 @@ impl Segment {
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
+}
+
+/// Calls `visit(position, header, bytes)` for each good batch of `file` in `[start, end)` until it
+/// returns false or the data ends. Returns where and why it stopped if a batch was bad or torn.
+pub fn scan_file(
+    file: &dyn File,
+    start: u64,
+    end: u64,
+    mut visit: impl FnMut(u64, &BatchHeader, &[u8]) -> bool,
+) -> io::Result<Option<ScanStop>> {
+    let mut position = start;
+
+    while position < end {
+        let want = ((end - position) as usize).min(SCAN_CHUNK);
+        let mut chunk = vec![0u8; want];
+        read_exact_at(file, position, &mut chunk)?;
+        let mut consumed = 0usize;
+        let mut need_more = None;
+        for item in batch::iter(&chunk) {
+            match item {
+                Ok((at, header)) => {
+                    if !visit(
+                        position + at as u64,
+                        &header,
+                        &chunk[at..at + header.total_len()],
+                    ) {
+                        return Ok(None);
+                    }
+                    consumed = at + header.total_len();
+                }
+                Err(BatchError::Truncated { need, .. })
+                    if position + consumed as u64 + (need as u64) <= end
+                        && chunk.len() < end as usize - position as usize =>
+                {
+                    // The batch runs past this chunk but not past the file: read on.
+                    need_more = Some(need);
+                }
+                Err(e) => {
+                    return Ok(Some(ScanStop {
+                        position: position + consumed as u64,
+                        reason: e.to_string(),
+                    }));
+                }
+            }
+        }
+        if consumed == 0 {
+            // A single batch bigger than the chunk: read exactly that batch next round.
+            let need = need_more.unwrap_or(HEADER_LEN);
+            let mut big = vec![0u8; need];
+            read_exact_at(file, position, &mut big)?;
+            match batch::check(&big) {
+                Ok(header) => {
+                    if !visit(position, &header, &big) {
+                        return Ok(None);
+                    }
+                    position += header.total_len() as u64;
+                }
+                Err(e) => {
+                    return Ok(Some(ScanStop {
+                        position,
+                        reason: e.to_string(),
+                    }))
+                }
+            }
+            continue;
+        }
+        position += consumed as u64;
+    }
+    Ok(None)
 }

@@ -158,7 +158,7 @@ fn a_clean_segment_named_past_its_batches_is_recovered() {
     drop(log);
     assert_eq!(
         disk.list_dir(Path::new(DIR)).unwrap().len(),
-        5,
+        6,
         "one segment"
     );
     for ext in ["log", "index", "timeindex"] {

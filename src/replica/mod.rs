@@ -1,8 +1,12 @@
 //! Partition replica state: the log plus what the protocol keeps beside it (high watermark,
 //! idempotent-producer state). Plain state machines: no sockets, no waiting.
 
+pub mod isr;
 pub mod partition;
 pub mod producer;
 pub mod validation;
 
-pub use partition::{Appended, DeleteRecordsError, Partition, ProduceError};
+pub use partition::{
+    Appended, DeleteRecordsError, EpochRefusal, FollowerAppendError, FollowerAppended, Partition,
+    ProduceError, Role, StaleLeaderEpoch, TruncateError, TruncationPlan,
+};

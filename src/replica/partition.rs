@@ -4,8 +4,14 @@
 //!
 //! With one replica the high watermark follows the log end on every append, or, when the broker
 //! fsyncs before acknowledging, the flushed end: then consumers never see a record that a power
-//! loss could take back. Replication will move it by the ISR rule instead (the minimum log end
-//! over the in-sync replicas).
+//! loss could take back. A replicated leader's high watermark is moved by the ISR rule instead
+//! (`replica::isr` computes it; [`Partition::advance_high_watermark_to`] applies it), and a
+//! follower's is the leader's, capped at its own log end. The follower side (appending the
+//! leader's batches, truncating on divergence) lives in `follower`.
+
+mod follower;
+mod leader_epoch;
+mod snapshot;
 
 use std::io;
 use std::path::Path;
@@ -18,7 +24,10 @@ use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
+use crate::log::cleaner::{CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
+pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
+pub use leader_epoch::EpochRefusal;
 
 #[derive(Debug)]
 pub enum ProduceError {
@@ -37,6 +46,8 @@ pub enum ProduceError {
     InvalidProducerEpoch,
     /// Records that break the topic's rules (a keyless record on a compacted topic).
     RecordErrors(Vec<RecordError>),
+    /// This replica is a follower: only the leader takes produces.
+    NotLeader,
     Storage(io::Error),
 }
 
@@ -63,33 +74,21 @@ pub struct Appended {
     pub duplicate: bool,
 }
 
-/// Producer state as of a log offset, written at checkpoints and on clean shutdown so that a
-/// start reads the log only from there instead of from its beginning.
-const PRODUCER_SNAPSHOT: &str = "producer-state";
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Snapshot {
-    /// The state covers every batch below this offset.
-    offset: i64,
-    producers: ProducerStates,
-}
-
-/// A snapshot on disk is `crc32c-hex\njson`: a damaged one is ignored, never trusted.
-fn load_snapshot(disk: &dyn Disk, dir: &Path) -> Option<Snapshot> {
-    let raw = crate::io::read_file(disk, &dir.join(PRODUCER_SNAPSHOT)).ok()?;
-    let split = raw.iter().position(|&b| b == b'\n')?;
-    let crc = u32::from_str_radix(std::str::from_utf8(&raw[..split]).ok()?, 16).ok()?;
-    let body = &raw[split + 1..];
-    if crc32c::crc32c(body) != crc {
-        return None;
-    }
-    serde_json::from_slice(body).ok()
-}
+use snapshot::{LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 
 pub fn log_config(config: &TopicConfig) -> LogConfig {
+    // A compacted topic rolls by max.compaction.lag.ms too (KIP-354): the active segment is
+    // never cleaned, so it must not hold old data for longer than that.
+    let segment_ms = if config.is_compacted() {
+        config
+            .segment_ms
+            .min(config.compaction().max_compaction_lag_ms)
+    } else {
+        config.segment_ms
+    };
     LogConfig {
         segment_bytes: config.segment_bytes,
-        segment_ms: config.segment_ms,
+        segment_ms,
         index_interval_bytes: config.index_interval_bytes.max(1) as u64,
     }
 }
@@ -100,10 +99,34 @@ pub struct Partition {
     log: Log,
     high_watermark: i64,
     producers: ProducerStates,
+    /// The batch the log ends with, named in producer snapshots (see `snapshot`).
+    last_batch: Option<LastBatch>,
     config: TopicConfig,
     leader_epoch: i32,
+    /// Leader or follower (a broker on its own is its partitions' leader).
+    role: Role,
+    /// A replicated leader: the high watermark moves only by the ISR rule, never on append.
+    hw_from_replicas: bool,
+    /// A truncation whose cut is not yet durable: nothing may be appended after it until
+    /// [`Partition::truncation_durable`] (power loss could otherwise bring the old tail back
+    /// behind new data).
+    pending_truncation: Option<i64>,
     /// Expose only fsynced records (`weir.fsync.before.ack`).
     durable_reads: bool,
+}
+
+/// This replica's part in the partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower,
+}
+
+/// A role change for an epoch older than the one already known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaleLeaderEpoch {
+    pub requested: i32,
+    pub current: i32,
 }
 
 impl Partition {
@@ -118,24 +141,22 @@ impl Partition {
         let (log, recovery) = Log::open(disk.clone(), dir, log_config(&config), now_ms).await?;
         // Start from the snapshot when it is sound and the log still holds everything it
         // covers; otherwise rebuild from the whole log.
-        let (mut producers, from) = match load_snapshot(disk.as_ref(), dir) {
-            Some(mut s) if s.offset >= log.start_offset() && s.offset <= log.end_offset() => {
-                s.producers.reindex();
-                (s.producers, s.offset)
-            }
-            #[cfg(madsim)]
-            Some(s)
-                if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog) =>
+        let snapshot = Snapshot::load(disk.as_ref(), dir);
+        #[cfg(madsim)]
+        let producers = match snapshot {
+            Some(mut s)
+                if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog)
+                    && s.offset > log.end_offset() =>
             {
-                let from = s.offset.min(log.end_offset());
-                (s.producers, from)
+                s.offset = log.end_offset();
+                s.last_batch = None;
+                snapshot::rebuild(&log, Some(s), log.end_offset())?
             }
-            _ => (ProducerStates::default(), log.start_offset()),
+            other => snapshot::rebuild(&log, other, log.end_offset())?,
         };
-        // The log keeps no append times: a batch's own max timestamp stands in (as in Kafka).
-        log.scan_headers(from, |header| {
-            producers.record(header, header.max_timestamp)
-        })?;
+        #[cfg(not(madsim))]
+        let producers = snapshot::rebuild(&log, snapshot, log.end_offset())?;
+        let last_batch = LastBatch::in_log(&log, log.end_offset())?;
         // Whatever survived recovery is what this broker has: it is the committed log. It is
         // all durable (an unclean open fsyncs what it kept), so even a broker that exposes only
         // fsynced records can start its high watermark at the end: no consumer sees a tail a
@@ -146,14 +167,20 @@ impl Partition {
             "an opened log is durable"
         );
         let high_watermark = log.end_offset();
+        // Until told its role, a replica stamps no epoch older than what its log holds.
+        let leader_epoch = log.latest_epoch().max(0);
         let partition = Partition {
             topic: topic.to_string(),
             index,
             log,
             high_watermark,
             producers,
+            last_batch,
             config,
-            leader_epoch: 0,
+            leader_epoch,
+            role: Role::Leader,
+            hw_from_replicas: false,
+            pending_truncation: None,
             durable_reads: false,
         };
         Ok((partition, recovery))
@@ -171,6 +198,76 @@ impl Partition {
         self.leader_epoch
     }
 
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Becomes the leader of `leader_epoch` (the image's): records the epoch as starting at the
+    /// log end before anything is appended in it (KAFKA-7415), so a follower holding data of an
+    /// intermediate epoch is answered correctly. With `hw_from_replicas` the high watermark
+    /// then moves only by [`Partition::advance_high_watermark_to`]. The same epoch again is a
+    /// no-op; an older one is refused.
+    pub fn become_leader(
+        &mut self,
+        leader_epoch: i32,
+        hw_from_replicas: bool,
+    ) -> Result<(), StaleLeaderEpoch> {
+        self.check_epoch(leader_epoch)?;
+        if !self.log.assign_epoch_start(leader_epoch) {
+            // The log holds batches of a newer epoch than the image's: a leader may not stamp
+            // older epochs after them.
+            return Err(StaleLeaderEpoch {
+                requested: leader_epoch,
+                current: self.log.latest_epoch(),
+            });
+        }
+        self.leader_epoch = leader_epoch;
+        self.role = Role::Leader;
+        self.hw_from_replicas = hw_from_replicas;
+        if !hw_from_replicas && !self.durable_reads {
+            self.advance_high_watermark(self.log.end_offset());
+        }
+        Ok(())
+    }
+
+    /// Becomes a follower in `leader_epoch`: from now on only the leader's batches are appended
+    /// ([`Partition::append_as_follower`]) and the high watermark is the leader's.
+    pub fn become_follower(&mut self, leader_epoch: i32) -> Result<(), StaleLeaderEpoch> {
+        self.check_epoch(leader_epoch)?;
+        // An epoch this replica led without writing anything holds no data; dropped, so the
+        // leader's batches of the epoch before it follow on (fetches send the latest epoch).
+        self.log.forget_epochs_from(self.log.end_offset());
+        self.leader_epoch = leader_epoch;
+        self.role = Role::Follower;
+        self.hw_from_replicas = true;
+        Ok(())
+    }
+
+    fn check_epoch(&self, leader_epoch: i32) -> Result<(), StaleLeaderEpoch> {
+        if leader_epoch < self.leader_epoch || leader_epoch < 0 {
+            return Err(StaleLeaderEpoch {
+                requested: leader_epoch,
+                current: self.leader_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// A leader's high watermark, moved by the ISR rule (`replica::isr`): never back, never past
+    /// the log end. Returns whether it moved.
+    pub fn advance_high_watermark_to(&mut self, to: i64) -> bool {
+        assert_eq!(
+            self.role,
+            Role::Leader,
+            "only a leader sets its high watermark"
+        );
+        if to <= self.high_watermark {
+            return false;
+        }
+        self.advance_high_watermark(to);
+        true
+    }
+
     pub fn config(&self) -> &TopicConfig {
         &self.config
     }
@@ -185,17 +282,15 @@ impl Partition {
         let snapshot = Snapshot {
             offset: self.log.end_offset(),
             producers: self.producers.clone(),
+            last_batch: self.last_batch,
         };
-        let body = serde_json::to_vec(&snapshot).expect("producer state serializes");
-        let mut raw = format!("{:08x}\n", crc32c::crc32c(&body)).into_bytes();
-        raw.extend_from_slice(&body);
-        (self.log.dir().join(PRODUCER_SNAPSHOT), raw)
+        (self.log.dir().join(PRODUCER_SNAPSHOT), snapshot.render())
     }
 
     /// Consumers see only what has been fsynced (for brokers that fsync before acknowledging).
     pub fn set_durable_reads(&mut self, durable: bool) {
         self.durable_reads = durable;
-        if !durable {
+        if !durable && !self.hw_from_replicas {
             self.advance_high_watermark(self.log.end_offset());
         }
     }
@@ -203,7 +298,7 @@ impl Partition {
     /// Everything the plan covered is on stable storage.
     pub fn flushed(&mut self, plan: &crate::log::FlushPlan, now_ms: i64) {
         self.log.flushed(plan, now_ms);
-        if self.durable_reads {
+        if self.durable_reads && !self.hw_from_replicas {
             let durable = self.log.recovery_point().min(self.log.end_offset());
             if durable > self.high_watermark {
                 self.advance_high_watermark(durable);
@@ -213,6 +308,20 @@ impl Partition {
 
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
+    }
+
+    /// Size of the committed in-sync replica set: what an acks=all produce is checked against
+    /// before its append (NOT_ENOUGH_REPLICAS). One replica until replication lands; the ISR
+    /// state machine then answers here.
+    pub fn isr_size(&self) -> usize {
+        1
+    }
+
+    /// Size of the maximal in-sync set (the committed one plus a pending expansion): what an
+    /// acks=all produce is checked against once the high watermark reaches it
+    /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub fn maximal_isr_size(&self) -> usize {
+        self.isr_size()
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -234,6 +343,14 @@ impl Partition {
     /// Validates one produce's records (exactly one v2 batch, as Kafka requires from v3 on),
     /// checks the producer's sequence, and appends.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<Appended, ProduceError> {
+        if self.role != Role::Leader {
+            return Err(ProduceError::NotLeader);
+        }
+        if let Some(at) = self.pending_truncation {
+            return Err(ProduceError::Storage(io::Error::other(format!(
+                "the truncation to {at} is not durable yet"
+            ))));
+        }
         let mut header = match batch::check(records) {
             Ok(h) => h,
             Err(e @ (BatchError::CrcMismatch { .. } | BatchError::Truncated { .. })) => {
@@ -254,6 +371,16 @@ impl Partition {
         }
         if header.record_count == 0 {
             return Err(ProduceError::InvalidRecord("empty record batch".into()));
+        }
+        if !header.is_dense() {
+            return Err(ProduceError::InvalidRecord(
+                "record count does not match last offset delta".into(),
+            ));
+        }
+        if header.has_delete_horizon() {
+            return Err(ProduceError::InvalidRecord(
+                "the delete-horizon attribute is set only by the log cleaner".into(),
+            ));
         }
         if header.is_transactional() || header.is_control() {
             return Err(ProduceError::InvalidRecord(
@@ -311,6 +438,7 @@ impl Partition {
             None => records.to_vec(),
         };
         batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
+        header.partition_leader_epoch = self.leader_epoch;
         let log_append_time = if self.config.message_timestamp_type == TimestampType::LogAppendTime
         {
             batch::set_log_append_time(&mut owned, now_ms);
@@ -327,7 +455,9 @@ impl Partition {
             .map_err(ProduceError::Storage)?;
         assert_eq!(base_offset, before);
         self.producers.record(&header, now_ms);
-        if !self.durable_reads {
+        let stored = batch::BatchHeader::parse(&owned).expect("an appended batch parses");
+        self.last_batch = Some(LastBatch::of(&stored));
+        if !self.durable_reads && !self.hw_from_replicas {
             self.advance_high_watermark(self.log.end_offset());
         }
         Ok(Appended {
@@ -405,6 +535,46 @@ impl Partition {
         self.log.advance_start_offset(offset)?;
         assert!(self.log.start_offset() <= self.high_watermark);
         Ok(())
+    }
+
+    /// A log-cleaner pass over this partition, when its policy compacts and one is due. It
+    /// never reaches the high watermark, and keeps every active producer's last batch.
+    pub fn clean_job(&self, now_ms: i64) -> io::Result<Option<CleanJob>> {
+        if !self.config.is_compacted() {
+            return Ok(None);
+        }
+        let c = self.config.compaction();
+        let policy = CleanPolicy {
+            min_dirty_ratio: c.min_cleanable_dirty_ratio,
+            min_lag_ms: c.min_compaction_lag_ms,
+            max_lag_ms: c.max_compaction_lag_ms,
+            delete_retention_ms: c.delete_retention_ms,
+            segment_bytes: self.config.segment_bytes,
+        };
+        self.log.clean_job(
+            self.high_watermark,
+            self.producers.last_batch_offsets(),
+            policy,
+            now_ms,
+        )
+    }
+
+    /// Swaps a finished pass in (see [`Log::install_cleaned`]). Compaction moves no offset:
+    /// the log start, log end and high watermark are the same afterwards.
+    pub fn install_cleaned(&mut self, cleaned: &Cleaned) -> io::Result<CleanerCheckpoint> {
+        let before = (
+            self.log.start_offset(),
+            self.log.end_offset(),
+            self.high_watermark,
+        );
+        let checkpoint = self.log.install_cleaned(cleaned)?;
+        let after = (
+            self.log.start_offset(),
+            self.log.end_offset(),
+            self.high_watermark,
+        );
+        assert_eq!(before, after, "compaction never moves offsets");
+        Ok(checkpoint)
     }
 
     /// Applies retention; returns how many segments were deleted.
@@ -496,9 +666,9 @@ mod tests {
         assert!(p.append(&second, 1).unwrap().duplicate);
         // A damaged snapshot is ignored and the state rebuilt from the whole log.
         drop(p);
-        assert!(load_snapshot(&disk, Path::new("/data/t-0")).is_some());
+        assert!(Snapshot::load(&disk, Path::new("/data/t-0")).is_some());
         disk.flip_bit(&path, 20, 1).unwrap();
-        assert!(load_snapshot(&disk, Path::new("/data/t-0")).is_none());
+        assert!(Snapshot::load(&disk, Path::new("/data/t-0")).is_none());
         disk.process_crash();
         let mut p = open(&disk);
         assert!(p.append(&first, 1).unwrap().duplicate);
@@ -566,6 +736,32 @@ mod tests {
         assert_eq!(p.producer_count(), 2);
         assert_eq!(p.expire_producers(10_009, 10_000), 0);
         assert_eq!(p.expire_producers(10_010, 10_000), 2);
+    }
+
+    #[test]
+    fn appends_are_stamped_with_the_leader_epoch_and_start_it_in_the_cache() {
+        let disk = MemDisk::new(6);
+        disk.create_dir_all(Path::new("/data")).unwrap();
+        let mut p = open(&disk);
+        // A broker on its own leads epoch 0 without an election.
+        p.append(&batch(&[b"a"], 10, None), 1).unwrap();
+        let entry = |p: &Partition| {
+            let e = p.log().epochs().latest().unwrap();
+            (e.epoch, e.start_offset)
+        };
+        assert_eq!(entry(&p), (0, 0));
+        p.become_leader(2, false).unwrap();
+        p.append(&batch(&[b"b"], 10, None), 1).unwrap();
+        p.append(&batch(&[b"c"], 10, None), 1).unwrap();
+        assert_eq!(entry(&p), (2, 1));
+        let stored = p.log().read(2, 1, i64::MAX).unwrap();
+        assert_eq!(batch::check(&stored).unwrap().partition_leader_epoch, 2);
+        assert_eq!(p.log().epochs().entries().len(), 2);
+        assert_eq!(
+            p.high_watermark(),
+            3,
+            "a leader on its own moves its HW on append"
+        );
     }
 
     #[test]

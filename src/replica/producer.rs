@@ -170,6 +170,40 @@ impl ProducerStates {
         assert_eq!(self.by_activity.len(), self.producers.len());
     }
 
+    /// The last offset of every remembered producer's last batch: the log cleaner keeps those
+    /// batches (emptied if need be), so that the state rebuilt from the log after compaction
+    /// still knows each producer's last sequence.
+    pub fn last_batch_offsets(&self) -> BTreeSet<i64> {
+        self.producers
+            .values()
+            .filter_map(|e| e.batches.back().map(|b| b.last_offset))
+            .collect()
+    }
+
+    /// Records a batch taken from the log or from the leader (replication, rebuilds): no
+    /// sequence checks, and a producer epoch that goes back (a zombie's batch the leader
+    /// accepted before it was fenced) only warns and restarts the window at that epoch, as
+    /// Kafka's replication appends do. Producer state is thus a pure function of the log.
+    pub fn record_replicated(&mut self, header: &BatchHeader, now_ms: i64) {
+        if !header.is_idempotent() {
+            return;
+        }
+        if let Some(entry) = self.producers.get_mut(&header.producer_id) {
+            if header.producer_epoch < entry.epoch {
+                tracing::warn!(
+                    producer_id = header.producer_id,
+                    epoch = header.producer_epoch,
+                    current = entry.epoch,
+                    offset = header.base_offset,
+                    "replicated batch with an older producer epoch"
+                );
+                entry.epoch = header.producer_epoch;
+                entry.batches.clear();
+            }
+        }
+        self.record(header, now_ms);
+    }
+
     /// How many producers are remembered.
     pub fn len(&self) -> usize {
         self.producers.len()
@@ -366,6 +400,22 @@ mod tests {
         old.reindex();
         assert_eq!(old.len(), 1);
         assert_eq!(old.expire(1, 1), 1);
+    }
+
+    #[test]
+    fn replicated_batches_skip_the_checks() {
+        let mut s = ProducerStates::default();
+        s.record_replicated(&header(1, 3, 0, 2, 0), 0);
+        // A gap and an older epoch are the leader's business: both are taken as they come.
+        s.record_replicated(&header(1, 3, 9, 1, 2), 0);
+        assert!(
+            matches!(s.check(&header(1, 3, 9, 1, 7)), SequenceCheck::Duplicate(m) if m.first_offset == 2)
+        );
+        s.record_replicated(&header(1, 2, 4, 1, 3), 0);
+        assert!(
+            matches!(s.check(&header(1, 2, 4, 1, 7)), SequenceCheck::Duplicate(m) if m.first_offset == 3)
+        );
+        assert_eq!(s.check(&header(1, 2, 5, 1, 7)), SequenceCheck::Append);
     }
 
     #[test]

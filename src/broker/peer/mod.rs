@@ -242,3 +242,81 @@ async fn read_responses(
     pending.lock().unwrap().clear();
     let _ = dead.send(true);
 }
+
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use super::*;
+
+    /// A peer that answers `answers` requests on each connection (echoing the correlation id
+    /// and the request's api key), then closes it.
+    async fn peer(mut listener: Box<dyn crate::io::Listener>, answers: usize) {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (r, mut w) = tokio::io::split(stream);
+            let mut r = BufReader::new(r);
+            for _ in 0..answers {
+                let Ok(Some(frame)) = read_frame(&mut r, 1 << 20).await else {
+                    break;
+                };
+                let mut out = BytesMut::new();
+                start_frame(&mut out);
+                out.extend_from_slice(&frame[4..8]);
+                out.extend_from_slice(&frame[0..2]);
+                finish_frame(&mut out);
+                if write_frame(&mut w, &out).await.is_err() {
+                    break;
+                }
+            }
+            let _ = w.shutdown().await;
+        }
+    }
+
+    fn request(key: i16) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f[0..2].copy_from_slice(&key.to_be_bytes());
+        f
+    }
+
+    #[tokio::test]
+    async fn calls_are_matched_and_the_link_reconnects() {
+        let io = Io::os();
+        let listener = io.net.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        io.spawn(peer(listener, 2));
+        let (_stop, shutdown) = watch::channel(false);
+        let link = Link::new(&io, addr, shutdown);
+        // Two pipelined calls on one connection, each answered with its own correlation id.
+        let (a, b) = (link.call(request(7)), link.call(request(9)));
+        let (a, b) = (a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
+        assert_eq!(&a[4..6], &7i16.to_be_bytes());
+        assert_eq!(&b[4..6], &9i16.to_be_bytes());
+        assert_ne!(a[0..4], b[0..4]);
+        // The peer closed that connection: calls fail until the link has reconnected.
+        let mut ok = false;
+        for _ in 0..100 {
+            if let Ok(Ok(r)) = link.call(request(3)).await {
+                assert_eq!(&r[4..6], &3i16.to_be_bytes());
+                ok = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(ok, "the link never reconnected");
+        // A frame too short to carry a correlation id fails at once.
+        assert!(link.call(vec![0; 3]).await.unwrap().is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_peer_fails_calls_instead_of_queueing_them() {
+        let io = Io::os();
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let (_stop, shutdown) = watch::channel(false);
+        let link = Link::new(&io, addr, shutdown);
+        let calls: Vec<_> = (0..10).map(|_| link.call(request(1))).collect();
+        for c in calls {
+            assert!(c.await.unwrap().is_err());
+        }
+    }
+}

@@ -41,6 +41,12 @@ pub const INBOX: usize = 1024;
 const REPLIES_PER_PEER: usize = 8;
 /// How long a request to a peer may take before its answer is ignored (the core resends).
 const PEER_TIMEOUT: Duration = Duration::from_millis(2000);
+/// One committed batch for the applier: its records `(offset, value)` (none for a control
+/// batch) and the offset after it.
+type CommittedBatch = (Vec<(u64, Bytes)>, u64);
+
+/// Committed batches waiting for the applier (back-pressure on the driver past it).
+const APPLY_QUEUE: usize = 4096;
 /// The longest the driver sleeps without a deadline.
 const MAX_IDLE: Duration = Duration::from_millis(1000);
 
@@ -88,7 +94,12 @@ pub struct QuorumHandle {
     status: Mutex<QuorumStatus>,
     /// Leader whose LeaderChange this node has applied: the controller may write.
     active: AtomicBool,
+    /// The quorum's own connections (votes, fetches): never behind a slow request.
     links: BTreeMap<NodeId, Link>,
+    /// Separate connections for forwarded requests and broker sessions, which wait for
+    /// commits: a peer serves one connection's requests in order, so sharing would hold
+    /// fetches behind them past the fetch timeout.
+    request_links: BTreeMap<NodeId, Link>,
     voters: BTreeMap<NodeId, SocketAddr>,
 }
 
@@ -107,11 +118,12 @@ impl QuorumHandle {
         self.active.load(Ordering::Acquire)
     }
 
-    /// The leader's link, when a leader other than this node is known.
+    /// A link to the leader for requests that wait for commits (forwarding, broker
+    /// sessions), when a leader other than this node is known.
     pub fn leader_link(&self) -> Option<&Link> {
         let leader = self.status.lock().unwrap().leader?;
         (leader != self.node_id)
-            .then(|| self.links.get(&leader))
+            .then(|| self.request_links.get(&leader))
             .flatten()
     }
 
@@ -122,16 +134,15 @@ impl QuorumHandle {
     /// Hands an inbound request to the core; the receiver yields its answer.
     pub fn request(&self, from: NodeId, message: Message) -> oneshot::Receiver<Answer> {
         let (reply, rx) = oneshot::channel();
-        if let Err(e) = self.tx.try_send(Input::Request {
+        if let Err(
+            mpsc::error::TrySendError::Full(Input::Request { reply, .. })
+            | mpsc::error::TrySendError::Closed(Input::Request { reply, .. }),
+        ) = self.tx.try_send(Input::Request {
             from,
             message,
             reply,
         }) {
-            if let mpsc::error::TrySendError::Full(Input::Request { reply, .. })
-            | mpsc::error::TrySendError::Closed(Input::Request { reply, .. }) = e
-            {
-                let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
-            }
+            let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
         }
         rx
     }
@@ -199,17 +210,24 @@ pub async fn open(
     cfg.fetch_timeout_ms = config.quorum_fetch_timeout_ms;
     cfg.election_backoff_max_ms = config.quorum_election_timeout_ms;
     cfg.request_timeout_ms = (cfg.fetch_timeout_ms / 4).clamp(1, 500);
+    let park_ms = (cfg.request_timeout_ms / 2).min(250);
+    // The leader parks a fetch at its log end (see `parked`), so a follower need not pause
+    // after an empty answer: a short pause only guards against a leader that answers at once.
+    cfg.fetch_idle_backoff_ms = 5;
     let now_wall = io.clock.wall_ms();
     let (log, state) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
     let stored = raft_log::read_quorum_state(io.disk.as_ref(), &log_dir)?;
     let now = io.clock.monotonic().as_millis() as u64;
     let core = Raft::new(cfg, stored, state, now, io.rng.next_u64())
         .map_err(|e| anyhow::anyhow!("the metadata quorum cannot start: {e}"))?;
-    let links = voters
-        .iter()
-        .filter(|(id, _)| **id != node_id)
-        .map(|(id, addr)| (*id, Link::new(io, *addr, shutdown.clone())))
-        .collect();
+    let peers = || {
+        voters
+            .iter()
+            .filter(|(id, _)| **id != node_id)
+            .map(|(id, addr)| (*id, Link::new(io, *addr, shutdown.clone())))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let (links, request_links) = (peers(), peers());
     let (tx, rx) = mpsc::channel(INBOX);
     let handle = Arc::new(QuorumHandle {
         node_id,
@@ -225,6 +243,7 @@ pub async fn open(
         }),
         active: AtomicBool::new(false),
         links,
+        request_links,
         voters,
     });
     let driver = Driver {
@@ -240,9 +259,15 @@ pub async fn open(
         replies: BTreeMap::new(),
         reply_seq: 0,
         applied: 0,
+        apply_tx: None,
+        applied_end: watch::channel(0).1,
         leader_since: None,
         waiters: VecDeque::new(),
         broker: None,
+        parked: BTreeMap::new(),
+        parking: None,
+        unpark: false,
+        park_ms,
     };
     Ok((
         handle,
@@ -263,10 +288,37 @@ pub struct Starter {
 
 impl Starter {
     pub fn start(mut self, broker: Arc<Broker>) {
-        self.driver.broker = Some(broker);
         let io = self.driver.io.clone();
+        let (apply_tx, apply_rx) = mpsc::channel(APPLY_QUEUE);
+        let (applied_tx, applied_end) = watch::channel(0);
+        io.spawn(apply_loop(broker.clone(), apply_rx, applied_tx));
+        self.driver.apply_tx = Some(apply_tx);
+        self.driver.applied_end = applied_end;
+        self.driver.broker = Some(broker);
         io.spawn(self.driver.run(self.rx, self.shutdown));
     }
+}
+
+/// Applies committed batches to the broker in commit order and publishes how far it got.
+/// Ends when the driver drops its sender.
+async fn apply_loop(
+    broker: Arc<Broker>,
+    mut rx: mpsc::Receiver<CommittedBatch>,
+    applied: watch::Sender<u64>,
+) {
+    while let Some((values, end)) = rx.recv().await {
+        broker.apply_committed(&values).await;
+        broker.committed.advance_to(end);
+        let _ = applied.send(end);
+    }
+}
+
+/// What woke the driver.
+enum Wake {
+    Input(Input),
+    Tick,
+    /// The applier moved on: proposals may be answered, the controller may become active.
+    Applied,
 }
 
 /// Which reply queue an answer goes to.
@@ -298,6 +350,9 @@ fn response_kind(m: &Message) -> Option<Kind> {
     }
 }
 
+/// An inbound request's answer channel, with its arrival number.
+type PendingReply = (u64, oneshot::Sender<Answer>);
+
 struct Waiter {
     end: u64,
     epoch: u32,
@@ -315,15 +370,30 @@ struct Driver {
     client_id: String,
     tx: mpsc::Sender<Input>,
     /// Inbound requests waiting for the core's answer, oldest first, per sender and kind.
-    replies: BTreeMap<(NodeId, Kind), VecDeque<(u64, oneshot::Sender<Answer>)>>,
+    replies: BTreeMap<(NodeId, Kind), VecDeque<PendingReply>>,
     reply_seq: u64,
-    /// Everything below this offset is applied to the broker's image.
+    /// Everything below this offset is committed and handed to the applier.
     applied: u64,
+    /// Committed batches to the applier task, which applies them to the broker in order, off
+    /// the driver (reconciliation opens directories and fsyncs: the quorum keeps answering).
+    apply_tx: Option<mpsc::Sender<CommittedBatch>>,
+    /// Everything below this offset is applied to the broker's image (the applier's mark).
+    applied_end: watch::Receiver<u64>,
     /// `(epoch, offset after its LeaderChange)` while this node leads.
     leader_since: Option<(u32, u64)>,
     /// Proposals waiting for their commit, in offset order.
     waiters: VecDeque<Waiter>,
     broker: Option<Arc<Broker>>,
+    /// Fetches at the leader's log end whose (empty) answer is held back, as Kafka's leader
+    /// parks a fetch up to its max wait: fed to the core again when the log grows or the high
+    /// watermark moves, or at the deadline. One per fetcher at most.
+    parked: BTreeMap<NodeId, (Message, u64)>,
+    /// The fetch being stepped that may be parked (its sender and the request).
+    parking: Option<(NodeId, Message)>,
+    /// The log grew or the high watermark moved: answer parked fetches.
+    unpark: bool,
+    /// How long a fetch may stay parked: well under the fetcher's request timeout.
+    park_ms: u64,
 }
 
 /// A disk failure: the driver stops.
@@ -344,21 +414,36 @@ impl Driver {
         self.publish();
         loop {
             let now = self.now();
-            let wait = match self.core.next_deadline() {
+            let parked_until = self.parked.values().map(|(_, until)| *until).min();
+            let deadline = match (self.core.next_deadline(), parked_until) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let wait = match deadline {
                 Some(d) => Duration::from_millis(d.saturating_sub(now)).min(MAX_IDLE),
                 None => MAX_IDLE,
             };
             let input = tokio::select! {
-                i = rx.recv() => match i { Some(i) => Some(i), None => break },
-                _ = self.io.clock.sleep(wait) => None,
+                i = rx.recv() => match i { Some(i) => Wake::Input(i), None => break },
+                _ = self.io.clock.sleep(wait) => Wake::Tick,
+                changed = self.applied_end.changed() => match changed {
+                    Ok(()) => Wake::Applied,
+                    Err(_) => break,
+                },
                 _ = shutdown.changed() => break,
             };
             let result = match input {
-                None => {
+                Wake::Tick => {
                     self.step(Event::Tick);
                     self.perform().await.map(|_| true)
                 }
-                Some(input) => self.handle(input).await,
+                Wake::Applied => Ok(true),
+                Wake::Input(input) => self.handle(input).await,
+            };
+            self.resolve_waiters();
+            let result = match result {
+                Ok(true) => self.release_parked().await.map(|_| true),
+                other => other,
             };
             match result {
                 Ok(true) => {}
@@ -396,6 +481,15 @@ impl Driver {
                     let _ = reply.send(Answer::Error(ResponseError::InvalidRequest));
                     return Ok(true);
                 };
+                if let Some((earlier, _)) = self.parked.remove(&from) {
+                    // A new fetch while one is parked (the fetcher gave up on it): answer the
+                    // parked one first, so replies keep their order.
+                    self.step(Event::Message {
+                        from,
+                        message: earlier,
+                    });
+                    self.perform().await?;
+                }
                 let queue = self.replies.entry((from, kind)).or_default();
                 queue.retain(|(_, r)| !r.is_closed());
                 if queue.len() >= REPLIES_PER_PEER {
@@ -405,8 +499,13 @@ impl Driver {
                 self.reply_seq += 1;
                 let seq = self.reply_seq;
                 queue.push_back((seq, reply));
+                if kind == Kind::Fetch && self.core.role() == RoleKind::Leader {
+                    self.parking = Some((from, message.clone()));
+                }
                 self.step(Event::Message { from, message });
-                let dropped = self.perform_noting_drops(from).await?;
+                let dropped = self.perform_noting_drops(from).await;
+                self.parking = None;
+                let dropped = dropped?;
                 if let Some(reason) = dropped {
                     // The core ignored it: answer the protocol's error, not silence.
                     if let Some(queue) = self.replies.get_mut(&(from, kind)) {
@@ -444,7 +543,9 @@ impl Driver {
         reply: oneshot::Sender<Result<u64, ProposeError>>,
     ) -> Result<(), Fatal> {
         let active = self.leader_since.is_some_and(|(e, since)| {
-            e == self.core.epoch() && self.applied >= since && self.core.role() == RoleKind::Leader
+            e == self.core.epoch()
+                && *self.applied_end.borrow() >= since
+                && self.core.role() == RoleKind::Leader
         });
         if !active || values.is_empty() {
             let _ = reply.send(Err(ProposeError::NotController));
@@ -516,6 +617,7 @@ impl Driver {
                             .append(&batches, self.io.clock.wall_ms())
                             .map_err(|e| Fatal(format!("appending to the metadata log: {e}")))?;
                         appended = true;
+                        self.unpark = true;
                     }
                     Action::Truncate { offset } => {
                         tracing::info!(
@@ -533,7 +635,10 @@ impl Driver {
                             .map_err(|e| Fatal(format!("writing quorum-state: {e}")))?;
                         follow.push(Event::QuorumStatePersisted(record));
                     }
-                    Action::Commit { high_watermark } => self.apply_to(high_watermark).await?,
+                    Action::Commit { high_watermark } => {
+                        self.unpark = true;
+                        self.apply_to(high_watermark).await?
+                    }
                     Action::RoleChanged {
                         role,
                         epoch,
@@ -564,6 +669,18 @@ impl Driver {
     /// A message from the core to node `to`: a request goes out over the link; a response
     /// answers the oldest inbound request of its kind from `to`.
     fn send(&mut self, to: NodeId, message: Message, records: Option<Bytes>) {
+        if let Message::FetchResponse(f) = &message {
+            let empty = records.as_ref().is_none_or(|r| r.is_empty()) && f.records.is_empty();
+            let at_end = f.error.is_none() && f.diverging_epoch.is_none();
+            if empty && at_end && self.parked.len() < crate::raft::MAX_VOTERS * 4 {
+                if let Some((from, request)) = self.parking.take_if(|(from, _)| *from == to) {
+                    // Held back: the reply stays queued for the answer to this fetch re-fed.
+                    let until = self.now() + self.park_ms;
+                    self.parked.insert(from, (request, until));
+                    return;
+                }
+            }
+        }
         if let Some(kind) = response_kind(&message) {
             let Some(queue) = self.replies.get_mut(&(to, kind)) else {
                 tracing::debug!(to, ?kind, "a quorum response with no request waiting");
@@ -620,6 +737,32 @@ impl Driver {
         });
     }
 
+    /// Answers parked fetches that are due (the log grew, the high watermark moved, or their
+    /// time is up) by feeding them to the core again: the answer then carries what is new.
+    async fn release_parked(&mut self) -> Result<(), Fatal> {
+        if self.parked.is_empty() {
+            self.unpark = false;
+            return Ok(());
+        }
+        let now = self.now();
+        let all = std::mem::take(&mut self.unpark) || self.core.role() != RoleKind::Leader;
+        let due: Vec<NodeId> = self
+            .parked
+            .iter()
+            .filter(|(_, (_, until))| all || *until <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for from in due {
+            let Some((message, _)) = self.parked.remove(&from) else {
+                continue;
+            };
+            self.step(Event::Message { from, message });
+            self.perform().await?;
+        }
+        self.unpark = false;
+        Ok(())
+    }
+
     fn role_changed(&mut self, role: RoleKind, epoch: u32, leader: Option<NodeId>) {
         tracing::info!(?role, epoch, ?leader, "metadata quorum role changed");
         if role == RoleKind::Leader {
@@ -652,11 +795,22 @@ impl Driver {
                 })?,
                 crate::raft::Payload::LeaderChange { .. } => Vec::new(),
             };
-            self.broker().apply_committed(&values).await;
             self.applied = b.next_offset();
-            self.broker().committed.advance_to(self.applied);
+            let tx = self
+                .apply_tx
+                .as_ref()
+                .expect("the driver runs with its applier");
+            if tx.send((values, self.applied)).await.is_err() {
+                return Err(Fatal("the metadata applier stopped".into()));
+            }
         }
-        while self.waiters.front().is_some_and(|w| w.end <= self.applied) {
+        Ok(())
+    }
+
+    /// Answers the proposals the applier has applied.
+    fn resolve_waiters(&mut self) {
+        let applied = *self.applied_end.borrow();
+        while self.waiters.front().is_some_and(|w| w.end <= applied) {
             let w = self.waiters.pop_front().expect("front exists");
             let result = if w.epoch == self.core.epoch() {
                 Ok(w.end)
@@ -665,7 +819,6 @@ impl Driver {
             };
             let _ = w.reply.send(result);
         }
-        Ok(())
     }
 
     /// Publishes the status the broker, DescribeQuorum and the simulator read.
@@ -700,7 +853,9 @@ impl Driver {
             Vec::new()
         };
         let active = self.leader_since.is_some_and(|(e, since)| {
-            e == self.core.epoch() && self.applied >= since && self.core.role() == RoleKind::Leader
+            e == self.core.epoch()
+                && *self.applied_end.borrow() >= since
+                && self.core.role() == RoleKind::Leader
         });
         self.handle.active.store(active, Ordering::Release);
         *self.handle.status.lock().unwrap() = QuorumStatus {

@@ -1,0 +1,205 @@
+//! The active controller's side of broker sessions (KIP-631): BrokerRegistration and
+//! BrokerHeartbeat arriving on the controller listener (or from this node itself) are decided
+//! by the pure [`BrokerSessions`] against the committed image, committed through the quorum,
+//! and answered after the commit. A node that is not the active controller answers
+//! NOT_CONTROLLER; a registration for another cluster, INCONSISTENT_CLUSTER_ID.
+//!
+//! The sessions live in memory for one leadership term (a new leader starts them afresh, as
+//! Kafka's does); the background loop calls [`Broker::tick_broker_sessions`] to fence brokers
+//! silent for `broker.session.timeout.ms`.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, RequestHeader, RequestKind, ResponseKind,
+};
+use kafka_protocol::protocol::Decodable;
+
+use super::server::{catch, encode_response};
+use super::{errors, Broker, CommitError};
+use crate::controller::brokers::{
+    BrokerSessions, HeartbeatReply, HeartbeatRequest, RegistrationRequest,
+};
+use crate::controller::BrokerEndpoint;
+
+fn api_key(frame: &[u8]) -> Option<ApiKey> {
+    if frame.len() < 2 {
+        return None;
+    }
+    ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()
+}
+
+/// Whether a controller-listener frame is a broker-session RPC (handled here).
+pub(super) fn is_session_request(frame: &[u8]) -> bool {
+    matches!(
+        api_key(frame),
+        Some(ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat)
+    )
+}
+
+/// Answers one session frame into `out`; `Err` closes the connection.
+pub(super) async fn handle(
+    broker: &Broker,
+    mut frame: Bytes,
+    out: &mut BytesMut,
+) -> Result<bool, String> {
+    let key = api_key(&frame).ok_or("not a session request")?;
+    if frame.len() < 8 {
+        return Err("request shorter than its header".into());
+    }
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let range = key.valid_versions();
+    if version < range.min || version > range.max {
+        return Err(format!("unsupported {key:?} version {version}"));
+    }
+    let header_version = key.request_header_version(version);
+    let request = catch(|| {
+        RequestHeader::decode(&mut frame, header_version)?;
+        RequestKind::decode(key, &mut frame, version)
+    })?
+    .map_err(|e| format!("undecodable {key:?} v{version}: {e:#}"))?;
+    let response = answer(broker, &request)
+        .await
+        .ok_or_else(|| format!("no answer to {key:?}"))?;
+    encode_response(
+        out,
+        correlation_id,
+        key.response_header_version(version),
+        &response,
+        version,
+    )?;
+    Ok(true)
+}
+
+/// The answer to a session request, decided here (this node must be the active controller).
+pub(super) async fn answer(broker: &Broker, request: &RequestKind) -> Option<ResponseKind> {
+    match request {
+        RequestKind::BrokerRegistration(req) => Some(ResponseKind::BrokerRegistration(
+            register(broker, req).await,
+        )),
+        RequestKind::BrokerHeartbeat(req) => {
+            Some(ResponseKind::BrokerHeartbeat(heartbeat(broker, req).await))
+        }
+        _ => None,
+    }
+}
+
+fn code(e: &CommitError) -> i16 {
+    errors::commit(e).code()
+}
+
+async fn register(broker: &Broker, req: &BrokerRegistrationRequest) -> BrokerRegistrationResponse {
+    let refuse = |code: i16| {
+        BrokerRegistrationResponse::default()
+            .with_error_code(code)
+            .with_broker_epoch(-1)
+    };
+    if req.cluster_id.as_str() != broker.cluster_id {
+        tracing::warn!(broker = req.broker_id.0, cluster = %req.cluster_id.as_str(),
+            "registration from another cluster refused");
+        return refuse(ResponseError::InconsistentClusterId.code());
+    }
+    let request = RegistrationRequest {
+        id: req.broker_id.0,
+        incarnation: req.incarnation_id,
+        listeners: req
+            .listeners
+            .iter()
+            .map(|l| BrokerEndpoint {
+                name: l.name.to_string(),
+                host: l.host.to_string(),
+                port: l.port,
+            })
+            .collect(),
+        rack: req.rack.as_ref().map(|r| r.to_string()),
+        previous_epoch: req.previous_broker_epoch,
+    };
+    match broker.register_broker(&request).await {
+        Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
+        Err(e) => refuse(code(&e)),
+    }
+}
+
+async fn heartbeat(broker: &Broker, req: &BrokerHeartbeatRequest) -> BrokerHeartbeatResponse {
+    let request = HeartbeatRequest {
+        id: req.broker_id.0,
+        epoch: req.broker_epoch,
+        metadata_offset: req.current_metadata_offset,
+        want_fence: req.want_fence,
+        want_shutdown: req.want_shut_down,
+    };
+    let caught_up = req.current_metadata_offset >= broker.image().applied() - 1;
+    match broker.broker_heartbeat(&request).await {
+        Ok(reply) => BrokerHeartbeatResponse::default()
+            .with_is_caught_up(caught_up)
+            .with_is_fenced(reply.is_fenced)
+            .with_should_shut_down(reply.should_shut_down),
+        Err(e) => BrokerHeartbeatResponse::default()
+            .with_error_code(code(&e))
+            .with_is_fenced(true),
+    }
+}
+
+impl Broker {
+    /// The sessions of this leadership term (afresh when the quorum epoch changed).
+    fn with_sessions<T>(&self, f: impl FnOnce(&mut BrokerSessions) -> T) -> T {
+        let epoch = self.quorum.as_ref().map_or(0, |q| q.status().epoch);
+        let mut sessions = self.sessions.lock().unwrap();
+        if sessions.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            let timeout = self.config.broker_session_timeout_ms.min(i64::MAX as u64) as i64;
+            *sessions = Some((epoch, BrokerSessions::new(timeout.max(1))));
+        }
+        f(&mut sessions.as_mut().expect("set above").1)
+    }
+
+    /// Registers a broker and returns its epoch (the offset of its registration record).
+    pub(super) async fn register_broker(
+        &self,
+        request: &RegistrationRequest,
+    ) -> Result<i64, CommitError> {
+        let now = self.io.clock.wall_ms();
+        self.change_metadata(false, |controller, image| {
+            let records = self.with_sessions(|s| {
+                s.register(image, request, now, &|t| controller.election_config(t))
+            })?;
+            Ok((records, ()))
+        })
+        .await?;
+        crate::controller::brokers::registered_epoch(&self.image(), request.id, request.incarnation)
+            .ok_or(CommitError::NotController)
+    }
+
+    pub(super) async fn broker_heartbeat(
+        &self,
+        request: &HeartbeatRequest,
+    ) -> Result<HeartbeatReply, CommitError> {
+        let now = self.io.clock.wall_ms();
+        self.change_metadata(false, |controller, image| {
+            let decision = self.with_sessions(|s| {
+                s.heartbeat(image, request, now, &|t| controller.election_config(t))
+            })?;
+            Ok((decision.records, decision.reply))
+        })
+        .await
+    }
+
+    /// On the active controller of a cluster: fences a broker whose session expired.
+    pub(super) async fn tick_broker_sessions(&self) {
+        if self.quorum.is_none() || !self.is_active_controller() {
+            return;
+        }
+        let now = self.io.clock.wall_ms();
+        let result = self
+            .change_metadata(false, |controller, image| {
+                let records =
+                    self.with_sessions(|s| s.tick(image, now, &|t| controller.election_config(t)));
+                Ok((records, ()))
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "broker session tick did not commit");
+        }
+    }
+}

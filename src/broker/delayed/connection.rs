@@ -1,0 +1,69 @@
+//! Whether a request's connection is still there. The connection loop watches its socket while
+//! a request is being handled; once the peer has closed it, the request's waits end early
+//! (nobody is left to read the answer) and give their slots back.
+
+use tokio::sync::watch;
+
+/// Held by the connection loop: says when the connection went away.
+pub struct ConnectionWatch {
+    tx: watch::Sender<bool>,
+}
+
+impl Default for ConnectionWatch {
+    fn default() -> Self {
+        ConnectionWatch::new()
+    }
+}
+
+impl ConnectionWatch {
+    pub fn new() -> ConnectionWatch {
+        ConnectionWatch {
+            tx: watch::channel(false).0,
+        }
+    }
+
+    /// The signal handed to the requests of this connection.
+    pub fn signal(&self) -> ConnectionGone {
+        ConnectionGone {
+            rx: Some(self.tx.subscribe()),
+        }
+    }
+
+    pub fn mark_gone(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+/// A request's view of its connection.
+#[derive(Clone)]
+pub struct ConnectionGone {
+    rx: Option<watch::Receiver<bool>>,
+}
+
+impl ConnectionGone {
+    /// For requests that have no connection (tests, the fuzzer): never gone.
+    pub fn never() -> ConnectionGone {
+        ConnectionGone { rx: None }
+    }
+
+    pub fn is_gone(&self) -> bool {
+        self.rx.as_ref().is_some_and(|rx| *rx.borrow())
+    }
+
+    /// Resolves once the connection is gone; never, if it stays (or its watch is dropped,
+    /// which only happens once the connection loop has finished with the request).
+    pub async fn gone(&self) {
+        let Some(rx) = &self.rx else {
+            return std::future::pending().await;
+        };
+        let mut rx = rx.clone();
+        loop {
+            if *rx.borrow_and_update() {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Reconciliation: makes the partitions this node holds match the image. A node hosts a
+//! partition iff the image lists it among the partition's replicas; the partition is opened
+//! (leader or follower alike) when the image gains it, and closed and its directory deleted
+//! when the image no longer has it here (topic deleted, or the replica moved away).
+//!
+//! Idempotent and retried: it runs after every applied commit and again from the background
+//! loop until a pass succeeds at the image's current offset, so a failure after a durable
+//! commit (a directory that would not open) never leaves the node half-applied until restart.
+//!
+//! Leadership needs no local state: who leads, and at which epoch, is read from the image
+//! when a request comes ([`Broker::leadership`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::{Broker, Lifecycle, PartitionHandle};
+
+/// This node's relation to a partition, from the image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// This node leads it, at this leader epoch.
+    Leader(i32),
+    /// Another broker leads it (or nobody: -1); this node may or may not be a follower.
+    NotLeader { leader: i32, leader_epoch: i32 },
+    /// The image has no such partition.
+    Unknown,
+}
+
+impl Broker {
+    /// Who leads `topic`-`index` according to the image.
+    pub fn leadership(&self, topic: &str, index: i32) -> Leadership {
+        let image = self.image();
+        let Some(t) = image.topic(topic) else {
+            return Leadership::Unknown;
+        };
+        match image.partition(t.id, index) {
+            None => Leadership::Unknown,
+            Some(p) if p.leader == self.config.node_id => Leadership::Leader(p.leader_epoch),
+            Some(p) => Leadership::NotLeader {
+                leader: p.leader,
+                leader_epoch: p.leader_epoch,
+            },
+        }
+    }
+
+    /// Opens every partition the image places on this node and deletes those it no longer
+    /// does. On success records the image offset it matched, so the background loop retries
+    /// only while a pass has failed or the image moved on.
+    pub(super) async fn reconcile(&self) -> io::Result<()> {
+        let image = self.image();
+        let node = self.config.node_id;
+        let wanted: BTreeMap<(String, i32), Uuid> = image
+            .partitions_hosted_on(node)
+            .filter_map(|((id, index), _)| {
+                image.topic_by_id(id).map(|t| ((t.name.clone(), index), id))
+            })
+            .collect();
+        let local: Vec<((String, i32), Arc<PartitionHandle>)> = self
+            .partitions
+            .read()
+            .unwrap()
+            .iter()
+            .map(|(k, h)| (k.clone(), h.clone()))
+            .collect();
+        let mut first_error = None;
+        for (key, handle) in &local {
+            if wanted.get(key) != Some(&handle.topic_id) {
+                self.close_and_delete(&key.0, key.1, handle).await;
+            }
+        }
+        for ((topic, index), id) in &wanted {
+            let open = self
+                .partition(topic, *index)
+                .is_some_and(|h| h.topic_id == *id);
+            if !open {
+                if let Err(e) = self.open_partition(topic, *id, *index).await {
+                    tracing::warn!(topic, partition = index, error = %e,
+                        "could not open a partition the metadata places here; will retry");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        for (topic, index) in wanted.keys() {
+            self.sync_role(topic, *index);
+        }
+        match first_error {
+            None => {
+                self.reconciled.store(image.applied(), Ordering::SeqCst);
+                Ok(())
+            }
+            Some(e) => Err(e),
+        }
+    }
+
+    /// Hands the image's leader epoch and this node's role to the local replica, which stamps
+    /// appends with the epoch, starts it in the epoch cache (KAFKA-7415) and fences requests
+    /// by it (FENCED/UNKNOWN_LEADER_EPOCH). Idempotent; an epoch older than the replica's is
+    /// ignored. Until replication is wired, a leader's HW still follows its own log end.
+    fn sync_role(&self, topic: &str, index: i32) {
+        let Some(handle) = self.partition(topic, index) else {
+            return;
+        };
+        let lost = {
+            let mut p = handle.lock();
+            let (result, lost) = match self.leadership(topic, index) {
+                Leadership::Leader(epoch) => (p.become_leader(epoch, false), false),
+                Leadership::NotLeader { leader_epoch, .. } => {
+                    (p.become_follower(leader_epoch), true)
+                }
+                Leadership::Unknown => (Ok(()), false),
+            };
+            if let Err(e) = result {
+                tracing::debug!(
+                    topic,
+                    partition = index,
+                    ?e,
+                    "image leader epoch older than the replica's"
+                );
+            }
+            lost
+        };
+        // Waits on a partition another broker now leads end here: their produces cannot reach
+        // the high watermark through this node any more (NOT_LEADER_OR_FOLLOWER).
+        if lost {
+            handle.leadership_lost();
+        }
+    }
+
+    /// From the background loop: reconciles again unless the last pass held at this image.
+    pub(super) async fn reconcile_if_behind(&self) {
+        if self.reconciled.load(Ordering::SeqCst) == self.image().applied() {
+            return;
+        }
+        // Serialised with commits, so local effects keep commit order.
+        let _store = self.metadata.lock().await;
+        let _gate = self.reconcile_gate.lock().await;
+        if let Err(e) = self.reconcile().await {
+            tracing::debug!(error = %e, "reconciliation still failing");
+        }
+    }
+
+    /// Removes a partition this node no longer hosts: no fsync or checkpoint of it is in flight
+    /// past the gates, and none starts after (they skip deleted partitions), so nothing writes
+    /// into the directory once it is gone, nor into a new topic's of the same name.
+    async fn close_and_delete(&self, topic: &str, index: i32, handle: &Arc<PartitionHandle>) {
+        {
+            let mut partitions = self.partitions.write().unwrap();
+            let key = (topic.to_string(), index);
+            if partitions.get(&key).is_some_and(|h| Arc::ptr_eq(h, handle)) {
+                partitions.remove(&key);
+            }
+        }
+        let _gate = handle.flush_gate.lock().await;
+        let _start_gate = handle.log_start_gate.lock().await;
+        // Also ends its waits: produces are answered, fetches re-read (and find it gone).
+        handle.set_lifecycle(Lifecycle::Deleted);
+        let dir = self.partition_dir(topic, index);
+        // Only this topic's data: a directory a newer topic of the same name already took is
+        // that topic's (its partition.metadata names another id).
+        if super::read_topic_id(&self.io, &dir).is_none_or(|id| id == handle.topic_id) {
+            if let Err(e) = self.io.disk.remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "could not remove a partition no longer hosted here");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,281 @@
+//! Broker sessions on the active controller (KIP-631): registration, heartbeats, fencing of
+//! silent brokers, controlled shutdown. Pure: the driver passes `now`, the committed image and
+//! each topic's election settings; every call returns the records to commit and the reply to
+//! send once they are committed (the controller's writes are serial, so the reply computed
+//! against the committed image plus these records is what the broker will see).
+//!
+//! States, as Kafka's `BrokerHeartbeatManager`: FENCED ↔ UNFENCED → CONTROLLED_SHUTDOWN →
+//! SHUTDOWN_NOW. A broker is unfenced once it reports a metadata offset at or past its own
+//! registration record (it has caught up to being registered) and does not ask to stay
+//! fenced; it is fenced again when it asks, or when no heartbeat arrived for
+//! `broker.session.timeout.ms` (one broker per tick, as Kafka fences one per controller event).
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::election::{self, ElectionConfig};
+use super::image::{BrokerEndpoint, MetadataImage, MetadataRecord, TopicMeta};
+use super::ControllerError;
+
+/// A BrokerRegistration request, after the broker layer decoded it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistrationRequest {
+    pub id: i32,
+    pub incarnation: Uuid,
+    pub listeners: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+    /// BrokerRegistration v3 `PreviousBrokerEpoch`: the epoch a clean shutdown recorded
+    /// (-1: none, so the last stop was unclean or the broker is new).
+    pub previous_epoch: i64,
+}
+
+/// A BrokerHeartbeat request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeartbeatRequest {
+    pub id: i32,
+    pub epoch: i64,
+    /// Kafka's `CurrentMetadataOffset`: the offset of the last metadata record the broker
+    /// applied (-1: none), i.e. its image's `applied() - 1`.
+    pub metadata_offset: i64,
+    pub want_fence: bool,
+    pub want_shutdown: bool,
+}
+
+/// What a heartbeat is answered, as of after its records commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeartbeatReply {
+    pub is_fenced: bool,
+    pub in_controlled_shutdown: bool,
+    pub should_shut_down: bool,
+}
+
+/// Records to commit, and what to answer after they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision<R> {
+    pub records: Vec<MetadataRecord>,
+    pub reply: R,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Session {
+    /// When the last heartbeat (or the registration) arrived.
+    last_contact_ms: i64,
+    /// The last committed offset when controlled shutdown was first seen committed: the
+    /// broker must have applied this far (its leaderships gone) before it may stop.
+    shutdown_offset: Option<i64>,
+}
+
+/// The active controller's in-memory view of broker liveness. A controller that just became
+/// active starts every registered broker's session at its first `tick`, as Kafka does.
+#[derive(Clone, Debug)]
+pub struct BrokerSessions {
+    session_timeout_ms: i64,
+    sessions: BTreeMap<i32, Session>,
+}
+
+impl BrokerSessions {
+    pub fn new(session_timeout_ms: i64) -> BrokerSessions {
+        assert!(session_timeout_ms > 0);
+        BrokerSessions {
+            session_timeout_ms,
+            sessions: BTreeMap::new(),
+        }
+    }
+
+    fn live(&self, id: i32, now: i64) -> bool {
+        self.sessions
+            .get(&id)
+            .is_some_and(|s| now - s.last_contact_ms <= self.session_timeout_ms)
+    }
+
+    /// BrokerRegistration. A new incarnation while the old one's session is live is refused
+    /// (DUPLICATE_BROKER_REGISTRATION: the old process may still run); the same incarnation
+    /// registering again keeps its epoch and writes nothing. The broker's epoch is the offset
+    /// of the record: read it with [`registered_epoch`] once committed.
+    ///
+    /// A new incarnation whose `previous_epoch` is not its old registration's epoch shut down
+    /// uncleanly (KIP-966): with ELR on, it is removed from every ISR and ELR first, since its
+    /// log may have lost what it acknowledged.
+    pub fn register(
+        &mut self,
+        image: &MetadataImage,
+        request: &RegistrationRequest,
+        now: i64,
+        elections: &dyn Fn(&TopicMeta) -> ElectionConfig,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        if request.id < 0 {
+            return Err(ControllerError::InvalidRequest(format!(
+                "broker id {} is negative",
+                request.id
+            )));
+        }
+        if let Some(existing) = image.broker(request.id) {
+            if existing.incarnation == request.incarnation {
+                self.touch(request.id, now);
+                return Ok(Vec::new());
+            }
+            if self.live(request.id, now) {
+                return Err(ControllerError::DuplicateBrokerRegistration(format!(
+                    "Another broker is registered with that broker id {} (incarnation {}), and its session has not expired.",
+                    request.id, existing.incarnation
+                )));
+            }
+        }
+        self.sessions.insert(
+            request.id,
+            Session {
+                last_contact_ms: now,
+                shutdown_offset: None,
+            },
+        );
+        let unclean = image
+            .broker(request.id)
+            .is_some_and(|old| old.epoch != request.previous_epoch);
+        let mut records: Vec<MetadataRecord> = if unclean {
+            election::remove_unclean_broker(image, request.id, elections)
+                .into_iter()
+                .map(MetadataRecord::PartitionChange)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        records.push(MetadataRecord::RegisterBroker {
+            id: request.id,
+            incarnation: request.incarnation,
+            listeners: request.listeners.clone(),
+            rack: request.rack.clone(),
+            fenced: true,
+        });
+        Ok(records)
+    }
+
+    fn touch(&mut self, id: i32, now: i64) {
+        let s = self.sessions.entry(id).or_default();
+        s.last_contact_ms = s.last_contact_ms.max(now);
+    }
+
+    /// BrokerHeartbeat: keeps the session and moves the broker between states.
+    pub fn heartbeat(
+        &mut self,
+        image: &MetadataImage,
+        request: &HeartbeatRequest,
+        now: i64,
+        elections: &dyn Fn(&TopicMeta) -> ElectionConfig,
+    ) -> Result<Decision<HeartbeatReply>, ControllerError> {
+        let id = request.id;
+        let broker = match image.broker(id) {
+            Some(b) if b.epoch == request.epoch => b,
+            Some(b) => {
+                return Err(ControllerError::StaleBrokerEpoch(format!(
+                    "broker {id} heartbeat with epoch {}, but its registration has epoch {}",
+                    request.epoch, b.epoch
+                )))
+            }
+            None => {
+                return Err(ControllerError::StaleBrokerEpoch(format!(
+                    "broker {id} is not registered"
+                )))
+            }
+        };
+        self.touch(id, now);
+        let change = |fenced: Option<bool>, shutdown: Option<bool>| MetadataRecord::BrokerChange {
+            id,
+            epoch: broker.epoch,
+            fenced,
+            in_controlled_shutdown: shutdown,
+        };
+        let partition_changes = |changes: Vec<super::image::PartitionChange>| {
+            changes.into_iter().map(MetadataRecord::PartitionChange)
+        };
+        let mut records = Vec::new();
+        let mut reply = HeartbeatReply {
+            is_fenced: broker.fenced,
+            in_controlled_shutdown: broker.in_controlled_shutdown,
+            should_shut_down: false,
+        };
+        if broker.fenced {
+            if request.want_shutdown {
+                // Fenced brokers lead nothing: they may stop at once.
+                reply.should_shut_down = true;
+            } else if !request.want_fence && request.metadata_offset >= broker.epoch {
+                records.push(change(Some(false), None));
+                records.extend(partition_changes(election::elect_leaderless(
+                    image,
+                    Some(id),
+                    elections,
+                )));
+                reply.is_fenced = false;
+            }
+        } else if broker.in_controlled_shutdown {
+            let session = self.sessions.entry(id).or_default();
+            let shutdown_offset = *session.shutdown_offset.get_or_insert(image.applied() - 1);
+            let leads = image.partitions_led_by(id).next().is_some();
+            reply.should_shut_down = !leads && request.metadata_offset >= shutdown_offset;
+        } else if request.want_fence {
+            records.extend(partition_changes(election::remove_broker(
+                image, id, elections,
+            )));
+            records.push(change(Some(true), None));
+            reply.is_fenced = true;
+        } else if request.want_shutdown {
+            // Out of every ISR, leaderships moved; granted on a later heartbeat, once the
+            // broker has applied that.
+            records.push(change(None, Some(true)));
+            records.extend(partition_changes(election::remove_broker(
+                image, id, elections,
+            )));
+            reply.in_controlled_shutdown = true;
+        }
+        Ok(Decision { records, reply })
+    }
+
+    /// Fences the unfenced broker silent the longest, if it has been silent for longer than
+    /// the session timeout: out of every ISR, its leaderships moved. At most one per call.
+    pub fn tick(
+        &mut self,
+        image: &MetadataImage,
+        now: i64,
+        elections: &dyn Fn(&TopicMeta) -> ElectionConfig,
+    ) -> Vec<MetadataRecord> {
+        self.sessions.retain(|id, _| image.broker(*id).is_some());
+        for b in image.brokers() {
+            self.sessions.entry(b.id).or_insert(Session {
+                last_contact_ms: now,
+                shutdown_offset: None,
+            });
+        }
+        let expired = image
+            .brokers()
+            .filter(|b| !b.fenced)
+            .map(|b| (self.sessions[&b.id].last_contact_ms, b.id, b.epoch))
+            .filter(|(last, _, _)| now - last > self.session_timeout_ms)
+            .min();
+        let Some((_, id, epoch)) = expired else {
+            return Vec::new();
+        };
+        let mut records: Vec<MetadataRecord> = election::remove_broker(image, id, elections)
+            .into_iter()
+            .map(MetadataRecord::PartitionChange)
+            .collect();
+        records.push(MetadataRecord::BrokerChange {
+            id,
+            epoch,
+            fenced: Some(true),
+            in_controlled_shutdown: None,
+        });
+        records
+    }
+}
+
+/// The epoch of a committed registration of `id` with `incarnation`: the BrokerRegistration
+/// reply, read after the record committed.
+pub fn registered_epoch(image: &MetadataImage, id: i32, incarnation: Uuid) -> Option<i64> {
+    image
+        .broker(id)
+        .filter(|b| b.incarnation == incarnation)
+        .map(|b| b.epoch)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,281 @@
+use super::*;
+use crate::controller::election::ElectionConfig;
+use crate::controller::image::{PartitionRecord, PartitionRegistration, NO_LEADER};
+
+const TIMEOUT: i64 = 9000;
+const T: Uuid = Uuid::from_u128(77);
+
+fn config(_: &TopicMeta) -> ElectionConfig {
+    ElectionConfig {
+        elr: true,
+        min_isr: 2,
+        unclean: false,
+    }
+}
+
+fn request(id: i32, incarnation: u128) -> RegistrationRequest {
+    RegistrationRequest {
+        id,
+        incarnation: Uuid::from_u128(incarnation),
+        listeners: vec![BrokerEndpoint {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9000 + id as u16,
+        }],
+        rack: None,
+        previous_epoch: -1,
+    }
+}
+
+fn commit(image: &mut MetadataImage, records: &[MetadataRecord]) {
+    for r in records {
+        let at = image.applied();
+        image.apply(at, r);
+    }
+}
+
+fn beat(id: i32, image: &MetadataImage) -> HeartbeatRequest {
+    HeartbeatRequest {
+        id,
+        epoch: image.broker(id).unwrap().epoch,
+        metadata_offset: image.applied() - 1,
+        want_fence: false,
+        want_shutdown: false,
+    }
+}
+
+/// Brokers 1..=3 registered and unfenced, topic "t" with partition 0 on [1, 2, 3] led by 1.
+fn cluster(sessions: &mut BrokerSessions) -> MetadataImage {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        let records = sessions
+            .register(&image, &request(id, id as u128), 0, &config)
+            .unwrap();
+        commit(&mut image, &records);
+    }
+    for id in 1..=3 {
+        let d = sessions
+            .heartbeat(&image, &beat(id, &image), 0, &config)
+            .unwrap();
+        assert!(!d.reply.is_fenced);
+        commit(&mut image, &d.records);
+    }
+    commit(
+        &mut image,
+        &[
+            MetadataRecord::topic("t", T, Default::default()),
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id: T,
+                partition: 0,
+                replicas: vec![1, 2, 3],
+                isr: vec![1, 2, 3],
+                elr: vec![],
+                last_known_elr: vec![],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                leader_recovering: false,
+            }),
+        ],
+    );
+    image
+}
+
+fn p0(image: &MetadataImage) -> &PartitionRegistration {
+    image.partition(T, 0).unwrap()
+}
+
+#[test]
+fn the_broker_epoch_is_the_registration_offset_and_grows_across_incarnations() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    assert_eq!(registered_epoch(&image, 2, Uuid::from_u128(2)), Some(1));
+    // The same incarnation again: same epoch, nothing written.
+    assert!(sessions
+        .register(&image, &request(2, 2), 10, &config)
+        .unwrap()
+        .is_empty());
+    // A new incarnation while the old session lives is refused...
+    assert!(matches!(
+        sessions.register(&image, &request(2, 99), 10, &config),
+        Err(ControllerError::DuplicateBrokerRegistration(_))
+    ));
+    // ...and accepted once it expired; the new registration starts fenced.
+    let records = sessions
+        .register(&image, &request(2, 99), 10 + TIMEOUT + 1, &config)
+        .unwrap();
+    // No clean-shutdown epoch: it leaves the ISR first (KIP-966), then registers.
+    assert!(matches!(records[0], MetadataRecord::PartitionChange(_)));
+    let at = image.applied() + records.len() as i64 - 1;
+    commit(&mut image, &records);
+    let b = image.broker(2).unwrap();
+    assert_eq!((b.epoch, b.fenced), (at, true));
+    assert!(b.epoch > 1);
+    assert_eq!(p0(&image).isr, [1, 3]);
+}
+
+#[test]
+fn heartbeats_with_another_epoch_are_stale() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let image = cluster(&mut sessions);
+    let mut hb = beat(1, &image);
+    hb.epoch += 1;
+    assert!(matches!(
+        sessions.heartbeat(&image, &hb, 1, &config),
+        Err(ControllerError::StaleBrokerEpoch(_))
+    ));
+    hb.id = 42;
+    assert!(matches!(
+        sessions.heartbeat(&image, &hb, 1, &config),
+        Err(ControllerError::StaleBrokerEpoch(_))
+    ));
+}
+
+#[test]
+fn a_broker_is_unfenced_only_once_it_has_caught_up_to_its_registration() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = MetadataImage::default();
+    let records = sessions
+        .register(&image, &request(1, 1), 0, &config)
+        .unwrap();
+    commit(&mut image, &records);
+    let mut hb = beat(1, &image);
+    hb.metadata_offset = -1; // has not applied its own registration (offset 0) yet
+    let d = sessions.heartbeat(&image, &hb, 1, &config).unwrap();
+    assert!(d.records.is_empty() && d.reply.is_fenced);
+    hb.metadata_offset = 0;
+    hb.want_fence = true;
+    let d = sessions.heartbeat(&image, &hb, 1, &config).unwrap();
+    assert!(d.records.is_empty() && d.reply.is_fenced);
+    hb.want_fence = false;
+    let d = sessions.heartbeat(&image, &hb, 1, &config).unwrap();
+    assert!(!d.reply.is_fenced);
+    commit(&mut image, &d.records);
+    assert!(image.is_active_broker(1));
+}
+
+#[test]
+fn a_silent_broker_is_fenced_one_per_tick_and_loses_its_leaderships() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    // Broker 3 keeps heartbeating; 1 and 2 go silent.
+    let d = sessions
+        .heartbeat(&image, &beat(3, &image), 5000, &config)
+        .unwrap();
+    assert!(d.records.is_empty());
+    assert!(sessions.tick(&image, TIMEOUT, &config).is_empty());
+    let records = sessions.tick(&image, TIMEOUT + 1, &config);
+    // Broker 1 first (ties broken by id): out of the ISR, leadership to 2, then fenced.
+    assert!(matches!(
+        records.last(),
+        Some(MetadataRecord::BrokerChange {
+            id: 1,
+            fenced: Some(true),
+            ..
+        })
+    ));
+    commit(&mut image, &records);
+    assert_eq!((p0(&image).leader, &p0(&image).isr), (2, &vec![2, 3]));
+    let records = sessions.tick(&image, TIMEOUT + 2, &config);
+    assert!(matches!(
+        records.last(),
+        Some(MetadataRecord::BrokerChange {
+            id: 2,
+            fenced: Some(true),
+            ..
+        })
+    ));
+    commit(&mut image, &records);
+    // ISR [3] is below min ISR 2: 2 goes to the ELR.
+    assert_eq!(
+        (p0(&image).leader, &p0(&image).isr, &p0(&image).elr),
+        (3, &vec![3], &vec![2])
+    );
+    assert!(sessions.tick(&image, TIMEOUT + 3, &config).is_empty());
+}
+
+#[test]
+fn unfencing_elects_leaderless_partitions() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    for (id, at) in [(1, 1), (2, 2), (3, 3)] {
+        let mut hb = beat(id, &image);
+        hb.want_fence = true;
+        let d = sessions.heartbeat(&image, &hb, at, &config).unwrap();
+        assert!(d.reply.is_fenced);
+        commit(&mut image, &d.records);
+    }
+    let p = p0(&image);
+    assert_eq!(
+        (p.leader, p.isr.is_empty(), &p.elr),
+        (NO_LEADER, true, &vec![2, 3])
+    );
+    // Broker 2 is back: an ELR member, it leads alone.
+    let d = sessions
+        .heartbeat(&image, &beat(2, &image), 10, &config)
+        .unwrap();
+    commit(&mut image, &d.records);
+    let p = p0(&image);
+    assert_eq!((p.leader, &p.isr, &p.elr), (2, &vec![2], &vec![3]));
+}
+
+#[test]
+fn controlled_shutdown_moves_leaderships_before_it_is_granted() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    let mut hb = beat(1, &image);
+    hb.want_shutdown = true;
+    let d = sessions.heartbeat(&image, &hb, 1, &config).unwrap();
+    assert!(d.reply.in_controlled_shutdown && !d.reply.should_shut_down);
+    commit(&mut image, &d.records);
+    assert_eq!((p0(&image).leader, &p0(&image).isr), (2, &vec![2, 3]));
+    assert!(!image.is_active_broker(1));
+    // Granted once the broker has applied the changes (and leads nothing).
+    let mut hb = beat(1, &image);
+    hb.want_shutdown = true;
+    hb.metadata_offset -= 1;
+    let d = sessions.heartbeat(&image, &hb, 2, &config).unwrap();
+    assert!(!d.reply.should_shut_down);
+    hb.metadata_offset += 1;
+    let d = sessions.heartbeat(&image, &hb, 3, &config).unwrap();
+    assert!(d.records.is_empty() && d.reply.should_shut_down);
+    // A fenced broker asking to shut down may go at once.
+    let mut hb = beat(2, &image);
+    hb.want_fence = true;
+    let records = sessions.heartbeat(&image, &hb, 4, &config).unwrap().records;
+    commit(&mut image, &records);
+    let mut hb = beat(2, &image);
+    hb.want_shutdown = true;
+    assert!(
+        sessions
+            .heartbeat(&image, &hb, 5, &config)
+            .unwrap()
+            .reply
+            .should_shut_down
+    );
+}
+
+#[test]
+fn a_broker_back_from_an_unclean_shutdown_leaves_every_isr_and_elr() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    // Broker 3 drops out of the ISR into the ELR first (ISR [1] below min ISR 2).
+    let mut change = crate::controller::PartitionChange::new(T, 0);
+    change.isr = Some(vec![1]);
+    change.elr = Some(vec![2, 3]);
+    commit(&mut image, &[MetadataRecord::PartitionChange(change)]);
+    let late = TIMEOUT * 2;
+    // A clean restart of broker 2 (it names its last epoch): nothing but the registration.
+    let mut clean = request(2, 20);
+    clean.previous_epoch = image.broker(2).unwrap().epoch;
+    let records = sessions.register(&image, &clean, late, &config).unwrap();
+    assert_eq!(records.len(), 1);
+    // An unclean restart of broker 3: out of the ELR before it registers again.
+    let records = sessions
+        .register(&image, &request(3, 30), late, &config)
+        .unwrap();
+    assert_eq!(records.len(), 2);
+    commit(&mut image, &records);
+    assert_eq!(p0(&image).elr, [2]);
+    assert!(image.broker(3).unwrap().fenced);
+}

@@ -1,0 +1,370 @@
+//! Leader election and ISR changes for one partition, as pure functions of its registration
+//! (the shape of Kafka's `PartitionChangeBuilder`), and the cluster-wide passes built on them:
+//! a broker fenced or shutting down, a broker unfenced, preferred-leader election.
+//!
+//! Rules (notes §4):
+//! - acceptable leader: registered, unfenced, not in controlled shutdown, not being removed;
+//! - clean election: keep the current leader if it is still valid, else the first acceptable
+//!   replica in assignment order that is in the target ISR (or, with an empty ISR, in the ELR:
+//!   it then becomes the ISR alone);
+//! - without ELR the last ISR member is never removed: the ISR stays, the leader becomes -1;
+//! - ELR (KIP-966): while the target ISR is below min ISR, ELR := (ELR ∪ old ISR) − target ISR
+//!   − replicas that shut down uncleanly; an ISR at or above min ISR clears it;
+//! - when clean election fails and unclean election is enabled: the last known leader first
+//!   (recorded when the ISR became empty, KIP-966's balanced recovery), then the first
+//!   acceptable replica; either way ISR := [leader], leader recovering (KIP-704), ELR cleared;
+//! - preferred election: `replicas[0]` if valid, else the current leader, else another valid
+//!   replica.
+
+use uuid::Uuid;
+
+use super::image::{MetadataImage, PartitionChange, PartitionRegistration, TopicMeta, NO_LEADER};
+use super::ControllerError;
+
+/// What decides a partition's election besides its registration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElectionConfig {
+    /// Eligible leader replicas (KIP-966).
+    pub elr: bool,
+    /// `min(min.insync.replicas, replicas)`.
+    pub min_isr: usize,
+    /// `unclean.leader.election.enable` for the topic.
+    pub unclean: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Election {
+    /// Keep a valid leader, else elect (clean, then unclean if the config allows).
+    Online,
+    /// Move leadership to the preferred replica when it is valid.
+    Preferred,
+}
+
+struct Outcome {
+    leader: i32,
+    unclean: bool,
+}
+
+/// The change that takes `p` to `target_isr` and elects a leader as `election` says; `None`
+/// when nothing would change. `acceptable` says who may lead; `unclean_shutdown` replicas may
+/// not enter the ELR.
+pub fn change_partition(
+    key: (Uuid, i32),
+    p: &PartitionRegistration,
+    target_isr: Vec<i32>,
+    election: Election,
+    config: ElectionConfig,
+    acceptable: &dyn Fn(i32) -> bool,
+    unclean_shutdown: &[i32],
+) -> Option<PartitionChange> {
+    let mut isr = target_isr;
+    let mut elr = p.elr.clone();
+    // ELR membership.
+    if config.elr {
+        if isr.len() >= config.min_isr {
+            elr.clear();
+        } else {
+            // In assignment order, so the record does not depend on set iteration.
+            elr = p
+                .replicas
+                .iter()
+                .copied()
+                .filter(|r| elr.contains(r) || p.isr.contains(r))
+                .filter(|r| !isr.contains(r) && !unclean_shutdown.contains(r))
+                .collect();
+        }
+    }
+    let mut change = PartitionChange::new(key.0, key.1);
+    // Election.
+    let valid =
+        |r: i32| (isr.contains(&r) || (isr.is_empty() && elr.contains(&r))) && acceptable(r);
+    let last_known = || {
+        (config.elr
+            && config.unclean
+            && isr.is_empty()
+            && elr.is_empty()
+            && p.last_known_elr.len() == 1
+            && acceptable(p.last_known_elr[0]))
+        .then(|| p.last_known_elr[0])
+    };
+    let outcome = match election {
+        Election::Preferred => {
+            let preferred = p.replicas[0];
+            if valid(preferred) {
+                Outcome {
+                    leader: preferred,
+                    unclean: false,
+                }
+            } else if p.leader != NO_LEADER && valid(p.leader) {
+                Outcome {
+                    leader: p.leader,
+                    unclean: false,
+                }
+            } else if let Some(r) = p.replicas[1..].iter().copied().find(|r| valid(*r)) {
+                Outcome {
+                    leader: r,
+                    unclean: false,
+                }
+            } else {
+                unclean_choice(p, config, acceptable, last_known())
+            }
+        }
+        Election::Online => {
+            if p.leader != NO_LEADER && valid(p.leader) {
+                Outcome {
+                    leader: p.leader,
+                    unclean: false,
+                }
+            } else if let Some(r) = p.replicas.iter().copied().find(|r| valid(*r)) {
+                Outcome {
+                    leader: r,
+                    unclean: false,
+                }
+            } else {
+                unclean_choice(p, config, acceptable, last_known())
+            }
+        }
+    };
+    if outcome.leader != p.leader {
+        if elr.contains(&outcome.leader) {
+            isr = vec![outcome.leader];
+            elr.retain(|r| *r != outcome.leader);
+        }
+        change.leader = Some(outcome.leader);
+        if outcome.unclean {
+            change.isr = Some(vec![outcome.leader]);
+            if !p.leader_recovering {
+                change.leader_recovering = Some(true);
+            }
+        }
+    }
+    // An unclean election or a cluster without ELR keeps no ELR.
+    if change.isr.is_some() || !config.elr {
+        elr.clear();
+    }
+    if elr != p.elr {
+        change.elr = Some(elr);
+    }
+    // With ELR the ISR may become empty; without, the last member stays.
+    if change.isr.is_none() && (!isr.is_empty() || config.elr) && isr != p.isr {
+        change.isr = Some(isr);
+    }
+    // The last known leader: recorded the first time the partition loses its whole ISR,
+    // cleared once it has a leader again.
+    let leader_after = change.leader.unwrap_or(p.leader);
+    if config.elr && change.isr.as_ref().is_some_and(|i| i.is_empty()) {
+        if p.leader != NO_LEADER && p.last_known_elr != [p.leader] {
+            change.last_known_elr = Some(vec![p.leader]);
+        }
+    } else if leader_after != NO_LEADER && !p.last_known_elr.is_empty() {
+        change.last_known_elr = Some(Vec::new());
+    }
+    (!change.is_empty()).then_some(change)
+}
+
+fn unclean_choice(
+    p: &PartitionRegistration,
+    config: ElectionConfig,
+    acceptable: &dyn Fn(i32) -> bool,
+    last_known: Option<i32>,
+) -> Outcome {
+    if let Some(leader) = last_known {
+        return Outcome {
+            leader,
+            unclean: true,
+        };
+    }
+    if config.unclean {
+        if let Some(r) = p.replicas.iter().copied().find(|r| acceptable(*r)) {
+            return Outcome {
+                leader: r,
+                unclean: true,
+            };
+        }
+    }
+    Outcome {
+        leader: NO_LEADER,
+        unclean: false,
+    }
+}
+
+/// The changes for a broker leaving service (fenced, or in controlled shutdown): out of every
+/// ISR, and every partition it led gets a new leader (or none). `config` gives each topic's
+/// election settings.
+pub fn remove_broker(
+    image: &MetadataImage,
+    broker: i32,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Vec<PartitionChange> {
+    let acceptable = |r: i32| r != broker && image.is_active_broker(r);
+    image
+        .partitions()
+        .filter(|(_, p)| p.leader == broker || p.isr.contains(&broker))
+        .filter_map(|(key, p)| {
+            let topic = image.topic_by_id(key.0)?;
+            let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
+            change_partition(
+                key,
+                p,
+                target,
+                Election::Online,
+                config(topic),
+                &acceptable,
+                &[],
+            )
+        })
+        .collect()
+}
+
+/// The changes for a broker that restarted after an unclean shutdown (KIP-966): with ELR on,
+/// out of every ISR and ELR, and not electable, wherever its partitions' topics use ELR.
+pub fn remove_unclean_broker(
+    image: &MetadataImage,
+    broker: i32,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Vec<PartitionChange> {
+    let acceptable = |r: i32| r != broker && image.is_active_broker(r);
+    image
+        .partitions()
+        .filter(|(_, p)| p.isr.contains(&broker) || p.elr.contains(&broker))
+        .filter_map(|(key, p)| {
+            let topic = image.topic_by_id(key.0)?;
+            let config = config(topic);
+            if !config.elr {
+                return None;
+            }
+            let target: Vec<i32> = p.isr.iter().copied().filter(|r| *r != broker).collect();
+            change_partition(
+                key,
+                p,
+                target,
+                Election::Online,
+                config,
+                &acceptable,
+                &[broker],
+            )
+        })
+        .collect()
+}
+
+/// Elections for every leaderless partition, with `added` acceptable even though the image
+/// still shows it fenced (it is being unfenced in the same batch). Also the periodic retry of
+/// unclean elections.
+pub fn elect_leaderless(
+    image: &MetadataImage,
+    added: Option<i32>,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Vec<PartitionChange> {
+    let acceptable = |r: i32| Some(r) == added || image.is_active_broker(r);
+    image
+        .partitions()
+        .filter(|(_, p)| p.leader == NO_LEADER)
+        .filter_map(|(key, p)| {
+            let topic = image.topic_by_id(key.0)?;
+            change_partition(
+                key,
+                p,
+                p.isr.clone(),
+                Election::Online,
+                config(topic),
+                &acceptable,
+                &[],
+            )
+        })
+        .collect()
+}
+
+/// Preferred-leader election (ElectLeaders PREFERRED, `auto.leader.rebalance.enable`) for the
+/// given partitions: only those whose preferred replica is valid and not already leading.
+pub fn elect_preferred(
+    image: &MetadataImage,
+    partitions: &[(Uuid, i32)],
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Vec<PartitionChange> {
+    let acceptable = |r: i32| image.is_active_broker(r);
+    partitions
+        .iter()
+        .filter_map(|&key| {
+            let p = image.partition(key.0, key.1)?;
+            let topic = image.topic_by_id(key.0)?;
+            if p.leader == p.replicas[0] {
+                return None;
+            }
+            change_partition(
+                key,
+                p,
+                p.isr.clone(),
+                Election::Preferred,
+                config(topic),
+                &acceptable,
+                &[],
+            )
+            .filter(|c| c.leader == Some(p.replicas[0]))
+        })
+        .collect()
+}
+
+/// ElectLeaders for one partition (Kafka's `electLeaders`): a preferred election moves the
+/// leadership to `replicas[0]`; an unclean one elects a leaderless partition from outside its
+/// ISR if need be. `Ok(None)`: nothing to do (ELECTION_NOT_NEEDED).
+pub fn elect_on_request(
+    image: &MetadataImage,
+    key: (Uuid, i32),
+    unclean: bool,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Result<Option<PartitionChange>, ControllerError> {
+    let topic = image
+        .topic_by_id(key.0)
+        .ok_or(ControllerError::UnknownTopicId(key.0))?;
+    let p = image
+        .partition(key.0, key.1)
+        .ok_or_else(|| ControllerError::UnknownTopic(format!("{}-{}", topic.name, key.1)))?;
+    let acceptable = |r: i32| image.is_active_broker(r);
+    if unclean {
+        if p.leader != NO_LEADER {
+            return Ok(None);
+        }
+        let config = ElectionConfig {
+            unclean: true,
+            ..config(topic)
+        };
+        let change = change_partition(
+            key,
+            p,
+            p.isr.clone(),
+            Election::Online,
+            config,
+            &acceptable,
+            &[],
+        );
+        return match change {
+            Some(c) if c.leader.is_some_and(|l| l != NO_LEADER) => Ok(Some(c)),
+            _ => Err(ControllerError::EligibleLeadersNotAvailable(format!(
+                "{}-{}: no replica is alive to lead",
+                topic.name, key.1
+            ))),
+        };
+    }
+    if p.leader == p.replicas[0] {
+        return Ok(None);
+    }
+    let change = change_partition(
+        key,
+        p,
+        p.isr.clone(),
+        Election::Preferred,
+        config(topic),
+        &acceptable,
+        &[],
+    );
+    match change {
+        Some(c) if c.leader == Some(p.replicas[0]) => Ok(Some(c)),
+        _ => Err(ControllerError::PreferredLeaderNotAvailable(format!(
+            "{}-{}: the preferred replica {} is not in the ISR or not alive",
+            topic.name, key.1, p.replicas[0]
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

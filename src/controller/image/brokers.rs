@@ -1,0 +1,111 @@
+//! The registered brokers of the image: who exists, how to reach them, and whether they may
+//! lead or join ISRs (fenced, in controlled shutdown).
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::records::BrokerEndpoint;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub id: i32,
+    pub incarnation: Uuid,
+    /// The offset of the RegisterBroker record.
+    pub epoch: i64,
+    pub listeners: Vec<BrokerEndpoint>,
+    pub rack: Option<String>,
+    pub fenced: bool,
+    pub in_controlled_shutdown: bool,
+}
+
+impl BrokerRegistration {
+    /// May lead a partition or join an ISR (KIP-841: unfenced and not shutting down).
+    pub fn is_active(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
+
+    /// The endpoint for `listener` (upper-cased name), if the broker registered one.
+    pub fn endpoint(&self, listener: &str) -> Option<&BrokerEndpoint> {
+        self.listeners
+            .iter()
+            .find(|e| e.name.eq_ignore_ascii_case(listener))
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Brokers {
+    by_id: BTreeMap<i32, BrokerRegistration>,
+}
+
+impl Brokers {
+    pub(super) fn register(
+        &mut self,
+        offset: i64,
+        id: i32,
+        incarnation: Uuid,
+        listeners: &[BrokerEndpoint],
+        rack: &Option<String>,
+        fenced: bool,
+    ) {
+        assert!(id >= 0, "broker id {id} is negative");
+        if let Some(old) = self.by_id.get(&id) {
+            assert!(
+                offset > old.epoch,
+                "broker {id}'s epoch goes back: {offset} after {}",
+                old.epoch
+            );
+        }
+        self.by_id.insert(
+            id,
+            BrokerRegistration {
+                id,
+                incarnation,
+                epoch: offset,
+                listeners: listeners.to_vec(),
+                rack: rack.clone(),
+                fenced,
+                in_controlled_shutdown: false,
+            },
+        );
+    }
+
+    pub(super) fn change(
+        &mut self,
+        id: i32,
+        epoch: i64,
+        fenced: Option<bool>,
+        in_controlled_shutdown: Option<bool>,
+    ) {
+        let broker = self
+            .by_id
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("change of unregistered broker {id}"));
+        assert_eq!(
+            broker.epoch, epoch,
+            "change of broker {id} at a stale epoch"
+        );
+        if let Some(f) = fenced {
+            broker.fenced = f;
+        }
+        if let Some(s) = in_controlled_shutdown {
+            broker.in_controlled_shutdown = s;
+        }
+    }
+
+    pub(super) fn unregister(&mut self, id: i32, epoch: i64) {
+        let removed = self.by_id.remove(&id);
+        assert!(
+            removed.is_some_and(|b| b.epoch == epoch),
+            "unregistered unknown broker {id} epoch {epoch}"
+        );
+    }
+
+    pub(super) fn get(&self, id: i32) -> Option<&BrokerRegistration> {
+        self.by_id.get(&id)
+    }
+
+    pub(super) fn all(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.by_id.values()
+    }
+}

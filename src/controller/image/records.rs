@@ -1,0 +1,166 @@
+//! The metadata records: KRaft's record kinds, one JSON value per record in the metadata log.
+//! Records are deltas the controller decided; [`super::MetadataImage::apply`] replays them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// No leader (Kafka's `-1`).
+pub const NO_LEADER: i32 = -1;
+
+/// One listener a broker registered: what clients on that listener are told to connect to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    /// Upper-cased listener name, e.g. `PLAINTEXT`.
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// A partition as created (Kafka's PartitionRecord): the whole registration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    /// The assignment, preferred leader first.
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// Eligible leader replicas (KIP-966).
+    #[serde(default)]
+    pub elr: Vec<i32>,
+    /// The last leader when the partition became leaderless with an empty ISR (KIP-966).
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
+    /// [`NO_LEADER`] when there is none.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// KIP-704: the leader was elected uncleanly and has not yet reported RECOVERED.
+    #[serde(default)]
+    pub leader_recovering: bool,
+}
+
+/// A change to one partition (Kafka's PartitionChangeRecord). `None` fields keep their value.
+/// On replay the partition epoch always grows by one and the leader epoch grows by one iff
+/// `leader` is set (even to the same leader: that is how a leader-epoch bump is asked for).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionChange {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<i32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isr: Option<Vec<i32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elr: Option<Vec<i32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_known_elr: Option<Vec<i32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_recovering: Option<bool>,
+}
+
+impl PartitionChange {
+    pub fn new(topic_id: Uuid, partition: i32) -> PartitionChange {
+        PartitionChange {
+            topic_id,
+            partition,
+            ..PartitionChange::default()
+        }
+    }
+
+    /// Whether applying it would change nothing but the partition epoch.
+    pub fn is_empty(&self) -> bool {
+        self.replicas.is_none()
+            && self.isr.is_none()
+            && self.elr.is_none()
+            && self.last_known_elr.is_none()
+            && self.leader.is_none()
+            && self.leader_recovering.is_none()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MetadataRecord {
+    /// A broker's registration (KIP-631). Its epoch is this record's offset, so it grows
+    /// strictly across incarnations. A registration replaces any earlier one of the same id.
+    RegisterBroker {
+        id: i32,
+        incarnation: Uuid,
+        listeners: Vec<BrokerEndpoint>,
+        #[serde(default)]
+        rack: Option<String>,
+        /// Registrations start fenced; a heartbeat unfences.
+        fenced: bool,
+    },
+    /// Kafka's BrokerRegistrationChangeRecord: fence, unfence, controlled shutdown.
+    BrokerChange {
+        id: i32,
+        epoch: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fenced: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        in_controlled_shutdown: Option<bool>,
+    },
+    UnregisterBroker {
+        id: i32,
+        epoch: i64,
+    },
+    /// A topic. Its partitions follow as [`MetadataRecord::Partition`] records, in index order.
+    Topic {
+        name: String,
+        id: Uuid,
+        configs: BTreeMap<String, String>,
+        /// Only in metadata logs written before partitions had their own records: the count,
+        /// all replicas on the single node. The broker migrates them at start.
+        #[serde(
+            default,
+            rename = "partitions",
+            skip_serializing_if = "Option::is_none"
+        )]
+        legacy_partitions: Option<i32>,
+        #[serde(
+            default,
+            rename = "replication_factor",
+            skip_serializing_if = "Option::is_none"
+        )]
+        legacy_replication_factor: Option<i16>,
+    },
+    Partition(PartitionRecord),
+    PartitionChange(PartitionChange),
+    RemoveTopic {
+        name: String,
+        id: Uuid,
+    },
+    /// Only in logs from before [`MetadataRecord::Partition`]: a topic's new partition count.
+    #[serde(rename = "partitions")]
+    LegacyPartitions {
+        name: String,
+        count: i32,
+    },
+    /// Sets (`Some`) or removes (`None`) topic-level config overrides.
+    TopicConfig {
+        name: String,
+        changes: BTreeMap<String, Option<String>>,
+    },
+    /// Producer ids below `next` may have been handed out; ids are never reused.
+    ProducerIds {
+        next: i64,
+    },
+}
+
+impl MetadataRecord {
+    /// A topic record as the controller writes it now (no legacy fields).
+    pub fn topic(name: &str, id: Uuid, configs: BTreeMap<String, String>) -> MetadataRecord {
+        MetadataRecord::Topic {
+            name: name.to_string(),
+            id,
+            configs,
+            legacy_partitions: None,
+            legacy_replication_factor: None,
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The follower side of a partition: appending the leader's batches as they are (offsets,
+//! leader epochs and bytes kept, CRCs checked, nothing re-encoded), following the leader's high
+//! watermark, and truncating when the log diverges from the leader's.
+//!
+//! Producer state is updated from replicated batches without sequence checks (notes §6.3), so it
+//! is the same function of the log prefix on every replica and deduplication survives failover.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::snapshot::{self, LastBatch, Snapshot, PRODUCER_SNAPSHOT};
+use super::{Partition, Role};
+use crate::io::Disk;
+use crate::log::batch::{self, BatchHeader};
+use crate::log::{Checkpoint, FlushPlan, Log};
+
+/// Why the leader's batches were refused. Nothing was appended.
+#[derive(Debug)]
+pub enum FollowerAppendError {
+    /// Not a sequence of whole, CRC-valid v2 batches.
+    Corrupt(String),
+    /// The first batch does not start at the local log end: a gap (`found > expected`) or an
+    /// overlap (`found < expected`).
+    NotAtLogEnd {
+        expected: i64,
+        found: i64,
+    },
+    /// A batch does not start where the previous one ended.
+    NotContiguous {
+        expected: i64,
+        found: i64,
+    },
+    /// A batch carries no leader epoch, or one older than the log already has.
+    EpochGoesBack {
+        offset: i64,
+        epoch: i32,
+        latest: i32,
+    },
+    /// This replica leads the partition.
+    NotFollower,
+    /// A truncation is not yet durable ([`Partition::truncation_durable`]).
+    TruncationPending {
+        at: i64,
+    },
+    Storage(io::Error),
+}
+
+impl std::fmt::Display for FollowerAppendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FollowerAppendError::Corrupt(why) => {
+                write!(f, "corrupt batches from the leader: {why}")
+            }
+            FollowerAppendError::NotAtLogEnd { expected, found } if found > expected => {
+                write!(
+                    f,
+                    "gap: batches start at {found}, the log ends at {expected}"
+                )
+            }
+            FollowerAppendError::NotAtLogEnd { expected, found } => {
+                write!(
+                    f,
+                    "overlap: batches start at {found}, the log ends at {expected}"
+                )
+            }
+            FollowerAppendError::NotContiguous { expected, found } => {
+                write!(f, "batch at {found} where {expected} was expected")
+            }
+            FollowerAppendError::EpochGoesBack {
+                offset,
+                epoch,
+                latest,
+            } => write!(
+                f,
+                "batch at {offset} has leader epoch {epoch}, the log is at epoch {latest}"
+            ),
+            FollowerAppendError::NotFollower => write!(f, "this replica is the leader"),
+            FollowerAppendError::TruncationPending { at } => {
+                write!(f, "the truncation to {at} is not durable yet")
+            }
+            FollowerAppendError::Storage(e) => write!(f, "storage: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FollowerAppendError {}
+
+/// What a follower append wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowerAppended {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub batches: usize,
+    /// The leader epoch of the last batch (the next Fetch's `LastFetchedEpoch`).
+    pub last_epoch: i32,
+}
+
+impl Partition {
+    /// Appends the leader's batches (`records`: one or more whole v2 batches back to back, as a
+    /// Fetch response carries them), which must start exactly at the local log end. All are
+    /// checked before any is written: on an error nothing changes. Returns `Ok(None)` for no
+    /// batches. The high watermark does not move here ([`Partition::follow_high_watermark`]).
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<Option<FollowerAppended>, FollowerAppendError> {
+        if self.role != Role::Follower {
+            return Err(FollowerAppendError::NotFollower);
+        }
+        if let Some(at) = self.pending_truncation {
+            return Err(FollowerAppendError::TruncationPending { at });
+        }
+        let headers = self.check_leader_batches(records)?;
+        let Some(last) = headers.last().copied() else {
+            return Ok(None);
+        };
+        let first_offset = headers[0].base_offset;
+        // One copy of the bytes; the log rewrites each base offset with the value it has.
+        let mut owned = records.to_vec();
+        let mut position = 0;
+        for mut header in headers.iter().copied() {
+            let len = header.total_len();
+            let slice = &mut owned[position..position + len];
+            self.log
+                .append(slice, std::slice::from_mut(&mut header), now_ms)
+                .map_err(FollowerAppendError::Storage)?;
+            self.producers.record_replicated(&header, now_ms);
+            self.last_batch = Some(LastBatch::of(&header));
+            position += len;
+        }
+        assert_eq!(self.log.end_offset(), last.next_offset());
+        assert_eq!(self.log.latest_epoch(), last.partition_leader_epoch);
+        Ok(Some(FollowerAppended {
+            first_offset,
+            last_offset: last.last_offset(),
+            batches: headers.len(),
+            last_epoch: last.partition_leader_epoch,
+        }))
+    }
+
+    /// Every batch whole and CRC-valid, contiguous from the log end, epochs never going back.
+    fn check_leader_batches(
+        &self,
+        records: &[u8],
+    ) -> Result<Vec<BatchHeader>, FollowerAppendError> {
+        let mut headers: Vec<BatchHeader> = Vec::new();
+        let mut expected = self.log.end_offset();
+        let mut latest = self.log.latest_epoch();
+        for item in batch::iter(records) {
+            let (_, header) = item.map_err(|e| FollowerAppendError::Corrupt(e.to_string()))?;
+            if header.base_offset != expected {
+                return Err(match headers.is_empty() {
+                    true => FollowerAppendError::NotAtLogEnd {
+                        expected,
+                        found: header.base_offset,
+                    },
+                    false => FollowerAppendError::NotContiguous {
+                        expected,
+                        found: header.base_offset,
+                    },
+                });
+            }
+            let epoch = header.partition_leader_epoch;
+            if epoch < 0 || epoch < latest {
+                return Err(FollowerAppendError::EpochGoesBack {
+                    offset: header.base_offset,
+                    epoch,
+                    latest,
+                });
+            }
+            if epoch > latest && !self.log.epochs().can_assign(epoch, header.base_offset) {
+                return Err(FollowerAppendError::EpochGoesBack {
+                    offset: header.base_offset,
+                    epoch,
+                    latest,
+                });
+            }
+            latest = epoch;
+            expected = header.next_offset();
+            headers.push(header);
+        }
+        Ok(headers)
+    }
+
+    /// A follower's high watermark: the leader's, capped at the local log end (and never below
+    /// the log start). Not monotonic across leader changes (notes §1.11).
+    pub fn follow_high_watermark(&mut self, leader_high_watermark: i64) {
+        assert_eq!(
+            self.role,
+            Role::Follower,
+            "only a follower follows a high watermark"
+        );
+        self.high_watermark = leader_high_watermark
+            .min(self.log.end_offset())
+            .max(self.log.start_offset());
+    }
+}
+
+/// Why a truncation was refused. Nothing changed.
+#[derive(Debug)]
+pub enum TruncateError {
+    /// Below the log start: the data there is gone and every replica agreed on it (the log
+    /// start never passes the high watermark).
+    BelowLogStart {
+        offset: i64,
+        log_start: i64,
+    },
+    /// This replica leads the partition: a leader's log is the one others truncate to.
+    NotFollower,
+    Storage(io::Error),
+}
+
+impl std::fmt::Display for TruncateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TruncateError::BelowLogStart { offset, log_start } => {
+                write!(
+                    f,
+                    "truncation to {offset} is below the log start {log_start}"
+                )
+            }
+            TruncateError::NotFollower => write!(f, "a leader does not truncate"),
+            TruncateError::Storage(e) => write!(f, "storage: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TruncateError {}
+
+/// What makes a truncation durable, done outside the partition lock (and, in the broker, under
+/// the partition's flush gate, so no checkpoint of the old state lands after it): fsync the cut
+/// segment and the directory (removed segments and snapshot), then write the epoch and
+/// recovery-point checkpoints (the recovery point at or below the cut, so a later crash
+/// rescans from there). Then [`Partition::truncation_durable`].
+pub struct TruncationPlan {
+    /// The log end after the cut (a batch boundary at or below the requested offset).
+    pub end_offset: i64,
+    flush: FlushPlan,
+    checkpoint: Checkpoint,
+    disk: Arc<dyn Disk>,
+    dir: PathBuf,
+}
+
+impl TruncationPlan {
+    pub async fn make_durable(&self) -> io::Result<()> {
+        Log::sync_files(&self.flush).await?;
+        self.disk.sync_dir(&self.dir).await?;
+        self.checkpoint.write().await
+    }
+}
+
+impl Partition {
+    /// Cuts the log to `offset` (a follower whose log diverged from its leader's, KIP-101 /
+    /// KIP-279): the batches holding offsets at or after it (a batch straddling it goes whole),
+    /// their index entries, the epochs that start there, and the producer state they built
+    /// (rebuilt from the snapshot at or below the cut and the batches after it; a snapshot
+    /// above the cut is deleted). The high watermark is clamped to the new end. `Ok(None)` when
+    /// the log already ends at or before `offset`. Nothing is appended until the returned plan
+    /// is durable ([`Partition::truncation_durable`]).
+    pub fn truncate_to(&mut self, offset: i64) -> Result<Option<TruncationPlan>, TruncateError> {
+        if self.role != Role::Follower {
+            return Err(TruncateError::NotFollower);
+        }
+        let log_start = self.log.start_offset();
+        if offset < log_start {
+            return Err(TruncateError::BelowLogStart { offset, log_start });
+        }
+        if offset >= self.log.end_offset() {
+            return Ok(None);
+        }
+        let snapshot = Snapshot::load(self.log.disk().as_ref(), self.log.dir());
+        self.log
+            .truncate_to(offset)
+            .map_err(TruncateError::Storage)?;
+        let end = self.log.end_offset();
+        assert!(end <= offset && end >= log_start);
+        // The snapshot is read before the cut and judged after it: one above the cut (or from
+        // another history) is removed, so no start can trust it.
+        let snapshot = match snapshot {
+            Some(s) if s.fits(&self.log, end).map_err(TruncateError::Storage)? => Some(s),
+            Some(_) => {
+                let path = self.log.dir().join(PRODUCER_SNAPSHOT);
+                match self.log.disk().remove_file(&path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(TruncateError::Storage(e))
+                    }
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        self.producers =
+            snapshot::rebuild(&self.log, snapshot, end).map_err(TruncateError::Storage)?;
+        self.last_batch = LastBatch::in_log(&self.log, end).map_err(TruncateError::Storage)?;
+        self.high_watermark = self.high_watermark.min(end).max(log_start);
+        self.pending_truncation = Some(end);
+        tracing::info!(topic = %self.topic, partition = self.index, requested = offset, end,
+            "truncated the log");
+        Ok(Some(TruncationPlan {
+            end_offset: end,
+            flush: self.log.flush_plan(),
+            checkpoint: self.log.checkpoint(),
+            disk: self.log.disk().clone(),
+            dir: self.log.dir().to_path_buf(),
+        }))
+    }
+
+    /// The truncation `plan` is durable: appends may resume.
+    pub fn truncation_durable(&mut self, plan: &TruncationPlan, now_ms: i64) {
+        self.log.flushed(&plan.flush, now_ms);
+        if self.pending_truncation == Some(plan.end_offset) {
+            self.pending_truncation = None;
+        }
+    }
+
+    /// A truncation not yet durable, and where it cut.
+    pub fn pending_truncation(&self) -> Option<i64> {
+        self.pending_truncation
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests;
+#[cfg(test)]
+mod truncation_tests;

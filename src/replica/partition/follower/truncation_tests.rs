@@ -1,0 +1,215 @@
+//! Truncation: log, indexes, epochs, producer state and high watermark roll back together, and
+//! once the plan is durable a power loss never brings the cut tail back.
+
+use std::path::Path;
+
+use super::super::*;
+use super::tests::{open_at, pair, tail};
+use crate::io::memdisk::{block_on, MemDisk};
+use crate::log::batch::{self, testing::batch};
+use crate::replica::producer::SequenceCheck;
+
+const FOLLOWER: &str = "/data/b/t-0";
+
+/// A batch as a leader of `epoch` would serve it at `base`.
+fn leader_batch(
+    base: i64,
+    epoch: i32,
+    values: &[&[u8]],
+    producer: Option<(i64, i16, i32)>,
+) -> Vec<u8> {
+    let mut b = batch(values, 10, producer);
+    batch::set_base_offset(&mut b, base);
+    batch::set_partition_leader_epoch(&mut b, epoch);
+    b
+}
+
+/// The follower holding the leader's 18 offsets (epoch 3), its high watermark at 14.
+fn replicated(disk: &MemDisk) -> Partition {
+    let (leader, mut follower) = pair(disk);
+    follower.append_as_follower(&tail(&leader, 0), 1).unwrap();
+    follower.follow_high_watermark(14);
+    follower
+}
+
+fn durable(p: &mut Partition) {
+    let plan = p.log().flush_plan();
+    block_on(crate::log::Log::sync_files(&plan)).unwrap();
+    p.flushed(&plan, 0);
+    let (path, snapshot) = p.producer_snapshot();
+    block_on(crate::io::write_file_atomic(
+        p.log().disk().as_ref(),
+        &path,
+        &snapshot,
+    ))
+    .unwrap();
+    block_on(p.log().checkpoint().write()).unwrap();
+}
+
+fn truncate(p: &mut Partition, offset: i64) -> i64 {
+    let plan = p.truncate_to(offset).unwrap().expect("something to cut");
+    block_on(plan.make_durable()).unwrap();
+    p.truncation_durable(&plan, 0);
+    plan.end_offset
+}
+
+fn producer_check(p: &Partition, seq: i32) -> SequenceCheck {
+    let header = batch::check(&batch(&[b"r", b"r"], 10, Some((7, 0, seq)))).unwrap();
+    p.producers.check(&header)
+}
+
+#[test]
+fn truncation_rolls_back_log_epochs_producers_and_high_watermark() {
+    let disk = MemDisk::new(11);
+    let mut f = replicated(&disk);
+    f.become_follower(4).unwrap();
+    f.append_as_follower(&leader_batch(18, 4, &[b"e4"], Some((7, 0, 12))), 1)
+        .unwrap();
+    assert_eq!(f.log().latest_epoch(), 4);
+    // A cut inside the batch at 9..=10 takes the whole batch.
+    assert_eq!(truncate(&mut f, 10), 9);
+    assert_eq!(f.log_end_offset(), 9);
+    assert_eq!(f.high_watermark(), 9);
+    assert_eq!(f.log().latest_epoch(), 3);
+    // The producer's batches at 9 and later are forgotten: seq 6 is new again, 4 a retry.
+    assert_eq!(producer_check(&f, 6), SequenceCheck::Append);
+    assert!(matches!(producer_check(&f, 4), SequenceCheck::Duplicate(m) if m.first_offset == 6));
+    // Appends resume at the cut, in the new leader's epoch; reads see the new data.
+    f.append_as_follower(&leader_batch(9, 5, &[b"new"], Some((7, 1, 0))), 1)
+        .unwrap();
+    assert_eq!(f.log().end_offset_for_epoch(3).end_offset, 9);
+    let data = f.log().read(9, 1 << 16, i64::MAX).unwrap();
+    assert_eq!(batch::check(&data).unwrap().partition_leader_epoch, 5);
+    // A clean restart loads the indexes and the state the truncation left.
+    block_on(f.log_mut().close(0)).unwrap();
+    drop(f);
+    let f = open_at(&disk, FOLLOWER);
+    assert_eq!(f.log_end_offset(), 10);
+    assert_eq!(f.log().epochs().entries().len(), 2);
+    assert_eq!(
+        producer_check(&f, 6),
+        SequenceCheck::StaleEpoch { current: 1 }
+    );
+}
+
+#[test]
+fn a_snapshot_above_the_cut_is_deleted_and_one_below_it_used() {
+    let disk = MemDisk::new(12);
+    let mut f = replicated(&disk);
+    durable(&mut f);
+    let path = Path::new(FOLLOWER).join("producer-state");
+    assert!(disk.exists(&path));
+    truncate(&mut f, 12);
+    assert!(
+        !disk.exists(&path),
+        "the snapshot at 18 described the cut tail"
+    );
+    assert_eq!(producer_check(&f, 8), SequenceCheck::Append);
+    // A snapshot at 12, then more data, then a cut at 15: the snapshot stays and is used.
+    durable(&mut f);
+    f.append_as_follower(&leader_batch(12, 3, &[b"a", b"b"], Some((7, 0, 8))), 1)
+        .unwrap();
+    f.append_as_follower(&leader_batch(14, 3, &[b"c"], None), 1)
+        .unwrap();
+    f.append_as_follower(&leader_batch(15, 3, &[b"d", b"e"], Some((7, 0, 10))), 1)
+        .unwrap();
+    truncate(&mut f, 15);
+    assert!(disk.exists(&path));
+    assert!(matches!(producer_check(&f, 8), SequenceCheck::Duplicate(m) if m.first_offset == 12));
+    assert_eq!(producer_check(&f, 10), SequenceCheck::Append);
+}
+
+#[test]
+fn a_snapshot_from_another_history_is_not_trusted() {
+    let disk = MemDisk::new(13);
+    let mut f = replicated(&disk);
+    durable(&mut f);
+    let (path, stale) = f.producer_snapshot();
+    truncate(&mut f, 12);
+    // Other batches fill 12..18 again, then the stale snapshot lands (a checkpoint that raced
+    // the truncation): its last batch does not match, so a start rebuilds instead.
+    f.append_as_follower(&leader_batch(12, 5, &[&b"x"[..]; 6], Some((9, 0, 0))), 1)
+        .unwrap();
+    block_on(crate::io::write_file_atomic(&disk, &path, &stale)).unwrap();
+    drop(f);
+    disk.process_crash();
+    let f = open_at(&disk, FOLLOWER);
+    assert_eq!(f.log_end_offset(), 18);
+    assert_eq!(producer_check(&f, 8), SequenceCheck::Append);
+}
+
+#[test]
+fn after_a_durable_truncation_power_loss_never_brings_the_tail_back() {
+    for seed in 0..40 {
+        let disk = MemDisk::new(100 + seed);
+        let mut f = replicated(&disk);
+        durable(&mut f);
+        f.become_follower(5).unwrap();
+        assert_eq!(truncate(&mut f, 9), 9);
+        // The new leader's batches, not yet fsynced, then the power goes.
+        for i in 0..3 {
+            let values: &[&[u8]] = &[b"new-data-new-data", b"more-new-data"];
+            let b = leader_batch(9 + 2 * i, 5, values, None);
+            f.append_as_follower(&b, 1).unwrap();
+        }
+        drop(f);
+        disk.power_loss();
+        let f = open_at(&disk, FOLLOWER);
+        assert!(
+            f.log_end_offset() >= 9,
+            "seed {seed}: the durable prefix survives"
+        );
+        let data = tail(&f, 9);
+        for item in batch::iter(&data) {
+            let (_, h) = item.unwrap();
+            assert_eq!(
+                h.partition_leader_epoch, 5,
+                "seed {seed}: an old batch came back at {}",
+                h.base_offset
+            );
+        }
+        assert_eq!(
+            f.log().latest_epoch(),
+            if f.log_end_offset() > 9 { 5 } else { 3 }
+        );
+        assert_eq!(producer_check(&f, 6), SequenceCheck::Append, "seed {seed}");
+    }
+}
+
+#[test]
+fn bad_truncations_change_nothing_and_appends_wait_for_durability() {
+    let disk = MemDisk::new(14);
+    let mut f = replicated(&disk);
+    assert!(f.truncate_to(18).unwrap().is_none());
+    assert!(f.truncate_to(99).unwrap().is_none());
+    block_on(f.log().start_offset_write(6).write()).unwrap();
+    f.log_mut().advance_start_offset(6).unwrap();
+    let Err(e) = f.truncate_to(5) else {
+        panic!("a truncation below the log start")
+    };
+    assert!(
+        matches!(
+            e,
+            TruncateError::BelowLogStart {
+                offset: 5,
+                log_start: 6
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(f.log_end_offset(), 18);
+    // Until the cut is durable, nothing is appended behind it.
+    let plan = f.truncate_to(12).unwrap().unwrap();
+    let next = leader_batch(12, 3, &[b"z"], None);
+    assert!(matches!(
+        f.append_as_follower(&next, 1),
+        Err(FollowerAppendError::TruncationPending { at: 12 })
+    ));
+    block_on(plan.make_durable()).unwrap();
+    f.truncation_durable(&plan, 0);
+    assert!(f.append_as_follower(&next, 1).unwrap().is_some());
+    // A leader does not truncate.
+    f.become_leader(7, true).unwrap();
+    assert!(matches!(f.truncate_to(10), Err(TruncateError::NotFollower)));
+    assert_eq!(f.log_end_offset(), 13);
+}

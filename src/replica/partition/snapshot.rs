@@ -1,0 +1,115 @@
+//! The producer-state snapshot: the state as of a log offset, written at checkpoints and on
+//! clean shutdown, so that a start (or a truncation) replays only the batches after it instead
+//! of the whole log.
+//!
+//! A snapshot names the batch it ends after (base offset, CRC, leader epoch). One that does not
+//! match the log is from another history (written just before a truncation it then outlived,
+//! say) and is ignored, never trusted: state built from it would dedupe against batches the log
+//! no longer has.
+
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::super::producer::ProducerStates;
+use crate::io::Disk;
+use crate::log::batch::BatchHeader;
+use crate::log::Log;
+
+/// The snapshot file in the partition directory.
+pub(super) const PRODUCER_SNAPSHOT: &str = "producer-state";
+
+/// The batch a snapshot ends after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct LastBatch {
+    pub base_offset: i64,
+    pub crc: u32,
+    pub leader_epoch: i32,
+}
+
+impl LastBatch {
+    pub fn of(header: &BatchHeader) -> LastBatch {
+        LastBatch {
+            base_offset: header.base_offset,
+            crc: header.crc,
+            leader_epoch: header.partition_leader_epoch,
+        }
+    }
+
+    /// The last batch below `end` in `log`, if there is one.
+    pub fn in_log(log: &Log, end: i64) -> io::Result<Option<LastBatch>> {
+        if end <= log.start_offset() {
+            return Ok(None);
+        }
+        Ok(log
+            .batch_at(end - 1)?
+            .filter(|h| h.next_offset() == end)
+            .map(|h| LastBatch::of(&h)))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct Snapshot {
+    /// The state covers every batch below this offset.
+    pub offset: i64,
+    pub producers: ProducerStates,
+    /// Absent in snapshots written before it was recorded (then trusted as before).
+    #[serde(default)]
+    pub last_batch: Option<LastBatch>,
+}
+
+impl Snapshot {
+    /// `crc32c-hex\njson`.
+    pub fn render(&self) -> Vec<u8> {
+        let body = serde_json::to_vec(self).expect("producer state serializes");
+        let mut raw = format!("{:08x}\n", crc32c::crc32c(&body)).into_bytes();
+        raw.extend_from_slice(&body);
+        raw
+    }
+
+    /// A damaged snapshot is ignored, never trusted.
+    pub fn load(disk: &dyn Disk, dir: &Path) -> Option<Snapshot> {
+        let raw = crate::io::read_file(disk, &dir.join(PRODUCER_SNAPSHOT)).ok()?;
+        let split = raw.iter().position(|&b| b == b'\n')?;
+        let crc = u32::from_str_radix(std::str::from_utf8(&raw[..split]).ok()?, 16).ok()?;
+        let body = &raw[split + 1..];
+        if crc32c::crc32c(body) != crc {
+            return None;
+        }
+        let mut snapshot: Snapshot = serde_json::from_slice(body).ok()?;
+        snapshot.producers.reindex();
+        Some(snapshot)
+    }
+
+    /// Whether this snapshot describes a prefix of `log` no longer than `up_to`.
+    pub fn fits(&self, log: &Log, up_to: i64) -> io::Result<bool> {
+        if self.offset < log.start_offset() || self.offset > up_to.min(log.end_offset()) {
+            return Ok(false);
+        }
+        match self.last_batch {
+            None => Ok(true),
+            Some(want) => Ok(LastBatch::in_log(log, self.offset)? == Some(want)),
+        }
+    }
+}
+
+/// The producer state of the log prefix below `up_to`, from `snapshot` when it fits, else from
+/// the log start. The log keeps no append times: a batch's own max timestamp stands in (as in
+/// Kafka).
+pub(super) fn rebuild(
+    log: &Log,
+    snapshot: Option<Snapshot>,
+    up_to: i64,
+) -> io::Result<ProducerStates> {
+    let (mut producers, from) = match snapshot {
+        Some(s) if s.fits(log, up_to)? => (s.producers, s.offset),
+        _ => (ProducerStates::default(), log.start_offset()),
+    };
+    log.scan_headers(from, |header| {
+        if header.base_offset < up_to {
+            producers.record_replicated(header, header.max_timestamp)
+        }
+    })?;
+    Ok(producers)
+}

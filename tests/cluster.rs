@@ -1,0 +1,617 @@
+//! A 3-node metadata quorum on real loopback sockets and real disks (one temp dir per node),
+//! in one process: a leader is elected, a CreateTopics sent to a follower is forwarded and
+//! committed, the leader is killed, a new leader commits the next change, and the killed node
+//! restarts and catches up. Prints the failover time and the commit latency (figures, not
+//! assertions). Also `weir format` from the command line.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use weir::broker::quorum_status::QuorumRole;
+use weir::broker::{Broker, RunningBroker};
+use weir::client::Client;
+use weir::config::ServerConfig;
+use weir::io::Io;
+
+const NODES: i32 = 3;
+const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qk";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("weir-cluster-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Node {
+    id: i32,
+    config: ServerConfig,
+    running: Option<RunningBroker>,
+}
+
+/// A pure broker (`process.roles=broker`): an observer of the quorum.
+fn broker_config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
+    let mut config = config(1, dir, controller_ports, client_port);
+    let props = BTreeMap::from([
+        ("process.roles".to_string(), "broker".to_string()),
+        ("node.id".to_string(), id.to_string()),
+        (
+            "controller.quorum.voters".to_string(),
+            config
+                .controller_quorum_voters
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        (
+            "listeners".to_string(),
+            format!("PLAINTEXT://127.0.0.1:{client_port}"),
+        ),
+        (
+            "controller.listener.names".to_string(),
+            "CONTROLLER".to_string(),
+        ),
+        ("log.dirs".to_string(), dir.display().to_string()),
+    ]);
+    config = ServerConfig::from_properties(&props).unwrap().0;
+    config
+}
+
+fn config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
+    let voters: Vec<String> = controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect();
+    let cport = controller_ports[(id - 1) as usize];
+    let props = BTreeMap::from([
+        ("process.roles".to_string(), "broker,controller".to_string()),
+        ("node.id".to_string(), id.to_string()),
+        ("controller.quorum.voters".to_string(), voters.join(",")),
+        (
+            "listeners".to_string(),
+            format!("PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{cport}"),
+        ),
+        (
+            "controller.listener.names".to_string(),
+            "CONTROLLER".to_string(),
+        ),
+        (
+            "inter.broker.listener.name".to_string(),
+            "PLAINTEXT".to_string(),
+        ),
+        ("log.dirs".to_string(), dir.display().to_string()),
+        (
+            "controller.quorum.election.timeout.ms".to_string(),
+            "300".to_string(),
+        ),
+        (
+            "controller.quorum.fetch.timeout.ms".to_string(),
+            "600".to_string(),
+        ),
+    ]);
+    ServerConfig::from_properties(&props).unwrap().0
+}
+
+async fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The node that is the active controller, if exactly one running node is.
+fn active(nodes: &[Node]) -> Option<usize> {
+    let active: Vec<usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| {
+            n.running
+                .as_ref()
+                .is_some_and(|r| r.broker.is_active_controller())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    (active.len() == 1).then(|| active[0])
+}
+
+async fn create(addr: SocketAddr, topic: &str) -> Result<(), String> {
+    let mut client = Client::connect(&Io::os(), addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .create_topic(topic, 1, 1, &BTreeMap::new())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Retries a creation until it commits (NOT_CONTROLLER while no leader is active).
+async fn create_retrying(addr: SocketAddr, topic: &str, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        match create(addr, topic).await {
+            Ok(()) => return,
+            Err(e) => {
+                assert!(start.elapsed() < limit, "creating {topic}: {e}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+}
+
+fn committed(node: &Node) -> Vec<(u64, bytes::Bytes)> {
+    node.running
+        .as_ref()
+        .unwrap()
+        .broker
+        .committed_metadata(0, 100_000)
+}
+
+fn has_topic(node: &Node, topic: &str) -> bool {
+    node.running
+        .as_ref()
+        .is_some_and(|r| r.broker.image().topic(topic).is_some())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_elect_commit_fail_over_and_catch_up() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+    let io = Io::os();
+    let controller_ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let mut nodes = Vec::new();
+    for id in 1..=NODES {
+        let dir = temp_dir(&format!("n{id}"));
+        weir::broker::format_log_dir(&io, &dir, CLUSTER_ID, id)
+            .await
+            .unwrap();
+        let config = config(id, &dir, &controller_ports, free_port());
+        nodes.push(Node {
+            id,
+            config,
+            running: None,
+        });
+    }
+    // Node 4 is a pure broker: it observes the quorum and registers, but never votes.
+    let observer_dir = temp_dir("n4");
+    weir::broker::format_log_dir(&io, &observer_dir, CLUSTER_ID, 4)
+        .await
+        .unwrap();
+    nodes.push(Node {
+        id: 4,
+        config: broker_config(4, &observer_dir, &controller_ports, free_port()),
+        running: None,
+    });
+    for node in &mut nodes {
+        node.running = Some(Broker::start(node.config.clone(), Io::os()).await.unwrap());
+    }
+    assert!(nodes[3].running.as_ref().unwrap().controller_addr.is_none());
+    let leader = wait_for("a leader", Duration::from_secs(20), || active(&nodes)).await;
+    let status = nodes[leader]
+        .running
+        .as_ref()
+        .unwrap()
+        .broker
+        .quorum_status();
+    assert_eq!(status.role, QuorumRole::Leader);
+    assert_eq!(status.leader, Some(nodes[leader].id));
+    assert_eq!(status.replicas.len(), NODES as usize);
+    println!(
+        "leader: node {} at epoch {}",
+        nodes[leader].id, status.epoch
+    );
+
+    // Every broker (the observer too) registers and is unfenced by its heartbeats.
+    wait_for("four unfenced brokers", Duration::from_secs(20), || {
+        let image = nodes[leader].running.as_ref().unwrap().broker.image();
+        (image.live_brokers().count() == nodes.len()).then_some(())
+    })
+    .await;
+    assert_eq!(
+        nodes[3]
+            .running
+            .as_ref()
+            .unwrap()
+            .broker
+            .quorum_status()
+            .role,
+        QuorumRole::Observer
+    );
+
+    // A CreateTopics sent to a follower is forwarded to the leader and committed everywhere.
+    let follower = (leader + 1) % NODES as usize;
+    let follower_addr = nodes[follower].running.as_ref().unwrap().local_addr;
+    create(follower_addr, "first").await.unwrap();
+    assert!(has_topic(&nodes[leader], "first"));
+    wait_for(
+        "every node to apply 'first'",
+        Duration::from_secs(10),
+        || nodes.iter().all(|n| has_topic(n, "first")).then_some(()),
+    )
+    .await;
+    // A duplicate is refused by the leader's controller, through the follower.
+    let e = create(follower_addr, "first").await.unwrap_err();
+    assert!(
+        e.contains("TopicAlreadyExists") || e.contains("already"),
+        "{e}"
+    );
+
+    describe_quorum_answers(&nodes, leader, follower).await;
+    bad_quorum_input_is_answered_with_errors(&nodes[follower]).await;
+
+    // Commit latency on the leader, one change at a time.
+    let leader_addr = nodes[leader].running.as_ref().unwrap().local_addr;
+    let mut client = Client::connect(&io, leader_addr).await.unwrap();
+    let mut latencies = Vec::new();
+    for i in 0..100 {
+        let start = Instant::now();
+        client
+            .create_topic(&format!("lat-{i}"), 1, 1, &BTreeMap::new())
+            .await
+            .unwrap();
+        latencies.push(start.elapsed());
+    }
+    latencies.sort();
+    println!(
+        "metadata commit latency (CreateTopics on the leader, 3 voters, loopback, fsync): p50 {:?} p99 {:?} max {:?}",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies.last().unwrap()
+    );
+
+    // Kill the leader; the others elect a new one, which commits the next change.
+    let killed = leader;
+    let stopped_at = Instant::now();
+    nodes[killed].running.take().unwrap().broker.halt();
+    let survivor = (killed + 1) % NODES as usize;
+    let survivor_addr = nodes[survivor].running.as_ref().unwrap().local_addr;
+    create_retrying(survivor_addr, "second", Duration::from_secs(20)).await;
+    let failover = stopped_at.elapsed();
+    println!(
+        "failover (leader killed -> next committed CreateTopics): {failover:?} \
+         (election timeout 300 ms, fetch timeout 600 ms)"
+    );
+    let new_leader = wait_for("a new leader", Duration::from_secs(10), || active(&nodes)).await;
+    assert_ne!(new_leader, killed);
+    let new_status = nodes[new_leader]
+        .running
+        .as_ref()
+        .unwrap()
+        .broker
+        .quorum_status();
+    assert!(
+        new_status.epoch > status.epoch,
+        "{new_status:?} after {status:?}"
+    );
+
+    // The killed node restarts and catches up to the same committed sequence.
+    tokio::time::sleep(Duration::from_millis(200)).await; // let its tasks wind down
+    nodes[killed].running = Some(
+        Broker::start(nodes[killed].config.clone(), Io::os())
+            .await
+            .unwrap(),
+    );
+    create_retrying(survivor_addr, "third", Duration::from_secs(20)).await;
+    wait_for(
+        "the restarted node to catch up",
+        Duration::from_secs(20),
+        || {
+            let reference = committed(&nodes[new_leader]);
+            nodes
+                .iter()
+                .all(|n| committed(n) == reference)
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(has_topic(&nodes[killed], "second") && has_topic(&nodes[killed], "third"));
+    let offsets: Vec<u64> = committed(&nodes[killed]).iter().map(|(o, _)| *o).collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+
+    // A follower shuts down in a controlled way: the controller lets it go once its
+    // leaderships moved; the rest stop as a crash would.
+    let graceful = (0..NODES as usize)
+        .find(|i| Some(*i) != active(&nodes))
+        .unwrap();
+    assert_eq!(committed(&nodes[3]), committed(&nodes[graceful]));
+    let broker = nodes[graceful].running.take().unwrap().broker;
+    broker.shutdown().await.unwrap();
+    assert!(broker.broker_session().shutdown_granted());
+    for node in &nodes {
+        if let Some(r) = &node.running {
+            r.broker.halt();
+        }
+    }
+    for node in &nodes {
+        let _ = std::fs::remove_dir_all(&node.config.log_dirs[0]);
+    }
+}
+
+/// DescribeQuorum v0–v2 to the leader, and to a follower (which forwards it).
+async fn describe_quorum_answers(nodes: &[Node], leader: usize, follower: usize) {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    for target in [leader, follower] {
+        let addr = nodes[target].running.as_ref().unwrap().local_addr;
+        for version in 0..=2 {
+            let mut conn = weir::client::connection::Connection::connect(&Io::os(), addr, "t")
+                .await
+                .unwrap();
+            let r = conn.call(&request, version).await.unwrap();
+            assert_eq!(r.error_code, 0);
+            let p = &r.topics[0].partitions[0];
+            assert_eq!(p.error_code, 0, "v{version} via node {}", nodes[target].id);
+            assert_eq!(p.leader_id.0, nodes[leader].id);
+            assert_eq!(p.current_voters.len(), NODES as usize);
+            assert!(p.high_watermark > 0);
+            if version >= 1 {
+                assert!(p.current_voters.iter().all(|v| v.last_fetch_timestamp > 0));
+            }
+            assert_eq!(r.nodes.len(), if version >= 2 { NODES as usize } else { 0 });
+        }
+    }
+}
+
+/// A Vote for another cluster, and one from a node outside the voter set, sent to a
+/// controller listener: each is answered with the protocol's error.
+async fn bad_quorum_input_is_answered_with_errors(node: &Node) {
+    use kafka_protocol::messages::vote_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::{BrokerId, TopicName, VoteRequest};
+    use kafka_protocol::protocol::StrBytes;
+    let addr = node.running.as_ref().unwrap().controller_addr.unwrap();
+    let vote = |cluster: &str, candidate: i32| {
+        VoteRequest::default()
+            .with_cluster_id(Some(StrBytes::from_string(cluster.to_string())))
+            .with_voter_id(BrokerId(node.id))
+            .with_topics(vec![TopicData::default()
+                .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+                .with_partitions(vec![PartitionData::default()
+                    .with_replica_epoch(100)
+                    .with_replica_id(BrokerId(candidate))
+                    .with_last_offset_epoch(100)
+                    .with_last_offset(1_000_000)])])
+    };
+    let mut conn = weir::client::connection::Connection::connect(&Io::os(), addr, "t")
+        .await
+        .unwrap();
+    let r = conn
+        .call(&vote("AAAAAAAAAAAAAAAAAAAAAA", 1), 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        r.error_code,
+        kafka_protocol::error::ResponseError::InconsistentClusterId.code()
+    );
+    let r = conn.call(&vote(CLUSTER_ID, 99), 2).await.unwrap();
+    let code = if r.error_code != 0 {
+        r.error_code
+    } else {
+        r.topics[0].partitions[0].error_code
+    };
+    assert_eq!(
+        code,
+        kafka_protocol::error::ResponseError::InconsistentVoterSet.code(),
+        "{r:?}"
+    );
+    // The quorum is undisturbed: its leader and epoch did not move.
+    assert!(node.running.as_ref().unwrap().broker.quorum_status().epoch < 100);
+}
+
+/// A pure controller (`process.roles=controller`): only the controller listener.
+fn controller_config(id: i32, dir: &Path, controller_ports: &[u16]) -> ServerConfig {
+    let voters: Vec<String> = controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
+        .collect();
+    let props = BTreeMap::from([
+        ("process.roles".to_string(), "controller".to_string()),
+        ("node.id".to_string(), id.to_string()),
+        ("controller.quorum.voters".to_string(), voters.join(",")),
+        (
+            "listeners".to_string(),
+            format!(
+                "CONTROLLER://127.0.0.1:{}",
+                controller_ports[(id - 1) as usize]
+            ),
+        ),
+        (
+            "controller.listener.names".to_string(),
+            "CONTROLLER".to_string(),
+        ),
+        ("log.dirs".to_string(), dir.display().to_string()),
+        (
+            "controller.quorum.election.timeout.ms".to_string(),
+            "300".to_string(),
+        ),
+        (
+            "controller.quorum.fetch.timeout.ms".to_string(),
+            "600".to_string(),
+        ),
+    ]);
+    ServerConfig::from_properties(&props).unwrap().0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_controllers_and_two_brokers() {
+    let io = Io::os();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut nodes = Vec::new();
+    for id in 1..=5 {
+        let dir = temp_dir(&format!("split-{id}"));
+        weir::broker::format_log_dir(&io, &dir, CLUSTER_ID, id)
+            .await
+            .unwrap();
+        let config = if id <= 3 {
+            controller_config(id, &dir, &ports)
+        } else {
+            broker_config(id, &dir, &ports, free_port())
+        };
+        nodes.push(Node {
+            id,
+            config,
+            running: None,
+        });
+    }
+    for node in &mut nodes {
+        node.running = Some(Broker::start(node.config.clone(), Io::os()).await.unwrap());
+    }
+    let leader = wait_for("a leader", Duration::from_secs(20), || active(&nodes)).await;
+    assert!(leader < 3, "a controller leads");
+    // Only the two brokers register; the controllers are not brokers.
+    wait_for("two unfenced brokers", Duration::from_secs(20), || {
+        let image = nodes[leader].running.as_ref().unwrap().broker.image();
+        let live: Vec<i32> = image.live_brokers().map(|b| b.id).collect();
+        (live == [4, 5]).then_some(())
+    })
+    .await;
+    // A CreateTopics through a broker is forwarded to the active controller.
+    let broker_addr = nodes[3].running.as_ref().unwrap().local_addr;
+    create_retrying(broker_addr, "split", Duration::from_secs(10)).await;
+    wait_for(
+        "every node to apply 'split'",
+        Duration::from_secs(10),
+        || nodes.iter().all(|n| has_topic(n, "split")).then_some(()),
+    )
+    .await;
+    for node in &nodes {
+        let status = node.running.as_ref().unwrap().broker.quorum_status();
+        let expected = if node.id <= 3 {
+            status.role != QuorumRole::Observer
+        } else {
+            status.role == QuorumRole::Observer
+        };
+        assert!(expected, "node {}: {status:?}", node.id);
+    }
+    for node in &nodes {
+        node.running.as_ref().unwrap().broker.halt();
+    }
+    for node in &nodes {
+        let _ = std::fs::remove_dir_all(&node.config.log_dirs[0]);
+    }
+}
+
+#[tokio::test]
+async fn unformatted_or_foreign_dirs_are_refused_in_a_cluster() {
+    let controller_ports = [free_port(), free_port(), free_port()];
+    let dir = temp_dir("unformatted");
+    let config = config(1, &dir, &controller_ports, free_port());
+    let e = Broker::start(config.clone(), Io::os()).await.err().unwrap();
+    assert!(e.to_string().contains("weir format"), "{e}");
+    weir::broker::format_log_dir(&Io::os(), &dir, CLUSTER_ID, 2)
+        .await
+        .unwrap();
+    let e = Broker::start(config, Io::os()).await.err().unwrap();
+    assert!(e.to_string().contains("node.id=2"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn weir_format_writes_meta_properties() {
+    let dir = temp_dir("format-cli");
+    let ports = [free_port(), free_port(), free_port()];
+    let config_path = dir.join("server.properties");
+    std::fs::write(
+        &config_path,
+        format!(
+            "process.roles=broker,controller\nnode.id=2\n\
+             controller.quorum.voters=1@127.0.0.1:{},2@127.0.0.1:{},3@127.0.0.1:{}\n\
+             listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{}\n\
+             controller.listener.names=CONTROLLER\nlog.dirs={}\n",
+            ports[0],
+            ports[1],
+            ports[2],
+            ports[1],
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let weir = env!("CARGO_BIN_EXE_weir");
+    let out = std::process::Command::new(weir)
+        .args(["format", "--config"])
+        .arg(&config_path)
+        .args(["--cluster-id", CLUSTER_ID])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = std::fs::read_to_string(dir.join("data/meta.properties")).unwrap();
+    assert!(meta.contains(&format!("cluster.id={CLUSTER_ID}")), "{meta}");
+    assert!(
+        meta.contains("node.id=2") && meta.contains("version=1"),
+        "{meta}"
+    );
+    assert!(meta.contains("directory.id="), "{meta}");
+    // Another cluster id on the same directory is refused, naming both.
+    let out = std::process::Command::new(weir)
+        .args(["format", "--config"])
+        .arg(&config_path)
+        .arg("--random-cluster-id")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(CLUSTER_ID), "{err}");
+    // A random id is printed and usable.
+    let other = dir.join("other.properties");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(&config_path)
+            .unwrap()
+            .replace("/data\n", "/data2\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(weir)
+        .args(["format", "--config"])
+        .arg(&other)
+        .arg("--random-cluster-id")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(id.len(), 22, "{id}");
+    let bad = std::process::Command::new(weir)
+        .args(["format", "--config"])
+        .arg(&config_path)
+        .args(["--cluster-id", "not-an-id"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
