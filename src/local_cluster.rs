@@ -163,7 +163,10 @@ mod tests {
             p2.properties["listeners"],
             "PLAINTEXT://127.0.0.1:19102,CONTROLLER://127.0.0.1:19103"
         );
-        assert_eq!(bootstrap(&plans), "127.0.0.1:19092,127.0.0.1:19102,127.0.0.1:19112");
+        assert_eq!(
+            bootstrap(&plans),
+            "127.0.0.1:19092,127.0.0.1:19102,127.0.0.1:19112"
+        );
         // Every generated file is a configuration the broker accepts.
         for p in &plans {
             let text = properties_text(p);

@@ -13,8 +13,8 @@ use weir::bench;
 use weir::broker::Broker;
 use weir::client::Client;
 use weir::config::{parse_properties, ServerConfig};
-use weir::local_cluster;
 use weir::io::{read_file, Io};
+use weir::local_cluster;
 use weir::log::batch::{self, BatchBuilder};
 
 #[derive(Parser)]
@@ -600,7 +600,10 @@ async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow:
     let plans = local_cluster::plan(&dir, nodes, base_port)?;
     let cluster_id = local_cluster::prepare(&io, &plans).await?;
     let running = local_cluster::start(&io, &plans).await?;
-    println!("cluster {cluster_id}: {nodes} node(s), configs under {}", dir.display());
+    println!(
+        "cluster {cluster_id}: {nodes} node(s), configs under {}",
+        dir.display()
+    );
     println!("bootstrap: {}", local_cluster::bootstrap(&plans));
     println!("Ctrl-C stops every node");
     let offline = weir::io::join_all(
@@ -625,7 +628,11 @@ async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow:
 /// Connects to the first broker of `bootstrap` that answers.
 async fn connect_any(io: &Io, bootstrap: &str) -> anyhow::Result<Client> {
     let mut last = None;
-    for host in bootstrap.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+    for host in bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
         match addr(host) {
             Ok(a) => match Client::connect(io, a).await {
                 Ok(c) => return Ok(c),

@@ -28,8 +28,8 @@ use crate::disk::{NodeDisk, RestartRequest, Strikes};
 use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
-use crate::quorum_check::{QuorumFindings, QuorumObserver};
 use crate::producer::{self, ProducerSpec};
+use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
@@ -162,7 +162,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         Ok(Ok((final_read, liveness, metadata, quorum))) => {
             (Some(final_read), liveness, None, metadata, quorum)
         }
-        Ok(Err(failure)) => (None, None, Some(format!("run failed: {failure}")), None, None),
+        Ok(Err(failure)) => (
+            None,
+            None,
+            Some(format!("run failed: {failure}")),
+            None,
+            None,
+        ),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<&str>()

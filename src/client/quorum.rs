@@ -54,14 +54,13 @@ impl Client {
             .and_then(|t| t.partitions.first())
             .ok_or_else(|| ClientError::Protocol("empty DescribeQuorum response".into()))?;
         check(partition.error_code, partition.error_message.as_ref())?;
-        let replica = |r: &kafka_protocol::messages::describe_quorum_response::ReplicaState| {
-            QuorumReplica {
+        let replica =
+            |r: &kafka_protocol::messages::describe_quorum_response::ReplicaState| QuorumReplica {
                 node_id: r.replica_id.0,
                 log_end_offset: r.log_end_offset,
                 last_fetch_timestamp: r.last_fetch_timestamp,
                 last_caught_up_timestamp: r.last_caught_up_timestamp,
-            }
-        };
+            };
         Ok(QuorumDescription {
             leader_id: partition.leader_id.0,
             leader_epoch: partition.leader_epoch,

@@ -587,8 +587,7 @@ impl Driver {
                 return Ok(dropped);
             }
             #[cfg(madsim)]
-            if crate::config::planted::active(crate::config::PlantedBug::QuorumVoteBeforePersist)
-            {
+            if crate::config::planted::active(crate::config::PlantedBug::QuorumVoteBeforePersist) {
                 // Planted (with the core's barrier off): sends go out before `quorum-state` is
                 // written, so a vote may be answered and then forgotten at power loss.
                 actions.sort_by_key(|a| matches!(a, Action::PersistQuorumState(_)));
