@@ -14,6 +14,7 @@ pub mod config;
 pub mod controller;
 pub mod group;
 pub mod io;
+pub mod local_cluster;
 pub mod log;
 pub mod protocol;
 pub mod raft;

@@ -14,6 +14,7 @@ use weir::broker::Broker;
 use weir::client::Client;
 use weir::config::{parse_properties, ServerConfig};
 use weir::io::{read_file, Io};
+use weir::local_cluster;
 use weir::log::batch::{self, BatchBuilder};
 
 #[derive(Parser)]
@@ -54,6 +55,11 @@ enum Command {
         /// Override one key, as in the file (repeatable).
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
+    },
+    /// A local cluster on loopback: `up` starts one, `status` shows a cluster's quorum.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
     },
     /// Create, list, describe or delete topics.
     Topics {
@@ -98,6 +104,28 @@ enum Command {
     Bench {
         #[command(subcommand)]
         which: BenchKind,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterAction {
+    /// Generate Kafka-style configs under DIR (node-N/server.properties), format every node
+    /// with one cluster id and run the nodes until Ctrl-C, then stop them all cleanly.
+    Up {
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        #[arg(long, default_value = "weir-cluster")]
+        dir: PathBuf,
+        /// Node N serves clients on BASE + 10·(N−1) and the quorum on the port after.
+        #[arg(long, default_value_t = 19092)]
+        base_port: u16,
+    },
+    /// The metadata quorum (leader, epoch, each voter's lag, from DescribeQuorum) and the
+    /// brokers (fenced or not).
+    Status {
+        /// Brokers to ask, comma-separated; the first that answers is used.
+        #[arg(long, default_value = "127.0.0.1:19092")]
+        bootstrap: String,
     },
 }
 
@@ -277,6 +305,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             random_cluster_id,
             overrides,
         } => format(io, config, cluster_id, random_cluster_id, overrides).await,
+        Command::Cluster { action } => match action {
+            ClusterAction::Up {
+                nodes,
+                dir,
+                base_port,
+            } => cluster_up(io, nodes, dir, base_port).await,
+            ClusterAction::Status { bootstrap } => cluster_status(io, &bootstrap).await,
+        },
         Command::Topics { bootstrap, action } => {
             let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
             match action {
@@ -557,6 +593,103 @@ async fn serve(io: Io, path: Option<PathBuf>, overrides: Vec<String>) -> anyhow:
     }
     tracing::info!("shutting down");
     running.broker.shutdown().await?;
+    Ok(())
+}
+
+async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow::Result<()> {
+    let plans = local_cluster::plan(&dir, nodes, base_port)?;
+    let cluster_id = local_cluster::prepare(&io, &plans).await?;
+    let running = local_cluster::start(&io, &plans).await?;
+    println!(
+        "cluster {cluster_id}: {nodes} node(s), configs under {}",
+        dir.display()
+    );
+    println!("bootstrap: {}", local_cluster::bootstrap(&plans));
+    println!("Ctrl-C stops every node");
+    let offline = weir::io::join_all(
+        running
+            .iter()
+            .map(|r| {
+                let broker = r.broker.clone();
+                async move { (broker.config().node_id, broker.storage_offline().await) }
+            })
+            .collect(),
+    );
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        // One node's log directory failing stops nothing else; the others serve on.
+        _ = offline => {}
+    }
+    println!("stopping {} node(s)", running.len());
+    local_cluster::stop(&running).await;
+    Ok(())
+}
+
+/// Connects to the first broker of `bootstrap` that answers.
+async fn connect_any(io: &Io, bootstrap: &str) -> anyhow::Result<Client> {
+    let mut last = None;
+    for host in bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
+        match addr(host) {
+            Ok(a) => match Client::connect(io, a).await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(anyhow::anyhow!("{host}: {e}")),
+            },
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("empty --bootstrap")))
+}
+
+async fn cluster_status(io: Io, bootstrap: &str) -> anyhow::Result<()> {
+    let mut client = connect_any(&io, bootstrap).await?;
+    let quorum = client.describe_quorum().await?;
+    let brokers = client.brokers().await?;
+    println!(
+        "quorum: leader {} epoch {} high watermark {}",
+        quorum.leader_id, quorum.leader_epoch, quorum.high_watermark
+    );
+    let now = io.clock.wall_ms();
+    let describe = |kind: &str, r: &weir::client::QuorumReplica| {
+        let lag = quorum
+            .lag(r)
+            .map_or("unknown".to_string(), |l| l.to_string());
+        let seen = if r.last_fetch_timestamp >= 0 {
+            format!("{} ms ago", (now - r.last_fetch_timestamp).max(0))
+        } else {
+            "never".to_string()
+        };
+        let role = if r.node_id == quorum.leader_id {
+            " (leader)"
+        } else {
+            ""
+        };
+        println!(
+            "  {kind} {}{role}: log end {} lag {lag} last fetch {seen}",
+            r.node_id, r.log_end_offset
+        );
+    };
+    for r in &quorum.voters {
+        describe("voter", r);
+    }
+    for r in &quorum.observers {
+        describe("observer", r);
+    }
+    println!("brokers:");
+    let live: std::collections::BTreeSet<i32> = brokers.iter().map(|b| b.id).collect();
+    for b in &brokers {
+        println!("  {} {}:{} unfenced", b.id, b.host, b.port);
+    }
+    // A voter or observer the quorum knows that Metadata does not list: fenced (or a pure
+    // controller, which serves no clients).
+    for r in quorum.voters.iter().chain(&quorum.observers) {
+        if !live.contains(&r.node_id) {
+            println!("  {} fenced or not a broker", r.node_id);
+        }
+    }
     Ok(())
 }
 

@@ -21,7 +21,8 @@ pub const PREFIX: &str = "admin-";
 
 #[derive(Clone, Debug)]
 pub struct AdminSpec {
-    pub addr: SocketAddr,
+    /// The brokers to bootstrap from: operation n goes to `addrs[n % len]`.
+    pub addrs: Vec<SocketAddr>,
     pub interval: Duration,
     pub timeout: Duration,
     pub until_ms: u64,
@@ -115,7 +116,8 @@ pub async fn run_admin(io: Io, spec: AdminSpec, history: History, clock: RunCloc
             },
         );
         let result = async {
-            let mut c = connect(&io, spec.addr, spec.timeout).await?;
+            let addr = spec.addrs[op as usize % spec.addrs.len()];
+            let mut c = connect(&io, addr, spec.timeout).await?;
             match &change {
                 AdminChange::CreateTopic {
                     topic,

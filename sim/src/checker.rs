@@ -62,6 +62,11 @@ pub struct Findings {
     pub misordered: Vec<String>,
     /// Admin changes missing or half done at the end (`metadata_check`).
     pub metadata: Vec<String>,
+    /// Multi-node worlds: leader and committed-metadata conflicts (`quorum_check`).
+    pub quorum: crate::quorum_check::QuorumFindings,
+    /// Multi-node worlds: why no leader or no metadata commit came within the bound after
+    /// healing.
+    pub quorum_liveness: Option<String>,
     /// Values sent without an answer (acks=0) and neither failed nor stored at the end.
     pub sent_lost: Vec<String>,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
@@ -118,6 +123,16 @@ impl Findings {
             "admin changes lost or half done",
         );
         add(
+            Check::OneLeader,
+            self.quorum.leader_conflicts,
+            "conflicting leader claims for an epoch",
+        );
+        add(
+            Check::CommittedPrefix,
+            self.quorum.committed_conflicts,
+            "committed metadata conflicts",
+        );
+        add(
             Check::Sent,
             self.sent_lost.len(),
             "sent writes (never answered) lost",
@@ -125,6 +140,11 @@ impl Findings {
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
+            }
+        }
+        if checks.contains(&Check::QuorumLiveness) {
+            if let Some(why) = &self.quorum_liveness {
+                out.push(format!("quorum liveness: {why}"));
             }
         }
         out

@@ -15,6 +15,7 @@ pub mod html;
 pub mod metadata_check;
 pub mod producer;
 pub mod progress;
+pub mod quorum_check;
 pub mod report;
 pub mod scenario;
 pub mod shrink;

@@ -9,6 +9,8 @@ use madsim::net::NetSim;
 use madsim::rand::Rng;
 use madsim::runtime::Handle;
 use madsim::task::NodeId;
+use weir::broker::quorum_status::{QuorumRole, QuorumStatus};
+use weir::broker::Broker;
 use weir::io::memdisk::{Faults, MemDisk};
 
 use crate::clock::NodeClock;
@@ -30,6 +32,36 @@ pub struct Machine {
     pub strikes: Arc<Strikes>,
     /// Held from a kill to the restart, so two faults never restart one node at once.
     pub power: tokio::sync::Mutex<()>,
+    /// The broker the node runs, while it runs (for quorum status and committed metadata).
+    pub broker: BrokerSlot,
+    /// A voter of the metadata quorum (else a pure broker, an observer).
+    pub voter: bool,
+    /// Set when the nemesis restarts the node, cleared by the node once its broker has
+    /// started or failed to: healing must not restart a node that is still starting.
+    pub starting: Arc<AtomicBool>,
+}
+
+/// Where a node publishes its running broker; emptied when the node is killed.
+pub type BrokerSlot = Arc<std::sync::Mutex<Option<Arc<Broker>>>>;
+
+impl Machine {
+    /// The node was killed: it serves nothing and its broker is gone.
+    fn stopped(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        self.starting.store(false, Ordering::SeqCst);
+        self.broker.lock().unwrap().take();
+    }
+
+    fn power_on(&self, handle: &Handle) {
+        self.starting.store(true, Ordering::SeqCst);
+        handle.restart(self.node);
+    }
+
+    /// The node's quorum status, if its broker runs.
+    pub fn quorum_status(&self) -> Option<QuorumStatus> {
+        let broker = self.broker.lock().unwrap().clone();
+        broker.map(|b| b.quorum_status())
+    }
 }
 
 pub struct Nemesis {
@@ -120,7 +152,22 @@ impl Nemesis {
         }
     }
 
-    /// Applies one fault to machine `index`; faults that last are healed after `duration`.
+    /// The node that leads the quorum now: the running, unpaused node claiming Leader in the
+    /// highest epoch.
+    pub fn quorum_leader(&self) -> Option<usize> {
+        self.machines
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.up.load(Ordering::SeqCst) && !m.paused.load(Ordering::SeqCst))
+            .filter_map(|(i, m)| m.quorum_status().map(|s| (i, s)))
+            .filter(|(_, s)| s.role == QuorumRole::Leader)
+            .max_by_key(|(i, s)| (s.epoch, std::cmp::Reverse(*i)))
+            .map(|(i, _)| i)
+    }
+
+    /// Applies one fault to machine `index` (for a fault aimed at the quorum leader: to the
+    /// leader, or to `index` when no leader is known); faults that last are healed after
+    /// `duration`.
     pub async fn inject(&self, kind: FaultKind, index: usize, duration: Duration) {
         self.history
             .record(self.clock.now_ms(), Event::Inject(kind));
@@ -134,6 +181,53 @@ impl Nemesis {
                 duration_ms: Some(duration.as_millis() as u64),
             }),
         );
+        match kind.at_leader() {
+            None => self.apply(kind, index, duration, false).await,
+            Some(base) => {
+                let target = match self.quorum_leader() {
+                    Some(leader) => {
+                        self.fault_note(format!("{kind:?}: the leader is broker-{leader}"));
+                        leader
+                    }
+                    None => {
+                        self.fault_note(format!("{kind:?}: no leader known, broker-{index}"));
+                        index
+                    }
+                };
+                let minority = kind == FaultKind::SplitLeaderMinority;
+                self.apply(base, target, duration, minority).await
+            }
+        }
+    }
+
+    /// The nodes on the chosen node's side of a split. `leader_minority`: the chosen node and
+    /// just under half of the voters minus one more (so its side has no majority), pure
+    /// brokers at random; otherwise the chosen node alone. Clients go either way.
+    fn split_side(&self, index: usize, leader_minority: bool) -> Vec<NodeId> {
+        let mut rng = madsim::rand::thread_rng();
+        let mut side = vec![self.machines[index].node];
+        if leader_minority {
+            let voters = self.machines.iter().filter(|m| m.voter).count();
+            let mut room = (voters.saturating_sub(1) / 2).saturating_sub(1);
+            for (i, m) in self.machines.iter().enumerate() {
+                if i == index {
+                    continue;
+                }
+                if m.voter {
+                    if room > 0 && rng.gen_bool(0.5) {
+                        side.push(m.node);
+                        room -= 1;
+                    }
+                } else if rng.gen_bool(0.5) {
+                    side.push(m.node);
+                }
+            }
+        }
+        side.extend(self.others.iter().copied().filter(|_| rng.gen_bool(0.5)));
+        side
+    }
+
+    async fn apply(&self, kind: FaultKind, index: usize, duration: Duration, minority: bool) {
         let handle = Handle::current();
         let net = NetSim::current();
         let m = &self.machines[index];
@@ -142,7 +236,7 @@ impl Nemesis {
             FaultKind::Kill | FaultKind::PowerLoss => {
                 let _power = m.power.lock().await;
                 handle.kill(m.node);
-                m.up.store(false, Ordering::SeqCst);
+                m.stopped();
                 if kind == FaultKind::Kill {
                     m.disk.process_crash();
                     self.fault_note(format!("kill broker-{index}"));
@@ -153,7 +247,7 @@ impl Nemesis {
                 tokio::time::sleep(duration).await;
                 m.paused.store(false, Ordering::SeqCst);
                 m.disk.thaw();
-                handle.restart(m.node);
+                m.power_on(&handle);
                 self.heal_note(format!("restart broker-{index} after {ms} ms"));
             }
             FaultKind::Pause => {
@@ -184,14 +278,7 @@ impl Nemesis {
             }
             FaultKind::Split => {
                 // The chosen broker and a random share of the clients on one side.
-                let side_a: Vec<NodeId> = std::iter::once(m.node)
-                    .chain(
-                        self.others
-                            .iter()
-                            .copied()
-                            .filter(|_| madsim::rand::thread_rng().gen_bool(0.5)),
-                    )
-                    .collect();
+                let side_a = self.split_side(index, minority);
                 let side_b: Vec<NodeId> = self
                     .machines
                     .iter()
@@ -269,6 +356,14 @@ impl Nemesis {
                 m.disk.set_faults(Faults::default());
                 self.heal_note(format!("disk of broker-{index} healed"));
             }
+            FaultKind::KillLeader
+            | FaultKind::PowerLossLeader
+            | FaultKind::PauseLeader
+            | FaultKind::IsolateLeader
+            | FaultKind::SplitLeaderMinority => {
+                // `inject` resolves these to the leader and its base fault.
+                unreachable!("a leader fault reaches apply unresolved: {kind:?}")
+            }
         }
     }
 
@@ -301,7 +396,7 @@ impl Nemesis {
             let reason = m.restart.take();
             let _power = m.power.lock().await;
             handle.kill(m.node);
-            m.up.store(false, Ordering::SeqCst);
+            m.stopped();
             if !m.disk.is_frozen() {
                 m.disk.process_crash();
             }
@@ -311,7 +406,7 @@ impl Nemesis {
             m.paused.store(false, Ordering::SeqCst);
             m.disk.thaw();
             m.restart.served();
-            handle.restart(m.node);
+            m.power_on(&handle);
             self.heal_note(format!("restart broker-{index} after {down} ms"));
         }
     }
@@ -341,15 +436,15 @@ impl Nemesis {
             m.disk.set_faults(Faults::default());
             if m.disk.is_frozen() {
                 handle.kill(m.node);
-                m.up.store(false, Ordering::SeqCst);
+                m.stopped();
                 m.disk.thaw();
             }
             m.restart.served();
             if m.paused.swap(false, Ordering::SeqCst) {
                 handle.resume(m.node);
             }
-            if !m.up.load(Ordering::SeqCst) {
-                handle.restart(m.node);
+            if !m.up.load(Ordering::SeqCst) && !m.starting.load(Ordering::SeqCst) {
+                m.power_on(&handle);
                 self.heal_note(format!("heal: restart broker-{index}"));
             }
         }

@@ -76,6 +76,8 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("uncommitted", &f.uncommitted),
         ("out of order", &f.misordered),
         ("metadata", &f.metadata),
+        ("two leaders", &f.quorum.leaders),
+        ("committed metadata", &f.quorum.committed),
         ("sent and lost", &f.sent_lost),
     ] {
         if !examples.is_empty() {
@@ -126,6 +128,10 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "sent_lost": f.sent_lost.len(),
         "evidence_ms": outcome.evidence_ms,
         "liveness": f.liveness,
+        "leader_conflicts": f.quorum.leader_conflicts,
+        "committed_conflicts": f.quorum.committed_conflicts,
+        "quorum_liveness": f.quorum_liveness,
+        "quorum_samples": f.quorum.samples,
         "violations": outcome.violations,
         "faults": outcome.faults,
         "events": outcome.events,

@@ -92,6 +92,17 @@ pub enum Check {
     Order,
     /// An acknowledged admin change is missing after the faults heal, or one shows half done.
     Metadata,
+    /// Two nodes name different leaders for one quorum epoch (multi-node worlds).
+    #[serde(rename = "one-leader")]
+    OneLeader,
+    /// Two nodes hold different records at one committed metadata offset, or a node's
+    /// committed metadata is not a prefix of the others' after healing (multi-node worlds).
+    #[serde(rename = "committed-prefix")]
+    CommittedPrefix,
+    /// After faults heal, a quorum leader exists and a metadata change commits within the
+    /// bound (multi-node worlds).
+    #[serde(rename = "quorum-liveness")]
+    QuorumLiveness,
     /// A value a producer sent and was never told about (acks=0: fire and forget, which the
     /// client reports as sent) is missing from the final read. Not in the default checks: it
     /// judges the producer's settings, not the broker (`cargo sim check` uses it).
@@ -111,6 +122,9 @@ impl Check {
             Check::Uncommitted,
             Check::Order,
             Check::Metadata,
+            Check::OneLeader,
+            Check::CommittedPrefix,
+            Check::QuorumLiveness,
         ]
     }
 }
@@ -129,11 +143,29 @@ fn default_admin_interval() -> u64 {
     1000
 }
 
+/// How a multi-node cluster splits the roles among its nodes.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Roles {
+    /// Every node is `process.roles=broker,controller` and a voter.
+    #[default]
+    Combined,
+    /// `controllers` pure controllers (the voters) and `brokers` pure brokers (observers).
+    Split,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cluster {
+    /// Nodes with the broker role. With `roles = "combined"` this is the node count.
     #[serde(default = "one")]
     pub brokers: u32,
+    #[serde(default)]
+    pub roles: Roles,
+    /// With `roles = "split"`: how many pure controllers (node ids 1..=controllers; the
+    /// brokers follow).
+    #[serde(default)]
+    pub controllers: u32,
     /// Each node's wall clock is offset by up to this much (either way) at start.
     #[serde(default)]
     pub clock_offset_ms: u64,
@@ -153,6 +185,8 @@ impl Default for Cluster {
     fn default() -> Self {
         Cluster {
             brokers: 1,
+            roles: Roles::Combined,
+            controllers: 0,
             clock_offset_ms: 0,
             clock_drift_ppm: 0,
             fsync_latency_us: default_fsync_latency(),
@@ -162,6 +196,37 @@ impl Default for Cluster {
 
 fn one() -> u32 {
     1
+}
+
+impl Cluster {
+    /// Every simulated node (machine), brokers and pure controllers.
+    pub fn nodes(&self) -> u32 {
+        match self.roles {
+            Roles::Combined => self.brokers,
+            Roles::Split => self.controllers + self.brokers,
+        }
+    }
+
+    /// More than one node: the nodes form a quorum from generated cluster configs.
+    pub fn is_multi_node(&self) -> bool {
+        self.nodes() > 1 || self.roles == Roles::Split
+    }
+
+    /// Whether node `index` (0-based) has the broker role.
+    pub fn is_broker(&self, index: u32) -> bool {
+        match self.roles {
+            Roles::Combined => true,
+            Roles::Split => index >= self.controllers,
+        }
+    }
+
+    /// Whether node `index` (0-based) is a voter of the metadata quorum.
+    pub fn is_voter(&self, index: u32) -> bool {
+        match self.roles {
+            Roles::Combined => true,
+            Roles::Split => index < self.controllers,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -389,6 +454,31 @@ pub enum FaultKind {
     LostWrite,
     /// A write lands at the wrong offset.
     MisdirectedWrite,
+    /// `kill`, of the node that leads the metadata quorum (found by asking every node).
+    KillLeader,
+    /// `power_loss`, of the quorum leader.
+    PowerLossLeader,
+    /// `pause`, of the quorum leader.
+    PauseLeader,
+    /// `isolate`, of the quorum leader.
+    IsolateLeader,
+    /// Split the nodes so that the quorum leader is on the minority side (with fewer than
+    /// half of the voters) and the clients on either side.
+    SplitLeaderMinority,
+}
+
+impl FaultKind {
+    /// For a fault aimed at the quorum leader: the fault it applies to that node.
+    pub fn at_leader(self) -> Option<FaultKind> {
+        match self {
+            FaultKind::KillLeader => Some(FaultKind::Kill),
+            FaultKind::PowerLossLeader => Some(FaultKind::PowerLoss),
+            FaultKind::PauseLeader => Some(FaultKind::Pause),
+            FaultKind::IsolateLeader => Some(FaultKind::Isolate),
+            FaultKind::SplitLeaderMinority => Some(FaultKind::Split),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -422,13 +512,31 @@ impl Scenario {
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if self.cluster.brokers == 0 || self.cluster.brokers > 9 {
-            return Err("cluster.brokers must be 1..=9".into());
+        if self.cluster.brokers == 0 || self.cluster.nodes() > 9 {
+            return Err("cluster.brokers must be ≥ 1 and the cluster at most 9 nodes".into());
         }
-        if self.cluster.brokers > 1 {
-            return Err(
-                "multi-broker clusters need replication, which Weir does not have yet".into(),
-            );
+        match self.cluster.roles {
+            Roles::Combined if self.cluster.controllers != 0 => {
+                return Err("cluster.controllers needs roles = \"split\"".into());
+            }
+            Roles::Split if self.cluster.controllers == 0 => {
+                return Err("roles = \"split\" needs cluster.controllers ≥ 1".into());
+            }
+            _ => {}
+        }
+        if self.cluster.is_multi_node() {
+            // The data workload's clients talk to one broker without following partition
+            // leadership; until partitions replicate and clients route by Metadata, a
+            // multi-node world checks the quorum and the admin workload only.
+            if self.producers.count > 0 || self.consumers.count > 0 {
+                return Err(
+                    "multi-node clusters run no data workload yet: set producers.count = 0 and consumers.count = 0"
+                        .into(),
+                );
+            }
+            if self.topic.replication_factor as u32 > self.cluster.brokers {
+                return Err("topic.replication_factor exceeds cluster.brokers".into());
+            }
         }
         if self.duration_secs == 0 || self.duration_secs > 3600 {
             return Err("duration_secs must be 1..=3600".into());
@@ -469,7 +577,7 @@ impl Scenario {
             return Err("nemesis.duration_ms must be [min, max] with min ≤ max".into());
         }
         for fault in &self.nemesis.timeline {
-            if fault.node >= self.cluster.brokers {
+            if fault.node >= self.cluster.nodes() {
                 return Err(format!(
                     "timeline fault at {} ms names node {}",
                     fault.at_ms, fault.node

@@ -55,6 +55,9 @@ pub fn check_name(check: Check) -> &'static str {
         Check::Order => "order",
         Check::Metadata => "metadata",
         Check::Sent => "sent",
+        Check::OneLeader => "one-leader",
+        Check::CommittedPrefix => "committed-prefix",
+        Check::QuorumLiveness => "quorum-liveness",
     }
 }
 

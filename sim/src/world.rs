@@ -27,8 +27,9 @@ use crate::clock::NodeClock;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
 use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
-use crate::nemesis::{Machine, Nemesis};
+use crate::nemesis::{BrokerSlot, Machine, Nemesis};
 use crate::producer::{self, ProducerSpec};
+use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
@@ -38,6 +39,17 @@ const SETTLE: Duration = Duration::from_secs(120);
 /// How long the cluster has to serve a produce and a fetch once faults heal.
 const LIVENESS_BOUND: Duration = Duration::from_secs(30);
 const BROKER_PORT: u16 = 9092;
+const CONTROLLER_PORT: u16 = 9093;
+/// Multi-node worlds: how long after healing a leader and a committed CreateTopics may take,
+/// and then how long every node may take to reach the same committed end.
+const QUORUM_BOUND: Duration = Duration::from_secs(30);
+const CATCH_UP_BOUND: Duration = Duration::from_secs(15);
+/// How often every node's quorum status is sampled, and (every this many status rounds) its
+/// newly committed metadata.
+const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+const COMMITTED_EVERY: u64 = 5;
+/// Committed records read from one node per sample.
+const COMMITTED_BATCH: usize = 256;
 
 fn broker_addr(index: u32) -> SocketAddr {
     // Simulated addresses: madsim routes them inside the process; nothing touches a real network.
@@ -47,11 +59,55 @@ fn broker_addr(index: u32) -> SocketAddr {
     )
 }
 
-fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String> {
-    let addr = broker_addr(index);
-    let mut props: BTreeMap<String, String> = BTreeMap::new();
+/// The node's properties as a Kafka user writes them for a cluster: combined nodes are voters
+/// with both listeners; pure controllers have only the controller listener; pure brokers
+/// only the client one. Every node names the same static voters.
+fn cluster_properties(scenario: &Scenario, index: u32) -> BTreeMap<String, String> {
+    let cluster = &scenario.cluster;
+    let ip = broker_addr(index).ip();
+    let voters: Vec<String> = (0..cluster.nodes())
+        .filter(|&i| cluster.is_voter(i))
+        .map(|i| format!("{}@{}:{CONTROLLER_PORT}", i + 1, broker_addr(i).ip()))
+        .collect();
+    let (broker, voter) = (cluster.is_broker(index), cluster.is_voter(index));
+    let roles = match (broker, voter) {
+        (true, true) => "broker,controller",
+        (true, false) => "broker",
+        _ => "controller",
+    };
+    let mut listeners = Vec::new();
+    if broker {
+        listeners.push(format!("PLAINTEXT://{ip}:{BROKER_PORT}"));
+    }
+    if voter {
+        listeners.push(format!("CONTROLLER://{ip}:{CONTROLLER_PORT}"));
+    }
+    let mut props = BTreeMap::new();
     props.insert("node.id".into(), (index + 1).to_string());
-    props.insert("listeners".into(), format!("PLAINTEXT://{addr}"));
+    props.insert("process.roles".into(), roles.into());
+    props.insert("controller.quorum.voters".into(), voters.join(","));
+    props.insert("listeners".into(), listeners.join(","));
+    if broker {
+        props.insert(
+            "advertised.listeners".into(),
+            format!("PLAINTEXT://{ip}:{BROKER_PORT}"),
+        );
+        props.insert("inter.broker.listener.name".into(), "PLAINTEXT".into());
+    }
+    props.insert("controller.listener.names".into(), "CONTROLLER".into());
+    props
+}
+
+fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String> {
+    let mut props: BTreeMap<String, String> = if scenario.cluster.is_multi_node() {
+        cluster_properties(scenario, index)
+    } else {
+        let addr = broker_addr(index);
+        let mut props = BTreeMap::new();
+        props.insert("node.id".into(), (index + 1).to_string());
+        props.insert("listeners".into(), format!("PLAINTEXT://{addr}"));
+        props
+    };
     props.insert("log.dirs".into(), "/data".into());
     props.insert("log.flush.scheduler.interval.ms".into(), "100".into());
     props.extend(scenario.broker.clone());
@@ -102,16 +158,24 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         });
     }
     weir::config::planted::set(None);
-    let (final_read, liveness, panic, final_metadata) = match result {
-        Ok(Ok((final_read, liveness, metadata))) => (Some(final_read), liveness, None, metadata),
-        Ok(Err(failure)) => (None, None, Some(format!("run failed: {failure}")), None),
+    let (final_read, liveness, panic, final_metadata, quorum) = match result {
+        Ok(Ok((final_read, liveness, metadata, quorum))) => {
+            (Some(final_read), liveness, None, metadata, quorum)
+        }
+        Ok(Err(failure)) => (
+            None,
+            None,
+            Some(format!("run failed: {failure}")),
+            None,
+            None,
+        ),
         Err(panic) => {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            (None, None, Some(message), None)
+            (None, None, Some(message), None, None)
         }
     };
     if let Some(p) = &panic {
@@ -142,10 +206,6 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f
         }
     };
-    let mut violations = findings.violations(&scenario.checks);
-    if let Some(p) = &panic {
-        violations.push(format!("panic: {p}"));
-    }
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);
         if !findings.metadata.is_empty() {
@@ -153,6 +213,25 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             let end = entries.last().map_or(0, |e| e.at_ms);
             findings.evidence_ms.insert(Check::Metadata, end);
         }
+    }
+    if let Some((quorum, quorum_liveness)) = quorum {
+        let end = entries.last().map_or(0, |e| e.at_ms);
+        if let Some(t) = quorum.leaders_ms {
+            findings.evidence_ms.insert(Check::OneLeader, t);
+        }
+        if let Some(t) = quorum.committed_ms {
+            findings.evidence_ms.insert(Check::CommittedPrefix, t);
+        }
+        if quorum_liveness.is_some() {
+            findings.evidence_ms.insert(Check::QuorumLiveness, end);
+        }
+        findings.quorum = quorum;
+        findings.quorum_liveness = quorum_liveness;
+    }
+    // Judged after every finding is in (the metadata check's too).
+    let mut violations = findings.violations(&scenario.checks);
+    if let Some(p) = &panic {
+        violations.push(format!("panic: {p}"));
     }
     let faults = entries
         .iter()
@@ -200,15 +279,24 @@ async fn simulate(
     history: History,
     sim_end: Arc<std::sync::Mutex<f64>>,
     nodes: Arc<std::sync::Mutex<Vec<NodeId>>>,
-) -> Result<(FinalRead, Option<String>, Option<FinalMetadata>), String> {
+) -> Result<SimEnd, String> {
     let handle = Handle::current();
     let clock = RunClock::start();
     let duration_ms = scenario.duration_secs * 1000;
     let mut machines = Vec::new();
-    for index in 0..scenario.cluster.brokers {
+    let multi = scenario.cluster.is_multi_node();
+    // One cluster id for every node of a multi-node world, as `weir format -t ID` gives them.
+    let cluster_id = multi.then(|| {
+        let mut rng = madsim::rand::thread_rng();
+        format!("sim-{:016x}", rng.gen::<u64>())
+    });
+    for index in 0..scenario.cluster.nodes() {
         let config = broker_config(&scenario, index)?;
         let mut rng = madsim::rand::thread_rng();
         let disk = MemDisk::new(rng.gen());
+        if let Some(id) = &cluster_id {
+            format_node(&disk, id, index as i32 + 1).await?;
+        }
         let offset = scenario.cluster.clock_offset_ms as i64;
         let drift = scenario.cluster.clock_drift_ppm as i64;
         let node_clock = NodeClock::new(
@@ -241,6 +329,10 @@ async fn simulate(
             history.clone(),
         );
         let (init_restart, init_strikes) = (restart.clone(), strikes.clone());
+        let slot: BrokerSlot = Arc::default();
+        let init_slot = slot.clone();
+        let starting = Arc::new(AtomicBool::new(false));
+        let init_starting = starting.clone();
         let addr = broker_addr(index);
         let fsync_latency = scenario.cluster.fsync_latency_us;
         let node = handle
@@ -261,9 +353,14 @@ async fn simulate(
                 };
                 let (config, up, history) = (config.clone(), init_up.clone(), init_history.clone());
                 let restart = init_restart.clone();
+                let slot = init_slot.clone();
+                let starting = init_starting.clone();
                 async move {
-                    match Broker::start(config, io).await {
+                    let started = Broker::start(config, io).await;
+                    starting.store(false, Ordering::SeqCst);
+                    match started {
                         Ok(running) => {
+                            slot.lock().unwrap().replace(running.broker.clone());
                             up.store(true, Ordering::SeqCst);
                             // Serve until the nemesis kills this node, or the log directory
                             // goes offline: then the process exits (as `weir serve` does) and
@@ -300,6 +397,9 @@ async fn simulate(
             restart,
             strikes,
             power: tokio::sync::Mutex::new(()),
+            broker: slot,
+            voter: scenario.cluster.is_voter(index),
+            starting,
         });
     }
     let client_node = handle
@@ -309,6 +409,12 @@ async fn simulate(
         .build();
     nodes.lock().unwrap().push(client_node.id());
     let addr = broker_addr(0);
+    // Clients bootstrap from every broker (pure controllers serve no clients).
+    let addrs: Vec<SocketAddr> = (0..scenario.cluster.nodes())
+        .filter(|&i| scenario.cluster.is_broker(i))
+        .map(broker_addr)
+        .collect();
+    let addr = if multi { addrs[0] } else { addr };
     let topic = scenario.topic.clone();
     let acks = scenario.producers.acks_value()?;
     history.record(
@@ -320,14 +426,27 @@ async fn simulate(
             topic.partitions
         )),
     );
+    if let Some(id) = &cluster_id {
+        history.record(
+            clock.now_ms(),
+            Event::Note(format!(
+                "cluster {id}: {} node(s), {} voter(s), roles {:?}",
+                machines.len(),
+                machines.iter().filter(|m| m.voter).count(),
+                scenario.cluster.roles
+            )),
+        );
+    }
 
-    // Create the topic (retrying while the broker starts).
+    // Create the topic (retrying while the broker starts, on the next broker each time).
     let created = {
         let topic = topic.clone();
+        let addrs = addrs.clone();
         client_node
             .spawn(async move {
                 let io = client_io();
-                for _ in 0..100 {
+                for attempt in 0..100 {
+                    let addr = addrs[attempt % addrs.len()];
                     if let Ok(mut c) = Client::connect(&io, addr).await {
                         match c
                             .create_topic(
@@ -400,7 +519,7 @@ async fn simulate(
 
     if let Some(a) = &scenario.admin {
         let spec = AdminSpec {
-            addr,
+            addrs: addrs.clone(),
             interval: Duration::from_millis(a.interval_ms),
             timeout: Duration::from_millis(a.request_timeout_ms),
             until_ms: duration_ms,
@@ -415,11 +534,21 @@ async fn simulate(
         history: history.clone(),
         clock,
     };
-    tokio::join!(
-        nemesis.run_random(duration_ms),
-        nemesis.run_timeline(),
-        nemesis.run_restarts(duration_ms)
-    );
+    let observer = std::sync::Mutex::new(QuorumObserver::default());
+    if multi {
+        tokio::join!(
+            nemesis.run_random(duration_ms),
+            nemesis.run_timeline(),
+            nemesis.run_restarts(duration_ms),
+            sample_quorum(&nemesis.machines, &observer, clock, duration_ms, None),
+        );
+    } else {
+        tokio::join!(
+            nemesis.run_random(duration_ms),
+            nemesis.run_timeline(),
+            nemesis.run_restarts(duration_ms)
+        );
+    }
     let now = clock.now_ms();
     if now < duration_ms {
         tokio::time::sleep(Duration::from_millis(duration_ms - now)).await;
@@ -429,6 +558,29 @@ async fn simulate(
         // Workloads stop by themselves at the deadline; a request in flight is bounded by its
         // time-out, so this wait is bounded too.
         let _ = task.await;
+    }
+    if multi {
+        let (quorum, quorum_liveness) = quorum_after_heal(
+            &nemesis,
+            observer,
+            &client_node,
+            addrs.clone(),
+            &scenario,
+            history.clone(),
+            clock,
+        )
+        .await?;
+        return multi_node_end(
+            quorum,
+            quorum_liveness,
+            &scenario,
+            &client_node,
+            addrs,
+            history,
+            clock,
+            sim_end,
+        )
+        .await;
     }
 
     // Liveness: after healing, a produce and a fetch must succeed within the bound.
@@ -515,7 +667,247 @@ async fn simulate(
         None
     };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
-    Ok((final_read, liveness, final_metadata))
+    Ok((final_read, liveness, final_metadata, None))
+}
+
+/// What a run ends with: the final read, the data liveness verdict, the final metadata (with
+/// an admin workload), and in multi-node worlds the quorum findings with the quorum liveness
+/// verdict.
+type SimEnd = (
+    FinalRead,
+    Option<String>,
+    Option<FinalMetadata>,
+    Option<(QuorumFindings, Option<String>)>,
+);
+
+/// Writes `meta.properties` as `weir format --cluster-id ID` does (Kafka's format), so every
+/// node of the world belongs to one cluster.
+async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(), String> {
+    let dir = std::path::Path::new("/data");
+    weir::io::create_dir_all_durable(disk, dir)
+        .await
+        .map_err(|e| format!("format node {node_id}: {e}"))?;
+    let text = format!(
+        "version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id=sim-dir-{node_id}\n"
+    );
+    weir::io::write_file_atomic(disk, &dir.join("meta.properties"), text.as_bytes())
+        .await
+        .map_err(|e| format!("format node {node_id}: {e}"))
+}
+
+/// Samples every running node's quorum status every [`SAMPLE_EVERY`], and its newly committed
+/// metadata every [`COMMITTED_EVERY`] rounds, until `until_ms` of run time (or `done`).
+async fn sample_quorum(
+    machines: &[Machine],
+    observer: &std::sync::Mutex<QuorumObserver>,
+    clock: RunClock,
+    until_ms: u64,
+    done: Option<&AtomicBool>,
+) {
+    let mut round = 0u64;
+    while clock.now_ms() < until_ms && !done.is_some_and(|d| d.load(Ordering::SeqCst)) {
+        let at = clock.now_ms();
+        let mut o = observer.lock().unwrap();
+        for m in machines {
+            let broker = m.broker.lock().unwrap().clone();
+            let Some(broker) = broker else { continue };
+            let status = broker.quorum_status();
+            o.observe_status(at, &status);
+            if round % COMMITTED_EVERY == 0 {
+                let node = status.node_id;
+                let records = broker.committed_metadata(o.cursor(node), COMMITTED_BATCH);
+                o.observe_committed(at, node, &records);
+            }
+        }
+        drop(o);
+        round += 1;
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+}
+
+/// After healing: a leader must appear and a CreateTopics must commit within
+/// [`QUORUM_BOUND`], then every node must reach one committed end within
+/// [`CATCH_UP_BOUND`]; then each node's whole committed sequence is compared.
+async fn quorum_after_heal(
+    nemesis: &Nemesis,
+    observer: std::sync::Mutex<QuorumObserver>,
+    client_node: &madsim::runtime::NodeHandle,
+    addrs: Vec<SocketAddr>,
+    scenario: &Scenario,
+    history: History,
+    clock: RunClock,
+) -> Result<(QuorumFindings, Option<String>), String> {
+    let start = clock.now_ms();
+    let deadline = start + QUORUM_BOUND.as_millis() as u64;
+    let done = AtomicBool::new(false);
+    let partitions = scenario.topic.partitions.min(3);
+    let rf = scenario.topic.replication_factor;
+    let create = client_node.spawn(async move {
+        let io = client_io();
+        let mut last = String::from("no attempt");
+        let mut attempt = 0usize;
+        while clock.now_ms() < deadline {
+            let addr = addrs[attempt % addrs.len()];
+            attempt += 1;
+            let tried = async {
+                let mut c = Client::connect(&io, addr).await?;
+                c.set_timeout(Duration::from_secs(5));
+                c.create_topic("quorum-liveness", partitions, rf, &BTreeMap::new())
+                    .await
+            };
+            match io.timeout(Duration::from_secs(6), tried).await {
+                Some(Ok(())) => return Ok(addr),
+                // An earlier attempt that timed out on our side landed after all.
+                Some(Err(ClientError::Kafka(
+                    kafka_protocol::error::ResponseError::TopicAlreadyExists,
+                    _,
+                ))) => return Ok(addr),
+                Some(Err(e)) => last = format!("{addr}: {e}"),
+                None => last = format!("{addr}: timed out"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(last)
+    });
+    let created = async {
+        let r = create.await;
+        done.store(true, Ordering::SeqCst);
+        r
+    };
+    let (created, ()) = tokio::join!(
+        created,
+        sample_quorum(&nemesis.machines, &observer, clock, deadline, Some(&done))
+    );
+    let mut liveness = match created.map_err(|e| e.to_string())? {
+        Ok(addr) => {
+            history.record(
+                clock.now_ms(),
+                Event::Note(format!(
+                    "quorum liveness: topic created through {addr} after {} ms",
+                    clock.now_ms() - start
+                )),
+            );
+            None
+        }
+        Err(e) => Some(format!(
+            "no metadata change committed within {QUORUM_BOUND:?} of healing: {e}"
+        )),
+    };
+    let leader = nemesis.quorum_leader();
+    if leader.is_none() && liveness.is_none() {
+        liveness = Some("a topic was created but no node claims to lead the quorum".into());
+    }
+    // Every node reaches the same committed end (the one with the most).
+    let catch_up = clock.now_ms() + CATCH_UP_BOUND.as_millis() as u64;
+    let finals = loop {
+        let finals: Vec<(i32, Vec<(u64, Bytes)>)> = nemesis
+            .machines
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let broker = m.broker.lock().unwrap().clone();
+                let records = broker
+                    .map(|b| b.committed_metadata(0, usize::MAX))
+                    .unwrap_or_default();
+                (i as i32 + 1, records)
+            })
+            .collect();
+        let ends: Vec<u64> = finals
+            .iter()
+            .map(|(_, r)| r.last().map_or(0, |(o, _)| o + 1))
+            .collect();
+        let top = ends.iter().copied().max().unwrap_or(0);
+        if ends.iter().all(|&e| e == top) || clock.now_ms() >= catch_up {
+            if let Some((node, end)) = finals
+                .iter()
+                .zip(&ends)
+                .find(|(_, &e)| e < top)
+                .map(|((n, _), e)| (*n, *e))
+            {
+                let why = format!(
+                    "node {node} committed metadata ends at {end}, others at {top}, {CATCH_UP_BOUND:?} after the change"
+                );
+                liveness = Some(liveness.map_or(why.clone(), |l| format!("{l}; {why}")));
+            }
+            break finals;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut observer = observer.into_inner().unwrap();
+    let at = clock.now_ms();
+    for (node, records) in &finals {
+        observer.observe_final(at, *node, records);
+    }
+    let findings = observer.into_findings();
+    history.record(
+        at,
+        Event::Note(format!(
+            "quorum: leader {:?}, {} epochs led, {} committed offsets, {} samples",
+            leader.map(|i| i + 1),
+            findings.epochs,
+            findings.offsets,
+            findings.samples
+        )),
+    );
+    if let Some(why) = &liveness {
+        history.record(at, Event::Note(format!("quorum liveness failed: {why}")));
+    }
+    Ok((findings, liveness))
+}
+
+/// The end of a multi-node run: no data workload to read back; the admin topics' metadata,
+/// read through any broker.
+#[allow(clippy::too_many_arguments)]
+async fn multi_node_end(
+    quorum: QuorumFindings,
+    quorum_liveness: Option<String>,
+    scenario: &Scenario,
+    client_node: &madsim::runtime::NodeHandle,
+    addrs: Vec<SocketAddr>,
+    history: History,
+    clock: RunClock,
+    sim_end: Arc<std::sync::Mutex<f64>>,
+) -> Result<SimEnd, String> {
+    let final_metadata = if scenario.admin.is_some() {
+        let read = client_node
+            .spawn(async move {
+                let io = client_io();
+                let mut last = String::new();
+                for attempt in 0..50 {
+                    let addr = addrs[attempt % addrs.len()];
+                    match admin::read_metadata(&io, addr).await {
+                        Ok(m) => return Ok(m),
+                        Err(e) => last = format!("{addr}: {e}"),
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(format!("final metadata read failed: {last}"))
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        match read {
+            Ok(m) => {
+                history.record(
+                    clock.now_ms(),
+                    Event::Note(format!("final metadata: {} admin topics", m.len())),
+                );
+                Some(m)
+            }
+            Err(e) => {
+                history.record(clock.now_ms(), Event::Note(e.clone()));
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    Ok((
+        FinalRead::new(),
+        None,
+        final_metadata,
+        Some((quorum, quorum_liveness)),
+    ))
 }
 
 fn client_io() -> Io {

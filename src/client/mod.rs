@@ -5,6 +5,7 @@
 pub mod connection;
 mod describe;
 mod groups;
+mod quorum;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,6 +35,7 @@ pub use describe::{
     render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
 };
 pub use groups::{GroupDescription, GroupListing, GroupMember};
+pub use quorum::{QuorumDescription, QuorumReplica};
 
 use crate::io::Io;
 

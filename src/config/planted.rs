@@ -65,6 +65,21 @@ pub enum PlantedBug {
     /// Reads: the offset index lookup returns the entry after the target instead of before.
     #[cfg(madsim)]
     IndexLookupPastTarget,
+    /// Quorum: answer votes and act on a new epoch before `quorum-state` is fsynced (a node
+    /// that crashes may vote twice in one epoch).
+    #[cfg(madsim)]
+    QuorumVoteBeforePersist,
+    /// Quorum: the leader advances the high watermark to what it alone has flushed, without a
+    /// majority of voters.
+    #[cfg(madsim)]
+    QuorumCommitOnMinority,
+    /// Quorum: the leader serves every fetch without checking its last fetched epoch, so a
+    /// follower whose log diverges is never told to truncate.
+    #[cfg(madsim)]
+    QuorumNoDivergingEpoch,
+    /// Quorum: grant votes without comparing the candidate's log with ours.
+    #[cfg(madsim)]
+    QuorumGrantShorterLog,
 }
 
 impl PlantedBug {
@@ -101,6 +116,26 @@ impl PlantedBug {
         (
             "index-lookup-past-target",
             PlantedBug::IndexLookupPastTarget,
+        ),
+        #[cfg(madsim)]
+        (
+            "quorum-vote-before-persist",
+            PlantedBug::QuorumVoteBeforePersist,
+        ),
+        #[cfg(madsim)]
+        (
+            "quorum-commit-on-minority",
+            PlantedBug::QuorumCommitOnMinority,
+        ),
+        #[cfg(madsim)]
+        (
+            "quorum-no-diverging-epoch",
+            PlantedBug::QuorumNoDivergingEpoch,
+        ),
+        #[cfg(madsim)]
+        (
+            "quorum-grant-shorter-log",
+            PlantedBug::QuorumGrantShorterLog,
         ),
     ];
 

@@ -327,6 +327,10 @@ impl Raft {
         if self.bugs.grant_shorter_log {
             return true;
         }
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::QuorumGrantShorterLog) {
+            return true;
+        }
         false
     }
 }

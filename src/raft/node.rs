@@ -621,6 +621,10 @@ impl Raft {
         if self.bugs.send_before_persist {
             return true;
         }
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::QuorumVoteBeforePersist) {
+            return true;
+        }
         self.persisted == self.wanted
     }
 

@@ -357,12 +357,20 @@ impl Raft {
         if self.bugs.commit_on_minority {
             return true;
         }
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::QuorumCommitOnMinority) {
+            return true;
+        }
         false
     }
 
     fn planted_no_fetch_epoch_check(&self) -> bool {
         #[cfg(test)]
         if self.bugs.no_fetch_epoch_check {
+            return true;
+        }
+        #[cfg(madsim)]
+        if crate::config::planted::active(crate::config::PlantedBug::QuorumNoDivergingEpoch) {
             return true;
         }
         false

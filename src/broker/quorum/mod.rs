@@ -581,9 +581,16 @@ impl Driver {
         let mut dropped = None;
         let mut rounds = 0;
         loop {
-            let actions = self.core.take_actions();
+            #[allow(unused_mut)]
+            let mut actions = self.core.take_actions();
             if actions.is_empty() {
                 return Ok(dropped);
+            }
+            #[cfg(madsim)]
+            if crate::config::planted::active(crate::config::PlantedBug::QuorumVoteBeforePersist) {
+                // Planted (with the core's barrier off): sends go out before `quorum-state` is
+                // written, so a vote may be answered and then forgotten at power loss.
+                actions.sort_by_key(|a| matches!(a, Action::PersistQuorumState(_)));
             }
             rounds += 1;
             assert!(rounds < 10_000, "the quorum core keeps producing actions");
