@@ -671,10 +671,7 @@ pub(super) fn describe_groups(
             if v >= 6 && d.error.is_none() && d.state == GroupState::Dead {
                 return describe_groups_response::DescribedGroup::default()
                     .with_error_code(code(Some(GroupError::GroupIdNotFound)))
-                    .with_error_message(Some(s(format!(
-                        "Group {id} not found.",
-                        id = id.to_string()
-                    ))))
+                    .with_error_message(Some(s(format!("Group {} not found.", **id))))
                     .with_group_id(id.clone())
                     .with_group_state(s(GroupState::Dead.name()));
             }
