@@ -445,7 +445,7 @@ async fn simulate(
         client_node
             .spawn(async move {
                 let io = client_io();
-                for attempt in 0..100 {
+                for attempt in 0..300 {
                     let addr = addrs[attempt % addrs.len()];
                     if let Ok(mut c) = Client::connect(&io, addr).await {
                         match c
@@ -462,6 +462,12 @@ async fn simulate(
                                 kafka_protocol::error::ResponseError::TopicAlreadyExists,
                                 _,
                             )) => return Ok(()),
+                            // A cluster's brokers register a heartbeat or two after the quorum
+                            // elects: until then placement finds too few brokers.
+                            Err(ClientError::Kafka(
+                                kafka_protocol::error::ResponseError::InvalidReplicationFactor,
+                                _,
+                            )) if addrs.len() > 1 => {}
                             Err(e) if !e.is_retriable() => return Err(e.to_string()),
                             Err(_) => {}
                         }
