@@ -30,9 +30,8 @@ NODES = 3
 START_TIMEOUT_S = 30.0
 ELECTION_TIMEOUT_S = 30.0
 CATCH_UP_TIMEOUT_S = 30.0
-# RF=3 placement comes with the controller for many brokers (branch wt/controller); until it
-# is merged, topics are created with RF=1. Set to 3 once it is.
-REPLICATION_FACTOR = 1
+# Every topic is placed on all three brokers.
+REPLICATION_FACTOR = 3
 
 CONFIG = """\
 process.roles=broker,controller
@@ -183,7 +182,10 @@ def test_three_nodes_survive_a_killed_quorum_leader(cluster):
              lambda: create_with_kafka_python(bootstrap, "before-kp") or True)
     wait_for("create via confluent-kafka", ELECTION_TIMEOUT_S,
              lambda: create_with_confluent(bootstrap, "before-ck") or True)
-    assert {"before-kp", "before-ck"} <= topics_listed(bootstrap)
+    # Created means committed by the quorum; the broker that answers the listing may apply
+    # the commit a moment later (as in Kafka, metadata reaches brokers asynchronously).
+    wait_for("both topics listed", CATCH_UP_TIMEOUT_S,
+             lambda: {"before-kp", "before-ck"} <= topics_listed(bootstrap))
 
     # kill -9 the quorum leader.
     leader = next(n for n in nodes if n.node_id == first["leader"])
@@ -202,7 +204,9 @@ def test_three_nodes_survive_a_killed_quorum_leader(cluster):
              lambda: create_with_kafka_python(survivors, "after-kp") or True)
     wait_for("create via confluent-kafka after failover", ELECTION_TIMEOUT_S,
              lambda: create_with_confluent(survivors, "after-ck") or True)
-    assert {"before-kp", "before-ck", "after-kp", "after-ck"} <= topics_listed(survivors)
+    wait_for("all four topics listed", CATCH_UP_TIMEOUT_S,
+             lambda: {"before-kp", "before-ck", "after-kp", "after-ck"}
+             <= topics_listed(survivors))
 
     # The killed node rejoins and catches up: its lag reaches 0 and it serves the topics made
     # while it was down.
