@@ -390,6 +390,7 @@ impl Nemesis {
                 return;
             }
             tokio::select! {
+                biased;
                 _ = m.restart.notify.notified() => {}
                 _ = tokio::time::sleep(Duration::from_millis(until_ms - now)) => return,
             }

@@ -150,6 +150,7 @@ pub(super) async fn run(broker: Arc<Broker>) {
             },
         };
         tokio::select! {
+            biased;
             _ = broker.io.clock.sleep(pause) => {}
             _ = shutdown.changed() => {}
         }

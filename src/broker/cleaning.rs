@@ -47,6 +47,7 @@ pub(super) async fn cleaner_loop(broker: Arc<Broker>) {
             Duration::ZERO
         };
         tokio::select! {
+            biased;
             _ = clock.sleep(pause) => {}
             _ = shutdown.changed() => return,
         }

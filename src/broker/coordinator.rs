@@ -452,6 +452,7 @@ pub(super) async fn timer_loop(broker: Arc<Broker>) {
         };
         let wait = Duration::from_millis((wait_until - now).max(0) as u64);
         tokio::select! {
+            biased;
             _ = broker.io.clock.sleep(wait) => {}
             _ = broker.groups.timer_wake.notified() => {}
             _ = shutdown.changed() => return,

@@ -811,6 +811,7 @@ async fn background_loop(broker: Arc<Broker>) {
     );
     loop {
         tokio::select! {
+            biased;
             _ = broker.io.clock.sleep(tick) => {}
             _ = shutdown.changed() => return,
         }

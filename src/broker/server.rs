@@ -45,6 +45,7 @@ pub(super) async fn accept_loop(
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         let accepted = tokio::select! {
+            biased;
             a = listener.accept() => a,
             _ = shutdown.changed() => return,
         };
@@ -84,6 +85,7 @@ async fn serve_connection(
     let mut out = BytesMut::with_capacity(64 * 1024);
     loop {
         let frame = tokio::select! {
+            biased;
             f = broker.io.timeout(idle, read_frame(&mut reader, max_frame)) => f,
             _ = shutdown.changed() => break,
         };

@@ -129,6 +129,7 @@ impl Io {
     pub async fn timeout<F: Future>(&self, limit: Duration, fut: F) -> Option<F::Output> {
         let sleep = self.clock.sleep(limit);
         tokio::select! {
+            biased;
             out = fut => Some(out),
             _ = sleep => None,
         }

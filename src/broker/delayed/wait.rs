@@ -32,6 +32,7 @@ pub async fn wait_produce(
             continue;
         }
         let result = tokio::select! {
+            biased;
             r = wait.result() => Some(r),
             _ = clock.sleep(left) => None,
             _ = gone.gone() => Some(Err(WaitError::Cancelled)),
@@ -58,6 +59,7 @@ pub async fn wait_fetch(
         return Err(WaitError::TimedOut);
     }
     tokio::select! {
+        biased;
         _ = wake.woken() => Ok(()),
         _ = clock.sleep(left) => Err(WaitError::TimedOut),
         _ = gone.gone() => Err(WaitError::Cancelled),

@@ -127,6 +127,7 @@ async fn run(
     loop {
         // Connect only when there is something to send.
         let first = tokio::select! {
+            biased;
             c = rx.recv() => match c { Some(c) => c, None => return },
             _ = shutdown.changed() => return,
         };
@@ -167,6 +168,7 @@ async fn run(
             let call = match next.take() {
                 Some(c) => c,
                 None => tokio::select! {
+                    biased;
                     c = rx.recv() => match c { Some(c) => c, None => return },
                     _ = dead.changed() => break,
                     _ = shutdown.changed() => return,
@@ -214,6 +216,7 @@ async fn read_responses(
 ) {
     loop {
         let frame = tokio::select! {
+            biased;
             f = read_frame(&mut reader, MAX_RESPONSE) => f,
             _ = dead.closed() => break,
         };

@@ -424,8 +424,10 @@ impl Driver {
                 None => MAX_IDLE,
             };
             let input = tokio::select! {
-                i = rx.recv() => match i { Some(i) => Wake::Input(i), None => break },
+                biased;
+                // The timer first, so a busy inbox never starves elections and check-quorum.
                 _ = self.io.clock.sleep(wait) => Wake::Tick,
+                i = rx.recv() => match i { Some(i) => Wake::Input(i), None => break },
                 changed = self.applied_end.changed() => match changed {
                     Ok(()) => Wake::Applied,
                     Err(_) => break,
