@@ -19,6 +19,12 @@ use crate::history::{Event, History};
 use crate::scenario::{FaultKind, Nemesis as Spec};
 use crate::workload::RunClock;
 
+/// At heal, how many times a node whose start failed is started again.
+const HEAL_START_ATTEMPTS: usize = 3;
+/// How long heal waits for a start under way before judging it.
+const START_WAIT: Duration = Duration::from_secs(30);
+const START_POLL: Duration = Duration::from_millis(100);
+
 /// A broker machine as the nemesis sees it: its node, and the hardware that outlives restarts.
 pub struct Machine {
     pub node: NodeId,
@@ -447,6 +453,27 @@ impl Nemesis {
             if !m.up.load(Ordering::SeqCst) && !m.starting.load(Ordering::SeqCst) {
                 m.power_on(&handle);
                 self.heal_note(format!("heal: restart broker-{index}"));
+            }
+        }
+        // A start that was under way when the faults ended may still fail on them (an fsync
+        // that hit the injected EIO): like a supervisor, start such a node again, now on a
+        // healed disk. Bounded: a few attempts, each waiting at most START_WAIT.
+        for (index, m) in self.machines.iter().enumerate() {
+            for _ in 0..HEAL_START_ATTEMPTS {
+                let mut waited = Duration::ZERO;
+                while m.starting.load(Ordering::SeqCst) && waited < START_WAIT {
+                    tokio::time::sleep(START_POLL).await;
+                    waited += START_POLL;
+                }
+                let _power = m.power.lock().await;
+                if m.up.load(Ordering::SeqCst) || m.starting.load(Ordering::SeqCst) {
+                    break;
+                }
+                m.restart.served();
+                m.power_on(&handle);
+                self.heal_note(format!(
+                    "heal: start broker-{index} again (its start failed)"
+                ));
             }
         }
         self.heal_note("all faults healed".into());
