@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -161,10 +161,10 @@ async fn acks_all_waits_for_the_high_watermark_and_times_out_at_the_request_time
     // In durable mode the fsync moves the high watermark: holding the partition's fsync gate
     // holds the high watermark.
     let gate = handle.flush_gate.lock().await;
-    let started = Instant::now();
+    let started = io.clock.monotonic();
     let (code, _) = produce(&mut client, "t", 0, -1, Duration::from_millis(200)).await;
     assert_eq!(code, ResponseError::RequestTimedOut.code());
-    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert!((io.clock.monotonic() - started) >= Duration::from_millis(200));
     assert_eq!(
         handle.waiters.counts().produce,
         0,
@@ -190,10 +190,10 @@ async fn acks_all_waits_for_the_high_watermark_and_times_out_at_the_request_time
         })
     };
     eventually("the produce waits", || handle.waiters.counts().produce == 1).await;
-    let released = Instant::now();
+    let released = io.clock.monotonic();
     drop(gate);
     assert_eq!(waiting.await.unwrap(), (0, 1));
-    assert!(released.elapsed() < Duration::from_secs(5));
+    assert!((io.clock.monotonic() - released) < Duration::from_secs(5));
     assert_eq!(running.broker.wait_budget.used(), 0);
 }
 
@@ -244,7 +244,7 @@ async fn a_long_poll_is_woken_by_a_produce_to_its_partition_and_not_by_another()
         let addr = running.local_addr;
         tokio::spawn(async move {
             let mut consumer = Client::connect(&io, addr).await.unwrap();
-            let started = Instant::now();
+            let started = io.clock.monotonic();
             let response = consumer
                 .connection()
                 .call(&long_poll("t", &[0], max_wait), FETCH_VERSION)
@@ -254,7 +254,7 @@ async fn a_long_poll_is_woken_by_a_produce_to_its_partition_and_not_by_another()
                 .records
                 .clone()
                 .unwrap_or_default();
-            (records.len(), started.elapsed())
+            (records.len(), (io.clock.monotonic() - started))
         })
     };
     eventually("the fetch waits on partition 0", || {
@@ -291,7 +291,7 @@ async fn a_multi_partition_long_poll_is_woken_by_any_of_its_partitions() {
         let addr = running.local_addr;
         tokio::spawn(async move {
             let mut consumer = Client::connect(&io, addr).await.unwrap();
-            let started = Instant::now();
+            let started = io.clock.monotonic();
             let response = consumer
                 .connection()
                 .call(&long_poll("t", &[0, 1, 2], max_wait), FETCH_VERSION)
@@ -303,7 +303,7 @@ async fn a_multi_partition_long_poll_is_woken_by_any_of_its_partitions() {
                 .filter(|p| p.records.as_ref().is_some_and(|r| !r.is_empty()))
                 .map(|p| p.partition_index)
                 .collect();
-            (with_data, started.elapsed())
+            (with_data, (io.clock.monotonic() - started))
         })
     };
     let p2 = running.broker.partition("t", 2).unwrap();
@@ -335,13 +335,13 @@ async fn a_long_poll_without_data_is_answered_at_max_wait() {
         .create_topic("t", 1, 1, &BTreeMap::new())
         .await
         .unwrap();
-    let started = Instant::now();
+    let started = io.clock.monotonic();
     let fetched = client
         .fetch("t", 0, 0, 1 << 20, Duration::from_millis(150))
         .await
         .unwrap();
     assert!(fetched.records.is_empty());
-    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert!((io.clock.monotonic() - started) >= Duration::from_millis(150));
     assert_eq!(running.broker.wait_budget.used(), 0);
 }
 
@@ -386,7 +386,7 @@ async fn deleting_a_topic_ends_its_waits() {
         let addr = running.local_addr;
         tokio::spawn(async move {
             let mut consumer = Client::connect(&io, addr).await.unwrap();
-            let started = Instant::now();
+            let started = io.clock.monotonic();
             let response = consumer
                 .connection()
                 .call(
@@ -397,7 +397,7 @@ async fn deleting_a_topic_ends_its_waits() {
                 .unwrap();
             (
                 response.responses[0].partitions[0].error_code,
-                started.elapsed(),
+                (io.clock.monotonic() - started),
             )
         })
     };
