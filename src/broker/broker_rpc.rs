@@ -12,11 +12,10 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
-    BrokerRegistrationResponse, RequestHeader, RequestKind, ResponseKind,
+    BrokerRegistrationResponse, RequestKind, ResponseKind,
 };
-use kafka_protocol::protocol::Decodable;
 
-use super::server::{catch, encode_response};
+use super::server::encode_response;
 use super::{errors, Broker, CommitError};
 use crate::controller::brokers::{
     BrokerSessions, HeartbeatReply, HeartbeatRequest, RegistrationRequest,
@@ -45,21 +44,7 @@ pub(super) async fn handle(
     out: &mut BytesMut,
 ) -> Result<bool, String> {
     let key = api_key(&frame).ok_or("not a session request")?;
-    if frame.len() < 8 {
-        return Err("request shorter than its header".into());
-    }
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let range = key.valid_versions();
-    if version < range.min || version > range.max {
-        return Err(format!("unsupported {key:?} version {version}"));
-    }
-    let header_version = key.request_header_version(version);
-    let request = catch(|| {
-        RequestHeader::decode(&mut frame, header_version)?;
-        RequestKind::decode(key, &mut frame, version)
-    })?
-    .map_err(|e| format!("undecodable {key:?} v{version}: {e:#}"))?;
+    let (version, correlation_id, request) = super::quorum_rpc::decode_request(key, &mut frame)?;
     let response = answer(broker, &request)
         .await
         .ok_or_else(|| format!("no answer to {key:?}"))?;

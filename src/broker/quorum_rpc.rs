@@ -42,13 +42,13 @@ pub(super) fn is_quorum_request(frame: &[u8]) -> bool {
     )
 }
 
-/// Answers one quorum request frame into `out`. `Err` closes the connection.
-pub(super) async fn handle(
-    broker: &Broker,
-    mut frame: Bytes,
-    out: &mut BytesMut,
-) -> Result<bool, String> {
-    let key = api_key(&frame).ok_or("not a quorum request")?;
+/// Decodes one inter-node request frame of API `key` (header and body, the version checked
+/// against what kafka-protocol knows): its version, correlation id and body. Shared by the
+/// quorum RPCs and the broker-session RPCs; `Err` closes the connection.
+pub(super) fn decode_request(
+    key: ApiKey,
+    frame: &mut Bytes,
+) -> Result<(i16, i32, RequestKind), String> {
     if frame.len() < 8 {
         return Err("request shorter than its header".into());
     }
@@ -60,10 +60,21 @@ pub(super) async fn handle(
     }
     let header_version = key.request_header_version(version);
     let decoded = catch(|| {
-        RequestHeader::decode(&mut frame, header_version)?;
-        RequestKind::decode(key, &mut frame, version)
+        RequestHeader::decode(frame, header_version)?;
+        RequestKind::decode(key, frame, version)
     })?
     .map_err(|e| format!("undecodable {key:?} v{version}: {e:#}"))?;
+    Ok((version, correlation_id, decoded))
+}
+
+/// Answers one quorum request frame into `out`. `Err` closes the connection.
+pub(super) async fn handle(
+    broker: &Broker,
+    mut frame: Bytes,
+    out: &mut BytesMut,
+) -> Result<bool, String> {
+    let key = api_key(&frame).ok_or("not a quorum request")?;
+    let (version, correlation_id, decoded) = decode_request(key, &mut frame)?;
     let response = answer(broker, &decoded).await;
     let mut response = response.ok_or_else(|| format!("no quorum answer to {key:?}"))?;
     if let ResponseKind::Fetch(f) = &mut response {
