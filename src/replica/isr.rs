@@ -218,6 +218,10 @@ impl ReplicaSet {
         self.config = config;
     }
 
+    pub fn config(&self) -> IsrConfig {
+        self.config
+    }
+
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
     }
