@@ -89,7 +89,6 @@ async fn create(broker: &Broker, name: &str, min_isr: i32) {
         replication_factor: -1,
         assignments: vec![vec![1, 2]],
         configs: BTreeMap::from([("min.insync.replicas".to_string(), min_isr.to_string())]),
-        ..NewTopic::default()
     };
     broker.create_topic(new, false).await.unwrap();
     let p = broker.partition(name, 0).unwrap();
