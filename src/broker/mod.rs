@@ -26,6 +26,7 @@ pub mod quorum;
 mod quorum_rpc;
 pub mod quorum_status;
 mod reconcile;
+pub mod replica_fetcher;
 mod server;
 mod single_node;
 mod state;
@@ -133,6 +134,8 @@ pub struct Broker {
     sessions: Mutex<Option<(u32, crate::controller::brokers::BrokerSessions)>>,
     /// This broker's own session with the active controller (in a cluster).
     session: broker_session::SessionState,
+    /// The follower side: one fetcher per leader broker (`replica_fetcher`).
+    replica_fetchers: replica_fetcher::ReplicaFetchers,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -237,6 +240,7 @@ impl Broker {
             reconcile_gate: tokio::sync::Mutex::new(()),
             sessions: Mutex::new(None),
             session: broker_session::SessionState::default(),
+            replica_fetchers: replica_fetcher::ReplicaFetchers::default(),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below.

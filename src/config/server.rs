@@ -84,6 +84,12 @@ pub struct ServerConfig {
     pub replica_fetch_max_bytes: usize,
     /// `replica.fetch.response.max.bytes`: the same for a follower's whole response.
     pub replica_fetch_response_max_bytes: usize,
+    /// `replica.fetch.wait.max.ms`: how long a follower's fetch may wait at the leader.
+    pub replica_fetch_wait_max_ms: u64,
+    /// `replica.fetch.min.bytes`: what a follower's fetch waits for at the leader.
+    pub replica_fetch_min_bytes: i32,
+    /// `replica.fetch.backoff.ms`: a follower's pause after a failed fetch of a partition.
+    pub replica_fetch_backoff_ms: u64,
     /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten.
     pub producer_id_expiration_ms: i64,
     /// `producer.id.expiration.check.interval.ms`: how often idle producers are looked for.
@@ -447,6 +453,15 @@ impl ServerConfig {
         let replica_fetch_response_max_bytes = p
             .int("replica.fetch.response.max.bytes", 0, I32_MAX)?
             .unwrap_or(10_485_760) as usize;
+        let replica_fetch_wait_max_ms = p
+            .int("replica.fetch.wait.max.ms", 0, I32_MAX)?
+            .unwrap_or(500) as u64;
+        let replica_fetch_min_bytes = p
+            .int("replica.fetch.min.bytes", 1, I32_MAX)?
+            .unwrap_or(1) as i32;
+        let replica_fetch_backoff_ms = p
+            .int("replica.fetch.backoff.ms", 0, I32_MAX)?
+            .unwrap_or(1000) as u64;
         let producer_id_expiration_ms = p
             .int("producer.id.expiration.ms", 1, I32_MAX)?
             .unwrap_or(86_400_000);
@@ -536,6 +551,9 @@ impl ServerConfig {
             fetch_max_bytes,
             replica_fetch_max_bytes,
             replica_fetch_response_max_bytes,
+            replica_fetch_wait_max_ms,
+            replica_fetch_min_bytes,
+            replica_fetch_backoff_ms,
             producer_id_expiration_ms,
             producer_id_expiration_check_interval_ms,
             group_min_session_timeout_ms,
@@ -699,6 +717,18 @@ impl ServerConfig {
             (
                 "replica.fetch.response.max.bytes",
                 self.replica_fetch_response_max_bytes.to_string(),
+            ),
+            (
+                "replica.fetch.wait.max.ms",
+                self.replica_fetch_wait_max_ms.to_string(),
+            ),
+            (
+                "replica.fetch.min.bytes",
+                self.replica_fetch_min_bytes.to_string(),
+            ),
+            (
+                "replica.fetch.backoff.ms",
+                self.replica_fetch_backoff_ms.to_string(),
             ),
             (
                 "producer.id.expiration.ms",
