@@ -10,7 +10,6 @@
 //! leader's batches, truncating on divergence) lives in `follower`.
 
 mod follower;
-mod leader;
 mod leader_epoch;
 mod snapshot;
 
