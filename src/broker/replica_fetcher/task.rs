@@ -156,9 +156,23 @@ async fn positions(
             let target = planted_checkpointed_hw(broker, &handle, key);
             truncate(broker, &handle, target).await;
         }
+        if broker.config.fsync_before_ack {
+            // Durable mode: the fetch offset tells the leader what is held here durably, so
+            // what an earlier append left unsynced (its flush failed) is synced first.
+            let (durable, end) = {
+                let p = handle.lock();
+                (p.durable_log_end(), p.log_end_offset())
+            };
+            if durable < end && broker.flush_partition(&handle, end).await.is_err() {
+                continue;
+            }
+        }
         let Some(p) = handle.lock_open() else {
             continue;
         };
+        if broker.config.fsync_before_ack && p.durable_log_end() < p.log_end_offset() {
+            continue;
+        }
         if p.role() != Role::Follower
             || p.leader_epoch() != a.leader_epoch
             || p.pending_truncation().is_some()
