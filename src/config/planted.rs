@@ -80,6 +80,12 @@ pub enum PlantedBug {
     /// Quorum: grant votes without comparing the candidate's log with ours.
     #[cfg(madsim)]
     QuorumGrantShorterLog,
+    /// Controller: elections without eligible leader replicas (Kafka before KIP-966): the
+    /// last ISR member is never removed, so a broker that comes back from an unclean
+    /// shutdown with a lost suffix is re-elected from that ISR, and the replicas that held
+    /// the committed data truncate to it ("last replica standing").
+    #[cfg(madsim)]
+    NoEligibleLeaderReplicas,
 }
 
 impl PlantedBug {
@@ -136,6 +142,11 @@ impl PlantedBug {
         (
             "quorum-grant-shorter-log",
             PlantedBug::QuorumGrantShorterLog,
+        ),
+        #[cfg(madsim)]
+        (
+            "no-eligible-leader-replicas",
+            PlantedBug::NoEligibleLeaderReplicas,
         ),
     ];
 
