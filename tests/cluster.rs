@@ -763,6 +763,32 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
         ResponseError::InvalidUpdateVersion.code()
     );
 
+    // A broker that is not the active controller reaches it for producer ids and for topics
+    // a producer's Metadata auto-creates (forwarded, as Kafka's brokers forward them).
+    let other_client = nodes[other].running.as_ref().unwrap().local_addr;
+    let mut producer = Client::connect(&io, other_client).await.unwrap();
+    let (first, _) = producer.init_producer_id().await.unwrap();
+    let (second, _) = producer.init_producer_id().await.unwrap();
+    assert!(first >= 0 && second != first, "{first} {second}");
+    {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::{MetadataRequest, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+                TopicName(StrBytes::from_static_str("auto-made")),
+            ))]))
+            .with_allow_auto_topic_creation(true);
+        let mut conn = weir::client::connection::Connection::connect(&io, other_client, "t")
+            .await
+            .unwrap();
+        conn.call(&request, 12).await.unwrap();
+        wait_for("the auto-created topic", Duration::from_secs(10), || {
+            nodes.iter().all(|n| has_topic(n, "auto-made")).then_some(())
+        })
+        .await;
+    }
+
     // Halt the partition leader (as kill -9 would); the ISR as it stands is its successor pool.
     let isr_before = partition0(&nodes[controller], "rep").unwrap().isr;
     let halted_at = Instant::now();
