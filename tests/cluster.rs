@@ -648,7 +648,9 @@ fn partition0(node: &Node, topic: &str) -> Option<weir::controller::PartitionReg
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
     use kafka_protocol::error::ResponseError;
-    use kafka_protocol::messages::alter_partition_request::{BrokerState, PartitionData, TopicData};
+    use kafka_protocol::messages::alter_partition_request::{
+        BrokerState, PartitionData, TopicData,
+    };
     use kafka_protocol::messages::{AlterPartitionRequest, ApiVersionsRequest, BrokerId};
     let io = Io::os();
     let controller_ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
@@ -686,7 +688,9 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
         .unwrap();
     let p = wait_for("every node to apply 'rep'", Duration::from_secs(10), || {
         let ps: Vec<_> = nodes.iter().map(|n| partition0(n, "rep")).collect();
-        ps.iter().all(|p| p.is_some() && *p == ps[0]).then(|| ps[0].clone().unwrap())
+        ps.iter()
+            .all(|p| p.is_some() && *p == ps[0])
+            .then(|| ps[0].clone().unwrap())
     })
     .await;
     assert_eq!(p.isr.len(), 3, "{p:?}");
@@ -736,11 +740,19 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
     let r = conn.call(&request(epoch_of(leader) + 1), 3).await.unwrap();
     assert_eq!(r.error_code, ResponseError::StaleBrokerEpoch.code());
     let other = (0..NODES as usize).find(|i| *i != controller).unwrap();
-    let other_addr = nodes[other].running.as_ref().unwrap().controller_addr.unwrap();
+    let other_addr = nodes[other]
+        .running
+        .as_ref()
+        .unwrap()
+        .controller_addr
+        .unwrap();
     let mut other_conn = weir::client::connection::Connection::connect(&io, other_addr, "t")
         .await
         .unwrap();
-    let r = other_conn.call(&request(epoch_of(leader)), 3).await.unwrap();
+    let r = other_conn
+        .call(&request(epoch_of(leader)), 3)
+        .await
+        .unwrap();
     assert_eq!(r.error_code, ResponseError::NotController.code());
     let started = Instant::now();
     let r = conn.call(&request(epoch_of(leader)), 3).await.unwrap();
@@ -749,7 +761,10 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
     let answered = &r.topics[0].partitions[0];
     assert_eq!(answered.error_code, 0, "{r:?}");
     assert_eq!(answered.partition_epoch, p.partition_epoch + 1);
-    assert_eq!(answered.leader_epoch, p.leader_epoch, "an ISR change keeps the leader");
+    assert_eq!(
+        answered.leader_epoch, p.leader_epoch,
+        "an ISR change keeps the leader"
+    );
     let isr: Vec<i32> = answered.isr.iter().map(|b| b.0).collect();
     assert_eq!(isr, kept);
     // Answered after the commit: the controller's image already has it.
@@ -775,16 +790,18 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
         use kafka_protocol::messages::{MetadataRequest, TopicName};
         use kafka_protocol::protocol::StrBytes;
         let request = MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
-                TopicName(StrBytes::from_static_str("auto-made")),
-            ))]))
+            .with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("auto-made"))))]))
             .with_allow_auto_topic_creation(true);
         let mut conn = weir::client::connection::Connection::connect(&io, other_client, "t")
             .await
             .unwrap();
         conn.call(&request, 12).await.unwrap();
         wait_for("the auto-created topic", Duration::from_secs(10), || {
-            nodes.iter().all(|n| has_topic(n, "auto-made")).then_some(())
+            nodes
+                .iter()
+                .all(|n| has_topic(n, "auto-made"))
+                .then_some(())
         })
         .await;
     }
@@ -817,7 +834,11 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
         "partition leadership moved off a halted broker in {elapsed:?} \
          (broker.session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeats every 200 ms; \
          the halted broker {} the active controller)",
-        if leader_index == controller { "was" } else { "was not" }
+        if leader_index == controller {
+            "was"
+        } else {
+            "was not"
+        }
     );
     // Fencing waits for the session to expire, then one controller tick and one commit (the
     // quorum may have to elect a new controller first when the halted node led it).

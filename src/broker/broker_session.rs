@@ -235,7 +235,10 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
     .await?
     {
         ResponseKind::BrokerRegistration(r) if r.error_code == 0 => {
-            broker.session.epoch.store(r.broker_epoch, Ordering::Release);
+            broker
+                .session
+                .epoch
+                .store(r.broker_epoch, Ordering::Release);
             Ok(r.broker_epoch)
         }
         ResponseKind::BrokerRegistration(r) => Err(format!(

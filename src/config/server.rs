@@ -494,14 +494,12 @@ impl ServerConfig {
         let broker_session_timeout_ms = p
             .int("broker.session.timeout.ms", 1, I32_MAX)?
             .unwrap_or(9000) as u64;
-        let auto_leader_rebalance_enable =
-            p.bool("auto.leader.rebalance.enable")?.unwrap_or(true);
+        let auto_leader_rebalance_enable = p.bool("auto.leader.rebalance.enable")?.unwrap_or(true);
         let leader_imbalance_check_interval_seconds = p
             .int("leader.imbalance.check.interval.seconds", 1, I32_MAX)?
             .unwrap_or(300) as u64;
-        let unclean_leader_election_enable = p
-            .bool("unclean.leader.election.enable")?
-            .unwrap_or(false);
+        let unclean_leader_election_enable =
+            p.bool("unclean.leader.election.enable")?.unwrap_or(false);
         let quorum_election_timeout_ms = p
             .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
             .unwrap_or(1000) as u64;

@@ -104,7 +104,9 @@ pub fn alter_partitions(
                         .clone();
                     if let Some(change) = accepted.change {
                         after.apply(&change);
-                        decided.records.push(MetadataRecord::PartitionChange(change));
+                        decided
+                            .records
+                            .push(MetadataRecord::PartitionChange(change));
                     }
                     if accepted.new_leader_elected {
                         PartitionAnswer::NewLeaderElected

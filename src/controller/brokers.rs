@@ -266,7 +266,9 @@ impl BrokerSessions {
     ) -> Vec<MetadataRecord> {
         self.sessions.retain(|id, _| image.broker(*id).is_some());
         for b in image.brokers() {
-            self.sessions.entry(b.id).or_insert_with(|| Session::new(now));
+            self.sessions
+                .entry(b.id)
+                .or_insert_with(|| Session::new(now));
         }
         let expired = image
             .brokers()

@@ -265,7 +265,10 @@ fn a_request_is_decided_partition_by_partition_and_answered_as_committed() {
     // leader epoch not (an ISR change moves no leadership).
     match &answers[0] {
         PartitionAnswer::Done(p) => {
-            assert_eq!((&p.isr, p.leader, p.leader_epoch, p.partition_epoch), (&vec![1], 1, 0, 1));
+            assert_eq!(
+                (&p.isr, p.leader, p.leader_epoch, p.partition_epoch),
+                (&vec![1], 1, 0, 1)
+            );
         }
         other => panic!("{other:?}"),
     }

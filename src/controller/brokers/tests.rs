@@ -249,7 +249,13 @@ fn controlled_shutdown_moves_leaderships_before_it_is_granted() {
     let mut behind = beat(3, &image);
     behind.metadata_offset -= 1;
     sessions.heartbeat(&image, &behind, 3, &config).unwrap();
-    assert!(!sessions.heartbeat(&image, &hb, 3, &config).unwrap().reply.should_shut_down);
+    assert!(
+        !sessions
+            .heartbeat(&image, &hb, 3, &config)
+            .unwrap()
+            .reply
+            .should_shut_down
+    );
     sessions
         .heartbeat(&image, &beat(3, &image), 3, &config)
         .unwrap();
@@ -319,7 +325,10 @@ fn the_last_replica_standing_is_not_re_elected_after_an_unclean_restart() {
         }
         let p = p0(&image).clone();
         if elr {
-            assert_eq!((p.leader, &p.isr, &p.elr), (NO_LEADER, &vec![], &vec![2, 3]));
+            assert_eq!(
+                (p.leader, &p.isr, &p.elr),
+                (NO_LEADER, &vec![], &vec![2, 3])
+            );
         } else {
             assert_eq!((p.leader, &p.isr, &p.elr), (NO_LEADER, &vec![3], &vec![]));
         }
