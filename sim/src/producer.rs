@@ -187,8 +187,21 @@ impl Producer {
         if self.spec.idempotent && self.identity.is_none() {
             // A new identity only once nothing of the old one is in flight.
             assert!(self.pending.is_empty());
-            let c = self.client.as_mut().expect("connected above");
-            match c.init_producer_id().await {
+            let got = if self.spec.bootstrap.is_empty() {
+                let c = self.client.as_mut().expect("connected above");
+                c.init_producer_id().await
+            } else {
+                // As Kafka's producer does, InitProducerId goes to any broker (the next one
+                // each attempt), not necessarily the partition's leader.
+                self.lookups += 1;
+                let at = self.spec.bootstrap
+                    [(self.lookups % self.spec.bootstrap.len() as u64) as usize];
+                match connect(&self.io, at, self.spec.timeout).await {
+                    Ok(mut c) => c.init_producer_id().await,
+                    Err(e) => Err(e),
+                }
+            };
+            match got {
                 Ok((producer_id, epoch)) => {
                     self.identity = Some(Identity {
                         producer_id,

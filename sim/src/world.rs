@@ -39,6 +39,8 @@ use crate::workload::{self, ConsumerSpec, RunClock};
 const SETTLE: Duration = Duration::from_secs(120);
 /// How long the cluster has to serve a produce and a fetch once faults heal.
 const LIVENESS_BOUND: Duration = Duration::from_secs(30);
+/// How long the final read may keep retrying (a cluster whose leaders never settle).
+const FINAL_READ_BOUND: Duration = Duration::from_secs(90);
 const BROKER_PORT: u16 = 9092;
 const CONTROLLER_PORT: u16 = 9093;
 /// Multi-node worlds: how long after healing a leader and a committed CreateTopics may take,
@@ -135,7 +137,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
-    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + SETTLE * 2);
+    // A cluster's end has more phases (quorum liveness, replicas catching up).
+    let settle = if scenario.cluster.is_multi_node() {
+        SETTLE * 3
+    } else {
+        SETTLE * 2
+    };
+    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + settle);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -1107,8 +1115,13 @@ async fn final_read(
 ) -> Result<FinalRead, String> {
     let io = client_io();
     let mut last_error = String::new();
+    let deadline = clock.now_ms() + FINAL_READ_BOUND.as_millis() as u64;
     // Bounded retries for connection trouble; broker errors end a partition's read instead.
     for attempt in 0..50u64 {
+        if clock.now_ms() >= deadline {
+            last_error = format!("{last_error} (gave up after {FINAL_READ_BOUND:?})");
+            break;
+        }
         let result = async {
             let mut c = Client::connect(&io, addr).await?;
             c.set_timeout(Duration::from_secs(10));
@@ -1208,9 +1221,10 @@ async fn final_read(
             }
             Ok::<_, ClientError>(read)
         };
-        match result.await {
-            Ok(read) => return Ok(read),
-            Err(e) => last_error = e.to_string(),
+        match io.timeout(FINAL_READ_BOUND, result).await {
+            Some(Ok(read)) => return Ok(read),
+            Some(Err(e)) => last_error = e.to_string(),
+            None => last_error = "timed out".into(),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
