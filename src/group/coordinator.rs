@@ -5,10 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
+use super::consumer::{ConsumerConfig, ConsumerGroup};
 use super::member::{Member, ParkedJoin};
 use super::placement::partition_for;
 use super::records::{self, GroupValue, MemberValue, OffsetValue, RecordKey};
 use super::types::*;
+
+mod consumer_calls;
 
 /// Broker settings the coordinator honours (Kafka's keys, see `config::server`).
 #[derive(Clone, Debug)]
@@ -27,6 +30,8 @@ pub struct GroupConfig {
     pub offsets_retention_ms: i64,
     /// Bound on groups held (a hard limit Kafka does not have; new groups past it are refused).
     pub max_groups: usize,
+    /// The consumer protocol's settings (KIP-848).
+    pub consumer: ConsumerConfig,
 }
 
 impl Default for GroupConfig {
@@ -39,6 +44,7 @@ impl Default for GroupConfig {
             offset_metadata_max_bytes: 4096,
             offsets_retention_ms: 7 * 24 * 3600 * 1000,
             max_groups: 100_000,
+            consumer: ConsumerConfig::default(),
         }
     }
 }
@@ -96,6 +102,9 @@ struct Group {
     assignment_in_flight: Option<i32>,
     offsets: BTreeMap<(String, i32), Committed>,
     appends_in_flight: usize,
+    /// Set when the group speaks the consumer protocol (KIP-848): then the classic fields stay
+    /// empty (state Empty, no members) and only the offsets above are shared.
+    consumer: Option<Box<ConsumerGroup>>,
 }
 
 impl Group {
@@ -118,6 +127,7 @@ impl Group {
             assignment_in_flight: None,
             offsets: BTreeMap::new(),
             appends_in_flight: 0,
+            consumer: None,
         }
     }
 
@@ -144,7 +154,8 @@ impl Group {
     fn deadline(&self) -> Option<i64> {
         let members = self.members.values().filter_map(Member::session_deadline);
         let pending = self.pending.values().copied();
-        [self.join_deadline, self.sync_deadline]
+        let consumer = self.consumer.as_ref().and_then(|c| c.deadline());
+        [self.join_deadline, self.sync_deadline, consumer]
             .into_iter()
             .flatten()
             .chain(members)
@@ -297,6 +308,7 @@ impl Group {
             && self.offsets.is_empty()
             && self.appends_in_flight == 0
             && self.generation == 0
+            && self.consumer.as_ref().is_none_or(|c| c.is_empty())
     }
 }
 
@@ -591,6 +603,11 @@ impl Coordinator {
     }
 
     fn run_timers(&mut self, g: &mut Group, now: i64, out: &mut Vec<Action>) {
+        if let Some(c) = g.consumer.as_mut() {
+            for member in c.expire(now) {
+                tracing::info!(group = %g.id, %member, "consumer group member removed: session or rebalance timeout");
+            }
+        }
         let expired: Vec<String> = g
             .pending
             .iter()
@@ -886,6 +903,20 @@ impl Coordinator {
             }
             self.groups
                 .insert(req.group_id.clone(), Group::new(&req.group_id, now));
+        }
+        if let Some(g) = self.groups.get_mut(&req.group_id) {
+            match &g.consumer {
+                Some(c) if !c.is_empty() => {
+                    fail(&mut out, GroupError::InconsistentGroupProtocol);
+                    return out;
+                }
+                // An empty consumer group becomes classic again (Kafka converts empty groups).
+                Some(_) => {
+                    g.consumer = None;
+                    g.protocol_type = None;
+                }
+                None => {}
+            }
         }
         let id = req.group_id.clone();
         self.with_group(&id, |c, g| c.join_group(g, request, req, now, &mut out));
@@ -1489,6 +1520,10 @@ impl Coordinator {
         if g.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
         }
+        if let Some(c) = &g.consumer {
+            // The generation field carries the member epoch (OffsetCommit v9).
+            return c.validate_commit(&req.member_id, req.generation);
+        }
         let is_member_commit =
             req.generation >= 0 || !req.member_id.is_empty() || req.instance_id.is_some();
         if req.generation < 0 && g.state == GroupState::Empty {
@@ -1556,6 +1591,15 @@ impl Coordinator {
                 group_id: g.id.clone(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
                 state: g.state,
+                state_name: match &g.consumer {
+                    Some(c) => c.state().name(),
+                    None => g.state.name(),
+                },
+                group_type: if g.consumer.is_some() {
+                    "consumer"
+                } else {
+                    "classic"
+                },
             })
             .collect();
         (
@@ -1580,6 +1624,11 @@ impl Coordinator {
         let Some(g) = self.groups.get(group_id) else {
             return d;
         };
+        if g.consumer.is_some() {
+            // Kafka's DescribeGroups knows only classic groups: a consumer group is "not found"
+            // there (admin clients use ConsumerGroupDescribe for it).
+            return d;
+        }
         let stable = g.state == GroupState::Stable;
         let protocol = g.protocol.clone().unwrap_or_default();
         d.state = g.state;
@@ -1625,6 +1674,10 @@ impl Coordinator {
             deny(&mut out, GroupError::GroupIdNotFound);
             return out;
         };
+        if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
+            deny(&mut out, GroupError::NonEmptyGroup);
+            return out;
+        }
         match g.state {
             GroupState::Dead => {
                 return {
@@ -1680,7 +1733,13 @@ impl Coordinator {
             deny(&mut out, GroupError::GroupIdNotFound);
             return out;
         };
+        let consumer_subscribed = g
+            .consumer
+            .as_ref()
+            .filter(|c| !c.is_empty())
+            .map(|c| c.subscribed_topic_names());
         let subscribed: Option<BTreeSet<String>> = match g.state {
+            _ if consumer_subscribed.is_some() => consumer_subscribed,
             GroupState::Dead => {
                 deny(&mut out, GroupError::GroupIdNotFound);
                 return out;
@@ -1696,6 +1755,7 @@ impl Coordinator {
         };
         // A consumer group whose subscriptions do not parse counts as subscribed to everything.
         let all_subscribed = g.state != GroupState::Empty
+            && g.consumer.is_none()
             && g.protocol_type.as_deref() == Some("consumer")
             && g.subscribed_topics().is_none();
         let subscribed = subscribed.unwrap_or_default();
@@ -1742,7 +1802,23 @@ impl Coordinator {
                 Some(at) => now >= at,
                 None => now - base >= retention,
             };
+            let consumer_subscribed = g
+                .consumer
+                .as_ref()
+                .filter(|c| !c.is_empty())
+                .map(|c| c.subscribed_topic_names());
             let keys: Vec<((String, i32), u64)> = match g.state {
+                // A live consumer group: only offsets of topics nobody subscribes to expire.
+                _ if consumer_subscribed.is_some() => {
+                    let topics = consumer_subscribed.unwrap_or_default();
+                    g.offsets
+                        .iter()
+                        .filter(|((t, _), c)| {
+                            !topics.contains(t) && expired_by(c, c.value.commit_timestamp)
+                        })
+                        .map(|(k, c)| (k.clone(), c.seq))
+                        .collect()
+                }
                 GroupState::Empty if g.protocol_type.is_some() => g
                     .offsets
                     .iter()
