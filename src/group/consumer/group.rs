@@ -169,7 +169,8 @@ impl ConsumerGroup {
                 }
             },
         };
-        if req.subscribed_topic_regex.is_some() {
+        // An empty regex means none (librdkafka sends "" beside topic names).
+        if req.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
             return Err((
                 GroupError::InvalidRegularExpression,
                 "Weir does not support SubscribedTopicRegex yet; subscribe by topic names."
@@ -315,7 +316,7 @@ impl ConsumerGroup {
         self.reconcile(&member_id, req.owned.as_ref(), now);
         let m = &self.members[&member_id];
         let full = req.rebalance_timeout_ms != -1
-            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
+            && req.subscribed_topic_names.is_some()
             && req.owned.is_some();
         let changed = m.now.assigned != before;
         let send = req.member_epoch == JOIN_EPOCH || full || changed;
