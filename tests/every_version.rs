@@ -688,16 +688,25 @@ async fn groups(conn: &mut Connection) {
             .as_ref()
             .map(|a| a.topic_partitions.iter().map(|t| t.partitions.len()).sum())
             .unwrap_or(0);
-        assert!(assigned > 0, "ConsumerGroupHeartbeat v{v}: nothing assigned");
+        assert!(
+            assigned > 0,
+            "ConsumerGroupHeartbeat v{v}: nothing assigned"
+        );
         let member = response.member_id.clone().expect("a member id");
         for dv in versions(conn, ApiKey::ConsumerGroupDescribe) {
             let request = ConsumerGroupDescribeRequest::default()
                 .with_group_ids(vec![GroupId(sb(&group)), GroupId(sb("simple"))]);
             let described = call(conn, &request, dv).await;
-            assert_eq!(described.groups[0].error_code, 0, "ConsumerGroupDescribe v{dv}");
+            assert_eq!(
+                described.groups[0].error_code, 0,
+                "ConsumerGroupDescribe v{dv}"
+            );
             assert_eq!(described.groups[0].members.len(), 1);
             assert_eq!(&*described.groups[0].members[0].member_id, &*member);
-            assert_eq!(described.groups[1].error_code, 69, "a classic group is not found");
+            assert_eq!(
+                described.groups[1].error_code, 69,
+                "a classic group is not found"
+            );
         }
         let leave = ConsumerGroupHeartbeatRequest::default()
             .with_group_id(GroupId(sb(&group)))

@@ -340,6 +340,12 @@ enum Pending {
     GroupRecord {
         group: String,
     },
+    /// A consumer heartbeat whose group epoch moved: answered once the epoch is written.
+    ConsumerHeartbeat {
+        request: RequestId,
+        group: String,
+        response: super::consumer::HeartbeatResponse,
+    },
     Delete {
         request: RequestId,
         group: String,
@@ -357,6 +363,8 @@ enum Pending {
 #[derive(Default)]
 struct Loaded {
     group: Option<GroupValue>,
+    /// The group epoch of a KIP-848 consumer group.
+    consumer_epoch: Option<i32>,
     offsets: BTreeMap<(String, i32), OffsetValue>,
 }
 
@@ -485,6 +493,12 @@ impl Coordinator {
                 let entry = loading.entry(group).or_default();
                 entry.group = value.map(records::decode_group_value).transpose()?;
             }
+            RecordKey::ConsumerGroup { group } => {
+                let entry = loading.entry(group).or_default();
+                entry.consumer_epoch = value
+                    .map(records::decode_consumer_group_value)
+                    .transpose()?;
+            }
             RecordKey::Other(_) => {}
         }
         Ok(())
@@ -498,7 +512,7 @@ impl Coordinator {
             .remove(&partition)
             .expect("load_finish without load_begin");
         for (id, l) in loaded {
-            if l.group.is_none() && l.offsets.is_empty() {
+            if l.group.is_none() && l.offsets.is_empty() && l.consumer_epoch.is_none() {
                 continue;
             }
             let mut g = Group::new(&id, now);
@@ -541,6 +555,12 @@ impl Coordinator {
                     }
                     g.state = GroupState::Stable;
                 }
+            }
+            // Only the consumer group's type and epoch are persisted: it comes back Empty, at its
+            // epoch, and its members (unknown now) rejoin with epoch 0.
+            if let Some(epoch) = l.consumer_epoch.filter(|_| g.members.is_empty()) {
+                g.become_consumer(&self.config.consumer);
+                g.consumer.as_mut().unwrap().restore_epoch(epoch);
             }
             for (key, value) in l.offsets {
                 let seq = self.next_seq;
@@ -604,8 +624,12 @@ impl Coordinator {
 
     fn run_timers(&mut self, g: &mut Group, now: i64, out: &mut Vec<Action>) {
         if let Some(c) = g.consumer.as_mut() {
-            for member in c.expire(now) {
+            let gone = c.expire(now);
+            for member in &gone {
                 tracing::info!(group = %g.id, %member, "consumer group member removed: session or rebalance timeout");
+            }
+            if !gone.is_empty() {
+                self.append_consumer_epoch(g, out);
             }
         }
         let expired: Vec<String> = g
@@ -904,6 +928,7 @@ impl Coordinator {
             self.groups
                 .insert(req.group_id.clone(), Group::new(&req.group_id, now));
         }
+        let mut converted = false;
         if let Some(g) = self.groups.get_mut(&req.group_id) {
             match &g.consumer {
                 Some(c) if !c.is_empty() => {
@@ -914,9 +939,20 @@ impl Coordinator {
                 Some(_) => {
                     g.consumer = None;
                     g.protocol_type = None;
+                    g.appends_in_flight += 1;
+                    converted = true;
                 }
                 None => {}
             }
+        }
+        if converted {
+            // Its consumer-group record goes, so a restart does not bring the old type back.
+            let partition = self.partition_of(&req.group_id).unwrap();
+            let record = (records::consumer_group_key(&req.group_id), None);
+            let pending = Pending::GroupRecord {
+                group: req.group_id.clone(),
+            };
+            self.append(partition, vec![record], pending, &mut out);
         }
         let id = req.group_id.clone();
         self.with_group(&id, |c, g| c.join_group(g, request, req, now, &mut out));
@@ -1699,6 +1735,9 @@ impl Coordinator {
             .map(|(t, p)| (records::offset_key(group_id, t, *p), None))
             .collect();
         batch.push((records::group_key(group_id), None));
+        if g.consumer.is_some() {
+            batch.push((records::consumer_group_key(group_id), None));
+        }
         g.appends_in_flight += 1;
         let partition = self.partition_of(group_id).unwrap();
         let _ = now;
@@ -1883,6 +1922,7 @@ impl Coordinator {
             | Pending::Assignment { group, .. }
             | Pending::StaticReplace { group, .. }
             | Pending::GroupRecord { group }
+            | Pending::ConsumerHeartbeat { group, .. }
             | Pending::Delete { group, .. }
             | Pending::Expire { group, .. } => group.clone(),
         };
@@ -2014,6 +2054,18 @@ impl Coordinator {
             }
             // Nothing waits on it: a lost record only means a restart finds the previous state.
             Pending::GroupRecord { .. } => {}
+            Pending::ConsumerHeartbeat {
+                request, response, ..
+            } => {
+                let response = match error {
+                    Some(e) => super::consumer::HeartbeatResponse::error(
+                        e,
+                        "The group epoch could not be written to __consumer_offsets.",
+                    ),
+                    None => response,
+                };
+                respond(out, request, Response::ConsumerHeartbeat(response));
+            }
             Pending::Delete {
                 request,
                 keys,

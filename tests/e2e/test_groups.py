@@ -379,6 +379,10 @@ def test_consumer_protocol_two_then_three_members_every_record_and_commits_survi
     assert committed_offsets(broker.bootstrap, group, topic) == expected
     broker.restart()
     assert committed_offsets(broker.bootstrap, group, topic) == expected, "after restart"
+    # The group's type survives (its ConsumerGroupMetadata record); its members rejoin.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=10).result(timeout=30)
+    assert [g.type.name for g in listed.valid if g.group_id == group] == ["CONSUMER"]
     produce(broker.bootstrap, topic, n=3, start=RECORDS)
     d = ck_848(broker.bootstrap, group, **extra)
     try:

@@ -90,6 +90,14 @@ impl ConsumerGroup {
         self.group_epoch
     }
 
+    /// Loaded from `__consumer_offsets`: the group's epoch survives, its members do not.
+    pub fn restore_epoch(&mut self, epoch: i32) {
+        assert!(self.members.is_empty());
+        let epoch = epoch.max(0);
+        self.group_epoch = epoch;
+        self.assignment_epoch = epoch;
+    }
+
     pub fn state(&self) -> ConsumerGroupState {
         if self.members.is_empty() {
             ConsumerGroupState::Empty
@@ -170,7 +178,11 @@ impl ConsumerGroup {
             },
         };
         // An empty regex means none (librdkafka sends "" beside topic names).
-        if req.subscribed_topic_regex.as_deref().is_some_and(|r| !r.is_empty()) {
+        if req
+            .subscribed_topic_regex
+            .as_deref()
+            .is_some_and(|r| !r.is_empty())
+        {
             return Err((
                 GroupError::InvalidRegularExpression,
                 "Weir does not support SubscribedTopicRegex yet; subscribe by topic names."

@@ -25,6 +25,8 @@ struct Harness {
     now: i64,
     next_request: RequestId,
     topics: Topics,
+    /// Every record appended, per offsets partition, in order (for reload tests).
+    log: BTreeMap<i32, Vec<crate::group::OffsetRecord>>,
 }
 
 fn parts(list: &[i32]) -> Assignment {
@@ -63,28 +65,54 @@ impl Harness {
             now: 0,
             next_request: 1,
             topics,
+            log: BTreeMap::new(),
         }
     }
 
-    fn answer(&mut self, actions: Vec<Action>, request: RequestId) -> Response {
-        let mut found = None;
-        for a in actions {
-            match a {
-                Action::Respond(id, r) if id == request => found = Some(r),
-                Action::Respond(..) => {}
-                Action::Append { token, .. } => {
-                    let more = self.c.append_done(token, Ok(()), self.now);
-                    for m in more {
-                        if let Action::Respond(id, r) = m {
-                            if id == request {
-                                found = Some(r);
-                            }
-                        }
+    /// Plays the driver: appends commit at once; returns every answer.
+    fn run(&mut self, actions: Vec<Action>) -> BTreeMap<RequestId, Response> {
+        let mut answers = BTreeMap::new();
+        let mut queue = actions;
+        while !queue.is_empty() {
+            let mut next = Vec::new();
+            for a in queue {
+                match a {
+                    Action::Respond(id, r) => {
+                        assert!(answers.insert(id, r).is_none(), "answered twice");
+                    }
+                    Action::Append {
+                        partition,
+                        token,
+                        records,
+                    } => {
+                        self.log.entry(partition).or_default().extend(records);
+                        next.extend(self.c.append_done(token, Ok(()), self.now));
                     }
                 }
             }
+            queue = next;
         }
-        found.expect("the request was answered")
+        answers
+    }
+
+    /// A new coordinator that replays what this one wrote (a restart).
+    fn restart(&mut self) {
+        let mut c = Coordinator::new(self.c.config().clone());
+        c.set_partition_count(50);
+        for p in 0..50 {
+            c.load_begin(p);
+            for (k, v) in self.log.get(&p).into_iter().flatten() {
+                c.load_record(p, k, v.as_deref()).unwrap();
+            }
+            c.load_finish(p, self.now);
+        }
+        self.c = c;
+    }
+
+    fn answer(&mut self, actions: Vec<Action>, request: RequestId) -> Response {
+        self.run(actions)
+            .remove(&request)
+            .expect("the request was answered")
     }
 
     fn send(&mut self, req: HeartbeatRequest) -> HeartbeatResponse {
@@ -140,7 +168,10 @@ impl Harness {
     fn tick(&mut self, to: i64) {
         self.now = to;
         let actions = self.c.tick(to);
-        assert!(actions.is_empty(), "consumer timers answer nothing");
+        assert!(
+            self.run(actions).is_empty(),
+            "consumer timers answer nothing"
+        );
     }
 
     fn commit(&mut self, member: &str, epoch: i32) -> Option<GroupError> {
@@ -587,4 +618,52 @@ fn commits_are_fenced_by_member_epoch() {
     // And an empty consumer group keeps its offsets when it turns classic.
     h.leave("b", LEAVE_EPOCH, None);
     assert_eq!(h.c.list_groups().1[0].state_name, "Empty");
+}
+
+#[test]
+fn the_group_epoch_and_type_survive_a_restart_and_members_rejoin() {
+    let mut h = Harness::new();
+    h.join("a");
+    h.join("b");
+    h.beat("a", 1, Some(&[0, 1]));
+    assert_eq!(h.commit("a", 2), None);
+    // Written as Kafka's ConsumerGroupMetadata record (key version 3), epoch 2 last.
+    let p = h.c.partition_of(G).unwrap();
+    let last = h.log[&p]
+        .iter()
+        .rev()
+        .find(|(k, _)| k[..2] == 3i16.to_be_bytes())
+        .expect("a consumer group record");
+    assert_eq!(last.1.as_deref(), Some(&records_value(2)[..]));
+    h.restart();
+    let (_, listed) = h.c.list_groups();
+    assert_eq!(
+        (listed[0].group_type, listed[0].state_name),
+        ("consumer", "Empty")
+    );
+    assert_eq!(h.c.consumer_describe(G).unwrap().group_epoch, 2);
+    // Members are not persisted: a heartbeat at the old epoch is told to rejoin.
+    assert_eq!(
+        h.beat("a", 2, Some(&[0, 1])).error,
+        Some(GroupError::UnknownMemberId)
+    );
+    let a = h.join("a");
+    assert_eq!(
+        (a.member_epoch, assigned(&a)),
+        (3, vec![0, 1, 2]),
+        "epochs never repeat"
+    );
+    let fetched = h.c.fetch_offsets(G, Some(&[(T.to_string(), 0)])).unwrap();
+    assert_eq!(fetched[0].offset, 42, "offsets came back too");
+    // A session timeout moves the epoch too, and that is written.
+    h.join("b");
+    h.tick(45_000);
+    let d = h.c.consumer_describe(G).unwrap();
+    assert!(d.members.is_empty());
+    h.restart();
+    assert_eq!(h.c.consumer_describe(G).unwrap().group_epoch, d.group_epoch);
+}
+
+fn records_value(epoch: i32) -> Vec<u8> {
+    crate::group::records::consumer_group_value(epoch)
 }

@@ -81,6 +81,8 @@ impl Coordinator {
             return out;
         }
         let joining = req.member_epoch == consumer::JOIN_EPOCH;
+        // A classic group that had a generation has a group record: it goes when converted.
+        let mut drop_classic_record = false;
         match self.groups.get_mut(&req.group_id) {
             None => {
                 if !joining {
@@ -119,20 +121,61 @@ impl Coordinator {
                     );
                     return out;
                 }
+                drop_classic_record = g.generation > 0;
                 g.become_consumer(&self.config.consumer);
             }
             Some(_) => {}
         }
         let id = req.group_id.clone();
         let config = self.config.consumer.clone();
-        let response = self
-            .with_group(&id, |_, g| {
-                let c = g.consumer.as_mut().expect("a consumer group");
-                c.heartbeat(&req, topics, &config, now)
+        let partition = self.partition_of(&id).unwrap();
+        let answer = self
+            .with_group(&id, |c, g| {
+                let group = g.consumer.as_mut().expect("a consumer group");
+                let before = group.group_epoch();
+                let response = group.heartbeat(&req, topics, &config, now);
+                let epoch = group.group_epoch();
+                if response.error.is_some() || (epoch == before && !drop_classic_record) {
+                    return Some(response);
+                }
+                // The epoch moved: answered once it is written (Kafka answers after its records
+                // commit), so a restart never hands out an epoch twice.
+                let mut batch = vec![(
+                    records::consumer_group_key(&id),
+                    Some(records::consumer_group_value(epoch)),
+                )];
+                if drop_classic_record {
+                    batch.push((records::group_key(&id), None));
+                }
+                g.appends_in_flight += 1;
+                let pending = Pending::ConsumerHeartbeat {
+                    request,
+                    group: id.clone(),
+                    response,
+                };
+                c.append(partition, batch, pending, &mut out);
+                None
             })
             .expect("group exists");
-        respond(&mut out, request, Response::ConsumerHeartbeat(response));
+        if let Some(response) = answer {
+            respond(&mut out, request, Response::ConsumerHeartbeat(response));
+        }
         out
+    }
+
+    /// Persists a consumer group's epoch after a change no request waits on (a timeout).
+    pub(super) fn append_consumer_epoch(&mut self, g: &mut Group, out: &mut Vec<Action>) {
+        let Some(c) = &g.consumer else { return };
+        let record = (
+            records::consumer_group_key(&g.id),
+            Some(records::consumer_group_value(c.group_epoch())),
+        );
+        let partition = self.partition_of(&g.id).unwrap();
+        g.appends_in_flight += 1;
+        let pending = Pending::GroupRecord {
+            group: g.id.clone(),
+        };
+        self.append(partition, vec![record], pending, out);
     }
 
     /// ConsumerGroupDescribe for one group.
@@ -159,7 +202,7 @@ impl Coordinator {
 }
 
 impl Group {
-    fn become_consumer(&mut self, config: &consumer::ConsumerConfig) {
+    pub(super) fn become_consumer(&mut self, config: &consumer::ConsumerConfig) {
         debug_assert!(self.members.is_empty());
         self.consumer = Some(Box::new(ConsumerGroup::new(&self.id, config)));
         self.protocol_type = Some("consumer".to_string());
