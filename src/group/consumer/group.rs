@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::assignor::Assignor;
 use super::reconcile::{self, Reconciled};
+use super::regex::TopicRegex;
 use super::types::*;
 use crate::group::GroupError;
 
@@ -21,6 +22,9 @@ struct Member {
     session_timeout_ms: i32,
     subscribed: BTreeSet<String>,
     regex: Option<String>,
+    matcher: Option<TopicRegex>,
+    /// The topics its regex matches now (internal `__` topics never).
+    matched: BTreeSet<String>,
     server_assignor: Option<Assignor>,
     now: Reconciled,
     /// Last heartbeat: the session ends `session_timeout_ms` after it.
@@ -30,6 +34,11 @@ struct Member {
 }
 
 impl Member {
+    /// Everything it subscribes to: by name and by regex.
+    fn topics(&self) -> impl Iterator<Item = &String> + '_ {
+        self.subscribed.iter().chain(self.matched.iter())
+    }
+
     fn held(&self) -> impl Iterator<Item = (Uuid, i32)> + '_ {
         self.now
             .assigned
@@ -118,7 +127,7 @@ impl ConsumerGroup {
     pub fn subscribed_topic_names(&self) -> BTreeSet<String> {
         self.members
             .values()
-            .flat_map(|m| m.subscribed.iter().cloned())
+            .flat_map(|m| m.topics().cloned())
             .collect()
     }
 
@@ -177,18 +186,16 @@ impl ConsumerGroup {
                 }
             },
         };
-        // An empty regex means none (librdkafka sends "" beside topic names).
-        if req
-            .subscribed_topic_regex
-            .as_deref()
-            .is_some_and(|r| !r.is_empty())
-        {
-            return Err((
-                GroupError::InvalidRegularExpression,
-                "Weir does not support SubscribedTopicRegex yet; subscribe by topic names."
-                    .to_string(),
-            ));
-        }
+        // `None`: unchanged; an empty regex means none (librdkafka sends "" beside names).
+        let regex_update: Option<Option<(String, TopicRegex)>> =
+            match req.subscribed_topic_regex.as_deref() {
+                None => None,
+                Some("") => Some(None),
+                Some(pattern) => match TopicRegex::parse(pattern) {
+                    Ok(r) => Some(Some((pattern.to_string(), r))),
+                    Err(why) => return Err((GroupError::InvalidRegularExpression, why)),
+                },
+            };
         if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
             return self.leave(req);
         }
@@ -255,6 +262,8 @@ impl ConsumerGroup {
                         session_timeout_ms: config.session_timeout_ms,
                         subscribed: BTreeSet::new(),
                         regex: None,
+                        matcher: None,
+                        matched: BTreeSet::new(),
                         server_assignor: None,
                         now: Reconciled {
                             epoch: 0,
@@ -305,11 +314,22 @@ impl ConsumerGroup {
                 bump = true;
             }
         }
+        if let Some(update) = regex_update {
+            let pattern = update.as_ref().map(|(p, _)| p.clone());
+            if pattern != m.regex {
+                m.regex = pattern;
+                m.matcher = update.map(|(_, r)| r);
+                bump = true;
+            }
+        }
         if server_assignor.is_some() && server_assignor != m.server_assignor {
             m.server_assignor = server_assignor;
             bump = true;
         }
         m.last_heard = now;
+        if self.refresh_regex_topics(topics) {
+            bump = true;
+        }
         let wanted: BTreeMap<String, TopicView> = self
             .subscribed_topic_names()
             .into_iter()
@@ -328,7 +348,7 @@ impl ConsumerGroup {
         self.reconcile(&member_id, req.owned.as_ref(), now);
         let m = &self.members[&member_id];
         let full = req.rebalance_timeout_ms != -1
-            && req.subscribed_topic_names.is_some()
+            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
             && req.owned.is_some();
         let changed = m.now.assigned != before;
         let send = req.member_epoch == JOIN_EPOCH || full || changed;
@@ -340,6 +360,26 @@ impl ConsumerGroup {
             heartbeat_interval_ms: config.heartbeat_interval_ms,
             assignment: send.then(|| m.now.assigned.clone()),
         })
+    }
+
+    /// Re-resolves every member's regex against the topics that exist; whether any changed.
+    fn refresh_regex_topics(&mut self, topics: &Topics) -> bool {
+        let mut changed = false;
+        for m in self.members.values_mut() {
+            let matched: BTreeSet<String> = match &m.matcher {
+                None => BTreeSet::new(),
+                Some(r) => topics
+                    .keys()
+                    .filter(|t| !t.starts_with("__") && r.matches(t))
+                    .cloned()
+                    .collect(),
+            };
+            if matched != m.matched {
+                m.matched = matched;
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Leaving: for good (-1), or a static member for a while (-2, it keeps its partitions until
@@ -452,8 +492,7 @@ impl ConsumerGroup {
             .values()
             .map(|m| {
                 let ids = m
-                    .subscribed
-                    .iter()
+                    .topics()
                     .filter_map(|n| self.subscribed_topics.get(n).map(|t| t.id))
                     .collect();
                 let previous = self.target.get(&m.id).cloned().unwrap_or_default();

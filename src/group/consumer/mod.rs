@@ -14,6 +14,7 @@
 mod assignor;
 mod group;
 mod reconcile;
+mod regex;
 #[cfg(test)]
 mod tests;
 mod types;

@@ -667,3 +667,51 @@ fn the_group_epoch_and_type_survive_a_restart_and_members_rejoin() {
 fn records_value(epoch: i32) -> Vec<u8> {
     crate::group::records::consumer_group_value(epoch)
 }
+
+#[test]
+fn a_regex_subscription_follows_the_topics_that_exist() {
+    let mut h = Harness::new();
+    let join = |h: &mut Harness, member: &str, regex: &str| {
+        h.send(HeartbeatRequest {
+            group_id: G.to_string(),
+            member_id: member.to_string(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(Vec::new()),
+            subscribed_topic_regex: Some(regex.to_string()),
+            owned: Some(Assignment::new()),
+            version: 1,
+            ..HeartbeatRequest::default()
+        })
+    };
+    assert_eq!(
+        join(&mut h, "a", "(unclosed").error,
+        Some(GroupError::InvalidRegularExpression)
+    );
+    let a = join(&mut h, "a", "^t.*");
+    assert_eq!((a.member_epoch, assigned(&a)), (1, vec![0, 1, 2]));
+    // A new matching topic moves the epoch at the next heartbeat and is assigned; internal ones
+    // never match.
+    let other = Uuid::from_u128(0x8);
+    h.topics.insert(
+        "t2".to_string(),
+        TopicView {
+            id: other,
+            partitions: 1,
+        },
+    );
+    h.topics.insert(
+        "__consumer_offsets".to_string(),
+        TopicView {
+            id: Uuid::from_u128(9),
+            partitions: 50,
+        },
+    );
+    let a = h.beat("a", 1, Some(&[0, 1, 2]));
+    assert_eq!(a.member_epoch, 2);
+    let got = a.assignment.expect("the assignment changed");
+    assert_eq!(got.get(&other).map(|p| p.len()), Some(1));
+    assert_eq!(got.len(), 2);
+    let d = h.c.consumer_describe(G).unwrap();
+    assert_eq!(d.members[0].subscribed_topic_regex.as_deref(), Some("^t.*"));
+}
