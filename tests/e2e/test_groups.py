@@ -423,3 +423,30 @@ def test_consumer_protocol_and_classic_groups_keep_to_their_own_ids(broker):
     finally:
         classic.close()
         new.close()
+
+
+def test_consumer_protocol_regex_subscription_follows_new_topics(broker):
+    prefix = unique("re")
+    matching = [f"{prefix}-a", f"{prefix}-b"]
+    for t in matching + [f"x{prefix}"]:
+        create_topic(broker.bootstrap, t, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for t in matching + [f"x{prefix}"]:
+        for i in range(4):
+            producer.produce(t, value=f"{t}/{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = ck_848(broker.bootstrap, unique("rg"))
+    try:
+        # librdkafka sends the pattern to the broker (SubscribedTopicRegex), which resolves it.
+        consumer.subscribe([f"^{prefix}-.*"])
+        got = []
+        poll_all([consumer], lambda: len(got) >= 8, "the matching topics' records", sink=got)
+        late = f"{prefix}-c"
+        create_topic(broker.bootstrap, late, partitions=1)
+        producer.produce(late, value=f"{late}/0".encode(), partition=0)
+        assert producer.flush(30) == 0
+        poll_all([consumer], lambda: len(got) >= 9, "a topic created after subscribe", sink=got)
+        values = sorted(v.decode() for (_, _, _, v) in got)
+        assert values == sorted([f"{t}/{i}" for t in matching for i in range(4)] + [f"{late}/0"])
+    finally:
+        consumer.close()

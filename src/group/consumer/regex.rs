@@ -1,8 +1,8 @@
 //! `SubscribedTopicRegex` (KIP-848): a topic matches when the whole name matches, as Kafka's
 //! RE2J `matches()`. The subset of RE2 syntax here: literals, `.`, escapes (`\d \w \s`, their
 //! negations, escaped punctuation), classes (`[a-z_]`, `[^.]`), groups (`(…)`, `(?:…)`),
-//! alternation, `* + ?` and `{n}`, `{n,}`, `{n,m}` (lazy forms match the same set), and `^`/`$`
-//! at the ends. Anything else is INVALID_REGULAR_EXPRESSION. Matching runs a Thompson NFA, so
+//! alternation, `* + ?` and `{n}`, `{n,}`, `{n,m}` (lazy forms match the same set), and the
+//! assertions `^`/`$` anywhere (librdkafka sends `(^prefix.*)`). Anything else is INVALID_REGULAR_EXPRESSION. Matching runs a Thompson NFA, so
 //! it is linear in the name's length whatever the pattern: no backtracking blow-up.
 
 /// Bound on a pattern's length and on its compiled program (repeats expand it).
@@ -47,6 +47,10 @@ enum Node {
         min: u32,
         max: Option<u32>,
     },
+    /// `^`: only at the start of the name.
+    Start,
+    /// `$`: only at its end.
+    End,
 }
 
 #[derive(Clone, Debug)]
@@ -54,6 +58,8 @@ enum Inst {
     Char(Set),
     Split(usize, usize),
     Jmp(usize),
+    Start,
+    End,
     Match,
 }
 
@@ -184,9 +190,9 @@ impl Parser<'_> {
             Some('[') => self.class().map(Node::Set),
             Some('.') => Ok(Node::Set(Set::Any)),
             Some('\\') => self.escape().map(Node::Set),
-            Some('^') if self.at == 1 => Ok(Node::Concat(Vec::new())),
-            Some('$') if self.at == self.chars.len() => Ok(Node::Concat(Vec::new())),
-            Some(c @ ('*' | '+' | '?' | '{' | '^' | '$')) => {
+            Some('^') => Ok(Node::Start),
+            Some('$') => Ok(Node::End),
+            Some(c @ ('*' | '+' | '?' | '{')) => {
                 self.at -= 1;
                 self.fail(&format!("unexpected {c}"))
             }
@@ -272,6 +278,8 @@ fn compile(node: &Node, program: &mut Vec<Inst>) -> Parsed<()> {
     }
     match node {
         Node::Set(set) => program.push(Inst::Char(set.clone())),
+        Node::Start => program.push(Inst::Start),
+        Node::End => program.push(Inst::End),
         Node::Concat(items) => {
             for item in items {
                 compile(item, program)?;
@@ -349,8 +357,9 @@ impl TopicRegex {
         Ok(TopicRegex { program })
     }
 
-    /// Adds `pc` and everything reachable from it without reading a character.
-    fn add(&self, list: &mut Vec<usize>, seen: &mut [bool], pc: usize) {
+    /// Adds `pc` and everything reachable from it without reading a character, at character
+    /// `pos` of a name `len` characters long.
+    fn add(&self, list: &mut Vec<usize>, seen: &mut [bool], pc: usize, pos: usize, len: usize) {
         // An explicit stack: the closure is bounded by the program size.
         let mut stack = vec![pc];
         while let Some(pc) = stack.pop() {
@@ -359,6 +368,9 @@ impl TopicRegex {
             }
             match self.program[pc] {
                 Inst::Jmp(to) => stack.push(to),
+                Inst::Start if pos == 0 => stack.push(pc + 1),
+                Inst::End if pos == len => stack.push(pc + 1),
+                Inst::Start | Inst::End => {}
                 Inst::Split(a, b) => {
                     stack.push(b);
                     stack.push(a);
@@ -371,16 +383,17 @@ impl TopicRegex {
     /// Whether the whole of `name` matches.
     pub fn matches(&self, name: &str) -> bool {
         let n = self.program.len();
+        let len = name.chars().count();
         let mut current = Vec::new();
         let mut seen = vec![false; n];
-        self.add(&mut current, &mut seen, 0);
-        for c in name.chars() {
+        self.add(&mut current, &mut seen, 0, 0, len);
+        for (i, c) in name.chars().enumerate() {
             let mut next = Vec::new();
             let mut seen = vec![false; n];
             for &pc in &current {
                 if let Inst::Char(set) = &self.program[pc] {
                     if set.contains(c) {
-                        self.add(&mut next, &mut seen, pc + 1);
+                        self.add(&mut next, &mut seen, pc + 1, i + 1, len);
                     }
                 }
             }
@@ -420,12 +433,17 @@ mod tests {
         assert!(m("(a*)*b", "aaab"));
         assert!(!m("(a*)*b", &"a".repeat(200)), "no backtracking blow-up");
         assert!(m("\\w+", "Topic_9"));
+        // librdkafka wraps the pattern: `(^re-.*)`.
+        assert!(m("(^re-.*)", "re-a"));
+        assert!(!m("(^re-.*)", "xre-a"));
+        assert!(!m("a^b", "ab"), "^ inside can never hold");
+        assert!(m("(a$|ab)", "ab"));
     }
 
     #[test]
     fn unsupported_or_broken_patterns_are_refused() {
         for bad in [
-            "(", "a)", "[a", "*a", "a{2,1}", "a{1000}", "(?i)a", "\\p{L}", "a^b",
+            "(", "a)", "[a", "*a", "a{2,1}", "a{1000}", "(?i)a", "\\p{L}",
         ] {
             assert!(TopicRegex::parse(bad).is_err(), "{bad}");
         }
