@@ -93,6 +93,12 @@ pub enum PlantedBug {
     /// controller may still elect the follower being removed.
     #[cfg(madsim)]
     IsrShrinkAdvancesHw,
+    /// Controller: elections without eligible leader replicas (Kafka before KIP-966): the
+    /// last ISR member is never removed, so a broker that comes back from an unclean
+    /// shutdown with a lost suffix is re-elected from that ISR, and the replicas that held
+    /// the committed data truncate to it ("last replica standing").
+    #[cfg(madsim)]
+    NoEligibleLeaderReplicas,
 }
 
 impl PlantedBug {
@@ -160,6 +166,11 @@ impl PlantedBug {
         ),
         #[cfg(madsim)]
         ("isr-shrink-advances-hw", PlantedBug::IsrShrinkAdvancesHw),
+        #[cfg(madsim)]
+        (
+            "no-eligible-leader-replicas",
+            PlantedBug::NoEligibleLeaderReplicas,
+        ),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {

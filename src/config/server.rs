@@ -122,6 +122,13 @@ pub struct ServerConfig {
     /// `replica.lag.time.max.ms`: an ISR follower not caught up with its leader for this long
     /// is dropped from the ISR.
     pub replica_lag_time_max_ms: i64,
+    /// `auto.leader.rebalance.enable`: the active controller moves leadership back to each
+    /// partition's preferred replica every `leader.imbalance.check.interval.seconds`.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`.
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// `unclean.leader.election.enable`: the broker-wide default of the topic key.
+    pub unclean_leader_election_enable: bool,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
@@ -211,7 +218,6 @@ enum Kind {
 /// socket buffers, internal-topic replication) and warning about them would be noise. Their
 /// values are still type-checked so a typo does not hide until Weir implements the key.
 const IGNORED_KEYS: &[(&str, Kind)] = &[
-    ("auto.leader.rebalance.enable", Bool),
     ("background.threads", Int(1, I32_MAX)),
     ("broker.rack", Text),
     ("controlled.shutdown.enable", Bool),
@@ -243,7 +249,6 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("transaction.state.log.num.partitions", Int(1, I32_MAX)),
     ("transaction.state.log.replication.factor", Int(1, I16_MAX)),
     ("transaction.state.log.segment.bytes", Int(1, I32_MAX)),
-    ("unclean.leader.election.enable", Bool),
 ];
 
 /// Reads keys from the map and remembers which were read, so whatever is left is unknown.
@@ -510,6 +515,12 @@ impl ServerConfig {
         let broker_session_timeout_ms = p
             .int("broker.session.timeout.ms", 1, I32_MAX)?
             .unwrap_or(9000) as u64;
+        let auto_leader_rebalance_enable = p.bool("auto.leader.rebalance.enable")?.unwrap_or(true);
+        let leader_imbalance_check_interval_seconds = p
+            .int("leader.imbalance.check.interval.seconds", 1, I32_MAX)?
+            .unwrap_or(300) as u64;
+        let unclean_leader_election_enable =
+            p.bool("unclean.leader.election.enable")?.unwrap_or(false);
         let quorum_election_timeout_ms = p
             .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
             .unwrap_or(1000) as u64;
@@ -552,6 +563,9 @@ impl ServerConfig {
             quorum_fetch_timeout_ms,
             broker_heartbeat_interval_ms,
             broker_session_timeout_ms,
+            auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds,
+            unclean_leader_election_enable,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fetch_max_bytes,
