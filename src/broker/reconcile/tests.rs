@@ -189,7 +189,10 @@ async fn partitions_follow_the_image_of_a_cluster() {
     commit(&broker, vec![MetadataRecord::PartitionChange(change)]).await;
     assert!(broker.partition("f", 0).is_none());
     assert!(!disk.exists(Path::new("/data/f-0")));
-    assert!(fetching(&broker).is_empty(), "no fetcher for a partition not hosted");
+    assert!(
+        fetching(&broker).is_empty(),
+        "no fetcher for a partition not hosted"
+    );
     assert!(disk.exists(Path::new("/data/f-1")));
     // Broker 2 fenced: no longer listed; its replicas are offline.
     commit(
