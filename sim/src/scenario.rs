@@ -475,6 +475,9 @@ pub enum FaultKind {
     /// Split the nodes so that the quorum leader is on the minority side (with fewer than
     /// half of the voters) and the clients on either side.
     SplitLeaderMinority,
+    /// Every node loses power at the same instant (a data-centre outage) and restarts after
+    /// the fault's duration; the chosen node is only where the schedule records it.
+    PowerLossAll,
     /// Cut a node off from every controller (every other voter of the quorum) both ways,
     /// while clients and pure brokers still reach it.
     CutFromControllers,

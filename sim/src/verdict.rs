@@ -688,7 +688,9 @@ pub fn render(c: &UserConfig, results: &[(FaultClass, Verdict)]) -> String {
             ),
             Verdict::NeedsCluster(why) => format!("needs a cluster  {why}"),
             Verdict::Inconclusive { seed, why } => {
-                format!("inconclusive    seed {seed}: the cluster did not serve after healing: {why}")
+                format!(
+                    "inconclusive    seed {seed}: the cluster did not serve after healing: {why}"
+                )
             }
         };
         let _ = writeln!(out, "{:<18} {line}", class.name());
