@@ -8,6 +8,7 @@ mod broker_rpc;
 mod broker_session;
 mod cleaning;
 mod configs;
+mod consumer_groups;
 mod controller_timer;
 mod coordinator;
 pub mod delayed;
