@@ -30,10 +30,10 @@ use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
 use crate::producer::{self, ProducerSpec};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
-use crate::{replica_check, replica_read};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
+use crate::{replica_check, replica_read};
 
 /// Simulated time allowed after the workload for healing, liveness and the final read.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -216,6 +216,12 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f
         }
     };
+    if let Some(read) = final_read
+        .as_ref()
+        .filter(|_| scenario.cluster.is_multi_node())
+    {
+        checker::forget_unread(&mut findings, &entries, read);
+    }
     if !replicas.is_empty() {
         // Seen only at the end, once the replicas caught up.
         let end = entries.last().map_or(0, |e| e.at_ms);
@@ -727,17 +733,57 @@ async fn read_back(
         .spawn({
             let history = history.clone();
             async move {
-                final_read(addr, &bootstrap, &topic_name, partitions, history, clock).await
+                if bootstrap.is_empty() {
+                    let all = 0..partitions;
+                    return match final_read(
+                        addr,
+                        &[],
+                        &topic_name,
+                        all,
+                        FINAL_READ_BOUND,
+                        history.clone(),
+                        clock,
+                    )
+                    .await
+                    {
+                        Ok(read) => (read, None),
+                        Err(e) => (FinalRead::new(), Some(e)),
+                    };
+                }
+                // A cluster: partition by partition, so that one without a leader leaves the
+                // others judged (it is missing from the read: unknown, not lost).
+                let bound =
+                    (FINAL_READ_BOUND / partitions.max(1) as u32).max(Duration::from_secs(20));
+                let mut read = FinalRead::new();
+                let mut failed = Vec::new();
+                for p in 0..partitions {
+                    let one = p..p + 1;
+                    match final_read(
+                        addr,
+                        &bootstrap,
+                        &topic_name,
+                        one,
+                        bound,
+                        history.clone(),
+                        clock,
+                    )
+                    .await
+                    {
+                        Ok(r) => read.extend(r),
+                        Err(e) => failed.push(format!("partition {p}: {e}")),
+                    }
+                }
+                (read, (!failed.is_empty()).then(|| failed.join("; ")))
             }
         })
         .await
         .map_err(|e| e.to_string())?;
     let (final_read, liveness) = match final_read {
-        Ok(read) => (read, liveness),
-        Err(e) => {
+        (read, None) => (read, liveness),
+        (read, Some(e)) => {
             history.record(clock.now_ms(), Event::Note(e.clone()));
             (
-                FinalRead::new(),
+                read,
                 Some(liveness.map_or(e.clone(), |l| format!("{l}; {e}"))),
             )
         }
@@ -1109,24 +1155,25 @@ async fn final_read(
     addr: SocketAddr,
     bootstrap: &[SocketAddr],
     topic: &str,
-    partitions: i32,
+    parts: std::ops::Range<i32>,
+    bound: Duration,
     history: History,
     clock: RunClock,
 ) -> Result<FinalRead, String> {
     let io = client_io();
     let mut last_error = String::new();
-    let deadline = clock.now_ms() + FINAL_READ_BOUND.as_millis() as u64;
+    let deadline = clock.now_ms() + bound.as_millis() as u64;
     // Bounded retries for connection trouble; broker errors end a partition's read instead.
     for attempt in 0..50u64 {
         if clock.now_ms() >= deadline {
-            last_error = format!("{last_error} (gave up after {FINAL_READ_BOUND:?})");
+            last_error = format!("{last_error} (gave up after {bound:?})");
             break;
         }
         let result = async {
             let mut c = Client::connect(&io, addr).await?;
             c.set_timeout(Duration::from_secs(10));
             let mut read = FinalRead::new();
-            for p in 0..partitions {
+            for p in parts.clone() {
                 if !bootstrap.is_empty() {
                     c = crate::routing::connect_leader(
                         &io,
@@ -1221,7 +1268,7 @@ async fn final_read(
             }
             Ok::<_, ClientError>(read)
         };
-        match io.timeout(FINAL_READ_BOUND, result).await {
+        match io.timeout(bound, result).await {
             Some(Ok(read)) => return Ok(read),
             Some(Err(e)) => last_error = e.to_string(),
             None => last_error = "timed out".into(),
