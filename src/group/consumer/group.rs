@@ -577,6 +577,18 @@ impl ConsumerGroup {
         Ok(())
     }
 
+    /// An OffsetFetch naming a member: it must exist and be at its current epoch.
+    pub fn validate_fetch(&self, member_id: &str, epoch: i32) -> Result<(), GroupError> {
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if epoch != m.now.epoch {
+            return Err(GroupError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
     pub fn describe(&self) -> GroupDescription {
         GroupDescription {
             state: self.state(),

@@ -715,3 +715,25 @@ fn a_regex_subscription_follows_the_topics_that_exist() {
     let d = h.c.consumer_describe(G).unwrap();
     assert_eq!(d.members[0].subscribed_topic_regex.as_deref(), Some("^t.*"));
 }
+
+#[test]
+fn offset_fetches_naming_a_member_are_fenced_by_its_epoch() {
+    let mut h = Harness::new();
+    h.join("a");
+    assert_eq!(h.c.validate_fetch(G, Some("a"), 1), Ok(()));
+    assert_eq!(
+        h.c.validate_fetch(G, Some("a"), 0),
+        Err(GroupError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        h.c.validate_fetch(G, Some("zz"), 1),
+        Err(GroupError::UnknownMemberId)
+    );
+    // Admin tools and classic clients name no member.
+    assert_eq!(h.c.validate_fetch(G, None, -1), Ok(()));
+    assert_eq!(h.c.validate_fetch(G, Some(""), -1), Ok(()));
+    assert_eq!(
+        h.c.validate_fetch("classic-or-missing", Some("x"), 3),
+        Ok(())
+    );
+}
