@@ -214,6 +214,12 @@ impl ConsumerGroup {
                             format!("Instance {instance} is held by another member."),
                         ));
                     }
+                    if self.members.contains_key(&member_id) {
+                        return Err((
+                            GroupError::InvalidRequest,
+                            format!("Member id {member_id} is already used by another member."),
+                        ));
+                    }
                     if self.members[&old].now.epoch != STATIC_LEAVE_EPOCH {
                         return Err((
                             GroupError::UnreleasedInstanceId,
@@ -612,11 +618,6 @@ impl ConsumerGroup {
                 })
                 .collect(),
         }
-    }
-
-    /// Assignment (what the member holds) for tests.
-    pub fn assigned(&self, member_id: &str) -> Option<&Assignment> {
-        self.members.get(member_id).map(|m| &m.now.assigned)
     }
 
     /// The protocol's invariants (KIP-848 S8): epochs ordered, each partition held by at most one

@@ -490,6 +490,10 @@ fn a_static_member_comes_back_under_a_new_id_without_a_rebalance() {
         h.beat("a", 1, None).error,
         Some(GroupError::UnknownMemberId)
     );
+    // Another member's id cannot take the instance over.
+    h.join("b");
+    h.leave("a2", STATIC_LEAVE_EPOCH, Some("i1"));
+    assert_eq!(join(&mut h, "b").error, Some(GroupError::InvalidRequest));
 }
 
 #[test]
