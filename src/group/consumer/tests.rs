@@ -741,3 +741,88 @@ fn offset_fetches_naming_a_member_are_fenced_by_its_epoch() {
         Ok(())
     );
 }
+
+/// Random joins, heartbeats (some with stale epochs or owned lists), leaves and silences, with
+/// the core asserting its invariants after every step (a partition held by two members panics);
+/// then every live client heartbeats until the group must be Stable with each partition owned
+/// exactly once.
+#[test]
+fn random_histories_never_share_a_partition_and_settle() {
+    for seed in 1..=150u64 {
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut h = Harness::new();
+        // client → (epoch, what it owns); epoch 0 = not joined
+        let mut clients: BTreeMap<String, (i32, Vec<i32>)> =
+            (0..4).map(|i| (format!("c{i}"), (0, Vec::new()))).collect();
+        for _ in 0..200 {
+            let id = format!("c{}", next(4));
+            let (epoch, owned) = clients[&id].clone();
+            let r = match next(10) {
+                0 if epoch > 0 => h.leave(&id, LEAVE_EPOCH, None),
+                1 => {
+                    h.now += 1_000 * next(20) as i64;
+                    h.tick(h.now);
+                    continue;
+                }
+                2 if epoch > 1 => h.beat(&id, (epoch - 1 - next(2) as i32).max(1), Some(&owned)),
+                _ if epoch == 0 => h.join(&id),
+                _ => h.beat(&id, epoch, Some(&owned)),
+            };
+            let state = clients.get_mut(&id).unwrap();
+            match r.error {
+                None if r.member_epoch < 0 => *state = (0, Vec::new()),
+                None => {
+                    state.0 = r.member_epoch;
+                    if let Some(a) = &r.assignment {
+                        state.1 = a
+                            .get(&topic_id())
+                            .map(|p| p.iter().copied().collect())
+                            .unwrap_or_default();
+                    }
+                }
+                // Fenced or forgotten: drop everything and rejoin (what librdkafka does).
+                Some(GroupError::FencedMemberEpoch) | Some(GroupError::UnknownMemberId) => {
+                    *state = (0, Vec::new())
+                }
+                Some(e) => panic!("seed {seed}: unexpected {e:?}"),
+            }
+        }
+        // Heal: every client heartbeats promptly for a while.
+        for _ in 0..20 {
+            h.now += 100;
+            h.tick(h.now);
+            let ids: Vec<String> = clients.keys().cloned().collect();
+            for id in ids {
+                let (epoch, owned) = clients[&id].clone();
+                let r = if epoch == 0 {
+                    h.join(&id)
+                } else {
+                    h.beat(&id, epoch, Some(&owned))
+                };
+                let state = clients.get_mut(&id).unwrap();
+                match r.error {
+                    None => {
+                        state.0 = r.member_epoch;
+                        if let Some(a) = &r.assignment {
+                            state.1 = a
+                                .get(&topic_id())
+                                .map(|p| p.iter().copied().collect())
+                                .unwrap_or_default();
+                        }
+                    }
+                    Some(_) => *state = (0, Vec::new()),
+                }
+            }
+        }
+        assert_eq!(h.state(), ConsumerGroupState::Stable, "seed {seed}");
+        let mut all: Vec<i32> = clients.values().flat_map(|(_, o)| o.clone()).collect();
+        all.sort();
+        assert_eq!(all, vec![0, 1, 2], "seed {seed}: {clients:?}");
+    }
+}
