@@ -84,8 +84,9 @@ impl Broker {
     }
 }
 
-/// Sends a session request to the active controller and returns its answer.
-async fn call(
+/// Sends a session request (or an AlterPartition, from `isr_driver`) to the active controller
+/// and returns its answer.
+pub(super) async fn call(
     broker: &Broker,
     key: ApiKey,
     version: i16,

@@ -18,6 +18,7 @@ mod forward;
 mod groups;
 mod health;
 pub mod identity;
+mod isr_driver;
 mod metadata;
 mod offset_for_leader_epoch;
 mod peer;
@@ -288,6 +289,8 @@ impl Broker {
         if clustered && broker.config.is_broker() {
             // The broker registers with the active controller and heartbeats.
             io.spawn(broker_session::run(broker.clone()));
+            // Leaders' ISR changes go to the same controller.
+            io.spawn(isr_driver::run(broker.clone()));
         }
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             clustered, "weir node listening");

@@ -80,6 +80,11 @@ pub enum PlantedBug {
     /// Quorum: grant votes without comparing the candidate's log with ours.
     #[cfg(madsim)]
     QuorumGrantShorterLog,
+    /// Replication: a pending ISR shrink takes effect in the high watermark at once, before the
+    /// controller commits it (notes §1.7): the survivors alone commit offsets while the
+    /// controller may still elect the follower being removed.
+    #[cfg(madsim)]
+    IsrShrinkAdvancesHw,
 }
 
 impl PlantedBug {
@@ -137,6 +142,8 @@ impl PlantedBug {
             "quorum-grant-shorter-log",
             PlantedBug::QuorumGrantShorterLog,
         ),
+        #[cfg(madsim)]
+        ("isr-shrink-advances-hw", PlantedBug::IsrShrinkAdvancesHw),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {

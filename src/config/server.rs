@@ -113,6 +113,9 @@ pub struct ServerConfig {
     pub broker_heartbeat_interval_ms: u64,
     /// `broker.session.timeout.ms`: a broker silent this long is fenced.
     pub broker_session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`: an ISR follower not caught up with its leader for this long
+    /// is dropped from the ISR.
+    pub replica_lag_time_max_ms: i64,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
@@ -483,6 +486,9 @@ impl ServerConfig {
             .int("offsets.topic.segment.bytes", 1, I32_MAX)?
             .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
+        let replica_lag_time_max_ms = p
+            .int("replica.lag.time.max.ms", 1, I32_MAX)?
+            .unwrap_or(30_000);
         let broker_heartbeat_interval_ms = p
             .int("broker.heartbeat.interval.ms", 1, I32_MAX)?
             .unwrap_or(2000) as u64;
@@ -546,6 +552,7 @@ impl ServerConfig {
             offset_metadata_max_bytes,
             offsets_topic_replication_factor,
             offsets_topic_segment_bytes,
+            replica_lag_time_max_ms,
             fsync_before_ack,
             log_cleaner,
             #[cfg(any(madsim, test))]
@@ -736,6 +743,10 @@ impl ServerConfig {
             (
                 "offsets.topic.segment.bytes",
                 self.offsets_topic_segment_bytes.to_string(),
+            ),
+            (
+                "replica.lag.time.max.ms",
+                self.replica_lag_time_max_ms.to_string(),
             ),
             ("weir.fsync.before.ack", self.fsync_before_ack.to_string()),
             ("log.cleaner.enable", self.log_cleaner.enable.to_string()),

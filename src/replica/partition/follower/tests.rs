@@ -34,7 +34,9 @@ pub(in crate::replica) fn tail(p: &Partition, from: i64) -> Vec<u8> {
 /// A leader at epoch 3 with idempotent and plain batches, and an empty follower at epoch 3.
 pub(in crate::replica) fn pair(disk: &MemDisk) -> (Partition, Partition) {
     let mut leader = open_at(disk, "/data/a/t-0");
-    leader.become_leader(3, true).unwrap();
+    leader
+        .become_leader(LeaderView::replicated_for_tests(3), 0)
+        .unwrap();
     let mut follower = open_at(disk, "/data/b/t-0");
     follower.become_follower(3).unwrap();
     for i in 0..6 {
@@ -67,7 +69,9 @@ fn follower_gets_the_leaders_bytes_offsets_epochs_and_producer_state() {
     follower.follow_high_watermark(1_000);
     assert_eq!(follower.high_watermark(), follower.log_end_offset());
     // Failover: the follower leads and recognises the producer's retry.
-    follower.become_leader(4, true).unwrap();
+    follower
+        .become_leader(LeaderView::replicated_for_tests(4), 0)
+        .unwrap();
     let retry = batch(&["v5".repeat(20).as_bytes(), b"x"], 10, Some((7, 0, 10)));
     let again = follower.append(&retry, 300).unwrap();
     assert!(again.duplicate);
@@ -191,9 +195,13 @@ fn role_changes_never_go_back_in_epoch() {
     let disk = MemDisk::new(4);
     let (mut leader, mut follower) = pair(&disk);
     assert!(leader.become_follower(2).is_err());
-    assert!(follower.become_leader(1, true).is_err());
+    assert!(follower
+        .become_leader(LeaderView::replicated_for_tests(1), 0)
+        .is_err());
     // A leader elected at the log end records its epoch there before writing.
-    leader.become_leader(5, true).unwrap();
+    leader
+        .become_leader(LeaderView::replicated_for_tests(5), 0)
+        .unwrap();
     let end = leader.log_end_offset();
     assert_eq!(leader.log().epochs().latest().unwrap().start_offset, end);
     // Becoming follower drops that empty epoch, so the old leader's epoch-3 data can follow.

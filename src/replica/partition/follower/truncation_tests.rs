@@ -209,7 +209,8 @@ fn bad_truncations_change_nothing_and_appends_wait_for_durability() {
     f.truncation_durable(&plan, 0);
     assert!(f.append_as_follower(&next, 1).unwrap().is_some());
     // A leader does not truncate.
-    f.become_leader(7, true).unwrap();
+    f.become_leader(LeaderView::replicated_for_tests(7), 0)
+        .unwrap();
     assert!(matches!(f.truncate_to(10), Err(TruncateError::NotFollower)));
     assert_eq!(f.log_end_offset(), 13);
 }
