@@ -142,6 +142,8 @@ impl Broker {
         if lost {
             handle.leadership_lost();
         }
+        // A follower fetches from the leader the image names (`replica_fetcher`).
+        self.follow_leader(topic, index);
     }
 
     /// The image's partition as its leader (this node) needs it.
@@ -207,6 +209,7 @@ impl Broker {
                 partitions.remove(&key);
             }
         }
+        self.stop_following(topic, index);
         let _gate = handle.flush_gate.lock().await;
         let _start_gate = handle.log_start_gate.lock().await;
         // Also ends its waits: produces are answered, fetches re-read (and find it gone).
