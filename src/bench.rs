@@ -154,8 +154,17 @@ fn broker_addr(broker: &BrokerInfo, bootstrap: SocketAddr) -> Result<SocketAddr,
     )))
 }
 
+/// How often, and how far apart, a leader is asked whether it serves a new partition yet.
+const LEADER_READY_ATTEMPTS: u32 = 100;
+const LEADER_READY_BACKOFF: Duration = Duration::from_millis(100);
+
 /// Partitions grouped by their leader's address (waiting, bounded, for each to have one).
+/// Metadata may name a leader before that broker has applied the change that makes it one
+/// (each broker applies the metadata log on its own); a Kafka producer retries the
+/// NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION it then gets. The bench instead waits
+/// until each leader answers ListOffsets for its partitions, so the timed run starts clean.
 async fn leaders(
+    io: &Io,
     control: &mut Client,
     bench: &ProduceBench,
 ) -> Result<BTreeMap<SocketAddr, Vec<i32>>, ClientError> {
@@ -165,6 +174,24 @@ async fn leaders(
         out.entry(broker_addr(&leader, bench.addr)?)
             .or_default()
             .push(p);
+    }
+    for (addr, partitions) in &out {
+        let mut client = Client::connect(io, *addr).await?;
+        for p in partitions {
+            let mut attempt = 0;
+            loop {
+                match client.list_offset(&bench.topic, *p, -1).await {
+                    Ok(_) => break,
+                    Err(ClientError::Kafka(e, _))
+                        if e.is_retriable() && attempt + 1 < LEADER_READY_ATTEMPTS =>
+                    {
+                        attempt += 1;
+                        io.clock.sleep(LEADER_READY_BACKOFF).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
     }
     Ok(out)
 }
@@ -202,7 +229,7 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
         )
         .await?;
     }
-    let leaders = leaders(&mut control, bench).await?;
+    let leaders = leaders(io, &mut control, bench).await?;
     // With acks=0 nothing tells the generator when the broker has appended what it sent; the
     // log end offsets do (see `wait_for_end_offsets`), asked of each partition's leader.
     let mut offset_clients = BTreeMap::new();
