@@ -69,6 +69,8 @@ pub struct Findings {
     pub quorum_liveness: Option<String>,
     /// Values sent without an answer (acks=0) and neither failed nor stored at the end.
     pub sent_lost: Vec<String>,
+    /// Consumer groups (`group_check`).
+    pub groups: crate::group_check::GroupFindings,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -137,6 +139,23 @@ impl Findings {
             self.sent_lost.len(),
             "sent writes (never answered) lost",
         );
+        let g = &self.groups;
+        add(
+            Check::GroupOwnership,
+            g.ownership.len(),
+            "partitions assigned twice in one generation",
+        );
+        add(
+            Check::GroupOffsets,
+            g.offsets.len(),
+            "committed offsets gone backwards",
+        );
+        add(
+            Check::GroupDelivery,
+            g.undelivered,
+            "acknowledged records a group never processed",
+        );
+        add(Check::GroupSettle, g.unsettled.len(), "groups not settled");
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -316,7 +335,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             | Event::Scheduled(_)
             | Event::Fault(_)
             | Event::Heal(_)
-            | Event::Note(_) => {}
+            | Event::Note(_)
+            | Event::Group(_) => {}
         }
     }
     let end_ms = entries.last().map_or(0, |e| e.at_ms);

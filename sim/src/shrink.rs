@@ -58,6 +58,10 @@ pub fn check_name(check: Check) -> &'static str {
         Check::OneLeader => "one-leader",
         Check::CommittedPrefix => "committed-prefix",
         Check::QuorumLiveness => "quorum-liveness",
+        Check::GroupOwnership => "group-ownership",
+        Check::GroupOffsets => "group-offsets",
+        Check::GroupDelivery => "group-delivery",
+        Check::GroupSettle => "group-settle",
     }
 }
 

@@ -80,6 +80,14 @@ pub enum PlantedBug {
     /// Quorum: grant votes without comparing the candidate's log with ours.
     #[cfg(madsim)]
     QuorumGrantShorterLog,
+    /// Groups: a member commit from an earlier generation is accepted (the member may even
+    /// have been removed), so a fenced consumer's late commit overwrites the new owner's.
+    #[cfg(madsim)]
+    GroupCommitStaleGeneration,
+    /// Groups: a removed member (left or expired) stays in the member list handed to the
+    /// leader, so later rebalances assign its partitions to nobody alive.
+    #[cfg(madsim)]
+    GroupKeepsDepartedMember,
 }
 
 impl PlantedBug {
@@ -136,6 +144,16 @@ impl PlantedBug {
         (
             "quorum-grant-shorter-log",
             PlantedBug::QuorumGrantShorterLog,
+        ),
+        #[cfg(madsim)]
+        (
+            "group-commit-stale-generation",
+            PlantedBug::GroupCommitStaleGeneration,
+        ),
+        #[cfg(madsim)]
+        (
+            "group-keeps-departed-member",
+            PlantedBug::GroupKeepsDepartedMember,
         ),
     ];
 

@@ -96,6 +96,9 @@ struct Group {
     assignment_in_flight: Option<i32>,
     offsets: BTreeMap<(String, i32), Committed>,
     appends_in_flight: usize,
+    /// Planted `group-keeps-departed-member`: removed members still listed to the leader.
+    #[cfg(madsim)]
+    departed: Vec<Member>,
 }
 
 impl Group {
@@ -118,6 +121,8 @@ impl Group {
             assignment_in_flight: None,
             offsets: BTreeMap::new(),
             appends_in_flight: 0,
+            #[cfg(madsim)]
+            departed: Vec::new(),
         }
     }
 
@@ -241,6 +246,8 @@ impl Group {
     fn member_list(&self, protocol: &str) -> Vec<JoinedMember> {
         let mut members: Vec<&Member> = self.members.values().collect();
         members.sort_by_key(|m| m.seq);
+        #[cfg(madsim)]
+        members.extend(self.departed.iter());
         members
             .into_iter()
             .map(|m| JoinedMember {
@@ -778,6 +785,13 @@ impl Coordinator {
         let Some(m) = g.members.remove(id) else {
             return;
         };
+        #[cfg(madsim)]
+        if m.instance_id.is_none()
+            && g.departed.len() < 8
+            && crate::config::planted::active(crate::config::PlantedBug::GroupKeepsDepartedMember)
+        {
+            g.departed.push(m.clone());
+        }
         if let Some(join) = m.join {
             respond(
                 out,
@@ -1488,6 +1502,13 @@ impl Coordinator {
     fn commit_verdict(g: &mut Group, req: &CommitRequest, now: i64) -> Result<(), GroupError> {
         if g.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
+        }
+        #[cfg(madsim)]
+        if req.generation >= 0
+            && req.generation < g.generation
+            && crate::config::planted::active(crate::config::PlantedBug::GroupCommitStaleGeneration)
+        {
+            return Ok(());
         }
         let is_member_commit =
             req.generation >= 0 || !req.member_id.is_empty() || req.instance_id.is_some();
