@@ -135,7 +135,11 @@ pub struct Expected {
     pub settle_bound_ms: u64,
 }
 
-pub fn check(entries: &[Entry], final_read: Option<&FinalRead>, expected: Expected) -> GroupFindings {
+pub fn check(
+    entries: &[Entry],
+    final_read: Option<&FinalRead>,
+    expected: Expected,
+) -> GroupFindings {
     let mut f = GroupFindings::default();
     let end = entries.last().map_or(0, |e| e.at_ms);
     // (group, generation) → partition → member id.

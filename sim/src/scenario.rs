@@ -228,7 +228,11 @@ impl Groups {
                     .into(),
             );
         }
-        let rates = [self.leaves_per_min, self.crashes_per_min, self.stalls_per_min];
+        let rates = [
+            self.leaves_per_min,
+            self.crashes_per_min,
+            self.stalls_per_min,
+        ];
         if rates.iter().any(|r| !(0.0..=60.0).contains(r)) {
             return Err("groups churn rates must be 0..=60 per minute".into());
         }
@@ -677,7 +681,9 @@ impl Scenario {
         }
         if let Some(groups) = &self.groups {
             if self.cluster.is_multi_node() {
-                return Err("groups need a single-node world (no data workload yet in clusters)".into());
+                return Err(
+                    "groups need a single-node world (no data workload yet in clusters)".into(),
+                );
             }
             groups.validate()?;
         }
