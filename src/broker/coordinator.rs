@@ -315,7 +315,7 @@ impl Broker {
             configs,
             ..Default::default()
         };
-        match self.create_topic(new, false).await {
+        match super::forward::create_topic(self, new, false).await {
             Ok(()) => {
                 tracing::info!("created {OFFSETS_TOPIC}");
                 Ok(())

@@ -44,6 +44,7 @@ pub fn commit(e: &CommitError) -> ResponseError {
         CommitError::Storage(_) => ResponseError::KafkaStorageError,
         CommitError::NotController => ResponseError::NotController,
         CommitError::Timeout => ResponseError::RequestTimedOut,
+        CommitError::Remote(code, _) => *code,
     }
 }
 

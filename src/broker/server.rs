@@ -153,7 +153,8 @@ impl Broker {
         peer: SocketAddr,
     ) -> Result<Option<Bytes>, String> {
         let mut out = BytesMut::new();
-        match handle_frame(self, frame, peer, ConnectionGone::never(), &mut out).await? {
+        let kind = ListenerKind::Client;
+        match handle_frame(self, kind, frame, peer, ConnectionGone::never(), &mut out).await? {
             true => Ok(Some(out.freeze())),
             false => Ok(None),
         }
@@ -184,14 +185,15 @@ async fn dispatch(
                 *out = relayed;
                 Ok(true)
             }
-            None => handle_frame(broker, frame, peer, gone, out).await,
+            None => handle_frame(broker, kind, frame, peer, gone, out).await,
         },
-        ListenerKind::Controller => handle_frame(broker, frame, peer, gone, out).await,
+        ListenerKind::Controller => handle_frame(broker, kind, frame, peer, gone, out).await,
     }
 }
 
 async fn handle_frame(
     broker: &Broker,
+    kind: ListenerKind,
     mut frame: Bytes,
     peer: SocketAddr,
     gone: ConnectionGone,
@@ -239,7 +241,10 @@ async fn handle_frame(
         gone,
     };
     let response = match body {
-        RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
+        RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(match kind {
+            ListenerKind::Client => versions::handle(),
+            ListenerKind::Controller => versions::handle_controller(),
+        })),
         RequestKind::Metadata(req) => Some(ResponseKind::Metadata(
             metadata::handle(broker, &ctx, req).await,
         )),
