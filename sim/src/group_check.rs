@@ -119,6 +119,14 @@ pub struct GroupFindings {
 /// Bound on examples kept per anomaly.
 const EXAMPLES: usize = 20;
 
+/// An offset the broker gave out for one partition (an accepted commit, an OffsetFetch
+/// answer): (sent at, offset, what it was, answered at).
+type Claim = (u64, i64, String, u64);
+type Claims = BTreeMap<(u32, i32), Vec<Claim>>;
+/// What a member held at the end: (member, generation, partitions).
+type FinalState<'a> = (&'a str, Option<i32>, &'a [i32]);
+type Finals<'a> = BTreeMap<u32, Vec<FinalState<'a>>>;
+
 impl GroupFindings {
     fn evidence(&mut self, check: Check, at: u64) {
         let t = self.evidence_ms.entry(check).or_insert(at);
@@ -152,9 +160,9 @@ pub fn check(
     // (group, partition) → floor raises (known at, offset) and claims to judge
     // (sent at, offset, what).
     let mut raises: BTreeMap<(u32, i32), Vec<(u64, i64)>> = BTreeMap::new();
-    let mut claims: BTreeMap<(u32, i32), Vec<(u64, i64, String, u64)>> = BTreeMap::new();
+    let mut claims: Claims = BTreeMap::new();
     let mut processed: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
-    let mut finals: BTreeMap<u32, Vec<(&str, Option<i32>, &[i32])>> = BTreeMap::new();
+    let mut finals: Finals = BTreeMap::new();
     let mut healed_ms = None;
     // Produced values: op → values, and the acknowledged ones.
     let mut ops: BTreeMap<u64, &[String]> = BTreeMap::new();
@@ -277,7 +285,7 @@ pub fn check(
 /// raise known before it was sent.
 fn check_floors(
     raises: &BTreeMap<(u32, i32), Vec<(u64, i64)>>,
-    claims: &BTreeMap<(u32, i32), Vec<(u64, i64, String, u64)>>,
+    claims: &Claims,
     f: &mut GroupFindings,
 ) {
     for (key, list) in claims {
@@ -344,7 +352,7 @@ fn check_delivery(
 }
 
 fn check_settled(
-    finals: &BTreeMap<u32, Vec<(&str, Option<i32>, &[i32])>>,
+    finals: &Finals,
     generation_start: &BTreeMap<(u32, i32), u64>,
     healed_ms: Option<u64>,
     expected: Expected,

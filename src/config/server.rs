@@ -464,9 +464,8 @@ impl ServerConfig {
         let replica_fetch_wait_max_ms = p
             .int("replica.fetch.wait.max.ms", 0, I32_MAX)?
             .unwrap_or(500) as u64;
-        let replica_fetch_min_bytes = p
-            .int("replica.fetch.min.bytes", 1, I32_MAX)?
-            .unwrap_or(1) as i32;
+        let replica_fetch_min_bytes =
+            p.int("replica.fetch.min.bytes", 1, I32_MAX)?.unwrap_or(1) as i32;
         let replica_fetch_backoff_ms = p
             .int("replica.fetch.backoff.ms", 0, I32_MAX)?
             .unwrap_or(1000) as u64;

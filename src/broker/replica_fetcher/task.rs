@@ -72,7 +72,11 @@ pub(super) async fn run(broker: Arc<Broker>, fetcher: Arc<Fetcher>) {
         let response = match answer {
             Ok(r) if r.error_code == 0 => r,
             Ok(r) => {
-                tracing::debug!(leader = fetcher.leader, code = r.error_code, "fetch refused");
+                tracing::debug!(
+                    leader = fetcher.leader,
+                    code = r.error_code,
+                    "fetch refused"
+                );
                 back_off_all(&fetcher, &positions, now + backoff);
                 continue;
             }
@@ -249,7 +253,9 @@ async fn call(
         r = broker.io.timeout(limit, rx) => r,
     };
     match reply {
-        Some(Ok(Ok(frame))) => peer::decode_response(key, version, frame).map_err(|e| e.to_string()),
+        Some(Ok(Ok(frame))) => {
+            peer::decode_response(key, version, frame).map_err(|e| e.to_string())
+        }
         Some(Ok(Err(e))) => Err(e.to_string()),
         Some(Err(_)) => Err("the link dropped the call".into()),
         None => Err("no answer in time".into()),
@@ -472,7 +478,12 @@ async fn truncate(broker: &Broker, handle: &PartitionHandle, target: i64) -> boo
 
 /// OFFSET_OUT_OF_RANGE: asks the leader for its log start and end, then acts as Kafka's
 /// follower does. `false`: back off.
-async fn out_of_range(broker: &Broker, link: &Link, handle: &PartitionHandle, pos: &Position) -> bool {
+async fn out_of_range(
+    broker: &Broker,
+    link: &Link,
+    handle: &PartitionHandle,
+    pos: &Position,
+) -> bool {
     const EARLIEST: i64 = -2;
     const LATEST: i64 = -1;
     let (Some(start), Some(end)) = (
@@ -508,7 +519,12 @@ async fn out_of_range(broker: &Broker, link: &Link, handle: &PartitionHandle, po
 }
 
 /// ListOffsets to the leader as a replica (which answers with its log end for LATEST).
-async fn leader_offset(broker: &Broker, link: &Link, pos: &Position, timestamp: i64) -> Option<i64> {
+async fn leader_offset(
+    broker: &Broker,
+    link: &Link,
+    pos: &Position,
+    timestamp: i64,
+) -> Option<i64> {
     let req = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(broker.config.node_id))
         .with_topics(vec![ListOffsetsTopic::default()

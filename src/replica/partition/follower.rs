@@ -73,7 +73,10 @@ impl std::fmt::Display for FollowerAppendError {
                 write!(f, "batch at {found} where {expected} was expected")
             }
             FollowerAppendError::NeedsGapMarker => {
-                write!(f, "the batches have offset gaps; the log must accept them first")
+                write!(
+                    f,
+                    "the batches have offset gaps; the log must accept them first"
+                )
             }
             FollowerAppendError::EpochGoesBack {
                 offset,
