@@ -83,6 +83,8 @@ pub struct Findings {
     /// Multi-node worlds: replicas disagreeing below their high watermarks
     /// (`replica_check`), filled in by the world after the final read.
     pub replicas: Vec<String>,
+    /// Consumer groups (`group_check`).
+    pub groups: crate::group_check::GroupFindings,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -161,6 +163,23 @@ impl Findings {
             self.replicas.len(),
             "replica divergences below the high watermark",
         );
+        let g = &self.groups;
+        add(
+            Check::GroupOwnership,
+            g.ownership.len(),
+            "partitions assigned twice in one generation",
+        );
+        add(
+            Check::GroupOffsets,
+            g.offsets.len(),
+            "committed offsets gone backwards",
+        );
+        add(
+            Check::GroupDelivery,
+            g.undelivered,
+            "acknowledged records a group never processed",
+        );
+        add(Check::GroupSettle, g.unsettled.len(), "groups not settled");
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -343,7 +362,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             | Event::Scheduled(_)
             | Event::Fault(_)
             | Event::Heal(_)
-            | Event::Note(_) => {}
+            | Event::Note(_)
+            | Event::Group(_) => {}
         }
     }
     let end_ms = entries.last().map_or(0, |e| e.at_ms);

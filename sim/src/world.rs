@@ -25,6 +25,8 @@ use crate::admin::{self, AdminSpec};
 use crate::checker::{self, FinalRead, PartitionRead};
 use crate::clock::NodeClock;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
+use crate::group_check::{self, GroupEvent};
+use crate::group_workload::{self, GroupsSpec};
 use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
@@ -137,13 +139,14 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs);
     // A cluster's end has more phases (quorum liveness, replicas catching up).
     let settle = if scenario.cluster.is_multi_node() {
         SETTLE * 3
     } else {
         SETTLE * 2
     };
-    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + settle);
+    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -227,6 +230,18 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         let end = entries.last().map_or(0, |e| e.at_ms);
         findings.evidence_ms.insert(Check::Replicas, end);
         findings.replicas = replicas;
+    }
+    if let Some(g) = &scenario.groups {
+        let expected = group_check::Expected {
+            groups: g.count,
+            members: g.members,
+            partitions: scenario.topic.partitions,
+            settle_bound_ms: g.settle_bound_ms(),
+        };
+        findings.groups = group_check::check(&entries, final_read.as_ref(), expected);
+        for (&c, &t) in &findings.groups.evidence_ms {
+            findings.evidence_ms.insert(c, t);
+        }
     }
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);
@@ -559,6 +574,36 @@ async fn simulate(
         tasks.push(client_node.spawn(admin::run_admin(client_io(), spec, history.clone(), clock)));
     }
 
+    if let Some(g) = &scenario.groups {
+        let spec = GroupsSpec {
+            groups: g.clone(),
+            addr,
+            topic: topic.name.clone(),
+            partitions: topic.partitions,
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            churn_until_ms: duration_ms,
+            until_ms: duration_ms + g.drain_secs * 1000,
+        };
+        for group in 0..g.count {
+            for slot in 0..g.members {
+                tasks.push(client_node.spawn(group_workload::run_member(
+                    client_io(),
+                    spec.clone(),
+                    group,
+                    slot,
+                    history.clone(),
+                    clock,
+                )));
+            }
+        }
+        tasks.push(client_node.spawn(group_workload::run_observer(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
     let nemesis = Nemesis {
         machines,
         others: vec![client_node.id()],
@@ -587,6 +632,9 @@ async fn simulate(
         tokio::time::sleep(Duration::from_millis(duration_ms - now)).await;
     }
     nemesis.heal().await;
+    if scenario.groups.is_some() {
+        history.record(clock.now_ms(), Event::Group(GroupEvent::Healed));
+    }
     for task in tasks {
         // Workloads stop by themselves at the deadline; a request in flight is bounded by its
         // time-out, so this wait is bounded too.
