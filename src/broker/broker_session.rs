@@ -77,6 +77,13 @@ impl SessionState {
     pub fn epoch(&self) -> Option<i64> {
         Some(self.epoch.load(Ordering::Acquire)).filter(|e| *e >= 0)
     }
+
+    /// As if the controller had accepted this process's registration at `epoch` (tests of
+    /// what waits on it, without a controller).
+    #[cfg(test)]
+    pub(super) fn set_registered_for_test(&self, epoch: i64) {
+        self.epoch.store(epoch, Ordering::Release);
+    }
 }
 
 impl Broker {
@@ -177,6 +184,9 @@ pub(super) async fn run(broker: Arc<Broker>) {
                 Ok(e) => {
                     tracing::info!(epoch = e, "registered with the controller");
                     epoch = Some(e);
+                    // The image may already hold the registration: hand out partition roles
+                    // now rather than at the background loop's next pass (`startup_gate`).
+                    broker.reconcile_if_behind().await;
                     Duration::ZERO
                 }
                 Err(e) => {

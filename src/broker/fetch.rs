@@ -142,7 +142,9 @@ pub(super) async fn handle(
                 } else {
                     -1
                 },
+                // A broker whose start-up gate is closed leads nothing (`startup_gate`).
                 not_leader: match replica {
+                    Some(_) if !broker.serving_partitions() => true,
                     Some(r) => {
                         let id = name
                             .as_deref()

@@ -32,6 +32,7 @@ mod reconcile;
 pub mod replica_fetcher;
 mod server;
 mod single_node;
+mod startup_gate;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -146,6 +147,8 @@ pub struct Broker {
     session: broker_session::SessionState,
     /// The follower side: one fetcher per leader broker (`replica_fetcher`).
     replica_fetchers: replica_fetcher::ReplicaFetchers,
+    /// No partition role before the registration is applied (`startup_gate`).
+    startup_gate: startup_gate::StartupGate,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -252,6 +255,7 @@ impl Broker {
             sessions: Mutex::new(None),
             session: broker_session::SessionState::default(),
             replica_fetchers: replica_fetcher::ReplicaFetchers::default(),
+            startup_gate: startup_gate::StartupGate::default(),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below.

@@ -58,6 +58,10 @@ fn end_offset(
     if broker.is_storage_offline() {
         return Err(ResponseError::KafkaStorageError);
     }
+    if !broker.serving_partitions() {
+        // Not a leader before the start-up gate opens: its log may have lost a suffix.
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
     let p = handle.lock();
     let end = p
         .offset_for_leader_epoch(current_leader_epoch, leader_epoch)

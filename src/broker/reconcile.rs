@@ -41,6 +41,12 @@ impl Broker {
         };
         match image.partition(t.id, index) {
             None => Leadership::Unknown,
+            // Before the start-up gate opens this node leads nothing, whatever its image says
+            // (it may be stale and its log shortened by a power loss: `startup_gate`).
+            Some(p) if !self.serving_partitions() => Leadership::NotLeader {
+                leader: -1,
+                leader_epoch: p.leader_epoch,
+            },
             Some(p) if p.leader == self.config.node_id => Leadership::Leader(p.leader_epoch),
             Some(p) => Leadership::NotLeader {
                 leader: p.leader,
@@ -90,6 +96,9 @@ impl Broker {
             self.sync_role(topic, *index);
         }
         match first_error {
+            // Roles were held back by the start-up gate: the background loop passes again, and
+            // the first pass after the gate opens hands them out.
+            None if !self.serving_partitions() => Ok(()),
             None => {
                 self.reconciled.store(image.applied(), Ordering::SeqCst);
                 Ok(())
@@ -108,6 +117,11 @@ impl Broker {
         let Some(handle) = self.partition(topic, index) else {
             return;
         };
+        if !self.serving_partitions() {
+            // No role and no fetcher before the start-up gate opens (`startup_gate`).
+            self.follow_leader(topic, index);
+            return;
+        }
         let image = self.image();
         let now = self.io.clock.wall_ms();
         let lost = {

@@ -359,3 +359,37 @@ fn the_last_replica_standing_is_not_re_elected_after_an_unclean_restart() {
         }
     }
 }
+
+/// The restart-safety case (power loss of a leader): its old session expired but the timer
+/// has not fenced it yet, so the image still names it leader, unfenced. The new incarnation's
+/// registration (no clean-shutdown epoch) must, in the same commit, take it out of the ISR and
+/// elect away from it at a new leader epoch, so a broker that has applied its own
+/// registration never leads from the epoch in which its log lost a suffix.
+#[test]
+fn an_unclean_registration_of_a_leader_elects_away_from_it_in_the_same_commit() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    let before = p0(&image).clone();
+    assert_eq!((before.leader, before.leader_epoch), (1, 0));
+    // While the old session lives the new incarnation is refused, and nothing changes.
+    assert!(matches!(
+        sessions.register(&image, &request(1, 11), TIMEOUT / 2, &config),
+        Err(ControllerError::DuplicateBrokerRegistration(_))
+    ));
+    assert_eq!(p0(&image), &before);
+    // Expired (not yet fenced by the timer): accepted, and the leadership moves with it.
+    let records = sessions
+        .register(&image, &request(1, 11), TIMEOUT + 1, &config)
+        .unwrap();
+    assert!(matches!(
+        records.last(),
+        Some(MetadataRecord::RegisterBroker { id: 1, fenced: true, .. })
+    ));
+    commit(&mut image, &records);
+    let p = p0(&image);
+    assert_ne!(p.leader, 1, "still led by the broker that lost its suffix");
+    assert!(p.leader == 2 || p.leader == 3);
+    assert!(p.leader_epoch > before.leader_epoch);
+    assert!(!p.isr.contains(&1) && !p.elr.contains(&1));
+    assert!(image.broker(1).unwrap().fenced);
+}
