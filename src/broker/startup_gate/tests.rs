@@ -45,7 +45,12 @@ fn values(first: u64, records: &[MetadataRecord]) -> Vec<(u64, Bytes)> {
     records
         .iter()
         .enumerate()
-        .map(|(i, r)| (first + i as u64, Bytes::from(serde_json::to_vec(r).unwrap())))
+        .map(|(i, r)| {
+            (
+                first + i as u64,
+                Bytes::from(serde_json::to_vec(r).unwrap()),
+            )
+        })
         .collect()
 }
 
@@ -66,7 +71,10 @@ async fn a_restarted_broker_leads_nothing_before_its_registration_is_applied() {
     let props: BTreeMap<String, String> = [
         ("process.roles", "broker".to_string()),
         ("node.id", "1".to_string()),
-        ("controller.quorum.voters", format!("9@127.0.0.1:{dead_port}")),
+        (
+            "controller.quorum.voters",
+            format!("9@127.0.0.1:{dead_port}"),
+        ),
         ("listeners", "PLAINTEXT://127.0.0.1:0".to_string()),
         ("controller.listener.names", "CONTROLLER".to_string()),
         ("log.dirs", "/data".to_string()),

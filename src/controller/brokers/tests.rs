@@ -383,7 +383,11 @@ fn an_unclean_registration_of_a_leader_elects_away_from_it_in_the_same_commit() 
         .unwrap();
     assert!(matches!(
         records.last(),
-        Some(MetadataRecord::RegisterBroker { id: 1, fenced: true, .. })
+        Some(MetadataRecord::RegisterBroker {
+            id: 1,
+            fenced: true,
+            ..
+        })
     ));
     commit(&mut image, &records);
     let p = p0(&image);
