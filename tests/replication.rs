@@ -109,7 +109,11 @@ fn local_log(broker: &Broker) -> Option<(i64, i64, Vec<u8>)> {
 
 fn record(i: usize) -> Bytes {
     let mut b = weir::log::batch::BatchBuilder::new(1_000 + i as i64);
-    b.push(Some(format!("k{i}").as_bytes()), Some(format!("value-{i}").as_bytes()), 1_000);
+    b.push(
+        Some(format!("k{i}").as_bytes()),
+        Some(format!("value-{i}").as_bytes()),
+        1_000,
+    );
     Bytes::from(b.finish(-1, -1, -1))
 }
 
@@ -147,7 +151,10 @@ async fn produce_all(addr: std::net::SocketAddr, values: std::ops::Range<usize>)
                     break;
                 }
                 other => {
-                    assert!(start.elapsed() < Duration::from_secs(20), "produce {i}: {other:?}");
+                    assert!(
+                        start.elapsed() < Duration::from_secs(20),
+                        "produce {i}: {other:?}"
+                    );
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
@@ -179,7 +186,8 @@ async fn followers_copy_the_leader_and_a_new_leader_serves_every_acknowledged_re
     for c in &configs {
         nodes.push(Some(Broker::start(c.clone(), Io::os()).await.unwrap()));
     }
-    let broker = |nodes: &[Option<RunningBroker>], i: usize| nodes[i].as_ref().unwrap().broker.clone();
+    let broker =
+        |nodes: &[Option<RunningBroker>], i: usize| nodes[i].as_ref().unwrap().broker.clone();
     wait_for("three unfenced brokers", Duration::from_secs(20), || {
         nodes
             .iter()
@@ -187,7 +195,11 @@ async fn followers_copy_the_leader_and_a_new_leader_serves_every_acknowledged_re
             .then_some(())
     })
     .await;
-    create_retrying(nodes[0].as_ref().unwrap().local_addr, Duration::from_secs(20)).await;
+    create_retrying(
+        nodes[0].as_ref().unwrap().local_addr,
+        Duration::from_secs(20),
+    )
+    .await;
     let (leader_id, epoch) = wait_for("a leader on every node", Duration::from_secs(10), || {
         let seen: Vec<_> = (0..NODES).map(|i| leader_of(&broker(&nodes, i))).collect();
         let all_open = (0..NODES).all(|i| broker(&nodes, i).partition(TOPIC, 0).is_some());
@@ -205,21 +217,35 @@ async fn followers_copy_the_leader_and_a_new_leader_serves_every_acknowledged_re
     assert_eq!(offsets, (0..20).collect::<Vec<i64>>());
     let (end, _, reference) = local_log(&broker(&nodes, leader)).unwrap();
     assert_eq!(end, 20);
-    wait_for("both followers to hold the leader's log", Duration::from_secs(10), || {
-        followers
-            .iter()
-            .all(|&f| local_log(&broker(&nodes, f)).is_some_and(|(e, _, b)| e == end && b == reference))
-            .then_some(())
-    })
+    wait_for(
+        "both followers to hold the leader's log",
+        Duration::from_secs(10),
+        || {
+            followers
+                .iter()
+                .all(|&f| {
+                    local_log(&broker(&nodes, f))
+                        .is_some_and(|(e, _, b)| e == end && b == reference)
+                })
+                .then_some(())
+        },
+    )
     .await;
-    println!("20 acks=all produces replicated to both followers in {:?}", started.elapsed());
+    println!(
+        "20 acks=all produces replicated to both followers in {:?}",
+        started.elapsed()
+    );
     // The followers follow the leader's high watermark.
-    wait_for("the followers' high watermarks", Duration::from_secs(10), || {
-        followers
-            .iter()
-            .all(|&f| local_log(&broker(&nodes, f)).is_some_and(|(_, hw, _)| hw == end))
-            .then_some(())
-    })
+    wait_for(
+        "the followers' high watermarks",
+        Duration::from_secs(10),
+        || {
+            followers
+                .iter()
+                .all(|&f| local_log(&broker(&nodes, f)).is_some_and(|(_, hw, _)| hw == end))
+                .then_some(())
+        },
+    )
     .await;
     for &f in &followers {
         let membership = broker(&nodes, f).replica_fetcher_membership();
@@ -230,9 +256,16 @@ async fn followers_copy_the_leader_and_a_new_leader_serves_every_acknowledged_re
             f + 1
         );
     }
-    assert!(broker(&nodes, leader).replica_fetcher_membership().is_empty());
+    assert!(broker(&nodes, leader)
+        .replica_fetcher_membership()
+        .is_empty());
 
-    refused_follower_fetches(&nodes[leader].as_ref().unwrap().broker, leader_addr, followers[0] as i32 + 1).await;
+    refused_follower_fetches(
+        &nodes[leader].as_ref().unwrap().broker,
+        leader_addr,
+        followers[0] as i32 + 1,
+    )
+    .await;
 
     // Kill the leader: the controller fences it and elects a follower, which serves every
     // acknowledged record and replicates new ones to the remaining follower.
@@ -243,16 +276,26 @@ async fn followers_copy_the_leader_and_a_new_leader_serves_every_acknowledged_re
         leader_of(&broker(&nodes, survivor)).filter(|(l, e)| *l != leader_id && *e > epoch)
     })
     .await;
-    println!("new leader: node {new_leader_id} at epoch {new_epoch}, {:?} after the kill", killed_at.elapsed());
+    println!(
+        "new leader: node {new_leader_id} at epoch {new_epoch}, {:?} after the kill",
+        killed_at.elapsed()
+    );
     let new_leader = (new_leader_id - 1) as usize;
-    let other = followers.iter().copied().find(|&f| f != new_leader).unwrap();
+    let other = followers
+        .iter()
+        .copied()
+        .find(|&f| f != new_leader)
+        .unwrap();
     let new_addr = nodes[new_leader].as_ref().unwrap().local_addr;
     let mut consumer = Client::connect(&io, new_addr).await.unwrap();
     let mut served = Vec::new();
     let mut offset = 0;
     let start = Instant::now();
     while offset < end {
-        match consumer.fetch(TOPIC, 0, offset, 1 << 20, Duration::from_millis(100)).await {
+        match consumer
+            .fetch(TOPIC, 0, offset, 1 << 20, Duration::from_millis(100))
+            .await
+        {
             Ok(f) => {
                 for item in weir::log::batch::iter(&f.records) {
                     let (at, h) = item.unwrap();
@@ -261,20 +304,32 @@ async fn followers_copy_the_leader_and_a_new_leader_serves_every_acknowledged_re
                 }
             }
             Err(e) => {
-                assert!(start.elapsed() < Duration::from_secs(20), "fetch from the new leader: {e}");
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "fetch from the new leader: {e}"
+                );
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
     }
-    assert_eq!(served, reference, "the new leader serves every acknowledged record as written");
+    assert_eq!(
+        served, reference,
+        "the new leader serves every acknowledged record as written"
+    );
     let more = produce_all(new_addr, 20..25).await;
     assert_eq!(more, (20..25).collect::<Vec<i64>>());
     let (end2, _, reference2) = local_log(&broker(&nodes, new_leader)).unwrap();
     assert_eq!(end2, 25);
     assert_eq!(&reference2[..reference.len()], &reference[..]);
-    wait_for("the remaining follower to follow the new leader", Duration::from_secs(10), || {
-        local_log(&broker(&nodes, other)).is_some_and(|(e, _, b)| e == end2 && b == reference2).then_some(())
-    })
+    wait_for(
+        "the remaining follower to follow the new leader",
+        Duration::from_secs(10),
+        || {
+            local_log(&broker(&nodes, other))
+                .is_some_and(|(e, _, b)| e == end2 && b == reference2)
+                .then_some(())
+        },
+    )
     .await;
     assert_eq!(
         broker(&nodes, other).replica_fetcher_membership(),
@@ -318,9 +373,15 @@ async fn refused_follower_fetches(leader: &Broker, addr: std::net::SocketAddr, f
         .unwrap();
     let not_leader = ResponseError::NotLeaderOrFollower.code();
     assert_eq!(code(&mut conn, fetch(99, -1, 0)).await, not_leader);
-    assert_eq!(code(&mut conn, fetch(follower, epoch - 1, 0)).await, not_leader);
+    assert_eq!(
+        code(&mut conn, fetch(follower, epoch - 1, 0)).await,
+        not_leader
+    );
     let out_of_range = ResponseError::OffsetOutOfRange.code();
-    assert_eq!(code(&mut conn, fetch(follower, epoch, 1_000)).await, out_of_range);
+    assert_eq!(
+        code(&mut conn, fetch(follower, epoch, 1_000)).await,
+        out_of_range
+    );
     // The follower's own position is served (nothing new: no records, no error).
     assert_eq!(code(&mut conn, fetch(follower, epoch, 20)).await, 0);
 }

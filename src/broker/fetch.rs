@@ -299,8 +299,7 @@ fn read_all(
             // learns it (and may move the high watermark, which the guard's drop reports to
             // waiting produces) before the read, so the answer carries the new watermark.
             let now = broker.io.clock.wall_ms();
-            if let Err(refused) = partition.follower_fetched(r.id, w.offset, r.broker_epoch, now)
-            {
+            if let Err(refused) = partition.follower_fetched(r.id, w.offset, r.broker_epoch, now) {
                 data.error_code = fetch_refused(refused).code();
                 errored = true;
                 out.push(data);

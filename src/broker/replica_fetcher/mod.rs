@@ -89,7 +89,11 @@ pub struct ReplicaFetchers {
 
 impl ReplicaFetchers {
     /// Takes `key` out of every fetcher but `except`'s; stops the fetchers left empty.
-    fn remove_except(by_leader: &mut BTreeMap<i32, Arc<Fetcher>>, key: &(String, i32), except: i32) {
+    fn remove_except(
+        by_leader: &mut BTreeMap<i32, Arc<Fetcher>>,
+        key: &(String, i32),
+        except: i32,
+    ) {
         let mut emptied = Vec::new();
         for (leader, fetcher) in by_leader.iter() {
             if *leader == except {
@@ -128,11 +132,13 @@ impl Broker {
         let node = self.config.node_id;
         let handle = self.partition(topic, index);
         let target = match (self.leadership(topic, index), &handle) {
-            (Leadership::NotLeader { leader, leader_epoch }, Some(h))
-                if leader >= 0 && leader != node =>
-            {
-                Some((leader, leader_epoch, h.topic_id))
-            }
+            (
+                Leadership::NotLeader {
+                    leader,
+                    leader_epoch,
+                },
+                Some(h),
+            ) if leader >= 0 && leader != node => Some((leader, leader_epoch, h.topic_id)),
             _ => None,
         };
         let mut by_leader = self.replica_fetchers.by_leader.lock().unwrap();

@@ -110,7 +110,10 @@ mod tests {
         assert_eq!(back.replica_state.replica_id.0, 2);
         assert_eq!(back.replica_state.replica_epoch, 77);
         assert_eq!(back.replica_id.0, -1, "v15 moves the id into ReplicaState");
-        assert_eq!((back.max_wait_ms, back.min_bytes, back.max_bytes), (500, 1, 10_000));
+        assert_eq!(
+            (back.max_wait_ms, back.min_bytes, back.max_bytes),
+            (500, 1, 10_000)
+        );
         assert_eq!(back.topics.len(), 2, "partitions grouped under their topic");
         assert_eq!(back.topics[0].topic_id, Uuid::from_u64_pair(0, 1));
         let p = &back.topics[0].partitions[1];

@@ -108,11 +108,8 @@ mod tests {
         let empty = data().with_records(None);
         assert!(matches!(classify(&empty), Outcome::Records { records, .. } if records.is_empty()));
         // A diverging epoch wins over everything else in the partition's answer.
-        let diverging = data().with_diverging_epoch(
-            EpochEndOffset::default()
-                .with_epoch(3)
-                .with_end_offset(40),
-        );
+        let diverging = data()
+            .with_diverging_epoch(EpochEndOffset::default().with_epoch(3).with_end_offset(40));
         assert_eq!(
             classify(&diverging),
             Outcome::Diverging(EpochEnd {

@@ -72,7 +72,11 @@ pub(super) async fn run(broker: Arc<Broker>, fetcher: Arc<Fetcher>) {
         let response = match answer {
             Ok(r) if r.error_code == 0 => r,
             Ok(r) => {
-                tracing::debug!(leader = fetcher.leader, code = r.error_code, "fetch refused");
+                tracing::debug!(
+                    leader = fetcher.leader,
+                    code = r.error_code,
+                    "fetch refused"
+                );
                 back_off_all(&fetcher, &positions, now + backoff);
                 continue;
             }
@@ -249,7 +253,9 @@ async fn call(
         r = broker.io.timeout(limit, rx) => r,
     };
     match reply {
-        Some(Ok(Ok(frame))) => peer::decode_response(key, version, frame).map_err(|e| e.to_string()),
+        Some(Ok(Ok(frame))) => {
+            peer::decode_response(key, version, frame).map_err(|e| e.to_string())
+        }
         Some(Ok(Err(e))) => Err(e.to_string()),
         Some(Err(_)) => Err("the link dropped the call".into()),
         None => Err("no answer in time".into()),
@@ -472,7 +478,12 @@ async fn truncate(broker: &Broker, handle: &PartitionHandle, target: i64) -> boo
 
 /// OFFSET_OUT_OF_RANGE: asks the leader for its log start and end, then acts as Kafka's
 /// follower does. `false`: back off.
-async fn out_of_range(broker: &Broker, link: &Link, handle: &PartitionHandle, pos: &Position) -> bool {
+async fn out_of_range(
+    broker: &Broker,
+    link: &Link,
+    handle: &PartitionHandle,
+    pos: &Position,
+) -> bool {
     const EARLIEST: i64 = -2;
     const LATEST: i64 = -1;
     let (Some(start), Some(end)) = (
@@ -508,7 +519,12 @@ async fn out_of_range(broker: &Broker, link: &Link, handle: &PartitionHandle, po
 }
 
 /// ListOffsets to the leader as a replica (which answers with its log end for LATEST).
-async fn leader_offset(broker: &Broker, link: &Link, pos: &Position, timestamp: i64) -> Option<i64> {
+async fn leader_offset(
+    broker: &Broker,
+    link: &Link,
+    pos: &Position,
+    timestamp: i64,
+) -> Option<i64> {
     let req = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(broker.config.node_id))
         .with_topics(vec![ListOffsetsTopic::default()
@@ -533,19 +549,16 @@ async fn leader_offset(broker: &Broker, link: &Link, pos: &Position, timestamp: 
     (p.error_code == 0 && p.offset >= 0).then_some(p.offset)
 }
 
-/// Planted `truncate-to-hw-on-restart`: the high watermark this follower checkpointed (or its
-/// current one), capped at its log end.
+/// Planted `truncate-to-hw-on-restart`: the high watermark this follower checkpointed (none:
+/// no cut), capped at its log end.
 fn planted_checkpointed_hw(broker: &Broker, handle: &PartitionHandle, key: &Key) -> i64 {
-    let (hw, end) = {
-        let p = handle.lock();
-        (p.high_watermark(), p.log_end_offset())
-    };
+    let end = handle.lock().log_end_offset();
     let path = broker.partition_dir(&key.0, key.1).join(HW_CHECKPOINT);
     let stored = crate::io::read_file(broker.io.disk.as_ref(), &path)
         .ok()
         .and_then(|raw| String::from_utf8(raw).ok())
         .and_then(|s| s.trim().parse::<i64>().ok());
-    stored.unwrap_or(hw).min(end)
+    stored.unwrap_or(end).min(end)
 }
 
 /// Planted `truncate-to-hw-on-restart`: checkpoints the follower's high watermark (page cache

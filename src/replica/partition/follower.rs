@@ -73,7 +73,10 @@ impl std::fmt::Display for FollowerAppendError {
                 write!(f, "batch at {found} where {expected} was expected")
             }
             FollowerAppendError::NeedsGapMarker => {
-                write!(f, "the batches have offset gaps; the log must accept them first")
+                write!(
+                    f,
+                    "the batches have offset gaps; the log must accept them first"
+                )
             }
             FollowerAppendError::EpochGoesBack {
                 offset,
@@ -209,6 +212,16 @@ impl Partition {
         max_bytes: usize,
     ) -> Result<bytes::Bytes, crate::log::ReadError> {
         self.log.read(offset, max_bytes, self.log.end_offset())
+    }
+
+    /// A replica of a replicated partition that (re)opens does not know how much of its log
+    /// was committed: it may end in records no other replica holds (appended as leader just
+    /// before a crash). Kafka restarts from its high-watermark checkpoint, which never passes
+    /// the true one; this replica starts from its log start. As leader its watermark then
+    /// rises only by the ISR rule, as follower to the leader's: a retried produce of such a
+    /// record is never acknowledged on this replica's word alone. Call right after `open`.
+    pub fn forget_high_watermark(&mut self) {
+        self.high_watermark = self.log.start_offset();
     }
 
     /// A follower's high watermark: the leader's, capped at the local log end (and never below

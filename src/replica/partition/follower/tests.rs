@@ -154,7 +154,13 @@ fn gaps_overlaps_corruption_and_old_epochs_change_nothing() {
         .append_as_follower(&[far.to_vec(), one.to_vec()].concat(), 1)
         .unwrap_err();
     assert!(
-        matches!(e, FollowerAppendError::NotContiguous { expected: 6, found: 2 }),
+        matches!(
+            e,
+            FollowerAppendError::NotContiguous {
+                expected: 6,
+                found: 2
+            }
+        ),
         "{e}"
     );
     check(&follower);
@@ -221,7 +227,11 @@ fn a_compacted_leaders_gaps_are_kept_and_survive_a_crash() {
     assert_eq!(got.first_offset, 5);
     assert_eq!(follower.log_end_offset(), leader.log_end_offset());
     let expected = [first.clone(), gapped.clone()].concat();
-    assert_eq!(tail(&follower, 0), expected, "the leader's bytes at the leader's offsets");
+    assert_eq!(
+        tail(&follower, 0),
+        expected,
+        "the leader's bytes at the leader's offsets"
+    );
     // A read from inside a gap gets the next batch.
     let from_gap = follower.log().read(3, 1, i64::MAX).unwrap();
     assert_eq!(crate::log::batch::check(&from_gap).unwrap().base_offset, 5);
