@@ -19,7 +19,9 @@ pub mod metadata_check;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;
+pub mod replica_check;
 pub mod report;
+pub mod routing;
 pub mod scenario;
 pub mod shrink;
 pub mod swarm;
@@ -30,6 +32,8 @@ pub mod workload;
 pub mod disk;
 #[cfg(madsim)]
 pub mod nemesis;
+#[cfg(madsim)]
+pub mod replica_read;
 #[cfg(madsim)]
 pub mod sweep;
 #[cfg(madsim)]

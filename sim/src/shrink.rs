@@ -62,6 +62,8 @@ pub fn check_name(check: Check) -> &'static str {
         Check::GroupOffsets => "group-offsets",
         Check::GroupDelivery => "group-delivery",
         Check::GroupSettle => "group-settle",
+        Check::AckedOffset => "acked-offset",
+        Check::Replicas => "replicas",
     }
 }
 

@@ -422,3 +422,6 @@ pub(super) async fn init_producer_id(
 fn is_zstd(records: &[u8]) -> bool {
     batch::BatchHeader::parse(records).is_ok_and(|h| h.compression() == 4)
 }
+
+#[cfg(test)]
+mod tests;
