@@ -78,13 +78,13 @@ pub struct Findings {
     pub quorum_liveness: Option<String>,
     /// Values sent without an answer (acks=0) and neither failed nor stored at the end.
     pub sent_lost: Vec<String>,
-    /// Consumer groups (`group_check`).
-    pub groups: crate::group_check::GroupFindings,
     /// Acknowledged values not at their acknowledged offset at the end.
     pub acked_moved: Vec<String>,
     /// Multi-node worlds: replicas disagreeing below their high watermarks
     /// (`replica_check`), filled in by the world after the final read.
     pub replicas: Vec<String>,
+    /// Consumer groups (`group_check`).
+    pub groups: crate::group_check::GroupFindings,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -153,6 +153,16 @@ impl Findings {
             self.sent_lost.len(),
             "sent writes (never answered) lost",
         );
+        add(
+            Check::AckedOffset,
+            self.acked_moved.len(),
+            "acknowledged values not at their acknowledged offset",
+        );
+        add(
+            Check::Replicas,
+            self.replicas.len(),
+            "replica divergences below the high watermark",
+        );
         let g = &self.groups;
         add(
             Check::GroupOwnership,
@@ -170,16 +180,6 @@ impl Findings {
             "acknowledged records a group never processed",
         );
         add(Check::GroupSettle, g.unsettled.len(), "groups not settled");
-        add(
-            Check::AckedOffset,
-            self.acked_moved.len(),
-            "acknowledged values not at their acknowledged offset",
-        );
-        add(
-            Check::Replicas,
-            self.replicas.len(),
-            "replica divergences below the high watermark",
-        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));

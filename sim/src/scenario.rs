@@ -151,12 +151,12 @@ impl Check {
             Check::OneLeader,
             Check::CommittedPrefix,
             Check::QuorumLiveness,
+            Check::AckedOffset,
+            Check::Replicas,
             Check::GroupOwnership,
             Check::GroupOffsets,
             Check::GroupDelivery,
             Check::GroupSettle,
-            Check::AckedOffset,
-            Check::Replicas,
         ]
     }
 }

@@ -139,13 +139,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs);
     // A cluster's end has more phases (quorum liveness, replicas catching up).
     let settle = if scenario.cluster.is_multi_node() {
         SETTLE * 3
     } else {
         SETTLE * 2
     };
-    let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs);
     runtime.set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -219,18 +219,6 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f
         }
     };
-    if let Some(g) = &scenario.groups {
-        let expected = group_check::Expected {
-            groups: g.count,
-            members: g.members,
-            partitions: scenario.topic.partitions,
-            settle_bound_ms: g.settle_bound_ms(),
-        };
-        findings.groups = group_check::check(&entries, final_read.as_ref(), expected);
-        for (&c, &t) in &findings.groups.evidence_ms {
-            findings.evidence_ms.insert(c, t);
-        }
-    }
     if let Some(read) = final_read
         .as_ref()
         .filter(|_| scenario.cluster.is_multi_node())
@@ -242,6 +230,18 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         let end = entries.last().map_or(0, |e| e.at_ms);
         findings.evidence_ms.insert(Check::Replicas, end);
         findings.replicas = replicas;
+    }
+    if let Some(g) = &scenario.groups {
+        let expected = group_check::Expected {
+            groups: g.count,
+            members: g.members,
+            partitions: scenario.topic.partitions,
+            settle_bound_ms: g.settle_bound_ms(),
+        };
+        findings.groups = group_check::check(&entries, final_read.as_ref(), expected);
+        for (&c, &t) in &findings.groups.evidence_ms {
+            findings.evidence_ms.insert(c, t);
+        }
     }
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);

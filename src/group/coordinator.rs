@@ -102,12 +102,12 @@ struct Group {
     assignment_in_flight: Option<i32>,
     offsets: BTreeMap<(String, i32), Committed>,
     appends_in_flight: usize,
-    /// Planted `group-keeps-departed-member`: removed members still listed to the leader.
-    #[cfg(madsim)]
-    departed: Vec<Member>,
     /// Set when the group speaks the consumer protocol (KIP-848): then the classic fields stay
     /// empty (state Empty, no members) and only the offsets above are shared.
     consumer: Option<Box<ConsumerGroup>>,
+    /// Planted `group-keeps-departed-member`: removed members still listed to the leader.
+    #[cfg(madsim)]
+    departed: Vec<Member>,
 }
 
 impl Group {
@@ -130,9 +130,9 @@ impl Group {
             assignment_in_flight: None,
             offsets: BTreeMap::new(),
             appends_in_flight: 0,
+            consumer: None,
             #[cfg(madsim)]
             departed: Vec::new(),
-            consumer: None,
         }
     }
 
