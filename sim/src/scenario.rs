@@ -716,7 +716,8 @@ impl Scenario {
         if let Some(groups) = &self.groups {
             if self.cluster.is_multi_node() {
                 return Err(
-                    "groups need a single-node world (no data workload yet in clusters)".into(),
+                    "groups need a single-node world: members talk to one broker, without routing to the coordinator or partition leaders yet"
+                        .into(),
                 );
             }
             groups.validate()?;
