@@ -422,6 +422,14 @@ impl Broker {
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
         partition.set_durable_reads(self.config.fsync_before_ack);
+        if self
+            .image()
+            .partition(id, index)
+            .is_some_and(|p| p.replicas.len() > 1)
+        {
+            // The log's tail may never have reached the ISR: it is not committed by being here.
+            partition.reopened_as_replica();
+        }
         // Rebuilt state (from a snapshot or the log) may name producers long idle.
         let expired = partition.expire_producers(now, self.config.producer_id_expiration_ms);
         if expired > 0 {
