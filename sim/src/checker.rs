@@ -14,6 +14,15 @@
 //! - **uncommitted**: a fetch returned a record at or past the high watermark it reported.
 //! - **order**: within one idempotent producer session, two values are stored in the opposite
 //!   order from the one they were sent in.
+//! - **acked-offset**: an acknowledged value is not at its acknowledged offset in the final read
+//!   although that offset is inside the read (moved elsewhere, replaced, or a hole), or it is
+//!   stored at another offset. Acknowledged offsets never move, whichever broker leads later.
+//! - **replicas** (`replica_check`): replicas disagree below their high watermarks.
+//!
+//! Errors after an append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, a dropped
+//! connection) prove nothing either way (replication notes §2.5): the producer retries them,
+//! and a batch it gives up on is a `Fail`, which is indeterminate here: its values may or may
+//! not be in the log, and only a read below the high watermark makes them knowledge.
 //!
 //! Each finding also notes when its first evidence appeared (`evidence_ms`), so that a sweep
 //! can tell which faults were active around it (fault coverage).
@@ -69,6 +78,13 @@ pub struct Findings {
     pub quorum_liveness: Option<String>,
     /// Values sent without an answer (acks=0) and neither failed nor stored at the end.
     pub sent_lost: Vec<String>,
+    /// Acknowledged values not at their acknowledged offset at the end.
+    pub acked_moved: Vec<String>,
+    /// Multi-node worlds: replicas disagreeing below their high watermarks
+    /// (`replica_check`), filled in by the world after the final read.
+    pub replicas: Vec<String>,
+    /// Consumer groups (`group_check`).
+    pub groups: crate::group_check::GroupFindings,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -137,6 +153,33 @@ impl Findings {
             self.sent_lost.len(),
             "sent writes (never answered) lost",
         );
+        add(
+            Check::AckedOffset,
+            self.acked_moved.len(),
+            "acknowledged values not at their acknowledged offset",
+        );
+        add(
+            Check::Replicas,
+            self.replicas.len(),
+            "replica divergences below the high watermark",
+        );
+        let g = &self.groups;
+        add(
+            Check::GroupOwnership,
+            g.ownership.len(),
+            "partitions assigned twice in one generation",
+        );
+        add(
+            Check::GroupOffsets,
+            g.offsets.len(),
+            "committed offsets gone backwards",
+        );
+        add(
+            Check::GroupDelivery,
+            g.undelivered,
+            "acknowledged records a group never processed",
+        );
+        add(Check::GroupSettle, g.unsettled.len(), "groups not settled");
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -193,6 +236,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     // (partition, offset) → values observed there.
     let mut observed: BTreeMap<(i32, i64), BTreeSet<&str>> = BTreeMap::new();
     let mut acked_values: Vec<(&str, u64)> = Vec::new();
+    // (value, partition, acknowledged offset, time).
+    let mut acked_at: Vec<(&str, i32, i64, u64)> = Vec::new();
     // (partition, offset) → (value, high watermark, time) of reads below the high watermark.
     let mut committed_reads: BTreeMap<(i32, i64), (&str, i64, u64)> = BTreeMap::new();
     // (consumer, partition) → last offset read in the current session.
@@ -233,6 +278,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                             findings.evidence(Check::Inconsistent, at_ms);
                         }
                         acked_values.push((v.as_str(), at_ms));
+                        acked_at.push((v.as_str(), at.0, at.1, at_ms));
                         if let Some(w) = written.get_mut(v.as_str()) {
                             w.acked_ms.get_or_insert(at_ms);
                         }
@@ -316,7 +362,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             | Event::Scheduled(_)
             | Event::Fault(_)
             | Event::Heal(_)
-            | Event::Note(_) => {}
+            | Event::Note(_)
+            | Event::Group(_) => {}
         }
     }
     let end_ms = entries.last().map_or(0, |e| e.at_ms);
@@ -357,9 +404,11 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             push_example(&mut findings.sent_lost, || v.to_string());
         }
     }
+    // The liveness probe retries without idempotence (a time-out may hide an append), so
+    // two copies of its record are allowed.
     findings.duplicated = stored
         .iter()
-        .filter(|(_, &n)| n > 1)
+        .filter(|(v, &n)| n > 1 && !v.starts_with("liveness-"))
         .map(|(v, _)| v.to_string())
         .collect();
     if !findings.duplicated.is_empty() {
@@ -372,7 +421,87 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
         .collect();
     check_committed_reads(&committed_reads, final_read, &mut findings);
     check_order(&written, final_read, end_ms, &mut findings);
+    check_acked_offsets(&acked_at, final_read, &mut findings);
     findings
+}
+
+/// Acknowledged offsets never move: a value acknowledged at `o` is read back at `o` whenever
+/// `o` is inside the final read (at or above its start, below where it broke off and below its
+/// last record); found only at another offset of its partition, it moved. A value missing
+/// altogether past the read's end is `lost`'s business only.
+fn check_acked_offsets(
+    acked_at: &[(&str, i32, i64, u64)],
+    final_read: &FinalRead,
+    findings: &mut Findings,
+) {
+    let mut at_offset: BTreeMap<(i32, i64), &str> = BTreeMap::new();
+    let mut offset_of: BTreeMap<(i32, &str), i64> = BTreeMap::new();
+    for (p, r) in final_read {
+        for (o, v) in &r.records {
+            at_offset.insert((*p, *o), v.as_str());
+            offset_of.entry((*p, v.as_str())).or_insert(*o);
+        }
+    }
+    for &(value, partition, offset, at_ms) in acked_at {
+        let Some(read) = final_read.get(&partition) else {
+            continue;
+        };
+        if offset < read.start || read.stopped_at.is_some_and(|s| offset >= s) {
+            continue;
+        }
+        let end = read.records.last().map_or(read.start, |(o, _)| o + 1);
+        let here = at_offset.get(&(partition, offset)).copied();
+        let elsewhere = offset_of
+            .get(&(partition, value))
+            .copied()
+            .filter(|&o| o != offset);
+        // Stored at its offset: a second copy elsewhere is `duplicate`'s business.
+        if here == Some(value) {
+            continue;
+        }
+        if here.is_none() && offset >= end && elsewhere.is_none() {
+            continue;
+        }
+        findings.evidence(Check::AckedOffset, at_ms);
+        push_example(&mut findings.acked_moved, || {
+            format!(
+                "partition {partition}: {value:?} acknowledged at offset {offset}, final read has {} there{}",
+                here.map_or("nothing".to_string(), |v| format!("{v:?}")),
+                elsewhere.map_or(String::new(), |o| format!(" and {value:?} at {o}"))
+            )
+        });
+    }
+}
+
+/// In a cluster, a partition the final read could not read at all (no leader came back) is
+/// unavailable, not known to be empty: its values are dropped from `lost` and `sent` (liveness
+/// reports the partition). A single broker keeps the stricter rule: what it cannot serve is
+/// gone.
+pub fn forget_unread(findings: &mut Findings, entries: &[Entry], final_read: &FinalRead) {
+    let mut partition_of: BTreeMap<&str, i32> = BTreeMap::new();
+    for e in entries {
+        if let Event::Invoke {
+            partition, values, ..
+        } = &e.event
+        {
+            for v in values {
+                partition_of.insert(v.as_str(), *partition);
+            }
+        }
+    }
+    let read = |v: &String| {
+        partition_of
+            .get(v.as_str())
+            .is_none_or(|p| final_read.contains_key(p))
+    };
+    findings.lost.retain(read);
+    findings.sent_lost.retain(read);
+    if findings.lost.is_empty() {
+        findings.evidence_ms.remove(&Check::Lost);
+    }
+    if findings.sent_lost.is_empty() {
+        findings.evidence_ms.remove(&Check::Sent);
+    }
 }
 
 /// Lost reads: every read below its reported high watermark must still be there at the end,
@@ -529,7 +658,9 @@ mod tests {
         assert!(!f.corrupt.is_empty());
         // The read of "x" at 2 was below its high watermark, and 2 holds "c" at the end.
         assert_eq!(f.lost_reads.len(), 1);
-        assert_eq!(f.violations(&crate::scenario::Check::all()).len(), 7);
+        // "b" acknowledged at 1 where the final read has "c": not at its offset either.
+        assert_eq!(f.acked_moved.len(), 1);
+        assert_eq!(f.violations(&crate::scenario::Check::all()).len(), 8);
         assert!(f.violations(&[]).is_empty());
         assert!(f
             .first_evidence_ms(&crate::scenario::Check::all())
@@ -638,5 +769,105 @@ mod tests {
         // p0-0-0 and p0-0-1 both come after batch 1 of the same session.
         assert_eq!(f.misordered.len(), 2, "{f:?}");
         assert!(f.misordered[0].contains("p0-0-0"));
+    }
+
+    #[test]
+    fn an_acknowledged_value_read_back_elsewhere_moved() {
+        // "a" acknowledged at 1 by a leader whose log a later leader does not share: the final
+        // log holds "a" at 0 (a retry's copy) and ends there. Neither lost nor inconsistent.
+        let entries = vec![invoke(1, &["a"]), at(Event::Ack { op: 1, offset: 1 })];
+        let f = check(&entries, &final_read(0, &[(0, "a")]), None);
+        assert!(f.lost.is_empty() && f.inconsistent.is_empty(), "{f:?}");
+        assert_eq!(f.acked_moved.len(), 1, "{f:?}");
+        assert_eq!(
+            f.violations(&[Check::AckedOffset]),
+            vec!["1 acknowledged values not at their acknowledged offset".to_string()]
+        );
+        // A hole inside the read where an acknowledged value was: moved too (and lost).
+        let entries = vec![
+            invoke(1, &["a"]),
+            at(Event::Ack { op: 1, offset: 1 }),
+            invoke(2, &["b"]),
+            at(Event::Ack { op: 2, offset: 2 }),
+        ];
+        let f = check(&entries, &final_read(0, &[(2, "b")]), None);
+        assert_eq!((f.acked_moved.len(), f.lost.len()), (1, 1), "{f:?}");
+    }
+
+    #[test]
+    fn acknowledged_offsets_past_the_read_or_with_a_second_copy_are_not_moved() {
+        // Acknowledged at 3, and a retry's copy at 0 as well: a duplicate, not a move.
+        let entries = vec![
+            invoke(1, &["a"]),
+            at(Event::Ack { op: 1, offset: 3 }),
+            invoke(2, &["b"]),
+            at(Event::Ack { op: 2, offset: 5 }),
+        ];
+        let stored = final_read(0, &[(0, "a"), (1, "x"), (2, "y"), (3, "a")]);
+        let f = check(&entries, &stored, None);
+        assert!(f.acked_moved.is_empty(), "{f:?}");
+        // "b" at 5, past the read's end and nowhere else: lost only.
+        assert_eq!(f.lost, vec!["b".to_string()]);
+        assert_eq!(f.duplicated, vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn errors_after_an_append_are_indeterminate() {
+        // Notes §2.5: a batch failed with NOT_ENOUGH_REPLICAS_AFTER_APPEND (or timed out, or
+        // lost its connection) may or may not be in the log; present or absent, no violation.
+        let failed = |op: u64, error: &str| {
+            at(Event::Fail {
+                op,
+                error: error.into(),
+            })
+        };
+        let entries = vec![
+            invoke(1, &["a"]),
+            failed(1, "broker error: NOT_ENOUGH_REPLICAS_AFTER_APPEND"),
+            invoke(2, &["b"]),
+            failed(2, "broker error: REQUEST_TIMED_OUT"),
+            invoke(3, &["c"]),
+            failed(3, "i/o: connection reset"),
+            invoke(4, &["d"]),
+            at(Event::Ack { op: 4, offset: 1 }),
+        ];
+        let f = check(
+            &entries,
+            &final_read(0, &[(0, "a"), (1, "d"), (2, "c")]),
+            None,
+        );
+        assert!(f.violations(&Check::all()).is_empty(), "{f:?}");
+        let f = check(&entries, &final_read(0, &[(0, "x0"), (1, "d")]), None);
+        // Only the phantom "x0" is wrong: "a", "b" and "c" may be missing.
+        assert_eq!(
+            f.violations(&Check::all()),
+            vec!["1 corrupt or phantom reads".to_string()]
+        );
+        // ...but a failed value a consumer read below the high watermark is knowledge.
+        let mut read_it = entries.clone();
+        read_it.push(read_hw(0, 0, 0, "a", 2));
+        let f = check(&read_it, &final_read(0, &[(1, "d")]), None);
+        assert_eq!(f.lost_reads.len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn an_unread_partition_of_a_cluster_is_unknown_not_lost() {
+        let entries = vec![
+            invoke(1, &["a"]),
+            at(Event::Ack { op: 1, offset: 0 }),
+            at(Event::Invoke {
+                op: 2,
+                partition: 1,
+                session: 0,
+                values: vec!["b".into()],
+            }),
+            at(Event::Ack { op: 2, offset: 0 }),
+        ];
+        // Partition 1 was not read (no leader); partition 0 was, and lost "a".
+        let stored = final_read(0, &[]);
+        let mut f = check(&entries, &stored, None);
+        assert_eq!(f.lost.len(), 2);
+        forget_unread(&mut f, &entries, &stored);
+        assert_eq!(f.lost, vec!["a".to_string()]);
     }
 }

@@ -10,13 +10,18 @@ pub mod buggify;
 pub mod checker;
 pub mod clock;
 pub mod coverage;
+pub mod group_check;
+#[cfg(madsim)]
+pub mod group_workload;
 pub mod history;
 pub mod html;
 pub mod metadata_check;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;
+pub mod replica_check;
 pub mod report;
+pub mod routing;
 pub mod scenario;
 pub mod shrink;
 pub mod swarm;
@@ -27,6 +32,8 @@ pub mod workload;
 pub mod disk;
 #[cfg(madsim)]
 pub mod nemesis;
+#[cfg(madsim)]
+pub mod replica_read;
 #[cfg(madsim)]
 pub mod sweep;
 #[cfg(madsim)]

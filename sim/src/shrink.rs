@@ -58,6 +58,12 @@ pub fn check_name(check: Check) -> &'static str {
         Check::OneLeader => "one-leader",
         Check::CommittedPrefix => "committed-prefix",
         Check::QuorumLiveness => "quorum-liveness",
+        Check::AckedOffset => "acked-offset",
+        Check::Replicas => "replicas",
+        Check::GroupOwnership => "group-ownership",
+        Check::GroupOffsets => "group-offsets",
+        Check::GroupDelivery => "group-delivery",
+        Check::GroupSettle => "group-settle",
     }
 }
 

@@ -25,6 +25,8 @@ use crate::admin::{self, AdminSpec};
 use crate::checker::{self, FinalRead, PartitionRead};
 use crate::clock::NodeClock;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
+use crate::group_check::{self, GroupEvent};
+use crate::group_workload::{self, GroupsSpec};
 use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
@@ -33,11 +35,14 @@ use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
+use crate::{replica_check, replica_read};
 
 /// Simulated time allowed after the workload for healing, liveness and the final read.
 const SETTLE: Duration = Duration::from_secs(120);
 /// How long the cluster has to serve a produce and a fetch once faults heal.
 const LIVENESS_BOUND: Duration = Duration::from_secs(30);
+/// How long the final read may keep retrying (a cluster whose leaders never settle).
+const FINAL_READ_BOUND: Duration = Duration::from_secs(90);
 const BROKER_PORT: u16 = 9092;
 const CONTROLLER_PORT: u16 = 9093;
 /// Multi-node worlds: how long after healing a leader and a committed CreateTopics may take,
@@ -134,7 +139,14 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
-    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + SETTLE * 2);
+    let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs);
+    // A cluster's end has more phases (quorum liveness, replicas catching up).
+    let settle = if scenario.cluster.is_multi_node() {
+        SETTLE * 3
+    } else {
+        SETTLE * 2
+    };
+    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -158,9 +170,9 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         });
     }
     weir::config::planted::set(None);
-    let (final_read, liveness, panic, final_metadata, quorum) = match result {
-        Ok(Ok((final_read, liveness, metadata, quorum))) => {
-            (Some(final_read), liveness, None, metadata, quorum)
+    let (final_read, liveness, panic, final_metadata, quorum, replicas) = match result {
+        Ok(Ok((final_read, liveness, metadata, quorum, replicas))) => {
+            (Some(final_read), liveness, None, metadata, quorum, replicas)
         }
         Ok(Err(failure)) => (
             None,
@@ -168,6 +180,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             Some(format!("run failed: {failure}")),
             None,
             None,
+            Vec::new(),
         ),
         Err(panic) => {
             let message = panic
@@ -175,7 +188,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            (None, None, Some(message), None, None)
+            (None, None, Some(message), None, None, Vec::new())
         }
     };
     if let Some(p) = &panic {
@@ -206,6 +219,30 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f
         }
     };
+    if let Some(read) = final_read
+        .as_ref()
+        .filter(|_| scenario.cluster.is_multi_node())
+    {
+        checker::forget_unread(&mut findings, &entries, read);
+    }
+    if !replicas.is_empty() {
+        // Seen only at the end, once the replicas caught up.
+        let end = entries.last().map_or(0, |e| e.at_ms);
+        findings.evidence_ms.insert(Check::Replicas, end);
+        findings.replicas = replicas;
+    }
+    if let Some(g) = &scenario.groups {
+        let expected = group_check::Expected {
+            groups: g.count,
+            members: g.members,
+            partitions: scenario.topic.partitions,
+            settle_bound_ms: g.settle_bound_ms(),
+        };
+        findings.groups = group_check::check(&entries, final_read.as_ref(), expected);
+        for (&c, &t) in &findings.groups.evidence_ms {
+            findings.evidence_ms.insert(c, t);
+        }
+    }
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);
         if !findings.metadata.is_empty() {
@@ -487,6 +524,9 @@ async fn simulate(
         let spec = ProducerSpec {
             id,
             addr,
+            // In a cluster: producer k writes partition k mod P, through its leader.
+            bootstrap: if multi { addrs.clone() } else { Vec::new() },
+            partition: multi.then(|| (id % topic.partitions as u32) as i32),
             topic: topic.name.clone(),
             partitions: topic.partitions,
             acks,
@@ -509,6 +549,7 @@ async fn simulate(
         let spec = ConsumerSpec {
             id,
             addr,
+            bootstrap: if multi { addrs.clone() } else { Vec::new() },
             topic: topic.name.clone(),
             partitions: topic.partitions,
             max_wait: Duration::from_millis(scenario.consumers.max_wait_ms),
@@ -533,12 +574,43 @@ async fn simulate(
         tasks.push(client_node.spawn(admin::run_admin(client_io(), spec, history.clone(), clock)));
     }
 
+    if let Some(g) = &scenario.groups {
+        let spec = GroupsSpec {
+            groups: g.clone(),
+            addr,
+            topic: topic.name.clone(),
+            partitions: topic.partitions,
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            churn_until_ms: duration_ms,
+            until_ms: duration_ms + g.drain_secs * 1000,
+        };
+        for group in 0..g.count {
+            for slot in 0..g.members {
+                tasks.push(client_node.spawn(group_workload::run_member(
+                    client_io(),
+                    spec.clone(),
+                    group,
+                    slot,
+                    history.clone(),
+                    clock,
+                )));
+            }
+        }
+        tasks.push(client_node.spawn(group_workload::run_observer(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
     let nemesis = Nemesis {
         machines,
         others: vec![client_node.id()],
         spec: scenario.nemesis.clone(),
         history: history.clone(),
         clock,
+        topic: Some((topic.name.clone(), topic.partitions)),
     };
     let observer = std::sync::Mutex::new(QuorumObserver::default());
     if multi {
@@ -560,6 +632,9 @@ async fn simulate(
         tokio::time::sleep(Duration::from_millis(duration_ms - now)).await;
     }
     nemesis.heal().await;
+    if scenario.groups.is_some() {
+        history.record(clock.now_ms(), Event::Group(GroupEvent::Healed));
+    }
     for task in tasks {
         // Workloads stop by themselves at the deadline; a request in flight is bounded by its
         // time-out, so this wait is bounded too.
@@ -576,9 +651,45 @@ async fn simulate(
             clock,
         )
         .await?;
+        let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
+            let (final_read, mut liveness) =
+                read_back(addr, addrs.clone(), &topic, &client_node, &history, clock).await?;
+            // Every replica catches up with its leader, then no two disagree below their
+            // high watermarks.
+            let rf = topic.replication_factor.max(1) as usize;
+            let (logs, lag) =
+                replica_read::settle(&nemesis.machines, &topic.name, topic.partitions, rf, clock)
+                    .await;
+            let mut replicas = Vec::new();
+            for (p, r) in &logs {
+                replicas.extend(replica_check::check(*p, r));
+            }
+            let batches: usize = logs.values().flatten().map(|r| r.batches.len()).sum();
+            history.record(
+                clock.now_ms(),
+                Event::Note(format!(
+                    "replicas: {} partition(s), {} replica logs, {batches} batches compared, {} divergences",
+                    logs.len(),
+                    logs.values().map(Vec::len).sum::<usize>(),
+                    replicas.len()
+                )),
+            );
+            if let Some(why) = lag {
+                let why = format!(
+                    "replicas not caught up {:?} after the final read: {why}",
+                    replica_read::CATCH_UP_BOUND
+                );
+                history.record(clock.now_ms(), Event::Note(why.clone()));
+                liveness = Some(liveness.map_or(why.clone(), |l| format!("{l}; {why}")));
+            }
+            Some((final_read, liveness, replicas))
+        } else {
+            None
+        };
         return multi_node_end(
             quorum,
             quorum_liveness,
+            data,
             &scenario,
             &client_node,
             addrs,
@@ -589,55 +700,8 @@ async fn simulate(
         .await;
     }
 
-    // Liveness: after healing, a produce and a fetch must succeed within the bound.
-    let liveness_history = history.clone();
-    let topic_name = topic.name.clone();
-    let partitions = topic.partitions;
-    let liveness = client_node
-        .spawn(async move {
-            liveness_check(addr, &topic_name, partitions, liveness_history, clock).await
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    if let Some(why) = &liveness {
-        history.record(
-            clock.now_ms(),
-            Event::Note(format!("liveness failed: {why}")),
-        );
-    }
-    let topic_name = topic.name.clone();
-    let final_read = client_node
-        .spawn({
-            let history = history.clone();
-            async move { final_read(addr, &topic_name, partitions, history, clock).await }
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    let (final_read, liveness) = match final_read {
-        Ok(read) => (read, liveness),
-        Err(e) => {
-            history.record(clock.now_ms(), Event::Note(e.clone()));
-            (
-                FinalRead::new(),
-                Some(liveness.map_or(e.clone(), |l| format!("{l}; {e}"))),
-            )
-        }
-    };
-    let total: usize = final_read.values().map(|r| r.records.len()).sum();
-    let digest: Vec<(i32, usize, i64)> = final_read
-        .iter()
-        .map(|(p, r)| {
-            (
-                *p,
-                r.records.len(),
-                r.records.last().map(|x| x.0).unwrap_or(-1),
-            )
-        })
-        .collect();
-    history.record(
-        clock.now_ms(),
-        Event::Note(format!("final read: {total} records {digest:?}")),
-    );
+    let (final_read, liveness) =
+        read_back(addr, Vec::new(), &topic, &client_node, &history, clock).await?;
     let final_metadata = if scenario.admin.is_some() {
         let history = history.clone();
         let read = client_node
@@ -673,17 +737,132 @@ async fn simulate(
         None
     };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
-    Ok((final_read, liveness, final_metadata, None))
+    Ok((final_read, liveness, final_metadata, None, Vec::new()))
+}
+
+/// After healing: the liveness probe (a produce and a fetch per partition within the bound),
+/// then the final read of every partition. `bootstrap` not empty: a cluster, where each
+/// partition is produced to and read from its leader.
+async fn read_back(
+    addr: SocketAddr,
+    bootstrap: Vec<SocketAddr>,
+    topic: &crate::scenario::Topic,
+    client_node: &madsim::runtime::NodeHandle,
+    history: &History,
+    clock: RunClock,
+) -> Result<(FinalRead, Option<String>), String> {
+    // Liveness: after healing, a produce and a fetch must succeed within the bound.
+    let liveness_history = history.clone();
+    let topic_name = topic.name.clone();
+    let partitions = topic.partitions;
+    let routes = bootstrap.clone();
+    let liveness = client_node
+        .spawn(async move {
+            liveness_check(
+                addr,
+                &routes,
+                &topic_name,
+                partitions,
+                liveness_history,
+                clock,
+            )
+            .await
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(why) = &liveness {
+        history.record(
+            clock.now_ms(),
+            Event::Note(format!("liveness failed: {why}")),
+        );
+    }
+    let topic_name = topic.name.clone();
+    let final_read = client_node
+        .spawn({
+            let history = history.clone();
+            async move {
+                if bootstrap.is_empty() {
+                    let all = 0..partitions;
+                    return match final_read(
+                        addr,
+                        &[],
+                        &topic_name,
+                        all,
+                        FINAL_READ_BOUND,
+                        history.clone(),
+                        clock,
+                    )
+                    .await
+                    {
+                        Ok(read) => (read, None),
+                        Err(e) => (FinalRead::new(), Some(e)),
+                    };
+                }
+                // A cluster: partition by partition, so that one without a leader leaves the
+                // others judged (it is missing from the read: unknown, not lost).
+                let bound =
+                    (FINAL_READ_BOUND / partitions.max(1) as u32).max(Duration::from_secs(20));
+                let mut read = FinalRead::new();
+                let mut failed = Vec::new();
+                for p in 0..partitions {
+                    let one = p..p + 1;
+                    match final_read(
+                        addr,
+                        &bootstrap,
+                        &topic_name,
+                        one,
+                        bound,
+                        history.clone(),
+                        clock,
+                    )
+                    .await
+                    {
+                        Ok(r) => read.extend(r),
+                        Err(e) => failed.push(format!("partition {p}: {e}")),
+                    }
+                }
+                (read, (!failed.is_empty()).then(|| failed.join("; ")))
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let (final_read, liveness) = match final_read {
+        (read, None) => (read, liveness),
+        (read, Some(e)) => {
+            history.record(clock.now_ms(), Event::Note(e.clone()));
+            (
+                read,
+                Some(liveness.map_or(e.clone(), |l| format!("{l}; {e}"))),
+            )
+        }
+    };
+    let total: usize = final_read.values().map(|r| r.records.len()).sum();
+    let digest: Vec<(i32, usize, i64)> = final_read
+        .iter()
+        .map(|(p, r)| {
+            (
+                *p,
+                r.records.len(),
+                r.records.last().map(|x| x.0).unwrap_or(-1),
+            )
+        })
+        .collect();
+    history.record(
+        clock.now_ms(),
+        Event::Note(format!("final read: {total} records {digest:?}")),
+    );
+    Ok((final_read, liveness))
 }
 
 /// What a run ends with: the final read, the data liveness verdict, the final metadata (with
-/// an admin workload), and in multi-node worlds the quorum findings with the quorum liveness
-/// verdict.
+/// an admin workload), in multi-node worlds the quorum findings with the quorum liveness
+/// verdict, and the replicas' divergences below their high watermarks.
 type SimEnd = (
     FinalRead,
     Option<String>,
     Option<FinalMetadata>,
     Option<(QuorumFindings, Option<String>)>,
+    Vec<String>,
 );
 
 /// Writes `meta.properties` as `weir format --cluster-id ID` does (Kafka's format), so every
@@ -861,12 +1040,13 @@ async fn quorum_after_heal(
     Ok((findings, liveness))
 }
 
-/// The end of a multi-node run: no data workload to read back; the admin topics' metadata,
-/// read through any broker.
+/// The end of a multi-node run: the data workload's read-back and replica findings (`data`,
+/// when it has one); the admin topics' metadata, read through any broker.
 #[allow(clippy::too_many_arguments)]
 async fn multi_node_end(
     quorum: QuorumFindings,
     quorum_liveness: Option<String>,
+    data: Option<(FinalRead, Option<String>, Vec<String>)>,
     scenario: &Scenario,
     client_node: &madsim::runtime::NodeHandle,
     addrs: Vec<SocketAddr>,
@@ -908,11 +1088,13 @@ async fn multi_node_end(
         None
     };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    let (final_read, liveness, replicas) = data.unwrap_or((FinalRead::new(), None, Vec::new()));
     Ok((
-        FinalRead::new(),
-        None,
+        final_read,
+        liveness,
         final_metadata,
         Some((quorum, quorum_liveness)),
+        replicas,
     ))
 }
 
@@ -927,10 +1109,12 @@ fn client_io() -> Io {
     }
 }
 
-/// Produces one record per partition and fetches it back; `Some(reason)` if that cannot be
-/// done within [`LIVENESS_BOUND`].
+/// Produces one record per partition and fetches it back (through the partition's leader when
+/// `bootstrap` names a cluster's brokers); `Some(reason)` if that cannot be done within
+/// [`LIVENESS_BOUND`].
 async fn liveness_check(
     addr: SocketAddr,
+    bootstrap: &[SocketAddr],
     topic: &str,
     partitions: i32,
     history: History,
@@ -952,9 +1136,23 @@ async fn liveness_check(
             },
         );
         let mut done = false;
+        let mut lookups = 0u64;
         while clock.now_ms() < deadline && !done {
+            lookups += 1;
             let attempt = async {
-                let mut c = Client::connect(&io, addr).await?;
+                let mut c = if bootstrap.is_empty() {
+                    Client::connect(&io, addr).await?
+                } else {
+                    crate::routing::connect_leader(
+                        &io,
+                        bootstrap,
+                        lookups,
+                        topic,
+                        partition,
+                        Duration::from_secs(5),
+                    )
+                    .await?
+                };
                 c.set_timeout(Duration::from_secs(5));
                 let mut b = BatchBuilder::new(io.clock.wall_ms());
                 b.push(None, Some(value.as_bytes()), io.clock.wall_ms());
@@ -998,24 +1196,43 @@ async fn liveness_check(
     None
 }
 
-/// Reads every partition from its start to its high watermark. A partition the broker cannot
-/// serve past some offset (say, a batch rotted on disk) is read up to there, and noted.
+/// Reads every partition from its start to its high watermark (from the partition's leader
+/// when `bootstrap` names a cluster's brokers). A partition the broker cannot serve past some
+/// offset (say, a batch rotted on disk) is read up to there, and noted.
 async fn final_read(
     addr: SocketAddr,
+    bootstrap: &[SocketAddr],
     topic: &str,
-    partitions: i32,
+    parts: std::ops::Range<i32>,
+    bound: Duration,
     history: History,
     clock: RunClock,
 ) -> Result<FinalRead, String> {
     let io = client_io();
     let mut last_error = String::new();
+    let deadline = clock.now_ms() + bound.as_millis() as u64;
     // Bounded retries for connection trouble; broker errors end a partition's read instead.
-    for _attempt in 0..50 {
+    for attempt in 0..50u64 {
+        if clock.now_ms() >= deadline {
+            last_error = format!("{last_error} (gave up after {bound:?})");
+            break;
+        }
         let result = async {
             let mut c = Client::connect(&io, addr).await?;
             c.set_timeout(Duration::from_secs(10));
             let mut read = FinalRead::new();
-            for p in 0..partitions {
+            for p in parts.clone() {
+                if !bootstrap.is_empty() {
+                    c = crate::routing::connect_leader(
+                        &io,
+                        bootstrap,
+                        attempt,
+                        topic,
+                        p,
+                        Duration::from_secs(10),
+                    )
+                    .await?;
+                }
                 let offsets = async {
                     Ok::<_, ClientError>((
                         c.list_offset(topic, p, -2).await?.0,
@@ -1025,7 +1242,10 @@ async fn final_read(
                 .await;
                 let (start, end) = match offsets {
                     Ok(o) => o,
-                    Err(ClientError::Kafka(code, _)) => {
+                    // In a cluster a retriable error (the leader moved) means: read again.
+                    Err(ClientError::Kafka(code, _))
+                        if bootstrap.is_empty() || !code.is_retriable() =>
+                    {
                         history.record(
                             clock.now_ms(),
                             Event::Note(format!("final read of partition {p}: {code}")),
@@ -1043,7 +1263,9 @@ async fn final_read(
                         .await
                     {
                         Ok(f) => f,
-                        Err(ClientError::Kafka(code, _)) => {
+                        Err(ClientError::Kafka(code, _))
+                            if bootstrap.is_empty() || !code.is_retriable() =>
+                        {
                             history.record(
                                 clock.now_ms(),
                                 Event::Note(format!(
@@ -1094,9 +1316,10 @@ async fn final_read(
             }
             Ok::<_, ClientError>(read)
         };
-        match result.await {
-            Ok(read) => return Ok(read),
-            Err(e) => last_error = e.to_string(),
+        match io.timeout(bound, result).await {
+            Some(Ok(read)) => return Ok(read),
+            Some(Err(e)) => last_error = e.to_string(),
+            None => last_error = "timed out".into(),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -462,7 +462,22 @@ pub(super) fn offset_fetch(
                 });
                 let group = offset_fetch_response::OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id.clone());
-                match fetch_group(broker, &g.group_id, topics) {
+                // v9 (KIP-848): a consumer-protocol member fetches at its member epoch.
+                let fetched = if v >= 9 {
+                    broker
+                        .groups
+                        .read(|c| {
+                            c.validate_fetch(
+                                &g.group_id,
+                                g.member_id.as_deref(),
+                                g.member_epoch,
+                            )
+                        })
+                        .and_then(|()| fetch_group(broker, &g.group_id, topics))
+                } else {
+                    fetch_group(broker, &g.group_id, topics)
+                };
+                match fetched {
                     Err(e) => group.with_error_code(code(Some(e))),
                     Ok(fetched) => group.with_topics(
                         fetched
@@ -619,17 +634,17 @@ pub(super) fn list_groups(
     let groups = groups
         .into_iter()
         .filter(|g| g.state != GroupState::Dead)
-        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .filter(|g| states.is_empty() || states.contains(&g.state_name.to_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
             let mut listed = list_groups_response::ListedGroup::default()
                 .with_group_id(GroupId(s(g.group_id)))
                 .with_protocol_type(s(g.protocol_type));
             if v >= 4 {
-                listed.group_state = s(g.state.name());
+                listed.group_state = s(g.state_name);
             }
             if v >= 5 {
-                listed.group_type = s("classic");
+                listed.group_type = s(g.group_type);
             }
             listed
         })

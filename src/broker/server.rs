@@ -19,8 +19,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
-    acls, admin, broker_rpc, configs, delete_records, elect_leaders, fetch, forward, groups,
-    metadata, offset_for_leader_epoch, produce, quorum_rpc, topic_partitions, versions, Broker,
+    acls, admin, broker_rpc, configs, consumer_groups, delete_records, elect_leaders, fetch,
+    forward, groups, metadata, offset_for_leader_epoch, produce, quorum_rpc, topic_partitions,
+    versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -289,6 +290,12 @@ async fn handle_frame(
         )),
         RequestKind::DeleteGroups(req) => Some(ResponseKind::DeleteGroups(
             groups::delete_groups(broker, req).await,
+        )),
+        RequestKind::ConsumerGroupHeartbeat(req) => Some(ResponseKind::ConsumerGroupHeartbeat(
+            consumer_groups::heartbeat(broker, &ctx, req).await,
+        )),
+        RequestKind::ConsumerGroupDescribe(req) => Some(ResponseKind::ConsumerGroupDescribe(
+            consumer_groups::describe(broker, &ctx, req),
         )),
         RequestKind::Produce(req) => produce::handle(broker, &ctx, req)
             .await

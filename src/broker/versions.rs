@@ -43,6 +43,9 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // KIP-848: librdkafka with group.protocol=consumer speaks v1 only (client-made member ids).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 pub fn is_supported(api: ApiKey, version: i16) -> bool {
@@ -118,10 +121,10 @@ mod tests {
         assert!(is_supported(ApiKey::Produce, 9));
         assert!(!is_supported(ApiKey::Produce, 2));
         assert!(is_supported(ApiKey::JoinGroup, 0));
-        assert!(
-            !is_supported(ApiKey::ConsumerGroupHeartbeat, 0),
-            "KIP-848 is not implemented"
-        );
+        // KIP-848: librdkafka's group.protocol=consumer needs v1.
+        assert!(is_supported(ApiKey::ConsumerGroupHeartbeat, 1));
+        assert!(is_supported(ApiKey::ConsumerGroupDescribe, 1));
+        assert!(!is_supported(ApiKey::ConsumerGroupHeartbeat, 2));
     }
 
     #[test]

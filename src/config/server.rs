@@ -100,6 +100,16 @@ pub struct ServerConfig {
     pub group_max_session_timeout_ms: i32,
     /// `group.max.size`.
     pub group_max_size: i32,
+    /// `group.consumer.session.timeout.ms`: a consumer-protocol (KIP-848) member silent this
+    /// long is removed.
+    pub group_consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`: how often consumer-protocol members heartbeat.
+    pub group_consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors`: server-side assignors, the first the default (`uniform`,
+    /// `range`, or Kafka's class names for them).
+    pub group_consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size`.
+    pub group_consumer_max_size: i32,
     /// `offsets.retention.minutes`.
     pub offsets_retention_minutes: i64,
     /// `offsets.retention.check.interval.ms`.
@@ -199,6 +209,35 @@ fn cleaner_settings(p: &mut Props<'_>) -> Result<CleanerSettings, ConfigError> {
             .map_or(d.backoff_ms, |b| b as u64),
         io_max_bytes_per_second,
     })
+}
+
+/// `group.consumer.assignors`: short names or Kafka's class names, normalised to short names.
+fn parse_assignors(value: &str) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let short = match name {
+            "uniform" | "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => "uniform",
+            "range" | "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => "range",
+            other => {
+                return Err(invalid(
+                    "group.consumer.assignors",
+                    other,
+                    "Weir has the uniform and range assignors",
+                ))
+            }
+        };
+        if !out.iter().any(|n| n == short) {
+            out.push(short.to_string());
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid(
+            "group.consumer.assignors",
+            value,
+            "at least one assignor is required",
+        ));
+    }
+    Ok(out)
 }
 
 const I16_MAX: i64 = i16::MAX as i64;
@@ -489,6 +528,24 @@ impl ServerConfig {
             ));
         }
         let group_max_size = p.int("group.max.size", 1, I32_MAX)?.unwrap_or(I32_MAX) as i32;
+        let group_consumer_session_timeout_ms = p
+            .int("group.consumer.session.timeout.ms", 1, I32_MAX)?
+            .unwrap_or(45_000) as i32;
+        let group_consumer_heartbeat_interval_ms = p
+            .int("group.consumer.heartbeat.interval.ms", 1, I32_MAX)?
+            .unwrap_or(5_000) as i32;
+        if group_consumer_heartbeat_interval_ms >= group_consumer_session_timeout_ms {
+            return Err(invalid(
+                "group.consumer.heartbeat.interval.ms",
+                &group_consumer_heartbeat_interval_ms.to_string(),
+                "must be below group.consumer.session.timeout.ms",
+            ));
+        }
+        let group_consumer_assignors =
+            parse_assignors(p.get("group.consumer.assignors").unwrap_or("uniform,range"))?;
+        let group_consumer_max_size = p
+            .int("group.consumer.max.size", 1, I32_MAX)?
+            .unwrap_or(I32_MAX) as i32;
         let offsets_retention_minutes = p
             .int("offsets.retention.minutes", 1, I32_MAX)?
             .unwrap_or(10080);
@@ -578,6 +635,10 @@ impl ServerConfig {
             group_min_session_timeout_ms,
             group_max_session_timeout_ms,
             group_max_size,
+            group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms,
+            group_consumer_assignors,
+            group_consumer_max_size,
             offsets_retention_minutes,
             offsets_retention_check_interval_ms,
             offset_metadata_max_bytes,
@@ -767,6 +828,22 @@ impl ServerConfig {
                 self.group_max_session_timeout_ms.to_string(),
             ),
             ("group.max.size", self.group_max_size.to_string()),
+            (
+                "group.consumer.session.timeout.ms",
+                self.group_consumer_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.consumer.assignors",
+                self.group_consumer_assignors.join(","),
+            ),
+            (
+                "group.consumer.max.size",
+                self.group_consumer_max_size.to_string(),
+            ),
             (
                 "offsets.retention.minutes",
                 self.offsets_retention_minutes.to_string(),

@@ -179,23 +179,6 @@ impl Partition {
         }
     }
 
-    /// A replica of a replicated partition, just opened and not yet serving: what its log holds
-    /// past the last committed offset may never have reached the ISR (a leader killed after its
-    /// append), so the open's high watermark (the log end, right for a partition on its own) is
-    /// not known to be committed. Without a high-watermark checkpoint the one bound known safe
-    /// is the log start; the leader's replica set (once the ISR has fetched) or the leader's
-    /// fetch answers (as a follower) move it up again. Without this, a restarted stale leader
-    /// answered an idempotent retry of its unreplicated tail as committed (acks=all) and served
-    /// it to consumers; the new leader never had it.
-    pub fn reopened_as_replica(&mut self) {
-        assert!(
-            self.replica_set.is_none(),
-            "only before the replica takes a role"
-        );
-        self.hw_from_replicas = true;
-        self.high_watermark = self.log.start_offset();
-    }
-
     /// The end of what this replica has fsynced: what a follower in durable mode sends as its
     /// fetch offset (a replica counts towards the high watermark only up to it), and what a
     /// durable leader's high watermark is capped at.

@@ -260,7 +260,7 @@ fn a_reopened_replica_does_not_take_its_log_end_as_committed() {
     drop(p);
     // Reopened as a replica of an RF=3 partition: the tail may never have been replicated.
     let mut p = open(&disk, 2);
-    p.reopened_as_replica();
+    p.forget_high_watermark();
     assert_eq!(p.high_watermark(), 0);
     assert!(p.read(0, 1 << 20).unwrap().is_empty(), "consumers see nothing yet");
     p.become_leader(view(2, 2, &[1, 2, 3]), 0).unwrap();
