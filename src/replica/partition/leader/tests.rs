@@ -262,7 +262,10 @@ fn a_reopened_replica_does_not_take_its_log_end_as_committed() {
     let mut p = open(&disk, 2);
     p.forget_high_watermark();
     assert_eq!(p.high_watermark(), 0);
-    assert!(p.read(0, 1 << 20).unwrap().is_empty(), "consumers see nothing yet");
+    assert!(
+        p.read(0, 1 << 20).unwrap().is_empty(),
+        "consumers see nothing yet"
+    );
     p.become_leader(view(2, 2, &[1, 2, 3]), 0).unwrap();
     assert_eq!(p.high_watermark(), 0);
     p.follower_fetched(2, 3, 102, 10).unwrap();
