@@ -19,6 +19,8 @@ use crate::history::{Event, History};
 use crate::scenario::{FaultKind, Nemesis as Spec};
 use crate::workload::RunClock;
 
+/// Bound on concurrent random fault streams.
+const MAX_STREAMS: u32 = 8;
 /// At heal, how many times a node whose start failed is started again.
 const HEAL_START_ATTEMPTS: usize = 3;
 /// How long heal waits for a start under way before judging it.
@@ -96,8 +98,15 @@ impl Nemesis {
         self.history.record(self.clock.now_ms(), Event::Heal(what));
     }
 
-    /// Random faults until `until_ms` of run time, one at a time.
+    /// Random faults until `until_ms` of run time: `streams` independent streams, each one
+    /// fault at a time.
     pub async fn run_random(&self, until_ms: u64) {
+        let streams = self.spec.streams.clamp(1, MAX_STREAMS);
+        let runs = (0..streams).map(|_| self.run_stream(until_ms)).collect();
+        weir::io::join_all(runs).await;
+    }
+
+    async fn run_stream(&self, until_ms: u64) {
         let kinds: Vec<(FaultKind, u32)> = self
             .spec
             .weights

@@ -321,6 +321,7 @@ async fn simulate(
             disk: disk.clone(),
             up: up.clone(),
             restart: restart.clone(),
+            peers: Default::default(),
         });
         let (init_disk, init_clock, init_up, init_history) = (
             disk.clone(),
@@ -401,6 +402,13 @@ async fn simulate(
             voter: scenario.cluster.is_voter(index),
             starting,
         });
+    }
+    let peers: Vec<std::sync::Weak<Strikes>> = machines
+        .iter()
+        .map(|m| Arc::downgrade(&m.strikes))
+        .collect();
+    for m in &machines {
+        let _ = m.strikes.peers.set(peers.clone());
     }
     let client_node = handle
         .create_node()
