@@ -2,7 +2,9 @@
 //! in one process: a leader is elected, a CreateTopics sent to a follower is forwarded and
 //! committed, the leader is killed, a new leader commits the next change, and the killed node
 //! restarts and catches up. Prints the failover time and the commit latency (figures, not
-//! assertions). Also `weir format` from the command line.
+//! assertions). Partition leadership: AlterPartition on the controller listener, and a halted
+//! partition leader's leadership moved to an ISR member once its session expires. Also
+//! `weir format` from the command line.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -69,6 +71,17 @@ fn broker_config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16
 }
 
 fn config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
+    config_with(id, dir, controller_ports, client_port, &[])
+}
+
+/// [`config`] with more keys.
+fn config_with(
+    id: i32,
+    dir: &Path,
+    controller_ports: &[u16],
+    client_port: u16,
+    extra: &[(&str, &str)],
+) -> ServerConfig {
     let voters: Vec<String> = controller_ports
         .iter()
         .enumerate()
@@ -101,6 +114,8 @@ fn config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16) -> Se
             "600".to_string(),
         ),
     ]);
+    let mut props = props;
+    props.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     ServerConfig::from_properties(&props).unwrap().0
 }
 
@@ -614,4 +629,229 @@ fn weir_format_writes_meta_properties() {
         .unwrap();
     assert!(!bad.status.success());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The session timeout of the partition-leadership test.
+const SESSION_TIMEOUT_MS: u64 = 1500;
+
+/// The registration of partition 0 of `topic` as `node` sees it.
+fn partition0(node: &Node, topic: &str) -> Option<weir::controller::PartitionRegistration> {
+    let image = node.running.as_ref()?.broker.image();
+    let id = image.topic(topic)?.id;
+    image.partition(id, 0).cloned()
+}
+
+/// AlterPartition on the controller listener: a stale broker epoch, a node that is not the
+/// active controller, and a real shrink committed and answered with the new partition epoch.
+/// Then the partition leader is halted: the controller fences it once its session expires and
+/// moves the leadership to a member of the ISR.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
+    use kafka_protocol::error::ResponseError;
+    use kafka_protocol::messages::alter_partition_request::{
+        BrokerState, PartitionData, TopicData,
+    };
+    use kafka_protocol::messages::{AlterPartitionRequest, ApiVersionsRequest, BrokerId};
+    let io = Io::os();
+    let controller_ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+    let timeout = SESSION_TIMEOUT_MS.to_string();
+    let extra = [
+        ("broker.session.timeout.ms", timeout.as_str()),
+        ("broker.heartbeat.interval.ms", "200"),
+    ];
+    let mut nodes = Vec::new();
+    for id in 1..=NODES {
+        let dir = temp_dir(&format!("lead{id}"));
+        weir::broker::format_log_dir(&io, &dir, CLUSTER_ID, id)
+            .await
+            .unwrap();
+        nodes.push(Node {
+            id,
+            config: config_with(id, &dir, &controller_ports, free_port(), &extra),
+            running: None,
+        });
+    }
+    for node in &mut nodes {
+        node.running = Some(Broker::start(node.config.clone(), Io::os()).await.unwrap());
+    }
+    let controller = wait_for("a leader", Duration::from_secs(20), || active(&nodes)).await;
+    wait_for("three unfenced brokers", Duration::from_secs(20), || {
+        let image = nodes[controller].running.as_ref().unwrap().broker.image();
+        (image.live_brokers().count() == NODES as usize).then_some(())
+    })
+    .await;
+    let addr = nodes[controller].running.as_ref().unwrap().local_addr;
+    let mut client = Client::connect(&io, addr).await.unwrap();
+    client
+        .create_topic("rep", 1, 3, &BTreeMap::new())
+        .await
+        .unwrap();
+    let p = wait_for("every node to apply 'rep'", Duration::from_secs(10), || {
+        let ps: Vec<_> = nodes.iter().map(|n| partition0(n, "rep")).collect();
+        ps.iter()
+            .all(|p| p.is_some() && *p == ps[0])
+            .then(|| ps[0].clone().unwrap())
+    })
+    .await;
+    assert_eq!(p.isr.len(), 3, "{p:?}");
+    let leader = p.leader;
+    let leader_index = nodes.iter().position(|n| n.id == leader).unwrap();
+    let image = nodes[controller].running.as_ref().unwrap().broker.image();
+    let topic_id = image.topic("rep").unwrap().id;
+    let epoch_of = |id: i32| image.broker(id).unwrap().epoch;
+    // The leader drops its last follower (in assignment order) from the ISR.
+    let dropped = *p.replicas.iter().rev().find(|r| **r != leader).unwrap();
+    let kept: Vec<i32> = p.isr.iter().copied().filter(|r| *r != dropped).collect();
+    let request = |broker_epoch: i64| {
+        AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(leader))
+            .with_broker_epoch(broker_epoch)
+            .with_topics(vec![TopicData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(0)
+                    .with_leader_epoch(p.leader_epoch)
+                    .with_partition_epoch(p.partition_epoch)
+                    .with_new_isr_with_epochs(
+                        kept.iter()
+                            .map(|b| {
+                                BrokerState::default()
+                                    .with_broker_id(BrokerId(*b))
+                                    .with_broker_epoch(epoch_of(*b))
+                            })
+                            .collect(),
+                    )])])
+    };
+    let controller_addr = nodes[controller]
+        .running
+        .as_ref()
+        .unwrap()
+        .controller_addr
+        .unwrap();
+    let mut conn = weir::client::connection::Connection::connect(&io, controller_addr, "t")
+        .await
+        .unwrap();
+    // The controller listener advertises it.
+    let versions = conn.call(&ApiVersionsRequest::default(), 3).await.unwrap();
+    assert!(versions
+        .api_keys
+        .iter()
+        .any(|k| k.api_key == 56 && k.min_version == 2 && k.max_version == 3));
+    let r = conn.call(&request(epoch_of(leader) + 1), 3).await.unwrap();
+    assert_eq!(r.error_code, ResponseError::StaleBrokerEpoch.code());
+    let other = (0..NODES as usize).find(|i| *i != controller).unwrap();
+    let other_addr = nodes[other]
+        .running
+        .as_ref()
+        .unwrap()
+        .controller_addr
+        .unwrap();
+    let mut other_conn = weir::client::connection::Connection::connect(&io, other_addr, "t")
+        .await
+        .unwrap();
+    let r = other_conn
+        .call(&request(epoch_of(leader)), 3)
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, ResponseError::NotController.code());
+    let started = Instant::now();
+    let r = conn.call(&request(epoch_of(leader)), 3).await.unwrap();
+    let latency = started.elapsed();
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let answered = &r.topics[0].partitions[0];
+    assert_eq!(answered.error_code, 0, "{r:?}");
+    assert_eq!(answered.partition_epoch, p.partition_epoch + 1);
+    assert_eq!(
+        answered.leader_epoch, p.leader_epoch,
+        "an ISR change keeps the leader"
+    );
+    let isr: Vec<i32> = answered.isr.iter().map(|b| b.0).collect();
+    assert_eq!(isr, kept);
+    // Answered after the commit: the controller's image already has it.
+    let committed = partition0(&nodes[controller], "rep").unwrap();
+    assert!(committed.partition_epoch >= answered.partition_epoch);
+    println!("AlterPartition answered after commit in {latency:?} (3 voters, loopback, fsync)");
+    // The same request again is outdated.
+    let r = conn.call(&request(epoch_of(leader)), 3).await.unwrap();
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ResponseError::InvalidUpdateVersion.code()
+    );
+
+    // A broker that is not the active controller reaches it for producer ids and for topics
+    // a producer's Metadata auto-creates (forwarded, as Kafka's brokers forward them).
+    let other_client = nodes[other].running.as_ref().unwrap().local_addr;
+    let mut producer = Client::connect(&io, other_client).await.unwrap();
+    let (first, _) = producer.init_producer_id().await.unwrap();
+    let (second, _) = producer.init_producer_id().await.unwrap();
+    assert!(first >= 0 && second != first, "{first} {second}");
+    {
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::{MetadataRequest, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let request = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("auto-made"))))]))
+            .with_allow_auto_topic_creation(true);
+        let mut conn = weir::client::connection::Connection::connect(&io, other_client, "t")
+            .await
+            .unwrap();
+        conn.call(&request, 12).await.unwrap();
+        wait_for("the auto-created topic", Duration::from_secs(10), || {
+            nodes
+                .iter()
+                .all(|n| has_topic(n, "auto-made"))
+                .then_some(())
+        })
+        .await;
+    }
+
+    // Halt the partition leader (as kill -9 would); the ISR as it stands is its successor pool.
+    let isr_before = partition0(&nodes[controller], "rep").unwrap().isr;
+    let halted_at = Instant::now();
+    nodes[leader_index].running.take().unwrap().broker.halt();
+    let survivors: Vec<usize> = (0..NODES as usize).filter(|i| *i != leader_index).collect();
+    let moved = wait_for(
+        "the leadership to move off the halted broker",
+        Duration::from_millis(SESSION_TIMEOUT_MS + 10_000),
+        || {
+            survivors.iter().find_map(|i| {
+                let p = partition0(&nodes[*i], "rep")?;
+                (p.leader != leader && p.leader != -1).then_some(p)
+            })
+        },
+    )
+    .await;
+    let elapsed = halted_at.elapsed();
+    assert!(
+        isr_before.contains(&moved.leader),
+        "new leader {} not from the ISR {isr_before:?}",
+        moved.leader
+    );
+    assert!(!moved.isr.contains(&leader), "{moved:?}");
+    assert!(moved.leader_epoch > p.leader_epoch);
+    println!(
+        "partition leadership moved off a halted broker in {elapsed:?} \
+         (broker.session.timeout.ms={SESSION_TIMEOUT_MS}, heartbeats every 200 ms; \
+         the halted broker {} the active controller)",
+        if leader_index == controller {
+            "was"
+        } else {
+            "was not"
+        }
+    );
+    // Fencing waits for the session to expire, then one controller tick and one commit (the
+    // quorum may have to elect a new controller first when the halted node led it).
+    assert!(
+        elapsed < Duration::from_millis(SESSION_TIMEOUT_MS + 3000),
+        "{elapsed:?}"
+    );
+    for node in &nodes {
+        if let Some(r) = &node.running {
+            r.broker.halt();
+        }
+    }
+    for node in &nodes {
+        let _ = std::fs::remove_dir_all(&node.config.log_dirs[0]);
+    }
 }

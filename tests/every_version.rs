@@ -666,4 +666,53 @@ async fn groups(conn: &mut Connection) {
         let response = call(conn, &request, v).await;
         assert_eq!(response.results[0].error_code, 0, "DeleteGroups v{v}");
     }
+    // KIP-848: a join, a describe of it (and of a classic group: not found), a leave.
+    for v in versions(conn, ApiKey::ConsumerGroupHeartbeat) {
+        let group = format!("kip848-{v}");
+        let request = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb(&group)))
+            .with_member_id(sb(if v >= 1 { "client-made-id" } else { "" }))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![name("t2")]))
+            .with_topic_partitions(Some(vec![]));
+        let response = call(conn, &request, v).await;
+        assert_eq!(
+            response.error_code, 0,
+            "ConsumerGroupHeartbeat v{v}: {:?}",
+            response.error_message
+        );
+        assert_eq!(response.member_epoch, 1, "ConsumerGroupHeartbeat v{v}");
+        let assigned: usize = response
+            .assignment
+            .as_ref()
+            .map(|a| a.topic_partitions.iter().map(|t| t.partitions.len()).sum())
+            .unwrap_or(0);
+        assert!(
+            assigned > 0,
+            "ConsumerGroupHeartbeat v{v}: nothing assigned"
+        );
+        let member = response.member_id.clone().expect("a member id");
+        for dv in versions(conn, ApiKey::ConsumerGroupDescribe) {
+            let request = ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(sb(&group)), GroupId(sb("simple"))]);
+            let described = call(conn, &request, dv).await;
+            assert_eq!(
+                described.groups[0].error_code, 0,
+                "ConsumerGroupDescribe v{dv}"
+            );
+            assert_eq!(described.groups[0].members.len(), 1);
+            assert_eq!(&*described.groups[0].members[0].member_id, &*member);
+            assert_eq!(
+                described.groups[1].error_code, 69,
+                "a classic group is not found"
+            );
+        }
+        let leave = ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb(&group)))
+            .with_member_id(member)
+            .with_member_epoch(-1);
+        let left = call(conn, &leave, v).await;
+        assert_eq!((left.error_code, left.member_epoch), (0, -1), "leave v{v}");
+    }
 }

@@ -14,6 +14,15 @@
 //! - **uncommitted**: a fetch returned a record at or past the high watermark it reported.
 //! - **order**: within one idempotent producer session, two values are stored in the opposite
 //!   order from the one they were sent in.
+//! - **acked-offset**: an acknowledged value is not at its acknowledged offset in the final read
+//!   although that offset is inside the read (moved elsewhere, replaced, or a hole), or it is
+//!   stored at another offset. Acknowledged offsets never move, whichever broker leads later.
+//! - **replicas** (`replica_check`): replicas disagree below their high watermarks.
+//!
+//! Errors after an append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, a dropped
+//! connection) prove nothing either way (replication notes §2.5): the producer retries them,
+//! and a batch it gives up on is a `Fail`, which is indeterminate here: its values may or may
+//! not be in the log, and only a read below the high watermark makes them knowledge.
 //!
 //! Each finding also notes when its first evidence appeared (`evidence_ms`), so that a sweep
 //! can tell which faults were active around it (fault coverage).
@@ -69,6 +78,11 @@ pub struct Findings {
     pub quorum_liveness: Option<String>,
     /// Values sent without an answer (acks=0) and neither failed nor stored at the end.
     pub sent_lost: Vec<String>,
+    /// Acknowledged values not at their acknowledged offset at the end.
+    pub acked_moved: Vec<String>,
+    /// Multi-node worlds: replicas disagreeing below their high watermarks
+    /// (`replica_check`), filled in by the world after the final read.
+    pub replicas: Vec<String>,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -137,6 +151,16 @@ impl Findings {
             self.sent_lost.len(),
             "sent writes (never answered) lost",
         );
+        add(
+            Check::AckedOffset,
+            self.acked_moved.len(),
+            "acknowledged values not at their acknowledged offset",
+        );
+        add(
+            Check::Replicas,
+            self.replicas.len(),
+            "replica divergences below the high watermark",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -193,6 +217,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     // (partition, offset) → values observed there.
     let mut observed: BTreeMap<(i32, i64), BTreeSet<&str>> = BTreeMap::new();
     let mut acked_values: Vec<(&str, u64)> = Vec::new();
+    // (value, partition, acknowledged offset, time).
+    let mut acked_at: Vec<(&str, i32, i64, u64)> = Vec::new();
     // (partition, offset) → (value, high watermark, time) of reads below the high watermark.
     let mut committed_reads: BTreeMap<(i32, i64), (&str, i64, u64)> = BTreeMap::new();
     // (consumer, partition) → last offset read in the current session.
@@ -233,6 +259,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                             findings.evidence(Check::Inconsistent, at_ms);
                         }
                         acked_values.push((v.as_str(), at_ms));
+                        acked_at.push((v.as_str(), at.0, at.1, at_ms));
                         if let Some(w) = written.get_mut(v.as_str()) {
                             w.acked_ms.get_or_insert(at_ms);
                         }
@@ -372,7 +399,56 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
         .collect();
     check_committed_reads(&committed_reads, final_read, &mut findings);
     check_order(&written, final_read, end_ms, &mut findings);
+    check_acked_offsets(&acked_at, final_read, &mut findings);
     findings
+}
+
+/// Acknowledged offsets never move: a value acknowledged at `o` is read back at `o` whenever
+/// `o` is inside the final read (at or above its start, below where it broke off and below its
+/// last record); found only at another offset of its partition, it moved. A value missing
+/// altogether past the read's end is `lost`'s business only.
+fn check_acked_offsets(
+    acked_at: &[(&str, i32, i64, u64)],
+    final_read: &FinalRead,
+    findings: &mut Findings,
+) {
+    let mut at_offset: BTreeMap<(i32, i64), &str> = BTreeMap::new();
+    let mut offset_of: BTreeMap<(i32, &str), i64> = BTreeMap::new();
+    for (p, r) in final_read {
+        for (o, v) in &r.records {
+            at_offset.insert((*p, *o), v.as_str());
+            offset_of.entry((*p, v.as_str())).or_insert(*o);
+        }
+    }
+    for &(value, partition, offset, at_ms) in acked_at {
+        let Some(read) = final_read.get(&partition) else {
+            continue;
+        };
+        if offset < read.start || read.stopped_at.is_some_and(|s| offset >= s) {
+            continue;
+        }
+        let end = read.records.last().map_or(read.start, |(o, _)| o + 1);
+        let here = at_offset.get(&(partition, offset)).copied();
+        let elsewhere = offset_of
+            .get(&(partition, value))
+            .copied()
+            .filter(|&o| o != offset);
+        // Stored at its offset: a second copy elsewhere is `duplicate`'s business.
+        if here == Some(value) {
+            continue;
+        }
+        if here.is_none() && offset >= end && elsewhere.is_none() {
+            continue;
+        }
+        findings.evidence(Check::AckedOffset, at_ms);
+        push_example(&mut findings.acked_moved, || {
+            format!(
+                "partition {partition}: {value:?} acknowledged at offset {offset}, final read has {} there{}",
+                here.map_or("nothing".to_string(), |v| format!("{v:?}")),
+                elsewhere.map_or(String::new(), |o| format!(" and {value:?} at {o}"))
+            )
+        });
+    }
 }
 
 /// Lost reads: every read below its reported high watermark must still be there at the end,
@@ -529,7 +605,9 @@ mod tests {
         assert!(!f.corrupt.is_empty());
         // The read of "x" at 2 was below its high watermark, and 2 holds "c" at the end.
         assert_eq!(f.lost_reads.len(), 1);
-        assert_eq!(f.violations(&crate::scenario::Check::all()).len(), 7);
+        // "b" acknowledged at 1 where the final read has "c": not at its offset either.
+        assert_eq!(f.acked_moved.len(), 1);
+        assert_eq!(f.violations(&crate::scenario::Check::all()).len(), 8);
         assert!(f.violations(&[]).is_empty());
         assert!(f
             .first_evidence_ms(&crate::scenario::Check::all())
@@ -638,5 +716,83 @@ mod tests {
         // p0-0-0 and p0-0-1 both come after batch 1 of the same session.
         assert_eq!(f.misordered.len(), 2, "{f:?}");
         assert!(f.misordered[0].contains("p0-0-0"));
+    }
+
+    #[test]
+    fn an_acknowledged_value_read_back_elsewhere_moved() {
+        // "a" acknowledged at 1 by a leader whose log a later leader does not share: the final
+        // log holds "a" at 0 (a retry's copy) and ends there. Neither lost nor inconsistent.
+        let entries = vec![
+            invoke(1, &["a"]),
+            at(Event::Ack { op: 1, offset: 1 }),
+        ];
+        let f = check(&entries, &final_read(0, &[(0, "a")]), None);
+        assert!(f.lost.is_empty() && f.inconsistent.is_empty(), "{f:?}");
+        assert_eq!(f.acked_moved.len(), 1, "{f:?}");
+        assert_eq!(
+            f.violations(&[Check::AckedOffset]),
+            vec!["1 acknowledged values not at their acknowledged offset".to_string()]
+        );
+        // A hole inside the read where an acknowledged value was: moved too (and lost).
+        let entries = vec![
+            invoke(1, &["a"]),
+            at(Event::Ack { op: 1, offset: 1 }),
+            invoke(2, &["b"]),
+            at(Event::Ack { op: 2, offset: 2 }),
+        ];
+        let f = check(&entries, &final_read(0, &[(2, "b")]), None);
+        assert_eq!((f.acked_moved.len(), f.lost.len()), (1, 1), "{f:?}");
+    }
+
+    #[test]
+    fn acknowledged_offsets_past_the_read_or_with_a_second_copy_are_not_moved() {
+        // Acknowledged at 3, and a retry's copy at 0 as well: a duplicate, not a move.
+        let entries = vec![
+            invoke(1, &["a"]),
+            at(Event::Ack { op: 1, offset: 3 }),
+            invoke(2, &["b"]),
+            at(Event::Ack { op: 2, offset: 5 }),
+        ];
+        let stored = final_read(0, &[(0, "a"), (1, "x"), (2, "y"), (3, "a")]);
+        let f = check(&entries, &stored, None);
+        assert!(f.acked_moved.is_empty(), "{f:?}");
+        // "b" at 5, past the read's end and nowhere else: lost only.
+        assert_eq!(f.lost, vec!["b".to_string()]);
+        assert_eq!(f.duplicated, vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn errors_after_an_append_are_indeterminate() {
+        // Notes §2.5: a batch failed with NOT_ENOUGH_REPLICAS_AFTER_APPEND (or timed out, or
+        // lost its connection) may or may not be in the log; present or absent, no violation.
+        let failed = |op: u64, error: &str| {
+            at(Event::Fail {
+                op,
+                error: error.into(),
+            })
+        };
+        let entries = vec![
+            invoke(1, &["a"]),
+            failed(1, "broker error: NOT_ENOUGH_REPLICAS_AFTER_APPEND"),
+            invoke(2, &["b"]),
+            failed(2, "broker error: REQUEST_TIMED_OUT"),
+            invoke(3, &["c"]),
+            failed(3, "i/o: connection reset"),
+            invoke(4, &["d"]),
+            at(Event::Ack { op: 4, offset: 1 }),
+        ];
+        let f = check(&entries, &final_read(0, &[(0, "a"), (1, "d"), (2, "c")]), None);
+        assert!(f.violations(&Check::all()).is_empty(), "{f:?}");
+        let f = check(&entries, &final_read(0, &[(0, "x0"), (1, "d")]), None);
+        // Only the phantom "x0" is wrong: "a", "b" and "c" may be missing.
+        assert_eq!(
+            f.violations(&Check::all()),
+            vec!["1 corrupt or phantom reads".to_string()]
+        );
+        // ...but a failed value a consumer read below the high watermark is knowledge.
+        let mut read_it = entries.clone();
+        read_it.push(read_hw(0, 0, 0, "a", 2));
+        let f = check(&read_it, &final_read(0, &[(1, "d")]), None);
+        assert_eq!(f.lost_reads.len(), 1, "{f:?}");
     }
 }

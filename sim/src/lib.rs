@@ -16,7 +16,9 @@ pub mod metadata_check;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;
+pub mod replica_check;
 pub mod report;
+pub mod routing;
 pub mod scenario;
 pub mod shrink;
 pub mod swarm;
@@ -27,6 +29,8 @@ pub mod workload;
 pub mod disk;
 #[cfg(madsim)]
 pub mod nemesis;
+#[cfg(madsim)]
+pub mod replica_read;
 #[cfg(madsim)]
 pub mod sweep;
 #[cfg(madsim)]

@@ -79,6 +79,8 @@ pub struct Nemesis {
     pub spec: Spec,
     pub history: History,
     pub clock: RunClock,
+    /// The workload's topic and its partition count, for faults aimed at a partition leader.
+    pub topic: Option<(String, i32)>,
 }
 
 fn draw(range: [u64; 2]) -> u64 {
@@ -180,9 +182,29 @@ impl Nemesis {
             .map(|(i, _)| i)
     }
 
-    /// Applies one fault to machine `index` (for a fault aimed at the quorum leader: to the
-    /// leader, or to `index` when no leader is known); faults that last are healed after
-    /// `duration`.
+    /// The machine leading a random partition of the workload's topic, by the freshest metadata
+    /// image among the running, unpaused brokers (the most records applied), with the
+    /// partition; `None` when no image names a live leader.
+    pub fn partition_leader(&self) -> Option<(usize, i32)> {
+        let (name, partitions) = self.topic.as_ref()?;
+        let partition = madsim::rand::thread_rng().gen_range(0..*partitions);
+        let image = self
+            .machines
+            .iter()
+            .filter(|m| m.up.load(Ordering::SeqCst) && !m.paused.load(Ordering::SeqCst))
+            .filter_map(|m| m.broker.lock().unwrap().clone())
+            .map(|b| b.image())
+            .max_by_key(|image| image.applied())?;
+        let topic = image.topic(name)?;
+        let leader = image.partition(topic.id, partition)?.leader;
+        // Node ids are machine index + 1 (`world::broker_config`).
+        let index = usize::try_from(leader - 1).ok()?;
+        (index < self.machines.len()).then_some((index, partition))
+    }
+
+    /// Applies one fault to machine `index` (for a fault aimed at the quorum leader or at a
+    /// partition leader: to that leader, or to `index` when none is known); faults that last
+    /// are healed after `duration`.
     pub async fn inject(&self, kind: FaultKind, index: usize, duration: Duration) {
         self.history
             .record(self.clock.now_ms(), Event::Inject(kind));
@@ -196,6 +218,23 @@ impl Nemesis {
                 duration_ms: Some(duration.as_millis() as u64),
             }),
         );
+        if let Some(base) = kind.at_partition_leader() {
+            let target = match self.partition_leader() {
+                Some((leader, partition)) => {
+                    self.fault_note(format!(
+                        "{kind:?}: partition {partition} is led by broker-{leader}"
+                    ));
+                    leader
+                }
+                None => {
+                    self.fault_note(format!(
+                        "{kind:?}: no partition leader known, broker-{index}"
+                    ));
+                    index
+                }
+            };
+            return self.apply(base, target, duration, false).await;
+        }
         match kind.at_leader() {
             None => self.apply(kind, index, duration, false).await,
             Some(base) => {
@@ -321,6 +360,33 @@ impl Nemesis {
                 }
                 self.heal_note("heal split".into());
             }
+            FaultKind::CutFromControllers => {
+                // Both ways between this node and every other voter; clients (and pure
+                // brokers) still reach it. In a combined cluster that is every other node: a
+                // leader that still takes produce requests but hears from no controller and no
+                // follower (notes §7.6).
+                let cut: Vec<NodeId> = self
+                    .machines
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, x)| *i != index && x.voter)
+                    .map(|(_, x)| x.node)
+                    .collect();
+                for &c in &cut {
+                    net.clog_link(m.node, c);
+                    net.clog_link(c, m.node);
+                }
+                self.fault_note(format!(
+                    "cut broker-{index} off from {} controller(s) for {ms} ms",
+                    cut.len()
+                ));
+                tokio::time::sleep(duration).await;
+                for &c in &cut {
+                    net.unclog_link(m.node, c);
+                    net.unclog_link(c, m.node);
+                }
+                self.heal_note(format!("heal controller links of broker-{index}"));
+            }
             FaultKind::Latency => {
                 let lo = Duration::from_millis(self.spec.latency_ms[0]);
                 let hi =
@@ -375,7 +441,12 @@ impl Nemesis {
             | FaultKind::PowerLossLeader
             | FaultKind::PauseLeader
             | FaultKind::IsolateLeader
-            | FaultKind::SplitLeaderMinority => {
+            | FaultKind::SplitLeaderMinority
+            | FaultKind::KillPartitionLeader
+            | FaultKind::PowerLossPartitionLeader
+            | FaultKind::PausePartitionLeader
+            | FaultKind::IsolatePartitionLeader
+            | FaultKind::CutPartitionLeaderFromControllers => {
                 // `inject` resolves these to the leader and its base fault.
                 unreachable!("a leader fault reaches apply unresolved: {kind:?}")
             }

@@ -8,6 +8,12 @@
 //! when the producer gives up (the batch may or may not be in the log). After a failure an
 //! idempotent producer's sequence can no longer be trusted, so every batch still in flight
 //! fails too and the next batch starts a new producer id (a new `session`).
+//!
+//! In a cluster (`bootstrap` not empty) a producer writes one partition and connects to its
+//! leader, found by Metadata (`routing.rs`); NOT_LEADER_OR_FOLLOWER and the other retriable
+//! errors drop the connection, so the resend goes to whichever broker leads then. Errors after
+//! an append (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND) are retriable too: with
+//! idempotence the new leader deduplicates; a batch given up on is indeterminate.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -26,6 +32,11 @@ use crate::workload::{connect, RunClock, RECONNECT_BACKOFF};
 pub struct ProducerSpec {
     pub id: u32,
     pub addr: SocketAddr,
+    /// A cluster's brokers: when not empty, connect to the leader of `partition` (found
+    /// through them) instead of `addr`.
+    pub bootstrap: Vec<SocketAddr>,
+    /// Write this partition only (in a cluster); else partition `batch mod partitions`.
+    pub partition: Option<i32>,
     pub topic: String,
     pub partitions: i32,
     pub acks: i16,
@@ -72,6 +83,8 @@ struct Producer {
     session: u32,
     pending: VecDeque<Pending>,
     batch_number: u64,
+    /// Leader look-ups so far (which bootstrap broker to ask next).
+    lookups: u64,
 }
 
 /// Bound on loop rounds: every round sends, receives or sleeps, so a run's simulated minutes
@@ -92,6 +105,7 @@ pub async fn run_producer(io: Io, spec: ProducerSpec, history: History, clock: R
         session: 0,
         pending: VecDeque::new(),
         batch_number: 0,
+        lookups: 0,
     };
     let mut next_batch_ms = p.clock.now_ms();
     let mut rounds = 0u64;
@@ -143,7 +157,22 @@ impl Producer {
     /// off already).
     async fn ready(&mut self) -> bool {
         if self.client.is_none() {
-            match connect(&self.io, self.spec.addr, self.spec.timeout).await {
+            let connected = match self.spec.partition {
+                Some(partition) if !self.spec.bootstrap.is_empty() => {
+                    self.lookups += 1;
+                    crate::routing::connect_leader(
+                        &self.io,
+                        &self.spec.bootstrap,
+                        self.lookups,
+                        &self.spec.topic,
+                        partition,
+                        self.spec.timeout,
+                    )
+                    .await
+                }
+                _ => connect(&self.io, self.spec.addr, self.spec.timeout).await,
+            };
+            match connected {
                 Ok(c) => {
                     self.client = Some(c);
                     self.generation += 1;
@@ -158,8 +187,21 @@ impl Producer {
         if self.spec.idempotent && self.identity.is_none() {
             // A new identity only once nothing of the old one is in flight.
             assert!(self.pending.is_empty());
-            let c = self.client.as_mut().expect("connected above");
-            match c.init_producer_id().await {
+            let got = if self.spec.bootstrap.is_empty() {
+                let c = self.client.as_mut().expect("connected above");
+                c.init_producer_id().await
+            } else {
+                // As Kafka's producer does, InitProducerId goes to any broker (the next one
+                // each attempt), not necessarily the partition's leader.
+                self.lookups += 1;
+                let at = self.spec.bootstrap
+                    [(self.lookups % self.spec.bootstrap.len() as u64) as usize];
+                match connect(&self.io, at, self.spec.timeout).await {
+                    Ok(mut c) => c.init_producer_id().await,
+                    Err(e) => Err(e),
+                }
+            };
+            match got {
                 Ok((producer_id, epoch)) => {
                     self.identity = Some(Identity {
                         producer_id,
@@ -221,7 +263,10 @@ impl Producer {
     async fn start_batch(&mut self) {
         let number = self.batch_number;
         self.batch_number += 1;
-        let partition = (number % self.spec.partitions as u64) as i32;
+        let partition = self
+            .spec
+            .partition
+            .unwrap_or((number % self.spec.partitions as u64) as i32);
         let op = ((self.spec.id as u64) << 40) | number;
         let values: Vec<String> = (0..self.spec.batch_records)
             .map(|r| value(self.spec.id, number, r))

@@ -107,6 +107,14 @@ pub enum Check {
     /// client reports as sent) is missing from the final read. Not in the default checks: it
     /// judges the producer's settings, not the broker (`cargo sim check` uses it).
     Sent,
+    /// An acknowledged value is not at the offset it was acknowledged at in the final read
+    /// (the offset inside the read): acknowledged offsets never move, whichever broker leads.
+    #[serde(rename = "acked-offset")]
+    AckedOffset,
+    /// After healing, two replicas of a partition hold different batches (offsets, leader
+    /// epoch, CRC) below the lower of their high watermarks, or a replica's high watermark is
+    /// outside its log (multi-node worlds with replicated topics).
+    Replicas,
 }
 
 impl Check {
@@ -125,6 +133,8 @@ impl Check {
             Check::OneLeader,
             Check::CommittedPrefix,
             Check::QuorumLiveness,
+            Check::AckedOffset,
+            Check::Replicas,
         ]
     }
 }
@@ -470,6 +480,21 @@ pub enum FaultKind {
     /// Split the nodes so that the quorum leader is on the minority side (with fewer than
     /// half of the voters) and the clients on either side.
     SplitLeaderMinority,
+    /// Cut a node off from every controller (every other voter of the quorum) both ways,
+    /// while clients and pure brokers still reach it.
+    CutFromControllers,
+    /// `kill`, of the leader of a random partition of the workload's topic (from the freshest
+    /// metadata image among the running brokers).
+    KillPartitionLeader,
+    /// `power_loss`, of a partition leader.
+    PowerLossPartitionLeader,
+    /// `pause`, of a partition leader.
+    PausePartitionLeader,
+    /// `isolate`, of a partition leader (cut off from everyone, clients included).
+    IsolatePartitionLeader,
+    /// `cut_from_controllers`, of a partition leader: a zombie leader that clients still
+    /// reach (notes §7.6).
+    CutPartitionLeaderFromControllers,
 }
 
 impl FaultKind {
@@ -481,6 +506,18 @@ impl FaultKind {
             FaultKind::PauseLeader => Some(FaultKind::Pause),
             FaultKind::IsolateLeader => Some(FaultKind::Isolate),
             FaultKind::SplitLeaderMinority => Some(FaultKind::Split),
+            _ => None,
+        }
+    }
+
+    /// For a fault aimed at a partition leader: the fault it applies to that node.
+    pub fn at_partition_leader(self) -> Option<FaultKind> {
+        match self {
+            FaultKind::KillPartitionLeader => Some(FaultKind::Kill),
+            FaultKind::PowerLossPartitionLeader => Some(FaultKind::PowerLoss),
+            FaultKind::PausePartitionLeader => Some(FaultKind::Pause),
+            FaultKind::IsolatePartitionLeader => Some(FaultKind::Isolate),
+            FaultKind::CutPartitionLeaderFromControllers => Some(FaultKind::CutFromControllers),
             _ => None,
         }
     }
@@ -530,12 +567,12 @@ impl Scenario {
             _ => {}
         }
         if self.cluster.is_multi_node() {
-            // The data workload's clients talk to one broker without following partition
-            // leadership; until partitions replicate and clients route by Metadata, a
-            // multi-node world checks the quorum and the admin workload only.
-            if self.producers.count > 0 || self.consumers.count > 0 {
+            // The data workload routes by Metadata: producer k writes partition k mod P
+            // through that partition's leader, so every partition needs a producer.
+            if self.producers.count > 0 && (self.producers.count as i32) < self.topic.partitions
+            {
                 return Err(
-                    "multi-node clusters run no data workload yet: set producers.count = 0 and consumers.count = 0"
+                    "in a multi-node cluster each producer writes one partition (producer k: partition k mod partitions): set producers.count ≥ topic.partitions"
                         .into(),
                 );
             }

@@ -58,6 +58,8 @@ pub fn check_name(check: Check) -> &'static str {
         Check::OneLeader => "one-leader",
         Check::CommittedPrefix => "committed-prefix",
         Check::QuorumLiveness => "quorum-liveness",
+        Check::AckedOffset => "acked-offset",
+        Check::Replicas => "replicas",
     }
 }
 

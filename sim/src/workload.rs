@@ -53,6 +53,9 @@ pub(crate) async fn connect(
 pub struct ConsumerSpec {
     pub id: u32,
     pub addr: SocketAddr,
+    /// A cluster's brokers: when not empty, each partition is fetched from its leader (found
+    /// through them) on a connection of its own, instead of everything from `addr`.
+    pub bootstrap: Vec<SocketAddr>,
     pub topic: String,
     pub partitions: i32,
     pub max_wait: Duration,
@@ -62,12 +65,18 @@ pub struct ConsumerSpec {
 
 /// Reads every partition from offset 0 onwards, following the log, until the deadline.
 pub async fn run_consumer(io: Io, spec: ConsumerSpec, history: History, clock: RunClock) {
-    let mut client: Option<Client> = None;
+    let routed = !spec.bootstrap.is_empty();
+    // One connection for everything on a single broker; one per partition (to its leader)
+    // in a cluster.
+    let mut clients: Vec<Option<Client>> = (0..if routed { spec.partitions } else { 1 })
+        .map(|_| None)
+        .collect();
+    let mut lookups = 0u64;
     let mut positions = vec![0i64; spec.partitions as usize];
     while clock.now_ms() < spec.until_ms {
-        if client.is_none() {
+        if !routed && clients[0].is_none() {
             match connect(&io, spec.addr, spec.timeout).await {
-                Ok(c) => client = Some(c),
+                Ok(c) => clients[0] = Some(c),
                 Err(_) => {
                     io.clock.sleep(RECONNECT_BACKOFF).await;
                     continue;
@@ -75,7 +84,29 @@ pub async fn run_consumer(io: Io, spec: ConsumerSpec, history: History, clock: R
             }
         }
         for partition in 0..spec.partitions {
-            let Some(c) = client.as_mut() else { break };
+            let slot = if routed { partition as usize } else { 0 };
+            if routed && clients[slot].is_none() {
+                lookups += 1;
+                match crate::routing::connect_leader(
+                    &io,
+                    &spec.bootstrap,
+                    lookups,
+                    &spec.topic,
+                    partition,
+                    spec.timeout,
+                )
+                .await
+                {
+                    Ok(c) => clients[slot] = Some(c),
+                    Err(_) => {
+                        io.clock.sleep(RECONNECT_BACKOFF).await;
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = clients[slot].as_mut() else {
+                break;
+            };
             let position = &mut positions[partition as usize];
             match c
                 .fetch(&spec.topic, partition, *position, 1 << 20, spec.max_wait)
@@ -130,11 +161,14 @@ pub async fn run_consumer(io: Io, spec: ConsumerSpec, history: History, clock: R
                     }
                 }
                 Err(e) => {
-                    if matches!(
-                        e,
-                        ClientError::Io(_) | ClientError::Timeout | ClientError::Protocol(_)
-                    ) {
-                        client = None;
+                    // In a cluster any other error may mean the leader moved: ask again.
+                    if routed
+                        || matches!(
+                            e,
+                            ClientError::Io(_) | ClientError::Timeout | ClientError::Protocol(_)
+                        )
+                    {
+                        clients[slot] = None;
                     }
                     io.clock.sleep(RECONNECT_BACKOFF).await;
                 }

@@ -30,6 +30,7 @@ use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
 use crate::producer::{self, ProducerSpec};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
+use crate::{replica_check, replica_read};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
@@ -38,6 +39,8 @@ use crate::workload::{self, ConsumerSpec, RunClock};
 const SETTLE: Duration = Duration::from_secs(120);
 /// How long the cluster has to serve a produce and a fetch once faults heal.
 const LIVENESS_BOUND: Duration = Duration::from_secs(30);
+/// How long the final read may keep retrying (a cluster whose leaders never settle).
+const FINAL_READ_BOUND: Duration = Duration::from_secs(90);
 const BROKER_PORT: u16 = 9092;
 const CONTROLLER_PORT: u16 = 9093;
 /// Multi-node worlds: how long after healing a leader and a committed CreateTopics may take,
@@ -134,7 +137,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
-    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + SETTLE * 2);
+    // A cluster's end has more phases (quorum liveness, replicas catching up).
+    let settle = if scenario.cluster.is_multi_node() {
+        SETTLE * 3
+    } else {
+        SETTLE * 2
+    };
+    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + settle);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -158,9 +167,9 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         });
     }
     weir::config::planted::set(None);
-    let (final_read, liveness, panic, final_metadata, quorum) = match result {
-        Ok(Ok((final_read, liveness, metadata, quorum))) => {
-            (Some(final_read), liveness, None, metadata, quorum)
+    let (final_read, liveness, panic, final_metadata, quorum, replicas) = match result {
+        Ok(Ok((final_read, liveness, metadata, quorum, replicas))) => {
+            (Some(final_read), liveness, None, metadata, quorum, replicas)
         }
         Ok(Err(failure)) => (
             None,
@@ -168,6 +177,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             Some(format!("run failed: {failure}")),
             None,
             None,
+            Vec::new(),
         ),
         Err(panic) => {
             let message = panic
@@ -175,7 +185,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            (None, None, Some(message), None, None)
+            (None, None, Some(message), None, None, Vec::new())
         }
     };
     if let Some(p) = &panic {
@@ -206,6 +216,12 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f
         }
     };
+    if !replicas.is_empty() {
+        // Seen only at the end, once the replicas caught up.
+        let end = entries.last().map_or(0, |e| e.at_ms);
+        findings.evidence_ms.insert(Check::Replicas, end);
+        findings.replicas = replicas;
+    }
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);
         if !findings.metadata.is_empty() {
@@ -495,6 +511,9 @@ async fn simulate(
         let spec = ProducerSpec {
             id,
             addr,
+            // In a cluster: producer k writes partition k mod P, through its leader.
+            bootstrap: if multi { addrs.clone() } else { Vec::new() },
+            partition: multi.then(|| (id % topic.partitions as u32) as i32),
             topic: topic.name.clone(),
             partitions: topic.partitions,
             acks,
@@ -517,6 +536,7 @@ async fn simulate(
         let spec = ConsumerSpec {
             id,
             addr,
+            bootstrap: if multi { addrs.clone() } else { Vec::new() },
             topic: topic.name.clone(),
             partitions: topic.partitions,
             max_wait: Duration::from_millis(scenario.consumers.max_wait_ms),
@@ -547,6 +567,7 @@ async fn simulate(
         spec: scenario.nemesis.clone(),
         history: history.clone(),
         clock,
+        topic: Some((topic.name.clone(), topic.partitions)),
     };
     let observer = std::sync::Mutex::new(QuorumObserver::default());
     if multi {
@@ -584,9 +605,45 @@ async fn simulate(
             clock,
         )
         .await?;
+        let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
+            let (final_read, mut liveness) =
+                read_back(addr, addrs.clone(), &topic, &client_node, &history, clock).await?;
+            // Every replica catches up with its leader, then no two disagree below their
+            // high watermarks.
+            let rf = topic.replication_factor.max(1) as usize;
+            let (logs, lag) =
+                replica_read::settle(&nemesis.machines, &topic.name, topic.partitions, rf, clock)
+                    .await;
+            let mut replicas = Vec::new();
+            for (p, r) in &logs {
+                replicas.extend(replica_check::check(*p, r));
+            }
+            let batches: usize = logs.values().flatten().map(|r| r.batches.len()).sum();
+            history.record(
+                clock.now_ms(),
+                Event::Note(format!(
+                    "replicas: {} partition(s), {} replica logs, {batches} batches compared, {} divergences",
+                    logs.len(),
+                    logs.values().map(Vec::len).sum::<usize>(),
+                    replicas.len()
+                )),
+            );
+            if let Some(why) = lag {
+                let why = format!(
+                    "replicas not caught up {:?} after the final read: {why}",
+                    replica_read::CATCH_UP_BOUND
+                );
+                history.record(clock.now_ms(), Event::Note(why.clone()));
+                liveness = Some(liveness.map_or(why.clone(), |l| format!("{l}; {why}")));
+            }
+            Some((final_read, liveness, replicas))
+        } else {
+            None
+        };
         return multi_node_end(
             quorum,
             quorum_liveness,
+            data,
             &scenario,
             &client_node,
             addrs,
@@ -597,55 +654,8 @@ async fn simulate(
         .await;
     }
 
-    // Liveness: after healing, a produce and a fetch must succeed within the bound.
-    let liveness_history = history.clone();
-    let topic_name = topic.name.clone();
-    let partitions = topic.partitions;
-    let liveness = client_node
-        .spawn(async move {
-            liveness_check(addr, &topic_name, partitions, liveness_history, clock).await
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    if let Some(why) = &liveness {
-        history.record(
-            clock.now_ms(),
-            Event::Note(format!("liveness failed: {why}")),
-        );
-    }
-    let topic_name = topic.name.clone();
-    let final_read = client_node
-        .spawn({
-            let history = history.clone();
-            async move { final_read(addr, &topic_name, partitions, history, clock).await }
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    let (final_read, liveness) = match final_read {
-        Ok(read) => (read, liveness),
-        Err(e) => {
-            history.record(clock.now_ms(), Event::Note(e.clone()));
-            (
-                FinalRead::new(),
-                Some(liveness.map_or(e.clone(), |l| format!("{l}; {e}"))),
-            )
-        }
-    };
-    let total: usize = final_read.values().map(|r| r.records.len()).sum();
-    let digest: Vec<(i32, usize, i64)> = final_read
-        .iter()
-        .map(|(p, r)| {
-            (
-                *p,
-                r.records.len(),
-                r.records.last().map(|x| x.0).unwrap_or(-1),
-            )
-        })
-        .collect();
-    history.record(
-        clock.now_ms(),
-        Event::Note(format!("final read: {total} records {digest:?}")),
-    );
+    let (final_read, liveness) =
+        read_back(addr, Vec::new(), &topic, &client_node, &history, clock).await?;
     let final_metadata = if scenario.admin.is_some() {
         let history = history.clone();
         let read = client_node
@@ -681,17 +691,92 @@ async fn simulate(
         None
     };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
-    Ok((final_read, liveness, final_metadata, None))
+    Ok((final_read, liveness, final_metadata, None, Vec::new()))
+}
+
+/// After healing: the liveness probe (a produce and a fetch per partition within the bound),
+/// then the final read of every partition. `bootstrap` not empty: a cluster, where each
+/// partition is produced to and read from its leader.
+async fn read_back(
+    addr: SocketAddr,
+    bootstrap: Vec<SocketAddr>,
+    topic: &crate::scenario::Topic,
+    client_node: &madsim::runtime::NodeHandle,
+    history: &History,
+    clock: RunClock,
+) -> Result<(FinalRead, Option<String>), String> {
+    // Liveness: after healing, a produce and a fetch must succeed within the bound.
+    let liveness_history = history.clone();
+    let topic_name = topic.name.clone();
+    let partitions = topic.partitions;
+    let routes = bootstrap.clone();
+    let liveness = client_node
+        .spawn(async move {
+            liveness_check(
+                addr,
+                &routes,
+                &topic_name,
+                partitions,
+                liveness_history,
+                clock,
+            )
+            .await
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(why) = &liveness {
+        history.record(
+            clock.now_ms(),
+            Event::Note(format!("liveness failed: {why}")),
+        );
+    }
+    let topic_name = topic.name.clone();
+    let final_read = client_node
+        .spawn({
+            let history = history.clone();
+            async move {
+                final_read(addr, &bootstrap, &topic_name, partitions, history, clock).await
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let (final_read, liveness) = match final_read {
+        Ok(read) => (read, liveness),
+        Err(e) => {
+            history.record(clock.now_ms(), Event::Note(e.clone()));
+            (
+                FinalRead::new(),
+                Some(liveness.map_or(e.clone(), |l| format!("{l}; {e}"))),
+            )
+        }
+    };
+    let total: usize = final_read.values().map(|r| r.records.len()).sum();
+    let digest: Vec<(i32, usize, i64)> = final_read
+        .iter()
+        .map(|(p, r)| {
+            (
+                *p,
+                r.records.len(),
+                r.records.last().map(|x| x.0).unwrap_or(-1),
+            )
+        })
+        .collect();
+    history.record(
+        clock.now_ms(),
+        Event::Note(format!("final read: {total} records {digest:?}")),
+    );
+    Ok((final_read, liveness))
 }
 
 /// What a run ends with: the final read, the data liveness verdict, the final metadata (with
-/// an admin workload), and in multi-node worlds the quorum findings with the quorum liveness
-/// verdict.
+/// an admin workload), in multi-node worlds the quorum findings with the quorum liveness
+/// verdict, and the replicas' divergences below their high watermarks.
 type SimEnd = (
     FinalRead,
     Option<String>,
     Option<FinalMetadata>,
     Option<(QuorumFindings, Option<String>)>,
+    Vec<String>,
 );
 
 /// Writes `meta.properties` as `weir format --cluster-id ID` does (Kafka's format), so every
@@ -869,12 +954,13 @@ async fn quorum_after_heal(
     Ok((findings, liveness))
 }
 
-/// The end of a multi-node run: no data workload to read back; the admin topics' metadata,
-/// read through any broker.
+/// The end of a multi-node run: the data workload's read-back and replica findings (`data`,
+/// when it has one); the admin topics' metadata, read through any broker.
 #[allow(clippy::too_many_arguments)]
 async fn multi_node_end(
     quorum: QuorumFindings,
     quorum_liveness: Option<String>,
+    data: Option<(FinalRead, Option<String>, Vec<String>)>,
     scenario: &Scenario,
     client_node: &madsim::runtime::NodeHandle,
     addrs: Vec<SocketAddr>,
@@ -916,11 +1002,13 @@ async fn multi_node_end(
         None
     };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    let (final_read, liveness, replicas) = data.unwrap_or((FinalRead::new(), None, Vec::new()));
     Ok((
-        FinalRead::new(),
-        None,
+        final_read,
+        liveness,
         final_metadata,
         Some((quorum, quorum_liveness)),
+        replicas,
     ))
 }
 
@@ -935,10 +1023,12 @@ fn client_io() -> Io {
     }
 }
 
-/// Produces one record per partition and fetches it back; `Some(reason)` if that cannot be
-/// done within [`LIVENESS_BOUND`].
+/// Produces one record per partition and fetches it back (through the partition's leader when
+/// `bootstrap` names a cluster's brokers); `Some(reason)` if that cannot be done within
+/// [`LIVENESS_BOUND`].
 async fn liveness_check(
     addr: SocketAddr,
+    bootstrap: &[SocketAddr],
     topic: &str,
     partitions: i32,
     history: History,
@@ -960,9 +1050,23 @@ async fn liveness_check(
             },
         );
         let mut done = false;
+        let mut lookups = 0u64;
         while clock.now_ms() < deadline && !done {
+            lookups += 1;
             let attempt = async {
-                let mut c = Client::connect(&io, addr).await?;
+                let mut c = if bootstrap.is_empty() {
+                    Client::connect(&io, addr).await?
+                } else {
+                    crate::routing::connect_leader(
+                        &io,
+                        bootstrap,
+                        lookups,
+                        topic,
+                        partition,
+                        Duration::from_secs(5),
+                    )
+                    .await?
+                };
                 c.set_timeout(Duration::from_secs(5));
                 let mut b = BatchBuilder::new(io.clock.wall_ms());
                 b.push(None, Some(value.as_bytes()), io.clock.wall_ms());
@@ -1006,10 +1110,12 @@ async fn liveness_check(
     None
 }
 
-/// Reads every partition from its start to its high watermark. A partition the broker cannot
-/// serve past some offset (say, a batch rotted on disk) is read up to there, and noted.
+/// Reads every partition from its start to its high watermark (from the partition's leader
+/// when `bootstrap` names a cluster's brokers). A partition the broker cannot serve past some
+/// offset (say, a batch rotted on disk) is read up to there, and noted.
 async fn final_read(
     addr: SocketAddr,
+    bootstrap: &[SocketAddr],
     topic: &str,
     partitions: i32,
     history: History,
@@ -1017,13 +1123,29 @@ async fn final_read(
 ) -> Result<FinalRead, String> {
     let io = client_io();
     let mut last_error = String::new();
+    let deadline = clock.now_ms() + FINAL_READ_BOUND.as_millis() as u64;
     // Bounded retries for connection trouble; broker errors end a partition's read instead.
-    for _attempt in 0..50 {
+    for attempt in 0..50u64 {
+        if clock.now_ms() >= deadline {
+            last_error = format!("{last_error} (gave up after {FINAL_READ_BOUND:?})");
+            break;
+        }
         let result = async {
             let mut c = Client::connect(&io, addr).await?;
             c.set_timeout(Duration::from_secs(10));
             let mut read = FinalRead::new();
             for p in 0..partitions {
+                if !bootstrap.is_empty() {
+                    c = crate::routing::connect_leader(
+                        &io,
+                        bootstrap,
+                        attempt,
+                        topic,
+                        p,
+                        Duration::from_secs(10),
+                    )
+                    .await?;
+                }
                 let offsets = async {
                     Ok::<_, ClientError>((
                         c.list_offset(topic, p, -2).await?.0,
@@ -1033,7 +1155,10 @@ async fn final_read(
                 .await;
                 let (start, end) = match offsets {
                     Ok(o) => o,
-                    Err(ClientError::Kafka(code, _)) => {
+                    // In a cluster a retriable error (the leader moved) means: read again.
+                    Err(ClientError::Kafka(code, _))
+                        if bootstrap.is_empty() || !code.is_retriable() =>
+                    {
                         history.record(
                             clock.now_ms(),
                             Event::Note(format!("final read of partition {p}: {code}")),
@@ -1051,7 +1176,9 @@ async fn final_read(
                         .await
                     {
                         Ok(f) => f,
-                        Err(ClientError::Kafka(code, _)) => {
+                        Err(ClientError::Kafka(code, _))
+                            if bootstrap.is_empty() || !code.is_retriable() =>
+                        {
                             history.record(
                                 clock.now_ms(),
                                 Event::Note(format!(
@@ -1102,9 +1229,10 @@ async fn final_read(
             }
             Ok::<_, ClientError>(read)
         };
-        match result.await {
-            Ok(read) => return Ok(read),
-            Err(e) => last_error = e.to_string(),
+        match io.timeout(FINAL_READ_BOUND, result).await {
+            Some(Ok(read)) => return Ok(read),
+            Some(Err(e)) => last_error = e.to_string(),
+            None => last_error = "timed out".into(),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -4,19 +4,29 @@
 //! and answered after the commit. A node that is not the active controller answers
 //! NOT_CONTROLLER; a registration for another cluster, INCONSISTENT_CLUSTER_ID.
 //!
+//! AlterPartition (KIP-497, v2–v3: topic ids, and from v3 each ISR member's broker epoch) is
+//! decided here the same way: validated by [`alter_partition::alter_partitions`] against the
+//! committed image in Kafka's order, committed serially with every other controller write, and
+//! answered after the commit with each partition's new state.
+//!
 //! The sessions live in memory for one leadership term (a new leader starts them afresh, as
-//! Kafka's does); the background loop calls [`Broker::tick_broker_sessions`] to fence brokers
-//! silent for `broker.session.timeout.ms`.
+//! Kafka's does); the controller timer (`controller_timer`) calls
+//! [`Broker::tick_broker_sessions`] to fence brokers silent for `broker.session.timeout.ms`.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_response::{
+    PartitionData as AlterPartitionData, TopicData as AlterTopicData,
+};
 use kafka_protocol::messages::{
-    ApiKey, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
-    BrokerRegistrationResponse, RequestKind, ResponseKind,
+    AlterPartitionRequest, AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse,
+    RequestKind, ResponseKind,
 };
 
 use super::server::encode_response;
 use super::{errors, Broker, CommitError};
+use crate::controller::alter_partition::{self, Alteration, PartitionAnswer};
 use crate::controller::brokers::{
     BrokerSessions, HeartbeatReply, HeartbeatRequest, RegistrationRequest,
 };
@@ -33,7 +43,7 @@ fn api_key(frame: &[u8]) -> Option<ApiKey> {
 pub(super) fn is_session_request(frame: &[u8]) -> bool {
     matches!(
         api_key(frame),
-        Some(ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat)
+        Some(ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat | ApiKey::AlterPartition)
     )
 }
 
@@ -67,6 +77,9 @@ pub(super) async fn answer(broker: &Broker, request: &RequestKind) -> Option<Res
         RequestKind::BrokerHeartbeat(req) => {
             Some(ResponseKind::BrokerHeartbeat(heartbeat(broker, req).await))
         }
+        RequestKind::AlterPartition(req) => Some(ResponseKind::AlterPartition(
+            alter_partitions(broker, req).await,
+        )),
         _ => None,
     }
 }
@@ -125,6 +138,94 @@ async fn heartbeat(broker: &Broker, req: &BrokerHeartbeatRequest) -> BrokerHeart
             .with_error_code(code(&e))
             .with_is_fenced(true),
     }
+}
+
+/// AlterPartition: each partition's answer in request order, grouped by topic as asked. A
+/// partition whose leader recovery state is neither 0 nor 1 is INVALID_REQUEST on its own; a
+/// stale sender epoch, a node that is not the active controller, or a commit that failed
+/// answers the whole request (top-level error, no partitions).
+async fn alter_partitions(broker: &Broker, req: &AlterPartitionRequest) -> AlterPartitionResponse {
+    let mut alterations = Vec::new();
+    for topic in &req.topics {
+        for p in &topic.partitions {
+            if !matches!(p.leader_recovery_state, 0 | 1) {
+                continue;
+            }
+            // v3 names each member with the broker epoch the leader saw; v2 only ids.
+            let new_isr = if p.new_isr_with_epochs.is_empty() {
+                p.new_isr.iter().map(|b| (b.0, -1)).collect()
+            } else {
+                p.new_isr_with_epochs
+                    .iter()
+                    .map(|m| (m.broker_id.0, m.broker_epoch))
+                    .collect()
+            };
+            alterations.push(Alteration {
+                topic_id: topic.topic_id,
+                partition: p.partition_index,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                new_isr,
+                leader_recovering: p.leader_recovery_state == 1,
+            });
+        }
+    }
+    let sender = req.broker_id.0;
+    let decided = broker
+        .change_metadata(false, |controller, image| {
+            let decided = alter_partition::alter_partitions(
+                image,
+                sender,
+                req.broker_epoch,
+                &alterations,
+                &|t| controller.election_config(t),
+            )?;
+            Ok((decided.records, decided.answers))
+        })
+        .await;
+    let mut answers = match decided {
+        Ok(answers) => answers.into_iter(),
+        Err(e) => {
+            tracing::debug!(broker = sender, error = %e, "AlterPartition refused");
+            return AlterPartitionResponse::default().with_error_code(code(&e));
+        }
+    };
+    let topics = req
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let answer = AlterPartitionData::default().with_partition_index(p.partition_index);
+                    if !matches!(p.leader_recovery_state, 0 | 1) {
+                        return answer.with_error_code(ResponseError::InvalidRequest.code());
+                    }
+                    let (_, outcome) = answers.next().expect("one answer per alteration");
+                    match outcome {
+                        PartitionAnswer::Done(r) => answer
+                            .with_leader_id(BrokerId(r.leader))
+                            .with_leader_epoch(r.leader_epoch)
+                            .with_isr(r.isr.iter().map(|b| BrokerId(*b)).collect())
+                            .with_leader_recovery_state(i8::from(r.leader_recovering))
+                            .with_partition_epoch(r.partition_epoch),
+                        PartitionAnswer::NewLeaderElected => {
+                            answer.with_error_code(ResponseError::NewLeaderElected.code())
+                        }
+                        PartitionAnswer::Refused(e) => {
+                            tracing::debug!(broker = sender, error = %e, "AlterPartition partition refused");
+                            answer.with_error_code(errors::controller(&e).code())
+                        }
+                    }
+                })
+                .collect();
+            AlterTopicData::default()
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    AlterPartitionResponse::default().with_topics(topics)
 }
 
 impl Broker {

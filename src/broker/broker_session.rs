@@ -6,10 +6,15 @@
 //! `want_shut_down` until the controller answers `should_shut_down` (its leaderships moved),
 //! bounded by the caller's timeout.
 //!
+//! KIP-966 clean-shutdown detection: a clean stop writes the broker epoch to
+//! [`CLEAN_SHUTDOWN_FILE`] in the log directory; the next start reads and removes it and sends
+//! it as BrokerRegistration v3 `PreviousBrokerEpoch` (-1 without one: the stop was a crash, so
+//! the controller takes this broker out of every ISR and ELR before it serves).
+//!
 //! Requests go to the leader's controller listener over the quorum's peer link, or straight to
 //! [`broker_rpc::answer`] when this node is the active controller itself.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +30,8 @@ use uuid::Uuid;
 use super::{broker_rpc, peer, Broker};
 
 const REGISTRATION_VERSION: i16 = 3;
+/// Kafka's clean-shutdown file name, holding `{"version":0,"brokerEpoch":N}`.
+pub(super) const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 const HEARTBEAT_VERSION: i16 = 1;
 const CALL_TIMEOUT: Duration = Duration::from_millis(5000);
 const RETRY: Duration = Duration::from_millis(100);
@@ -38,6 +45,10 @@ pub struct SessionState {
     granted: watch::Sender<bool>,
     /// The last heartbeat's answer: fenced or not.
     fenced: AtomicBool,
+    /// The epoch of this process's registration (-1: not registered yet).
+    epoch: AtomicI64,
+    /// The epoch the last clean stop recorded (-1: none).
+    previous_epoch: AtomicI64,
 }
 
 impl Default for SessionState {
@@ -46,6 +57,8 @@ impl Default for SessionState {
             want_shutdown: AtomicBool::new(false),
             granted: watch::channel(false).0,
             fenced: AtomicBool::new(true),
+            epoch: AtomicI64::new(-1),
+            previous_epoch: AtomicI64::new(-1),
         }
     }
 }
@@ -58,6 +71,44 @@ impl SessionState {
 
     pub fn is_fenced(&self) -> bool {
         self.fenced.load(Ordering::Acquire)
+    }
+
+    /// The broker epoch of this process's registration, once registered.
+    pub fn epoch(&self) -> Option<i64> {
+        Some(self.epoch.load(Ordering::Acquire)).filter(|e| *e >= 0)
+    }
+}
+
+impl Broker {
+    /// At start: the epoch a clean stop left in [`CLEAN_SHUTDOWN_FILE`], read and removed (a
+    /// crash from now on must not look clean). Unreadable or absent: -1.
+    pub(super) fn take_clean_shutdown_epoch(&self) {
+        let path = self.log_dir.join(CLEAN_SHUTDOWN_FILE);
+        if !self.io.disk.exists(&path) {
+            return;
+        }
+        let epoch = crate::io::read_file(self.io.disk.as_ref(), &path)
+            .ok()
+            .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
+            .and_then(|v| v.get("brokerEpoch").and_then(|e| e.as_i64()))
+            .unwrap_or(-1);
+        if let Err(e) = self.io.disk.remove_file(&path) {
+            // Left behind it names an epoch older than the next registration's: a later crash
+            // still counts as unclean.
+            tracing::warn!(error = %e, "could not remove the clean-shutdown file");
+        }
+        self.session.previous_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// At a clean stop (every log flushed and marked clean): records this registration's
+    /// epoch for the next start.
+    pub(super) async fn write_clean_shutdown_epoch(&self) -> std::io::Result<()> {
+        let Some(epoch) = self.session.epoch() else {
+            return Ok(());
+        };
+        let text = format!("{{\"version\":0,\"brokerEpoch\":{epoch}}}");
+        let path = self.log_dir.join(CLEAN_SHUTDOWN_FILE);
+        crate::io::write_file_atomic(self.io.disk.as_ref(), &path, text.as_bytes()).await
     }
 }
 
@@ -84,8 +135,9 @@ impl Broker {
     }
 }
 
-/// Sends a session request to the active controller and returns its answer.
-async fn call(
+/// Sends a session request (or an AlterPartition, from `isr_driver`) to the active controller
+/// and returns its answer.
+pub(super) async fn call(
     broker: &Broker,
     key: ApiKey,
     version: i16,
@@ -174,9 +226,7 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
         .with_incarnation_id(incarnation)
         .with_listeners(listeners)
-        // No clean-shutdown epoch is kept on disk yet: every start counts as unclean (KIP-966),
-        // the conservative side.
-        .with_previous_broker_epoch(-1);
+        .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire));
     match call(
         broker,
         ApiKey::BrokerRegistration,
@@ -185,7 +235,13 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
     )
     .await?
     {
-        ResponseKind::BrokerRegistration(r) if r.error_code == 0 => Ok(r.broker_epoch),
+        ResponseKind::BrokerRegistration(r) if r.error_code == 0 => {
+            broker
+                .session
+                .epoch
+                .store(r.broker_epoch, Ordering::Release);
+            Ok(r.broker_epoch)
+        }
         ResponseKind::BrokerRegistration(r) => Err(format!(
             "registration refused: {:?}",
             ResponseError::try_from_code(r.error_code)

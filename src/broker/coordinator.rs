@@ -68,6 +68,16 @@ pub(super) fn group_config(config: &crate::config::ServerConfig) -> GroupConfig 
         max_size: config.group_max_size as usize,
         offset_metadata_max_bytes: config.offset_metadata_max_bytes as usize,
         offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
+        consumer: crate::group::consumer::ConsumerConfig {
+            session_timeout_ms: config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+            assignors: config
+                .group_consumer_assignors
+                .iter()
+                .filter_map(|n| crate::group::consumer::Assignor::parse(n))
+                .collect(),
+            max_size: (config.group_consumer_max_size as usize).min(crate::group::MAX_MEMBERS),
+        },
         ..GroupConfig::default()
     }
 }
@@ -315,7 +325,7 @@ impl Broker {
             configs,
             ..Default::default()
         };
-        match self.create_topic(new, false).await {
+        match super::forward::create_topic(self, new, false).await {
             Ok(()) => {
                 tracing::info!("created {OFFSETS_TOPIC}");
                 Ok(())

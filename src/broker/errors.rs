@@ -44,6 +44,7 @@ pub fn commit(e: &CommitError) -> ResponseError {
         CommitError::Storage(_) => ResponseError::KafkaStorageError,
         CommitError::NotController => ResponseError::NotController,
         CommitError::Timeout => ResponseError::RequestTimedOut,
+        CommitError::Remote(code, _) => *code,
     }
 }
 
@@ -91,6 +92,12 @@ pub fn group(e: GroupError) -> ResponseError {
         GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
         GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        GroupError::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId,
+        GroupError::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
+        GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
+        GroupError::InvalidRequest => ResponseError::InvalidRequest,
+        GroupError::InvalidRegularExpression => ResponseError::InvalidRegularExpression,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,

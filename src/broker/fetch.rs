@@ -43,9 +43,37 @@ struct Wanted {
     current_leader_epoch: i32,
     /// -1: not sent (before v12), no divergence check.
     last_fetched_epoch: i32,
-    /// A consumer asking a broker that does not lead the partition (followers fetch from the
-    /// leader; a replica's own fetches are not refused here).
+    /// A consumer asking a broker that does not lead the partition, or a replica fetch the
+    /// image refuses (not a replica of it, or a stale broker epoch: KIP-903).
     not_leader: bool,
+}
+
+/// The broker asking, when a follower fetches (Kafka's `ReplicaState`).
+#[derive(Clone, Copy)]
+struct Replica {
+    id: i32,
+    /// -1: not sent (before v15), no check.
+    broker_epoch: i64,
+}
+
+/// Whether the image lets `replica` fetch `topic_id`-`partition` as a follower: it must be one
+/// of its replicas, and the broker epoch it sends (-1: none) not older than the image's
+/// (a stale incarnation must not be counted, notes §1.2).
+fn replica_allowed(
+    image: &crate::controller::MetadataImage,
+    topic_id: Uuid,
+    partition: i32,
+    replica: Replica,
+) -> bool {
+    let Some(registration) = image.partition(topic_id, partition) else {
+        // Unknown here: the read reports it.
+        return true;
+    };
+    if !registration.replicas.contains(&replica.id) {
+        return false;
+    }
+    let current = image.broker(replica.id).map(|b| b.epoch);
+    !(replica.broker_epoch >= 0 && current.is_some_and(|c| replica.broker_epoch < c))
 }
 
 /// What a fetch may carry: (per partition, whole response) in bytes. Clients may ask for up
@@ -80,12 +108,16 @@ pub(super) async fn handle(
 ) -> FetchResponse {
     let (partition_cap, max_bytes) = fetch_limits(&broker.config, &req, ctx.version);
     let image = broker.image();
-    let replica = if ctx.version >= 15 {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
-    };
+    let replica = replica_id(&req, ctx.version);
     let from_replica = replica >= 0;
+    let replica = from_replica.then_some(Replica {
+        id: replica,
+        broker_epoch: if ctx.version >= 15 {
+            req.replica_state.replica_epoch
+        } else {
+            -1
+        },
+    });
     let mut wanted = Vec::new();
     for topic in &req.topics {
         let name = if ctx.version >= 13 {
@@ -110,13 +142,21 @@ pub(super) async fn handle(
                 } else {
                     -1
                 },
-                not_leader: !from_replica
-                    && name.as_deref().is_some_and(|t| {
+                not_leader: match replica {
+                    Some(r) => {
+                        let id = name
+                            .as_deref()
+                            .and_then(|t| image.topic(t))
+                            .map_or(topic.topic_id, |t| t.id);
+                        !replica_allowed(&image, id, p.partition, r)
+                    }
+                    None => name.as_deref().is_some_and(|t| {
                         matches!(
                             broker.leadership(t, p.partition),
                             super::Leadership::NotLeader { .. }
                         )
                     }),
+                },
             });
         }
     }
@@ -125,7 +165,7 @@ pub(super) async fn handle(
     let min_bytes = (req.min_bytes.max(0) as usize).min(max_bytes);
     let deadline = broker.io.clock.monotonic() + max_wait;
     // A follower's fetch waits for the log end; a consumer's for the high watermark.
-    let isolation = if replica_id(&req, ctx.version) >= 0 {
+    let isolation = if from_replica {
         Isolation::LogEnd
     } else {
         Isolation::HighWatermark
@@ -133,7 +173,7 @@ pub(super) async fn handle(
     let wake = FetchWake::new();
     let mut registrations: Option<Vec<FetchRegistration>> = None;
     loop {
-        let (partitions, bytes, errored) = read_all(broker, ctx, &wanted, max_bytes);
+        let (partitions, bytes, errored) = read_all(broker, ctx, &wanted, max_bytes, replica);
         let done = bytes >= min_bytes
             || errored
             || wanted.is_empty()
@@ -191,6 +231,7 @@ fn read_all(
     ctx: &RequestContext,
     wanted: &[Wanted],
     max_bytes: usize,
+    replica: Option<Replica>,
 ) -> (Vec<PartitionData>, usize, bool) {
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
@@ -229,9 +270,9 @@ fn read_all(
             out.push(data);
             continue;
         }
-        let partition = handle.lock();
+        let mut partition = handle.lock();
         // Leader-epoch fencing and the KIP-320 divergence check come before any read; either
-        // answers at once (no long poll).
+        // answers at once (no long poll). A diverging follower's fetch updates nothing (§1.2).
         match partition.check_fetch_position(w.current_leader_epoch, w.offset, w.last_fetched_epoch)
         {
             Ok(None) => {}
@@ -253,10 +294,27 @@ fn read_all(
                 continue;
             }
         }
+        if let Some(r) = replica {
+            // The follower holds everything below its fetch offset: the leader's replica set
+            // learns it (and may move the high watermark, which the guard's drop reports to
+            // waiting produces) before the read, so the answer carries the new watermark.
+            let now = broker.io.clock.wall_ms();
+            if let Err(refused) = partition.follower_fetched(r.id, w.offset, r.broker_epoch, now) {
+                data.error_code = fetch_refused(refused).code();
+                errored = true;
+                out.push(data);
+                continue;
+            }
+        }
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         let first_with_data = total == 0;
         if budget > 0 || first_with_data {
-            match partition.read(w.offset, budget) {
+            // A follower reads up to the log end, a consumer up to the high watermark.
+            let read = match replica {
+                Some(_) => partition.read_for_replica(w.offset, budget),
+                None => partition.read(w.offset, budget),
+            };
+            match read {
                 // Only the first partition with data may overshoot by one batch (KIP-74); a
                 // later one whose next batch does not fit gets none (librdkafka drops a
                 // connection whose response exceeds the request's max_bytes).
@@ -294,6 +352,17 @@ fn read_all(
         out.push(data);
     }
     (out, total, errored)
+}
+
+/// The error a refused follower fetch is answered with.
+fn fetch_refused(refused: crate::replica::isr::FetchRefused) -> ResponseError {
+    use crate::replica::isr::FetchRefused;
+    match refused {
+        FetchRefused::NotReplica | FetchRefused::StaleBrokerEpoch { .. } => {
+            ResponseError::NotLeaderOrFollower
+        }
+        FetchRefused::PastLogEnd { .. } => ResponseError::OffsetOutOfRange,
+    }
 }
 
 /// The lowest Fetch version that may be served zstd batches (KIP-110).
@@ -354,6 +423,9 @@ pub(super) fn list_offsets(
     ctx: &RequestContext,
     req: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    // A follower asking its leader (Kafka's replica id ≥ 0) learns the log end, not the high
+    // watermark: it needs it to resolve OFFSET_OUT_OF_RANGE.
+    let from_replica = req.replica_id.0 >= 0;
     let topics = req
         .topics
         .into_iter()
@@ -382,8 +454,13 @@ pub(super) fn list_offsets(
                         return r;
                     }
                     let partition = handle.lock();
+                    let visible = if from_replica {
+                        partition.log_end_offset()
+                    } else {
+                        partition.high_watermark()
+                    };
                     let found = match p.timestamp {
-                        LATEST => Ok(Some((partition.high_watermark(), -1))),
+                        LATEST => Ok(Some((visible, -1))),
                         EARLIEST | EARLIEST_LOCAL | EARLIEST_TIERED => {
                             Ok(Some((partition.log_start_offset(), -1)))
                         }
@@ -402,8 +479,8 @@ pub(super) fn list_offsets(
                         ts => partition.log().offset_for_timestamp(ts),
                     };
                     match found {
-                        // Only committed offsets are visible.
-                        Ok(Some((offset, ts))) if offset <= partition.high_watermark() => {
+                        // Only committed offsets are visible (to consumers).
+                        Ok(Some((offset, ts))) if offset <= visible => {
                             r.offset = offset;
                             r.timestamp = ts;
                             if ctx.version >= 4 {

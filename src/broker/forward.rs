@@ -1,18 +1,34 @@
-//! Forwarding: a client request that changes metadata (or asks DescribeQuorum), arriving at a
+//! Forwarding: a client request that changes metadata (or asks DescribeQuorum, or a producer
+//! id: InitProducerId reserves ids in the metadata log), arriving at a
 //! node that is not the active controller, is relayed byte for byte to the quorum leader's
 //! controller listener and its answer returned to the client (only the correlation id is
 //! rewritten). Kafka's brokers forward these to the controller (KIP-590); relaying the raw
 //! frame keeps every version and field intact. The wait is bounded; when no leader is known
 //! or the relay fails, the request is handled locally, which answers NOT_CONTROLLER (or
 //! NOT_LEADER_OR_FOLLOWER for DescribeQuorum), both retriable.
+//!
+//! Topics this broker creates on its own account (auto-creation on Metadata, as a producer
+//! asks it; the offsets topic) go to the active controller as a CreateTopics request of
+//! their own ([`create_topic`]), as Kafka's `AutoTopicCreationManager` sends them.
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 
-use super::{versions, Broker};
+use super::{peer, versions, Broker, CommitError};
+use crate::controller::{ControllerError, NewTopic};
 use crate::protocol::frame::{finish_frame, start_frame};
+
+/// The CreateTopics version this broker sends the controller (v7: topic ids in the answer).
+const CREATE_TOPICS_VERSION: i16 = 7;
 
 /// How long a relayed request may take (a commit waits up to 10 s on the leader).
 const FORWARD_TIMEOUT: Duration = Duration::from_millis(15_000);
@@ -24,6 +40,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeQuorum,
+    ApiKey::InitProducerId,
 ];
 
 /// The relayed response frame (size prefix included), or `None` to handle the request here.
@@ -66,4 +83,80 @@ pub(super) async fn forward(broker: &Broker, frame: &Bytes) -> Option<BytesMut> 
     out.extend_from_slice(&response[4..]);
     finish_frame(&mut out);
     Some(out)
+}
+
+/// Creates a topic through the active controller: here when this node is it (or is a single
+/// node), else by a CreateTopics request to it. Its refusal comes back as the controller's
+/// error code (TOPIC_ALREADY_EXISTS as [`ControllerError::TopicAlreadyExists`], so callers
+/// that tolerate a race see the same error either way).
+pub(super) async fn create_topic(
+    broker: &Broker,
+    new: NewTopic,
+    validate_only: bool,
+) -> Result<(), CommitError> {
+    let Some(quorum) = broker.quorum.as_ref().filter(|q| !q.is_active()) else {
+        return broker.create_topic(new, validate_only).await;
+    };
+    let link = quorum.leader_link().ok_or(CommitError::NotController)?;
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(new.name.clone())))
+        .with_num_partitions(new.partitions)
+        .with_replication_factor(new.replication_factor)
+        .with_assignments(
+            new.assignments
+                .iter()
+                .enumerate()
+                .map(|(i, replicas)| {
+                    CreatableReplicaAssignment::default()
+                        .with_partition_index(i as i32)
+                        .with_broker_ids(replicas.iter().map(|b| BrokerId(*b)).collect())
+                })
+                .collect(),
+        )
+        .with_configs(
+            new.configs
+                .iter()
+                .map(|(k, v)| {
+                    CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_string(k.clone()))
+                        .with_value(Some(StrBytes::from_string(v.clone())))
+                })
+                .collect(),
+        );
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![topic])
+        .with_timeout_ms(FORWARD_TIMEOUT.as_millis() as i32)
+        .with_validate_only(validate_only);
+    let client_id = format!("weir-broker-{}", broker.config.node_id);
+    let frame = peer::encode_request(
+        ApiKey::CreateTopics,
+        CREATE_TOPICS_VERSION,
+        &client_id,
+        &RequestKind::CreateTopics(request),
+    )
+    .map_err(|e| CommitError::Storage(std::io::Error::other(e.to_string())))?;
+    let rx = link.call(frame);
+    let response = match broker.io.timeout(FORWARD_TIMEOUT, rx).await {
+        Some(Ok(Ok(r))) => r,
+        None => return Err(CommitError::Timeout),
+        _ => return Err(CommitError::NotController),
+    };
+    let decoded = peer::decode_response(ApiKey::CreateTopics, CREATE_TOPICS_VERSION, response);
+    let Ok(ResponseKind::CreateTopics(answer)) = decoded else {
+        return Err(CommitError::NotController);
+    };
+    let Some(result) = answer.topics.first() else {
+        return Err(CommitError::NotController);
+    };
+    match ResponseError::try_from_code(result.error_code) {
+        None => Ok(()),
+        Some(ResponseError::TopicAlreadyExists) => Err(CommitError::Rejected(
+            ControllerError::TopicAlreadyExists(new.name),
+        )),
+        Some(ResponseError::NotController) => Err(CommitError::NotController),
+        Some(code) => Err(CommitError::Remote(
+            code,
+            result.error_message.as_ref().map(|m| m.to_string()),
+        )),
+    }
 }

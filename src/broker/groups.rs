@@ -619,17 +619,17 @@ pub(super) fn list_groups(
     let groups = groups
         .into_iter()
         .filter(|g| g.state != GroupState::Dead)
-        .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .filter(|g| states.is_empty() || states.contains(&g.state_name.to_lowercase()))
+        .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
             let mut listed = list_groups_response::ListedGroup::default()
                 .with_group_id(GroupId(s(g.group_id)))
                 .with_protocol_type(s(g.protocol_type));
             if v >= 4 {
-                listed.group_state = s(g.state.name());
+                listed.group_state = s(g.state_name);
             }
             if v >= 5 {
-                listed.group_type = s("classic");
+                listed.group_type = s(g.group_type);
             }
             listed
         })

@@ -8,6 +8,8 @@ mod broker_rpc;
 mod broker_session;
 mod cleaning;
 mod configs;
+mod consumer_groups;
+mod controller_timer;
 mod coordinator;
 pub mod delayed;
 mod delete_records;
@@ -18,6 +20,7 @@ mod forward;
 mod groups;
 mod health;
 pub mod identity;
+mod isr_driver;
 mod metadata;
 mod offset_for_leader_epoch;
 mod peer;
@@ -26,6 +29,7 @@ pub mod quorum;
 mod quorum_rpc;
 pub mod quorum_status;
 mod reconcile;
+pub mod replica_fetcher;
 mod server;
 mod single_node;
 mod state;
@@ -77,6 +81,9 @@ pub enum CommitError {
     NotController,
     /// The quorum did not commit it in time (it may still commit).
     Timeout,
+    /// The active controller refused it, with this code and message (the change was relayed
+    /// to it).
+    Remote(kafka_protocol::error::ResponseError, Option<String>),
 }
 
 impl std::fmt::Display for CommitError {
@@ -86,6 +93,10 @@ impl std::fmt::Display for CommitError {
             CommitError::Storage(e) => write!(f, "could not persist metadata: {e}"),
             CommitError::NotController => f.write_str("this node is not the active controller"),
             CommitError::Timeout => f.write_str("the metadata quorum did not commit in time"),
+            CommitError::Remote(code, message) => match message {
+                Some(m) => write!(f, "the controller refused it: {code:?}: {m}"),
+                None => write!(f, "the controller refused it: {code:?}"),
+            },
         }
     }
 }
@@ -133,6 +144,8 @@ pub struct Broker {
     sessions: Mutex<Option<(u32, crate::controller::brokers::BrokerSessions)>>,
     /// This broker's own session with the active controller (in a cluster).
     session: broker_session::SessionState,
+    /// The follower side: one fetcher per leader broker (`replica_fetcher`).
+    replica_fetchers: replica_fetcher::ReplicaFetchers,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -187,12 +200,13 @@ impl Broker {
                 .unwrap_or_default(),
         );
         let committed = store.as_ref().map(|s| s.applied()).unwrap_or_default();
-        let controller = Controller::new(
+        let mut controller = Controller::new(
             config.num_partitions,
             config.default_replication_factor,
             config.delete_topic_enable,
             config.topic_defaults.clone(),
         );
+        controller.set_unclean_leader_election(config.unclean_leader_election_enable);
         let endpoint = config.broker_endpoints().into_iter().next();
         if endpoint.is_none() && config.is_broker() {
             anyhow::bail!("no broker listener in 'listeners'");
@@ -237,6 +251,7 @@ impl Broker {
             reconcile_gate: tokio::sync::Mutex::new(()),
             sessions: Mutex::new(None),
             session: broker_session::SessionState::default(),
+            replica_fetchers: replica_fetcher::ReplicaFetchers::default(),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below.
@@ -287,12 +302,16 @@ impl Broker {
         };
         if clustered && broker.config.is_broker() {
             // The broker registers with the active controller and heartbeats.
+            broker.take_clean_shutdown_epoch();
             io.spawn(broker_session::run(broker.clone()));
+            // Leaders' ISR changes go to the same controller.
+            io.spawn(isr_driver::run(broker.clone()));
         }
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             clustered, "weir node listening");
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
+        io.spawn(controller_timer::run(broker.clone()));
         io.spawn(cleaning::cleaner_loop(broker.clone()));
         io.spawn(coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {
@@ -594,7 +613,7 @@ impl Broker {
                 replication_factor: -1,
                 ..Default::default()
             };
-            results.push((name.clone(), self.create_topic(new, false).await));
+            results.push((name.clone(), forward::create_topic(self, new, false).await));
         }
         results
     }
@@ -731,6 +750,10 @@ impl Broker {
             self.flush_partition(&handle, end).await?;
             self.checkpoint_partition(&handle, true).await?;
         }
+        if self.quorum.is_some() && self.config.is_broker() {
+            // Every log is clean: the next start may say so (KIP-966).
+            self.write_clean_shutdown_epoch().await?;
+        }
         if let Some(store) = self.metadata.lock().await.as_mut() {
             store.close(self.io.clock.wall_ms()).await?;
         }
@@ -823,7 +846,6 @@ async fn background_loop(broker: Arc<Broker>) {
             continue;
         }
         broker.reconcile_if_behind().await;
-        broker.tick_broker_sessions().await;
         since_retention += tick;
         since_checkpoint += tick;
         since_expiry += tick;

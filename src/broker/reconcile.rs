@@ -18,6 +18,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::{Broker, Lifecycle, PartitionHandle};
+use crate::replica::isr::{BrokerView, Leadership as IsrLeadership};
+use crate::replica::LeaderView;
 
 /// This node's relation to a partition, from the image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,29 +98,41 @@ impl Broker {
         }
     }
 
-    /// Hands the image's leader epoch and this node's role to the local replica, which stamps
+    /// Hands the image's leadership and this node's role to the local replica, which stamps
     /// appends with the epoch, starts it in the epoch cache (KAFKA-7415) and fences requests
-    /// by it (FENCED/UNKNOWN_LEADER_EPOCH). Idempotent; an epoch older than the replica's is
-    /// ignored. Until replication is wired, a leader's HW still follows its own log end.
-    fn sync_role(&self, topic: &str, index: i32) {
+    /// by it (FENCED/UNKNOWN_LEADER_EPOCH). A leader of a replicated partition also gets the
+    /// replicas, the committed ISR, the partition epoch and the replicas' brokers as the image
+    /// has them, so a committed ISR change lands in its replica set. Idempotent; an epoch older
+    /// than the replica's is ignored.
+    pub(super) fn sync_role(&self, topic: &str, index: i32) {
         let Some(handle) = self.partition(topic, index) else {
             return;
         };
+        let image = self.image();
+        let now = self.io.clock.wall_ms();
         let lost = {
             let mut p = handle.lock();
             let (result, lost) = match self.leadership(topic, index) {
-                Leadership::Leader(epoch) => (p.become_leader(epoch, false), false),
-                Leadership::NotLeader { leader_epoch, .. } => {
-                    (p.become_follower(leader_epoch), true)
-                }
+                Leadership::Leader(_) => match self.leader_view(&image, topic, index) {
+                    Some(view) => (
+                        p.become_leader(view, now).map_err(|e| format!("{e:?}")),
+                        false,
+                    ),
+                    None => (Ok(()), false),
+                },
+                Leadership::NotLeader { leader_epoch, .. } => (
+                    p.become_follower(leader_epoch)
+                        .map_err(|e| format!("{e:?}")),
+                    true,
+                ),
                 Leadership::Unknown => (Ok(()), false),
             };
             if let Err(e) = result {
                 tracing::debug!(
                     topic,
                     partition = index,
-                    ?e,
-                    "image leader epoch older than the replica's"
+                    e,
+                    "image leadership not taken up by the replica"
                 );
             }
             lost
@@ -128,6 +142,47 @@ impl Broker {
         if lost {
             handle.leadership_lost();
         }
+        // A follower fetches from the leader the image names (`replica_fetcher`).
+        self.follow_leader(topic, index);
+    }
+
+    /// The image's partition as its leader (this node) needs it.
+    fn leader_view(
+        &self,
+        image: &crate::controller::MetadataImage,
+        topic: &str,
+        index: i32,
+    ) -> Option<LeaderView> {
+        let t = image.topic(topic)?;
+        let p = image.partition(t.id, index)?;
+        let brokers = p
+            .replicas
+            .iter()
+            .map(|&r| {
+                let view = match image.broker(r) {
+                    Some(b) => BrokerView {
+                        broker_epoch: b.epoch,
+                        eligible: b.is_active(),
+                    },
+                    None => BrokerView {
+                        broker_epoch: -1,
+                        eligible: false,
+                    },
+                };
+                (r, view)
+            })
+            .collect();
+        Some(LeaderView {
+            node: self.config.node_id,
+            leadership: IsrLeadership {
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+            },
+            brokers,
+            replica_lag_time_max_ms: self.config.replica_lag_time_max_ms,
+        })
     }
 
     /// From the background loop: reconciles again unless the last pass held at this image.
@@ -154,6 +209,7 @@ impl Broker {
                 partitions.remove(&key);
             }
         }
+        self.stop_following(topic, index);
         let _gate = handle.flush_gate.lock().await;
         let _start_gate = handle.log_start_gate.lock().await;
         // Also ends its waits: produces are answered, fetches re-read (and find it gone).

@@ -19,8 +19,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
-    acls, admin, broker_rpc, configs, delete_records, elect_leaders, fetch, forward, groups,
-    metadata, offset_for_leader_epoch, produce, quorum_rpc, topic_partitions, versions, Broker,
+    acls, admin, broker_rpc, configs, consumer_groups, delete_records, elect_leaders, fetch,
+    forward, groups, metadata, offset_for_leader_epoch, produce, quorum_rpc, topic_partitions,
+    versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -153,7 +154,8 @@ impl Broker {
         peer: SocketAddr,
     ) -> Result<Option<Bytes>, String> {
         let mut out = BytesMut::new();
-        match handle_frame(self, frame, peer, ConnectionGone::never(), &mut out).await? {
+        let kind = ListenerKind::Client;
+        match handle_frame(self, kind, frame, peer, ConnectionGone::never(), &mut out).await? {
             true => Ok(Some(out.freeze())),
             false => Ok(None),
         }
@@ -184,14 +186,15 @@ async fn dispatch(
                 *out = relayed;
                 Ok(true)
             }
-            None => handle_frame(broker, frame, peer, gone, out).await,
+            None => handle_frame(broker, kind, frame, peer, gone, out).await,
         },
-        ListenerKind::Controller => handle_frame(broker, frame, peer, gone, out).await,
+        ListenerKind::Controller => handle_frame(broker, kind, frame, peer, gone, out).await,
     }
 }
 
 async fn handle_frame(
     broker: &Broker,
+    kind: ListenerKind,
     mut frame: Bytes,
     peer: SocketAddr,
     gone: ConnectionGone,
@@ -239,7 +242,10 @@ async fn handle_frame(
         gone,
     };
     let response = match body {
-        RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(versions::handle())),
+        RequestKind::ApiVersions(_) => Some(ResponseKind::ApiVersions(match kind {
+            ListenerKind::Client => versions::handle(),
+            ListenerKind::Controller => versions::handle_controller(),
+        })),
         RequestKind::Metadata(req) => Some(ResponseKind::Metadata(
             metadata::handle(broker, &ctx, req).await,
         )),
@@ -284,6 +290,12 @@ async fn handle_frame(
         )),
         RequestKind::DeleteGroups(req) => Some(ResponseKind::DeleteGroups(
             groups::delete_groups(broker, req).await,
+        )),
+        RequestKind::ConsumerGroupHeartbeat(req) => Some(ResponseKind::ConsumerGroupHeartbeat(
+            consumer_groups::heartbeat(broker, &ctx, req).await,
+        )),
+        RequestKind::ConsumerGroupDescribe(req) => Some(ResponseKind::ConsumerGroupDescribe(
+            consumer_groups::describe(broker, &ctx, req),
         )),
         RequestKind::Produce(req) => produce::handle(broker, &ctx, req)
             .await

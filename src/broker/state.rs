@@ -69,7 +69,7 @@ fn observed(p: &Partition) -> Observed {
         high_watermark: p.high_watermark(),
         log_end: p.log_end_offset(),
         log_start: p.log_start_offset(),
-        enough_replicas: p.maximal_isr_size() as i64 >= p.config().min_insync_replicas as i64,
+        enough_replicas: p.enough_replicas_after_append(),
     }
 }
 

@@ -43,6 +43,9 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    // KIP-848: librdkafka with group.protocol=consumer speaks v1 only (client-made member ids).
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 pub fn is_supported(api: ApiKey, version: i16) -> bool {
@@ -73,6 +76,31 @@ pub fn handle() -> ApiVersionsResponse {
     ApiVersionsResponse::default().with_api_keys(api_keys())
 }
 
+/// The inter-node APIs only the controller listener answers, each at every version the codec
+/// decodes (`quorum_rpc::decode_request` accepts that range). Fetch is in [`SUPPORTED`].
+const CONTROLLER_ONLY: &[ApiKey] = &[
+    ApiKey::Vote,
+    ApiKey::BeginQuorumEpoch,
+    ApiKey::EndQuorumEpoch,
+    ApiKey::BrokerRegistration,
+    ApiKey::BrokerHeartbeat,
+    ApiKey::AlterPartition,
+];
+
+/// ApiVersions on the controller listener: what clients get there too (forwarded requests
+/// arrive on it), and the inter-node APIs a broker asks of the controller.
+pub fn handle_controller() -> ApiVersionsResponse {
+    let mut keys = api_keys();
+    keys.extend(CONTROLLER_ONLY.iter().map(|&key| {
+        let codec = key.valid_versions();
+        ApiVersion::default()
+            .with_api_key(key as i16)
+            .with_min_version(codec.min)
+            .with_max_version(codec.max)
+    }));
+    ApiVersionsResponse::default().with_api_keys(keys)
+}
+
 /// The answer to an ApiVersions version we do not speak: encoded as v0 so any client reads it,
 /// with the versions we do speak, so it can retry.
 pub fn unsupported_response() -> kafka_protocol::messages::ResponseKind {
@@ -97,5 +125,20 @@ mod tests {
             !is_supported(ApiKey::ConsumerGroupHeartbeat, 0),
             "KIP-848 is not implemented"
         );
+    }
+
+    #[test]
+    fn the_controller_listener_also_advertises_alter_partition_v2_v3() {
+        let keys = handle_controller().api_keys;
+        let alter = keys
+            .iter()
+            .find(|k| k.api_key == ApiKey::AlterPartition as i16)
+            .expect("AlterPartition advertised");
+        assert_eq!((alter.min_version, alter.max_version), (2, 3));
+        assert!(keys.iter().any(|k| k.api_key == ApiKey::Produce as i16));
+        assert!(!handle()
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == ApiKey::AlterPartition as i16));
     }
 }

@@ -35,6 +35,14 @@ pub enum PlantedBug {
     /// Keep serving after a failed fsync (the fsyncgate mistake: a later fsync "succeeds"
     /// over pages the failure dropped).
     ServeAfterFsyncError,
+    /// Replication (pre-KIP-101): a follower cuts its log to its high watermark when it starts
+    /// following (at start, to the one it checkpointed), which lags the leader's by a fetch:
+    /// an acknowledged record it dropped is gone if it is elected before fetching it again.
+    TruncateToHwOnRestart,
+    /// Replication (pre-KIP-279): on a diverging epoch a follower cuts to the leader's end
+    /// offset without its own end of that epoch, then fetches on without epoch checks; after a
+    /// fast double failover it keeps a record the new leader does not have (notes §7.3).
+    NoDivergingEpochCheck,
     /// Idempotence: remember only the last four batches per producer instead of five, so a
     /// retry of the fifth-newest batch is refused (or worse, re-appended) instead of answered.
     #[cfg(madsim)]
@@ -81,6 +89,17 @@ pub enum PlantedBug {
     /// Quorum: grant votes without comparing the candidate's log with ours.
     #[cfg(madsim)]
     QuorumGrantShorterLog,
+    /// Replication: a pending ISR shrink takes effect in the high watermark at once, before the
+    /// controller commits it (notes §1.7): the survivors alone commit offsets while the
+    /// controller may still elect the follower being removed.
+    #[cfg(madsim)]
+    IsrShrinkAdvancesHw,
+    /// Controller: elections without eligible leader replicas (Kafka before KIP-966): the
+    /// last ISR member is never removed, so a broker that comes back from an unclean
+    /// shutdown with a lost suffix is re-elected from that ISR, and the replicas that held
+    /// the committed data truncate to it ("last replica standing").
+    #[cfg(madsim)]
+    NoEligibleLeaderReplicas,
 }
 
 impl PlantedBug {
@@ -94,6 +113,14 @@ impl PlantedBug {
             PlantedBug::RecoveryPointBeforeFsync,
         ),
         ("serve-after-fsync-error", PlantedBug::ServeAfterFsyncError),
+        (
+            "truncate-to-hw-on-restart",
+            PlantedBug::TruncateToHwOnRestart,
+        ),
+        (
+            "no-diverging-epoch-check",
+            PlantedBug::NoDivergingEpochCheck,
+        ),
         #[cfg(madsim)]
         ("dedup-window-four", PlantedBug::DedupWindowFour),
         #[cfg(madsim)]
@@ -137,6 +164,13 @@ impl PlantedBug {
         (
             "quorum-grant-shorter-log",
             PlantedBug::QuorumGrantShorterLog,
+        ),
+        #[cfg(madsim)]
+        ("isr-shrink-advances-hw", PlantedBug::IsrShrinkAdvancesHw),
+        #[cfg(madsim)]
+        (
+            "no-eligible-leader-replicas",
+            PlantedBug::NoEligibleLeaderReplicas,
         ),
     ];
 

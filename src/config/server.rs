@@ -84,6 +84,12 @@ pub struct ServerConfig {
     pub replica_fetch_max_bytes: usize,
     /// `replica.fetch.response.max.bytes`: the same for a follower's whole response.
     pub replica_fetch_response_max_bytes: usize,
+    /// `replica.fetch.wait.max.ms`: how long a follower's fetch may wait at the leader.
+    pub replica_fetch_wait_max_ms: u64,
+    /// `replica.fetch.min.bytes`: what a follower's fetch waits for at the leader.
+    pub replica_fetch_min_bytes: i32,
+    /// `replica.fetch.backoff.ms`: a follower's pause after a failed fetch of a partition.
+    pub replica_fetch_backoff_ms: u64,
     /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten.
     pub producer_id_expiration_ms: i64,
     /// `producer.id.expiration.check.interval.ms`: how often idle producers are looked for.
@@ -94,6 +100,16 @@ pub struct ServerConfig {
     pub group_max_session_timeout_ms: i32,
     /// `group.max.size`.
     pub group_max_size: i32,
+    /// `group.consumer.session.timeout.ms`: a consumer-protocol (KIP-848) member silent this
+    /// long is removed.
+    pub group_consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`: how often consumer-protocol members heartbeat.
+    pub group_consumer_heartbeat_interval_ms: i32,
+    /// `group.consumer.assignors`: server-side assignors, the first the default (`uniform`,
+    /// `range`, or Kafka's class names for them).
+    pub group_consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size`.
+    pub group_consumer_max_size: i32,
     /// `offsets.retention.minutes`.
     pub offsets_retention_minutes: i64,
     /// `offsets.retention.check.interval.ms`.
@@ -113,6 +129,16 @@ pub struct ServerConfig {
     pub broker_heartbeat_interval_ms: u64,
     /// `broker.session.timeout.ms`: a broker silent this long is fenced.
     pub broker_session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`: an ISR follower not caught up with its leader for this long
+    /// is dropped from the ISR.
+    pub replica_lag_time_max_ms: i64,
+    /// `auto.leader.rebalance.enable`: the active controller moves leadership back to each
+    /// partition's preferred replica every `leader.imbalance.check.interval.seconds`.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`.
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// `unclean.leader.election.enable`: the broker-wide default of the topic key.
+    pub unclean_leader_election_enable: bool,
     /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
     /// produce. Off by default because Kafka relies on replication rather than fsync.
     pub fsync_before_ack: bool,
@@ -185,6 +211,35 @@ fn cleaner_settings(p: &mut Props<'_>) -> Result<CleanerSettings, ConfigError> {
     })
 }
 
+/// `group.consumer.assignors`: short names or Kafka's class names, normalised to short names.
+fn parse_assignors(value: &str) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let short = match name {
+            "uniform" | "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => "uniform",
+            "range" | "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => "range",
+            other => {
+                return Err(invalid(
+                    "group.consumer.assignors",
+                    other,
+                    "Weir has the uniform and range assignors",
+                ))
+            }
+        };
+        if !out.iter().any(|n| n == short) {
+            out.push(short.to_string());
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid(
+            "group.consumer.assignors",
+            value,
+            "at least one assignor is required",
+        ));
+    }
+    Ok(out)
+}
+
 const I16_MAX: i64 = i16::MAX as i64;
 const I32_MAX: i64 = i32::MAX as i64;
 const DEFAULT_LOG_DIR: &str = "./weir-data";
@@ -202,7 +257,6 @@ enum Kind {
 /// socket buffers, internal-topic replication) and warning about them would be noise. Their
 /// values are still type-checked so a typo does not hide until Weir implements the key.
 const IGNORED_KEYS: &[(&str, Kind)] = &[
-    ("auto.leader.rebalance.enable", Bool),
     ("background.threads", Int(1, I32_MAX)),
     ("broker.rack", Text),
     ("controlled.shutdown.enable", Bool),
@@ -234,7 +288,6 @@ const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("transaction.state.log.num.partitions", Int(1, I32_MAX)),
     ("transaction.state.log.replication.factor", Int(1, I16_MAX)),
     ("transaction.state.log.segment.bytes", Int(1, I32_MAX)),
-    ("unclean.leader.election.enable", Bool),
 ];
 
 /// Reads keys from the map and remembers which were read, so whatever is left is unknown.
@@ -447,6 +500,14 @@ impl ServerConfig {
         let replica_fetch_response_max_bytes = p
             .int("replica.fetch.response.max.bytes", 0, I32_MAX)?
             .unwrap_or(10_485_760) as usize;
+        let replica_fetch_wait_max_ms = p
+            .int("replica.fetch.wait.max.ms", 0, I32_MAX)?
+            .unwrap_or(500) as u64;
+        let replica_fetch_min_bytes =
+            p.int("replica.fetch.min.bytes", 1, I32_MAX)?.unwrap_or(1) as i32;
+        let replica_fetch_backoff_ms = p
+            .int("replica.fetch.backoff.ms", 0, I32_MAX)?
+            .unwrap_or(1000) as u64;
         let producer_id_expiration_ms = p
             .int("producer.id.expiration.ms", 1, I32_MAX)?
             .unwrap_or(86_400_000);
@@ -467,6 +528,24 @@ impl ServerConfig {
             ));
         }
         let group_max_size = p.int("group.max.size", 1, I32_MAX)?.unwrap_or(I32_MAX) as i32;
+        let group_consumer_session_timeout_ms = p
+            .int("group.consumer.session.timeout.ms", 1, I32_MAX)?
+            .unwrap_or(45_000) as i32;
+        let group_consumer_heartbeat_interval_ms = p
+            .int("group.consumer.heartbeat.interval.ms", 1, I32_MAX)?
+            .unwrap_or(5_000) as i32;
+        if group_consumer_heartbeat_interval_ms >= group_consumer_session_timeout_ms {
+            return Err(invalid(
+                "group.consumer.heartbeat.interval.ms",
+                &group_consumer_heartbeat_interval_ms.to_string(),
+                "must be below group.consumer.session.timeout.ms",
+            ));
+        }
+        let group_consumer_assignors =
+            parse_assignors(p.get("group.consumer.assignors").unwrap_or("uniform,range"))?;
+        let group_consumer_max_size = p
+            .int("group.consumer.max.size", 1, I32_MAX)?
+            .unwrap_or(I32_MAX) as i32;
         let offsets_retention_minutes = p
             .int("offsets.retention.minutes", 1, I32_MAX)?
             .unwrap_or(10080);
@@ -483,12 +562,21 @@ impl ServerConfig {
             .int("offsets.topic.segment.bytes", 1, I32_MAX)?
             .unwrap_or(104_857_600) as i32;
         let fsync_before_ack = p.bool("weir.fsync.before.ack")?.unwrap_or(false);
+        let replica_lag_time_max_ms = p
+            .int("replica.lag.time.max.ms", 1, I32_MAX)?
+            .unwrap_or(30_000);
         let broker_heartbeat_interval_ms = p
             .int("broker.heartbeat.interval.ms", 1, I32_MAX)?
             .unwrap_or(2000) as u64;
         let broker_session_timeout_ms = p
             .int("broker.session.timeout.ms", 1, I32_MAX)?
             .unwrap_or(9000) as u64;
+        let auto_leader_rebalance_enable = p.bool("auto.leader.rebalance.enable")?.unwrap_or(true);
+        let leader_imbalance_check_interval_seconds = p
+            .int("leader.imbalance.check.interval.seconds", 1, I32_MAX)?
+            .unwrap_or(300) as u64;
+        let unclean_leader_election_enable =
+            p.bool("unclean.leader.election.enable")?.unwrap_or(false);
         let quorum_election_timeout_ms = p
             .int("controller.quorum.election.timeout.ms", 1, I32_MAX)?
             .unwrap_or(1000) as u64;
@@ -531,21 +619,32 @@ impl ServerConfig {
             quorum_fetch_timeout_ms,
             broker_heartbeat_interval_ms,
             broker_session_timeout_ms,
+            auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds,
+            unclean_leader_election_enable,
             offsets_topic_num_partitions,
             group_initial_rebalance_delay_ms,
             fetch_max_bytes,
             replica_fetch_max_bytes,
             replica_fetch_response_max_bytes,
+            replica_fetch_wait_max_ms,
+            replica_fetch_min_bytes,
+            replica_fetch_backoff_ms,
             producer_id_expiration_ms,
             producer_id_expiration_check_interval_ms,
             group_min_session_timeout_ms,
             group_max_session_timeout_ms,
             group_max_size,
+            group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms,
+            group_consumer_assignors,
+            group_consumer_max_size,
             offsets_retention_minutes,
             offsets_retention_check_interval_ms,
             offset_metadata_max_bytes,
             offsets_topic_replication_factor,
             offsets_topic_segment_bytes,
+            replica_lag_time_max_ms,
             fsync_before_ack,
             log_cleaner,
             #[cfg(any(madsim, test))]
@@ -701,6 +800,18 @@ impl ServerConfig {
                 self.replica_fetch_response_max_bytes.to_string(),
             ),
             (
+                "replica.fetch.wait.max.ms",
+                self.replica_fetch_wait_max_ms.to_string(),
+            ),
+            (
+                "replica.fetch.min.bytes",
+                self.replica_fetch_min_bytes.to_string(),
+            ),
+            (
+                "replica.fetch.backoff.ms",
+                self.replica_fetch_backoff_ms.to_string(),
+            ),
+            (
                 "producer.id.expiration.ms",
                 self.producer_id_expiration_ms.to_string(),
             ),
@@ -717,6 +828,22 @@ impl ServerConfig {
                 self.group_max_session_timeout_ms.to_string(),
             ),
             ("group.max.size", self.group_max_size.to_string()),
+            (
+                "group.consumer.session.timeout.ms",
+                self.group_consumer_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.consumer.heartbeat.interval.ms",
+                self.group_consumer_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.consumer.assignors",
+                self.group_consumer_assignors.join(","),
+            ),
+            (
+                "group.consumer.max.size",
+                self.group_consumer_max_size.to_string(),
+            ),
             (
                 "offsets.retention.minutes",
                 self.offsets_retention_minutes.to_string(),
@@ -736,6 +863,10 @@ impl ServerConfig {
             (
                 "offsets.topic.segment.bytes",
                 self.offsets_topic_segment_bytes.to_string(),
+            ),
+            (
+                "replica.lag.time.max.ms",
+                self.replica_lag_time_max_ms.to_string(),
             ),
             ("weir.fsync.before.ack", self.fsync_before_ack.to_string()),
             ("log.cleaner.enable", self.log_cleaner.enable.to_string()),

@@ -11,11 +11,17 @@
 //! (INVALID_REQUEST); a new member not registered, fenced, shutting down or with another
 //! broker epoch (INELIGIBLE_REPLICA).
 
+use std::collections::BTreeSet;
+
 use uuid::Uuid;
 
 use super::election::{self, Election, ElectionConfig};
-use super::image::{MetadataImage, PartitionChange};
+use super::image::{MetadataImage, MetadataRecord, PartitionChange, PartitionRegistration};
 use super::ControllerError;
+
+/// The most partitions one request may alter (Kafka's bound on one controller operation's
+/// records); a larger request is refused whole.
+pub const MAX_ALTERATIONS: usize = super::MAX_NEW_PARTITIONS as usize;
 
 /// One partition of an AlterPartition request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +43,82 @@ pub struct Alteration {
 pub struct Accepted {
     pub change: Option<PartitionChange>,
     pub new_leader_elected: bool,
+}
+
+/// What one partition of a request is answered, as of after the request's records commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartitionAnswer {
+    /// Accepted: the partition as it is once the change (if any) is committed.
+    Done(PartitionRegistration),
+    /// Accepted, but the change also moved the leadership away from the sender: Kafka writes
+    /// it and answers NEW_LEADER_ELECTED.
+    NewLeaderElected,
+    Refused(ControllerError),
+}
+
+/// A whole AlterPartition request decided: the records to commit, and each partition's answer
+/// in request order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decided {
+    pub records: Vec<MetadataRecord>,
+    pub answers: Vec<((Uuid, i32), PartitionAnswer)>,
+}
+
+/// An AlterPartition request from `broker` at `broker_epoch`: the sender's epoch first (an
+/// `Err` answers the whole request), then each partition on its own against the committed
+/// image. A partition named twice is refused the second time (both would be validated against
+/// the same registration and the second record would not fit the first).
+pub fn alter_partitions(
+    image: &MetadataImage,
+    broker: i32,
+    broker_epoch: i64,
+    requests: &[Alteration],
+    config: &dyn Fn(&super::image::TopicMeta) -> ElectionConfig,
+) -> Result<Decided, ControllerError> {
+    check_sender(image, broker, broker_epoch)?;
+    if requests.len() > MAX_ALTERATIONS {
+        return Err(ControllerError::InvalidRequest(format!(
+            "{} partitions in one AlterPartition; at most {MAX_ALTERATIONS}",
+            requests.len()
+        )));
+    }
+    let mut seen = BTreeSet::new();
+    let mut decided = Decided {
+        records: Vec::new(),
+        answers: Vec::with_capacity(requests.len()),
+    };
+    for request in requests {
+        let key = (request.topic_id, request.partition);
+        let answer = if !seen.insert(key) {
+            PartitionAnswer::Refused(ControllerError::InvalidRequest(format!(
+                "partition {} of topic id {} named twice",
+                key.1, key.0
+            )))
+        } else {
+            match alter_partition(image, broker, request, config) {
+                Err(e) => PartitionAnswer::Refused(e),
+                Ok(accepted) => {
+                    let mut after = image
+                        .partition(key.0, key.1)
+                        .expect("validated: the partition exists")
+                        .clone();
+                    if let Some(change) = accepted.change {
+                        after.apply(&change);
+                        decided
+                            .records
+                            .push(MetadataRecord::PartitionChange(change));
+                    }
+                    if accepted.new_leader_elected {
+                        PartitionAnswer::NewLeaderElected
+                    } else {
+                        PartitionAnswer::Done(after)
+                    }
+                }
+            }
+        };
+        decided.answers.push((key, answer));
+    }
+    Ok(decided)
 }
 
 /// The request-level check: the sender is registered with this broker epoch.

@@ -57,13 +57,25 @@ pub struct Decision<R> {
     pub reply: R,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Session {
     /// When the last heartbeat (or the registration) arrived.
     last_contact_ms: i64,
     /// The last committed offset when controlled shutdown was first seen committed: the
     /// broker must have applied this far (its leaderships gone) before it may stop.
     shutdown_offset: Option<i64>,
+    /// The highest metadata offset its heartbeats reported applied (-1: none yet).
+    metadata_offset: i64,
+}
+
+impl Session {
+    fn new(now: i64) -> Session {
+        Session {
+            last_contact_ms: now,
+            shutdown_offset: None,
+            metadata_offset: -1,
+        }
+    }
 }
 
 /// The active controller's in-memory view of broker liveness. A controller that just became
@@ -122,13 +134,7 @@ impl BrokerSessions {
                 )));
             }
         }
-        self.sessions.insert(
-            request.id,
-            Session {
-                last_contact_ms: now,
-                shutdown_offset: None,
-            },
-        );
+        self.sessions.insert(request.id, Session::new(now));
         let unclean = image
             .broker(request.id)
             .is_some_and(|old| old.epoch != request.previous_epoch);
@@ -151,8 +157,20 @@ impl BrokerSessions {
     }
 
     fn touch(&mut self, id: i32, now: i64) {
-        let s = self.sessions.entry(id).or_default();
+        let s = self.sessions.entry(id).or_insert_with(|| Session::new(now));
         s.last_contact_ms = s.last_contact_ms.max(now);
+    }
+
+    /// The lowest metadata offset reported by the active brokers other than `except` (Kafka's
+    /// `lowestActiveOffset`); `i64::MAX` when there are none. One not heard from in this
+    /// leadership term counts as -1.
+    fn lowest_active_offset(&self, image: &MetadataImage, except: i32) -> i64 {
+        image
+            .brokers()
+            .filter(|b| b.is_active() && b.id != except)
+            .map(|b| self.sessions.get(&b.id).map_or(-1, |s| s.metadata_offset))
+            .min()
+            .unwrap_or(i64::MAX)
     }
 
     /// BrokerHeartbeat: keeps the session and moves the broker between states.
@@ -179,6 +197,8 @@ impl BrokerSessions {
             }
         };
         self.touch(id, now);
+        let session = self.sessions.get_mut(&id).expect("touched above");
+        session.metadata_offset = session.metadata_offset.max(request.metadata_offset);
         let change = |fenced: Option<bool>, shutdown: Option<bool>| MetadataRecord::BrokerChange {
             id,
             epoch: broker.epoch,
@@ -208,10 +228,16 @@ impl BrokerSessions {
                 reply.is_fenced = false;
             }
         } else if broker.in_controlled_shutdown {
-            let session = self.sessions.entry(id).or_default();
+            // Granted once it leads nothing and every active broker (and itself) has applied
+            // the records that moved its leaderships: until then a client could still be
+            // sent to it, or a new leader not know yet that it leads (Kafka's
+            // `lowestActiveOffset` rule).
+            let session = self.sessions.get_mut(&id).expect("touched above");
             let shutdown_offset = *session.shutdown_offset.get_or_insert(image.applied() - 1);
             let leads = image.partitions_led_by(id).next().is_some();
-            reply.should_shut_down = !leads && request.metadata_offset >= shutdown_offset;
+            reply.should_shut_down = !leads
+                && request.metadata_offset >= shutdown_offset
+                && self.lowest_active_offset(image, id) >= shutdown_offset;
         } else if request.want_fence {
             records.extend(partition_changes(election::remove_broker(
                 image, id, elections,
@@ -240,10 +266,9 @@ impl BrokerSessions {
     ) -> Vec<MetadataRecord> {
         self.sessions.retain(|id, _| image.broker(*id).is_some());
         for b in image.brokers() {
-            self.sessions.entry(b.id).or_insert(Session {
-                last_contact_ms: now,
-                shutdown_offset: None,
-            });
+            self.sessions
+                .entry(b.id)
+                .or_insert_with(|| Session::new(now));
         }
         let expired = image
             .brokers()

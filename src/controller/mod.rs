@@ -36,6 +36,9 @@ pub const MAX_TOPIC_NAME: usize = 249;
 /// than 10 000 records (one per partition) the same way; without a bound, one CreateTopics
 /// asking for 2^31 partitions would make the broker open directories until it runs out.
 pub const MAX_NEW_PARTITIONS: i32 = 10_000;
+/// The most partitions one periodic election pass changes (Kafka's
+/// `maxElectionsPerImbalance`); the rest wait for the next pass.
+pub const MAX_PERIODIC_ELECTIONS: usize = 1000;
 const TOO_LARGE: &str = "Unable to perform excessively large batch operation.";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,7 +180,7 @@ impl Controller {
             .map(|v| v.eq_ignore_ascii_case("true"))
             .unwrap_or(self.unclean_leader_election);
         ElectionConfig {
-            elr: self.eligible_leader_replicas,
+            elr: self.eligible_leader_replicas && !planted_no_elr(),
             min_isr: (config.min_insync_replicas.max(1) as usize)
                 .min(topic.replication_factor.max(1) as usize),
             unclean,
@@ -364,6 +367,7 @@ impl Controller {
         }
         changes
             .into_iter()
+            .take(MAX_PERIODIC_ELECTIONS)
             .map(MetadataRecord::PartitionChange)
             .collect()
     }
@@ -416,6 +420,16 @@ impl Controller {
     pub fn topic_defaults(&self) -> &TopicConfig {
         &self.topic_defaults
     }
+}
+
+/// Planted `no-eligible-leader-replicas` (simulator only): every topic elects as Kafka did
+/// before KIP-966.
+fn planted_no_elr() -> bool {
+    #[cfg(madsim)]
+    if crate::config::planted::active(crate::config::PlantedBug::NoEligibleLeaderReplicas) {
+        return true;
+    }
+    false
 }
 
 /// Brokers that may take new replicas: unfenced and not shutting down.

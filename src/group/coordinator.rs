@@ -5,10 +5,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
+use super::consumer::{ConsumerConfig, ConsumerGroup};
 use super::member::{Member, ParkedJoin};
 use super::placement::partition_for;
 use super::records::{self, GroupValue, MemberValue, OffsetValue, RecordKey};
 use super::types::*;
+
+mod consumer_calls;
 
 /// Broker settings the coordinator honours (Kafka's keys, see `config::server`).
 #[derive(Clone, Debug)]
@@ -27,6 +30,8 @@ pub struct GroupConfig {
     pub offsets_retention_ms: i64,
     /// Bound on groups held (a hard limit Kafka does not have; new groups past it are refused).
     pub max_groups: usize,
+    /// The consumer protocol's settings (KIP-848).
+    pub consumer: ConsumerConfig,
 }
 
 impl Default for GroupConfig {
@@ -39,6 +44,7 @@ impl Default for GroupConfig {
             offset_metadata_max_bytes: 4096,
             offsets_retention_ms: 7 * 24 * 3600 * 1000,
             max_groups: 100_000,
+            consumer: ConsumerConfig::default(),
         }
     }
 }
@@ -96,6 +102,9 @@ struct Group {
     assignment_in_flight: Option<i32>,
     offsets: BTreeMap<(String, i32), Committed>,
     appends_in_flight: usize,
+    /// Set when the group speaks the consumer protocol (KIP-848): then the classic fields stay
+    /// empty (state Empty, no members) and only the offsets above are shared.
+    consumer: Option<Box<ConsumerGroup>>,
 }
 
 impl Group {
@@ -118,6 +127,7 @@ impl Group {
             assignment_in_flight: None,
             offsets: BTreeMap::new(),
             appends_in_flight: 0,
+            consumer: None,
         }
     }
 
@@ -144,7 +154,8 @@ impl Group {
     fn deadline(&self) -> Option<i64> {
         let members = self.members.values().filter_map(Member::session_deadline);
         let pending = self.pending.values().copied();
-        [self.join_deadline, self.sync_deadline]
+        let consumer = self.consumer.as_ref().and_then(|c| c.deadline());
+        [self.join_deadline, self.sync_deadline, consumer]
             .into_iter()
             .flatten()
             .chain(members)
@@ -297,6 +308,7 @@ impl Group {
             && self.offsets.is_empty()
             && self.appends_in_flight == 0
             && self.generation == 0
+            && self.consumer.as_ref().is_none_or(|c| c.is_empty())
     }
 }
 
@@ -328,6 +340,12 @@ enum Pending {
     GroupRecord {
         group: String,
     },
+    /// A consumer heartbeat whose group epoch moved: answered once the epoch is written.
+    ConsumerHeartbeat {
+        request: RequestId,
+        group: String,
+        response: super::consumer::HeartbeatResponse,
+    },
     Delete {
         request: RequestId,
         group: String,
@@ -345,6 +363,8 @@ enum Pending {
 #[derive(Default)]
 struct Loaded {
     group: Option<GroupValue>,
+    /// The group epoch of a KIP-848 consumer group.
+    consumer_epoch: Option<i32>,
     offsets: BTreeMap<(String, i32), OffsetValue>,
 }
 
@@ -473,6 +493,12 @@ impl Coordinator {
                 let entry = loading.entry(group).or_default();
                 entry.group = value.map(records::decode_group_value).transpose()?;
             }
+            RecordKey::ConsumerGroup { group } => {
+                let entry = loading.entry(group).or_default();
+                entry.consumer_epoch = value
+                    .map(records::decode_consumer_group_value)
+                    .transpose()?;
+            }
             RecordKey::Other(_) => {}
         }
         Ok(())
@@ -486,7 +512,7 @@ impl Coordinator {
             .remove(&partition)
             .expect("load_finish without load_begin");
         for (id, l) in loaded {
-            if l.group.is_none() && l.offsets.is_empty() {
+            if l.group.is_none() && l.offsets.is_empty() && l.consumer_epoch.is_none() {
                 continue;
             }
             let mut g = Group::new(&id, now);
@@ -529,6 +555,12 @@ impl Coordinator {
                     }
                     g.state = GroupState::Stable;
                 }
+            }
+            // Only the consumer group's type and epoch are persisted: it comes back Empty, at its
+            // epoch, and its members (unknown now) rejoin with epoch 0.
+            if let Some(epoch) = l.consumer_epoch.filter(|_| g.members.is_empty()) {
+                g.become_consumer(&self.config.consumer);
+                g.consumer.as_mut().unwrap().restore_epoch(epoch);
             }
             for (key, value) in l.offsets {
                 let seq = self.next_seq;
@@ -591,6 +623,15 @@ impl Coordinator {
     }
 
     fn run_timers(&mut self, g: &mut Group, now: i64, out: &mut Vec<Action>) {
+        if let Some(c) = g.consumer.as_mut() {
+            let gone = c.expire(now);
+            for member in &gone {
+                tracing::info!(group = %g.id, %member, "consumer group member removed: session or rebalance timeout");
+            }
+            if !gone.is_empty() {
+                self.append_consumer_epoch(g, out);
+            }
+        }
         let expired: Vec<String> = g
             .pending
             .iter()
@@ -886,6 +927,32 @@ impl Coordinator {
             }
             self.groups
                 .insert(req.group_id.clone(), Group::new(&req.group_id, now));
+        }
+        let mut converted = false;
+        if let Some(g) = self.groups.get_mut(&req.group_id) {
+            match &g.consumer {
+                Some(c) if !c.is_empty() => {
+                    fail(&mut out, GroupError::InconsistentGroupProtocol);
+                    return out;
+                }
+                // An empty consumer group becomes classic again (Kafka converts empty groups).
+                Some(_) => {
+                    g.consumer = None;
+                    g.protocol_type = None;
+                    g.appends_in_flight += 1;
+                    converted = true;
+                }
+                None => {}
+            }
+        }
+        if converted {
+            // Its consumer-group record goes, so a restart does not bring the old type back.
+            let partition = self.partition_of(&req.group_id).unwrap();
+            let record = (records::consumer_group_key(&req.group_id), None);
+            let pending = Pending::GroupRecord {
+                group: req.group_id.clone(),
+            };
+            self.append(partition, vec![record], pending, &mut out);
         }
         let id = req.group_id.clone();
         self.with_group(&id, |c, g| c.join_group(g, request, req, now, &mut out));
@@ -1489,6 +1556,10 @@ impl Coordinator {
         if g.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
         }
+        if let Some(c) = &g.consumer {
+            // The generation field carries the member epoch (OffsetCommit v9).
+            return c.validate_commit(&req.member_id, req.generation);
+        }
         let is_member_commit =
             req.generation >= 0 || !req.member_id.is_empty() || req.instance_id.is_some();
         if req.generation < 0 && g.state == GroupState::Empty {
@@ -1556,6 +1627,15 @@ impl Coordinator {
                 group_id: g.id.clone(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
                 state: g.state,
+                state_name: match &g.consumer {
+                    Some(c) => c.state().name(),
+                    None => g.state.name(),
+                },
+                group_type: if g.consumer.is_some() {
+                    "consumer"
+                } else {
+                    "classic"
+                },
             })
             .collect();
         (
@@ -1580,6 +1660,11 @@ impl Coordinator {
         let Some(g) = self.groups.get(group_id) else {
             return d;
         };
+        if g.consumer.is_some() {
+            // Kafka's DescribeGroups knows only classic groups: a consumer group is "not found"
+            // there (admin clients use ConsumerGroupDescribe for it).
+            return d;
+        }
         let stable = g.state == GroupState::Stable;
         let protocol = g.protocol.clone().unwrap_or_default();
         d.state = g.state;
@@ -1625,6 +1710,10 @@ impl Coordinator {
             deny(&mut out, GroupError::GroupIdNotFound);
             return out;
         };
+        if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
+            deny(&mut out, GroupError::NonEmptyGroup);
+            return out;
+        }
         match g.state {
             GroupState::Dead => {
                 return {
@@ -1646,6 +1735,9 @@ impl Coordinator {
             .map(|(t, p)| (records::offset_key(group_id, t, *p), None))
             .collect();
         batch.push((records::group_key(group_id), None));
+        if g.consumer.is_some() {
+            batch.push((records::consumer_group_key(group_id), None));
+        }
         g.appends_in_flight += 1;
         let partition = self.partition_of(group_id).unwrap();
         let _ = now;
@@ -1680,7 +1772,13 @@ impl Coordinator {
             deny(&mut out, GroupError::GroupIdNotFound);
             return out;
         };
+        let consumer_subscribed = g
+            .consumer
+            .as_ref()
+            .filter(|c| !c.is_empty())
+            .map(|c| c.subscribed_topic_names());
         let subscribed: Option<BTreeSet<String>> = match g.state {
+            _ if consumer_subscribed.is_some() => consumer_subscribed,
             GroupState::Dead => {
                 deny(&mut out, GroupError::GroupIdNotFound);
                 return out;
@@ -1696,6 +1794,7 @@ impl Coordinator {
         };
         // A consumer group whose subscriptions do not parse counts as subscribed to everything.
         let all_subscribed = g.state != GroupState::Empty
+            && g.consumer.is_none()
             && g.protocol_type.as_deref() == Some("consumer")
             && g.subscribed_topics().is_none();
         let subscribed = subscribed.unwrap_or_default();
@@ -1742,7 +1841,23 @@ impl Coordinator {
                 Some(at) => now >= at,
                 None => now - base >= retention,
             };
+            let consumer_subscribed = g
+                .consumer
+                .as_ref()
+                .filter(|c| !c.is_empty())
+                .map(|c| c.subscribed_topic_names());
             let keys: Vec<((String, i32), u64)> = match g.state {
+                // A live consumer group: only offsets of topics nobody subscribes to expire.
+                _ if consumer_subscribed.is_some() => {
+                    let topics = consumer_subscribed.unwrap_or_default();
+                    g.offsets
+                        .iter()
+                        .filter(|((t, _), c)| {
+                            !topics.contains(t) && expired_by(c, c.value.commit_timestamp)
+                        })
+                        .map(|(k, c)| (k.clone(), c.seq))
+                        .collect()
+                }
                 GroupState::Empty if g.protocol_type.is_some() => g
                     .offsets
                     .iter()
@@ -1807,6 +1922,7 @@ impl Coordinator {
             | Pending::Assignment { group, .. }
             | Pending::StaticReplace { group, .. }
             | Pending::GroupRecord { group }
+            | Pending::ConsumerHeartbeat { group, .. }
             | Pending::Delete { group, .. }
             | Pending::Expire { group, .. } => group.clone(),
         };
@@ -1938,6 +2054,18 @@ impl Coordinator {
             }
             // Nothing waits on it: a lost record only means a restart finds the previous state.
             Pending::GroupRecord { .. } => {}
+            Pending::ConsumerHeartbeat {
+                request, response, ..
+            } => {
+                let response = match error {
+                    Some(e) => super::consumer::HeartbeatResponse::error(
+                        e,
+                        "The group epoch could not be written to __consumer_offsets.",
+                    ),
+                    None => response,
+                };
+                respond(out, request, Response::ConsumerHeartbeat(response));
+            }
             Pending::Delete {
                 request,
                 keys,

@@ -12,6 +12,7 @@
 //! State changes that must survive a restart (commits, assignments, deletes) take effect, and
 //! are answered, only when the driver reports the append committed.
 
+pub mod consumer;
 mod coordinator;
 mod member;
 pub mod placement;
@@ -20,7 +21,7 @@ pub mod records;
 mod tests;
 mod types;
 
-pub use coordinator::{Coordinator, GroupConfig};
+pub use coordinator::{Coordinator, GroupConfig, MAX_MEMBERS};
 pub use placement::partition_for;
 pub use types::*;
 

@@ -24,6 +24,10 @@ pub enum RecordKey {
     Group {
         group: String,
     },
+    /// KIP-848 `ConsumerGroupMetadataKey` (version 3): the group is a consumer group.
+    ConsumerGroup {
+        group: String,
+    },
     /// A record type this coordinator does not use (KIP-848, share groups): skipped on load.
     Other(i16),
 }
@@ -102,6 +106,37 @@ pub fn offset_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
     put_str(&mut out, topic);
     out.extend_from_slice(&partition.to_be_bytes());
     out
+}
+
+/// KIP-848's `ConsumerGroupMetadataKey`: key version 3, then the group id.
+const CONSUMER_GROUP_KEY_V3: i16 = 3;
+
+pub fn consumer_group_key(group: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + group.len());
+    out.extend_from_slice(&CONSUMER_GROUP_KEY_V3.to_be_bytes());
+    put_str(&mut out, group);
+    out
+}
+
+/// `ConsumerGroupMetadataValue` v0 (flexible): the group epoch, then an empty tagged-field
+/// section (Kafka's optional MetadataHash and CreationTimeMs tags are left out).
+pub fn consumer_group_value(epoch: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(7);
+    out.extend_from_slice(&0i16.to_be_bytes());
+    out.extend_from_slice(&epoch.to_be_bytes());
+    out.push(0);
+    out
+}
+
+/// The group epoch of a `ConsumerGroupMetadataValue` (tagged fields, if any, are skipped).
+pub fn decode_consumer_group_value(raw: &[u8]) -> Result<i32, DecodeError> {
+    let mut r = Reader { buf: raw };
+    if r.i16()? != 0 {
+        return Err(DecodeError(
+            "unsupported consumer group metadata value version",
+        ));
+    }
+    r.i32()
 }
 
 pub fn group_key(group: &str) -> Vec<u8> {
@@ -211,6 +246,7 @@ pub fn decode_key(raw: &[u8]) -> Result<RecordKey, DecodeError> {
             partition: r.i32()?,
         }),
         2 => Ok(RecordKey::Group { group: r.str()? }),
+        CONSUMER_GROUP_KEY_V3 => Ok(RecordKey::ConsumerGroup { group: r.str()? }),
         other => Ok(RecordKey::Other(other)),
     }
 }

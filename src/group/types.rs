@@ -25,6 +25,12 @@ pub enum GroupError {
     MemberIdRequired,
     GroupMaxSizeReached,
     FencedInstanceId,
+    FencedMemberEpoch,
+    UnreleasedInstanceId,
+    UnsupportedAssignor,
+    StaleMemberEpoch,
+    InvalidRequest,
+    InvalidRegularExpression,
     NonEmptyGroup,
     GroupIdNotFound,
     GroupSubscribedToTopic,
@@ -219,7 +225,12 @@ pub struct CommittedOffset {
 pub struct GroupListing {
     pub group_id: String,
     pub protocol_type: String,
+    /// The classic state (a consumer group's classic side is always Empty).
     pub state: GroupState,
+    /// The state as ListGroups v4+ names it (a consumer group's own: Assigning, Reconciling…).
+    pub state_name: &'static str,
+    /// `classic` or `consumer` (ListGroups v5).
+    pub group_type: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,6 +260,8 @@ pub enum Response {
     Heartbeat(Option<GroupError>),
     Leave(LeaveResponse),
     Commit(CommitResponse),
+    /// ConsumerGroupHeartbeat (KIP-848): never parked.
+    ConsumerHeartbeat(super::consumer::HeartbeatResponse),
     /// DeleteGroups (one group) and OffsetDelete.
     Delete(Result<Vec<(String, i32, Option<GroupError>)>, GroupError>),
 }

@@ -218,6 +218,10 @@ impl ReplicaSet {
         self.config = config;
     }
 
+    pub fn config(&self) -> IsrConfig {
+        self.config
+    }
+
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
     }
@@ -283,6 +287,15 @@ impl ReplicaSet {
     fn maximal(&self) -> BTreeSet<i32> {
         match &self.pending {
             Some(p) if p.isr.len() > self.isr.len() => p.isr.clone(),
+            // The planted bug: a pending shrink already counts (§1.7).
+            #[cfg(madsim)]
+            Some(p)
+                if crate::config::planted::active(
+                    crate::config::PlantedBug::IsrShrinkAdvancesHw,
+                ) =>
+            {
+                p.isr.clone()
+            }
             _ => self.isr.clone(),
         }
     }

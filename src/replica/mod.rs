@@ -7,6 +7,7 @@ pub mod producer;
 pub mod validation;
 
 pub use partition::{
-    Appended, DeleteRecordsError, EpochRefusal, FollowerAppendError, FollowerAppended, Partition,
-    ProduceError, Role, StaleLeaderEpoch, TruncateError, TruncationPlan,
+    Appended, DeleteRecordsError, EpochRefusal, FollowerAppendError, FollowerAppended,
+    LeaderRefused, LeaderView, Partition, ProduceError, Role, StaleLeaderEpoch, TruncateError,
+    TruncationPlan, DEFAULT_REPLICA_LAG_TIME_MAX_MS,
 };

@@ -5,11 +5,12 @@
 //! With one replica the high watermark follows the log end on every append, or, when the broker
 //! fsyncs before acknowledging, the flushed end: then consumers never see a record that a power
 //! loss could take back. A replicated leader's high watermark is moved by the ISR rule instead
-//! (`replica::isr` computes it; [`Partition::advance_high_watermark_to`] applies it), and a
-//! follower's is the leader's, capped at its own log end. The follower side (appending the
-//! leader's batches, truncating on divergence) lives in `follower`.
+//! (the [`ReplicaSet`](crate::replica::isr::ReplicaSet) it holds while leading, in `leader`),
+//! and a follower's is the leader's, capped at its own log end. The follower side (appending
+//! the leader's batches, truncating on divergence) lives in `follower`.
 
 mod follower;
+mod leader;
 mod leader_epoch;
 mod snapshot;
 
@@ -27,6 +28,7 @@ use crate::log::batch::{self, BatchError};
 use crate::log::cleaner::{CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
+pub use leader::{LeaderRefused, LeaderView, DEFAULT_REPLICA_LAG_TIME_MAX_MS};
 pub use leader_epoch::EpochRefusal;
 
 #[derive(Debug)]
@@ -105,8 +107,13 @@ pub struct Partition {
     leader_epoch: i32,
     /// Leader or follower (a broker on its own is its partitions' leader).
     role: Role,
-    /// A replicated leader: the high watermark moves only by the ISR rule, never on append.
+    /// A replicated leader or a follower: the high watermark moves only by the ISR rule (the
+    /// replica set's) or the leader's, never on append.
     hw_from_replicas: bool,
+    /// While leading a partition with other replicas: their state and the ISR rule.
+    replica_set: Option<crate::replica::isr::ReplicaSet>,
+    /// An AlterPartition the replica set asked for, until the ISR driver takes it.
+    alter_partition: Option<crate::replica::isr::Action>,
     /// A truncation whose cut is not yet durable: nothing may be appended after it until
     /// [`Partition::truncation_durable`] (power loss could otherwise bring the old tail back
     /// behind new data).
@@ -180,6 +187,8 @@ impl Partition {
             leader_epoch,
             role: Role::Leader,
             hw_from_replicas: false,
+            replica_set: None,
+            alter_partition: None,
             pending_truncation: None,
             durable_reads: false,
         };
@@ -202,29 +211,42 @@ impl Partition {
         self.role
     }
 
-    /// Becomes the leader of `leader_epoch` (the image's): records the epoch as starting at the
-    /// log end before anything is appended in it (KAFKA-7415), so a follower holding data of an
-    /// intermediate epoch is answered correctly. With `hw_from_replicas` the high watermark
-    /// then moves only by [`Partition::advance_high_watermark_to`]. The same epoch again is a
-    /// no-op; an older one is refused.
-    pub fn become_leader(
-        &mut self,
-        leader_epoch: i32,
-        hw_from_replicas: bool,
-    ) -> Result<(), StaleLeaderEpoch> {
-        self.check_epoch(leader_epoch)?;
+    /// Becomes the leader the image names (`view`): records the epoch as starting at the log
+    /// end before anything is appended in it (KAFKA-7415), so a follower holding data of an
+    /// intermediate epoch is answered correctly. With other replicas, a replica set then moves
+    /// the high watermark by the ISR rule; alone, it follows the log end (or the fsynced end).
+    /// The same epoch again only updates the replica set (a committed ISR change, fresher
+    /// broker views); an older one is refused.
+    pub fn become_leader(&mut self, view: LeaderView, now_ms: i64) -> Result<(), LeaderRefused> {
+        let leader_epoch = view.leadership.leader_epoch;
+        let stale = |e: StaleLeaderEpoch| LeaderRefused::Stale {
+            requested: e.requested,
+            current: e.current,
+        };
+        self.check_epoch(leader_epoch).map_err(stale)?;
+        if !view.leadership.replicas.contains(&view.node)
+            || !view.leadership.isr.contains(&view.node)
+        {
+            return Err(LeaderRefused::NotInIsr);
+        }
         if !self.log.assign_epoch_start(leader_epoch) {
             // The log holds batches of a newer epoch than the image's: a leader may not stamp
             // older epochs after them.
-            return Err(StaleLeaderEpoch {
+            return Err(LeaderRefused::Stale {
                 requested: leader_epoch,
                 current: self.log.latest_epoch(),
             });
         }
+        if self.role != Role::Leader {
+            // A follower's view of its old leader's followers means nothing now.
+            self.replica_set = None;
+            self.alter_partition = None;
+        }
         self.leader_epoch = leader_epoch;
         self.role = Role::Leader;
-        self.hw_from_replicas = hw_from_replicas;
-        if !hw_from_replicas && !self.durable_reads {
+        self.hw_from_replicas = view.replicated();
+        self.lead_replicas(view, now_ms);
+        if !self.hw_from_replicas && !self.durable_reads {
             self.advance_high_watermark(self.log.end_offset());
         }
         Ok(())
@@ -240,6 +262,8 @@ impl Partition {
         self.leader_epoch = leader_epoch;
         self.role = Role::Follower;
         self.hw_from_replicas = true;
+        self.replica_set = None;
+        self.alter_partition = None;
         Ok(())
     }
 
@@ -253,21 +277,6 @@ impl Partition {
         Ok(())
     }
 
-    /// A leader's high watermark, moved by the ISR rule (`replica::isr`): never back, never past
-    /// the log end. Returns whether it moved.
-    pub fn advance_high_watermark_to(&mut self, to: i64) -> bool {
-        assert_eq!(
-            self.role,
-            Role::Leader,
-            "only a leader sets its high watermark"
-        );
-        if to <= self.high_watermark {
-            return false;
-        }
-        self.advance_high_watermark(to);
-        true
-    }
-
     pub fn config(&self) -> &TopicConfig {
         &self.config
     }
@@ -275,6 +284,7 @@ impl Partition {
     pub fn set_config(&mut self, config: TopicConfig) {
         self.log.set_config(log_config(&config));
         self.config = config;
+        self.reconfigure_replicas();
     }
 
     /// The producer-state snapshot to write now: (path, contents).
@@ -293,6 +303,7 @@ impl Partition {
         if !durable && !self.hw_from_replicas {
             self.advance_high_watermark(self.log.end_offset());
         }
+        self.leader_end_moved();
     }
 
     /// Everything the plan covered is on stable storage.
@@ -304,24 +315,27 @@ impl Partition {
                 self.advance_high_watermark(durable);
             }
         }
+        if self.role == Role::Leader {
+            self.leader_end_moved();
+        }
     }
 
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
     }
 
-    /// Size of the committed in-sync replica set: what an acks=all produce is checked against
-    /// before its append (NOT_ENOUGH_REPLICAS). One replica until replication lands; the ISR
-    /// state machine then answers here.
+    /// Size of the committed in-sync replica set (one for a partition on its own).
     pub fn isr_size(&self) -> usize {
-        1
+        self.replica_set
+            .as_ref()
+            .map_or(1, |set| set.committed_isr().len())
     }
 
-    /// Size of the maximal in-sync set (the committed one plus a pending expansion): what an
-    /// acks=all produce is checked against once the high watermark reaches it
-    /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    /// Size of the maximal in-sync set (the committed one plus a pending expansion).
     pub fn maximal_isr_size(&self) -> usize {
-        self.isr_size()
+        self.replica_set
+            .as_ref()
+            .map_or(1, |set| set.maximal_isr().len())
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -460,6 +474,7 @@ impl Partition {
         if !self.durable_reads && !self.hw_from_replicas {
             self.advance_high_watermark(self.log.end_offset());
         }
+        self.leader_end_moved();
         Ok(Appended {
             base_offset,
             last_offset,
@@ -828,7 +843,7 @@ mod tests {
             (e.epoch, e.start_offset)
         };
         assert_eq!(entry(&p), (0, 0));
-        p.become_leader(2, false).unwrap();
+        p.become_leader(LeaderView::sole(1, 2), 1).unwrap();
         p.append(&batch(&[b"b"], 10, None), 1).unwrap();
         p.append(&batch(&[b"c"], 10, None), 1).unwrap();
         assert_eq!(entry(&p), (2, 1));

@@ -51,6 +51,9 @@ min.insync.replicas=1
 auto.create.topics.enable=true
 # The KIP-134 wait (3 s) only slows tests: groups here form as members arrive.
 group.initial.rebalance.delay.ms=0
+# Consumer-protocol (KIP-848) members heartbeat at the broker's interval (default 5 s).
+group.consumer.heartbeat.interval.ms=500
+group.consumer.session.timeout.ms=6000
 """
 
 

@@ -304,3 +304,149 @@ def test_cli_lists_describes_resets_and_deletes_groups(broker):
     deleted = weir_cli(broker, "groups", "delete", group)
     assert deleted.returncode == 0, deleted.stderr
     assert group not in weir_cli(broker, "groups", "list").stdout
+
+
+# ---------------------------------------------------------------- KIP-848 (group.protocol=consumer)
+
+
+def ck_848(bootstrap: str, group: str, **extra) -> Consumer:
+    """A confluent-kafka consumer on the new protocol: the broker assigns partitions, and session
+    and heartbeat timing come from the broker (the client may not set them)."""
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    config.update(extra)
+    return Consumer(config)
+
+
+def positions(consumer: Consumer) -> dict[int, int]:
+    return {tp.partition: tp.offset for tp in consumer.position(consumer.assignment())}
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_consumer_protocol_two_then_three_members_every_record_and_commits_survive_restart(
+        broker, assignor):
+    topic = unique("kip848")
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic)
+    group = unique("g848")
+    extra = {"group.remote.assignor": assignor}
+    a = ck_848(broker.bootstrap, group, **extra)
+    b = ck_848(broker.bootstrap, group, **extra)
+    c = None
+    seen = []
+    try:
+        started = time.monotonic()
+        a.subscribe([topic])
+        b.subscribe([topic])
+        poll_all([a, b],
+                 lambda: sorted(len(partitions_of(x)) for x in (a, b)) == [1, 2],
+                 "two members sharing three partitions 2/1", sink=seen)
+        assert sorted(partitions_of(a) + partitions_of(b)) == [0, 1, 2]
+        print(f"two consumer-protocol members settled {time.monotonic() - started:.2f} s")
+        joined = time.monotonic()
+        c = ck_848(broker.bootstrap, group, **extra)
+        c.subscribe([topic])
+        poll_all([a, b, c],
+                 lambda: [len(partitions_of(x)) for x in (a, b, c)] == [1, 1, 1],
+                 "three members with one partition each", sink=seen)
+        print(f"third member got its partition {time.monotonic() - joined:.2f} s after subscribe")
+        assert sorted(partitions_of(a) + partitions_of(b) + partitions_of(c)) == [0, 1, 2]
+        per_partition = RECORDS // PARTITIONS
+        poll_all([a, b, c],
+                 lambda: all(o == per_partition for x in (a, b, c)
+                             for o in positions(x).values()),
+                 "every member at the end of its partition", sink=seen)
+        # At least once: every record was delivered to the group (a moved partition may repeat).
+        assert {v for (_, _, _, v) in seen} == {b"v%d" % i for i in range(RECORDS)}
+        for x in (a, b, c):
+            x.commit(asynchronous=False)
+        # ListGroups v5 names the type; a filter on it finds the group.
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        listed = admin.list_consumer_groups(request_timeout=10).result(timeout=30)
+        mine = [g for g in listed.valid if g.group_id == group]
+        assert len(mine) == 1 and mine[0].type.name == "CONSUMER", listed.valid
+        assert mine[0].state.name == "STABLE"
+    finally:
+        for x in (a, b, c):
+            if x is not None:
+                x.close()
+    expected = {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    assert committed_offsets(broker.bootstrap, group, topic) == expected
+    broker.restart()
+    assert committed_offsets(broker.bootstrap, group, topic) == expected, "after restart"
+    # The group's type survives (its ConsumerGroupMetadata record); its members rejoin.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=10).result(timeout=30)
+    assert [g.type.name for g in listed.valid if g.group_id == group] == ["CONSUMER"]
+    produce(broker.bootstrap, topic, n=3, start=RECORDS)
+    d = ck_848(broker.bootstrap, group, **extra)
+    try:
+        d.subscribe([topic])
+        got = []
+        poll_all([d], lambda: len(got) >= 3, "the new records after the restart", sink=got)
+        # Nothing below the committed offsets comes back: poll a little longer.
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            m = d.poll(0.1)
+            if m is not None and not m.error():
+                got.append((d, m.partition(), m.offset(), m.value()))
+        assert sorted(v for (_, _, _, v) in got) == [b"v30", b"v31", b"v32"]
+    finally:
+        d.close()
+
+
+def test_consumer_protocol_and_classic_groups_keep_to_their_own_ids(broker):
+    topic = unique("mixed")
+    create_topic(broker.bootstrap, topic)
+    group = unique("mg")
+    new = ck_848(broker.bootstrap, group)
+    classic = ck_consumer(broker.bootstrap, group)
+    try:
+        new.subscribe([topic])
+        poll_all([new], lambda: partitions_of(new) == [0, 1, 2], "the consumer-protocol member")
+        errors = []
+        classic.subscribe([topic], on_assign=lambda *_: errors.append("assigned"))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            m = classic.poll(0.1)
+            if m is not None and m.error():
+                errors.append(m.error().name())
+            new.poll(0.05)
+        # The classic JoinGroup is refused (INCONSISTENT_GROUP_PROTOCOL); the group is untouched.
+        assert "assigned" not in errors
+        assert partitions_of(new) == [0, 1, 2]
+    finally:
+        classic.close()
+        new.close()
+
+
+def test_consumer_protocol_regex_subscription_follows_new_topics(broker):
+    prefix = unique("re")
+    matching = [f"{prefix}-a", f"{prefix}-b"]
+    for t in matching + [f"x{prefix}"]:
+        create_topic(broker.bootstrap, t, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for t in matching + [f"x{prefix}"]:
+        for i in range(4):
+            producer.produce(t, value=f"{t}/{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    consumer = ck_848(broker.bootstrap, unique("rg"))
+    try:
+        # librdkafka sends the pattern to the broker (SubscribedTopicRegex), which resolves it.
+        consumer.subscribe([f"^{prefix}-.*"])
+        got = []
+        poll_all([consumer], lambda: len(got) >= 8, "the matching topics' records", sink=got)
+        late = f"{prefix}-c"
+        create_topic(broker.bootstrap, late, partitions=1)
+        producer.produce(late, value=f"{late}/0".encode(), partition=0)
+        assert producer.flush(30) == 0
+        poll_all([consumer], lambda: len(got) >= 9, "a topic created after subscribe", sink=got)
+        values = sorted(v.decode() for (_, _, _, v) in got)
+        assert values == sorted([f"{t}/{i}" for t in matching for i in range(4)] + [f"{late}/0"])
+    finally:
+        consumer.close()

@@ -239,3 +239,67 @@ fn a_recovering_leader_reports_recovered_before_the_isr_grows() {
         .unwrap();
     assert_eq!((change.leader_recovering, change.isr), (Some(false), None));
 }
+
+#[test]
+fn a_request_is_decided_partition_by_partition_and_answered_as_committed() {
+    let image = image(false);
+    // The sender's epoch answers the whole request.
+    assert!(matches!(
+        alter_partitions(&image, 1, 5, &[alteration(&[(1, 0)])], &config),
+        Err(ControllerError::StaleBrokerEpoch(_))
+    ));
+    let shrink = alteration(&[(1, 0)]);
+    let mut unknown = alteration(&[(1, 0)]);
+    unknown.partition = 9;
+    let decided = alter_partitions(
+        &image,
+        1,
+        0,
+        &[shrink.clone(), unknown, shrink.clone()],
+        &config,
+    )
+    .unwrap();
+    assert_eq!(decided.records.len(), 1, "one change: the shrink");
+    let answers: Vec<_> = decided.answers.iter().map(|(_, a)| a.clone()).collect();
+    // The answer is the partition after the change: ISR [1], partition epoch bumped, the
+    // leader epoch not (an ISR change moves no leadership).
+    match &answers[0] {
+        PartitionAnswer::Done(p) => {
+            assert_eq!(
+                (&p.isr, p.leader, p.leader_epoch, p.partition_epoch),
+                (&vec![1], 1, 0, 1)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        answers[1],
+        PartitionAnswer::Refused(ControllerError::UnknownTopic(_))
+    ));
+    // Named twice: the second is refused, so the records always fit the image.
+    assert!(matches!(
+        answers[2],
+        PartitionAnswer::Refused(ControllerError::InvalidRequest(_))
+    ));
+    let mut after = image.clone();
+    for r in &decided.records {
+        let at = after.applied();
+        after.apply(at, r);
+    }
+    match &answers[0] {
+        PartitionAnswer::Done(p) => assert_eq!(after.partition(T, 0), Some(p)),
+        _ => unreachable!(),
+    }
+    // The leader's next request with the old partition epoch is outdated.
+    let again = alter_partitions(&after, 1, 0, &[shrink], &config).unwrap();
+    assert!(matches!(
+        again.answers[0].1,
+        PartitionAnswer::Refused(ControllerError::InvalidUpdateVersion(_))
+    ));
+    // An unchanged ISR writes nothing and answers the current state.
+    let mut same = alteration(&[(1, 0)]);
+    same.partition_epoch = 1;
+    let decided = alter_partitions(&after, 1, 0, &[same], &config).unwrap();
+    assert!(decided.records.is_empty());
+    assert!(matches!(&decided.answers[0].1, PartitionAnswer::Done(p) if p.partition_epoch == 1));
+}

@@ -230,13 +230,35 @@ fn controlled_shutdown_moves_leaderships_before_it_is_granted() {
     commit(&mut image, &d.records);
     assert_eq!((p0(&image).leader, &p0(&image).isr), (2, &vec![2, 3]));
     assert!(!image.is_active_broker(1));
-    // Granted once the broker has applied the changes (and leads nothing).
+    // Granted once the broker has applied the changes (and leads nothing)...
     let mut hb = beat(1, &image);
     hb.want_shutdown = true;
     hb.metadata_offset -= 1;
     let d = sessions.heartbeat(&image, &hb, 2, &config).unwrap();
     assert!(!d.reply.should_shut_down);
     hb.metadata_offset += 1;
+    let d = sessions.heartbeat(&image, &hb, 3, &config).unwrap();
+    // ...and so has every active broker: 2, the new leader, must know it leads before 1
+    // stops, or acks=all writes would find no leader in between.
+    assert!(d.records.is_empty() && !d.reply.should_shut_down);
+    sessions
+        .heartbeat(&image, &beat(2, &image), 3, &config)
+        .unwrap();
+    let d = sessions.heartbeat(&image, &hb, 3, &config).unwrap();
+    assert!(!d.reply.should_shut_down, "broker 3 has not caught up");
+    let mut behind = beat(3, &image);
+    behind.metadata_offset -= 1;
+    sessions.heartbeat(&image, &behind, 3, &config).unwrap();
+    assert!(
+        !sessions
+            .heartbeat(&image, &hb, 3, &config)
+            .unwrap()
+            .reply
+            .should_shut_down
+    );
+    sessions
+        .heartbeat(&image, &beat(3, &image), 3, &config)
+        .unwrap();
     let d = sessions.heartbeat(&image, &hb, 3, &config).unwrap();
     assert!(d.records.is_empty() && d.reply.should_shut_down);
     // A fenced broker asking to shut down may go at once.
@@ -278,4 +300,62 @@ fn a_broker_back_from_an_unclean_shutdown_leaves_every_isr_and_elr() {
     commit(&mut image, &records);
     assert_eq!(p0(&image).elr, [2]);
     assert!(image.broker(3).unwrap().fenced);
+}
+
+/// KIP-966's "last replica standing" (notes §7.4), message by message: brokers 1 and 2 drop
+/// out (ISR [3], below min ISR 2, so 2 goes to the ELR), then 3 crashes and comes back from an
+/// unclean shutdown. With ELR the controller takes 3 out and 2 leads once it returns; without
+/// (Kafka before 4.1, the planted `no-eligible-leader-replicas`), 3 stays the ISR and is
+/// re-elected with whatever its log lost.
+#[test]
+fn the_last_replica_standing_is_not_re_elected_after_an_unclean_restart() {
+    for elr in [true, false] {
+        let elections = |_: &TopicMeta| ElectionConfig {
+            elr,
+            min_isr: 2,
+            unclean: false,
+        };
+        let mut sessions = BrokerSessions::new(TIMEOUT);
+        let mut image = cluster(&mut sessions);
+        for (id, at) in [(1, 1), (2, 2), (3, 3)] {
+            let mut hb = beat(id, &image);
+            hb.want_fence = true;
+            let d = sessions.heartbeat(&image, &hb, at, &elections).unwrap();
+            commit(&mut image, &d.records);
+        }
+        let p = p0(&image).clone();
+        if elr {
+            assert_eq!(
+                (p.leader, &p.isr, &p.elr),
+                (NO_LEADER, &vec![], &vec![2, 3])
+            );
+        } else {
+            assert_eq!((p.leader, &p.isr, &p.elr), (NO_LEADER, &vec![3], &vec![]));
+        }
+        // 3 restarts uncleanly (a new incarnation, no clean-shutdown epoch) and catches up.
+        let late = TIMEOUT * 2;
+        let records = sessions
+            .register(&image, &request(3, 33), late, &elections)
+            .unwrap();
+        commit(&mut image, &records);
+        let d = sessions
+            .heartbeat(&image, &beat(3, &image), late, &elections)
+            .unwrap();
+        commit(&mut image, &d.records);
+        if elr {
+            // Not electable: it left the ISR and ELR before registering.
+            let p = p0(&image);
+            assert_eq!((p.leader, &p.isr, &p.elr), (NO_LEADER, &vec![], &vec![2]));
+            // 2, which held every committed offset when the HW froze, leads once back.
+            let d = sessions
+                .heartbeat(&image, &beat(2, &image), late, &elections)
+                .unwrap();
+            commit(&mut image, &d.records);
+            let p = p0(&image);
+            assert_eq!((p.leader, &p.isr), (2, &vec![2]));
+        } else {
+            let p = p0(&image);
+            assert_eq!((p.leader, &p.isr), (3, &vec![3]), "the historical loss");
+        }
+    }
 }

@@ -25,6 +25,39 @@ impl PartitionRegistration {
         self.leader != NO_LEADER
     }
 
+    /// This registration after `change`, as every node replays it: the partition epoch always
+    /// bumps, the leader epoch only when the change sets the leader (notes §4.1). The caller
+    /// checks the result.
+    pub fn apply(&mut self, change: &PartitionChange) {
+        let p = self;
+        if let Some(replicas) = &change.replicas {
+            p.replicas = replicas.clone();
+        }
+        if let Some(isr) = &change.isr {
+            p.isr = isr.clone();
+        }
+        if let Some(elr) = &change.elr {
+            p.elr = elr.clone();
+        }
+        if let Some(last) = &change.last_known_elr {
+            p.last_known_elr = last.clone();
+        }
+        if let Some(leader) = change.leader {
+            p.leader = leader;
+            p.leader_epoch = p
+                .leader_epoch
+                .checked_add(1)
+                .expect("leader epoch overflow");
+        }
+        if let Some(recovering) = change.leader_recovering {
+            p.leader_recovering = recovering;
+        }
+        p.partition_epoch = p
+            .partition_epoch
+            .checked_add(1)
+            .expect("partition epoch overflow");
+    }
+
     /// Panics naming the broken rule: a record that breaks one is a controller bug, and
     /// applying it would corrupt every node's image alike.
     fn check(&self, key: (Uuid, i32)) {
@@ -114,32 +147,7 @@ impl Partitions {
             .by_key
             .get_mut(&key)
             .unwrap_or_else(|| panic!("change of unknown partition {key:?}"));
-        if let Some(replicas) = &change.replicas {
-            p.replicas = replicas.clone();
-        }
-        if let Some(isr) = &change.isr {
-            p.isr = isr.clone();
-        }
-        if let Some(elr) = &change.elr {
-            p.elr = elr.clone();
-        }
-        if let Some(last) = &change.last_known_elr {
-            p.last_known_elr = last.clone();
-        }
-        if let Some(leader) = change.leader {
-            p.leader = leader;
-            p.leader_epoch = p
-                .leader_epoch
-                .checked_add(1)
-                .expect("leader epoch overflow");
-        }
-        if let Some(recovering) = change.leader_recovering {
-            p.leader_recovering = recovering;
-        }
-        p.partition_epoch = p
-            .partition_epoch
-            .checked_add(1)
-            .expect("partition epoch overflow");
+        p.apply(change);
         p.check(key);
     }
 

@@ -13,6 +13,7 @@ use super::snapshot::{self, LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 use super::{Partition, Role};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchHeader};
+use crate::log::leader_epochs::EpochEnd;
 use crate::log::{Checkpoint, FlushPlan, Log};
 
 /// Why the leader's batches were refused. Nothing was appended.
@@ -26,11 +27,15 @@ pub enum FollowerAppendError {
         expected: i64,
         found: i64,
     },
-    /// A batch does not start where the previous one ended.
+    /// A batch starts before the previous one ended (offsets go back or overlap). A batch
+    /// starting after it is a gap a compacted leader legitimately has.
     NotContiguous {
         expected: i64,
         found: i64,
     },
+    /// The batches jump forward over offsets (a compacted leader) and this log does not yet
+    /// accept gaps: make [`Log::gap_marker`] durable, call [`Log::allow_gaps`], append again.
+    NeedsGapMarker,
     /// A batch carries no leader epoch, or one older than the log already has.
     EpochGoesBack {
         offset: i64,
@@ -67,6 +72,12 @@ impl std::fmt::Display for FollowerAppendError {
             FollowerAppendError::NotContiguous { expected, found } => {
                 write!(f, "batch at {found} where {expected} was expected")
             }
+            FollowerAppendError::NeedsGapMarker => {
+                write!(
+                    f,
+                    "the batches have offset gaps; the log must accept them first"
+                )
+            }
             FollowerAppendError::EpochGoesBack {
                 offset,
                 epoch,
@@ -98,9 +109,12 @@ pub struct FollowerAppended {
 
 impl Partition {
     /// Appends the leader's batches (`records`: one or more whole v2 batches back to back, as a
-    /// Fetch response carries them), which must start exactly at the local log end. All are
-    /// checked before any is written: on an error nothing changes. Returns `Ok(None)` for no
-    /// batches. The high watermark does not move here ([`Partition::follow_high_watermark`]).
+    /// Fetch response carries them) at their own offsets: the first at or after the local log
+    /// end, each after the previous one. Offsets may jump forward (a compacted leader's gaps,
+    /// kept as they are) once the log accepts gaps ([`FollowerAppendError::NeedsGapMarker`]).
+    /// All are checked before any is written: on an error nothing changes. Returns `Ok(None)`
+    /// for no batches. The high watermark does not move here
+    /// ([`Partition::follow_high_watermark`]).
     pub fn append_as_follower(
         &mut self,
         records: &[u8],
@@ -112,22 +126,25 @@ impl Partition {
         if let Some(at) = self.pending_truncation {
             return Err(FollowerAppendError::TruncationPending { at });
         }
-        let headers = self.check_leader_batches(records)?;
+        let (headers, gaps) = self.check_leader_batches(records)?;
         let Some(last) = headers.last().copied() else {
             return Ok(None);
         };
+        if gaps && !self.log.gaps_allowed() {
+            return Err(FollowerAppendError::NeedsGapMarker);
+        }
         let first_offset = headers[0].base_offset;
-        // One copy of the bytes; the log rewrites each base offset with the value it has.
+        // One copy of the bytes, written as they came (the offsets are the leader's already).
         let mut owned = records.to_vec();
         let mut position = 0;
-        for mut header in headers.iter().copied() {
+        for header in headers.iter() {
             let len = header.total_len();
             let slice = &mut owned[position..position + len];
             self.log
-                .append(slice, std::slice::from_mut(&mut header), now_ms)
+                .append_at_offsets(slice, std::slice::from_ref(header), now_ms)
                 .map_err(FollowerAppendError::Storage)?;
-            self.producers.record_replicated(&header, now_ms);
-            self.last_batch = Some(LastBatch::of(&header));
+            self.producers.record_replicated(header, now_ms);
+            self.last_batch = Some(LastBatch::of(header));
             position += len;
         }
         assert_eq!(self.log.end_offset(), last.next_offset());
@@ -140,17 +157,20 @@ impl Partition {
         }))
     }
 
-    /// Every batch whole and CRC-valid, contiguous from the log end, epochs never going back.
+    /// Every batch whole and CRC-valid, in offset order from the log end (with whether any
+    /// offsets are skipped), epochs never going back.
     fn check_leader_batches(
         &self,
         records: &[u8],
-    ) -> Result<Vec<BatchHeader>, FollowerAppendError> {
+    ) -> Result<(Vec<BatchHeader>, bool), FollowerAppendError> {
         let mut headers: Vec<BatchHeader> = Vec::new();
         let mut expected = self.log.end_offset();
         let mut latest = self.log.latest_epoch();
+        let mut gaps = false;
         for item in batch::iter(records) {
             let (_, header) = item.map_err(|e| FollowerAppendError::Corrupt(e.to_string()))?;
-            if header.base_offset != expected {
+            gaps |= header.base_offset > expected;
+            if header.base_offset < expected {
                 return Err(match headers.is_empty() {
                     true => FollowerAppendError::NotAtLogEnd {
                         expected,
@@ -181,7 +201,17 @@ impl Partition {
             expected = header.next_offset();
             headers.push(header);
         }
-        Ok(headers)
+        Ok((headers, gaps))
+    }
+
+    /// What a follower's fetch reads: whole batches from `offset` up to the log end (not the
+    /// high watermark: followers hold what is not yet committed, that is how it commits).
+    pub fn read_for_replica(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<bytes::Bytes, crate::log::ReadError> {
+        self.log.read(offset, max_bytes, self.log.end_offset())
     }
 
     /// A follower's high watermark: the leader's, capped at the local log end (and never below
@@ -313,6 +343,24 @@ impl Partition {
         if self.pending_truncation == Some(plan.end_offset) {
             self.pending_truncation = None;
         }
+    }
+
+    /// Where to cut after the leader answered a fetch with a diverging epoch `(E_L, O_L)` (its
+    /// end of the largest epoch at or below our last fetched one), as Kafka's follower does
+    /// (KIP-279, notes §3.6): our own end of `E_L` decides. If our log has no entry at or
+    /// below `E_L`, cut to `O_L`; if our largest epoch at or below `E_L` is another one, cut to
+    /// where that epoch ends here (the next fetch then asks about it); otherwise to the
+    /// smaller of both ends. Never past the log end. Never the high watermark (KIP-101).
+    pub fn divergence_truncation_offset(&self, leader: EpochEnd) -> i64 {
+        let end = self.log.end_offset();
+        let own = self.log.end_offset_for_epoch(leader.epoch);
+        if own.is_undefined() {
+            return leader.end_offset.min(end);
+        }
+        if own.epoch != leader.epoch {
+            return own.end_offset.min(end);
+        }
+        leader.end_offset.min(own.end_offset).min(end)
     }
 
     /// A truncation not yet durable, and where it cut.

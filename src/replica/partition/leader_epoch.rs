@@ -80,6 +80,7 @@ impl Partition {
 #[cfg(test)]
 mod tests {
     use super::super::follower::tests::{open_at, pair, tail};
+    use super::super::LeaderView;
     use super::*;
     use crate::io::memdisk::MemDisk;
     use crate::log::batch;
@@ -87,7 +88,9 @@ mod tests {
     /// Leader log: epoch 3 at 0..18, then (as leader of 5) epoch 5 from 18 to 20.
     fn leader(disk: &MemDisk) -> Partition {
         let (mut leader, _) = pair(disk);
-        leader.become_leader(5, true).unwrap();
+        leader
+            .become_leader(LeaderView::replicated_for_tests(5), 0)
+            .unwrap();
         leader
             .append(&batch::testing::batch(&[b"a", b"b"], 1, None), 1)
             .unwrap();
@@ -184,7 +187,9 @@ mod tests {
         follower.become_follower(4).unwrap();
         follower.append_as_follower(&stray, 1).unwrap();
         let mut leader = leader;
-        leader.become_leader(6, true).unwrap();
+        leader
+            .become_leader(LeaderView::replicated_for_tests(6), 0)
+            .unwrap();
         leader
             .append(&batch::testing::batch(&[b"y", b"z"], 1, None), 1)
             .unwrap();

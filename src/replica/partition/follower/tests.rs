@@ -34,7 +34,9 @@ pub(in crate::replica) fn tail(p: &Partition, from: i64) -> Vec<u8> {
 /// A leader at epoch 3 with idempotent and plain batches, and an empty follower at epoch 3.
 pub(in crate::replica) fn pair(disk: &MemDisk) -> (Partition, Partition) {
     let mut leader = open_at(disk, "/data/a/t-0");
-    leader.become_leader(3, true).unwrap();
+    leader
+        .become_leader(LeaderView::replicated_for_tests(3), 0)
+        .unwrap();
     let mut follower = open_at(disk, "/data/b/t-0");
     follower.become_follower(3).unwrap();
     for i in 0..6 {
@@ -67,7 +69,9 @@ fn follower_gets_the_leaders_bytes_offsets_epochs_and_producer_state() {
     follower.follow_high_watermark(1_000);
     assert_eq!(follower.high_watermark(), follower.log_end_offset());
     // Failover: the follower leads and recognises the producer's retry.
-    follower.become_leader(4, true).unwrap();
+    follower
+        .become_leader(LeaderView::replicated_for_tests(4), 0)
+        .unwrap();
     let retry = batch(&["v5".repeat(20).as_bytes(), b"x"], 10, Some((7, 0, 10)));
     let again = follower.append(&retry, 300).unwrap();
     assert!(again.duplicate);
@@ -117,20 +121,11 @@ fn gaps_overlaps_corruption_and_old_epochs_change_nothing() {
     );
     assert!(e.to_string().contains("overlap"));
     check(&follower);
-    // Gap: from 3.
+    // Gap: from 3 (a compacted leader's log may skip offsets): refused until the log takes
+    // gaps durably.
     let later = tail(&leader, 3);
     let e = follower.append_as_follower(&later, 1).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            FollowerAppendError::NotAtLogEnd {
-                expected: 2,
-                found: 3
-            }
-        ),
-        "{e}"
-    );
-    assert!(e.to_string().contains("gap"));
+    assert!(matches!(e, FollowerAppendError::NeedsGapMarker), "{e}");
     check(&follower);
     // A bad CRC in the second batch: the first is not written either.
     let mut bad = tail(&leader, 2);
@@ -146,14 +141,26 @@ fn gaps_overlaps_corruption_and_old_epochs_change_nothing() {
         .unwrap_err();
     assert!(matches!(e, FollowerAppendError::Corrupt(_)), "{e}");
     check(&follower);
-    // Batches that skip within the response.
+    // Batches that skip within the response: the same.
     let one = leader.log().read(2, 1, i64::MAX).unwrap();
     let far = leader.log().read(5, 1, i64::MAX).unwrap();
     let e = follower
         .append_as_follower(&[one.to_vec(), far.to_vec()].concat(), 1)
         .unwrap_err();
+    assert!(matches!(e, FollowerAppendError::NeedsGapMarker), "{e}");
+    check(&follower);
+    // Batches that go back within the response.
+    let e = follower
+        .append_as_follower(&[far.to_vec(), one.to_vec()].concat(), 1)
+        .unwrap_err();
     assert!(
-        matches!(e, FollowerAppendError::NotContiguous { expected: 3, .. }),
+        matches!(
+            e,
+            FollowerAppendError::NotContiguous {
+                expected: 6,
+                found: 2
+            }
+        ),
         "{e}"
     );
     check(&follower);
@@ -186,14 +193,72 @@ fn gaps_overlaps_corruption_and_old_epochs_change_nothing() {
     check(&follower);
 }
 
+/// Whole batches of `p` holding offsets in `ranges` (batch-aligned), back to back: what a
+/// leader whose cleaner removed everything else would serve.
+fn batches_in(p: &Partition, ranges: &[(i64, i64)]) -> Vec<u8> {
+    let all = tail(p, 0);
+    let mut out = Vec::new();
+    for item in crate::log::batch::iter(&all) {
+        let (at, h) = item.unwrap();
+        if ranges
+            .iter()
+            .any(|&(a, b)| h.base_offset >= a && h.last_offset() < b)
+        {
+            out.extend_from_slice(&all[at..at + h.total_len()]);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_compacted_leaders_gaps_are_kept_and_survive_a_crash() {
+    let disk = MemDisk::new(9);
+    let (leader, mut follower) = pair(&disk);
+    // Offsets 0..2, then 5..9, then 12.. : two gaps, one inside a response.
+    let first = batches_in(&leader, &[(0, 2)]);
+    follower.append_as_follower(&first, 1).unwrap();
+    let gapped = batches_in(&leader, &[(5, 9), (12, i64::MAX)]);
+    let e = follower.append_as_follower(&gapped, 1).unwrap_err();
+    assert!(matches!(e, FollowerAppendError::NeedsGapMarker), "{e}");
+    let marker = follower.log().gap_marker();
+    block_on(marker.write(&disk, Path::new("/data/b/t-0"))).unwrap();
+    follower.log_mut().allow_gaps();
+    let got = follower.append_as_follower(&gapped, 1).unwrap().unwrap();
+    assert_eq!(got.first_offset, 5);
+    assert_eq!(follower.log_end_offset(), leader.log_end_offset());
+    let expected = [first.clone(), gapped.clone()].concat();
+    assert_eq!(
+        tail(&follower, 0),
+        expected,
+        "the leader's bytes at the leader's offsets"
+    );
+    // A read from inside a gap gets the next batch.
+    let from_gap = follower.log().read(3, 1, i64::MAX).unwrap();
+    assert_eq!(crate::log::batch::check(&from_gap).unwrap().base_offset, 5);
+    // An unclean restart scans the segments and keeps the gapped data.
+    let end = follower.log_end_offset();
+    drop(follower);
+    disk.process_crash();
+    let mut follower = open_at(&disk, "/data/b/t-0");
+    assert_eq!(follower.log_end_offset(), end);
+    assert_eq!(tail(&follower, 0), expected);
+    // And appends go on from the end.
+    follower.become_follower(3).unwrap();
+    assert!(follower.log().gaps_allowed());
+}
+
 #[test]
 fn role_changes_never_go_back_in_epoch() {
     let disk = MemDisk::new(4);
     let (mut leader, mut follower) = pair(&disk);
     assert!(leader.become_follower(2).is_err());
-    assert!(follower.become_leader(1, true).is_err());
+    assert!(follower
+        .become_leader(LeaderView::replicated_for_tests(1), 0)
+        .is_err());
     // A leader elected at the log end records its epoch there before writing.
-    leader.become_leader(5, true).unwrap();
+    leader
+        .become_leader(LeaderView::replicated_for_tests(5), 0)
+        .unwrap();
     let end = leader.log_end_offset();
     assert_eq!(leader.log().epochs().latest().unwrap().start_offset, end);
     // Becoming follower drops that empty epoch, so the old leader's epoch-3 data can follow.

@@ -209,7 +209,56 @@ fn bad_truncations_change_nothing_and_appends_wait_for_durability() {
     f.truncation_durable(&plan, 0);
     assert!(f.append_as_follower(&next, 1).unwrap().is_some());
     // A leader does not truncate.
-    f.become_leader(7, true).unwrap();
+    f.become_leader(LeaderView::replicated_for_tests(7), 0)
+        .unwrap();
     assert!(matches!(f.truncate_to(10), Err(TruncateError::NotFollower)));
     assert_eq!(f.log_end_offset(), 13);
+}
+
+#[test]
+fn the_divergence_cut_follows_our_own_end_of_the_leaders_epoch() {
+    use crate::log::leader_epochs::EpochEnd;
+    let disk = MemDisk::new(21);
+    let mut b = open_at(&disk, FOLLOWER);
+    b.become_follower(3).unwrap();
+    // Notes §7.3: B holds [0..1: e1] and x@2 written as leader of e2.
+    b.append_as_follower(&leader_batch(0, 1, &[b"a", b"b"], None), 1)
+        .unwrap();
+    b.append_as_follower(&leader_batch(2, 2, &[b"x"], None), 1)
+        .unwrap();
+    // C (cache {1: 0, 3: 5}) answers B's last fetched epoch 2 with (1, 5): B's epoch 1 ends at
+    // 2, so x goes (pre-KIP-279 logic would cut at min(5, 3) and keep it).
+    let cut = b.divergence_truncation_offset(EpochEnd {
+        epoch: 1,
+        end_offset: 5,
+    });
+    assert_eq!(cut, 2);
+    // Our largest epoch at or below the leader's is another one: cut where ours ends, then the
+    // next fetch asks about it.
+    let mut c = open_at(&disk, "/data/c/t-0");
+    c.become_follower(4).unwrap();
+    c.append_as_follower(&leader_batch(0, 1, &[b"a"], None), 1)
+        .unwrap();
+    c.append_as_follower(&leader_batch(1, 3, &[b"y", b"z"], None), 1)
+        .unwrap();
+    let cut = c.divergence_truncation_offset(EpochEnd {
+        epoch: 2,
+        end_offset: 4,
+    });
+    assert_eq!(cut, 1, "epoch 1 ends at 1 here");
+    // Never past our own end, and an empty log cuts nothing.
+    let cut = c.divergence_truncation_offset(EpochEnd {
+        epoch: 3,
+        end_offset: 9,
+    });
+    assert_eq!(cut, 3);
+    let mut empty = open_at(&disk, "/data/d/t-0");
+    empty.become_follower(4).unwrap();
+    assert_eq!(
+        empty.divergence_truncation_offset(EpochEnd {
+            epoch: 3,
+            end_offset: 9
+        }),
+        0
+    );
 }

@@ -1,0 +1,212 @@
+//! The coordinator's consumer-protocol entry points (ConsumerGroupHeartbeat,
+//! ConsumerGroupDescribe): one group namespace for both protocols. A group id is classic or
+//! consumer; an empty group of either kind converts to the other on first use, as Kafka's does,
+//! and keeps its committed offsets.
+
+use super::*;
+use crate::group::consumer::{self, ConsumerGroup, Topics};
+
+/// Checks Kafka makes before looking at the group
+/// (`throwIfConsumerGroupHeartbeatRequestIsInvalid`).
+fn validate(req: &consumer::HeartbeatRequest) -> Result<(), (GroupError, &'static str)> {
+    let invalid = |m| Err((GroupError::InvalidRequest, m));
+    if req.group_id.is_empty() {
+        return invalid("GroupId can't be empty.");
+    }
+    if req.version >= 1 && req.member_id.is_empty() {
+        return invalid("MemberId can't be empty.");
+    }
+    if req.version == 0 && req.member_epoch != consumer::JOIN_EPOCH && req.member_id.is_empty() {
+        return invalid("MemberId can't be empty.");
+    }
+    if req.instance_id.as_deref() == Some("") {
+        return invalid("InstanceId can't be empty.");
+    }
+    if req.rack_id.as_deref() == Some("") {
+        return invalid("RackId can't be empty.");
+    }
+    match req.member_epoch {
+        consumer::JOIN_EPOCH => {
+            if req.rebalance_timeout_ms == -1 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if req.owned.as_ref().is_none_or(|o| !o.is_empty()) {
+                return invalid("TopicPartitions must be empty when (re-)joining.");
+            }
+            if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+                return invalid(
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                );
+            }
+        }
+        consumer::STATIC_LEAVE_EPOCH if req.instance_id.is_none() => {
+            return invalid("InstanceId can't be null when MemberEpoch is -2.");
+        }
+        e if e < consumer::STATIC_LEAVE_EPOCH => return invalid("MemberEpoch is invalid."),
+        _ => {}
+    }
+    Ok(())
+}
+
+impl Group {
+    /// A classic group with nobody in it (a simple group, or one whose members all left) may
+    /// become a consumer group.
+    fn is_classic_and_empty(&self) -> bool {
+        self.state == GroupState::Empty && self.members.is_empty() && self.pending.is_empty()
+    }
+}
+
+impl Coordinator {
+    pub fn consumer_heartbeat(
+        &mut self,
+        request: RequestId,
+        req: consumer::HeartbeatRequest,
+        topics: &Topics,
+        now: i64,
+    ) -> Vec<Action> {
+        let mut out = Vec::new();
+        let fail = |out: &mut Vec<Action>, e: GroupError, m: &str| {
+            respond(
+                out,
+                request,
+                Response::ConsumerHeartbeat(consumer::HeartbeatResponse::error(e, m)),
+            )
+        };
+        if let Err((e, m)) = validate(&req) {
+            fail(&mut out, e, m);
+            return out;
+        }
+        if let Err(e) = self.gate(&req.group_id) {
+            fail(&mut out, e, "");
+            return out;
+        }
+        let joining = req.member_epoch == consumer::JOIN_EPOCH;
+        // A classic group that had a generation has a group record: it goes when converted.
+        let mut drop_classic_record = false;
+        match self.groups.get_mut(&req.group_id) {
+            None => {
+                if !joining {
+                    // What a durable coordinator answers once the member is gone; the client
+                    // rejoins with epoch 0.
+                    fail(
+                        &mut out,
+                        GroupError::UnknownMemberId,
+                        "The group has no such member.",
+                    );
+                    return out;
+                }
+                if self.groups.len() >= self.config.max_groups {
+                    fail(
+                        &mut out,
+                        GroupError::CoordinatorNotAvailable,
+                        "Too many groups.",
+                    );
+                    return out;
+                }
+                let mut g = Group::new(&req.group_id, now);
+                g.become_consumer(&self.config.consumer);
+                self.groups.insert(req.group_id.clone(), g);
+            }
+            Some(g) if g.consumer.is_none() => {
+                if !g.is_classic_and_empty() {
+                    let m = format!("Group {} is not a consumer group.", req.group_id);
+                    fail(&mut out, GroupError::GroupIdNotFound, &m);
+                    return out;
+                }
+                if !joining {
+                    fail(
+                        &mut out,
+                        GroupError::UnknownMemberId,
+                        "The group has no such member.",
+                    );
+                    return out;
+                }
+                drop_classic_record = g.generation > 0;
+                g.become_consumer(&self.config.consumer);
+            }
+            Some(_) => {}
+        }
+        let id = req.group_id.clone();
+        let config = self.config.consumer.clone();
+        let partition = self.partition_of(&id).unwrap();
+        let answer = self
+            .with_group(&id, |c, g| {
+                let group = g.consumer.as_mut().expect("a consumer group");
+                let before = group.group_epoch();
+                let response = group.heartbeat(&req, topics, &config, now);
+                let epoch = group.group_epoch();
+                if response.error.is_some() || (epoch == before && !drop_classic_record) {
+                    return Some(response);
+                }
+                // The epoch moved: answered once it is written (Kafka answers after its records
+                // commit), so a restart never hands out an epoch twice.
+                let mut batch = vec![(
+                    records::consumer_group_key(&id),
+                    Some(records::consumer_group_value(epoch)),
+                )];
+                if drop_classic_record {
+                    batch.push((records::group_key(&id), None));
+                }
+                g.appends_in_flight += 1;
+                let pending = Pending::ConsumerHeartbeat {
+                    request,
+                    group: id.clone(),
+                    response,
+                };
+                c.append(partition, batch, pending, &mut out);
+                None
+            })
+            .expect("group exists");
+        if let Some(response) = answer {
+            respond(&mut out, request, Response::ConsumerHeartbeat(response));
+        }
+        out
+    }
+
+    /// Persists a consumer group's epoch after a change no request waits on (a timeout).
+    pub(super) fn append_consumer_epoch(&mut self, g: &mut Group, out: &mut Vec<Action>) {
+        let Some(c) = &g.consumer else { return };
+        let record = (
+            records::consumer_group_key(&g.id),
+            Some(records::consumer_group_value(c.group_epoch())),
+        );
+        let partition = self.partition_of(&g.id).unwrap();
+        g.appends_in_flight += 1;
+        let pending = Pending::GroupRecord {
+            group: g.id.clone(),
+        };
+        self.append(partition, vec![record], pending, out);
+    }
+
+    /// ConsumerGroupDescribe for one group.
+    pub fn consumer_describe(
+        &self,
+        group_id: &str,
+    ) -> Result<consumer::GroupDescription, GroupError> {
+        self.gate(group_id)?;
+        self.groups
+            .get(group_id)
+            .and_then(|g| g.consumer.as_ref())
+            .map(|c| c.describe())
+            .ok_or(GroupError::GroupIdNotFound)
+    }
+
+    /// The consumer group's member epoch of one member (tests, checks).
+    pub fn consumer_member_epoch(&self, group_id: &str, member_id: &str) -> Option<i32> {
+        self.groups
+            .get(group_id)?
+            .consumer
+            .as_ref()?
+            .member_epoch(member_id)
+    }
+}
+
+impl Group {
+    pub(super) fn become_consumer(&mut self, config: &consumer::ConsumerConfig) {
+        debug_assert!(self.members.is_empty());
+        self.consumer = Some(Box::new(ConsumerGroup::new(&self.id, config)));
+        self.protocol_type = Some("consumer".to_string());
+        self.protocol = None;
+        self.leader = None;
+    }
+}

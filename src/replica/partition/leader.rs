@@ -1,0 +1,264 @@
+//! The leader side of a replicated partition: the [`ReplicaSet`] it holds while it leads, fed
+//! the image's leadership and broker views, the leader's own appends and fsyncs, its followers'
+//! fetches, the ISR driver's ticks and the controller's AlterPartition answers. The high
+//! watermark of a replicated leader moves only by the set's [`isr::Action::HighWatermark`];
+//! an AlterPartition it asks for waits here (at most one, as the set keeps one in flight) until
+//! the driver takes it.
+//!
+//! A partition whose only replica is this broker holds no set: its high watermark follows its
+//! own log end (or fsynced end), as on a single node.
+
+use std::collections::BTreeMap;
+
+use super::{Partition, Role};
+use crate::replica::isr::{
+    self, AlterOutcome, BrokerView, Event, FetchRefused, IsrConfig, Leadership, NotEnoughReplicas,
+    ReplicaSet,
+};
+
+/// Kafka's default `replica.lag.time.max.ms`.
+pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
+
+/// What the image says when it names this broker a partition's leader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderView {
+    /// This broker.
+    pub node: i32,
+    pub leadership: Leadership,
+    /// The image's view of each replica's broker.
+    pub brokers: BTreeMap<i32, BrokerView>,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_time_max_ms: i64,
+}
+
+impl LeaderView {
+    /// A partition whose only replica is `node` (a single node's partitions).
+    pub fn sole(node: i32, leader_epoch: i32) -> LeaderView {
+        LeaderView {
+            node,
+            leadership: Leadership {
+                leader_epoch,
+                partition_epoch: 0,
+                replicas: vec![node],
+                isr: vec![node],
+            },
+            brokers: BTreeMap::from([(
+                node,
+                BrokerView {
+                    broker_epoch: -1,
+                    eligible: true,
+                },
+            )]),
+            replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        }
+    }
+
+    /// Node 1 leading replicas 1-3, all in the ISR, none fetched yet: the high watermark stays
+    /// where it is until followers fetch.
+    #[cfg(test)]
+    pub(in crate::replica) fn replicated_for_tests(leader_epoch: i32) -> LeaderView {
+        let eligible = BrokerView {
+            broker_epoch: 10,
+            eligible: true,
+        };
+        LeaderView {
+            node: 1,
+            leadership: Leadership {
+                leader_epoch,
+                partition_epoch: leader_epoch,
+                replicas: vec![1, 2, 3],
+                isr: vec![1, 2, 3],
+            },
+            brokers: (1..=3).map(|r| (r, eligible)).collect(),
+            replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        }
+    }
+
+    /// Whether other replicas share the partition (then the ISR rule moves the high watermark).
+    pub fn replicated(&self) -> bool {
+        self.leadership.replicas.iter().any(|&r| r != self.node)
+    }
+}
+
+/// Why the image's leadership is not taken up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaderRefused {
+    /// An older leader epoch than the one this replica already knows.
+    Stale { requested: i32, current: i32 },
+    /// The image names this broker leader but not as one of the partition's replicas in its
+    /// ISR: a broken image, not acted on (a leader outside its ISR could commit alone).
+    NotInIsr,
+}
+
+impl Partition {
+    /// Steps the replica set (whose presence the caller checked) and applies what it says.
+    fn step_replicas(&mut self, event: Event) -> Result<(), FetchRefused> {
+        let set = self
+            .replica_set
+            .as_mut()
+            .expect("stepped only while it leads a replicated partition");
+        for action in set.step(event)? {
+            match action {
+                isr::Action::HighWatermark(hw) => {
+                    // The set's watermark starts at this replica's (capped at its durable
+                    // end), so it never asks for less than what consumers were shown.
+                    if hw > self.high_watermark {
+                        self.advance_high_watermark(hw);
+                    }
+                }
+                alter @ isr::Action::AlterPartition { .. } => {
+                    // The set keeps one in flight: a newer one replaces an untaken resend.
+                    self.alter_partition = Some(alter);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates or updates the replica set from the image, once `become_leader` took the epoch.
+    pub(super) fn lead_replicas(&mut self, view: LeaderView, now_ms: i64) {
+        if !view.replicated() {
+            self.replica_set = None;
+            self.alter_partition = None;
+            return;
+        }
+        let config = self.isr_config(view.replica_lag_time_max_ms);
+        let set = self
+            .replica_set
+            .get_or_insert_with(|| ReplicaSet::new(view.node, config));
+        set.set_config(config);
+        let _ = self.step_replicas(Event::Brokers(view.brokers));
+        let (log_end, durable_end) = self.leader_ends();
+        let _ = self.step_replicas(Event::BecomeLeader {
+            leadership: view.leadership,
+            log_end,
+            durable_end,
+            high_watermark: self.high_watermark,
+            now: now_ms,
+        });
+    }
+
+    fn isr_config(&self, replica_lag_time_max_ms: i64) -> IsrConfig {
+        IsrConfig {
+            replica_lag_time_max_ms,
+            min_insync_replicas: self.config.min_insync_replicas.max(1) as usize,
+        }
+    }
+
+    /// A topic config change reaches the set's `min.insync.replicas`.
+    pub(super) fn reconfigure_replicas(&mut self) {
+        if let Some(set) = &self.replica_set {
+            let lag = set.config().replica_lag_time_max_ms;
+            let config = self.isr_config(lag);
+            self.replica_set.as_mut().unwrap().set_config(config);
+        }
+    }
+
+    /// The leader's log end and the end that counts for the high watermark: the fsynced one
+    /// when consumers see only fsynced records (`weir.fsync.before.ack`).
+    fn leader_ends(&self) -> (i64, i64) {
+        let end = self.log.end_offset();
+        (
+            end,
+            if self.durable_reads {
+                self.durable_log_end()
+            } else {
+                end
+            },
+        )
+    }
+
+    /// Tells the replica set the leader's log grew or was fsynced.
+    pub(super) fn leader_end_moved(&mut self) {
+        if self.replica_set.is_some() {
+            let (log_end, durable_end) = self.leader_ends();
+            let _ = self.step_replicas(Event::LeaderEnd {
+                log_end,
+                durable_end,
+            });
+        }
+    }
+
+    /// The end of what this replica has fsynced: what a follower in durable mode sends as its
+    /// fetch offset (a replica counts towards the high watermark only up to it), and what a
+    /// durable leader's high watermark is capped at.
+    pub fn durable_log_end(&self) -> i64 {
+        self.log.recovery_point().min(self.log.end_offset())
+    }
+
+    /// Leader side of a follower's Fetch at `fetch_offset`: everything below it is on the
+    /// follower (durably, in durable mode). Steps the replica set; a high-watermark move is
+    /// applied at once and an AlterPartition (an ISR expansion) queued for the driver. A refusal
+    /// changes nothing.
+    pub fn follower_fetched(
+        &mut self,
+        replica: i32,
+        fetch_offset: i64,
+        broker_epoch: i64,
+        now_ms: i64,
+    ) -> Result<(), FetchRefused> {
+        if self.role != Role::Leader || self.replica_set.is_none() {
+            return Err(FetchRefused::NotReplica);
+        }
+        self.step_replicas(Event::FollowerFetch {
+            replica,
+            fetch_offset,
+            broker_epoch,
+            now: now_ms,
+        })
+    }
+
+    /// The ISR driver's periodic check: shrinks the ISR by followers not caught up within
+    /// `replica.lag.time.max.ms`, or resends an AlterPartition the controller asked to retry.
+    pub fn tick_replicas(&mut self, now_ms: i64) {
+        if self.replica_set.is_some() {
+            let _ = self.step_replicas(Event::Tick { now: now_ms });
+        }
+    }
+
+    /// The AlterPartition to send, if the replica set asked for one since the last call.
+    pub fn take_alter_partition(&mut self) -> Option<isr::Action> {
+        self.alter_partition.take()
+    }
+
+    /// The controller's answer to the AlterPartition last taken.
+    pub fn alter_partition_done(&mut self, outcome: AlterOutcome) {
+        if self.replica_set.is_some() {
+            let _ = self.step_replicas(Event::AlterPartitionDone(outcome));
+        }
+    }
+
+    /// The replica set while this broker leads a replicated partition.
+    pub fn replica_set(&self) -> Option<&ReplicaSet> {
+        self.replica_set.as_ref()
+    }
+
+    /// Before appending an acks=all produce. Replicated: the committed ISR against
+    /// `min(min.insync.replicas, replicas)` (Kafka ≥ 3.7). A partition on its own keeps the
+    /// stricter single-node rule the README documents: `min.insync.replicas` itself, so one
+    /// replica with `min.insync.replicas=2` refuses acks=all.
+    pub fn check_min_isr(&self) -> Result<(), NotEnoughReplicas> {
+        match &self.replica_set {
+            Some(set) => set.check_min_isr(),
+            None => {
+                let required = self.config.min_insync_replicas.max(1) as usize;
+                if required > 1 {
+                    return Err(NotEnoughReplicas { isr: 1, required });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// When an acks=all produce's offsets fall below the high watermark: whether the maximal
+    /// ISR still meets the minimum (else NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub fn enough_replicas_after_append(&self) -> bool {
+        match &self.replica_set {
+            Some(set) => set.enough_replicas_after_append(),
+            None => self.config.min_insync_replicas <= 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
