@@ -722,10 +722,7 @@ mod tests {
     fn an_acknowledged_value_read_back_elsewhere_moved() {
         // "a" acknowledged at 1 by a leader whose log a later leader does not share: the final
         // log holds "a" at 0 (a retry's copy) and ends there. Neither lost nor inconsistent.
-        let entries = vec![
-            invoke(1, &["a"]),
-            at(Event::Ack { op: 1, offset: 1 }),
-        ];
+        let entries = vec![invoke(1, &["a"]), at(Event::Ack { op: 1, offset: 1 })];
         let f = check(&entries, &final_read(0, &[(0, "a")]), None);
         assert!(f.lost.is_empty() && f.inconsistent.is_empty(), "{f:?}");
         assert_eq!(f.acked_moved.len(), 1, "{f:?}");
@@ -781,7 +778,11 @@ mod tests {
             invoke(4, &["d"]),
             at(Event::Ack { op: 4, offset: 1 }),
         ];
-        let f = check(&entries, &final_read(0, &[(0, "a"), (1, "d"), (2, "c")]), None);
+        let f = check(
+            &entries,
+            &final_read(0, &[(0, "a"), (1, "d"), (2, "c")]),
+            None,
+        );
         assert!(f.violations(&Check::all()).is_empty(), "{f:?}");
         let f = check(&entries, &final_read(0, &[(0, "x0"), (1, "d")]), None);
         // Only the phantom "x0" is wrong: "a", "b" and "c" may be missing.

@@ -194,8 +194,8 @@ impl Producer {
                 // As Kafka's producer does, InitProducerId goes to any broker (the next one
                 // each attempt), not necessarily the partition's leader.
                 self.lookups += 1;
-                let at = self.spec.bootstrap
-                    [(self.lookups % self.spec.bootstrap.len() as u64) as usize];
+                let at =
+                    self.spec.bootstrap[(self.lookups % self.spec.bootstrap.len() as u64) as usize];
                 match connect(&self.io, at, self.spec.timeout).await {
                     Ok(mut c) => c.init_producer_id().await,
                     Err(e) => Err(e),

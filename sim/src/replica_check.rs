@@ -80,10 +80,9 @@ fn diverging(a: &ReplicaLog, b: &ReplicaLog, from: i64, bound: i64) -> Vec<Strin
         .filter(|x| x.base >= from && x.base < bound)
         .filter(|x| theirs.get(&x.base) != Some(&x))
         .map(|x| {
-            let other = theirs.get(&x.base).map_or_else(
-                || "no batch starting there".to_string(),
-                |y| describe(y),
-            );
+            let other = theirs
+                .get(&x.base)
+                .map_or_else(|| "no batch starting there".to_string(), |y| describe(y));
             format!(
                 "below high watermark {bound}, node {} holds {} but node {} {}",
                 a.node,
@@ -162,7 +161,11 @@ mod tests {
         let d = replica(
             2,
             10,
-            vec![batch(0, 4, 1, 0xa), batch(5, 7, 2, 0xb), batch(8, 9, 2, 0xf)],
+            vec![
+                batch(0, 4, 1, 0xa),
+                batch(5, 7, 2, 0xb),
+                batch(8, 9, 2, 0xf),
+            ],
         );
         assert!(!check(0, &[a, d]).is_empty());
     }

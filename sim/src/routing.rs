@@ -25,7 +25,10 @@ pub async fn leader(
         c.set_timeout(timeout);
         c.wait_for_leader(topic, partition).await
     };
-    let info = io.timeout(timeout, asked).await.ok_or(ClientError::Timeout)??;
+    let info = io
+        .timeout(timeout, asked)
+        .await
+        .ok_or(ClientError::Timeout)??;
     format!("{}:{}", info.host, info.port)
         .parse()
         .map_err(|e| ClientError::Protocol(format!("leader address {}: {e}", info.host)))

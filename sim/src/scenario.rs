@@ -569,8 +569,7 @@ impl Scenario {
         if self.cluster.is_multi_node() {
             // The data workload routes by Metadata: producer k writes partition k mod P
             // through that partition's leader, so every partition needs a producer.
-            if self.producers.count > 0 && (self.producers.count as i32) < self.topic.partitions
-            {
+            if self.producers.count > 0 && (self.producers.count as i32) < self.topic.partitions {
                 return Err(
                     "in a multi-node cluster each producer writes one partition (producer k: partition k mod partitions): set producers.count ≥ topic.partitions"
                         .into(),

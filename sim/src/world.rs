@@ -30,10 +30,10 @@ use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
 use crate::producer::{self, ProducerSpec};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
-use crate::{replica_check, replica_read};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
+use crate::{replica_check, replica_read};
 
 /// Simulated time allowed after the workload for healing, liveness and the final read.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -563,6 +563,7 @@ async fn simulate(
 
     let nemesis = Nemesis {
         machines,
+        failovers: Default::default(),
         others: vec![client_node.id()],
         spec: scenario.nemesis.clone(),
         history: history.clone(),
@@ -575,7 +576,7 @@ async fn simulate(
             nemesis.run_random(duration_ms),
             nemesis.run_timeline(),
             nemesis.run_restarts(duration_ms),
-            sample_quorum(&nemesis.machines, &observer, clock, duration_ms, None),
+            sample_quorum(&nemesis, &observer, clock, duration_ms, None),
         );
     } else {
         tokio::join!(
@@ -731,15 +732,16 @@ async fn read_back(
         );
     }
     let topic_name = topic.name.clone();
-    let final_read = client_node
-        .spawn({
-            let history = history.clone();
-            async move {
-                final_read(addr, &bootstrap, &topic_name, partitions, history, clock).await
-            }
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+    let final_read =
+        client_node
+            .spawn({
+                let history = history.clone();
+                async move {
+                    final_read(addr, &bootstrap, &topic_name, partitions, history, clock).await
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?;
     let (final_read, liveness) = match final_read {
         Ok(read) => (read, liveness),
         Err(e) => {
@@ -797,7 +799,7 @@ async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(
 /// Samples every running node's quorum status every [`SAMPLE_EVERY`], and its newly committed
 /// metadata every [`COMMITTED_EVERY`] rounds, until `until_ms` of run time (or `done`).
 async fn sample_quorum(
-    machines: &[Machine],
+    nemesis: &Nemesis,
     observer: &std::sync::Mutex<QuorumObserver>,
     clock: RunClock,
     until_ms: u64,
@@ -807,7 +809,7 @@ async fn sample_quorum(
     while clock.now_ms() < until_ms && !done.is_some_and(|d| d.load(Ordering::SeqCst)) {
         let at = clock.now_ms();
         let mut o = observer.lock().unwrap();
-        for m in machines {
+        for m in &nemesis.machines {
             let broker = m.broker.lock().unwrap().clone();
             let Some(broker) = broker else { continue };
             let status = broker.quorum_status();
@@ -819,6 +821,7 @@ async fn sample_quorum(
             }
         }
         drop(o);
+        nemesis.observe_failovers(at);
         round += 1;
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
@@ -875,7 +878,7 @@ async fn quorum_after_heal(
     };
     let (created, ()) = tokio::join!(
         created,
-        sample_quorum(&nemesis.machines, &observer, clock, deadline, Some(&done))
+        sample_quorum(&nemesis, &observer, clock, deadline, Some(&done))
     );
     let mut liveness = match created.map_err(|e| e.to_string())? {
         Ok(addr) => {
