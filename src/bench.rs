@@ -8,13 +8,18 @@
 //! only concurrent connections let it share one fsync between requests (group commit). The
 //! consumer fetches every partition in one request per round, as Kafka consumers do.
 //!
+//! Produce routes each partition's batches to its leader (Metadata), as a Kafka producer does,
+//! with `connections` connections per leader; on one broker that is the bootstrap address.
+//!
 //! Latency is per request, from its send to its answer; with several requests in flight it
-//! includes the wait behind the earlier ones on the same connection. An acks=0 run ends when
-//! the log end offsets show every record appended.
+//! includes the wait behind the earlier ones on the same connection. With a fixed rate
+//! (`rate`), requests are sent on a schedule and latency counts from the scheduled time, so a
+//! late answer that delays the next send is not hidden (no coordinated omission). An acks=0
+//! run ends when the log end offsets show every record appended.
 
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +30,8 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, ProduceRequest, T
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::{
-    produce_offsets, produce_request, Client, ClientError, FETCH_VERSION, PRODUCE_VERSION,
+    produce_offsets, produce_request, BrokerInfo, Client, ClientError, FETCH_VERSION,
+    PRODUCE_VERSION,
 };
 use crate::io::Io;
 use crate::log::batch::{self, BatchBuilder};
@@ -35,20 +41,31 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 pub struct ProduceBench {
+    /// The bootstrap broker; each partition's batches go to its leader, as a Kafka producer
+    /// routes them (on one broker that is this address).
     pub addr: SocketAddr,
     pub topic: String,
     pub partitions: i32,
+    /// For the topic this run creates.
+    pub replication_factor: i16,
+    /// Topic configs for the topic this run creates (e.g. `min.insync.replicas`).
+    pub topic_configs: BTreeMap<String, String>,
     pub record_size: usize,
     pub records: u64,
     pub records_per_batch: usize,
     pub acks: i16,
     /// Requests in flight per connection (Kafka's `max.in.flight.requests.per.connection`).
     pub in_flight: usize,
-    /// Connections, each sending `records / connections` records.
+    /// Connections per leader, sharing the records, each with its own requests in flight.
     pub connections: usize,
     /// Create the topic first (CreateTopics); off for brokers that lack it, such as
     /// librdkafka's mock cluster, where the topic is made when the cluster starts.
     pub create_topic: bool,
+    /// A fixed offered load, in bytes of record values per second over the whole run: each
+    /// connection sends its requests on a schedule, and latency counts from the scheduled send
+    /// time (so a broker that falls behind the schedule shows it). `None`: as fast as the
+    /// window of requests in flight allows.
+    pub rate: Option<f64>,
     pub time_limit: Duration,
 }
 
@@ -105,15 +122,78 @@ async fn ensure_topic(
     client: &mut Client,
     topic: &str,
     partitions: i32,
+    replication_factor: i16,
+    configs: &BTreeMap<String, String>,
 ) -> Result<(), ClientError> {
     match client
-        .create_topic(topic, partitions, 1, &BTreeMap::new())
+        .create_topic(topic, partitions, replication_factor, configs)
         .await
     {
         Ok(()) => Ok(()),
         Err(ClientError::Kafka(ResponseError::TopicAlreadyExists, _)) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// The address to reach a broker that Metadata lists. Advertised hosts here are IP literals
+/// (the bench resolves no names); `localhost` is loopback; a single-broker target that
+/// advertises a name is reached at the bootstrap address it was found through.
+fn broker_addr(broker: &BrokerInfo, bootstrap: SocketAddr) -> Result<SocketAddr, ClientError> {
+    if let Ok(ip) = broker.host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, broker.port));
+    }
+    if broker.host == "localhost" {
+        return Ok(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), broker.port));
+    }
+    if broker.port == bootstrap.port() {
+        return Ok(bootstrap);
+    }
+    Err(ClientError::Protocol(format!(
+        "broker {} advertises {}:{}, not an IP address",
+        broker.id, broker.host, broker.port
+    )))
+}
+
+/// How often, and how far apart, a leader is asked whether it serves a new partition yet.
+const LEADER_READY_ATTEMPTS: u32 = 100;
+const LEADER_READY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Partitions grouped by their leader's address (waiting, bounded, for each to have one).
+/// Metadata may name a leader before that broker has applied the change that makes it one
+/// (each broker applies the metadata log on its own); a Kafka producer retries the
+/// NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION it then gets. The bench instead waits
+/// until each leader answers ListOffsets for its partitions, so the timed run starts clean.
+async fn leaders(
+    io: &Io,
+    control: &mut Client,
+    bench: &ProduceBench,
+) -> Result<BTreeMap<SocketAddr, Vec<i32>>, ClientError> {
+    let mut out: BTreeMap<SocketAddr, Vec<i32>> = BTreeMap::new();
+    for p in 0..bench.partitions {
+        let leader = control.wait_for_leader(&bench.topic, p).await?;
+        out.entry(broker_addr(&leader, bench.addr)?)
+            .or_default()
+            .push(p);
+    }
+    for (addr, partitions) in &out {
+        let mut client = Client::connect(io, *addr).await?;
+        for p in partitions {
+            let mut attempt = 0;
+            loop {
+                match client.list_offset(&bench.topic, *p, -1).await {
+                    Ok(_) => break,
+                    Err(ClientError::Kafka(e, _))
+                        if e.is_retriable() && attempt + 1 < LEADER_READY_ATTEMPTS =>
+                    {
+                        attempt += 1;
+                        io.clock.sleep(LEADER_READY_BACKOFF).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What one producing connection achieved.
@@ -125,28 +205,46 @@ struct Worker {
     _client: Client,
 }
 
+/// One producing connection's share of the run.
+struct Plan {
+    request: ProduceRequest,
+    records: u64,
+    per_request: u64,
+    /// Time between scheduled sends (with a fixed rate).
+    interval: Option<Duration>,
+}
+
 pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientError> {
     assert!(bench.partitions > 0 && bench.records_per_batch > 0 && bench.in_flight > 0);
+    assert!(bench.rate.is_none_or(|r| r > 0.0));
     let connections = bench.connections.max(1);
     let mut control = Client::connect(io, bench.addr).await?;
     if bench.create_topic {
-        ensure_topic(&mut control, &bench.topic, bench.partitions).await?;
+        ensure_topic(
+            &mut control,
+            &bench.topic,
+            bench.partitions,
+            bench.replication_factor,
+            &bench.topic_configs,
+        )
+        .await?;
     }
+    let leaders = leaders(io, &mut control, bench).await?;
     // With acks=0 nothing tells the generator when the broker has appended what it sent; the
-    // log end offsets do (see `wait_for_end_offsets`).
+    // log end offsets do (see `wait_for_end_offsets`), asked of each partition's leader.
+    let mut offset_clients = BTreeMap::new();
     let ends_before = if bench.acks == 0 {
-        Some(end_offsets(&mut control, &bench.topic, bench.partitions).await?)
+        for addr in leaders.keys() {
+            offset_clients.insert(*addr, Client::connect(io, *addr).await?);
+        }
+        Some(total_end_offset(&mut offset_clients, &leaders, &bench.topic).await?)
     } else {
         None
     };
-    let mut clients = Vec::with_capacity(connections);
-    for _ in 0..connections {
-        clients.push(Client::connect(io, bench.addr).await?);
-    }
     // One batch per partition, built once: the broker stores bytes, so reusing them is fair.
     let value = vec![b'x'; bench.record_size];
     let now = io.clock.wall_ms();
-    let batches: Vec<(i32, Bytes)> = (0..bench.partitions)
+    let batches: BTreeMap<i32, Bytes> = (0..bench.partitions)
         .map(|p| {
             let mut b = BatchBuilder::with_capacity(
                 now,
@@ -159,39 +257,54 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
             (p, Bytes::from(b.finish(-1, -1, -1)))
         })
         .collect();
-    let per_request = bench.records_per_batch as u64 * bench.partitions as u64;
-    let batch_bytes_per_request: u64 = batches.iter().map(|(_, b)| b.len() as u64).sum();
-    let request = Arc::new(produce_request(
-        &bench.topic,
-        &batches,
-        bench.acks,
-        ANSWER_TIMEOUT,
-    ));
+    let batch_bytes: u64 = batches.values().map(|b| b.len() as u64).sum();
+    let batch_bytes_per_record =
+        batch_bytes as f64 / (bench.records_per_batch as u64 * bench.partitions as u64) as f64;
+    // Each connection carries its leader's partitions, and a share of the records and of the
+    // rate in proportion to them.
+    let mut plans = Vec::with_capacity(leaders.len() * connections);
+    for (addr, partitions) in &leaders {
+        let mine: Vec<(i32, Bytes)> = partitions
+            .iter()
+            .map(|p| (*p, batches[p].clone()))
+            .collect();
+        let fraction = partitions.len() as f64 / bench.partitions as f64 / connections as f64;
+        let per_request = bench.records_per_batch as u64 * partitions.len() as u64;
+        let interval = bench.rate.map(|rate| {
+            let value_bytes = (per_request * bench.record_size as u64) as f64;
+            Duration::from_secs_f64(value_bytes / (rate * fraction))
+        });
+        for _ in 0..connections {
+            plans.push((
+                *addr,
+                Plan {
+                    request: produce_request(&bench.topic, &mine, bench.acks, ANSWER_TIMEOUT),
+                    records: (bench.records as f64 * fraction).ceil() as u64,
+                    per_request,
+                    interval,
+                },
+            ));
+        }
+    }
+    let mut clients = Vec::with_capacity(plans.len());
+    for (addr, plan) in plans {
+        clients.push((Client::connect(io, addr).await?, plan));
+    }
     let start = io.clock.monotonic();
     let deadline = start + bench.time_limit;
-    let share = bench.records.div_ceil(connections as u64);
-    let mut results = Vec::with_capacity(connections);
-    for client in clients {
+    let mut results = Vec::with_capacity(clients.len());
+    for (client, plan) in clients {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let (io2, request, bench2) = (io.clone(), request.clone(), bench.clone());
+        let (io2, bench2) = (io.clone(), bench.clone());
         io.spawn(async move {
-            let outcome = produce_on(
-                &io2,
-                client,
-                &request,
-                &bench2,
-                share,
-                per_request,
-                deadline,
-            )
-            .await;
+            let outcome = produce_on(&io2, client, &plan, &bench2, deadline).await;
             let _ = tx.send(outcome);
         });
         results.push(rx);
     }
     let mut acked = 0u64;
     let mut latencies = Vec::new();
-    let mut workers = Vec::with_capacity(connections);
+    let mut workers = Vec::with_capacity(results.len());
     for rx in results {
         let mut worker = rx
             .await
@@ -201,14 +314,13 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
         workers.push(worker);
     }
     if let Some(before) = ends_before {
-        wait_for_end_offsets(io, &mut control, bench, &before, acked).await?;
+        wait_for_end_offsets(io, &mut offset_clients, &leaders, bench, before, acked).await?;
     }
     let seconds = io.clock.monotonic().saturating_sub(start).as_secs_f64();
     drop(workers);
-    let requests = acked / per_request;
     Ok(Report {
         records: acked,
-        bytes: requests * batch_bytes_per_request,
+        bytes: (acked as f64 * batch_bytes_per_record).round() as u64,
         value_bytes: Some(acked * bench.record_size as u64),
         seconds,
         requests: latencies.len() as u64,
@@ -216,45 +328,61 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
     })
 }
 
-/// One connection's produce loop: keeps `in_flight` requests outstanding until `records` are
-/// sent or the deadline passes, then drains the answers.
+/// One connection's produce loop: keeps up to `in_flight` requests outstanding until its
+/// records are sent or the deadline passes, then drains the answers. With a rate, a request
+/// is sent no earlier than its scheduled time, and its latency counts from that time.
 async fn produce_on(
     io: &Io,
     mut client: Client,
-    request: &ProduceRequest,
+    plan: &Plan,
     bench: &ProduceBench,
-    records: u64,
-    per_request: u64,
     deadline: Duration,
 ) -> Result<Worker, ClientError> {
     let conn = client.connection();
     let version = conn.version(ApiKey::Produce, PRODUCE_VERSION)?;
     let mut sent_at = VecDeque::with_capacity(bench.in_flight);
-    let mut latencies = Vec::with_capacity((records / per_request) as usize + 1);
+    let mut latencies = Vec::with_capacity((plan.records / plan.per_request) as usize + 1);
     let mut sent = 0u64;
     let mut acked = 0u64;
+    let mut next_due = io.clock.monotonic();
+    // Bounded: every turn sends, sleeps until a due time (at most one interval), or receives.
     loop {
         let now = io.clock.monotonic();
-        let can_send = sent < records && now < deadline;
-        if can_send && sent_at.len() < bench.in_flight {
-            if bench.acks == 0 {
-                conn.send_oneway(request, version).await?;
-                acked += per_request;
+        let can_send = sent < plan.records && now < deadline;
+        let due = plan.interval.is_none() || now >= next_due;
+        if can_send && due && sent_at.len() < bench.in_flight {
+            let t0 = if plan.interval.is_some() {
+                next_due
             } else {
-                conn.send(request, version).await?;
-                sent_at.push_back(now);
+                now
+            };
+            if bench.acks == 0 {
+                conn.send_oneway(&plan.request, version).await?;
+                acked += plan.per_request;
+            } else {
+                conn.send(&plan.request, version).await?;
+                sent_at.push_back(t0);
             }
-            sent += per_request;
+            sent += plan.per_request;
+            if let Some(interval) = plan.interval {
+                next_due += interval;
+            }
             continue;
         }
-        let Some(t0) = sent_at.pop_front() else { break };
+        let Some(t0) = sent_at.pop_front() else {
+            if can_send {
+                io.clock.sleep(next_due.saturating_sub(now)).await;
+                continue;
+            }
+            break;
+        };
         let response = io
             .timeout(ANSWER_TIMEOUT, conn.receive::<ProduceRequest>())
             .await
             .ok_or(ClientError::Timeout)??;
         produce_offsets(&response)?;
         latencies.push(io.clock.monotonic().saturating_sub(t0).as_micros() as u64);
-        acked += per_request;
+        acked += plan.per_request;
     }
     Ok(Worker {
         acked,
@@ -275,6 +403,24 @@ async fn end_offsets(
     Ok(ends)
 }
 
+/// The sum of the partitions' end offsets, each asked of its leader.
+async fn total_end_offset(
+    clients: &mut BTreeMap<SocketAddr, Client>,
+    leaders: &BTreeMap<SocketAddr, Vec<i32>>,
+    topic: &str,
+) -> Result<i64, ClientError> {
+    let mut total = 0;
+    for (addr, partitions) in leaders {
+        let client = clients
+            .get_mut(addr)
+            .ok_or_else(|| ClientError::Protocol(format!("no connection to leader {addr}")))?;
+        for p in partitions {
+            total += client.list_offset(topic, *p, -1).await?.0;
+        }
+    }
+    Ok(total)
+}
+
 /// After an acks=0 run: waits until the partitions' end offsets have grown by `records`, so the
 /// time measured covers the broker's appends, not only the socket buffers filling. (Waiting
 /// for the answer to a later request on the same connection would do on Kafka, which answers
@@ -282,15 +428,15 @@ async fn end_offsets(
 /// answers acks=0 produces too.)
 async fn wait_for_end_offsets(
     io: &Io,
-    client: &mut Client,
+    clients: &mut BTreeMap<SocketAddr, Client>,
+    leaders: &BTreeMap<SocketAddr, Vec<i32>>,
     bench: &ProduceBench,
-    before: &[i64],
+    before: i64,
     records: u64,
 ) -> Result<(), ClientError> {
     let give_up = io.clock.monotonic() + ANSWER_TIMEOUT;
     loop {
-        let now = end_offsets(client, &bench.topic, bench.partitions).await?;
-        let grown: i64 = now.iter().zip(before).map(|(n, b)| n - b).sum();
+        let grown = total_end_offset(clients, leaders, &bench.topic).await? - before;
         if grown >= records as i64 {
             return Ok(());
         }
@@ -498,7 +644,14 @@ pub async fn longpoll(io: &Io, bench: &LongPollBench) -> Result<Report, ClientEr
     );
     let mut control = Client::connect(io, bench.addr).await?;
     if bench.create_topic {
-        ensure_topic(&mut control, &bench.topic, bench.partitions).await?;
+        ensure_topic(
+            &mut control,
+            &bench.topic,
+            bench.partitions,
+            1,
+            &BTreeMap::new(),
+        )
+        .await?;
     }
     let ends = end_offsets(&mut control, &bench.topic, bench.partitions).await?;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -180,12 +180,23 @@ enum BenchKind {
         topic: String,
         #[arg(long, default_value_t = 3)]
         partitions: i32,
+        /// Replication factor of the topic the run creates.
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i16,
+        /// A config of the topic the run creates, as key=value (repeatable), e.g.
+        /// min.insync.replicas=2.
+        #[arg(long = "topic-config")]
+        topic_configs: Vec<String>,
         #[arg(long, default_value_t = 100)]
         record_size: usize,
         #[arg(long, default_value_t = 1_000_000)]
         records: u64,
         #[arg(long, default_value_t = 100)]
         batch: usize,
+        /// A fixed offered load in MB/s (10^6 bytes) of record values; latency then counts from
+        /// each request's scheduled send time. Default: as fast as the requests in flight allow.
+        #[arg(long)]
+        rate_mb: Option<f64>,
         /// 0, 1 or all.
         #[arg(long, default_value = "1")]
         acks: String,
@@ -456,19 +467,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 bootstrap,
                 topic,
                 partitions,
+                replication_factor,
+                topic_configs,
                 record_size,
                 records,
                 batch,
+                rate_mb,
                 acks: a,
                 in_flight,
                 connections,
                 no_create,
                 seconds,
             } => {
+                if rate_mb.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+                    anyhow::bail!("--rate-mb must be a positive number");
+                }
                 let spec = bench::ProduceBench {
                     addr: addr(&bootstrap)?,
                     topic,
                     partitions,
+                    replication_factor,
+                    topic_configs: key_values(&topic_configs)?,
+                    rate: rate_mb.map(|r| r * 1e6),
                     record_size,
                     records,
                     records_per_batch: batch,
@@ -479,9 +499,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     time_limit: Duration::from_secs(seconds),
                 };
                 let report = bench::produce(&io, &spec).await?;
+                let offered = rate_mb.map_or(String::new(), |r| format!(" offered {r} MB/s"));
                 println!(
                     "{}",
-                    report.render(&format!("produce {record_size} B acks={a}"))
+                    report.render(&format!("produce {record_size} B acks={a}{offered}"))
                 );
                 Ok(())
             }

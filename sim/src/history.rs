@@ -106,6 +106,8 @@ pub enum Event {
     Heal(String),
     /// Something about the run itself (start, heal, final read, liveness).
     Note(String),
+    /// A consumer group member's or the group observer's step (`group_check.rs`).
+    Group(crate::group_check::GroupEvent),
 }
 
 #[derive(Clone, Debug)]

@@ -304,7 +304,7 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                     witness: None,
                 });
             }
-            Event::Inject(_) => {}
+            Event::Inject(_) | Event::Group(_) => {}
             Event::Fault(text) | Event::Heal(text) | Event::Note(text) => {
                 let lane = broker_named(text).map_or(Lane::Run, Lane::Broker);
                 lanes.insert(lane.clone());

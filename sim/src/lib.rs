@@ -10,6 +10,9 @@ pub mod buggify;
 pub mod checker;
 pub mod clock;
 pub mod coverage;
+pub mod group_check;
+#[cfg(madsim)]
+pub mod group_workload;
 pub mod history;
 pub mod html;
 pub mod metadata_check;

@@ -253,7 +253,9 @@ mod cli {
                     Ok(!results.iter().any(|(_, v)| {
                         matches!(
                             v,
-                            verdict::Verdict::Unsafe { .. } | verdict::Verdict::Dropped { .. }
+                            verdict::Verdict::Unsafe { .. }
+                                | verdict::Verdict::Dropped { .. }
+                                | verdict::Verdict::Inconclusive { .. }
                         )
                     }))
                 };

@@ -399,6 +399,28 @@ impl Nemesis {
                 m.power_on(&handle);
                 self.heal_note(format!("restart broker-{index} after {ms} ms"));
             }
+            FaultKind::PowerLossAll => {
+                // Every machine's power lock, in index order (so two faults never interleave),
+                // then every node down at the same simulated instant.
+                let mut locks = Vec::new();
+                for x in &self.machines {
+                    locks.push(x.power.lock().await);
+                }
+                for x in &self.machines {
+                    handle.kill(x.node);
+                    x.stopped();
+                    x.disk.power_loss();
+                }
+                self.fault_note(format!("power loss of all {} nodes", self.machines.len()));
+                tokio::time::sleep(duration).await;
+                for x in &self.machines {
+                    x.paused.store(false, Ordering::SeqCst);
+                    x.disk.thaw();
+                    x.power_on(&handle);
+                }
+                drop(locks);
+                self.heal_note(format!("restart all nodes after {ms} ms"));
+            }
             FaultKind::Pause => {
                 handle.pause(m.node);
                 m.paused.store(true, Ordering::SeqCst);

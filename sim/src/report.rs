@@ -79,6 +79,10 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("two leaders", &f.quorum.leaders),
         ("committed metadata", &f.quorum.committed),
         ("sent and lost", &f.sent_lost),
+        ("group ownership", &f.groups.ownership),
+        ("group offsets", &f.groups.offsets),
+        ("group delivery", &f.groups.undelivered_examples),
+        ("group settle", &f.groups.unsettled),
     ] {
         if !examples.is_empty() {
             let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();
@@ -132,6 +136,10 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "committed_conflicts": f.quorum.committed_conflicts,
         "quorum_liveness": f.quorum_liveness,
         "quorum_samples": f.quorum.samples,
+        "group_commits_acked": f.groups.commits_acked,
+        "group_processed": f.groups.processed,
+        "group_settle_ms": f.groups.settle_ms.iter().map(|(_, ms)| ms).collect::<Vec<_>>(),
+        "group_undelivered": f.groups.undelivered,
         "violations": outcome.violations,
         "faults": outcome.faults,
         "events": outcome.events,

@@ -41,6 +41,10 @@ pub struct Scenario {
     /// An admin client changing metadata under the faults; none when absent.
     #[serde(default)]
     pub admin: Option<Admin>,
+    /// Consumer groups subscribing to the topic under the faults (`group_workload.rs`); none
+    /// when absent.
+    #[serde(default)]
+    pub groups: Option<Groups>,
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
@@ -103,6 +107,20 @@ pub enum Check {
     /// bound (multi-node worlds).
     #[serde(rename = "quorum-liveness")]
     QuorumLiveness,
+    /// Two members of one group were assigned the same partition in one generation.
+    #[serde(rename = "group-ownership")]
+    GroupOwnership,
+    /// A group's committed offset went backwards: a commit accepted, or an OffsetFetch
+    /// answered, below a commit already acknowledged or observed.
+    #[serde(rename = "group-offsets")]
+    GroupOffsets,
+    /// An acknowledged record still in the log was never processed by some group.
+    #[serde(rename = "group-delivery")]
+    GroupDelivery,
+    /// A group did not end in one generation with every partition owned once, within the
+    /// bound after healing.
+    #[serde(rename = "group-settle")]
+    GroupSettle,
     /// A value a producer sent and was never told about (acks=0: fire and forget, which the
     /// client reports as sent) is missing from the final read. Not in the default checks: it
     /// judges the producer's settings, not the broker (`cargo sim check` uses it).
@@ -135,7 +153,103 @@ impl Check {
             Check::QuorumLiveness,
             Check::AckedOffset,
             Check::Replicas,
+            Check::GroupOwnership,
+            Check::GroupOffsets,
+            Check::GroupDelivery,
+            Check::GroupSettle,
         ]
+    }
+}
+
+/// The `[groups]` section: `count` classic consumer groups of `members` members each, all
+/// subscribed to the workload's topic with the range assignor, committing after processing.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Groups {
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default = "default_members")]
+    pub members: u32,
+    /// `session.timeout.ms` (the broker's `group.min.session.timeout.ms` is 6000 by default).
+    #[serde(default = "default_session")]
+    pub session_timeout_ms: u64,
+    /// `max.poll.interval.ms`, sent as the rebalance timeout.
+    #[serde(default = "default_rebalance")]
+    pub rebalance_timeout_ms: u64,
+    #[serde(default = "default_heartbeat")]
+    pub heartbeat_interval_ms: u64,
+    /// Churn per member per simulated minute, until the faults heal: LeaveGroup and come back
+    /// as a new member; vanish silently (crash) and come back; stall past the session timeout
+    /// between processing and committing, then go on with the old generation.
+    #[serde(default)]
+    pub leaves_per_min: f64,
+    #[serde(default)]
+    pub crashes_per_min: f64,
+    #[serde(default)]
+    pub stalls_per_min: f64,
+    /// Commit after processing (at least once); `false` commits what was fetched before
+    /// processing it (at most once: a crash in between loses records for the group).
+    #[serde(default = "yes")]
+    pub commit_after_processing: bool,
+    /// How long members keep consuming after the faults heal, so that every acknowledged
+    /// record can reach every group.
+    #[serde(default = "default_drain")]
+    pub drain_secs: u64,
+    /// How long after healing each group may take to settle (one generation, every partition
+    /// owned once); default session + 2 × rebalance timeout + 10 s (groups.md L2).
+    #[serde(default)]
+    pub settle_bound_ms: Option<u64>,
+}
+
+fn default_members() -> u32 {
+    3
+}
+fn default_session() -> u64 {
+    6000
+}
+fn default_rebalance() -> u64 {
+    10_000
+}
+fn default_heartbeat() -> u64 {
+    1000
+}
+fn default_drain() -> u64 {
+    40
+}
+
+impl Groups {
+    pub fn settle_bound_ms(&self) -> u64 {
+        self.settle_bound_ms
+            .unwrap_or(self.session_timeout_ms + 2 * self.rebalance_timeout_ms + 10_000)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.count == 0 || self.count > 16 || self.members == 0 || self.members > 16 {
+            return Err("groups.count and groups.members must be 1..=16".into());
+        }
+        if self.heartbeat_interval_ms == 0
+            || self.heartbeat_interval_ms >= self.session_timeout_ms
+            || self.session_timeout_ms > 600_000
+            || self.rebalance_timeout_ms == 0
+            || self.rebalance_timeout_ms > 600_000
+        {
+            return Err(
+                "groups: 0 < heartbeat_interval_ms < session_timeout_ms ≤ 600000, 0 < rebalance_timeout_ms ≤ 600000"
+                    .into(),
+            );
+        }
+        let rates = [
+            self.leaves_per_min,
+            self.crashes_per_min,
+            self.stalls_per_min,
+        ];
+        if rates.iter().any(|r| !(0.0..=60.0).contains(r)) {
+            return Err("groups churn rates must be 0..=60 per minute".into());
+        }
+        if self.drain_secs == 0 || self.drain_secs > 600 {
+            return Err("groups.drain_secs must be 1..=600".into());
+        }
+        Ok(())
     }
 }
 
@@ -480,6 +594,9 @@ pub enum FaultKind {
     /// Split the nodes so that the quorum leader is on the minority side (with fewer than
     /// half of the voters) and the clients on either side.
     SplitLeaderMinority,
+    /// Every node loses power at the same instant (a data-centre outage) and restarts after
+    /// the fault's duration; the chosen node is only where the schedule records it.
+    PowerLossAll,
     /// Cut a node off from every controller (every other voter of the quorum) both ways,
     /// while clients and pure brokers still reach it.
     CutFromControllers,
@@ -568,13 +685,8 @@ impl Scenario {
         }
         if self.cluster.is_multi_node() {
             // The data workload routes by Metadata: producer k writes partition k mod P
-            // through that partition's leader, so every partition needs a producer.
-            if self.producers.count > 0 && (self.producers.count as i32) < self.topic.partitions {
-                return Err(
-                    "in a multi-node cluster each producer writes one partition (producer k: partition k mod partitions): set producers.count ≥ topic.partitions"
-                        .into(),
-                );
-            }
+            // through that partition's leader (with fewer producers than partitions, the
+            // rest get only the liveness probe's record).
             if self.topic.replication_factor as u32 > self.cluster.brokers {
                 return Err("topic.replication_factor exceeds cluster.brokers".into());
             }
@@ -605,6 +717,14 @@ impl Scenario {
         }
         if self.producers.batch_records == 0 || self.producers.batch_records > 10_000 {
             return Err("producers.batch_records must be 1..=10000".into());
+        }
+        if let Some(groups) = &self.groups {
+            if self.cluster.is_multi_node() {
+                return Err(
+                    "groups need a single-node world (no data workload yet in clusters)".into(),
+                );
+            }
+            groups.validate()?;
         }
         if self.consumers.count > 32 {
             return Err("consumers.count must be ≤ 32".into());

@@ -60,6 +60,10 @@ pub fn check_name(check: Check) -> &'static str {
         Check::QuorumLiveness => "quorum-liveness",
         Check::AckedOffset => "acked-offset",
         Check::Replicas => "replicas",
+        Check::GroupOwnership => "group-ownership",
+        Check::GroupOffsets => "group-offsets",
+        Check::GroupDelivery => "group-delivery",
+        Check::GroupSettle => "group-settle",
     }
 }
 

@@ -3,13 +3,15 @@
 //! producer settings, fault class by fault class, with a verdict on whether data the client was
 //! told about can be lost, and for an unsafe class the seed and the shrunk schedule showing it.
 //!
-//! Weir has one broker today, so the suite runs single-node worlds, and says so: a class whose
-//! outcome in a real cluster rests on replication (the copies on other brokers) gets "needs a
-//! cluster" instead of a verdict the simulation cannot back. That is leader failover always,
-//! and one broker's power loss when the topic has more than one replica and the broker does not
-//! fsync before acknowledging (Kafka's default: durability comes from replication, not fsync).
-//! Settings the single node cannot honour (replication factor, `min.insync.replicas`, unclean
-//! election) are taken out of the simulated broker and judged only by those classes.
+//! Most classes run on one broker. A class whose outcome in a real cluster rests on replication
+//! (the copies on other brokers) runs on a cluster of max(RF, 3) brokers with the user's
+//! replication settings kept (replication factor, `min.insync.replicas`, unclean election):
+//! leader failover always (faults aimed at partition leaders: kills, power losses, isolation,
+//! a zombie leader cut off from the controllers), and power loss when the topic has more than
+//! one replica and the broker does not fsync before acknowledging (Kafka's default: durability
+//! comes from replication, not fsync). On one broker those replication keys are left out (with
+//! `min.insync.replicas=2` a single replica would refuse every write). "needs a cluster" remains
+//! only for settings that make no valid cluster scenario.
 
 use std::collections::BTreeMap;
 
@@ -259,11 +261,39 @@ impl FaultClass {
                 vec![(Isolate, 1), (IsolateOut, 2), (Split, 1), (Latency, 1)]
             }
             FaultClass::DiskFaults => vec![(DiskEio, 2), (DiskFull, 1), (SyncEio, 2), (Kill, 1)],
-            FaultClass::LeaderFailover => vec![(Kill, 2), (PowerLoss, 1), (Isolate, 1)],
+            FaultClass::LeaderFailover => vec![
+                (KillPartitionLeader, 2),
+                (PowerLossPartitionLeader, 1),
+                (IsolatePartitionLeader, 1),
+                (CutPartitionLeaderFromControllers, 2),
+                (Kill, 1),
+            ],
         }
     }
 
-    /// Why this class cannot be judged on one broker with these settings, if it cannot.
+    /// The class's faults on a cluster: power loss also aims at partition leaders there.
+    fn cluster_weights(self) -> Vec<(FaultKind, u32)> {
+        match self {
+            FaultClass::PowerLoss => vec![
+                (FaultKind::PowerLoss, 1),
+                (FaultKind::PowerLossPartitionLeader, 2),
+            ],
+            other => other.weights(),
+        }
+    }
+
+    /// How many brokers the class runs on with these settings: a cluster of max(RF, 3) (at most
+    /// 9) when [`FaultClass::needs_cluster`] says replication decides, else one.
+    pub fn brokers(self, s: &Settings) -> u32 {
+        if self.needs_cluster(s).is_some() {
+            s.replication_factor.clamp(3, 9) as u32
+        } else {
+            1
+        }
+    }
+
+    /// Why this class cannot be judged on one broker with these settings, if it cannot (it
+    /// then runs on a cluster, see [`FaultClass::brokers`]).
     pub fn needs_cluster(self, s: &Settings) -> Option<String> {
         match self {
             FaultClass::PowerLoss if s.replication_factor > 1 && !s.fsync_before_ack => {
@@ -282,6 +312,13 @@ impl FaultClass {
         }
     }
 }
+
+/// Replication time-outs a cluster class sets when the user does not (see `scenario_value`).
+const CLUSTER_TIMEOUTS: [(&str, &str); 3] = [
+    ("replica.lag.time.max.ms", "3000"),
+    ("broker.session.timeout.ms", "3000"),
+    ("broker.heartbeat.interval.ms", "500"),
+];
 
 /// Keys the simulated world sets itself (identity, listeners, directories, the quorum).
 const WORLD_KEYS: [&str; 12] = [
@@ -335,7 +372,7 @@ pub fn scenario_value(c: &UserConfig, s: &Settings, class: FaultClass, brokers: 
         !WORLD_KEYS.contains(&k.as_str())
             && (brokers > 1 || !REPLICATION_KEYS.contains(&k.as_str()))
     };
-    let broker = c
+    let broker: toml::map::Map<String, Value> = c
         .broker
         .iter()
         .filter(|(k, _)| keep(k))
@@ -348,8 +385,22 @@ pub fn scenario_value(c: &UserConfig, s: &Settings, class: FaultClass, brokers: 
         .map(|(k, v)| (k.clone(), text(v)))
         .collect();
     let rf = if brokers > 1 { s.replication_factor } else { 1 };
-    let weights = class
-        .weights()
+    let mut broker = broker;
+    if brokers > 1 {
+        // Kafka's replication time-outs (30 s lag, 9 s session), scaled to the suite's
+        // 20-second runs as its producer time-outs are, unless the user set them.
+        for (k, v) in CLUSTER_TIMEOUTS {
+            if !c.broker.contains_key(k) {
+                broker.insert(k.to_string(), text(v));
+            }
+        }
+    }
+    let weights = if brokers > 1 {
+        class.cluster_weights()
+    } else {
+        class.weights()
+    };
+    let weights = weights
         .into_iter()
         .map(|(k, w)| {
             let name = Value::try_from(k).expect("a fault kind renders");
@@ -397,7 +448,11 @@ pub fn scenario_value(c: &UserConfig, s: &Settings, class: FaultClass, brokers: 
         (
             "producers".into(),
             table(vec![
-                ("count".into(), Value::Integer(2)),
+                // In a cluster each producer writes one partition (through its leader).
+                (
+                    "count".into(),
+                    Value::Integer(if brokers > 1 { 3 } else { 2 }),
+                ),
                 ("acks".into(), text(&s.acks)),
                 ("idempotent".into(), Value::Boolean(s.idempotent)),
                 ("rate".into(), Value::Integer(50)),
@@ -454,6 +509,9 @@ pub enum Verdict {
     Dropped { seed: u64, failed: usize },
     /// One broker cannot show it.
     NeedsCluster(String),
+    /// The run could not judge: after healing the cluster did not serve (no leader, no
+    /// produce), so "nothing lost" would mean nothing.
+    Inconclusive { seed: u64, why: String },
 }
 
 #[cfg(madsim)]
@@ -477,12 +535,8 @@ mod run {
         std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
         let mut out = Vec::new();
         for class in FaultClass::ALL {
-            // Leader failover needs more than one broker; the world says whether it has them.
-            let brokers = if class == FaultClass::LeaderFailover {
-                s.replication_factor.clamp(3, 9) as u32
-            } else {
-                1
-            };
+            // Replication decides leader failover (and power loss without fsync): a cluster.
+            let brokers = class.brokers(&s);
             let value = scenario_value(c, &s, class, brokers);
             let name = format!("check-{}", class.file_stem());
             let scenario = match shrink::parse(&value, &name) {
@@ -494,12 +548,6 @@ mod run {
                 }
                 Err(e) => return Err(format!("the settings make no valid scenario: {e}")),
             };
-            if brokers == 1 {
-                if let Some(why) = class.needs_cluster(&s) {
-                    out.push((class, Verdict::NeedsCluster(why)));
-                    continue;
-                }
-            }
             log(&format!("check: {} ({} seeds)", class.name(), seeds.len()));
             let mut verdict = Verdict::Safe { seeds: 0 };
             for &seed in seeds {
@@ -546,6 +594,14 @@ mod run {
                         seed,
                         violations: o.violations.clone(),
                         shrunk,
+                    };
+                    break;
+                }
+                if let Some(why) = o.findings.liveness.as_ref().filter(|_| brokers > 1) {
+                    // Data checks pass vacuously when nothing was served; say so instead.
+                    verdict = Verdict::Inconclusive {
+                        seed,
+                        why: why.clone(),
                     };
                     break;
                 }
@@ -597,8 +653,8 @@ pub fn render(c: &UserConfig, results: &[(FaultClass, Verdict)]) -> String {
     if !left.is_empty() {
         let _ = writeln!(
             out,
-            "not passed to the simulated single broker: {} (the world sets its own identity and \
-             directories; replication settings are judged by the classes that need a cluster)",
+            "not passed to the single-broker classes: {} (the world sets its own identity and \
+             directories; replication settings are judged by the classes that run on a cluster)",
             left.join(", ")
         );
     }
@@ -631,6 +687,11 @@ pub fn render(c: &UserConfig, results: &[(FaultClass, Verdict)]) -> String {
                  with retries resends them)"
             ),
             Verdict::NeedsCluster(why) => format!("needs a cluster  {why}"),
+            Verdict::Inconclusive { seed, why } => {
+                format!(
+                    "inconclusive    seed {seed}: the cluster did not serve after healing: {why}"
+                )
+            }
         };
         let _ = writeln!(out, "{:<18} {line}", class.name());
     }
@@ -668,6 +729,35 @@ mod tests {
         assert!(!sc.broker.contains_key("min.insync.replicas"));
         assert!(!sc.broker.contains_key("listeners"));
         assert!(sc.checks.contains(&crate::scenario::Check::Sent));
+    }
+
+    #[test]
+    fn replication_classes_run_on_a_cluster_with_the_users_replication_settings() {
+        let s = Settings::of(&recipe()).unwrap();
+        assert_eq!(FaultClass::ProcessKill.brokers(&s), 1);
+        assert_eq!(FaultClass::LeaderFailover.brokers(&s), 3);
+        assert_eq!(FaultClass::PowerLoss.brokers(&s), 3);
+        let v = scenario_value(&recipe(), &s, FaultClass::LeaderFailover, 3);
+        let sc = crate::shrink::parse(&v, "x").unwrap();
+        assert_eq!(sc.cluster.brokers, 3);
+        assert_eq!(sc.topic.replication_factor, 3);
+        assert_eq!(sc.broker["min.insync.replicas"], "2");
+        assert_eq!(sc.broker["unclean.leader.election.enable"], "false");
+        assert_eq!(sc.broker["replica.lag.time.max.ms"], "3000");
+        assert!(!sc.broker.contains_key("listeners"));
+        assert!(sc.producers.count as i32 >= sc.topic.partitions);
+        assert!(sc.nemesis.weights[&FaultKind::KillPartitionLeader] > 0);
+        assert!(sc.nemesis.weights[&FaultKind::CutPartitionLeaderFromControllers] > 0);
+        let power = scenario_value(&recipe(), &s, FaultClass::PowerLoss, 3);
+        let sc = crate::shrink::parse(&power, "x").unwrap();
+        assert!(sc.nemesis.weights[&FaultKind::PowerLossPartitionLeader] > 0);
+        // A user's own time-out wins.
+        let mut c = recipe();
+        c.broker
+            .insert("broker.session.timeout.ms".into(), "9000".into());
+        let v = scenario_value(&c, &s, FaultClass::LeaderFailover, 3);
+        let sc = crate::shrink::parse(&v, "x").unwrap();
+        assert_eq!(sc.broker["broker.session.timeout.ms"], "9000");
     }
 
     #[test]

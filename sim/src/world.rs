@@ -25,6 +25,8 @@ use crate::admin::{self, AdminSpec};
 use crate::checker::{self, FinalRead, PartitionRead};
 use crate::clock::NodeClock;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
+use crate::group_check::{self, GroupEvent};
+use crate::group_workload::{self, GroupsSpec};
 use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
@@ -137,13 +139,14 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
+    let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs);
     // A cluster's end has more phases (quorum liveness, replicas catching up).
     let settle = if scenario.cluster.is_multi_node() {
         SETTLE * 3
     } else {
         SETTLE * 2
     };
-    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs) + settle);
+    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -216,11 +219,29 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             f
         }
     };
+    if let Some(read) = final_read
+        .as_ref()
+        .filter(|_| scenario.cluster.is_multi_node())
+    {
+        checker::forget_unread(&mut findings, &entries, read);
+    }
     if !replicas.is_empty() {
         // Seen only at the end, once the replicas caught up.
         let end = entries.last().map_or(0, |e| e.at_ms);
         findings.evidence_ms.insert(Check::Replicas, end);
         findings.replicas = replicas;
+    }
+    if let Some(g) = &scenario.groups {
+        let expected = group_check::Expected {
+            groups: g.count,
+            members: g.members,
+            partitions: scenario.topic.partitions,
+            settle_bound_ms: g.settle_bound_ms(),
+        };
+        findings.groups = group_check::check(&entries, final_read.as_ref(), expected);
+        for (&c, &t) in &findings.groups.evidence_ms {
+            findings.evidence_ms.insert(c, t);
+        }
     }
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);
@@ -561,6 +582,36 @@ async fn simulate(
         tasks.push(client_node.spawn(admin::run_admin(client_io(), spec, history.clone(), clock)));
     }
 
+    if let Some(g) = &scenario.groups {
+        let spec = GroupsSpec {
+            groups: g.clone(),
+            addr,
+            topic: topic.name.clone(),
+            partitions: topic.partitions,
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            churn_until_ms: duration_ms,
+            until_ms: duration_ms + g.drain_secs * 1000,
+        };
+        for group in 0..g.count {
+            for slot in 0..g.members {
+                tasks.push(client_node.spawn(group_workload::run_member(
+                    client_io(),
+                    spec.clone(),
+                    group,
+                    slot,
+                    history.clone(),
+                    clock,
+                )));
+            }
+        }
+        tasks.push(client_node.spawn(group_workload::run_observer(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
     let nemesis = Nemesis {
         machines,
         failovers: Default::default(),
@@ -590,6 +641,9 @@ async fn simulate(
         tokio::time::sleep(Duration::from_millis(duration_ms - now)).await;
     }
     nemesis.heal().await;
+    if scenario.groups.is_some() {
+        history.record(clock.now_ms(), Event::Group(GroupEvent::Healed));
+    }
     for task in tasks {
         // Workloads stop by themselves at the deadline; a request in flight is bounded by its
         // time-out, so this wait is bounded too.
@@ -732,22 +786,61 @@ async fn read_back(
         );
     }
     let topic_name = topic.name.clone();
-    let final_read =
-        client_node
-            .spawn({
-                let history = history.clone();
-                async move {
-                    final_read(addr, &bootstrap, &topic_name, partitions, history, clock).await
+    let final_read = client_node
+        .spawn({
+            let history = history.clone();
+            async move {
+                if bootstrap.is_empty() {
+                    let all = 0..partitions;
+                    return match final_read(
+                        addr,
+                        &[],
+                        &topic_name,
+                        all,
+                        FINAL_READ_BOUND,
+                        history.clone(),
+                        clock,
+                    )
+                    .await
+                    {
+                        Ok(read) => (read, None),
+                        Err(e) => (FinalRead::new(), Some(e)),
+                    };
                 }
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+                // A cluster: partition by partition, so that one without a leader leaves the
+                // others judged (it is missing from the read: unknown, not lost).
+                let bound =
+                    (FINAL_READ_BOUND / partitions.max(1) as u32).max(Duration::from_secs(20));
+                let mut read = FinalRead::new();
+                let mut failed = Vec::new();
+                for p in 0..partitions {
+                    let one = p..p + 1;
+                    match final_read(
+                        addr,
+                        &bootstrap,
+                        &topic_name,
+                        one,
+                        bound,
+                        history.clone(),
+                        clock,
+                    )
+                    .await
+                    {
+                        Ok(r) => read.extend(r),
+                        Err(e) => failed.push(format!("partition {p}: {e}")),
+                    }
+                }
+                (read, (!failed.is_empty()).then(|| failed.join("; ")))
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
     let (final_read, liveness) = match final_read {
-        Ok(read) => (read, liveness),
-        Err(e) => {
+        (read, None) => (read, liveness),
+        (read, Some(e)) => {
             history.record(clock.now_ms(), Event::Note(e.clone()));
             (
-                FinalRead::new(),
+                read,
                 Some(liveness.map_or(e.clone(), |l| format!("{l}; {e}"))),
             )
         }
@@ -1120,24 +1213,25 @@ async fn final_read(
     addr: SocketAddr,
     bootstrap: &[SocketAddr],
     topic: &str,
-    partitions: i32,
+    parts: std::ops::Range<i32>,
+    bound: Duration,
     history: History,
     clock: RunClock,
 ) -> Result<FinalRead, String> {
     let io = client_io();
     let mut last_error = String::new();
-    let deadline = clock.now_ms() + FINAL_READ_BOUND.as_millis() as u64;
+    let deadline = clock.now_ms() + bound.as_millis() as u64;
     // Bounded retries for connection trouble; broker errors end a partition's read instead.
     for attempt in 0..50u64 {
         if clock.now_ms() >= deadline {
-            last_error = format!("{last_error} (gave up after {FINAL_READ_BOUND:?})");
+            last_error = format!("{last_error} (gave up after {bound:?})");
             break;
         }
         let result = async {
             let mut c = Client::connect(&io, addr).await?;
             c.set_timeout(Duration::from_secs(10));
             let mut read = FinalRead::new();
-            for p in 0..partitions {
+            for p in parts.clone() {
                 if !bootstrap.is_empty() {
                     c = crate::routing::connect_leader(
                         &io,
@@ -1232,7 +1326,7 @@ async fn final_read(
             }
             Ok::<_, ClientError>(read)
         };
-        match io.timeout(FINAL_READ_BOUND, result).await {
+        match io.timeout(bound, result).await {
             Some(Ok(read)) => return Ok(read),
             Some(Err(e)) => last_error = e.to_string(),
             None => last_error = "timed out".into(),

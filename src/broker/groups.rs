@@ -462,7 +462,22 @@ pub(super) fn offset_fetch(
                 });
                 let group = offset_fetch_response::OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id.clone());
-                match fetch_group(broker, &g.group_id, topics) {
+                // v9 (KIP-848): a consumer-protocol member fetches at its member epoch.
+                let fetched = if v >= 9 {
+                    broker
+                        .groups
+                        .read(|c| {
+                            c.validate_fetch(
+                                &g.group_id,
+                                g.member_id.as_deref(),
+                                g.member_epoch,
+                            )
+                        })
+                        .and_then(|()| fetch_group(broker, &g.group_id, topics))
+                } else {
+                    fetch_group(broker, &g.group_id, topics)
+                };
+                match fetched {
                     Err(e) => group.with_error_code(code(Some(e))),
                     Ok(fetched) => group.with_topics(
                         fetched

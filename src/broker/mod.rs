@@ -423,6 +423,14 @@ impl Broker {
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
         partition.set_durable_reads(self.config.fsync_before_ack);
+        let replicated = self
+            .image()
+            .partition(id, index)
+            .is_some_and(|p| p.replicas.len() > 1);
+        if replicated {
+            // Its log end is not what was committed (see `forget_high_watermark`).
+            partition.forget_high_watermark();
+        }
         // Rebuilt state (from a snapshot or the log) may name producers long idle.
         let expired = partition.expire_producers(now, self.config.producer_id_expiration_ms);
         if expired > 0 {

@@ -121,10 +121,10 @@ mod tests {
         assert!(is_supported(ApiKey::Produce, 9));
         assert!(!is_supported(ApiKey::Produce, 2));
         assert!(is_supported(ApiKey::JoinGroup, 0));
-        assert!(
-            !is_supported(ApiKey::ConsumerGroupHeartbeat, 0),
-            "KIP-848 is not implemented"
-        );
+        // KIP-848: librdkafka's group.protocol=consumer needs v1.
+        assert!(is_supported(ApiKey::ConsumerGroupHeartbeat, 1));
+        assert!(is_supported(ApiKey::ConsumerGroupDescribe, 1));
+        assert!(!is_supported(ApiKey::ConsumerGroupHeartbeat, 2));
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! A small Kafka client: admin, produce, fetch, offsets and group admin against one broker, over the [`Io`]
+//! A small Kafka client: admin, produce, fetch, offsets, group admin and a classic group member's
+//! calls (`group_member`) against one broker, over the [`Io`]
 //! traits so it runs in production (CLI, bench) and in the simulator (workloads) alike. It builds
 //! uncompressed batches itself and reads fetched batches without copying them.
 
 pub mod connection;
 mod describe;
+pub mod group_member;
 mod groups;
 mod quorum;
 
@@ -34,6 +36,7 @@ pub use connection::{ClientError, Connection, Result};
 pub use describe::{
     render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
 };
+pub use group_member::Joined;
 pub use groups::{GroupDescription, GroupListing, GroupMember};
 pub use quorum::{QuorumDescription, QuorumReplica};
 

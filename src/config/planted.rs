@@ -100,6 +100,14 @@ pub enum PlantedBug {
     /// the committed data truncate to it ("last replica standing").
     #[cfg(madsim)]
     NoEligibleLeaderReplicas,
+    /// Groups: a member commit from an earlier generation is accepted (the member may even
+    /// have been removed), so a fenced consumer's late commit overwrites the new owner's.
+    #[cfg(madsim)]
+    GroupCommitStaleGeneration,
+    /// Groups: a removed member (left or expired) stays in the member list handed to the
+    /// leader, so later rebalances assign its partitions to nobody alive.
+    #[cfg(madsim)]
+    GroupKeepsDepartedMember,
 }
 
 impl PlantedBug {
@@ -171,6 +179,16 @@ impl PlantedBug {
         (
             "no-eligible-leader-replicas",
             PlantedBug::NoEligibleLeaderReplicas,
+        ),
+        #[cfg(madsim)]
+        (
+            "group-commit-stale-generation",
+            PlantedBug::GroupCommitStaleGeneration,
+        ),
+        #[cfg(madsim)]
+        (
+            "group-keeps-departed-member",
+            PlantedBug::GroupKeepsDepartedMember,
         ),
     ];
 

@@ -105,6 +105,9 @@ struct Group {
     /// Set when the group speaks the consumer protocol (KIP-848): then the classic fields stay
     /// empty (state Empty, no members) and only the offsets above are shared.
     consumer: Option<Box<ConsumerGroup>>,
+    /// Planted `group-keeps-departed-member`: removed members still listed to the leader.
+    #[cfg(madsim)]
+    departed: Vec<Member>,
 }
 
 impl Group {
@@ -128,6 +131,8 @@ impl Group {
             offsets: BTreeMap::new(),
             appends_in_flight: 0,
             consumer: None,
+            #[cfg(madsim)]
+            departed: Vec::new(),
         }
     }
 
@@ -252,6 +257,8 @@ impl Group {
     fn member_list(&self, protocol: &str) -> Vec<JoinedMember> {
         let mut members: Vec<&Member> = self.members.values().collect();
         members.sort_by_key(|m| m.seq);
+        #[cfg(madsim)]
+        members.extend(self.departed.iter());
         members
             .into_iter()
             .map(|m| JoinedMember {
@@ -819,6 +826,13 @@ impl Coordinator {
         let Some(m) = g.members.remove(id) else {
             return;
         };
+        #[cfg(madsim)]
+        if m.instance_id.is_none()
+            && g.departed.len() < 8
+            && crate::config::planted::active(crate::config::PlantedBug::GroupKeepsDepartedMember)
+        {
+            g.departed.push(m.clone());
+        }
         if let Some(join) = m.join {
             respond(
                 out,
@@ -1559,6 +1573,13 @@ impl Coordinator {
         if let Some(c) = &g.consumer {
             // The generation field carries the member epoch (OffsetCommit v9).
             return c.validate_commit(&req.member_id, req.generation);
+        }
+        #[cfg(madsim)]
+        if req.generation >= 0
+            && req.generation < g.generation
+            && crate::config::planted::active(crate::config::PlantedBug::GroupCommitStaleGeneration)
+        {
+            return Ok(());
         }
         let is_member_commit =
             req.generation >= 0 || !req.member_id.is_empty() || req.instance_id.is_some();

@@ -110,6 +110,10 @@ async fn partitions_follow_the_image_of_a_cluster() {
     // Both partitions are hosted here: 0 as follower, 1 as leader.
     assert!(broker.partition("f", 0).is_some() && broker.partition("f", 1).is_some());
     assert_eq!(broker.leadership("f", 1), super::Leadership::Leader(0));
+    // The follower fetches from its leader; the partition it leads is in no fetcher.
+    let fetching = |b: &Broker| b.replica_fetcher_membership();
+    let from_2 = BTreeMap::from([(2, vec![("f".to_string(), 0)])]);
+    assert_eq!(fetching(&broker), from_2);
 
     let mut client = Client::connect(&io, running.local_addr).await.unwrap();
     client.set_timeout(Duration::from_secs(10));
@@ -150,6 +154,7 @@ async fn partitions_follow_the_image_of_a_cluster() {
     moved.leader = Some(1);
     commit(&broker, vec![MetadataRecord::PartitionChange(moved)]).await;
     assert_eq!(broker.leadership("f", 0), super::Leadership::Leader(1));
+    assert!(fetching(&broker).is_empty(), "a leader fetches from nobody");
     let elect = kafka_protocol::messages::ElectLeadersRequest::default()
         .with_election_type(0)
         .with_topic_partitions(Some(vec![
@@ -175,6 +180,7 @@ async fn partitions_follow_the_image_of_a_cluster() {
             leader_epoch: 2
         }
     );
+    assert_eq!(fetching(&broker), from_2, "following broker 2 again");
 
     // The replica of partition 0 moves away from this node: it is closed and deleted.
     let mut change = PartitionChange::new(id, 0);
@@ -183,6 +189,10 @@ async fn partitions_follow_the_image_of_a_cluster() {
     commit(&broker, vec![MetadataRecord::PartitionChange(change)]).await;
     assert!(broker.partition("f", 0).is_none());
     assert!(!disk.exists(Path::new("/data/f-0")));
+    assert!(
+        fetching(&broker).is_empty(),
+        "no fetcher for a partition not hosted"
+    );
     assert!(disk.exists(Path::new("/data/f-1")));
     // Broker 2 fenced: no longer listed; its replicas are offline.
     commit(

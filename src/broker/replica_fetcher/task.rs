@@ -549,19 +549,16 @@ async fn leader_offset(
     (p.error_code == 0 && p.offset >= 0).then_some(p.offset)
 }
 
-/// Planted `truncate-to-hw-on-restart`: the high watermark this follower checkpointed (or its
-/// current one), capped at its log end.
+/// Planted `truncate-to-hw-on-restart`: the high watermark this follower checkpointed (none:
+/// no cut), capped at its log end.
 fn planted_checkpointed_hw(broker: &Broker, handle: &PartitionHandle, key: &Key) -> i64 {
-    let (hw, end) = {
-        let p = handle.lock();
-        (p.high_watermark(), p.log_end_offset())
-    };
+    let end = handle.lock().log_end_offset();
     let path = broker.partition_dir(&key.0, key.1).join(HW_CHECKPOINT);
     let stored = crate::io::read_file(broker.io.disk.as_ref(), &path)
         .ok()
         .and_then(|raw| String::from_utf8(raw).ok())
         .and_then(|s| s.trim().parse::<i64>().ok());
-    stored.unwrap_or(hw).min(end)
+    stored.unwrap_or(end).min(end)
 }
 
 /// Planted `truncate-to-hw-on-restart`: checkpoints the follower's high watermark (page cache

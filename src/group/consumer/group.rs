@@ -214,6 +214,12 @@ impl ConsumerGroup {
                             format!("Instance {instance} is held by another member."),
                         ));
                     }
+                    if self.members.contains_key(&member_id) {
+                        return Err((
+                            GroupError::InvalidRequest,
+                            format!("Member id {member_id} is already used by another member."),
+                        ));
+                    }
                     if self.members[&old].now.epoch != STATIC_LEAVE_EPOCH {
                         return Err((
                             GroupError::UnreleasedInstanceId,
@@ -577,6 +583,18 @@ impl ConsumerGroup {
         Ok(())
     }
 
+    /// An OffsetFetch naming a member: it must exist and be at its current epoch.
+    pub fn validate_fetch(&self, member_id: &str, epoch: i32) -> Result<(), GroupError> {
+        let m = self
+            .members
+            .get(member_id)
+            .ok_or(GroupError::UnknownMemberId)?;
+        if epoch != m.now.epoch {
+            return Err(GroupError::StaleMemberEpoch);
+        }
+        Ok(())
+    }
+
     pub fn describe(&self) -> GroupDescription {
         GroupDescription {
             state: self.state(),
@@ -600,11 +618,6 @@ impl ConsumerGroup {
                 })
                 .collect(),
         }
-    }
-
-    /// Assignment (what the member holds) for tests.
-    pub fn assigned(&self, member_id: &str) -> Option<&Assignment> {
-        self.members.get(member_id).map(|m| &m.now.assigned)
     }
 
     /// The protocol's invariants (KIP-848 S8): epochs ordered, each partition held by at most one

@@ -490,6 +490,10 @@ fn a_static_member_comes_back_under_a_new_id_without_a_rebalance() {
         h.beat("a", 1, None).error,
         Some(GroupError::UnknownMemberId)
     );
+    // Another member's id cannot take the instance over.
+    h.join("b");
+    h.leave("a2", STATIC_LEAVE_EPOCH, Some("i1"));
+    assert_eq!(join(&mut h, "b").error, Some(GroupError::InvalidRequest));
 }
 
 #[test]
@@ -714,4 +718,111 @@ fn a_regex_subscription_follows_the_topics_that_exist() {
     assert_eq!(got.len(), 2);
     let d = h.c.consumer_describe(G).unwrap();
     assert_eq!(d.members[0].subscribed_topic_regex.as_deref(), Some("^t.*"));
+}
+
+#[test]
+fn offset_fetches_naming_a_member_are_fenced_by_its_epoch() {
+    let mut h = Harness::new();
+    h.join("a");
+    assert_eq!(h.c.validate_fetch(G, Some("a"), 1), Ok(()));
+    assert_eq!(
+        h.c.validate_fetch(G, Some("a"), 0),
+        Err(GroupError::StaleMemberEpoch)
+    );
+    assert_eq!(
+        h.c.validate_fetch(G, Some("zz"), 1),
+        Err(GroupError::UnknownMemberId)
+    );
+    // Admin tools and classic clients name no member.
+    assert_eq!(h.c.validate_fetch(G, None, -1), Ok(()));
+    assert_eq!(h.c.validate_fetch(G, Some(""), -1), Ok(()));
+    assert_eq!(
+        h.c.validate_fetch("classic-or-missing", Some("x"), 3),
+        Ok(())
+    );
+}
+
+/// Random joins, heartbeats (some with stale epochs or owned lists), leaves and silences, with
+/// the core asserting its invariants after every step (a partition held by two members panics);
+/// then every live client heartbeats until the group must be Stable with each partition owned
+/// exactly once.
+#[test]
+fn random_histories_never_share_a_partition_and_settle() {
+    for seed in 1..=150u64 {
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let mut h = Harness::new();
+        // client → (epoch, what it owns); epoch 0 = not joined
+        let mut clients: BTreeMap<String, (i32, Vec<i32>)> =
+            (0..4).map(|i| (format!("c{i}"), (0, Vec::new()))).collect();
+        for _ in 0..200 {
+            let id = format!("c{}", next(4));
+            let (epoch, owned) = clients[&id].clone();
+            let r = match next(10) {
+                0 if epoch > 0 => h.leave(&id, LEAVE_EPOCH, None),
+                1 => {
+                    h.now += 1_000 * next(20) as i64;
+                    h.tick(h.now);
+                    continue;
+                }
+                2 if epoch > 1 => h.beat(&id, (epoch - 1 - next(2) as i32).max(1), Some(&owned)),
+                _ if epoch == 0 => h.join(&id),
+                _ => h.beat(&id, epoch, Some(&owned)),
+            };
+            let state = clients.get_mut(&id).unwrap();
+            match r.error {
+                None if r.member_epoch < 0 => *state = (0, Vec::new()),
+                None => {
+                    state.0 = r.member_epoch;
+                    if let Some(a) = &r.assignment {
+                        state.1 = a
+                            .get(&topic_id())
+                            .map(|p| p.iter().copied().collect())
+                            .unwrap_or_default();
+                    }
+                }
+                // Fenced or forgotten: drop everything and rejoin (what librdkafka does).
+                Some(GroupError::FencedMemberEpoch) | Some(GroupError::UnknownMemberId) => {
+                    *state = (0, Vec::new())
+                }
+                Some(e) => panic!("seed {seed}: unexpected {e:?}"),
+            }
+        }
+        // Heal: every client heartbeats promptly for a while.
+        for _ in 0..20 {
+            h.now += 100;
+            h.tick(h.now);
+            let ids: Vec<String> = clients.keys().cloned().collect();
+            for id in ids {
+                let (epoch, owned) = clients[&id].clone();
+                let r = if epoch == 0 {
+                    h.join(&id)
+                } else {
+                    h.beat(&id, epoch, Some(&owned))
+                };
+                let state = clients.get_mut(&id).unwrap();
+                match r.error {
+                    None => {
+                        state.0 = r.member_epoch;
+                        if let Some(a) = &r.assignment {
+                            state.1 = a
+                                .get(&topic_id())
+                                .map(|p| p.iter().copied().collect())
+                                .unwrap_or_default();
+                        }
+                    }
+                    Some(_) => *state = (0, Vec::new()),
+                }
+            }
+        }
+        assert_eq!(h.state(), ConsumerGroupState::Stable, "seed {seed}");
+        let mut all: Vec<i32> = clients.values().flat_map(|(_, o)| o.clone()).collect();
+        all.sort();
+        assert_eq!(all, vec![0, 1, 2], "seed {seed}: {clients:?}");
+    }
 }

@@ -191,6 +191,25 @@ impl Coordinator {
             .ok_or(GroupError::GroupIdNotFound)
     }
 
+    /// OffsetFetch v9 names the member asking: in a consumer group it must be a member at its
+    /// current epoch (`ConsumerGroup.validateOffsetFetch`). Other groups, and requests naming no
+    /// member, are not checked.
+    pub fn validate_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        epoch: i32,
+    ) -> Result<(), GroupError> {
+        let member_id = member_id.filter(|m| !m.is_empty());
+        if member_id.is_none() && epoch < 0 {
+            return Ok(());
+        }
+        match self.groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+            Some(c) => c.validate_fetch(member_id.unwrap_or_default(), epoch),
+            None => Ok(()),
+        }
+    }
+
     /// The consumer group's member epoch of one member (tests, checks).
     pub fn consumer_member_epoch(&self, group_id: &str, member_id: &str) -> Option<i32> {
         self.groups

@@ -214,6 +214,16 @@ impl Partition {
         self.log.read(offset, max_bytes, self.log.end_offset())
     }
 
+    /// A replica of a replicated partition that (re)opens does not know how much of its log
+    /// was committed: it may end in records no other replica holds (appended as leader just
+    /// before a crash). Kafka restarts from its high-watermark checkpoint, which never passes
+    /// the true one; this replica starts from its log start. As leader its watermark then
+    /// rises only by the ISR rule, as follower to the leader's: a retried produce of such a
+    /// record is never acknowledged on this replica's word alone. Call right after `open`.
+    pub fn forget_high_watermark(&mut self) {
+        self.high_watermark = self.log.start_offset();
+    }
+
     /// A follower's high watermark: the leader's, capped at the local log end (and never below
     /// the log start). Not monotonic across leader changes (notes §1.11).
     pub fn follow_high_watermark(&mut self, leader_high_watermark: i64) {

@@ -1,0 +1,593 @@
+//! Consumer groups in the history, and the checks on them (groups.md §8):
+//!
+//! - **group-ownership** (S3): no partition is assigned to two members of one group in the same
+//!   generation (from every SyncGroup answer a member got).
+//! - **group-offsets** (S4, S5, S6): a group's committed offsets never go backwards. Each
+//!   acknowledged commit and each observed OffsetFetch answer raises a floor; a commit the
+//!   coordinator accepted, or an OffsetFetch answer, that was *sent* after the floor was
+//!   known must not be below it. Members commit after processing and never seek, and a new
+//!   owner starts from the committed offset, so only a commit from a fenced member (a stale
+//!   generation) or a lost commit can lower it.
+//! - **group-delivery** (L3): every acknowledged record still in the log at the end was
+//!   processed by some member of every group, once the faults healed and the members drained.
+//! - **group-settle** (L2): at the end every member of a group is in one generation, their
+//!   partitions are disjoint and cover the topic, and that generation began within the bound
+//!   after healing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::checker::FinalRead;
+use crate::history::{Entry, Event};
+use crate::scenario::Check;
+
+/// How a member stopped being one (churn the workload injects before healing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Churn {
+    /// Sent LeaveGroup and went away; comes back later as a new member.
+    Leave,
+    /// Vanished without a word (its session expires); comes back later as a new member.
+    Crash,
+    /// Stopped heartbeating past its session timeout between processing and committing (a
+    /// long GC pause); then goes on with its old generation, as a paused consumer does.
+    Stall,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupEvent {
+    /// A member's SyncGroup was answered: its partitions in `generation`.
+    Assigned {
+        group: u32,
+        member: String,
+        member_id: String,
+        generation: i32,
+        partitions: Vec<i32>,
+    },
+    /// A member processed a record.
+    Read {
+        group: u32,
+        member: String,
+        generation: i32,
+        partition: i32,
+        offset: i64,
+        value: String,
+    },
+    /// A member commit was sent: (partition, next offset to process).
+    Commit {
+        op: u64,
+        group: u32,
+        member: String,
+        generation: i32,
+        offsets: Vec<(i32, i64)>,
+    },
+    CommitAck {
+        op: u64,
+    },
+    CommitFail {
+        op: u64,
+        error: String,
+    },
+    /// The observer's OffsetFetch, sent at `invoked_ms`, answered now (committed partitions).
+    Offsets {
+        group: u32,
+        invoked_ms: u64,
+        offsets: Vec<(i32, i64)>,
+    },
+    Churn {
+        group: u32,
+        member: String,
+        what: Churn,
+    },
+    /// A member's call failed (what it does next follows from the error).
+    Error {
+        group: u32,
+        member: String,
+        call: String,
+        error: String,
+    },
+    /// Every fault has healed; no more churn.
+    Healed,
+    /// At the end: what the member holds (`None`: it is not in a generation).
+    Final {
+        group: u32,
+        member: String,
+        generation: Option<i32>,
+        partitions: Vec<i32>,
+    },
+}
+
+/// What the group checks found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupFindings {
+    /// Partitions assigned twice in one generation.
+    pub ownership: Vec<String>,
+    /// Committed offsets that went backwards.
+    pub offsets: Vec<String>,
+    /// Acknowledged records some group never processed (count, and examples).
+    pub undelivered: usize,
+    pub undelivered_examples: Vec<String>,
+    /// Groups not settled at the end, or settled too late.
+    pub unsettled: Vec<String>,
+    /// Per group: ms from healing to the generation the group ended in (0 if it was already
+    /// in it). The figure behind `group-settle`.
+    pub settle_ms: Vec<(u32, u64)>,
+    /// Commits acknowledged, and records processed, by all groups.
+    pub commits_acked: usize,
+    pub processed: usize,
+    pub evidence_ms: BTreeMap<Check, u64>,
+}
+
+/// Bound on examples kept per anomaly.
+const EXAMPLES: usize = 20;
+
+/// An offset the broker gave out for one partition (an accepted commit, an OffsetFetch
+/// answer): (sent at, offset, what it was, answered at).
+type Claim = (u64, i64, String, u64);
+type Claims = BTreeMap<(u32, i32), Vec<Claim>>;
+/// What a member held at the end: (member, generation, partitions).
+type FinalState<'a> = (&'a str, Option<i32>, &'a [i32]);
+type Finals<'a> = BTreeMap<u32, Vec<FinalState<'a>>>;
+
+impl GroupFindings {
+    fn evidence(&mut self, check: Check, at: u64) {
+        let t = self.evidence_ms.entry(check).or_insert(at);
+        *t = (*t).min(at);
+    }
+}
+
+/// What the settle check needs to know about the workload.
+#[derive(Clone, Copy, Debug)]
+pub struct Expected {
+    pub groups: u32,
+    pub members: u32,
+    pub partitions: i32,
+    pub settle_bound_ms: u64,
+}
+
+pub fn check(
+    entries: &[Entry],
+    final_read: Option<&FinalRead>,
+    expected: Expected,
+) -> GroupFindings {
+    let mut f = GroupFindings::default();
+    let end = entries.last().map_or(0, |e| e.at_ms);
+    // (group, generation) → partition → member id.
+    let mut owners: BTreeMap<(u32, i32), BTreeMap<i32, &str>> = BTreeMap::new();
+    // (group, generation) → when its first assignment was answered.
+    let mut generation_start: BTreeMap<(u32, i32), u64> = BTreeMap::new();
+    // Commits sent: op → (group, member, generation, offsets, sent at).
+    type Sent<'a> = (u32, &'a str, i32, &'a [(i32, i64)], u64);
+    let mut commits: BTreeMap<u64, Sent> = BTreeMap::new();
+    // (group, partition) → floor raises (known at, offset) and claims to judge
+    // (sent at, offset, what).
+    let mut raises: BTreeMap<(u32, i32), Vec<(u64, i64)>> = BTreeMap::new();
+    let mut claims: Claims = BTreeMap::new();
+    let mut processed: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
+    let mut finals: Finals = BTreeMap::new();
+    let mut healed_ms = None;
+    // Produced values: op → values, and the acknowledged ones.
+    let mut ops: BTreeMap<u64, &[String]> = BTreeMap::new();
+    let mut acked: Vec<&str> = Vec::new();
+    for entry in entries {
+        let at = entry.at_ms;
+        let g = match &entry.event {
+            Event::Invoke { op, values, .. } => {
+                ops.insert(*op, values.as_slice());
+                continue;
+            }
+            Event::Ack { op, .. } => {
+                // The liveness probe's records (op in the top range) are written after the
+                // members stopped; they are not the workload's.
+                if op >> 32 != u32::MAX as u64 {
+                    if let Some(values) = ops.get(op) {
+                        acked.extend(values.iter().map(String::as_str));
+                    }
+                }
+                continue;
+            }
+            Event::Group(g) => g,
+            _ => continue,
+        };
+        match g {
+            GroupEvent::Assigned {
+                group,
+                member_id,
+                generation,
+                partitions,
+                ..
+            } => {
+                generation_start.entry((*group, *generation)).or_insert(at);
+                let owned = owners.entry((*group, *generation)).or_default();
+                for p in partitions {
+                    match owned.get(p) {
+                        Some(other) if *other != member_id.as_str() => {
+                            f.evidence(Check::GroupOwnership, at);
+                            if f.ownership.len() < EXAMPLES {
+                                f.ownership.push(format!(
+                                    "group {group} generation {generation}: partition {p} assigned to {other} and {member_id}"
+                                ));
+                            }
+                        }
+                        _ => {
+                            owned.insert(*p, member_id.as_str());
+                        }
+                    }
+                }
+            }
+            GroupEvent::Read { group, value, .. } => {
+                f.processed += 1;
+                processed.entry(*group).or_default().insert(value.as_str());
+            }
+            GroupEvent::Commit {
+                op,
+                group,
+                member,
+                generation,
+                offsets,
+            } => {
+                commits.insert(*op, (*group, member.as_str(), *generation, offsets, at));
+            }
+            GroupEvent::CommitAck { op } => {
+                f.commits_acked += 1;
+                let Some(&(group, member, generation, offsets, sent)) = commits.get(op) else {
+                    continue;
+                };
+                for &(p, o) in offsets {
+                    raises.entry((group, p)).or_default().push((at, o));
+                    claims.entry((group, p)).or_default().push((
+                        sent,
+                        o,
+                        format!("commit of {o} by {member} (generation {generation}) sent at {sent} ms, accepted at {at} ms"),
+                        at,
+                    ));
+                }
+            }
+            GroupEvent::CommitFail { .. } => {}
+            GroupEvent::Offsets {
+                group,
+                invoked_ms,
+                offsets,
+            } => {
+                for &(p, o) in offsets {
+                    raises.entry((*group, p)).or_default().push((at, o));
+                    claims.entry((*group, p)).or_default().push((
+                        *invoked_ms,
+                        o,
+                        format!("OffsetFetch sent at {invoked_ms} ms answered {o} at {at} ms"),
+                        at,
+                    ));
+                }
+            }
+            GroupEvent::Churn { .. } | GroupEvent::Error { .. } => {}
+            GroupEvent::Healed => {
+                healed_ms.get_or_insert(at);
+            }
+            GroupEvent::Final {
+                group,
+                member,
+                generation,
+                partitions,
+            } => finals.entry(*group).or_default().push((
+                member.as_str(),
+                *generation,
+                partitions.as_slice(),
+            )),
+        }
+    }
+    check_floors(&raises, &claims, &mut f);
+    if let Some(read) = final_read {
+        check_delivery(&acked, read, &processed, expected, end, &mut f);
+        check_settled(&finals, &generation_start, healed_ms, expected, end, &mut f);
+    }
+    f
+}
+
+/// Each claim (a value the broker gave out, sent at some time) must be at least every floor
+/// raise known before it was sent.
+fn check_floors(
+    raises: &BTreeMap<(u32, i32), Vec<(u64, i64)>>,
+    claims: &Claims,
+    f: &mut GroupFindings,
+) {
+    for (key, list) in claims {
+        let mut known = raises.get(key).cloned().unwrap_or_default();
+        known.sort_unstable();
+        // Prefix maxima: the floor known by each raise's time.
+        let mut floor = Vec::with_capacity(known.len());
+        let mut top = i64::MIN;
+        for &(t, o) in &known {
+            top = top.max(o);
+            floor.push((t, top));
+        }
+        for (sent, offset, what, at) in list {
+            // Raises strictly before the claim was sent.
+            let i = floor.partition_point(|&(t, _)| t < *sent);
+            if i == 0 {
+                continue;
+            }
+            let (t, top) = floor[i - 1];
+            if *offset < top {
+                f.evidence(Check::GroupOffsets, *at);
+                if f.offsets.len() < EXAMPLES {
+                    f.offsets.push(format!(
+                        "group {} partition {}: {what}, below {top} known at {t} ms",
+                        key.0, key.1
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn check_delivery(
+    acked: &[&str],
+    read: &FinalRead,
+    processed: &BTreeMap<u32, BTreeSet<&str>>,
+    expected: Expected,
+    end: u64,
+    f: &mut GroupFindings,
+) {
+    if expected.groups == 0 {
+        return;
+    }
+    let stored: BTreeSet<&str> = read
+        .values()
+        .flat_map(|r| r.records.iter().map(|(_, v)| v.as_str()))
+        .collect();
+    let empty = BTreeSet::new();
+    for group in 0..expected.groups {
+        let seen = processed.get(&group).unwrap_or(&empty);
+        for v in acked {
+            // A value missing from the log is `lost`'s business.
+            if stored.contains(v) && !seen.contains(v) {
+                f.undelivered += 1;
+                if f.undelivered_examples.len() < EXAMPLES {
+                    f.undelivered_examples.push(format!("group {group}: {v}"));
+                }
+            }
+        }
+    }
+    if f.undelivered > 0 {
+        f.evidence(Check::GroupDelivery, end);
+    }
+}
+
+fn check_settled(
+    finals: &Finals,
+    generation_start: &BTreeMap<(u32, i32), u64>,
+    healed_ms: Option<u64>,
+    expected: Expected,
+    end: u64,
+    f: &mut GroupFindings,
+) {
+    let unsettled = |f: &mut GroupFindings, why: String| {
+        f.evidence(Check::GroupSettle, end);
+        if f.unsettled.len() < EXAMPLES {
+            f.unsettled.push(why);
+        }
+    };
+    for group in 0..expected.groups {
+        let members = finals.get(&group).map(Vec::as_slice).unwrap_or_default();
+        if members.len() != expected.members as usize {
+            unsettled(
+                f,
+                format!(
+                    "group {group}: {} of {} members reported at the end",
+                    members.len(),
+                    expected.members
+                ),
+            );
+            continue;
+        }
+        let generations: BTreeSet<Option<i32>> = members.iter().map(|m| m.1).collect();
+        let generation = match generations.iter().next() {
+            Some(Some(g)) if generations.len() == 1 => *g,
+            _ => {
+                unsettled(
+                    f,
+                    format!("group {group}: members end in generations {generations:?}"),
+                );
+                continue;
+            }
+        };
+        let mut owned: BTreeMap<i32, &str> = BTreeMap::new();
+        let mut twice = Vec::new();
+        for (member, _, partitions) in members {
+            for p in *partitions {
+                if let Some(other) = owned.insert(*p, member) {
+                    twice.push(format!("{p} ({other}, {member})"));
+                }
+            }
+        }
+        let missing: Vec<i32> = (0..expected.partitions)
+            .filter(|p| !owned.contains_key(p))
+            .collect();
+        if !twice.is_empty() || !missing.is_empty() {
+            unsettled(
+                f,
+                format!(
+                    "group {group} generation {generation}: partitions owned twice {twice:?}, owned by nobody {missing:?}"
+                ),
+            );
+            continue;
+        }
+        let began = generation_start
+            .get(&(group, generation))
+            .copied()
+            .unwrap_or(end);
+        let healed = healed_ms.unwrap_or(end);
+        let took = began.saturating_sub(healed);
+        f.settle_ms.push((group, took));
+        if took > expected.settle_bound_ms {
+            unsettled(
+                f,
+                format!(
+                    "group {group}: settled in generation {generation} {took} ms after healing (bound {} ms)",
+                    expected.settle_bound_ms
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::PartitionRead;
+
+    fn at(at_ms: u64, g: GroupEvent) -> Entry {
+        Entry {
+            at_ms,
+            event: Event::Group(g),
+        }
+    }
+
+    fn expected() -> Expected {
+        Expected {
+            groups: 1,
+            members: 2,
+            partitions: 2,
+            settle_bound_ms: 1000,
+        }
+    }
+
+    fn assigned(t: u64, id: &str, generation: i32, partitions: Vec<i32>) -> Entry {
+        at(
+            t,
+            GroupEvent::Assigned {
+                group: 0,
+                member: id.into(),
+                member_id: id.into(),
+                generation,
+                partitions,
+            },
+        )
+    }
+
+    fn commit(t: u64, op: u64, id: &str, generation: i32, offset: i64) -> [Entry; 2] {
+        [
+            at(
+                t,
+                GroupEvent::Commit {
+                    op,
+                    group: 0,
+                    member: id.into(),
+                    generation,
+                    offsets: vec![(0, offset)],
+                },
+            ),
+            at(t + 1, GroupEvent::CommitAck { op }),
+        ]
+    }
+
+    #[test]
+    fn one_partition_two_owners_in_a_generation_is_caught() {
+        let entries = vec![
+            assigned(1, "a", 1, vec![0]),
+            assigned(2, "b", 1, vec![0, 1]),
+            assigned(3, "b", 2, vec![0]),
+        ];
+        let f = check(&entries, None, expected());
+        assert_eq!(f.ownership.len(), 1, "{:?}", f.ownership);
+    }
+
+    #[test]
+    fn a_commit_sent_after_a_higher_one_was_acknowledged_is_caught() {
+        let mut entries = Vec::new();
+        entries.extend(commit(10, 1, "b", 2, 50));
+        // Concurrent with the first: sent before it was acknowledged, so not judged by it.
+        entries.extend(commit(10, 2, "a", 1, 40));
+        let f = check(&entries, None, expected());
+        assert!(f.offsets.is_empty(), "{:?}", f.offsets);
+        entries.extend(commit(20, 3, "a", 1, 45));
+        let f = check(&entries, None, expected());
+        assert_eq!(f.offsets.len(), 1, "{:?}", f.offsets);
+        // An observation below what was acknowledged before it was sent: a lost commit.
+        let mut lost = commit(10, 1, "b", 2, 50).to_vec();
+        lost.push(at(
+            30,
+            GroupEvent::Offsets {
+                group: 0,
+                invoked_ms: 20,
+                offsets: vec![(0, 30)],
+            },
+        ));
+        assert_eq!(check(&lost, None, expected()).offsets.len(), 1);
+    }
+
+    #[test]
+    fn settle_and_delivery() {
+        let read: FinalRead = BTreeMap::from([(
+            0,
+            PartitionRead {
+                start: 0,
+                stopped_at: None,
+                records: vec![(0, "p0-0-0".into()), (1, "p0-0-1".into())],
+            },
+        )]);
+        let produce = vec![
+            Entry {
+                at_ms: 1,
+                event: Event::Invoke {
+                    op: 7,
+                    partition: 0,
+                    session: 1,
+                    values: vec!["p0-0-0".into(), "p0-0-1".into()],
+                },
+            },
+            Entry {
+                at_ms: 2,
+                event: Event::Ack { op: 7, offset: 0 },
+            },
+        ];
+        let final_of = |id: &str, generation, partitions| {
+            at(
+                5000,
+                GroupEvent::Final {
+                    group: 0,
+                    member: id.into(),
+                    generation,
+                    partitions,
+                },
+            )
+        };
+        let read_of = |v: &str| {
+            at(
+                50,
+                GroupEvent::Read {
+                    group: 0,
+                    member: "a".into(),
+                    generation: 3,
+                    partition: 0,
+                    offset: 0,
+                    value: v.into(),
+                },
+            )
+        };
+        let mut good = produce.clone();
+        good.extend([
+            read_of("p0-0-0"),
+            read_of("p0-0-1"),
+            at(100, GroupEvent::Healed),
+            assigned(600, "a", 3, vec![0]),
+            assigned(601, "b", 3, vec![1]),
+            final_of("a", Some(3), vec![0]),
+            final_of("b", Some(3), vec![1]),
+        ]);
+        let f = check(&good, Some(&read), expected());
+        assert_eq!((f.undelivered, f.unsettled.len()), (0, 0), "{f:?}");
+        assert_eq!(f.settle_ms, vec![(0, 500)]);
+
+        let mut bad = produce;
+        bad.extend([
+            read_of("p0-0-0"),
+            at(100, GroupEvent::Healed),
+            assigned(2000, "a", 3, vec![0]),
+            final_of("a", Some(3), vec![0]),
+            final_of("b", Some(3), vec![]),
+        ]);
+        let f = check(&bad, Some(&read), expected());
+        assert_eq!(f.undelivered, 1);
+        assert_eq!(f.unsettled.len(), 1, "{:?}", f.unsettled);
+        assert!(f.unsettled[0].contains("nobody [1]"), "{:?}", f.unsettled);
+    }
+}

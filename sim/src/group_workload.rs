@@ -1,0 +1,590 @@
+//! Consumer groups in the simulator: members that `subscribe` to the workload's topic through
+//! Weir's own client (JoinGroup, SyncGroup with the range assignor run by the leader,
+//! Heartbeat, fetch, commit after processing, LeaveGroup), as Kafka's Java consumer does with
+//! the classic protocol, plus an observer that keeps reading the committed offsets. Before the
+//! faults heal, members also churn: leave and come back, crash and come back, or stall past
+//! their session timeout and then carry on with their old generation. Everything they see goes
+//! into the history as [`GroupEvent`]s for `group_check`. Every loop is bounded by the run's
+//! deadline; every call by a time-out.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use madsim::rand::Rng;
+use weir::client::group_member::{
+    decode_assignment, decode_subscription, encode_assignment, range_assign,
+};
+use weir::client::{Client, ClientError};
+use weir::io::Io;
+
+use crate::group_check::{Churn, GroupEvent};
+use crate::history::{Event, History};
+use crate::scenario::Groups;
+use crate::workload::{connect, decode, RunClock, RECONNECT_BACKOFF};
+
+/// What every member and the observer of a run share.
+#[derive(Clone, Debug)]
+pub struct GroupsSpec {
+    pub groups: Groups,
+    pub addr: SocketAddr,
+    pub topic: String,
+    pub partitions: i32,
+    /// Bound on each request (not on a parked join, which adds the rebalance timeout).
+    pub timeout: Duration,
+    /// Churn stops here (when the faults heal).
+    pub churn_until_ms: u64,
+    /// Members and the observer stop here (after the drain).
+    pub until_ms: u64,
+}
+
+/// Each fetch waits at most this long for data (a consumer's `fetch.max.wait.ms`, short so
+/// that heartbeats stay on time with several partitions owned).
+const FETCH_WAIT: Duration = Duration::from_millis(50);
+/// How often the observer reads the committed offsets.
+const OBSERVE_EVERY: Duration = Duration::from_millis(500);
+/// A member that left or crashed comes back after this long: [min, max] ms.
+const RETURN_MS: [u64; 2] = [500, 3000];
+/// A stall lasts the session timeout plus this much: [min, max] ms.
+const STALL_EXTRA_MS: [u64; 2] = [1000, 3000];
+
+pub fn group_name(group: u32) -> String {
+    format!("group-{group}")
+}
+
+/// Commit ops: the top byte says "group", then the group, the member slot and a counter.
+fn commit_op(group: u32, slot: u32, n: u64) -> u64 {
+    0xC0 << 56 | (group as u64 & 0xff) << 48 | (slot as u64 & 0xff) << 40 | (n & 0xff_ffff_ffff)
+}
+
+/// One member slot: a consumer that comes back as a new member after it leaves or crashes.
+struct Member {
+    spec: GroupsSpec,
+    group: u32,
+    slot: u32,
+    incarnation: u32,
+    name: String,
+    client: Option<Client>,
+    member_id: String,
+    /// The generation and partitions this member holds (`None`: it must (re)join).
+    joined: Option<(i32, Vec<i32>)>,
+    /// Next offset to process, per owned partition.
+    positions: BTreeMap<i32, i64>,
+    /// What this member last had acknowledged, per partition (nothing new: no commit).
+    committed: BTreeMap<i32, i64>,
+    last_heartbeat_ms: u64,
+    last_churn_check_ms: u64,
+    commits: u64,
+    history: History,
+    clock: RunClock,
+    io: Io,
+}
+
+/// What an error tells a member to do next.
+enum Next {
+    /// Keep the generation; try again after a pause.
+    Retry,
+    /// Rejoin with this member id.
+    Rejoin,
+    /// Rejoin as a new member.
+    Reset,
+    /// The connection is gone.
+    Reconnect,
+}
+
+fn next_after(e: &ClientError) -> Next {
+    match e {
+        ClientError::Kafka(ResponseError::RebalanceInProgress, _)
+        | ClientError::Kafka(ResponseError::IllegalGeneration, _) => Next::Rejoin,
+        ClientError::Kafka(ResponseError::UnknownMemberId, _)
+        | ClientError::Kafka(ResponseError::FencedInstanceId, _) => Next::Reset,
+        ClientError::Kafka(_, _) => Next::Retry,
+        ClientError::Io(_) | ClientError::Timeout | ClientError::Protocol(_) => Next::Reconnect,
+    }
+}
+
+impl Member {
+    fn record(&self, event: GroupEvent) {
+        self.history
+            .record(self.clock.now_ms(), Event::Group(event));
+    }
+
+    fn group_name(&self) -> String {
+        group_name(self.group)
+    }
+
+    /// Acts on a failed call: forget the generation, the member id or the connection.
+    async fn on_error(&mut self, call: &str, e: &ClientError) {
+        self.record(GroupEvent::Error {
+            group: self.group,
+            member: self.name.clone(),
+            call: call.to_string(),
+            error: e.to_string(),
+        });
+        match next_after(e) {
+            Next::Rejoin => self.drop_generation(),
+            Next::Reset => {
+                self.drop_generation();
+                self.member_id.clear();
+            }
+            Next::Retry => self.io.clock.sleep(RECONNECT_BACKOFF).await,
+            Next::Reconnect => {
+                self.client = None;
+                self.io.clock.sleep(RECONNECT_BACKOFF).await;
+            }
+        }
+    }
+
+    fn drop_generation(&mut self) {
+        self.joined = None;
+        self.positions.clear();
+        self.committed.clear();
+    }
+
+    async fn ensure_connected(&mut self) -> bool {
+        if self.client.is_some() {
+            return true;
+        }
+        match connect(&self.io, self.spec.addr, self.spec.timeout).await {
+            Ok(mut c) => {
+                // The coordinator of every group is this one broker; asking makes sure
+                // `__consumer_offsets` exists, as a real client's first step does.
+                match c.find_coordinator(&self.group_name()).await {
+                    Ok(()) => {
+                        self.client = Some(c);
+                        true
+                    }
+                    Err(_) => {
+                        self.io.clock.sleep(RECONNECT_BACKOFF).await;
+                        false
+                    }
+                }
+            }
+            Err(_) => {
+                self.io.clock.sleep(RECONNECT_BACKOFF).await;
+                false
+            }
+        }
+    }
+
+    /// JoinGroup, the leader's range assignment, SyncGroup, then the committed offsets of what
+    /// it got (earliest where nothing is committed).
+    async fn join(&mut self) -> Result<(), ClientError> {
+        let g = &self.spec.groups;
+        let (session, rebalance) = (g.session_timeout_ms as i32, g.rebalance_timeout_ms as i32);
+        let group = self.group_name();
+        let topic = self.spec.topic.clone();
+        let client = self.client.as_mut().expect("connected");
+        let joined = client
+            .join_group(&group, &self.member_id, session, rebalance, &[&topic])
+            .await;
+        let joined = match joined {
+            Ok(j) => j,
+            Err(e) => {
+                if let ClientError::Kafka(ResponseError::MemberIdRequired, _) = e {
+                    self.member_id.clear();
+                }
+                return Err(e);
+            }
+        };
+        self.member_id = joined.member_id.clone();
+        let mut assignments = BTreeMap::new();
+        if joined.is_leader() {
+            let members: Vec<(String, Vec<String>)> = joined
+                .members
+                .iter()
+                .map(|(id, meta)| (id.clone(), decode_subscription(meta).unwrap_or_default()))
+                .collect();
+            let counts = BTreeMap::from([(topic.clone(), self.spec.partitions)]);
+            for (id, partitions) in range_assign(&members, &counts) {
+                assignments.insert(id, encode_assignment(&partitions));
+            }
+        }
+        let bytes: Bytes = client
+            .sync_group(&group, &joined, &assignments, rebalance)
+            .await?;
+        let mut assigned = decode_assignment(&bytes)?;
+        let partitions = assigned.remove(&topic).unwrap_or_default();
+        self.record(GroupEvent::Assigned {
+            group: self.group,
+            member: self.name.clone(),
+            member_id: self.member_id.clone(),
+            generation: joined.generation,
+            partitions: partitions.clone(),
+        });
+        self.joined = Some((joined.generation, partitions.clone()));
+        self.last_heartbeat_ms = self.clock.now_ms();
+        if partitions.is_empty() {
+            return Ok(());
+        }
+        let client = self.client.as_mut().expect("connected");
+        let committed = client
+            .committed_offsets(&group, Some((&topic, &partitions)))
+            .await;
+        match committed {
+            Ok(list) => {
+                for (_, p, o) in list {
+                    self.positions.insert(p, o.max(0));
+                    if o >= 0 {
+                        self.committed.insert(p, o);
+                    }
+                }
+                for p in &partitions {
+                    self.positions.entry(*p).or_insert(0);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // Without its start positions the member cannot consume: rejoin (keeping
+                // the id) unless the error says more.
+                self.drop_generation();
+                Err(e)
+            }
+        }
+    }
+
+    /// Fetches every owned partition once; returns the records read: (partition, offset,
+    /// value), and advances nothing yet.
+    async fn fetch(&mut self) -> Result<Vec<(i32, i64, String)>, ClientError> {
+        let mut out = Vec::new();
+        let owned: Vec<(i32, i64)> = self.positions.iter().map(|(p, o)| (*p, *o)).collect();
+        if owned.is_empty() {
+            // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
+            self.io.clock.sleep(FETCH_WAIT).await;
+        }
+        let topic = self.spec.topic.clone();
+        for (p, position) in owned {
+            let client = self.client.as_mut().expect("connected");
+            match client.fetch(&topic, p, position, 1 << 20, FETCH_WAIT).await {
+                Ok(fetched) => {
+                    for r in decode(&fetched.records, position) {
+                        match r {
+                            // Only what the broker calls committed is processed, as a
+                            // read_committed-free consumer still gets it below the HW.
+                            Ok((o, v)) if o < fetched.high_watermark => out.push((p, o, v)),
+                            _ => break,
+                        }
+                    }
+                }
+                Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
+                    // auto.offset.reset=earliest.
+                    let (start, _) = client.list_offset(&topic, p, -2).await?;
+                    self.positions.insert(p, start.max(0));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    fn process(&mut self, records: &[(i32, i64, String)]) {
+        let generation = self.joined.as_ref().map_or(-1, |j| j.0);
+        for (p, o, v) in records {
+            self.record(GroupEvent::Read {
+                group: self.group,
+                member: self.name.clone(),
+                generation,
+                partition: *p,
+                offset: *o,
+                value: v.clone(),
+            });
+        }
+    }
+
+    fn advance(&mut self, records: &[(i32, i64, String)]) {
+        for (p, o, _) in records {
+            let at = self.positions.entry(*p).or_insert(0);
+            *at = (*at).max(o + 1);
+        }
+    }
+
+    /// Commits the positions that moved since the last acknowledged commit.
+    async fn commit(&mut self) -> Result<(), ClientError> {
+        let Some((generation, _)) = self.joined.clone() else {
+            return Ok(());
+        };
+        let offsets: Vec<(i32, i64)> = self
+            .positions
+            .iter()
+            .filter(|(p, o)| self.committed.get(p) != Some(o))
+            .map(|(p, o)| (*p, *o))
+            .collect();
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        self.commits += 1;
+        let op = commit_op(self.group, self.slot, self.commits);
+        self.record(GroupEvent::Commit {
+            op,
+            group: self.group,
+            member: self.name.clone(),
+            generation,
+            offsets: offsets.clone(),
+        });
+        let (group, topic) = (self.group_name(), self.spec.topic.clone());
+        let client = self.client.as_mut().expect("connected");
+        let result = client
+            .commit_member_offsets(&group, generation, &self.member_id, &topic, &offsets)
+            .await;
+        match &result {
+            Ok(()) => {
+                self.record(GroupEvent::CommitAck { op });
+                // A commit keeps the session alive too, but only a heartbeat tells the member
+                // that a rebalance began (commits are accepted while it prepares), so it does
+                // not replace one.
+                self.committed.extend(offsets.iter().copied());
+            }
+            Err(e) => self.record(GroupEvent::CommitFail {
+                op,
+                error: e.to_string(),
+            }),
+        }
+        result
+    }
+
+    /// Heartbeats when due. On REBALANCE_IN_PROGRESS commits what it processed first (as the
+    /// Java consumer does before revoking partitions), then rejoins.
+    async fn heartbeat(&mut self) -> Result<(), ClientError> {
+        let Some((generation, _)) = self.joined.clone() else {
+            return Ok(());
+        };
+        let now = self.clock.now_ms();
+        if now < self.last_heartbeat_ms + self.spec.groups.heartbeat_interval_ms {
+            return Ok(());
+        }
+        let group = self.group_name();
+        let client = self.client.as_mut().expect("connected");
+        match client.heartbeat(&group, generation, &self.member_id).await {
+            Ok(()) => {
+                self.last_heartbeat_ms = self.clock.now_ms();
+                Ok(())
+            }
+            Err(ClientError::Kafka(ResponseError::RebalanceInProgress, m)) => {
+                if let Err(e) = self.commit().await {
+                    return Err(e);
+                }
+                Err(ClientError::Kafka(ResponseError::RebalanceInProgress, m))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Draws the churn for the time since the last draw; `Some` if this member goes away.
+    fn draw_churn(&mut self) -> Option<Churn> {
+        let now = self.clock.now_ms();
+        let elapsed = now.saturating_sub(self.last_churn_check_ms);
+        self.last_churn_check_ms = now;
+        if now >= self.spec.churn_until_ms || self.joined.is_none() {
+            return None;
+        }
+        let g = &self.spec.groups;
+        let minutes = elapsed as f64 / 60_000.0;
+        let mut rng = madsim::rand::thread_rng();
+        for (rate, what) in [
+            (g.leaves_per_min, Churn::Leave),
+            (g.crashes_per_min, Churn::Crash),
+            (g.stalls_per_min, Churn::Stall),
+        ] {
+            let p = (rate * minutes).min(1.0);
+            if p > 0.0 && rng.gen_bool(p) {
+                return Some(what);
+            }
+        }
+        None
+    }
+
+    /// Leaves (or vanishes), waits, and comes back as a new member.
+    async fn go_away(&mut self, what: Churn) {
+        self.record(GroupEvent::Churn {
+            group: self.group,
+            member: self.name.clone(),
+            what,
+        });
+        if what == Churn::Leave {
+            let (group, id) = (self.group_name(), self.member_id.clone());
+            if let Some(c) = self.client.as_mut() {
+                let _ = c.leave_group(&group, &id).await;
+            }
+        }
+        self.client = None;
+        self.member_id.clear();
+        self.drop_generation();
+        let pause = madsim::rand::thread_rng().gen_range(RETURN_MS[0]..=RETURN_MS[1]);
+        self.io.clock.sleep(Duration::from_millis(pause)).await;
+        self.incarnation += 1;
+        self.name = member_name(self.group, self.slot, self.incarnation);
+    }
+
+    async fn stall(&mut self) {
+        self.record(GroupEvent::Churn {
+            group: self.group,
+            member: self.name.clone(),
+            what: Churn::Stall,
+        });
+        let extra = madsim::rand::thread_rng().gen_range(STALL_EXTRA_MS[0]..=STALL_EXTRA_MS[1]);
+        let pause = self.spec.groups.session_timeout_ms + extra;
+        self.io.clock.sleep(Duration::from_millis(pause)).await;
+    }
+
+    /// One round: (re)join if needed, heartbeat, fetch, process, commit; churn on the way.
+    async fn step(&mut self) {
+        if !self.ensure_connected().await {
+            return;
+        }
+        if self.joined.is_none() {
+            if let Err(e) = self.join().await {
+                self.on_error("join", &e).await;
+            }
+            return;
+        }
+        if let Err(e) = self.heartbeat().await {
+            self.on_error("heartbeat", &e).await;
+            return;
+        }
+        let records = match self.fetch().await {
+            Ok(r) => r,
+            Err(e) => {
+                self.on_error("fetch", &e).await;
+                return;
+            }
+        };
+        let churn = self.draw_churn();
+        if self.spec.groups.commit_after_processing {
+            self.process(&records);
+            self.advance(&records);
+            if churn == Some(Churn::Stall) {
+                // Processed, not yet committed: the commit below carries the old generation.
+                self.stall().await;
+            } else if let Some(what) = churn {
+                return self.go_away(what).await;
+            }
+            if let Err(e) = self.commit().await {
+                self.on_error("commit", &e).await;
+            }
+        } else {
+            // At most once: commit what was fetched, then process it (a crash in between
+            // loses it for this group).
+            self.advance(&records);
+            let committed = self.commit().await;
+            if churn == Some(Churn::Stall) {
+                self.stall().await;
+            } else if let Some(what) = churn {
+                return self.go_away(what).await;
+            }
+            self.process(&records);
+            if let Err(e) = committed {
+                self.on_error("commit", &e).await;
+            }
+        }
+    }
+}
+
+fn member_name(group: u32, slot: u32, incarnation: u32) -> String {
+    format!("g{group}-m{slot}.{incarnation}")
+}
+
+/// Runs member `slot` of group `group` until the spec's deadline, then reports what it holds.
+pub async fn run_member(
+    io: Io,
+    spec: GroupsSpec,
+    group: u32,
+    slot: u32,
+    history: History,
+    clock: RunClock,
+) {
+    let until = spec.until_ms;
+    let mut m = Member {
+        spec,
+        group,
+        slot,
+        incarnation: 0,
+        name: member_name(group, slot, 0),
+        client: None,
+        member_id: String::new(),
+        joined: None,
+        positions: BTreeMap::new(),
+        committed: BTreeMap::new(),
+        last_heartbeat_ms: 0,
+        last_churn_check_ms: clock.now_ms(),
+        commits: 0,
+        history,
+        clock,
+        io,
+    };
+    while clock.now_ms() < until {
+        m.step().await;
+    }
+    let (generation, partitions) = match &m.joined {
+        Some((g, p)) => (Some(*g), p.clone()),
+        None => (None, Vec::new()),
+    };
+    m.record(GroupEvent::Final {
+        group,
+        member: m.name.clone(),
+        generation,
+        partitions,
+    });
+}
+
+/// Reads every group's committed offsets every [`OBSERVE_EVERY`] until the deadline, and once
+/// more after it (when the members have stopped), retrying that last round a few times.
+pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: RunClock) {
+    let mut client: Option<Client> = None;
+    let mut tries_after_end = 0;
+    loop {
+        let last = clock.now_ms() >= spec.until_ms;
+        if client.is_none() {
+            client = connect(&io, spec.addr, spec.timeout).await.ok();
+        }
+        let ok = match client.as_mut() {
+            Some(c) => observe(c, &spec, &history, clock).await,
+            None => false,
+        };
+        if !ok {
+            client = None;
+        }
+        if last {
+            tries_after_end += 1;
+            if ok || tries_after_end > 20 {
+                return;
+            }
+            io.clock.sleep(RECONNECT_BACKOFF).await;
+        } else {
+            io.clock.sleep(OBSERVE_EVERY).await;
+        }
+    }
+}
+
+/// One OffsetFetch per group; `false` on connection trouble (a broker error, such as a
+/// coordinator still loading, just skips that group).
+async fn observe(c: &mut Client, spec: &GroupsSpec, history: &History, clock: RunClock) -> bool {
+    let partitions: Vec<i32> = (0..spec.partitions).collect();
+    for group in 0..spec.groups.count {
+        let invoked_ms = clock.now_ms();
+        let fetched = c
+            .committed_offsets(&group_name(group), Some((&spec.topic, &partitions)))
+            .await;
+        match fetched {
+            Ok(list) => {
+                let offsets = list
+                    .into_iter()
+                    .filter(|(_, _, o)| *o >= 0)
+                    .map(|(_, p, o)| (p, o))
+                    .collect();
+                history.record(
+                    clock.now_ms(),
+                    Event::Group(GroupEvent::Offsets {
+                        group,
+                        invoked_ms,
+                        offsets,
+                    }),
+                );
+            }
+            Err(ClientError::Kafka(_, _)) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
