@@ -83,6 +83,14 @@ async fn a_restarted_broker_leads_nothing_before_its_registration_is_applied() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let config = ServerConfig::from_properties(&props).unwrap().0;
+    crate::broker::identity::format_log_dir(
+        &io,
+        std::path::Path::new("/data"),
+        "MkU3OEVBNTcwNTJENDM2Qk",
+        1,
+    )
+    .await
+    .unwrap();
     let running = Broker::start(config, io).await.unwrap();
     let broker = running.broker.clone();
     // The image it starts from names it leader of g-0 at epoch 3 (as before its power loss).
