@@ -89,6 +89,8 @@ impl Broker {
         for (topic, index) in wanted.keys() {
             self.sync_role(topic, *index);
         }
+        // The group coordinator follows the offsets partitions' leadership (load / unload).
+        self.sync_offsets_roles();
         match first_error {
             None => {
                 self.reconciled.store(image.applied(), Ordering::SeqCst);
