@@ -40,6 +40,10 @@ struct Inner {
     next_request: RequestId,
     /// When the timer task will next look (it is woken if a deadline comes earlier).
     timer_planned: i64,
+    /// The load under way per offsets partition: a replay whose id is no longer here was
+    /// superseded (the partition was unloaded, perhaps loaded again) and stops.
+    loads: BTreeMap<i32, u64>,
+    next_load: u64,
 }
 
 pub(super) struct Groups {
@@ -90,6 +94,8 @@ impl Groups {
                 waiting: BTreeMap::new(),
                 next_request: 1,
                 timer_planned: i64::MAX,
+                loads: BTreeMap::new(),
+                next_load: 1,
             }),
             timer_wake: Notify::new(),
         }
@@ -369,11 +375,8 @@ impl Broker {
     }
 
     /// At start: the offsets partitions this node leads are replayed in the background.
-    pub(super) fn start_offsets_load(self: &Arc<Self>) {
-        let broker = self.clone();
-        self.io.spawn(async move {
-            broker.sync_offsets_roles();
-        });
+    pub(super) fn start_offsets_load(&self) {
+        self.sync_offsets_roles();
     }
 
     /// Makes the coordinator hold exactly the `__consumer_offsets` partitions this node leads
@@ -407,23 +410,35 @@ impl Broker {
                 let holds = inner.core.holds_partition(p);
                 if leads && !holds && !inner.core.has_unloading_groups(p) {
                     inner.core.load_begin(p);
-                    to_load.push(p);
+                    let id = inner.next_load;
+                    inner.next_load += 1;
+                    inner.loads.insert(p, id);
+                    to_load.push((p, id));
                 } else if !leads && holds {
                     tracing::info!(partition = p, "no longer leads {OFFSETS_TOPIC}-{p}: its groups are unloaded");
+                    inner.loads.remove(&p);
                     actions.extend(inner.core.unload(p));
                 }
             }
             let flushes = self.run_group_actions(&mut inner, actions, now);
             assert!(flushes.is_empty(), "unloading appends nothing");
         }
-        for p in to_load {
-            self.load_offsets_partition(p);
+        if to_load.is_empty() {
+            return;
+        }
+        // Replayed off the caller's path (reconcile holds the metadata lock).
+        if let Some(broker) = self.this.upgrade() {
+            self.io.spawn(async move {
+                for (p, id) in to_load {
+                    broker.load_offsets_partition(p, id);
+                }
+            });
         }
     }
 
     /// Replays one partition from its start to its log end: a new leader's high watermark may
     /// trail records the old leader had already committed (it learns the HW a fetch later).
-    fn load_offsets_partition(&self, partition: i32) {
+    fn load_offsets_partition(&self, partition: i32, load: u64) {
         let started = self.io.clock.monotonic();
         let mut records_loaded = 0u64;
         if let Some(handle) = self.partition(OFFSETS_TOPIC, partition) {
@@ -445,6 +460,9 @@ impl Broker {
                     break;
                 }
                 let mut inner = self.groups.lock();
+                if inner.loads.get(&partition) != Some(&load) {
+                    return;
+                }
                 let before = offset;
                 for item in batch::iter(&chunk) {
                     let Ok((at, header)) = item else { break };
@@ -477,6 +495,9 @@ impl Broker {
         }
         let now = self.io.clock.wall_ms();
         let mut inner = self.groups.lock();
+        if inner.loads.get(&partition) != Some(&load) {
+            return;
+        }
         inner.core.load_finish(partition, now);
         if let Some(next) = inner.core.next_deadline() {
             if next < inner.timer_planned {

@@ -157,6 +157,10 @@ impl Group {
     }
 
     fn deadline(&self) -> Option<i64> {
+        // A Dead group (deleted, or unloaded with appends in flight) runs no timers.
+        if self.state == GroupState::Dead {
+            return None;
+        }
         let members = self.members.values().filter_map(Member::session_deadline);
         let pending = self.pending.values().copied();
         let consumer = self.consumer.as_ref().and_then(|c| c.deadline());
@@ -682,6 +686,9 @@ impl Coordinator {
     }
 
     fn run_timers(&mut self, g: &mut Group, now: i64, out: &mut Vec<Action>) {
+        if g.state == GroupState::Dead {
+            return;
+        }
         if let Some(c) = g.consumer.as_mut() {
             let gone = c.expire(now);
             for member in &gone {
