@@ -44,6 +44,12 @@ pub enum Action {
     PowerLoss,
     /// The operation takes longer (fsyncs only; elsewhere a delay is a no-op).
     Delay,
+    /// Every machine of the cluster dies at that instant (a correlated failure: one rack, one
+    /// power feed, a bad deploy); each comes back after its own `restart_ms`. With one machine
+    /// it is `crash`.
+    CrashAll,
+    /// Every machine loses power at that instant.
+    PowerLossAll,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -52,6 +58,10 @@ pub struct Buggify {
     /// Chance per matching disk operation, by point; points not named never strike.
     #[serde(default)]
     pub points: BTreeMap<Point, f64>,
+    /// Strike only at files whose path contains one of these (say `quorum-state`, to aim at
+    /// the quorum's election state); empty: every file.
+    #[serde(default)]
+    pub paths: Vec<String>,
     /// Relative weights of the actions.
     #[serde(default = "default_actions")]
     pub actions: BTreeMap<Action, u32>,
@@ -72,6 +82,7 @@ impl Default for Buggify {
     fn default() -> Self {
         Buggify {
             points: BTreeMap::new(),
+            paths: Vec::new(),
             actions: default_actions(),
             delay_ms: default_delay(),
             restart_ms: default_restart(),
@@ -130,6 +141,12 @@ impl Buggify {
         unreachable!("pick is below the total weight")
     }
 
+    /// Whether a strike may happen at `path`.
+    pub fn aims_at(&self, path: &std::path::Path) -> bool {
+        let path = path.to_string_lossy();
+        self.paths.is_empty() || self.paths.iter().any(|p| path.contains(p.as_str()))
+    }
+
     pub fn total_weight(&self) -> u32 {
         self.actions.values().sum()
     }
@@ -148,6 +165,14 @@ mod tests {
         b.validate().unwrap();
         assert_eq!(b.points[&Point::Startup], 1.0);
         assert_eq!(b.action(0), Action::PowerLoss);
+        assert!(b.aims_at(std::path::Path::new("/data/x.log")));
+        let aimed: Buggify =
+            toml::from_str("paths = [\"quorum-state\"]\nactions = { crash_all = 1 }").unwrap();
+        assert!(aimed.aims_at(std::path::Path::new(
+            "/data/__cluster_metadata-0/quorum-state.tmp"
+        )));
+        assert!(!aimed.aims_at(std::path::Path::new("/data/__cluster_metadata-0/0.log")));
+        assert_eq!(aimed.action(0), Action::CrashAll);
         let bad: Buggify = toml::from_str("points = { after_sync = 2.0 }").unwrap();
         assert!(bad.validate().is_err());
         assert!(toml::from_str::<Buggify>("points = { nowhere = 0.1 }").is_err());

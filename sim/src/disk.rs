@@ -7,7 +7,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use madsim::rand::Rng;
@@ -55,6 +55,9 @@ pub struct Strikes {
     pub disk: MemDisk,
     pub up: Arc<AtomicBool>,
     pub restart: Arc<RestartRequest>,
+    /// Every machine of the world (this one included), for the cluster-wide actions; set once
+    /// the world is built. Weak: the machines own their strikes.
+    pub peers: OnceLock<Vec<Weak<Strikes>>>,
 }
 
 impl Strikes {
@@ -64,7 +67,7 @@ impl Strikes {
             return None;
         }
         let rate = self.spec.points.get(&point).copied().unwrap_or(0.0);
-        if rate <= 0.0 {
+        if rate <= 0.0 || !self.spec.aims_at(path) {
             return None;
         }
         let mut rng = madsim::rand::thread_rng();
@@ -78,14 +81,27 @@ impl Strikes {
         if self.crashes.fetch_add(1, Ordering::SeqCst) >= self.spec.max_crashes {
             return None;
         }
-        let crash = if action == Action::Crash {
+        let crash = if matches!(action, Action::Crash | Action::CrashAll) {
             Crash::ProcessKill
         } else {
             Crash::PowerLoss
         };
         self.disk.freeze(crash);
-        self.restart
-            .request(format!("{action:?} at {point:?} of {}", path.display()));
+        let reason = format!("{action:?} at {point:?} of {}", path.display());
+        if matches!(action, Action::CrashAll | Action::PowerLossAll) {
+            // The same instant on every other machine that still runs: whatever they were
+            // doing (an answer on its way, an fsync in flight) stops there too.
+            let peers = self.peers.get().map(Vec::as_slice).unwrap_or_default();
+            for peer in peers.iter().filter_map(Weak::upgrade) {
+                // This machine's disk is frozen already, so it is skipped here.
+                if !peer.disk.is_frozen() {
+                    peer.disk.freeze(crash);
+                    peer.restart
+                        .request(format!("{reason} (on another machine)"));
+                }
+            }
+        }
+        self.restart.request(reason);
         Some(action)
     }
 
@@ -93,7 +109,7 @@ impl Strikes {
     /// process is dead; what it does until the nemesis kills it reaches nothing).
     fn after_op<T>(&self, point: Point, path: &Path, result: io::Result<T>) -> io::Result<T> {
         match self.strike(point, path) {
-            Some(Action::Crash | Action::PowerLoss) => {
+            Some(Action::Crash | Action::PowerLoss | Action::CrashAll | Action::PowerLossAll) => {
                 Err(io::Error::other("disk frozen: the machine crashed"))
             }
             _ => result,

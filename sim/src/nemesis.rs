@@ -19,6 +19,8 @@ use crate::history::{Event, History};
 use crate::scenario::{FaultKind, Nemesis as Spec};
 use crate::workload::RunClock;
 
+/// Bound on concurrent random fault streams.
+const MAX_STREAMS: u32 = 8;
 /// At heal, how many times a node whose start failed is started again.
 const HEAL_START_ATTEMPTS: usize = 3;
 /// How long heal waits for a start under way before judging it.
@@ -72,6 +74,8 @@ impl Machine {
 
 pub struct Nemesis {
     pub machines: Vec<Machine>,
+    /// Leader kills whose failover is being timed.
+    pub failovers: Failovers,
     /// Every other node (clients), for network faults between groups.
     pub others: Vec<NodeId>,
     pub spec: Spec,
@@ -89,7 +93,92 @@ fn draw(range: [u64; 2]) -> u64 {
     }
 }
 
+/// How long a leader kill's failover is watched at most, and how many at once.
+const FAILOVER_WAIT_MS: u64 = 30_000;
+const FAILOVERS_AT_ONCE: usize = 16;
+
+/// A leader kill whose failover is being timed: when, which node, its epoch, and the node
+/// seen leading a later epoch since (with its log end when first seen leading).
+#[derive(Clone, Copy, Debug)]
+struct Failover {
+    start_ms: u64,
+    old: usize,
+    epoch: u32,
+    new_leader: Option<(usize, u32, u64)>,
+}
+
+/// The failover figure (docs/PERFORMANCE.md): from killing (or cutting the power of) the
+/// leader of an epoch to the first quorum sample at which another node leads a later epoch
+/// and its high watermark has reached the log end it had when first seen leading (its
+/// LeaderChange batch committed). Noted in the trace as `failover N ms`.
+#[derive(Debug, Default)]
+pub struct Failovers(std::sync::Mutex<Vec<Failover>>);
+
+impl Failovers {
+    fn start(&self, start_ms: u64, old: usize, epoch: u32) {
+        let mut pending = self.0.lock().unwrap();
+        if pending.len() >= FAILOVERS_AT_ONCE {
+            pending.remove(0);
+        }
+        pending.push(Failover {
+            start_ms,
+            old,
+            epoch,
+            new_leader: None,
+        });
+    }
+}
+
 impl Nemesis {
+    /// Advances the timed failovers with the nodes' statuses at run time `at_ms`.
+    pub fn observe_failovers(&self, at_ms: u64) {
+        let mut pending = self.failovers.0.lock().unwrap();
+        if pending.is_empty() {
+            return;
+        }
+        let statuses: Vec<Option<QuorumStatus>> = self
+            .machines
+            .iter()
+            .map(|m| {
+                m.up.load(Ordering::SeqCst)
+                    .then(|| m.quorum_status())
+                    .flatten()
+            })
+            .collect();
+        pending.retain_mut(|f| {
+            if at_ms > f.start_ms + FAILOVER_WAIT_MS {
+                return false;
+            }
+            let leading = statuses.iter().enumerate().find_map(|(i, s)| {
+                s.as_ref()
+                    .filter(|s| i != f.old && s.role == QuorumRole::Leader && s.epoch > f.epoch)
+                    .map(|s| (i, s))
+            });
+            let Some((i, s)) = leading else { return true };
+            match f.new_leader {
+                Some((n, e, end)) if n == i && e == s.epoch => {
+                    if s.high_watermark < end {
+                        return true;
+                    }
+                    let ms = at_ms - f.start_ms;
+                    self.history.record(
+                        at_ms,
+                        Event::Note(format!(
+                            "failover {ms} ms: broker-{} (epoch {}) killed, broker-{i} leads \
+                             epoch {e} and committed",
+                            f.old, f.epoch
+                        )),
+                    );
+                    false
+                }
+                _ => {
+                    f.new_leader = Some((i, s.epoch, s.log_end));
+                    true
+                }
+            }
+        });
+    }
+
     fn fault_note(&self, what: String) {
         self.history.record(self.clock.now_ms(), Event::Fault(what));
     }
@@ -98,8 +187,15 @@ impl Nemesis {
         self.history.record(self.clock.now_ms(), Event::Heal(what));
     }
 
-    /// Random faults until `until_ms` of run time, one at a time.
+    /// Random faults until `until_ms` of run time: `streams` independent streams, each one
+    /// fault at a time.
     pub async fn run_random(&self, until_ms: u64) {
+        let streams = self.spec.streams.clamp(1, MAX_STREAMS);
+        let runs = (0..streams).map(|_| self.run_stream(until_ms)).collect();
+        weir::io::join_all(runs).await;
+    }
+
+    async fn run_stream(&self, until_ms: u64) {
         let kinds: Vec<(FaultKind, u32)> = self
             .spec
             .weights
@@ -229,7 +325,8 @@ impl Nemesis {
         match kind.at_leader() {
             None => self.apply(kind, index, duration, false).await,
             Some(base) => {
-                let target = match self.quorum_leader() {
+                let leader = self.quorum_leader();
+                let target = match leader {
                     Some(leader) => {
                         self.fault_note(format!("{kind:?}: the leader is broker-{leader}"));
                         leader
@@ -240,6 +337,13 @@ impl Nemesis {
                     }
                 };
                 let minority = kind == FaultKind::SplitLeaderMinority;
+                // Timed only when a leader was known (its kill starts the failover).
+                if leader.is_some() && matches!(base, FaultKind::Kill | FaultKind::PowerLoss) {
+                    if let Some(status) = self.machines[target].quorum_status() {
+                        self.failovers
+                            .start(self.clock.now_ms(), target, status.epoch);
+                    }
+                }
                 self.apply(base, target, duration, minority).await
             }
         }

@@ -78,7 +78,7 @@ fn diverging(a: &ReplicaLog, b: &ReplicaLog, from: i64, bound: i64) -> Vec<Strin
     a.batches
         .iter()
         .filter(|x| x.base >= from && x.base < bound)
-        .filter(|x| theirs.get(&x.base) != Some(&x))
+        .filter(|x| theirs.get(&x.base) != Some(x))
         .map(|x| {
             let other = theirs
                 .get(&x.base)

@@ -498,6 +498,10 @@ pub struct Nemesis {
     /// Relative weights of random fault kinds.
     #[serde(default)]
     pub weights: BTreeMap<FaultKind, u32>,
+    /// Independent streams of random faults running at once (each drawing its own faults and
+    /// intervals), so that faults overlap: a leader isolated while the previous one still is.
+    #[serde(default = "one")]
+    pub streams: u32,
     #[serde(default)]
     pub timeline: Vec<TimedFault>,
     /// Rates used by the disk faults while they are active.
@@ -520,6 +524,7 @@ impl Default for Nemesis {
             interval_ms: default_interval(),
             duration_ms: default_fault_duration(),
             weights: BTreeMap::new(),
+            streams: 1,
             timeline: Vec::new(),
             disk_error_rate: default_disk_rate(),
             latency_ms: default_latency(),
@@ -716,7 +721,8 @@ impl Scenario {
         if let Some(groups) = &self.groups {
             if self.cluster.is_multi_node() {
                 return Err(
-                    "groups need a single-node world (no data workload yet in clusters)".into(),
+                    "groups need a single-node world: members talk to one broker, without routing to the coordinator or partition leaders yet"
+                        .into(),
                 );
             }
             groups.validate()?;
@@ -746,6 +752,12 @@ impl Scenario {
             weir::config::PlantedBug::parse(bug)?;
         }
         self.nemesis.buggify.validate()?;
+        if !(1..=8).contains(&self.nemesis.streams) {
+            return Err(format!(
+                "nemesis.streams: {} is not in 1..=8",
+                self.nemesis.streams
+            ));
+        }
         Ok(())
     }
 }
@@ -772,5 +784,19 @@ mod tests {
     fn unknown_fields_are_refused() {
         let err = toml::from_str::<Scenario>("durration_secs = 3").unwrap_err();
         assert!(err.to_string().contains("durration_secs"));
+    }
+
+    #[test]
+    fn fault_streams_are_bounded() {
+        let parse = |streams: u32| {
+            toml::from_str::<Scenario>(&format!("[nemesis]\nstreams = {streams}"))
+                .unwrap()
+                .validate()
+        };
+        assert!(parse(1).is_ok());
+        assert!(parse(8).is_ok());
+        assert!(parse(0).unwrap_err().contains("nemesis.streams"));
+        assert!(parse(9).unwrap_err().contains("nemesis.streams"));
+        assert_eq!(toml::from_str::<Scenario>("").unwrap().nemesis.streams, 1);
     }
 }

@@ -412,6 +412,7 @@ pub fn scenario_value(c: &UserConfig, s: &Settings, class: FaultClass, brokers: 
         .collect();
     let checks = [
         "lost",
+        "acked-offset",
         "lost-read",
         "duplicate",
         "inconsistent",

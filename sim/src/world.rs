@@ -358,6 +358,7 @@ async fn simulate(
             disk: disk.clone(),
             up: up.clone(),
             restart: restart.clone(),
+            peers: Default::default(),
         });
         let (init_disk, init_clock, init_up, init_history) = (
             disk.clone(),
@@ -438,6 +439,13 @@ async fn simulate(
             voter: scenario.cluster.is_voter(index),
             starting,
         });
+    }
+    let peers: Vec<std::sync::Weak<Strikes>> = machines
+        .iter()
+        .map(|m| Arc::downgrade(&m.strikes))
+        .collect();
+    for m in &machines {
+        let _ = m.strikes.peers.set(peers.clone());
     }
     let client_node = handle
         .create_node()
@@ -606,6 +614,7 @@ async fn simulate(
 
     let nemesis = Nemesis {
         machines,
+        failovers: Default::default(),
         others: vec![client_node.id()],
         spec: scenario.nemesis.clone(),
         history: history.clone(),
@@ -618,7 +627,7 @@ async fn simulate(
             nemesis.run_random(duration_ms),
             nemesis.run_timeline(),
             nemesis.run_restarts(duration_ms),
-            sample_quorum(&nemesis.machines, &observer, clock, duration_ms, None),
+            sample_quorum(&nemesis, &observer, clock, duration_ms, None),
         );
     } else {
         tokio::join!(
@@ -883,7 +892,7 @@ async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(
 /// Samples every running node's quorum status every [`SAMPLE_EVERY`], and its newly committed
 /// metadata every [`COMMITTED_EVERY`] rounds, until `until_ms` of run time (or `done`).
 async fn sample_quorum(
-    machines: &[Machine],
+    nemesis: &Nemesis,
     observer: &std::sync::Mutex<QuorumObserver>,
     clock: RunClock,
     until_ms: u64,
@@ -893,7 +902,7 @@ async fn sample_quorum(
     while clock.now_ms() < until_ms && !done.is_some_and(|d| d.load(Ordering::SeqCst)) {
         let at = clock.now_ms();
         let mut o = observer.lock().unwrap();
-        for m in machines {
+        for m in &nemesis.machines {
             let broker = m.broker.lock().unwrap().clone();
             let Some(broker) = broker else { continue };
             let status = broker.quorum_status();
@@ -905,6 +914,7 @@ async fn sample_quorum(
             }
         }
         drop(o);
+        nemesis.observe_failovers(at);
         round += 1;
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
@@ -961,7 +971,7 @@ async fn quorum_after_heal(
     };
     let (created, ()) = tokio::join!(
         created,
-        sample_quorum(&nemesis.machines, &observer, clock, deadline, Some(&done))
+        sample_quorum(&nemesis, &observer, clock, deadline, Some(&done))
     );
     let mut liveness = match created.map_err(|e| e.to_string())? {
         Ok(addr) => {

@@ -73,8 +73,9 @@ pub enum PlantedBug {
     /// Reads: the offset index lookup returns the entry after the target instead of before.
     #[cfg(madsim)]
     IndexLookupPastTarget,
-    /// Quorum: answer votes and act on a new epoch before `quorum-state` is fsynced (a node
-    /// that crashes may vote twice in one epoch).
+    /// Quorum: answer votes and act on a new epoch before `quorum-state` is durable, and never
+    /// fsync its directory after the rename: a node that loses power may come back with an
+    /// older `quorum-state`, forget its vote and vote twice in one epoch.
     #[cfg(madsim)]
     QuorumVoteBeforePersist,
     /// Quorum: the leader advances the high watermark to what it alone has flushed, without a

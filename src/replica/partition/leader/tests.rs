@@ -250,3 +250,25 @@ fn a_new_leader_epoch_forgets_followers_and_leadership_needs_the_isr() {
         Err(LeaderRefused::NotInIsr)
     );
 }
+
+#[test]
+fn a_reopened_replica_does_not_take_its_log_end_as_committed() {
+    let disk = MemDisk::new(10);
+    let mut p = open(&disk, 2);
+    append(&mut p, 3);
+    assert_eq!(p.high_watermark(), 3, "alone, its own end");
+    drop(p);
+    // Reopened as a replica of an RF=3 partition: the tail may never have been replicated.
+    let mut p = open(&disk, 2);
+    p.forget_high_watermark();
+    assert_eq!(p.high_watermark(), 0);
+    assert!(
+        p.read(0, 1 << 20).unwrap().is_empty(),
+        "consumers see nothing yet"
+    );
+    p.become_leader(view(2, 2, &[1, 2, 3]), 0).unwrap();
+    assert_eq!(p.high_watermark(), 0);
+    p.follower_fetched(2, 3, 102, 10).unwrap();
+    p.follower_fetched(3, 1, 103, 10).unwrap();
+    assert_eq!(p.high_watermark(), 1, "what the whole ISR holds");
+}
