@@ -31,7 +31,8 @@ fn free_port() -> u16 {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-groups-cluster-{}-{name}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("weir-groups-cluster-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -157,7 +158,10 @@ async fn a_commit_survives_the_coordinators_failover() {
         let start = Instant::now();
         loop {
             let mut c = Client::connect(&io, addr(&nodes, 0)).await.unwrap();
-            match c.create_topic(TOPIC, 1, NODES as i16, &BTreeMap::new()).await {
+            match c
+                .create_topic(TOPIC, 1, NODES as i16, &BTreeMap::new())
+                .await
+            {
                 Ok(()) => break,
                 Err(e) => {
                     assert!(start.elapsed() < Duration::from_secs(20), "create: {e}");
@@ -172,7 +176,12 @@ async fn a_commit_survives_the_coordinators_failover() {
     let (first, endpoint) = coordinator(addr(&nodes, 0), |_| true).await;
     for i in 1..NODES {
         let (other, other_endpoint) = coordinator(addr(&nodes, i), |_| true).await;
-        assert_eq!((other, other_endpoint), (first, endpoint), "node {} agrees", i + 1);
+        assert_eq!(
+            (other, other_endpoint),
+            (first, endpoint),
+            "node {} agrees",
+            i + 1
+        );
     }
     let coordinator_index = (first - 1) as usize;
     assert_eq!(endpoint, addr(&nodes, coordinator_index));
@@ -192,20 +201,34 @@ async fn a_commit_survives_the_coordinators_failover() {
     };
     println!("commit acknowledged after {committed_at:?}");
     assert_eq!(
-        client.committed_offsets(GROUP, Some((TOPIC, &[0]))).await.unwrap(),
+        client
+            .committed_offsets(GROUP, Some((TOPIC, &[0])))
+            .await
+            .unwrap(),
         vec![(TOPIC.to_string(), 0, 50)]
     );
 
     // The other nodes are not the coordinator.
     let other = (0..NODES).find(|&i| i != coordinator_index).unwrap();
     let mut wrong = Client::connect(&io, addr(&nodes, other)).await.unwrap();
-    let refused = wrong.commit_offsets(GROUP, TOPIC, &[(0, 60)]).await.unwrap_err();
-    assert_eq!(kafka_code(&refused), Some(ResponseError::NotCoordinator), "{refused}");
+    let refused = wrong
+        .commit_offsets(GROUP, TOPIC, &[(0, 60)])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        kafka_code(&refused),
+        Some(ResponseError::NotCoordinator),
+        "{refused}"
+    );
     let refused = wrong
         .committed_offsets(GROUP, Some((TOPIC, &[0])))
         .await
         .unwrap_err();
-    assert_eq!(kafka_code(&refused), Some(ResponseError::NotCoordinator), "{refused}");
+    assert_eq!(
+        kafka_code(&refused),
+        Some(ResponseError::NotCoordinator),
+        "{refused}"
+    );
 
     // The coordinator's broker is halted: the offsets partition fails over, the new leader
     // loads it from its replica and serves the commit.
@@ -213,7 +236,10 @@ async fn a_commit_survives_the_coordinators_failover() {
     nodes[coordinator_index].take().unwrap().broker.halt();
     let survivor = (0..NODES).find(|&i| i != coordinator_index).unwrap();
     let (second, endpoint2) = coordinator(addr(&nodes, survivor), |n| n != first).await;
-    println!("new coordinator: node {second}, {:?} after the halt", killed_at.elapsed());
+    println!(
+        "new coordinator: node {second}, {:?} after the halt",
+        killed_at.elapsed()
+    );
     let mut client = Client::connect(&io, endpoint2).await.unwrap();
     let start = Instant::now();
     let fetched = loop {
@@ -225,10 +251,17 @@ async fn a_commit_survives_the_coordinators_failover() {
             Err(e) => panic!("OffsetFetch on the new coordinator: {e}"),
         }
     };
-    assert_eq!(fetched, vec![(TOPIC.to_string(), 0, 50)], "the committed offset survived");
+    assert_eq!(
+        fetched,
+        vec![(TOPIC.to_string(), 0, 50)],
+        "the committed offset survived"
+    );
     println!("offset fetched {:?} after the halt", killed_at.elapsed());
     // And the new coordinator takes commits.
-    client.commit_offsets(GROUP, TOPIC, &[(0, 70)]).await.unwrap();
+    client
+        .commit_offsets(GROUP, TOPIC, &[(0, 70)])
+        .await
+        .unwrap();
     for n in nodes.iter().flatten() {
         n.broker.halt();
     }

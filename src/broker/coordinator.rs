@@ -110,7 +110,6 @@ impl Groups {
     pub(super) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
         f(&self.lock().core)
     }
-
 }
 
 /// An offsets-log append made: the offset after it, whether it needs an fsync before it
@@ -344,7 +343,10 @@ impl Broker {
     /// partition in the image, with its client endpoint (`partitionFor` in Kafka's
     /// `KafkaApis.getCoordinator`). Err (COORDINATOR_NOT_AVAILABLE) while the topic is not in
     /// the image or the partition has no leader with a reachable endpoint.
-    pub(super) fn coordinator_endpoint(&self, group_id: &str) -> Result<(i32, String, u16), String> {
+    pub(super) fn coordinator_endpoint(
+        &self,
+        group_id: &str,
+    ) -> Result<(i32, String, u16), String> {
         let image = self.image();
         let Some(topic) = image.topic(OFFSETS_TOPIC) else {
             return Err("the offsets topic is not ready".to_string());
@@ -366,7 +368,9 @@ impl Broker {
             .filter(|b| !b.fenced)
             .and_then(|b| b.endpoint(&listener))
             .map(|e| (leader, e.host.clone(), e.port))
-            .ok_or_else(|| format!("the leader {leader} of {OFFSETS_TOPIC}-{index} is not reachable"))
+            .ok_or_else(|| {
+                format!("the leader {leader} of {OFFSETS_TOPIC}-{index} is not reachable")
+            })
     }
 
     /// The offsets topic was just created: the partitions this node leads are loaded.
@@ -415,7 +419,10 @@ impl Broker {
                     inner.loads.insert(p, id);
                     to_load.push((p, id));
                 } else if !leads && holds {
-                    tracing::info!(partition = p, "no longer leads {OFFSETS_TOPIC}-{p}: its groups are unloaded");
+                    tracing::info!(
+                        partition = p,
+                        "no longer leads {OFFSETS_TOPIC}-{p}: its groups are unloaded"
+                    );
                     inner.loads.remove(&p);
                     actions.extend(inner.core.unload(p));
                 }

@@ -54,9 +54,9 @@ pub(super) async fn find_coordinator(
     };
     let per_key = |key: &StrBytes| -> Result<(i32, String, u16), (ResponseError, String)> {
         answer.clone()?;
-        broker.coordinator_endpoint(key).map_err(|why| {
-            (ResponseError::CoordinatorNotAvailable, why)
-        })
+        broker
+            .coordinator_endpoint(key)
+            .map_err(|why| (ResponseError::CoordinatorNotAvailable, why))
     };
     let mut response = FindCoordinatorResponse::default();
     if ctx.version >= 4 {
