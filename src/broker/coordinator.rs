@@ -40,6 +40,10 @@ struct Inner {
     next_request: RequestId,
     /// When the timer task will next look (it is woken if a deadline comes earlier).
     timer_planned: i64,
+    /// The load under way per offsets partition: a replay whose id is no longer here was
+    /// superseded (the partition was unloaded, perhaps loaded again) and stops.
+    loads: BTreeMap<i32, u64>,
+    next_load: u64,
 }
 
 pub(super) struct Groups {
@@ -90,6 +94,8 @@ impl Groups {
                 waiting: BTreeMap::new(),
                 next_request: 1,
                 timer_planned: i64::MAX,
+                loads: BTreeMap::new(),
+                next_load: 1,
             }),
             timer_wake: Notify::new(),
         }
@@ -103,10 +109,6 @@ impl Groups {
     /// Read-only access for queries that never park (OffsetFetch, ListGroups, DescribeGroups).
     pub(super) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
         f(&self.lock().core)
-    }
-
-    pub(super) fn has_offsets_topic(&self, group_id: &str) -> bool {
-        self.lock().core.partition_of(group_id).is_some()
     }
 }
 
@@ -337,44 +339,119 @@ impl Broker {
         }
     }
 
-    /// The offsets topic was just created: its empty partitions are loaded at once.
-    pub(super) fn offsets_topic_created(&self, partitions: i32) {
-        let now = self.io.clock.wall_ms();
-        let mut inner = self.groups.lock();
-        inner.core.set_partition_count(partitions);
-        for p in 0..partitions {
-            inner.core.partition_ready(p, now);
+    /// The coordinator of `group_id`: the broker that leads its `__consumer_offsets`
+    /// partition in the image, with its client endpoint (`partitionFor` in Kafka's
+    /// `KafkaApis.getCoordinator`). Err (COORDINATOR_NOT_AVAILABLE) while the topic is not in
+    /// the image or the partition has no leader with a reachable endpoint.
+    pub(super) fn coordinator_endpoint(
+        &self,
+        group_id: &str,
+    ) -> Result<(i32, String, u16), String> {
+        let image = self.image();
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
+            return Err("the offsets topic is not ready".to_string());
+        };
+        let index = crate::group::placement::partition_for(group_id, topic.partitions);
+        let leader = image
+            .partition(topic.id, index)
+            .map_or(crate::controller::NO_LEADER, |p| p.leader);
+        if leader < 0 {
+            return Err(format!("{OFFSETS_TOPIC}-{index} has no leader"));
         }
+        if leader == self.config.node_id {
+            let (host, port) = self.advertised.read().unwrap().clone();
+            return Ok((leader, host, port));
+        }
+        let listener = super::metadata::client_listener(self);
+        image
+            .broker(leader)
+            .filter(|b| !b.fenced)
+            .and_then(|b| b.endpoint(&listener))
+            .map(|e| (leader, e.host.clone(), e.port))
+            .ok_or_else(|| {
+                format!("the leader {leader} of {OFFSETS_TOPIC}-{index} is not reachable")
+            })
     }
 
-    /// At start: every offsets partition is marked loading, then replayed in the background.
-    pub(super) fn start_offsets_load(self: &Arc<Self>) {
-        let Some(topic) = self.image().topic(OFFSETS_TOPIC).cloned() else {
+    /// The offsets topic was just created: the partitions this node leads are loaded.
+    pub(super) fn offsets_topic_created(&self, _partitions: i32) {
+        self.sync_offsets_roles();
+    }
+
+    /// At start: the offsets partitions this node leads are replayed in the background.
+    pub(super) fn start_offsets_load(&self) {
+        self.sync_offsets_roles();
+    }
+
+    /// Makes the coordinator hold exactly the `__consumer_offsets` partitions this node leads
+    /// in the image and has open: a newly led one is replayed from the local (replicated) log
+    /// (COORDINATOR_LOAD_IN_PROGRESS meanwhile), one led elsewhere now is unloaded (its groups
+    /// end, parked joins and syncs get NOT_COORDINATOR). Called after every reconcile pass and
+    /// from the coordinator's timer loop (which retries a load deferred while an unloaded
+    /// group's appends were still in flight). Idempotent.
+    pub(super) fn sync_offsets_roles(&self) {
+        let image = self.image();
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
             return;
         };
+        // Worked out before the coordinator's lock: the partition map has its own lock.
+        let leads: Vec<bool> = (0..topic.partitions)
+            .map(|p| {
+                image
+                    .partition(topic.id, p)
+                    .is_some_and(|x| x.leader == self.config.node_id)
+                    && self.partition(OFFSETS_TOPIC, p).is_some()
+            })
+            .collect();
+        let mut to_load = Vec::new();
         {
+            let now = self.io.clock.wall_ms();
             let mut inner = self.groups.lock();
             inner.core.set_partition_count(topic.partitions);
-            for p in 0..topic.partitions {
-                inner.core.load_begin(p);
+            let mut actions = Vec::new();
+            for (p, &leads) in leads.iter().enumerate() {
+                let p = p as i32;
+                let holds = inner.core.holds_partition(p);
+                if leads && !holds && !inner.core.has_unloading_groups(p) {
+                    inner.core.load_begin(p);
+                    let id = inner.next_load;
+                    inner.next_load += 1;
+                    inner.loads.insert(p, id);
+                    to_load.push((p, id));
+                } else if !leads && holds {
+                    tracing::info!(
+                        partition = p,
+                        "no longer leads {OFFSETS_TOPIC}-{p}: its groups are unloaded"
+                    );
+                    inner.loads.remove(&p);
+                    actions.extend(inner.core.unload(p));
+                }
             }
+            let flushes = self.run_group_actions(&mut inner, actions, now);
+            assert!(flushes.is_empty(), "unloading appends nothing");
         }
-        let broker = self.clone();
-        self.io.spawn(async move {
-            for p in 0..topic.partitions {
-                broker.load_offsets_partition(p);
-            }
-        });
+        if to_load.is_empty() {
+            return;
+        }
+        // Replayed off the caller's path (reconcile holds the metadata lock).
+        if let Some(broker) = self.this.upgrade() {
+            self.io.spawn(async move {
+                for (p, id) in to_load {
+                    broker.load_offsets_partition(p, id);
+                }
+            });
+        }
     }
 
-    /// Replays one partition from its start to its high watermark.
-    fn load_offsets_partition(&self, partition: i32) {
+    /// Replays one partition from its start to its log end: a new leader's high watermark may
+    /// trail records the old leader had already committed (it learns the HW a fetch later).
+    fn load_offsets_partition(&self, partition: i32, load: u64) {
         let started = self.io.clock.monotonic();
         let mut records_loaded = 0u64;
         if let Some(handle) = self.partition(OFFSETS_TOPIC, partition) {
             let (mut offset, end) = {
                 let p = handle.lock();
-                (p.log_start_offset(), p.high_watermark())
+                (p.log_start_offset(), p.log_end_offset())
             };
             // Bounded: every step moves `offset` forward by at least one batch.
             while offset < end {
@@ -390,6 +467,9 @@ impl Broker {
                     break;
                 }
                 let mut inner = self.groups.lock();
+                if inner.loads.get(&partition) != Some(&load) {
+                    return;
+                }
                 let before = offset;
                 for item in batch::iter(&chunk) {
                     let Ok((at, header)) = item else { break };
@@ -422,6 +502,9 @@ impl Broker {
         }
         let now = self.io.clock.wall_ms();
         let mut inner = self.groups.lock();
+        if inner.loads.get(&partition) != Some(&load) {
+            return;
+        }
         inner.core.load_finish(partition, now);
         if let Some(next) = inner.core.next_deadline() {
             if next < inner.timer_planned {
@@ -468,6 +551,7 @@ pub(super) async fn timer_loop(broker: Arc<Broker>) {
             _ = shutdown.changed() => return,
         }
         broker.group_event(|core, now| core.tick(now)).await;
+        broker.sync_offsets_roles();
         if broker.io.clock.wall_ms() >= next_expiry {
             next_expiry = broker.io.clock.wall_ms() + expiry_every;
             broker

@@ -37,8 +37,6 @@ pub(super) async fn find_coordinator(
     } else {
         vec![req.key.clone()]
     };
-    let (host, port) = broker.advertised.read().unwrap().clone();
-    let node = broker.config.node_id;
     // One answer per key: Ok(()) = this broker, else the error and why.
     let answer: Result<(), (ResponseError, String)> = match req.key_type {
         0 => match broker.ensure_offsets_topic().await {
@@ -54,16 +52,11 @@ pub(super) async fn find_coordinator(
             format!("unsupported coordinator key type {other}"),
         )),
     };
-    let per_key = |key: &StrBytes| -> Result<(), (ResponseError, String)> {
+    let per_key = |key: &StrBytes| -> Result<(i32, String, u16), (ResponseError, String)> {
         answer.clone()?;
-        if broker.groups.has_offsets_topic(key) {
-            Ok(())
-        } else {
-            Err((
-                ResponseError::CoordinatorNotAvailable,
-                "the offsets topic is not ready".to_string(),
-            ))
-        }
+        broker
+            .coordinator_endpoint(key)
+            .map_err(|why| (ResponseError::CoordinatorNotAvailable, why))
     };
     let mut response = FindCoordinatorResponse::default();
     if ctx.version >= 4 {
@@ -72,9 +65,9 @@ pub(super) async fn find_coordinator(
             .map(|key| {
                 let c = WireCoordinator::default().with_key(key.clone());
                 match per_key(key) {
-                    Ok(()) => c
+                    Ok((node, host, port)) => c
                         .with_node_id(BrokerId(node))
-                        .with_host(s(host.clone()))
+                        .with_host(s(host))
                         .with_port(port as i32),
                     Err((e, message)) => c
                         .with_node_id(BrokerId(-1))
@@ -86,7 +79,7 @@ pub(super) async fn find_coordinator(
             .collect();
     } else {
         match per_key(&keys[0]) {
-            Ok(()) => {
+            Ok((node, host, port)) => {
                 response.node_id = BrokerId(node);
                 response.host = s(host);
                 response.port = port as i32;

@@ -19,7 +19,7 @@ use super::Broker;
 use crate::controller::{validate_topic_name, MetadataImage, TopicMeta, NO_LEADER};
 
 /// The listener clients reach this broker on (Weir binds one client listener).
-fn client_listener(broker: &Broker) -> String {
+pub(super) fn client_listener(broker: &Broker) -> String {
     broker
         .config
         .broker_endpoints()

@@ -95,6 +95,8 @@ impl Broker {
         for (topic, index) in wanted.keys() {
             self.sync_role(topic, *index);
         }
+        // The group coordinator follows the offsets partitions' leadership (load / unload).
+        self.sync_offsets_roles();
         match first_error {
             // Roles were held back by the start-up gate: the background loop passes again, and
             // the first pass after the gate opens hands them out.

@@ -157,6 +157,10 @@ impl Group {
     }
 
     fn deadline(&self) -> Option<i64> {
+        // A Dead group (deleted, or unloaded with appends in flight) runs no timers.
+        if self.state == GroupState::Dead {
+            return None;
+        }
         let members = self.members.values().filter_map(Member::session_deadline);
         let pending = self.pending.values().copied();
         let consumer = self.consumer.as_ref().and_then(|c| c.deadline());
@@ -580,6 +584,58 @@ impl Coordinator {
         self.partitions.insert(partition, Load::Loaded);
     }
 
+    /// Whether this node holds the partition (loading or loaded).
+    pub fn holds_partition(&self, partition: i32) -> bool {
+        self.partitions.contains_key(&partition)
+    }
+
+    /// Whether groups of an unloaded partition are still kept for appends in flight: the
+    /// partition may not be loaded again until they are gone (their completions need them).
+    pub fn has_unloading_groups(&self, partition: i32) -> bool {
+        !self.partitions.contains_key(&partition)
+            && self
+                .groups
+                .keys()
+                .any(|id| self.partition_of(id) == Some(partition))
+    }
+
+    /// This node no longer leads the partition (`removeGroupsForPartition`): its groups go
+    /// Dead, parked joins and syncs are answered NOT_COORDINATOR, their timers are dropped.
+    /// A group with appends in flight is kept (Dead) until their completions, which then fail.
+    pub fn unload(&mut self, partition: i32) -> Vec<Action> {
+        let mut out = Vec::new();
+        if self.partitions.remove(&partition).is_none() {
+            return out;
+        }
+        self.loading.remove(&partition);
+        let ids: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|id| self.partition_of(id) == Some(partition))
+            .cloned()
+            .collect();
+        for id in ids {
+            self.with_group(&id, |_, g| {
+                for m in g.members.values_mut() {
+                    if let Some(join) = m.join.take() {
+                        respond(
+                            &mut out,
+                            join.request,
+                            join_error(GroupError::NotCoordinator, &m.id),
+                        );
+                    }
+                    if let Some(sync) = m.sync.take() {
+                        respond(&mut out, sync, sync_error(GroupError::NotCoordinator));
+                    }
+                }
+                g.join_deadline = None;
+                g.sync_deadline = None;
+                g.state = GroupState::Dead;
+            });
+        }
+        out
+    }
+
     /// A partition that is new and empty: loaded at once.
     pub fn partition_ready(&mut self, partition: i32, now: i64) {
         self.load_begin(partition);
@@ -630,6 +686,9 @@ impl Coordinator {
     }
 
     fn run_timers(&mut self, g: &mut Group, now: i64, out: &mut Vec<Action>) {
+        if g.state == GroupState::Dead {
+            return;
+        }
         if let Some(c) = g.consumer.as_mut() {
             let gone = c.expire(now);
             for member in &gone {

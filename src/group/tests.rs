@@ -1014,3 +1014,44 @@ fn a_member_commit_to_an_unknown_group_gets_the_error_the_driver_names() {
     assert_eq!(h.commit_error(id), Some(GroupError::GroupIdNotFound));
     assert!(h.c.group_state(G).is_none(), "no group is created");
 }
+
+#[test]
+fn unloading_a_partition_ends_its_groups_and_a_reload_restores_them() {
+    let mut h = Harness::new(3000);
+    let id = h.commit("", -1, 5);
+    assert_eq!(h.commit_error(id), None);
+    // A commit in flight when leadership moves, and a join parked in the initial delay.
+    h.auto_commit = false;
+    let commit = h.commit("", -1, 9);
+    let (join, _) = h.join_new();
+    assert!(h.take(join).is_none(), "parked during the initial delay");
+    let p = partition_for(G, 50);
+    let a = h.c.unload(p);
+    h.apply(a);
+    assert_eq!(
+        h.join_response(join).error,
+        Some(GroupError::NotCoordinator),
+        "the parked join is answered NOT_COORDINATOR"
+    );
+    assert!(!h.c.holds_partition(p));
+    assert_eq!(h.c.fetch_offsets(G, None), Err(GroupError::NotCoordinator));
+    assert!(h.c.has_unloading_groups(p), "kept for its append in flight");
+    assert_eq!(h.c.next_deadline(), None, "a Dead group runs no timers");
+    assert!(h.c.unload(p).is_empty(), "unloading twice is a no-op");
+    let (token, _, _) = h.appends.pop().unwrap();
+    let a = h.c.append_done(token, Err(AppendError::NotLeader), h.now);
+    h.apply(a);
+    assert_eq!(h.commit_error(commit), Some(GroupError::NotCoordinator));
+    assert!(!h.c.has_unloading_groups(p));
+    assert_eq!(h.c.group_state(G), None);
+    // Leading it again: the replay brings back what was committed (5, not the failed 9).
+    let log = h.log.get(&p).cloned().unwrap();
+    h.c.load_begin(p);
+    for (k, v) in &log {
+        h.c.load_record(p, k, v.as_deref()).unwrap();
+    }
+    h.c.load_finish(p, h.now);
+    assert_eq!(h.c.fetch_offsets(G, None).unwrap()[0].offset, 5);
+    // Other partitions were untouched.
+    assert!(h.c.holds_partition((p + 1) % 50));
+}
