@@ -28,7 +28,7 @@ use super::server::encode_response;
 use super::{errors, Broker, CommitError};
 use crate::controller::alter_partition::{self, Alteration, PartitionAnswer};
 use crate::controller::brokers::{
-    BrokerSessions, HeartbeatReply, HeartbeatRequest, RegistrationRequest,
+    BrokerSessions, HeartbeatReply, HeartbeatRequest, RegistrationRequest, DURABLE_FEATURE,
 };
 use crate::controller::BrokerEndpoint;
 
@@ -113,6 +113,10 @@ async fn register(broker: &Broker, req: &BrokerRegistrationRequest) -> BrokerReg
             .collect(),
         rack: req.rack.as_ref().map(|r| r.to_string()),
         previous_epoch: req.previous_broker_epoch,
+        durable: req
+            .features
+            .iter()
+            .any(|f| f.name.as_str() == DURABLE_FEATURE && f.max_supported_version >= 1),
     };
     match broker.register_broker(&request).await {
         Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),

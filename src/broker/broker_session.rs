@@ -19,13 +19,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::broker_registration_request::Listener;
+use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
 use kafka_protocol::messages::{
     ApiKey, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use uuid::Uuid;
+
+use crate::controller::brokers::DURABLE_FEATURE;
 
 use super::{broker_rpc, peer, Broker};
 
@@ -236,7 +238,8 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
         .with_incarnation_id(incarnation)
         .with_listeners(listeners)
-        .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire));
+        .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire))
+        .with_features(durable_features(broker.config.fsync_before_ack));
     match call(
         broker,
         ApiKey::BrokerRegistration,
@@ -291,4 +294,16 @@ async fn heartbeat(broker: &Broker, epoch: i64) -> Result<(), Option<ResponseErr
         let _ = broker.session.granted.send(true);
     }
     Ok(())
+}
+
+/// The registration features: [`DURABLE_FEATURE`] when this broker fsyncs before
+/// acknowledging, so the controller keeps it in the ISR/ELR across an unclean restart.
+fn durable_features(fsync_before_ack: bool) -> Vec<Feature> {
+    if !fsync_before_ack {
+        return Vec::new();
+    }
+    vec![Feature::default()
+        .with_name(StrBytes::from_static_str(DURABLE_FEATURE))
+        .with_min_supported_version(1)
+        .with_max_supported_version(1)]
 }

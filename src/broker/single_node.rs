@@ -63,6 +63,7 @@ impl Broker {
             // A single node has no other replica to prefer: its restarts never count as
             // unclean (that would only leave its partitions leaderless).
             previous_epoch: self.image().broker(node).map_or(-1, |b| b.epoch),
+            durable: self.config.fsync_before_ack,
         };
         let sessions = std::sync::Mutex::new(BrokerSessions::new(SESSION_TIMEOUT_MS));
         self.change_metadata(false, |controller, image| {

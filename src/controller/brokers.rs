@@ -28,7 +28,17 @@ pub struct RegistrationRequest {
     /// BrokerRegistration v3 `PreviousBrokerEpoch`: the epoch a clean shutdown recorded
     /// (-1: none, so the last stop was unclean or the broker is new).
     pub previous_epoch: i64,
+    /// The broker acknowledges only what it has fsynced (`weir.fsync.before.ack`, advertised
+    /// as the registration feature [`DURABLE_FEATURE`]): a replica counts toward the high
+    /// watermark only up to its fsynced end, so an unclean shutdown cannot have cost it
+    /// anything committed, and it keeps its ISR and ELR places (a power loss of every node then
+    /// leaves the partitions electable instead of leaderless).
+    pub durable: bool,
 }
+
+/// The BrokerRegistration feature a broker running with `weir.fsync.before.ack=true` lists
+/// (level 1). Kafka brokers never send it, so they get Kafka's KIP-966 rule.
+pub const DURABLE_FEATURE: &str = "weir.fsync.before.ack";
 
 /// A BrokerHeartbeat request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +118,7 @@ impl BrokerSessions {
     ///
     /// A new incarnation whose `previous_epoch` is not its old registration's epoch shut down
     /// uncleanly (KIP-966): with ELR on, it is removed from every ISR and ELR first, since its
-    /// log may have lost what it acknowledged.
+    /// log may have lost what it acknowledged — unless it is `durable` (fsync before ack).
     pub fn register(
         &mut self,
         image: &MetadataImage,
@@ -135,9 +145,10 @@ impl BrokerSessions {
             }
         }
         self.sessions.insert(request.id, Session::new(now));
-        let unclean = image
-            .broker(request.id)
-            .is_some_and(|old| old.epoch != request.previous_epoch);
+        let unclean = !request.durable
+            && image
+                .broker(request.id)
+                .is_some_and(|old| old.epoch != request.previous_epoch);
         let mut records: Vec<MetadataRecord> = if unclean {
             election::remove_unclean_broker(image, request.id, elections)
                 .into_iter()

@@ -24,6 +24,7 @@ fn request(id: i32, incarnation: u128) -> RegistrationRequest {
         }],
         rack: None,
         previous_epoch: -1,
+        durable: false,
     }
 }
 
