@@ -18,23 +18,11 @@ use weir::client::{Client, ClientError};
 use weir::config::ServerConfig;
 use weir::io::Io;
 
-const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qk";
+mod common;
+
+use common::{free_port, CLUSTER_ID};
+
 const TOPIC: &str = "acks-all";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-acks-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn voters(ports: &[u16]) -> String {
     ports
@@ -407,4 +395,8 @@ async fn a_lagging_follower_is_shrunk_out_by_alter_partition() {
         .await
         .is_ok());
     stop(running, dirs);
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    common::temp_dir("acks", name)
 }

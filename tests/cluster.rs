@@ -17,23 +17,11 @@ use weir::client::Client;
 use weir::config::ServerConfig;
 use weir::io::Io;
 
+mod common;
+
+use common::{free_port, CLUSTER_ID};
+
 const NODES: i32 = 3;
-const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qk";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-cluster-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 struct Node {
     id: i32,
@@ -854,4 +842,8 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
     for node in &nodes {
         let _ = std::fs::remove_dir_all(&node.config.log_dirs[0]);
     }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    common::temp_dir("cluster", name)
 }

@@ -17,66 +17,12 @@ use weir::client::Client;
 use weir::config::ServerConfig;
 use weir::io::Io;
 
+mod common;
+
+use common::{free_port, wait_for, CLUSTER_ID};
+
 const NODES: usize = 3;
-const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qk";
 const TOPIC: &str = "replicated";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-repl-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn config(id: usize, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
-    let voters: Vec<String> = controller_ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect();
-    let cport = controller_ports[id - 1];
-    let props: BTreeMap<String, String> = [
-        ("process.roles", "broker,controller".to_string()),
-        ("node.id", id.to_string()),
-        ("controller.quorum.voters", voters.join(",")),
-        (
-            "listeners",
-            format!("PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{cport}"),
-        ),
-        ("controller.listener.names", "CONTROLLER".to_string()),
-        ("inter.broker.listener.name", "PLAINTEXT".to_string()),
-        ("log.dirs", dir.display().to_string()),
-        ("controller.quorum.election.timeout.ms", "300".to_string()),
-        ("controller.quorum.fetch.timeout.ms", "600".to_string()),
-        ("broker.heartbeat.interval.ms", "200".to_string()),
-        ("broker.session.timeout.ms", "1500".to_string()),
-        ("replica.fetch.wait.max.ms", "200".to_string()),
-        ("replica.fetch.backoff.ms", "100".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    ServerConfig::from_properties(&props).unwrap().0
-}
-
-async fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 /// The partition's leader and leader epoch in `broker`'s image.
 fn leader_of(broker: &Broker) -> Option<(i32, i32)> {
@@ -389,4 +335,12 @@ async fn refused_follower_fetches(leader: &Broker, addr: std::net::SocketAddr, f
 async fn code(conn: &mut weir::client::connection::Connection, req: FetchRequest) -> i16 {
     let r = conn.call(&req, 15).await.unwrap();
     r.responses[0].partitions[0].error_code
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    common::temp_dir("repl", name)
+}
+
+fn config(id: usize, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
+    common::combined_config(id, dir, controller_ports, client_port, &[])
 }
