@@ -149,14 +149,24 @@ impl BrokerSessions {
             && image
                 .broker(request.id)
                 .is_some_and(|old| old.epoch != request.previous_epoch);
-        let mut records: Vec<MetadataRecord> = if unclean {
+        // A durable broker back from an unclean stop keeps its places, but not its leader
+        // epochs: its log may end below what its followers hold at that epoch, and leading it
+        // again would make them truncate to it (no divergence shows within one epoch).
+        let durable_restart = request.durable
+            && image
+                .broker(request.id)
+                .is_some_and(|old| old.epoch != request.previous_epoch);
+        let changes = if unclean {
             election::remove_unclean_broker(image, request.id, elections)
-                .into_iter()
-                .map(MetadataRecord::PartitionChange)
-                .collect()
+        } else if durable_restart {
+            election::move_leadership_off(image, request.id, elections)
         } else {
             Vec::new()
         };
+        let mut records: Vec<MetadataRecord> = changes
+            .into_iter()
+            .map(MetadataRecord::PartitionChange)
+            .collect();
         records.push(MetadataRecord::RegisterBroker {
             id: request.id,
             incarnation: request.incarnation,

@@ -247,6 +247,32 @@ pub fn remove_unclean_broker(
         .collect()
 }
 
+/// Every partition `broker` leads gets another leader from its ISR (or none until the broker
+/// is back, when the leaderless election picks it at a new epoch), keeping ISR and ELR.
+pub fn move_leadership_off(
+    image: &MetadataImage,
+    broker: i32,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Vec<PartitionChange> {
+    let acceptable = |r: i32| r != broker && image.is_active_broker(r);
+    image
+        .partitions()
+        .filter(|(_, p)| p.leader == broker)
+        .filter_map(|(key, p)| {
+            let topic = image.topic_by_id(key.0)?;
+            change_partition(
+                key,
+                p,
+                p.isr.clone(),
+                Election::Online,
+                config(topic),
+                &acceptable,
+                &[],
+            )
+        })
+        .collect()
+}
+
 /// Elections for every leaderless partition, with `added` acceptable even though the image
 /// still shows it fenced (it is being unfenced in the same batch). Also the periodic retry of
 /// unclean elections.

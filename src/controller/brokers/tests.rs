@@ -398,3 +398,25 @@ fn an_unclean_registration_of_a_leader_elects_away_from_it_in_the_same_commit() 
     assert!(!p.isr.contains(&1) && !p.elr.contains(&1));
     assert!(image.broker(1).unwrap().fenced);
 }
+
+/// A broker that fsyncs before acknowledging lost nothing committed in an unclean shutdown (its
+/// fetches counted only fsynced data): it keeps its ISR/ELR places, but not its leader epochs
+/// (its log may end below what its followers hold at them).
+#[test]
+fn a_durable_broker_back_from_an_unclean_shutdown_keeps_its_places_not_its_epochs() {
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    let late = TIMEOUT * 2;
+    let before = p0(&image).clone();
+    assert!(before.leader >= 0, "a leader to restart: {before:?}");
+    let mut restarted = request(before.leader, 77);
+    restarted.durable = true;
+    let records = sessions
+        .register(&image, &restarted, late, &config)
+        .unwrap();
+    commit(&mut image, &records);
+    let after = p0(&image);
+    assert_eq!(after.isr, before.isr, "kept its ISR place");
+    assert_ne!(after.leader, before.leader, "led elsewhere");
+    assert!(after.leader_epoch > before.leader_epoch);
+}
