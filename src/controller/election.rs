@@ -247,17 +247,17 @@ pub fn remove_unclean_broker(
         .collect()
 }
 
-/// Every partition `broker` leads gets another leader from its ISR (or none until the broker
-/// is back, when the leaderless election picks it at a new epoch), keeping ISR and ELR.
-pub fn move_leadership_off(
+/// An online election, ISR kept, for every partition now led by `led_by` (`NO_LEADER`: the
+/// leaderless ones), choosing among the replicas `acceptable` allows.
+fn reelect_led_by(
     image: &MetadataImage,
-    broker: i32,
+    led_by: i32,
+    acceptable: &dyn Fn(i32) -> bool,
     config: &dyn Fn(&TopicMeta) -> ElectionConfig,
 ) -> Vec<PartitionChange> {
-    let acceptable = |r: i32| r != broker && image.is_active_broker(r);
     image
         .partitions()
-        .filter(|(_, p)| p.leader == broker)
+        .filter(|(_, p)| p.leader == led_by)
         .filter_map(|(key, p)| {
             let topic = image.topic_by_id(key.0)?;
             change_partition(
@@ -266,11 +266,22 @@ pub fn move_leadership_off(
                 p.isr.clone(),
                 Election::Online,
                 config(topic),
-                &acceptable,
+                acceptable,
                 &[],
             )
         })
         .collect()
+}
+
+/// Every partition `broker` leads gets another leader from its ISR (or none until the broker
+/// is back, when the leaderless election picks it at a new epoch), keeping ISR and ELR.
+pub fn move_leadership_off(
+    image: &MetadataImage,
+    broker: i32,
+    config: &dyn Fn(&TopicMeta) -> ElectionConfig,
+) -> Vec<PartitionChange> {
+    let acceptable = |r: i32| r != broker && image.is_active_broker(r);
+    reelect_led_by(image, broker, &acceptable, config)
 }
 
 /// Elections for every leaderless partition, with `added` acceptable even though the image
@@ -282,22 +293,7 @@ pub fn elect_leaderless(
     config: &dyn Fn(&TopicMeta) -> ElectionConfig,
 ) -> Vec<PartitionChange> {
     let acceptable = |r: i32| Some(r) == added || image.is_active_broker(r);
-    image
-        .partitions()
-        .filter(|(_, p)| p.leader == NO_LEADER)
-        .filter_map(|(key, p)| {
-            let topic = image.topic_by_id(key.0)?;
-            change_partition(
-                key,
-                p,
-                p.isr.clone(),
-                Election::Online,
-                config(topic),
-                &acceptable,
-                &[],
-            )
-        })
-        .collect()
+    reelect_led_by(image, NO_LEADER, &acceptable, config)
 }
 
 /// Preferred-leader election (ElectLeaders PREFERRED, `auto.leader.rebalance.enable`) for the
