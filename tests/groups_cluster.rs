@@ -346,7 +346,9 @@ async fn a_consumer_group_survives_the_coordinators_failover() {
             }
         }
         let settled = members[0].epoch > 0
-            && members.iter().all(|m| m.epoch == members[0].epoch && !m.owned.is_empty())
+            && members
+                .iter()
+                .all(|m| m.epoch == members[0].epoch && !m.owned.is_empty())
             && members.iter().map(|m| m.owned.len()).sum::<usize>() == 3;
         if settled {
             break;

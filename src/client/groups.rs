@@ -108,9 +108,7 @@ impl Client {
         group: &str,
     ) -> Result<Option<ConsumerGroupDescription>> {
         let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(group)]);
-        let response = self
-            .call(&request, CONSUMER_GROUP_DESCRIBE_VERSION)
-            .await?;
+        let response = self.call(&request, CONSUMER_GROUP_DESCRIBE_VERSION).await?;
         let g =
             response.groups.into_iter().next().ok_or_else(|| {
                 ClientError::Protocol("empty ConsumerGroupDescribe response".into())
