@@ -340,8 +340,9 @@ async fn a_consumer_group_survives_the_coordinators_failover() {
         for m in members.iter_mut() {
             match heartbeat(&mut client, topic, m).await {
                 Ok(()) => {}
-                // The offsets partition is still loading or moving: try again.
-                Err(14 | 15 | 16) => tokio::time::sleep(Duration::from_millis(50)).await,
+                // COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR: the offsets
+                // partition is still loading or moving; try again.
+                Err(14..=16) => tokio::time::sleep(Duration::from_millis(50)).await,
                 Err(e) => panic!("heartbeat of {}: error {e}", m.id),
             }
         }
@@ -379,7 +380,7 @@ async fn a_consumer_group_survives_the_coordinators_failover() {
         loop {
             match heartbeat(&mut client, topic, m).await {
                 Ok(()) => break,
-                Err(14 | 15 | 16) if start.elapsed() < Duration::from_secs(20) => {
+                Err(14..=16) if start.elapsed() < Duration::from_secs(20) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => panic!("heartbeat of {} after failover: error {e}", m.id),
