@@ -497,6 +497,71 @@ fn a_static_member_comes_back_under_a_new_id_without_a_rebalance() {
 }
 
 #[test]
+fn a_static_members_temporary_leave_and_its_replacement_survive_restarts() {
+    let mut h = Harness::new();
+    let join = |h: &mut Harness, member: &str| {
+        h.send(HeartbeatRequest {
+            group_id: G.to_string(),
+            member_id: member.to_string(),
+            member_epoch: 0,
+            instance_id: Some("i1".to_string()),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec![T.to_string()]),
+            owned: Some(Assignment::new()),
+            version: 1,
+            ..HeartbeatRequest::default()
+        })
+    };
+    assert_eq!(assigned(&join(&mut h, "a")), vec![0, 1, 2]);
+    h.leave("a", STATIC_LEAVE_EPOCH, Some("i1"));
+    h.restart();
+    let d = h.c.consumer_describe(G).unwrap();
+    assert_eq!(
+        (d.members[0].member_id.as_str(), d.members[0].member_epoch),
+        ("a", STATIC_LEAVE_EPOCH),
+        "the temporary leave was written"
+    );
+    assert_eq!(d.members[0].instance_id.as_deref(), Some("i1"));
+    let r = join(&mut h, "a2");
+    assert_eq!(
+        (r.error, r.member_epoch, assigned(&r)),
+        (None, 1, vec![0, 1, 2])
+    );
+    h.restart();
+    let after = h.c.consumer_describe(G).unwrap();
+    let ids: Vec<&str> = after.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["a2"],
+        "the replacement was written, the old id tombstoned"
+    );
+    assert_eq!(after.group_epoch, d.group_epoch, "no rebalance");
+    assert_eq!(h.beat("a2", 1, Some(&[0, 1, 2])).error, None);
+    assert_eq!(
+        h.beat("a", 1, None).error,
+        Some(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn an_empty_consumer_group_without_offsets_is_deleted_by_the_expiry_check() {
+    let mut h = Harness::new();
+    h.join("a");
+    h.leave("a", LEAVE_EPOCH, None);
+    h.restart();
+    // Empty, but its records keep it: listed, and its epoch goes on.
+    assert_eq!(h.c.consumer_describe(G).unwrap().group_epoch, 2);
+    assert_eq!(h.c.list_groups().1.len(), 1);
+    let actions = h.c.expire_offsets(h.now);
+    assert!(h.run(actions).is_empty());
+    assert!(h.c.list_groups().1.is_empty());
+    h.restart();
+    assert_eq!(h.c.consumer_describe(G), Err(GroupError::GroupIdNotFound));
+    // A new group of that name starts over at epoch 1.
+    assert_eq!(h.join("b").member_epoch, 1);
+}
+
+#[test]
 fn range_assignor_splits_contiguously_by_member_id() {
     let mut h = Harness::with(ConsumerConfig {
         assignors: vec![Assignor::Range, Assignor::Uniform],
