@@ -396,6 +396,8 @@ async fn produce_on(
                 acked += plan.per_request;
             } else {
                 conn.send(&plan.request, version).await?;
+                // Diagnostics (`latency` target, see scripts/latency-breakdown).
+                tracing::debug!(target: "latency", "bench sent");
                 sent_at.push_back(t0);
             }
             sent += plan.per_request;
@@ -432,7 +434,9 @@ async fn produce_on(
             .await
             .ok_or(ClientError::Timeout)??;
         produce_offsets(&response)?;
-        latencies.push(io.clock.monotonic().saturating_sub(t0).as_micros() as u64);
+        let latency = io.clock.monotonic().saturating_sub(t0).as_micros() as u64;
+        tracing::debug!(target: "latency", us = latency, "bench answered");
+        latencies.push(latency);
         acked += plan.per_request;
     }
     Ok(Worker {
