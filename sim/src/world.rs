@@ -13,6 +13,7 @@ use bytes::Bytes;
 use madsim::rand::Rng;
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
+use weir::broker::replication_events::ReplicationEvent;
 use weir::broker::Broker;
 use weir::client::{Client, ClientError};
 use weir::config::{PlantedBug, ServerConfig};
@@ -31,6 +32,7 @@ use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
 use crate::producer::{self, ProducerSpec};
+use crate::partition_trace::{PartitionEvent, PartitionTrace};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
@@ -373,6 +375,7 @@ async fn simulate(
         let init_starting = starting.clone();
         let addr = broker_addr(index);
         let fsync_latency = scenario.cluster.fsync_latency_us;
+        let init_topic = scenario.topic.name.clone();
         let node = handle
             .create_node()
             .name(format!("broker-{index}"))
@@ -390,6 +393,7 @@ async fn simulate(
                     )),
                 };
                 let (config, up, history) = (config.clone(), init_up.clone(), init_history.clone());
+                let topic = init_topic.clone();
                 let restart = init_restart.clone();
                 let slot = init_slot.clone();
                 let starting = init_starting.clone();
@@ -399,6 +403,28 @@ async fn simulate(
                     match started {
                         Ok(running) => {
                             slot.lock().unwrap().replace(running.broker.clone());
+                            // Before any partition role (those wait for the registration):
+                            // no truncation of this incarnation goes unseen.
+                            let (trace_history, node) = (history.clone(), index as i32 + 1);
+                            running.broker.observe_replication(Arc::new(move |e| match e {
+                                ReplicationEvent::Truncated {
+                                    topic: t,
+                                    partition,
+                                    leader_epoch,
+                                    from,
+                                    to,
+                                } if *t == topic => trace_history.record(
+                                    clock.now_ms(),
+                                    Event::Partition(PartitionEvent::Truncated {
+                                        node,
+                                        partition: *partition,
+                                        leader_epoch: *leader_epoch,
+                                        from: *from,
+                                        to: *to,
+                                    }),
+                                ),
+                                ReplicationEvent::Truncated { .. } => {}
+                            }));
                             up.store(true, Ordering::SeqCst);
                             // Serve until the nemesis kills this node, or the log directory
                             // goes offline: then the process exits (as `weir serve` does) and
@@ -622,12 +648,13 @@ async fn simulate(
         topic: Some((topic.name.clone(), topic.partitions)),
     };
     let observer = std::sync::Mutex::new(QuorumObserver::default());
+    let trace = std::sync::Mutex::new(PartitionTrace::new(&topic.name));
     if multi {
         tokio::join!(
             nemesis.run_random(duration_ms),
             nemesis.run_timeline(),
             nemesis.run_restarts(duration_ms),
-            sample_quorum(&nemesis, &observer, clock, duration_ms, None),
+            sample_quorum(&nemesis, &observer, &trace, clock, duration_ms, None),
         );
     } else {
         tokio::join!(
@@ -653,6 +680,7 @@ async fn simulate(
         let (quorum, quorum_liveness) = quorum_after_heal(
             &nemesis,
             observer,
+            &trace,
             &client_node,
             addrs.clone(),
             &scenario,
@@ -660,15 +688,48 @@ async fn simulate(
             clock,
         )
         .await?;
+        // Partitions KIP-966 leaves leaderless on purpose are not judged for liveness.
+        let unclean_election = scenario
+            .topic
+            .configs
+            .get("unclean.leader.election.enable")
+            .or_else(|| scenario.broker.get("unclean.leader.election.enable"))
+            .is_some_and(|v| v == "true");
+        let exempt = if unclean_election {
+            BTreeMap::new()
+        } else {
+            trace.lock().unwrap().designed_unavailable()
+        };
+        for why in exempt.values() {
+            history.record(
+                clock.now_ms(),
+                Event::Note(format!("designed unavailability, not judged for liveness: {why}")),
+            );
+        }
+        let exempt: std::collections::BTreeSet<i32> = exempt.into_keys().collect();
         let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
-            let (final_read, mut liveness) =
-                read_back(addr, addrs.clone(), &topic, &client_node, &history, clock).await?;
+            let (final_read, mut liveness) = read_back(
+                addr,
+                addrs.clone(),
+                &topic,
+                &exempt,
+                &client_node,
+                &history,
+                clock,
+            )
+            .await?;
             // Every replica catches up with its leader, then no two disagree below their
             // high watermarks.
             let rf = topic.replication_factor.max(1) as usize;
-            let (logs, lag) =
-                replica_read::settle(&nemesis.machines, &topic.name, topic.partitions, rf, clock)
-                    .await;
+            let (logs, lag) = replica_read::settle(
+                &nemesis.machines,
+                &topic.name,
+                topic.partitions,
+                rf,
+                &exempt,
+                clock,
+            )
+            .await;
             let mut replicas = Vec::new();
             for (p, r) in &logs {
                 replicas.extend(replica_check::check(*p, r));
@@ -709,8 +770,16 @@ async fn simulate(
         .await;
     }
 
-    let (final_read, liveness) =
-        read_back(addr, Vec::new(), &topic, &client_node, &history, clock).await?;
+    let (final_read, liveness) = read_back(
+        addr,
+        Vec::new(),
+        &topic,
+        &Default::default(),
+        &client_node,
+        &history,
+        clock,
+    )
+    .await?;
     let final_metadata = if scenario.admin.is_some() {
         let history = history.clone();
         let read = client_node
@@ -756,6 +825,7 @@ async fn read_back(
     addr: SocketAddr,
     bootstrap: Vec<SocketAddr>,
     topic: &crate::scenario::Topic,
+    exempt: &std::collections::BTreeSet<i32>,
     client_node: &madsim::runtime::NodeHandle,
     history: &History,
     clock: RunClock,
@@ -765,6 +835,7 @@ async fn read_back(
     let topic_name = topic.name.clone();
     let partitions = topic.partitions;
     let routes = bootstrap.clone();
+    let skip = exempt.clone();
     let liveness = client_node
         .spawn(async move {
             liveness_check(
@@ -772,6 +843,7 @@ async fn read_back(
                 &routes,
                 &topic_name,
                 partitions,
+                &skip,
                 liveness_history,
                 clock,
             )
@@ -786,6 +858,7 @@ async fn read_back(
         );
     }
     let topic_name = topic.name.clone();
+    let exempt = exempt.clone();
     let final_read = client_node
         .spawn({
             let history = history.clone();
@@ -813,7 +886,8 @@ async fn read_back(
                     (FINAL_READ_BOUND / partitions.max(1) as u32).max(Duration::from_secs(20));
                 let mut read = FinalRead::new();
                 let mut failed = Vec::new();
-                for p in 0..partitions {
+                // A partition left leaderless by design has nobody to read from.
+                for p in (0..partitions).filter(|p| !exempt.contains(p)) {
                     let one = p..p + 1;
                     match final_read(
                         addr,
@@ -894,6 +968,7 @@ async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(
 async fn sample_quorum(
     nemesis: &Nemesis,
     observer: &std::sync::Mutex<QuorumObserver>,
+    trace: &std::sync::Mutex<PartitionTrace>,
     clock: RunClock,
     until_ms: u64,
     done: Option<&AtomicBool>,
@@ -911,6 +986,9 @@ async fn sample_quorum(
                 let node = status.node_id;
                 let records = broker.committed_metadata(o.cursor(node), COMMITTED_BATCH);
                 o.observe_committed(at, node, &records);
+                for event in trace.lock().unwrap().feed(&records) {
+                    nemesis.history.record(at, event);
+                }
             }
         }
         drop(o);
@@ -926,6 +1004,7 @@ async fn sample_quorum(
 async fn quorum_after_heal(
     nemesis: &Nemesis,
     observer: std::sync::Mutex<QuorumObserver>,
+    trace: &std::sync::Mutex<PartitionTrace>,
     client_node: &madsim::runtime::NodeHandle,
     addrs: Vec<SocketAddr>,
     scenario: &Scenario,
@@ -971,7 +1050,7 @@ async fn quorum_after_heal(
     };
     let (created, ()) = tokio::join!(
         created,
-        sample_quorum(&nemesis, &observer, clock, deadline, Some(&done))
+        sample_quorum(&nemesis, &observer, trace, clock, deadline, Some(&done))
     );
     let mut liveness = match created.map_err(|e| e.to_string())? {
         Ok(addr) => {
@@ -1032,6 +1111,9 @@ async fn quorum_after_heal(
     let at = clock.now_ms();
     for (node, records) in &finals {
         observer.observe_final(at, *node, records);
+        for event in trace.lock().unwrap().feed(records) {
+            history.record(at, event);
+        }
     }
     let findings = observer.into_findings();
     history.record(
@@ -1127,13 +1209,14 @@ async fn liveness_check(
     bootstrap: &[SocketAddr],
     topic: &str,
     partitions: i32,
+    exempt: &std::collections::BTreeSet<i32>,
     history: History,
     clock: RunClock,
 ) -> Option<String> {
     let io = client_io();
     let deadline = clock.now_ms() + LIVENESS_BOUND.as_millis() as u64;
     let mut last_error = String::from("no attempt");
-    for partition in 0..partitions {
+    for partition in (0..partitions).filter(|p| !exempt.contains(p)) {
         let value = format!("liveness-{partition}");
         let op = (u32::MAX as u64) << 32 | partition as u64;
         history.record(
