@@ -10,12 +10,15 @@
 //!
 //! **Designed unavailability (KIP-966).** A replica that comes back from an unclean shutdown
 //! re-registers and is removed from every ISR and ELR in that very commit, since its log may
-//! have lost what it acknowledged. When that empties both sets, no replica is eligible and,
-//! with unclean election off, the partition stays leaderless: that is Kafka's intended outcome,
-//! not a liveness bug. [`PartitionTrace::designed_unavailable`] tells such a partition from
-//! an election bug by checkable facts only: it has no leader, its ISR and ELR are both empty,
-//! every one of its replicas registered as a new incarnation during the run, and the last
-//! removal from ISR/ELR was such a registration's.
+//! have lost what it acknowledged. A replica that left the ISR while the ISR stayed at or above
+//! `min.insync.replicas` gets no ELR place either: records committed after it left need not be
+//! on it. When neither set keeps anyone, no replica is eligible and, with unclean election off,
+//! the partition stays leaderless: Kafka's intended outcome, not a liveness bug.
+//! [`PartitionTrace::designed_unavailable`] tells such a partition from an election bug by
+//! checkable facts only: no leader, ISR and ELR both empty, and every replica's last departure
+//! from ISR/ELR was one of those two — its own re-registration as a new incarnation, or a
+//! shrink that left at least `min.insync.replicas` in the ISR — with at least one of the first
+//! kind (the replicas that held the last committed records).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -68,30 +71,44 @@ pub struct PartitionTrace {
     next: u64,
     /// Incarnation each broker last registered with.
     incarnations: BTreeMap<i32, Uuid>,
-    /// Brokers that registered as a new incarnation at least once.
-    restarted: BTreeSet<i32>,
+    /// The ISR size at or above which a departure earns no ELR place.
+    min_isr: usize,
     /// The PartitionChange records since the last other record (a registration's removals
     /// precede it in its commit): (topic id, partition, eligible before, eligible after).
     run: Vec<(Uuid, i32, BTreeSet<i32>, BTreeSet<i32>)>,
-    /// Per partition of the workload topic: the replicas whose last departure from ISR/ELR
-    /// was their own re-registration, and the cause of the last departure of anyone.
-    unclean_removed: BTreeMap<i32, BTreeSet<i32>>,
-    last_removal_unclean: BTreeMap<i32, bool>,
+    /// Per partition of the workload topic, per replica out of ISR/ELR: how it left last.
+    departures: BTreeMap<i32, BTreeMap<i32, Departure>>,
+}
+
+/// How a replica last left ISR ∪ ELR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Departure {
+    /// Removed by its own re-registration after an unclean stop (KIP-966).
+    Restarted,
+    /// Shrunk out while at least `min.insync.replicas` stayed in the ISR: no ELR place due.
+    AboveMinIsr,
+    /// Anything else (fenced, shrunk below min ISR without an ELR place, ...).
+    Other,
 }
 
 impl PartitionTrace {
-    pub fn new(topic: &str) -> PartitionTrace {
+    /// `min_isr`: the topic's `min.insync.replicas`.
+    pub fn new(topic: &str, min_isr: usize) -> PartitionTrace {
         PartitionTrace {
             topic: topic.to_string(),
             topic_id: None,
             image: MetadataImage::default(),
             next: 0,
             incarnations: BTreeMap::new(),
-            restarted: BTreeSet::new(),
+            min_isr,
             run: Vec::new(),
-            unclean_removed: BTreeMap::new(),
-            last_removal_unclean: BTreeMap::new(),
+            departures: BTreeMap::new(),
         }
+    }
+
+    /// The first committed offset not replayed yet.
+    pub fn next_offset(&self) -> u64 {
+        self.next
     }
 
     /// Replays the committed records past what was replayed already (any node's committed
@@ -148,7 +165,6 @@ impl PartitionTrace {
                     .insert(*id, *incarnation)
                     .is_some_and(|old| old != *incarnation);
                 if again {
-                    self.restarted.insert(*id);
                     let removed_from: Vec<i32> = run
                         .iter()
                         .filter(|(t, _, b, a)| {
@@ -157,8 +173,10 @@ impl PartitionTrace {
                         .map(|(_, p, _, _)| *p)
                         .collect();
                     for p in &removed_from {
-                        self.unclean_removed.entry(*p).or_default().insert(*id);
-                        self.last_removal_unclean.insert(*p, true);
+                        self.departures
+                            .entry(*p)
+                            .or_default()
+                            .insert(*id, Departure::Restarted);
                     }
                     out.push(Event::Partition(PartitionEvent::Restarted {
                         broker: *id,
@@ -197,15 +215,18 @@ impl PartitionTrace {
             before.as_ref().map(eligible).unwrap_or_default(),
             eligible(&after),
         );
-        if was.difference(&now).next().is_some() {
-            // A departure is judged by the registration that follows it in the same commit
-            // (`RegisterBroker` above); until then it counts as not unclean.
-            self.last_removal_unclean.insert(partition, false);
+        let left = if after.isr.len() >= self.min_isr {
+            Departure::AboveMinIsr
+        } else {
+            // A registration right after it in the same commit may still make it `Restarted`.
+            Departure::Other
+        };
+        let departures = self.departures.entry(partition).or_default();
+        for r in was.difference(&now) {
+            departures.insert(*r, left);
         }
-        // Back in ISR/ELR: no longer a replica that left by its restart.
-        if let Some(set) = self.unclean_removed.get_mut(&partition) {
-            set.retain(|r| !now.contains(r));
-        }
+        // Back in ISR/ELR: its earlier departure no longer counts.
+        departures.retain(|r, _| !now.contains(r));
     }
 
     /// The partitions of the workload topic left leaderless by design (KIP-966, see the module
@@ -218,23 +239,26 @@ impl PartitionTrace {
             if t != id || p.leader != NO_LEADER || !p.isr.is_empty() || !p.elr.is_empty() {
                 continue;
             }
-            let all_restarted = p.replicas.iter().all(|r| self.restarted.contains(r));
-            let last_unclean = self
-                .last_removal_unclean
-                .get(&partition)
+            let departures = self.departures.get(&partition);
+            let how = |r: &i32| departures.and_then(|d| d.get(r)).copied();
+            let by_design = p
+                .replicas
+                .iter()
+                .all(|r| matches!(how(r), Some(Departure::Restarted | Departure::AboveMinIsr)));
+            let restarted: Vec<i32> = p
+                .replicas
+                .iter()
                 .copied()
-                .unwrap_or(false);
-            if all_restarted && last_unclean {
+                .filter(|r| how(r) == Some(Departure::Restarted))
+                .collect();
+            if by_design && !restarted.is_empty() {
                 out.insert(
                     partition,
                     format!(
-                        "partition {partition}: no leader, ISR and ELR empty (epoch {}, partition epoch {}), \
-                         every replica {:?} restarted uncleanly, the last ones {:?} removed from ISR/ELR \
-                         by their own re-registration (KIP-966)",
-                        p.leader_epoch,
-                        p.partition_epoch,
-                        p.replicas,
-                        unclean(&self.unclean_removed, partition)
+                        "partition {partition}: no leader, ISR and ELR empty (leader epoch {}, partition epoch {}); \
+                         replicas {restarted:?} removed from ISR/ELR by their own re-registration after an unclean \
+                         stop, the others shrunk out with at least {} in the ISR (KIP-966: none eligible)",
+                        p.leader_epoch, p.partition_epoch, self.min_isr
                     ),
                 );
             }
@@ -251,12 +275,6 @@ impl PartitionTrace {
             )
         })
     }
-}
-
-fn unclean(map: &BTreeMap<i32, BTreeSet<i32>>, partition: i32) -> Vec<i32> {
-    map.get(&partition)
-        .map(|s| s.iter().copied().collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -306,7 +324,7 @@ mod tests {
             leader_recovering: false,
         }));
         records.extend(then(topic));
-        let mut trace = PartitionTrace::new("events");
+        let mut trace = PartitionTrace::new("events", 2);
         let events = trace.feed(&encode(&records));
         (trace, events)
     }
@@ -385,9 +403,9 @@ mod tests {
     }
 
     #[test]
-    fn a_replica_that_never_restarted_is_not_excused() {
-        // The last two leave by restarts, but broker 1 only left the ISR and never came back
-        // as a new incarnation.
+    fn a_replica_shrunk_out_above_min_isr_earns_no_elr_place() {
+        // Broker 1 leaves while two stay in the ISR (records committed after need not be on
+        // it); the last two leave by their unclean restarts: nobody is eligible, by design.
         let (trace, _) = run(|topic| {
             vec![
                 change(topic, |c| {
@@ -396,10 +414,8 @@ mod tests {
                 }),
                 change(topic, |c| {
                     c.isr = Some(vec![3]);
-                    c.elr = Some(vec![2]);
                     c.leader = Some(3);
                 }),
-                change(topic, |c| c.elr = Some(Vec::new())),
                 register(2, 12),
                 change(topic, |c| {
                     c.isr = Some(Vec::new());
@@ -407,6 +423,26 @@ mod tests {
                 }),
                 register(3, 13),
             ]
+        });
+        assert!(trace.designed_unavailable().contains_key(&0));
+    }
+
+    #[test]
+    fn an_elr_member_dropped_without_a_restart_is_not_excused() {
+        // Broker 2 held an ELR place and lost it by a plain change (no registration): it was
+        // eligible, so a leaderless end is the controller's fault as far as the checker knows.
+        let (trace, _) = run(|topic| {
+            let mut records = all_unclean(topic);
+            records.insert(1, change(topic, |c| c.elr = Some(vec![3])));
+            // The ELR of the later records no longer holds 2.
+            records[2] = change(topic, |c| {
+                c.isr = Some(Vec::new());
+                c.elr = Some(vec![1, 3]);
+                c.leader = Some(NO_LEADER);
+            });
+            records[3] = change(topic, |c| c.elr = Some(vec![3]));
+            records.remove(5); // broker 2's removal (it holds no place any more)
+            records
         });
         assert!(trace.designed_unavailable().is_empty());
     }

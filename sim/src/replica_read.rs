@@ -118,13 +118,14 @@ pub async fn settle(
     topic: &str,
     partitions: i32,
     replication_factor: usize,
-    exempt: &BTreeSet<i32>,
+    exempt: &std::sync::Mutex<BTreeSet<i32>>,
     clock: RunClock,
 ) -> (BTreeMap<i32, Vec<ReplicaLog>>, Option<String>) {
     let deadline = clock.now_ms() + CATCH_UP_BOUND.as_millis() as u64;
     loop {
         let logs = read_replicas(machines, topic, partitions);
-        let lag = lagging(&logs, partitions, replication_factor, exempt);
+        let exempt = exempt.lock().unwrap().clone();
+        let lag = lagging(&logs, partitions, replication_factor, &exempt);
         if lag.is_none() || clock.now_ms() >= deadline {
             return (logs, lag);
         }

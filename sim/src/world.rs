@@ -648,7 +648,13 @@ async fn simulate(
         topic: Some((topic.name.clone(), topic.partitions)),
     };
     let observer = std::sync::Mutex::new(QuorumObserver::default());
-    let trace = std::sync::Mutex::new(PartitionTrace::new(&topic.name));
+    let min_isr = topic
+        .configs
+        .get("min.insync.replicas")
+        .or_else(|| scenario.broker.get("min.insync.replicas"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let trace = std::sync::Mutex::new(PartitionTrace::new(&topic.name, min_isr));
     if multi {
         tokio::join!(
             nemesis.run_random(duration_ms),
@@ -688,25 +694,18 @@ async fn simulate(
             clock,
         )
         .await?;
-        // Partitions KIP-966 leaves leaderless on purpose are not judged for liveness.
+        // Partitions KIP-966 leaves leaderless on purpose are not judged for liveness: the
+        // metadata keeps being replayed into the trace while the end runs, and a partition
+        // joins `exempt` as soon as its committed state proves it (`PartitionTrace`).
         let unclean_election = scenario
             .topic
             .configs
             .get("unclean.leader.election.enable")
             .or_else(|| scenario.broker.get("unclean.leader.election.enable"))
             .is_some_and(|v| v == "true");
-        let exempt = if unclean_election {
-            BTreeMap::new()
-        } else {
-            trace.lock().unwrap().designed_unavailable()
-        };
-        for why in exempt.values() {
-            history.record(
-                clock.now_ms(),
-                Event::Note(format!("designed unavailability, not judged for liveness: {why}")),
-            );
-        }
-        let exempt: std::collections::BTreeSet<i32> = exempt.into_keys().collect();
+        let exempt: Exempt = Arc::default();
+        let ended = AtomicBool::new(false);
+        let end = async {
         let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
             let (final_read, mut liveness) = read_back(
                 addr,
@@ -756,6 +755,20 @@ async fn simulate(
         } else {
             None
         };
+        ended.store(true, Ordering::SeqCst);
+        Ok::<_, String>(data)
+        };
+        let (data, ()) = tokio::join!(
+            end,
+            feed_trace(
+                &nemesis,
+                &trace,
+                (!unclean_election).then_some(&exempt),
+                clock,
+                &ended
+            )
+        );
+        let data = data?;
         return multi_node_end(
             quorum,
             quorum_liveness,
@@ -774,7 +787,7 @@ async fn simulate(
         addr,
         Vec::new(),
         &topic,
-        &Default::default(),
+        &Exempt::default(),
         &client_node,
         &history,
         clock,
@@ -825,7 +838,7 @@ async fn read_back(
     addr: SocketAddr,
     bootstrap: Vec<SocketAddr>,
     topic: &crate::scenario::Topic,
-    exempt: &std::collections::BTreeSet<i32>,
+    exempt: &Exempt,
     client_node: &madsim::runtime::NodeHandle,
     history: &History,
     clock: RunClock,
@@ -887,7 +900,10 @@ async fn read_back(
                 let mut read = FinalRead::new();
                 let mut failed = Vec::new();
                 // A partition left leaderless by design has nobody to read from.
-                for p in (0..partitions).filter(|p| !exempt.contains(p)) {
+                for p in 0..partitions {
+                    if exempt.lock().unwrap().contains(&p) {
+                        continue;
+                    }
                     let one = p..p + 1;
                     match final_read(
                         addr,
@@ -961,6 +977,48 @@ async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(
     weir::io::write_file_atomic(disk, &dir.join("meta.properties"), text.as_bytes())
         .await
         .map_err(|e| format!("format node {node_id}: {e}"))
+}
+
+/// The workload partitions left leaderless by design (KIP-966), as the trace proves them.
+type Exempt = Arc<std::sync::Mutex<std::collections::BTreeSet<i32>>>;
+
+/// From healing to the end: replays newly committed metadata into the partition trace every
+/// [`COMMITTED_EVERY`] samples, and (`exempt` given: unclean election off) adds each partition
+/// the trace proves leaderless by design, with a note saying why.
+async fn feed_trace(
+    nemesis: &Nemesis,
+    trace: &std::sync::Mutex<PartitionTrace>,
+    exempt: Option<&Exempt>,
+    clock: RunClock,
+    ended: &AtomicBool,
+) {
+    while !ended.load(Ordering::SeqCst) {
+        let at = clock.now_ms();
+        let mut t = trace.lock().unwrap();
+        for m in &nemesis.machines {
+            let broker = m.broker.lock().unwrap().clone();
+            let Some(broker) = broker else { continue };
+            let records = broker.committed_metadata(t.next_offset(), COMMITTED_BATCH);
+            for event in t.feed(&records) {
+                nemesis.history.record(at, event);
+            }
+        }
+        if let Some(exempt) = exempt {
+            let mut set = exempt.lock().unwrap();
+            for (p, why) in t.designed_unavailable() {
+                if set.insert(p) {
+                    nemesis.history.record(
+                        at,
+                        Event::Note(format!(
+                            "designed unavailability, not judged for liveness: {why}"
+                        )),
+                    );
+                }
+            }
+        }
+        drop(t);
+        tokio::time::sleep(SAMPLE_EVERY * COMMITTED_EVERY as u32).await;
+    }
 }
 
 /// Samples every running node's quorum status every [`SAMPLE_EVERY`], and its newly committed
@@ -1209,14 +1267,14 @@ async fn liveness_check(
     bootstrap: &[SocketAddr],
     topic: &str,
     partitions: i32,
-    exempt: &std::collections::BTreeSet<i32>,
+    exempt: &Exempt,
     history: History,
     clock: RunClock,
 ) -> Option<String> {
     let io = client_io();
     let deadline = clock.now_ms() + LIVENESS_BOUND.as_millis() as u64;
     let mut last_error = String::from("no attempt");
-    for partition in (0..partitions).filter(|p| !exempt.contains(p)) {
+    for partition in 0..partitions {
         let value = format!("liveness-{partition}");
         let op = (u32::MAX as u64) << 32 | partition as u64;
         history.record(
@@ -1231,6 +1289,11 @@ async fn liveness_check(
         let mut done = false;
         let mut lookups = 0u64;
         while clock.now_ms() < deadline && !done {
+            if exempt.lock().unwrap().contains(&partition) {
+                // Leaderless by design (noted in the trace): its probe stays unanswered.
+                done = true;
+                break;
+            }
             lookups += 1;
             let attempt = async {
                 let mut c = if bootstrap.is_empty() {
