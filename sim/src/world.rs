@@ -31,8 +31,8 @@ use crate::group_workload::{self, GroupsSpec};
 use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
-use crate::producer::{self, ProducerSpec};
 use crate::partition_trace::{PartitionEvent, PartitionTrace};
+use crate::producer::{self, ProducerSpec};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, Scenario};
@@ -406,25 +406,27 @@ async fn simulate(
                             // Before any partition role (those wait for the registration):
                             // no truncation of this incarnation goes unseen.
                             let (trace_history, node) = (history.clone(), index as i32 + 1);
-                            running.broker.observe_replication(Arc::new(move |e| match e {
-                                ReplicationEvent::Truncated {
-                                    topic: t,
-                                    partition,
-                                    leader_epoch,
-                                    from,
-                                    to,
-                                } if *t == topic => trace_history.record(
-                                    clock.now_ms(),
-                                    Event::Partition(PartitionEvent::Truncated {
-                                        node,
-                                        partition: *partition,
-                                        leader_epoch: *leader_epoch,
-                                        from: *from,
-                                        to: *to,
-                                    }),
-                                ),
-                                ReplicationEvent::Truncated { .. } => {}
-                            }));
+                            running
+                                .broker
+                                .observe_replication(Arc::new(move |e| match e {
+                                    ReplicationEvent::Truncated {
+                                        topic: t,
+                                        partition,
+                                        leader_epoch,
+                                        from,
+                                        to,
+                                    } if *t == topic => trace_history.record(
+                                        clock.now_ms(),
+                                        Event::Partition(PartitionEvent::Truncated {
+                                            node,
+                                            partition: *partition,
+                                            leader_epoch: *leader_epoch,
+                                            from: *from,
+                                            to: *to,
+                                        }),
+                                    ),
+                                    ReplicationEvent::Truncated { .. } => {}
+                                }));
                             up.store(true, Ordering::SeqCst);
                             // Serve until the nemesis kills this node, or the log directory
                             // goes offline: then the process exits (as `weir serve` does) and
@@ -706,35 +708,35 @@ async fn simulate(
         let exempt: Exempt = Arc::default();
         let ended = AtomicBool::new(false);
         let end = async {
-        let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
-            let (final_read, mut liveness) = read_back(
-                addr,
-                addrs.clone(),
-                &topic,
-                &exempt,
-                &client_node,
-                &history,
-                clock,
-            )
-            .await?;
-            // Every replica catches up with its leader, then no two disagree below their
-            // high watermarks.
-            let rf = topic.replication_factor.max(1) as usize;
-            let (logs, lag) = replica_read::settle(
-                &nemesis.machines,
-                &topic.name,
-                topic.partitions,
-                rf,
-                &exempt,
-                clock,
-            )
-            .await;
-            let mut replicas = Vec::new();
-            for (p, r) in &logs {
-                replicas.extend(replica_check::check(*p, r));
-            }
-            let batches: usize = logs.values().flatten().map(|r| r.batches.len()).sum();
-            history.record(
+            let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
+                let (final_read, mut liveness) = read_back(
+                    addr,
+                    addrs.clone(),
+                    &topic,
+                    &exempt,
+                    &client_node,
+                    &history,
+                    clock,
+                )
+                .await?;
+                // Every replica catches up with its leader, then no two disagree below their
+                // high watermarks.
+                let rf = topic.replication_factor.max(1) as usize;
+                let (logs, lag) = replica_read::settle(
+                    &nemesis.machines,
+                    &topic.name,
+                    topic.partitions,
+                    rf,
+                    &exempt,
+                    clock,
+                )
+                .await;
+                let mut replicas = Vec::new();
+                for (p, r) in &logs {
+                    replicas.extend(replica_check::check(*p, r));
+                }
+                let batches: usize = logs.values().flatten().map(|r| r.batches.len()).sum();
+                history.record(
                 clock.now_ms(),
                 Event::Note(format!(
                     "replicas: {} partition(s), {} replica logs, {batches} batches compared, {} divergences",
@@ -743,20 +745,20 @@ async fn simulate(
                     replicas.len()
                 )),
             );
-            if let Some(why) = lag {
-                let why = format!(
-                    "replicas not caught up {:?} after the final read: {why}",
-                    replica_read::CATCH_UP_BOUND
-                );
-                history.record(clock.now_ms(), Event::Note(why.clone()));
-                liveness = Some(liveness.map_or(why.clone(), |l| format!("{l}; {why}")));
-            }
-            Some((final_read, liveness, replicas))
-        } else {
-            None
-        };
-        ended.store(true, Ordering::SeqCst);
-        Ok::<_, String>(data)
+                if let Some(why) = lag {
+                    let why = format!(
+                        "replicas not caught up {:?} after the final read: {why}",
+                        replica_read::CATCH_UP_BOUND
+                    );
+                    history.record(clock.now_ms(), Event::Note(why.clone()));
+                    liveness = Some(liveness.map_or(why.clone(), |l| format!("{l}; {why}")));
+                }
+                Some((final_read, liveness, replicas))
+            } else {
+                None
+            };
+            ended.store(true, Ordering::SeqCst);
+            Ok::<_, String>(data)
         };
         let (data, ()) = tokio::join!(
             end,
@@ -994,29 +996,31 @@ async fn feed_trace(
 ) {
     while !ended.load(Ordering::SeqCst) {
         let at = clock.now_ms();
-        let mut t = trace.lock().unwrap();
-        for m in &nemesis.machines {
-            let broker = m.broker.lock().unwrap().clone();
-            let Some(broker) = broker else { continue };
-            let records = broker.committed_metadata(t.next_offset(), COMMITTED_BATCH);
-            for event in t.feed(&records) {
-                nemesis.history.record(at, event);
+        // The lock is released before the sleep (a block: clippy does not see `drop`).
+        {
+            let mut t = trace.lock().unwrap();
+            for m in &nemesis.machines {
+                let broker = m.broker.lock().unwrap().clone();
+                let Some(broker) = broker else { continue };
+                let records = broker.committed_metadata(t.next_offset(), COMMITTED_BATCH);
+                for event in t.feed(&records) {
+                    nemesis.history.record(at, event);
+                }
             }
-        }
-        if let Some(exempt) = exempt {
-            let mut set = exempt.lock().unwrap();
-            for (p, why) in t.designed_unavailable() {
-                if set.insert(p) {
-                    nemesis.history.record(
-                        at,
-                        Event::Note(format!(
-                            "designed unavailability, not judged for liveness: {why}"
-                        )),
-                    );
+            if let Some(exempt) = exempt {
+                let mut set = exempt.lock().unwrap();
+                for (p, why) in t.designed_unavailable() {
+                    if set.insert(p) {
+                        nemesis.history.record(
+                            at,
+                            Event::Note(format!(
+                                "designed unavailability, not judged for liveness: {why}"
+                            )),
+                        );
+                    }
                 }
             }
         }
-        drop(t);
         tokio::time::sleep(SAMPLE_EVERY * COMMITTED_EVERY as u32).await;
     }
 }
@@ -1059,6 +1063,7 @@ async fn sample_quorum(
 /// After healing: a leader must appear and a CreateTopics must commit within
 /// [`QUORUM_BOUND`], then every node must reach one committed end within
 /// [`CATCH_UP_BOUND`]; then each node's whole committed sequence is compared.
+#[allow(clippy::too_many_arguments)]
 async fn quorum_after_heal(
     nemesis: &Nemesis,
     observer: std::sync::Mutex<QuorumObserver>,
@@ -1108,7 +1113,7 @@ async fn quorum_after_heal(
     };
     let (created, ()) = tokio::join!(
         created,
-        sample_quorum(&nemesis, &observer, trace, clock, deadline, Some(&done))
+        sample_quorum(nemesis, &observer, trace, clock, deadline, Some(&done))
     );
     let mut liveness = match created.map_err(|e| e.to_string())? {
         Ok(addr) => {
