@@ -19,6 +19,7 @@ use super::request::{self, FetchSettings, Position, FETCH_VERSION};
 use super::response::{self, OutOfRangeAction, Outcome};
 use super::{Fetcher, MAX_PARTITIONS_PER_FETCH};
 use crate::broker::peer::{self, Link};
+use crate::broker::replication_events::ReplicationEvent;
 use crate::broker::{Broker, PartitionHandle};
 use crate::replica::partition::{FollowerAppendError, Role, TruncateError};
 
@@ -450,12 +451,13 @@ async fn append(
 /// of the old state lands after it) before anything is appended again. `false`: back off.
 async fn truncate(broker: &Broker, handle: &PartitionHandle, target: i64) -> bool {
     let _gate = handle.flush_gate.lock().await;
-    let plan = {
+    let (plan, from, leader_epoch) = {
         let Some(mut p) = handle.lock_open() else {
             return true;
         };
+        let (from, leader_epoch) = (p.log_end_offset(), p.leader_epoch());
         match p.truncate_to(target) {
-            Ok(Some(plan)) => plan,
+            Ok(Some(plan)) => (plan, from, leader_epoch),
             Ok(None) => return true,
             Err(TruncateError::Storage(e)) => {
                 drop(p);
@@ -476,6 +478,16 @@ async fn truncate(broker: &Broker, handle: &PartitionHandle, target: i64) -> boo
     handle
         .lock()
         .truncation_durable(&plan, broker.io.clock.wall_ms());
+    broker.replication_events.emit(|| {
+        let p = handle.lock();
+        ReplicationEvent::Truncated {
+            topic: p.topic().to_string(),
+            partition: p.index(),
+            leader_epoch,
+            from,
+            to: target,
+        }
+    });
     true
 }
 
