@@ -63,6 +63,11 @@ pub(super) async fn handle(
     };
     let auto_create = broker.config.auto_create_topics_enable
         && (ctx.version < 4 || req.allow_auto_topic_creation);
+    // Topics this request asked the controller to create: until the image shows them they are
+    // LEADER_NOT_AVAILABLE, as Kafka answers for a topic its auto-creation forwarded. An
+    // UNKNOWN_TOPIC_OR_PARTITION there makes librdkafka mark the topic unknown and queue
+    // produces that Kafka would refuse or route (0048_partitioner on a cluster).
+    let mut attempted = std::collections::BTreeSet::new();
     if let (true, Some(wanted)) = (auto_create, &wanted) {
         let image = broker.image();
         let missing: Vec<String> = wanted
@@ -73,6 +78,7 @@ pub(super) async fn handle(
             .filter(|n| n != crate::group::OFFSETS_TOPIC)
             .collect();
         for (name, result) in broker.auto_create(&missing).await {
+            attempted.insert(name.clone());
             match result {
                 Ok(()) => tracing::info!(topic = %name, "auto-created topic"),
                 Err(e) => tracing::debug!(topic = %name, error = %e, "auto-create failed"),
@@ -99,6 +105,7 @@ pub(super) async fn handle(
                             Some(n) if validate_topic_name(n).is_err() => {
                                 ResponseError::InvalidTopicException
                             }
+                            Some(n) if attempted.contains(n) => ResponseError::LeaderNotAvailable,
                             Some(_) => ResponseError::UnknownTopicOrPartition,
                             None => ResponseError::UnknownTopicId,
                         };
