@@ -428,6 +428,74 @@ mod tests {
     }
 
     #[test]
+    fn start_up_loads_the_newest_valid_snapshot_and_fits_the_log_to_it() {
+        let mem = MemDisk::new(9);
+        let disk: Arc<dyn Disk> = Arc::new(mem.clone());
+        let dir = Path::new("/s");
+        let (mut log, _, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert!(loaded.is_none());
+        let lc = Payload::LeaderChange {
+            leader: 1,
+            voters: vec![1],
+        };
+        log.append(
+            &[b(0, 1, 1, lc), b(1, 1, 2, data(2)), b(3, 1, 3, data(3))],
+            0,
+        )
+        .unwrap();
+        block_on(log.flush(0)).unwrap();
+        let meta_dir = dir.join(METADATA_DIR);
+        let body = MetadataImage::default().to_snapshot();
+        let oe = |epoch, offset| OffsetAndEpoch { epoch, offset };
+        let at3 = block_on(snapshot_file::write(&mem, &meta_dir, oe(1, 3), &body)).unwrap();
+        let at6 = block_on(snapshot_file::write(&mem, &meta_dir, oe(1, 6), &body)).unwrap();
+        block_on(log.advance_start(3)).unwrap();
+        drop(log);
+        mem.power_loss();
+        let (log, state, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!(log.start_offset(), 3);
+        assert_eq!(state.earliest_snapshot, Some(at3));
+        assert_eq!(state.latest_snapshot, Some(at6));
+        assert_eq!(state.epochs, vec![oe(1, 3)]);
+        assert_eq!(loaded.map(|l| l.meta), Some(at6));
+        drop(log);
+        // A damaged newest snapshot is ignored (and deleted): the older one and the log serve.
+        let file = mem
+            .open(
+                &meta_dir.join(snapshot_file::file_name(oe(1, 6))),
+                crate::io::OpenMode::ReadWrite,
+            )
+            .unwrap();
+        file.write_at(at6.size - 2, b"??").unwrap();
+        drop(file);
+        let (log, state, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!(state.earliest_snapshot, Some(at3));
+        assert_eq!(state.latest_snapshot, Some(at3));
+        assert_eq!(state.end_offset, 6);
+        assert_eq!(loaded.map(|l| l.meta), Some(at3));
+        assert_eq!(
+            snapshot_file::list(&mem, &meta_dir).unwrap(),
+            vec![oe(1, 3)]
+        );
+        drop(log);
+        // A snapshot past the log end (installed, then a crash before the log restarted):
+        // the log restarts at it.
+        let at20 = block_on(snapshot_file::write(&mem, &meta_dir, oe(2, 20), &body)).unwrap();
+        let (log, state, _) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!((log.start_offset(), state.end_offset), (20, 20));
+        assert_eq!(state.earliest_snapshot, Some(at20));
+        assert_eq!(state.latest_snapshot, Some(at20));
+        assert!(state.epochs.is_empty());
+        drop(log);
+        // No valid snapshot for a log that starts past 0: the log restarts empty at 0.
+        snapshot_file::delete(&mem, &meta_dir, oe(2, 20)).unwrap();
+        let (log, state, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert!(loaded.is_none());
+        assert_eq!((log.start_offset(), state.end_offset), (0, 0));
+        assert_eq!(state.earliest_snapshot, None);
+    }
+
+    #[test]
     fn quorum_state_round_trips() {
         let mem = MemDisk::new(8);
         let dir = Path::new("/q");
