@@ -346,10 +346,8 @@ impl Starter {
                 image: Arc::new(l.image),
                 end: l.meta.id.offset,
             };
-            apply_tx
-                .try_send(item)
-                .ok()
-                .expect("an empty queue has room");
+            let queued = apply_tx.try_send(item).is_ok();
+            assert!(queued, "an empty queue has room");
         }
         let (applied_tx, applied_end) = watch::channel(start);
         io.spawn(apply_loop(

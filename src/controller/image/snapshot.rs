@@ -124,7 +124,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port,
         };
-        let records = vec![
+        let records = [
             MetadataRecord::RegisterBroker {
                 id: 1,
                 incarnation: Uuid::from_u64_pair(1, 1),
