@@ -68,7 +68,10 @@ pub(super) async fn run(broker: Arc<Broker>, fetcher: Arc<Fetcher>) {
         let link = link.as_ref().expect("just set");
         let settings = settings(&broker);
         let req = request::build(&settings, &positions);
+        // Diagnostics (`latency` target, see scripts/latency-breakdown).
+        tracing::debug!(target: "latency", leader = fetcher.leader, "replica fetch sent");
         let answer = call_fetch(&broker, link, req, settings.max_wait_ms).await;
+        tracing::debug!(target: "latency", leader = fetcher.leader, "replica fetch returned");
         let response = match answer {
             Ok(r) if r.error_code == 0 => r,
             Ok(r) => {
