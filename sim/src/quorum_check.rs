@@ -181,6 +181,8 @@ mod tests {
             leader,
             high_watermark: 0,
             log_end: 0,
+            log_start: 0,
+            snapshot: None,
             replicas: Vec::new(),
         }
     }

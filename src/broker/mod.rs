@@ -199,13 +199,20 @@ impl Broker {
                 None,
             )
         };
-        let image = Arc::new(
-            store
-                .as_ref()
-                .map(|s| s.image().clone())
-                .unwrap_or_default(),
-        );
+        // A clustered node starts from the metadata snapshot it loaded (if any); the records
+        // after it are applied as their commit is learned.
+        let loaded = quorum
+            .as_ref()
+            .and_then(|(_, starter)| starter.initial_image());
         let committed = store.as_ref().map(|s| s.applied()).unwrap_or_default();
+        let image = Arc::new(match (&store, loaded) {
+            (Some(s), _) => s.image().clone(),
+            (None, Some((image, end))) => {
+                committed.advance_to(end);
+                image
+            }
+            (None, None) => MetadataImage::default(),
+        });
         let mut controller = Controller::new(
             config.num_partitions,
             config.default_replication_factor,
@@ -582,6 +589,31 @@ impl Broker {
         for record in &parsed {
             if let Err(e) = self.apply_locally(record).await {
                 tracing::error!(error = %e, ?record, "applying committed metadata locally failed");
+            }
+        }
+    }
+
+    /// Replaces the image with a snapshot's (loaded at start, or fetched from the quorum
+    /// leader): everything below `end` is in it. Then reconciles and redoes the local effects
+    /// of what the image holds (the offsets topic, topic configs), as `apply_committed` does
+    /// for records.
+    pub(crate) async fn install_snapshot(&self, image: Arc<MetadataImage>, end: u64) {
+        *self.image.write().unwrap() = image.clone();
+        self.committed.advance_to(end);
+        {
+            let _gate = self.reconcile_gate.lock().await;
+            if let Err(e) = self.reconcile().await {
+                tracing::warn!(error = %e, "reconciliation after a snapshot failed; will retry");
+            }
+        }
+        if let Some(t) = image.topic(crate::group::OFFSETS_TOPIC) {
+            self.offsets_topic_created(t.partitions);
+        }
+        for topic in image.topics() {
+            if let Some(config) = self.topic_config(&topic.name) {
+                for handle in self.topic_partitions(&topic.name) {
+                    handle.lock().set_config(config.clone());
+                }
             }
         }
     }

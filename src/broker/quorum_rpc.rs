@@ -1,5 +1,5 @@
-//! The quorum's RPCs on the controller listener: Vote, BeginQuorumEpoch, EndQuorumEpoch and
-//! Fetch of `__cluster_metadata-0` are decoded (kafka-protocol), converted ([`codec`]) and
+//! The quorum's RPCs on the controller listener: Vote, BeginQuorumEpoch, EndQuorumEpoch,
+//! Fetch and FetchSnapshot of `__cluster_metadata-0` are decoded (kafka-protocol), converted ([`codec`]) and
 //! handed to the quorum driver, whose answer is encoded back; DescribeQuorum (v0–v2, also on
 //! the client listener) is answered from the driver's status. Malformed or foreign input is
 //! answered with the protocol's error (`INCONSISTENT_CLUSTER_ID`, `INVALID_REQUEST`...) or
@@ -38,7 +38,13 @@ fn api_key(frame: &[u8]) -> Option<ApiKey> {
 pub(super) fn is_quorum_request(frame: &[u8]) -> bool {
     matches!(
         api_key(frame),
-        Some(ApiKey::Vote | ApiKey::BeginQuorumEpoch | ApiKey::EndQuorumEpoch | ApiKey::Fetch)
+        Some(
+            ApiKey::Vote
+                | ApiKey::BeginQuorumEpoch
+                | ApiKey::EndQuorumEpoch
+                | ApiKey::Fetch
+                | ApiKey::FetchSnapshot
+        )
     )
 }
 

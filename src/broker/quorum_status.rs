@@ -55,6 +55,10 @@ pub struct QuorumStatus {
     pub leader: Option<i32>,
     pub high_watermark: u64,
     pub log_end: u64,
+    /// The metadata log's first offset (the end of the snapshot at its start, or 0).
+    pub log_start: u64,
+    /// The newest metadata snapshot this node has.
+    pub snapshot: Option<crate::raft::OffsetAndEpoch>,
     /// On the leader only: every voter's and observer's progress.
     pub replicas: Vec<ReplicaProgress>,
 }
@@ -73,6 +77,8 @@ impl Broker {
             leader: Some(self.config.node_id),
             high_watermark: end,
             log_end: end,
+            log_start: 0,
+            snapshot: None,
             replicas: vec![ReplicaProgress {
                 node_id: self.config.node_id,
                 voter: true,

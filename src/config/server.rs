@@ -125,6 +125,11 @@ pub struct ServerConfig {
     /// `controller.quorum.fetch.timeout.ms`: a follower that has not heard from its leader for
     /// this long stands for election.
     pub quorum_fetch_timeout_ms: u64,
+    /// `metadata.log.max.record.bytes.between.snapshots`: a node snapshots its metadata image
+    /// once this many bytes of records were applied since its last snapshot.
+    pub metadata_snapshot_max_bytes: u64,
+    /// `metadata.log.max.snapshot.interval.ms`: or once this long passed with anything new.
+    pub metadata_snapshot_interval_ms: u64,
     /// `broker.heartbeat.interval.ms`: how often a broker heartbeats the active controller.
     pub broker_heartbeat_interval_ms: u64,
     /// `broker.session.timeout.ms`: a broker silent this long is fenced.
@@ -583,6 +588,16 @@ impl ServerConfig {
         let quorum_fetch_timeout_ms = p
             .int("controller.quorum.fetch.timeout.ms", 2, I32_MAX)?
             .unwrap_or(2000) as u64;
+        let metadata_snapshot_max_bytes = p
+            .int(
+                "metadata.log.max.record.bytes.between.snapshots",
+                1,
+                i64::MAX,
+            )?
+            .unwrap_or(20 * 1024 * 1024) as u64;
+        let metadata_snapshot_interval_ms = p
+            .int("metadata.log.max.snapshot.interval.ms", 0, i64::MAX)?
+            .unwrap_or(3_600_000) as u64;
         let log_cleaner = cleaner_settings(&mut p)?;
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
@@ -617,6 +632,8 @@ impl ServerConfig {
             log_flush_scheduler_interval_ms,
             quorum_election_timeout_ms,
             quorum_fetch_timeout_ms,
+            metadata_snapshot_max_bytes,
+            metadata_snapshot_interval_ms,
             broker_heartbeat_interval_ms,
             broker_session_timeout_ms,
             auto_leader_rebalance_enable,

@@ -463,6 +463,46 @@ impl Log {
         Ok(())
     }
 
+    /// Empties the log and restarts it at `offset` (Kafka's `truncateFullyAndStartAt`: a
+    /// follower installing a snapshot of what its log lacks). The new start is made durable
+    /// first, so a crash in between still opens the log there (see
+    /// [`Log::apply_stored_start_offset`]); then the segments go and the directory is synced.
+    pub async fn restart_at(&mut self, offset: i64, now_ms: i64) -> io::Result<()> {
+        assert!(offset >= 0);
+        StartOffsetWrite {
+            disk: self.disk.clone(),
+            dir: self.dir.clone(),
+            offset,
+        }
+        .write()
+        .await?;
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        for base in bases {
+            self.segments.remove(&base);
+            Segment::remove_files(self.disk.as_ref(), &self.dir, base)?;
+            self.dir_changes += 1;
+        }
+        let segment = Segment::create(
+            self.disk.as_ref(),
+            &self.dir,
+            offset,
+            self.config.index_interval_bytes,
+            now_ms,
+        )?;
+        self.segments.insert(offset, segment);
+        self.dir_changes += 1;
+        self.start_offset = offset;
+        self.recovery_point = offset;
+        self.unflushed_messages = 0;
+        self.cleaner.first_dirty = None;
+        let changed = self.epochs.truncate_from_end(i64::MIN);
+        self.epochs_changed(changed);
+        self.check_invariants();
+        self.disk.sync_dir(&self.dir).await?;
+        self.dir_changes_synced = self.dir_changes;
+        Ok(())
+    }
+
     /// Deletes whole segments that end at or before the log start (never the active one).
     fn delete_segments_below_start(&mut self) -> io::Result<usize> {
         let mut deleted = 0;

@@ -1,8 +1,10 @@
 //! What the core asks its driver to do. The driver performs a step's actions in order before
 //! feeding the next event.
 
-use super::message::{FetchResponse, Message};
-use super::types::{Batch, Epoch, NodeId, Offset, QuorumStateRecord};
+use bytes::Bytes;
+
+use super::message::{FetchResponse, FetchSnapshotResponse, Message};
+use super::types::{Batch, Epoch, NodeId, Offset, OffsetAndEpoch, QuorumStateRecord, SnapshotMeta};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -17,6 +19,34 @@ pub enum Action {
         start: Offset,
         end: Offset,
     },
+    /// Answer a FetchSnapshot: read the snapshot `response.snapshot_id` from byte `start`
+    /// (at most the driver's chunk size, never past its end) into `response.bytes` *now*, and
+    /// send it to `to`. A snapshot the driver can no longer read is answered
+    /// `SNAPSHOT_NOT_FOUND`.
+    SendSnapshotChunk {
+        to: NodeId,
+        response: FetchSnapshotResponse,
+        start: u64,
+    },
+    /// Write a fetched chunk of snapshot `id` at byte `position` of its partial file (position
+    /// 0 starts the file afresh). Not durable until `CompleteSnapshot`.
+    WriteSnapshotChunk {
+        id: OffsetAndEpoch,
+        position: u64,
+        bytes: Bytes,
+    },
+    /// Every byte of snapshot `id` (`size` bytes) is written: make the partial file durable,
+    /// verify it, and report `Event::SnapshotFetched`.
+    CompleteSnapshot { id: OffsetAndEpoch, size: u64 },
+    /// Install the fetched, verified snapshot: make it the node's snapshot file, empty the log
+    /// and restart it at `meta.id.offset` (durably), and load the snapshot into the state
+    /// machine; everything below its end is applied. The core already counts it as done.
+    InstallSnapshot(SnapshotMeta),
+    /// Delete snapshot `id` (a partial or a complete file): abandoned, or superseded.
+    DeleteSnapshot { id: OffsetAndEpoch },
+    /// The log start moves to `offset` (a snapshot's end): write it durably, delete the log
+    /// segments wholly below it. The core already counts it as done.
+    AdvanceLogStart { offset: Offset },
     /// Append these batches at the log's end (the first starts at the current end offset).
     /// They are not durable until the driver reports `Event::Flushed`.
     Append { batches: Vec<Batch> },

@@ -76,6 +76,25 @@ impl EpochCache {
         }
     }
 
+    /// The log start moved to `start` (a snapshot's end whose last entry has `epoch`): the
+    /// epochs that began before it now begin there (Kafka's `truncateFromStart`).
+    pub fn truncate_from_start(&mut self, start: Offset, epoch: Epoch) {
+        let keep = self.entries.partition_point(|e| e.offset < start);
+        let mut rest: Vec<OffsetAndEpoch> = self.entries.split_off(keep);
+        rest.retain(|e| e.epoch > epoch);
+        self.entries = vec![OffsetAndEpoch {
+            epoch,
+            offset: start,
+        }];
+        self.entries.extend(rest);
+    }
+
+    /// The epoch of the entry at `offset`, if the cache covers it.
+    pub fn epoch_at(&self, offset: Offset) -> Option<Epoch> {
+        let after = self.entries.partition_point(|e| e.offset <= offset);
+        (after > 0).then(|| self.entries[after - 1].epoch)
+    }
+
     /// `endOffsetFor(epoch)` for a log ending at `end_offset`: the largest epoch ≤ `epoch` we
     /// have and the offset where it ends. `None` if `epoch` is newer than every epoch we have.
     pub fn end_offset_for(&self, epoch: Epoch, end_offset: Offset) -> Option<OffsetAndEpoch> {
@@ -187,6 +206,16 @@ mod tests {
         c.assign(1, 5); // same epoch: no new entry
         c.assign(6, 5);
         assert_eq!(c.entries(), &[oe(1, 0), oe(6, 5)]);
+        // The log start moves to 7 (its last entry was in epoch 6): epoch 6 now starts there.
+        let mut t = c.clone();
+        t.truncate_from_start(7, 6);
+        assert_eq!(t.entries(), &[oe(6, 7)]);
+        assert_eq!(c.epoch_at(4), Some(1));
+        assert_eq!(c.epoch_at(5), Some(6));
+        let mut t = cache();
+        assert_eq!(t.epoch_at(8), Some(3));
+        t.truncate_from_start(9, 3);
+        assert_eq!(t.entries(), &[oe(3, 9), oe(4, 9)]);
         // A damaged recovered cache keeps only its ordered prefix-consistent entries.
         let bad = EpochCache::from_entries(&[oe(2, 4), oe(1, 6), oe(3, 2), oe(5, 8)]);
         assert_eq!(bad.entries(), &[oe(2, 4), oe(5, 8)]);

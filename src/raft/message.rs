@@ -2,6 +2,8 @@
 //! layer converts them to and from kafka-protocol's `Vote`, `BeginQuorumEpoch`,
 //! `EndQuorumEpoch` and `Fetch` types; the core never sees the wire.
 
+use bytes::Bytes;
+
 use super::types::{Batch, Epoch, NodeId, Offset, OffsetAndEpoch};
 
 /// The subset of Kafka's error codes these RPCs use.
@@ -17,6 +19,10 @@ pub enum RaftError {
     InconsistentVoterSet,
     /// The fields contradict each other (`INVALID_REQUEST`).
     InvalidRequest,
+    /// FetchSnapshot of a snapshot the leader does not have (`SNAPSHOT_NOT_FOUND`).
+    SnapshotNotFound,
+    /// FetchSnapshot at a position past the snapshot's size (`POSITION_OUT_OF_RANGE`).
+    PositionOutOfRange,
 }
 
 /// `Vote`, with KIP-996's `PreVote` flag. A pre-vote carries the prospective's current epoch;
@@ -90,6 +96,9 @@ pub struct FetchResponse {
     /// Where the fetcher's log diverges from the leader's (`DivergingEpoch`): truncate to at
     /// most `offset`, then fetch again.
     pub diverging_epoch: Option<OffsetAndEpoch>,
+    /// The fetch falls below the leader's log start (or its epoch is older than the log
+    /// start's snapshot): load this snapshot (FetchSnapshot), then fetch from its end.
+    pub snapshot_id: Option<OffsetAndEpoch>,
     /// Whole batches starting at the fetch offset.
     pub records: Vec<Batch>,
     /// The request this answers: its `fetch_offset` and `last_fetched_epoch`. Not a wire
@@ -97,6 +106,28 @@ pub struct FetchResponse {
     /// it matched by correlation id. A diverging epoch means something only for the position
     /// it was computed from, so the fetcher applies a response only if this is its position.
     pub request: OffsetAndEpoch,
+}
+
+/// `FetchSnapshot` (KIP-630): one chunk of snapshot `snapshot_id` from byte `position`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchSnapshotRequest {
+    pub current_leader_epoch: Epoch,
+    pub snapshot_id: OffsetAndEpoch,
+    pub position: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchSnapshotResponse {
+    pub error: Option<RaftError>,
+    pub leader_epoch: Epoch,
+    pub leader_id: Option<NodeId>,
+    pub snapshot_id: OffsetAndEpoch,
+    /// The snapshot's whole size in bytes.
+    pub size: u64,
+    /// Where `bytes` starts in the snapshot.
+    pub position: u64,
+    /// The chunk (`UnalignedRecords`); the leader's driver fills it from the file.
+    pub bytes: Bytes,
 }
 
 /// Every message the core sends or receives.
@@ -110,4 +141,6 @@ pub enum Message {
     EndQuorumEpochResponse(EndQuorumEpochResponse),
     FetchRequest(FetchRequest),
     FetchResponse(FetchResponse),
+    FetchSnapshotRequest(FetchSnapshotRequest),
+    FetchSnapshotResponse(FetchSnapshotResponse),
 }

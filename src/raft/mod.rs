@@ -15,6 +15,11 @@
 //! check-quorum; EndQuorumEpoch on resignation. The election state is persisted before any
 //! message leaves the node: a barrier holds every send while `quorum-state` is behind.
 //!
+//! Snapshots (KIP-630): the driver snapshots the state machine at a committed offset and
+//! reports it ([`Event::SnapshotTaken`]); the log start then trails the newest snapshot by
+//! one. A fetch below the log start is answered with the newest snapshot's id; the fetcher
+//! loads it by FetchSnapshot chunks and installs it in place of its log.
+//!
 //! Invariants asserted in code: epochs never go back, at most one leader per epoch as seen by
 //! this node, HW ≤ log end, the leader's HW never goes back, committed entries are never
 //! truncated, a leader never truncates. Bad input (non-voters, stale epochs, nonsense fields,
@@ -30,6 +35,7 @@ mod node;
 pub mod quorum;
 mod replication;
 mod role;
+mod snapshots;
 mod types;
 
 #[cfg(test)]
@@ -39,13 +45,13 @@ pub use action::{Action, DropReason, RoleKind};
 pub use epochs::{EpochCache, FetchPosition};
 pub use message::{
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, EndQuorumEpochRequest,
-    EndQuorumEpochResponse, FetchRequest, FetchResponse, Message, RaftError, VoteRequest,
-    VoteResponse,
+    EndQuorumEpochResponse, FetchRequest, FetchResponse, FetchSnapshotRequest,
+    FetchSnapshotResponse, Message, RaftError, VoteRequest, VoteResponse,
 };
 #[cfg(test)]
 pub use node::PlantedBugs;
-pub use node::{Event, NotLeader, QuorumInfo, Raft, MAX_ACTIONS, MAX_OUTBOX};
+pub use node::{Event, NotLeader, QuorumInfo, Raft, MAX_ACTIONS, MAX_OBSERVERS, MAX_OUTBOX};
 pub use types::{
     Batch, Epoch, LogState, NodeId, Offset, OffsetAndEpoch, Payload, QuorumStateRecord, RaftConfig,
-    MAX_VOTERS,
+    SnapshotMeta, MAX_VOTERS,
 };

@@ -12,7 +12,7 @@ use super::message::{FetchResponse, Message};
 use super::role::{FollowerState, LeaderState, Role, VoterProgress};
 use super::types::{
     Batch, Epoch, LogState, NodeId, Offset, OffsetAndEpoch, Payload, QuorumStateRecord, RaftConfig,
-    MAX_VOTERS,
+    SnapshotMeta, MAX_VOTERS,
 };
 
 /// Sends that may wait for `quorum-state` to be persisted; more are dropped (the network may
@@ -20,6 +20,8 @@ use super::types::{
 pub const MAX_OUTBOX: usize = 4 * MAX_VOTERS + 16;
 /// Actions one step may produce before the driver drains them.
 pub const MAX_ACTIONS: usize = MAX_OUTBOX + 8 * MAX_VOTERS + 64;
+/// Observers a leader tracks for DescribeQuorum.
+pub const MAX_OBSERVERS: usize = 256;
 /// Base of the binary-exponential election backoff (Kafka's `RETRY_BACKOFF_BASE_MS`).
 const BACKOFF_BASE_MS: u64 = 50;
 
@@ -34,6 +36,12 @@ pub enum Event {
     Flushed { end_offset: Offset },
     /// The `quorum-state` write asked for by `Action::PersistQuorumState(record)` is durable.
     QuorumStatePersisted(QuorumStateRecord),
+    /// The driver wrote a snapshot of the state machine at `meta.id` (≤ the high watermark)
+    /// durably. The log start then moves to the previous snapshot.
+    SnapshotTaken(SnapshotMeta),
+    /// The fetched snapshot asked for by `Action::CompleteSnapshot` is durable; `valid`: its
+    /// checksum and size match.
+    SnapshotFetched { id: OffsetAndEpoch, valid: bool },
 }
 
 /// Why a proposal was refused.
@@ -51,6 +59,9 @@ pub struct QuorumInfo {
     pub high_watermark: Offset,
     /// `(voter, match offset, last fetch time)`; only a leader knows the other voters'.
     pub voters: Vec<(NodeId, Option<Offset>, Option<u64>)>,
+    /// `(observer, fetch offset, last fetch time)` of the observers that fetched from this
+    /// leader in its epoch.
+    pub observers: Vec<(NodeId, Option<Offset>, Option<u64>)>,
 }
 
 /// Switches that plant known bugs, so tests can prove the cluster harness catches them.
@@ -81,6 +92,11 @@ pub struct Raft {
     pub(super) end_offset: Offset,
     pub(super) durable_end: Offset,
     pub(super) high_watermark: Offset,
+    /// The snapshot at the log start (`None`: the log starts at 0) and the newest snapshot.
+    /// The log start trails the newest snapshot by one, so a damaged newest snapshot falls
+    /// back to the previous one and the log after it.
+    pub(super) earliest_snapshot: Option<SnapshotMeta>,
+    pub(super) latest_snapshot: Option<SnapshotMeta>,
     /// The last record the driver reported durable, and the last one asked for: while they
     /// differ, every send waits in `outbox`.
     persisted: QuorumStateRecord,
@@ -106,13 +122,24 @@ impl Raft {
         entropy: u64,
     ) -> Result<Raft, String> {
         cfg.validate()?;
-        let cache = EpochCache::from_entries(&log.epochs);
+        // The snapshot at the log start names the epoch of the entries before it.
+        let mut entries: Vec<OffsetAndEpoch> =
+            log.earliest_snapshot.map(|s| s.id).into_iter().collect();
+        entries.extend(log.epochs.iter().copied());
+        let cache = EpochCache::from_entries(&entries);
         if cache
             .entries()
             .last()
             .is_some_and(|e| e.offset > log.end_offset)
         {
             return Err("the epoch cache goes past the log end".into());
+        }
+        let start = log.earliest_snapshot.map_or(0, |s| s.id.offset);
+        let latest = log.latest_snapshot.or(log.earliest_snapshot);
+        if latest.is_some_and(|l| l.id.offset < start || l.id.offset > log.end_offset)
+            || log.epochs.first().is_some_and(|e| e.offset < start)
+        {
+            return Err("the snapshots do not fit the log".into());
         }
         let stored = stored.unwrap_or_default();
         let is_voter = cfg.voters.contains(&cfg.node_id);
@@ -130,7 +157,10 @@ impl Raft {
             cache,
             end_offset: log.end_offset,
             durable_end: log.end_offset,
-            high_watermark: 0,
+            // A snapshot holds only committed state.
+            high_watermark: latest.map_or(0, |l| l.id.offset),
+            earliest_snapshot: log.earliest_snapshot,
+            latest_snapshot: latest,
             persisted: stored,
             wanted: stored,
             outbox: VecDeque::new(),
@@ -174,6 +204,8 @@ impl Raft {
             Event::Message { from, message } => self.receive(from, message),
             Event::Flushed { end_offset } => self.flushed(end_offset),
             Event::QuorumStatePersisted(record) => self.quorum_state_persisted(record),
+            Event::SnapshotTaken(meta) => self.snapshot_taken(meta),
+            Event::SnapshotFetched { id, valid } => self.snapshot_fetched(id, valid),
         }
         self.check_invariants();
     }
@@ -270,6 +302,13 @@ impl Raft {
     pub fn durable_end(&self) -> Offset {
         self.durable_end
     }
+    /// The first offset in the log: the end of the snapshot at its start, or 0.
+    pub fn log_start(&self) -> Offset {
+        self.earliest_snapshot.map_or(0, |s| s.id.offset)
+    }
+    pub fn latest_snapshot(&self) -> Option<SnapshotMeta> {
+        self.latest_snapshot
+    }
     pub fn node_id(&self) -> NodeId {
         self.cfg.node_id
     }
@@ -294,11 +333,20 @@ impl Raft {
                 .collect(),
             _ => self.cfg.voters.iter().map(|v| (*v, None, None)).collect(),
         };
+        let observers = match &self.role {
+            Role::Leader(s) => s
+                .observers
+                .iter()
+                .map(|(id, p)| (*id, p.match_offset, p.last_fetch_at))
+                .collect(),
+            _ => Vec::new(),
+        };
         QuorumInfo {
             epoch: self.epoch,
             leader: self.leader,
             high_watermark: self.high_watermark,
             voters,
+            observers,
         }
     }
 
@@ -327,6 +375,8 @@ impl Raft {
             Message::EndQuorumEpochResponse(r) => self.on_end_quorum_epoch_response(from, r),
             Message::FetchRequest(r) => self.on_fetch_request(from, r),
             Message::FetchResponse(r) => self.on_fetch_response(from, r),
+            Message::FetchSnapshotRequest(r) => self.on_fetch_snapshot_request(from, r),
+            Message::FetchSnapshotResponse(r) => self.on_fetch_snapshot_response(from, r),
         }
     }
 
@@ -425,6 +475,7 @@ impl Raft {
             fetched_ok: false,
             inflight: None,
             next_fetch_at: self.now,
+            snapshot: None,
         };
         self.set_role(Role::Follower(state));
         self.maybe_fetch();
@@ -499,6 +550,7 @@ impl Raft {
             epoch_start: self.end_offset,
             became_at: self.now,
             voters,
+            observers: BTreeMap::new(),
             begin_resend_at: self.now,
             next_check: self.now + check_window,
         }));
@@ -649,7 +701,7 @@ impl Raft {
         });
     }
 
-    fn send_action(&mut self, action: Action) {
+    pub(super) fn send_action(&mut self, action: Action) {
         if self.state_is_durable() {
             self.push(action);
         } else if self.outbox.len() < MAX_OUTBOX {
@@ -723,6 +775,22 @@ impl Raft {
             "quorum-state is not asked for our epoch"
         );
         assert!(self.persisted.epoch <= self.wanted.epoch);
+        let start = self.log_start();
+        assert!(start <= self.end_offset, "log start past the log end");
+        match self.latest_snapshot {
+            Some(l) => assert!(
+                l.id.offset >= start && l.id.offset <= self.high_watermark,
+                "snapshots hold committed state from the log start on"
+            ),
+            None => assert!(self.earliest_snapshot.is_none(), "no latest snapshot"),
+        }
+        assert!(
+            self.cache
+                .entries()
+                .first()
+                .is_none_or(|e| e.offset >= start),
+            "an epoch starts below the log start"
+        );
         assert!(self.outbox.len() <= MAX_OUTBOX);
         match &self.role {
             Role::Leader(s) => {

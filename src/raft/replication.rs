@@ -83,6 +83,9 @@ impl Raft {
     }
 
     pub(super) fn maybe_fetch(&mut self) {
+        if !self.can_fetch() || self.maybe_fetch_snapshot() {
+            return;
+        }
         let now = self.now;
         let can_fetch = self.can_fetch();
         let request = self.fetch_request();
@@ -149,6 +152,7 @@ impl Raft {
             leader_id: self.advertised_leader(),
             high_watermark: None,
             diverging_epoch: None,
+            snapshot_id: None,
             records: Vec::new(),
             request: OffsetAndEpoch {
                 epoch: req.last_fetched_epoch,
@@ -156,6 +160,14 @@ impl Raft {
             },
         };
         if error.is_some() {
+            return self.send(from, Message::FetchResponse(response));
+        }
+        if let Some(id) = self.snapshot_for_fetch(req.fetch_offset, req.last_fetched_epoch) {
+            // Below our log start: the fetcher loads the snapshot first. Its fetch offset
+            // acknowledges nothing we still have in the log.
+            self.note_fetch(from, None);
+            response.high_watermark = Some(self.high_watermark);
+            response.snapshot_id = Some(id);
             return self.send(from, Message::FetchResponse(response));
         }
         let position = if self.planted_no_fetch_epoch_check() && req.fetch_offset <= self.end_offset
@@ -177,14 +189,7 @@ impl Raft {
                 self.send(from, Message::FetchResponse(response));
             }
             FetchPosition::Valid => {
-                let now = self.now;
-                if let Role::Leader(state) = &mut self.role {
-                    if let Some(progress) = state.voters.get_mut(&from) {
-                        progress.match_offset = Some(req.fetch_offset);
-                        progress.last_fetch_at = Some(now);
-                        progress.acked = true;
-                    }
-                }
+                self.note_fetch(from, Some(req.fetch_offset));
                 self.update_high_watermark();
                 response.high_watermark = Some(self.high_watermark);
                 let (start, end) = (req.fetch_offset, self.end_offset);
@@ -230,6 +235,9 @@ impl Raft {
         }
         f.fetched_ok = true;
         f.fetch_deadline = self.now + self.cfg.fetch_timeout_ms;
+        if let Some(id) = resp.snapshot_id {
+            return self.start_snapshot_fetch(from, id);
+        }
         let idle = resp.records.is_empty() && resp.diverging_epoch.is_none();
         f.next_fetch_at = if idle {
             self.now + self.cfg.fetch_idle_backoff_ms

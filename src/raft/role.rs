@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::action::RoleKind;
-use super::types::{Epoch, NodeId, Offset};
+use super::types::{Epoch, NodeId, Offset, OffsetAndEpoch};
 
 #[derive(Clone, Debug)]
 pub(super) enum Role {
@@ -50,6 +50,9 @@ pub(super) struct LeaderState {
     pub became_at: u64,
     /// Other voters' progress in this epoch.
     pub voters: BTreeMap<NodeId, VoterProgress>,
+    /// Observers (pure brokers) that fetched in this epoch, for DescribeQuorum; at most
+    /// `MAX_OBSERVERS` (the one heard from least recently makes room).
+    pub observers: BTreeMap<NodeId, VoterProgress>,
     pub begin_resend_at: u64,
     pub next_check: u64,
 }
@@ -73,6 +76,20 @@ pub(super) struct FollowerState {
     /// The outstanding fetch: when it was sent and the log position it asked from.
     pub inflight: Option<InflightFetch>,
     pub next_fetch_at: u64,
+    /// The snapshot being fetched (FetchSnapshot) instead of the log, after the leader
+    /// answered a fetch with a snapshot id.
+    pub snapshot: Option<SnapshotFetch>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SnapshotFetch {
+    pub id: OffsetAndEpoch,
+    /// Bytes received so far (the next chunk's position).
+    pub position: u64,
+    /// The size the leader reported with the first chunk.
+    pub size: Option<u64>,
+    /// Every byte is in: waiting for the driver's `SnapshotFetched`.
+    pub completing: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -57,12 +57,28 @@ pub struct QuorumStateRecord {
     pub leader: Option<NodeId>,
 }
 
+/// A snapshot of the committed state (KIP-630): its id is `(end offset, epoch of the last
+/// entry it covers)`, and `size` is the length of its file in bytes (what FetchSnapshot
+/// serves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotMeta {
+    pub id: OffsetAndEpoch,
+    pub size: u64,
+}
+
 /// What the driver recovered from the log at start: its epoch cache (`(epoch, start offset)`
-/// pairs, strictly increasing in both) and its end offset. Everything recovered is durable.
+/// pairs, strictly increasing in both, for the batches at or after the log start) and its end
+/// offset, and the snapshots it kept. Everything recovered is durable.
+///
+/// `earliest_snapshot` is the snapshot at the log start (the log start is its end offset;
+/// `None`: the log starts at 0); `latest_snapshot` the newest one (the two may be the same).
+/// Both are committed state, so the high watermark starts at the latest one's end.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogState {
     pub epochs: Vec<OffsetAndEpoch>,
     pub end_offset: Offset,
+    pub earliest_snapshot: Option<SnapshotMeta>,
+    pub latest_snapshot: Option<SnapshotMeta>,
 }
 
 /// The quorum's configuration, with Kafka's key names and defaults.

@@ -8,10 +8,11 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     begin_quorum_epoch_request, begin_quorum_epoch_response, end_quorum_epoch_request,
-    end_quorum_epoch_response, fetch_request, fetch_response, vote_request, vote_response, ApiKey,
-    BeginQuorumEpochRequest, BeginQuorumEpochResponse, BrokerId, EndQuorumEpochRequest,
-    EndQuorumEpochResponse, FetchRequest, FetchResponse, RequestKind, ResponseKind, TopicName,
-    VoteRequest, VoteResponse,
+    end_quorum_epoch_response, fetch_request, fetch_response, fetch_snapshot_request,
+    fetch_snapshot_response, vote_request, vote_response, ApiKey, BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse, BrokerId, EndQuorumEpochRequest, EndQuorumEpochResponse,
+    FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, RequestKind,
+    ResponseKind, TopicName, VoteRequest, VoteResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -31,6 +32,9 @@ pub const END_QUORUM_EPOCH_VERSION: i16 = 1;
 pub const FETCH_VERSION: i16 = 13;
 /// What one metadata fetch carries at most.
 pub const FETCH_MAX_BYTES: usize = 1 << 20;
+pub const FETCH_SNAPSHOT_VERSION: i16 = 0;
+/// What one FetchSnapshot chunk carries at most (the request's `MaxBytes`).
+pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 
 /// Why an inbound message cannot go to the core: answered with `code` (or dropped).
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +58,8 @@ pub fn error_code(e: Option<RaftError>) -> i16 {
         Some(RaftError::NotLeaderOrFollower) => ResponseError::NotLeaderOrFollower.code(),
         Some(RaftError::InconsistentVoterSet) => ResponseError::InconsistentVoterSet.code(),
         Some(RaftError::InvalidRequest) => ResponseError::InvalidRequest.code(),
+        Some(RaftError::SnapshotNotFound) => ResponseError::SnapshotNotFound.code(),
+        Some(RaftError::PositionOutOfRange) => ResponseError::PositionOutOfRange.code(),
     }
 }
 
@@ -67,6 +73,8 @@ pub fn raft_error(code: i16) -> Result<Option<RaftError>, WireError> {
         c if c == ResponseError::NotLeaderOrFollower.code() => RaftError::NotLeaderOrFollower,
         c if c == ResponseError::InconsistentVoterSet.code() => RaftError::InconsistentVoterSet,
         c if c == ResponseError::InvalidRequest.code() => RaftError::InvalidRequest,
+        c if c == ResponseError::SnapshotNotFound.code() => RaftError::SnapshotNotFound,
+        c if c == ResponseError::PositionOutOfRange.code() => RaftError::PositionOutOfRange,
         other => {
             return Err(WireError {
                 code: ResponseError::UnknownServerError,
@@ -193,6 +201,29 @@ pub fn encode_request(
                     .with_partitions(vec![partition])]);
             (ApiKey::Fetch, FETCH_VERSION, RequestKind::Fetch(req))
         }
+        Message::FetchSnapshotRequest(f) => {
+            let partition = fetch_snapshot_request::PartitionSnapshot::default()
+                .with_partition(0)
+                .with_current_leader_epoch(wire_epoch(f.current_leader_epoch))
+                .with_snapshot_id(
+                    fetch_snapshot_request::SnapshotId::default()
+                        .with_end_offset(wire_offset(f.snapshot_id.offset))
+                        .with_epoch(wire_epoch(f.snapshot_id.epoch)),
+                )
+                .with_position(wire_offset(f.position));
+            let req = FetchSnapshotRequest::default()
+                .with_cluster_id(cluster(cluster_id))
+                .with_replica_id(BrokerId(from))
+                .with_max_bytes(SNAPSHOT_CHUNK_BYTES as i32)
+                .with_topics(vec![fetch_snapshot_request::TopicSnapshot::default()
+                    .with_name(topic_name())
+                    .with_partitions(vec![partition])]);
+            (
+                ApiKey::FetchSnapshot,
+                FETCH_SNAPSHOT_VERSION,
+                RequestKind::FetchSnapshot(req),
+            )
+        }
         _ => return None,
     };
     Some(request)
@@ -317,6 +348,25 @@ pub fn decode_request(request: &RequestKind, ours: &str) -> Result<(NodeId, Mess
             };
             Ok((replica, Message::FetchRequest(message)))
         }
+        RequestKind::FetchSnapshot(req) => {
+            check_cluster(&req.cluster_id, ours)?;
+            if req.replica_id.0 < 0 {
+                return Err(invalid("a FetchSnapshot without a replica id"));
+            }
+            let topic = only(&req.topics, "topic")?;
+            check_topic(&topic.name)?;
+            let p = only(&topic.partitions, "partition")?;
+            check_partition(p.partition)?;
+            let message = raft::FetchSnapshotRequest {
+                current_leader_epoch: epoch(p.current_leader_epoch, "current leader epoch")?,
+                snapshot_id: OffsetAndEpoch {
+                    offset: offset(p.snapshot_id.end_offset, "snapshot end offset")?,
+                    epoch: epoch(p.snapshot_id.epoch, "snapshot epoch")?,
+                },
+                position: offset(p.position, "position")?,
+            };
+            Ok((req.replica_id.0, Message::FetchSnapshotRequest(message)))
+        }
         _ => Err(invalid("not a quorum request")),
     }
 }
@@ -378,6 +428,12 @@ pub fn encode_response(message: &Message, records: Option<Bytes>) -> Option<Resp
                 .with_last_stable_offset(-1)
                 .with_log_start_offset(0)
                 .with_diverging_epoch(diverging)
+                .with_snapshot_id(match f.snapshot_id {
+                    Some(id) => fetch_response::SnapshotId::default()
+                        .with_end_offset(wire_offset(id.offset))
+                        .with_epoch(wire_epoch(id.epoch)),
+                    None => fetch_response::SnapshotId::default(),
+                })
                 .with_current_leader(
                     fetch_response::LeaderIdAndEpoch::default()
                         .with_leader_id(BrokerId(f.leader_id.unwrap_or(-1)))
@@ -388,6 +444,29 @@ pub fn encode_response(message: &Message, records: Option<Bytes>) -> Option<Resp
                 fetch_response::FetchableTopicResponse::default()
                     .with_topic(topic_name())
                     .with_topic_id(METADATA_TOPIC_ID)
+                    .with_partitions(vec![partition]),
+            ]))
+        }
+        Message::FetchSnapshotResponse(f) => {
+            let partition = fetch_snapshot_response::PartitionSnapshot::default()
+                .with_index(0)
+                .with_error_code(error_code(f.error))
+                .with_snapshot_id(
+                    fetch_snapshot_response::SnapshotId::default()
+                        .with_end_offset(wire_offset(f.snapshot_id.offset))
+                        .with_epoch(wire_epoch(f.snapshot_id.epoch)),
+                )
+                .with_current_leader(
+                    fetch_snapshot_response::LeaderIdAndEpoch::default()
+                        .with_leader_id(BrokerId(f.leader_id.unwrap_or(-1)))
+                        .with_leader_epoch(wire_epoch(f.leader_epoch)),
+                )
+                .with_size(wire_offset(f.size))
+                .with_position(wire_offset(f.position))
+                .with_unaligned_records(f.bytes.clone());
+            ResponseKind::FetchSnapshot(FetchSnapshotResponse::default().with_topics(vec![
+                fetch_snapshot_response::TopicSnapshot::default()
+                    .with_name(topic_name())
                     .with_partitions(vec![partition]),
             ]))
         }
@@ -450,6 +529,14 @@ pub fn decode_response(response: &ResponseKind, request: &Message) -> Result<Mes
             } else {
                 None
             };
+            let snapshot_id = if p.snapshot_id.epoch >= 0 && p.snapshot_id.end_offset >= 0 {
+                Some(OffsetAndEpoch {
+                    epoch: epoch(p.snapshot_id.epoch, "snapshot epoch")?,
+                    offset: offset(p.snapshot_id.end_offset, "snapshot end offset")?,
+                })
+            } else {
+                None
+            };
             let records = match &p.records {
                 Some(bytes) if !bytes.is_empty() => {
                     batches::parse(bytes).map_err(|e| invalid(format!("fetched records: {e}")))?
@@ -462,12 +549,33 @@ pub fn decode_response(response: &ResponseKind, request: &Message) -> Result<Mes
                 leader_id: leader_id(p.current_leader.leader_id.0),
                 high_watermark: (p.high_watermark >= 0).then_some(p.high_watermark as u64),
                 diverging_epoch,
+                snapshot_id,
                 records,
                 request: OffsetAndEpoch {
                     epoch: req.last_fetched_epoch,
                     offset: req.fetch_offset,
                 },
             }))
+        }
+        (ResponseKind::FetchSnapshot(resp), Message::FetchSnapshotRequest(_)) => {
+            top_level(resp.error_code)?;
+            let topic = only(&resp.topics, "topic")?;
+            let p = only(&topic.partitions, "partition")?;
+            check_partition(p.index)?;
+            Ok(Message::FetchSnapshotResponse(
+                raft::FetchSnapshotResponse {
+                    error: raft_error(p.error_code)?,
+                    leader_epoch: epoch(p.current_leader.leader_epoch, "leader epoch")?,
+                    leader_id: leader_id(p.current_leader.leader_id.0),
+                    snapshot_id: OffsetAndEpoch {
+                        offset: offset(p.snapshot_id.end_offset, "snapshot end offset")?,
+                        epoch: epoch(p.snapshot_id.epoch, "snapshot epoch")?,
+                    },
+                    size: offset(p.size, "snapshot size")?,
+                    position: offset(p.position, "position")?,
+                    bytes: p.unaligned_records.clone(),
+                },
+            ))
         }
         _ => Err(invalid("a response that does not answer its request")),
     }
@@ -497,6 +605,9 @@ pub fn error_response(request: &RequestKind, code: ResponseError) -> Option<Resp
         }
         RequestKind::Fetch(_) => {
             ResponseKind::Fetch(FetchResponse::default().with_error_code(code))
+        }
+        RequestKind::FetchSnapshot(_) => {
+            ResponseKind::FetchSnapshot(FetchSnapshotResponse::default().with_error_code(code))
         }
         _ => return None,
     })
@@ -588,6 +699,83 @@ mod tests {
             }),
             5,
         );
+        round_trip_request(
+            Message::FetchSnapshotRequest(raft::FetchSnapshotRequest {
+                current_leader_epoch: 4,
+                snapshot_id: OffsetAndEpoch {
+                    epoch: 3,
+                    offset: 900,
+                },
+                position: 4096,
+            }),
+            5,
+        );
+    }
+
+    #[test]
+    fn snapshot_messages_round_trip() {
+        let id = OffsetAndEpoch {
+            epoch: 3,
+            offset: 900,
+        };
+        let fetch = raft::FetchRequest {
+            current_leader_epoch: 4,
+            fetch_offset: 10,
+            last_fetched_epoch: 2,
+        };
+        // A fetch below the leader's log start is answered with the snapshot to load.
+        round_trip_response(
+            Message::FetchResponse(raft::FetchResponse {
+                error: None,
+                leader_epoch: 4,
+                leader_id: Some(1),
+                high_watermark: Some(950),
+                diverging_epoch: None,
+                snapshot_id: Some(id),
+                records: vec![],
+                request: OffsetAndEpoch {
+                    epoch: 2,
+                    offset: 10,
+                },
+            }),
+            Message::FetchRequest(fetch),
+            None,
+        );
+        let request = Message::FetchSnapshotRequest(raft::FetchSnapshotRequest {
+            current_leader_epoch: 4,
+            snapshot_id: id,
+            position: 5,
+        });
+        for (error, bytes) in [
+            (None, Bytes::from_static(b"chunk")),
+            (Some(RaftError::SnapshotNotFound), Bytes::new()),
+            (Some(RaftError::PositionOutOfRange), Bytes::new()),
+        ] {
+            round_trip_response(
+                Message::FetchSnapshotResponse(raft::FetchSnapshotResponse {
+                    error,
+                    leader_epoch: 4,
+                    leader_id: Some(1),
+                    snapshot_id: id,
+                    size: 70,
+                    position: 5,
+                    bytes,
+                }),
+                request.clone(),
+                None,
+            );
+        }
+        // Nonsense is refused with the protocol's error, never a panic.
+        let (_, _, wire) = encode_request(&request, "c", 2, 1).unwrap();
+        let RequestKind::FetchSnapshot(mut bad) = wire else {
+            unreachable!()
+        };
+        bad.topics[0].partitions[0].position = -1;
+        let e = decode_request(&RequestKind::FetchSnapshot(bad.clone()), "c").unwrap_err();
+        assert_eq!(e.code, ResponseError::InvalidRequest);
+        bad.topics[0].partitions[0].position = 0;
+        bad.topics[0].partitions[0].partition = 3;
+        assert!(decode_request(&RequestKind::FetchSnapshot(bad), "c").is_err());
     }
 
     #[test]
@@ -676,6 +864,7 @@ mod tests {
                 leader_id: Some(1),
                 high_watermark: Some(9),
                 diverging_epoch: None,
+                snapshot_id: None,
                 records,
                 request: OffsetAndEpoch {
                     epoch: 3,
@@ -695,6 +884,7 @@ mod tests {
                     epoch: 2,
                     offset: 8,
                 }),
+                snapshot_id: None,
                 records: vec![],
                 request: OffsetAndEpoch {
                     epoch: 3,
@@ -711,6 +901,7 @@ mod tests {
                 leader_id: None,
                 high_watermark: None,
                 diverging_epoch: None,
+                snapshot_id: None,
                 records: vec![],
                 request: OffsetAndEpoch {
                     epoch: 3,

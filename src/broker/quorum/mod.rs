@@ -16,6 +16,7 @@
 pub mod batches;
 pub mod codec;
 pub mod raft_log;
+pub mod snapshot_file;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -31,9 +32,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::peer::{self, Link};
 use super::quorum_status::{QuorumRole, QuorumStatus, ReplicaProgress};
 use super::Broker;
+use crate::controller::image::MetadataImage;
 use crate::io::Io;
-use crate::raft::{Action, DropReason, Event, Message, NodeId, Raft, RaftConfig, RoleKind};
-use raft_log::RaftLog;
+use crate::raft::{
+    Action, DropReason, Event, Message, NodeId, OffsetAndEpoch, Raft, RaftConfig, RoleKind,
+    SnapshotMeta,
+};
+use raft_log::{LoadedSnapshot, RaftLog};
 
 /// Inputs waiting for the driver.
 pub const INBOX: usize = 1024;
@@ -41,9 +46,18 @@ pub const INBOX: usize = 1024;
 const REPLIES_PER_PEER: usize = 8;
 /// How long a request to a peer may take before its answer is ignored (the core resends).
 const PEER_TIMEOUT: Duration = Duration::from_millis(2000);
-/// One committed batch for the applier: its records `(offset, value)` (none for a control
-/// batch) and the offset after it.
-type CommittedBatch = (Vec<(u64, Bytes)>, u64);
+/// What the applier applies, in commit order.
+enum Committed {
+    /// One committed batch: its records `(offset, value)` (none for a control batch), the
+    /// offset after it and its epoch.
+    Batch {
+        values: Vec<(u64, Bytes)>,
+        end: u64,
+        epoch: u32,
+    },
+    /// A snapshot replaces the image: everything below `end` is in it.
+    Snapshot { image: Arc<MetadataImage>, end: u64 },
+}
 
 /// Committed batches waiting for the applier (back-pressure on the driver past it).
 const APPLY_QUEUE: usize = 4096;
@@ -85,6 +99,8 @@ enum Input {
     Shutdown {
         reply: oneshot::Sender<()>,
     },
+    /// The applier wrote a snapshot of the image.
+    SnapshotTaken(SnapshotMeta),
 }
 
 /// The broker's handle on its quorum driver.
@@ -215,7 +231,12 @@ pub async fn open(
     // after an empty answer: a short pause only guards against a leader that answers at once.
     cfg.fetch_idle_backoff_ms = 5;
     let now_wall = io.clock.wall_ms();
-    let (log, state) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
+    let (log, state, loaded) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
+    if let Some(l) = &loaded {
+        tracing::info!(snapshot = %snapshot_file::file_name(l.meta.id), log_start = log.start_offset(),
+            log_end = log.end_offset(), "loaded the metadata snapshot");
+    }
+    let snapshot_end = loaded.as_ref().map_or(0, |l| l.meta.id.offset);
     let stored = raft_log::read_quorum_state(io.disk.as_ref(), &log_dir)?;
     let now = io.clock.monotonic().as_millis() as u64;
     let core = Raft::new(cfg, stored, state, now, io.rng.next_u64())
@@ -237,8 +258,10 @@ pub async fn open(
             role: QuorumRole::Unattached,
             epoch: core.epoch(),
             leader: None,
-            high_watermark: 0,
+            high_watermark: core.high_watermark(),
             log_end: core.end_offset(),
+            log_start: core.log_start(),
+            snapshot: core.latest_snapshot().map(|s| s.id),
             replicas: Vec::new(),
         }),
         active: AtomicBool::new(false),
@@ -258,9 +281,9 @@ pub async fn open(
         tx,
         replies: BTreeMap::new(),
         reply_seq: 0,
-        applied: 0,
+        applied: snapshot_end,
         apply_tx: None,
-        applied_end: watch::channel(0).1,
+        applied_end: watch::channel(snapshot_end).1,
         leader_since: None,
         waiters: VecDeque::new(),
         broker: None,
@@ -269,14 +292,30 @@ pub async fn open(
         unpark: false,
         park_ms,
     };
+    let policy = SnapshotPolicy {
+        max_bytes: config.metadata_snapshot_max_bytes,
+        interval_ms: config.metadata_snapshot_interval_ms,
+        dir: driver.log.dir().to_path_buf(),
+    };
     Ok((
         handle,
         Starter {
             driver,
             rx,
             shutdown,
+            loaded,
+            policy,
         },
     ))
+}
+
+/// When the applier snapshots the image: `metadata.log.max.record.bytes.between.snapshots`
+/// of records applied since the last snapshot, or `metadata.log.max.snapshot.interval.ms`
+/// since it with anything applied (0: never by time, as in Kafka).
+struct SnapshotPolicy {
+    max_bytes: u64,
+    interval_ms: u64,
+    dir: PathBuf,
 }
 
 /// The driver, built but not yet running (it needs the broker).
@@ -284,14 +323,40 @@ pub struct Starter {
     driver: Driver,
     rx: mpsc::Receiver<Input>,
     shutdown: watch::Receiver<bool>,
+    loaded: Option<LoadedSnapshot>,
+    policy: SnapshotPolicy,
 }
 
 impl Starter {
+    /// The image of the snapshot loaded at start and the offset it covers: the broker starts
+    /// from it rather than from an empty image.
+    pub fn initial_image(&self) -> Option<(MetadataImage, u64)> {
+        self.loaded
+            .as_ref()
+            .map(|l| (l.image.clone(), l.meta.id.offset))
+    }
+
     pub fn start(mut self, broker: Arc<Broker>) {
         let io = self.driver.io.clone();
         let (apply_tx, apply_rx) = mpsc::channel(APPLY_QUEUE);
-        let (applied_tx, applied_end) = watch::channel(0);
-        io.spawn(apply_loop(broker.clone(), apply_rx, applied_tx));
+        let start = self.driver.applied;
+        if let Some(l) = self.loaded.take() {
+            // The applier reconciles the partitions against the loaded image first.
+            let item = Committed::Snapshot {
+                image: Arc::new(l.image),
+                end: l.meta.id.offset,
+            };
+            let queued = apply_tx.try_send(item).is_ok();
+            assert!(queued, "an empty queue has room");
+        }
+        let (applied_tx, applied_end) = watch::channel(start);
+        io.spawn(apply_loop(
+            broker.clone(),
+            apply_rx,
+            applied_tx,
+            self.policy,
+            self.driver.tx.clone(),
+        ));
         self.driver.apply_tx = Some(apply_tx);
         self.driver.applied_end = applied_end;
         self.driver.broker = Some(broker);
@@ -299,17 +364,57 @@ impl Starter {
     }
 }
 
-/// Applies committed batches to the broker in commit order and publishes how far it got.
-/// Ends when the driver drops its sender.
+/// Applies committed batches to the broker in commit order and publishes how far it got;
+/// snapshots the image as `policy` says and reports each snapshot to the driver. Ends when
+/// the driver drops its sender.
 async fn apply_loop(
     broker: Arc<Broker>,
-    mut rx: mpsc::Receiver<CommittedBatch>,
+    mut rx: mpsc::Receiver<Committed>,
     applied: watch::Sender<u64>,
+    policy: SnapshotPolicy,
+    driver: mpsc::Sender<Input>,
 ) {
-    while let Some((values, end)) = rx.recv().await {
-        broker.apply_committed(&values).await;
-        broker.committed.advance_to(end);
-        let _ = applied.send(end);
+    let mut since_bytes: u64 = 0;
+    let mut since_ms = broker.io.clock.monotonic().as_millis() as u64;
+    while let Some(item) = rx.recv().await {
+        match item {
+            Committed::Batch { values, end, epoch } => {
+                broker.apply_committed(&values).await;
+                broker.committed.advance_to(end);
+                let _ = applied.send(end);
+                since_bytes += values.iter().map(|(_, v)| v.len() as u64).sum::<u64>();
+                let now = broker.io.clock.monotonic().as_millis() as u64;
+                let due = since_bytes >= policy.max_bytes
+                    || (since_bytes > 0
+                        && policy.interval_ms > 0
+                        && now.saturating_sub(since_ms) >= policy.interval_ms);
+                if !due {
+                    continue;
+                }
+                let image = broker.image();
+                let id = OffsetAndEpoch { offset: end, epoch };
+                let body = image.to_snapshot();
+                match snapshot_file::write(broker.io.disk.as_ref(), &policy.dir, id, &body).await {
+                    Ok(meta) => {
+                        tracing::info!(snapshot = %snapshot_file::file_name(id), bytes = meta.size,
+                            records = since_bytes, "metadata snapshot written");
+                        since_bytes = 0;
+                        since_ms = now;
+                        if driver.send(Input::SnapshotTaken(meta)).await.is_err() {
+                            return;
+                        }
+                    }
+                    // The log still holds everything; the next batch tries again.
+                    Err(e) => tracing::warn!(error = %e, "writing a metadata snapshot failed"),
+                }
+            }
+            Committed::Snapshot { image, end } => {
+                broker.install_snapshot(image, end).await;
+                let _ = applied.send(end);
+                since_bytes = 0;
+                since_ms = broker.io.clock.monotonic().as_millis() as u64;
+            }
+        }
     }
 }
 
@@ -328,6 +433,7 @@ enum Kind {
     Begin,
     End,
     Fetch,
+    FetchSnapshot,
 }
 
 fn request_kind(m: &Message) -> Option<Kind> {
@@ -336,6 +442,7 @@ fn request_kind(m: &Message) -> Option<Kind> {
         Message::BeginQuorumEpochRequest(_) => Some(Kind::Begin),
         Message::EndQuorumEpochRequest(_) => Some(Kind::End),
         Message::FetchRequest(_) => Some(Kind::Fetch),
+        Message::FetchSnapshotRequest(_) => Some(Kind::FetchSnapshot),
         _ => None,
     }
 }
@@ -346,6 +453,7 @@ fn response_kind(m: &Message) -> Option<Kind> {
         Message::BeginQuorumEpochResponse(_) => Some(Kind::Begin),
         Message::EndQuorumEpochResponse(_) => Some(Kind::End),
         Message::FetchResponse(_) => Some(Kind::Fetch),
+        Message::FetchSnapshotResponse(_) => Some(Kind::FetchSnapshot),
         _ => None,
     }
 }
@@ -376,7 +484,7 @@ struct Driver {
     applied: u64,
     /// Committed batches to the applier task, which applies them to the broker in order, off
     /// the driver (reconciliation opens directories and fsyncs: the quorum keeps answering).
-    apply_tx: Option<mpsc::Sender<CommittedBatch>>,
+    apply_tx: Option<mpsc::Sender<Committed>>,
     /// Everything below this offset is applied to the broker's image (the applier's mark).
     applied_end: watch::Receiver<u64>,
     /// `(epoch, offset after its LeaderChange)` while this node leads.
@@ -535,6 +643,10 @@ impl Driver {
                 let _ = reply.send(());
                 return Ok(false);
             }
+            Input::SnapshotTaken(meta) => {
+                self.step(Event::SnapshotTaken(meta));
+                self.perform().await?;
+            }
         }
         Ok(true)
     }
@@ -613,6 +725,71 @@ impl Driver {
                             .map_err(|e| Fatal(format!("reading the metadata log: {e}")))?;
                         self.send(to, Message::FetchResponse(response), Some(records));
                     }
+                    Action::SendSnapshotChunk {
+                        to,
+                        mut response,
+                        start,
+                    } => {
+                        let id = response.snapshot_id;
+                        match snapshot_file::read_chunk(
+                            self.io.disk.as_ref(),
+                            self.log.dir(),
+                            id,
+                            start,
+                            codec::SNAPSHOT_CHUNK_BYTES,
+                        ) {
+                            Ok(bytes) if !bytes.is_empty() => response.bytes = bytes,
+                            other => {
+                                tracing::warn!(snapshot = %snapshot_file::file_name(id), ?other,
+                                    "a snapshot to serve is unreadable");
+                                response.error = Some(crate::raft::RaftError::SnapshotNotFound);
+                            }
+                        }
+                        self.send(to, Message::FetchSnapshotResponse(response), None);
+                    }
+                    Action::WriteSnapshotChunk {
+                        id,
+                        position,
+                        bytes,
+                    } => snapshot_file::write_chunk(
+                        self.io.disk.as_ref(),
+                        self.log.dir(),
+                        id,
+                        position,
+                        &bytes,
+                    )
+                    .map_err(|e| Fatal(format!("writing a fetched snapshot: {e}")))?,
+                    Action::CompleteSnapshot { id, size } => {
+                        let checked = snapshot_file::complete(
+                            self.io.disk.as_ref(),
+                            self.log.dir(),
+                            id,
+                            size,
+                        )
+                        .await
+                        .map_err(|e| Fatal(format!("syncing a fetched snapshot: {e}")))?;
+                        if let Err(why) = &checked {
+                            tracing::warn!(snapshot = %snapshot_file::file_name(id), %why,
+                                "a fetched snapshot is damaged; fetching again");
+                        }
+                        follow.push(Event::SnapshotFetched {
+                            id,
+                            valid: checked.is_ok(),
+                        });
+                    }
+                    Action::InstallSnapshot(meta) => self.install_snapshot(meta).await?,
+                    Action::DeleteSnapshot { id } => {
+                        if let Err(e) =
+                            snapshot_file::delete(self.io.disk.as_ref(), self.log.dir(), id)
+                        {
+                            tracing::warn!(error = %e, "deleting a metadata snapshot failed");
+                        }
+                    }
+                    Action::AdvanceLogStart { offset } => self
+                        .log
+                        .advance_start(offset)
+                        .await
+                        .map_err(|e| Fatal(format!("moving the metadata log start: {e}")))?,
                     Action::Append { batches } => {
                         self.log
                             .append(&batches, self.io.clock.wall_ms())
@@ -672,7 +849,8 @@ impl Driver {
     fn send(&mut self, to: NodeId, message: Message, records: Option<Bytes>) {
         if let Message::FetchResponse(f) = &message {
             let empty = records.as_ref().is_none_or(|r| r.is_empty()) && f.records.is_empty();
-            let at_end = f.error.is_none() && f.diverging_epoch.is_none();
+            let at_end =
+                f.error.is_none() && f.diverging_epoch.is_none() && f.snapshot_id.is_none();
             if empty && at_end && self.parked.len() < crate::raft::MAX_VOTERS * 4 {
                 if let Some((from, request)) = self.parking.take_if(|(from, _)| *from == to) {
                     // Held back: the reply stays queued for the answer to this fetch re-fed.
@@ -777,6 +955,43 @@ impl Driver {
         }
     }
 
+    /// Installs a fetched, verified snapshot: its file goes into place, the log restarts at
+    /// its end, and the applier replaces the image with it.
+    async fn install_snapshot(&mut self, meta: SnapshotMeta) -> Result<(), Fatal> {
+        let id = meta.id;
+        let disk = self.io.disk.clone();
+        let dir = self.log.dir().to_path_buf();
+        let body = snapshot_file::install(disk.as_ref(), &dir, id)
+            .await
+            .map_err(|e| Fatal(format!("installing a fetched snapshot: {e}")))?;
+        let image = MetadataImage::from_snapshot(&body)
+            .map_err(|e| Fatal(format!("a verified snapshot does not load: {e}")))?;
+        self.log
+            .restart_at(id.offset, self.io.clock.wall_ms())
+            .await
+            .map_err(|e| Fatal(format!("restarting the metadata log: {e}")))?;
+        tracing::info!(snapshot = %snapshot_file::file_name(id), bytes = meta.size,
+            "installed a metadata snapshot from the leader; the log restarts at its end");
+        for other in snapshot_file::list(disk.as_ref(), &dir).unwrap_or_default() {
+            if other != id {
+                let _ = snapshot_file::delete(disk.as_ref(), &dir, other);
+            }
+        }
+        self.applied = self.applied.max(id.offset);
+        let tx = self
+            .apply_tx
+            .as_ref()
+            .expect("the driver runs with its applier");
+        let item = Committed::Snapshot {
+            image: Arc::new(image),
+            end: id.offset,
+        };
+        if tx.send(item).await.is_err() {
+            return Err(Fatal("the metadata applier stopped".into()));
+        }
+        Ok(())
+    }
+
     /// Applies every committed entry below `high_watermark` to the broker, in order.
     async fn apply_to(&mut self, high_watermark: u64) -> Result<(), Fatal> {
         if high_watermark <= self.applied {
@@ -801,7 +1016,12 @@ impl Driver {
                 .apply_tx
                 .as_ref()
                 .expect("the driver runs with its applier");
-            if tx.send((values, self.applied)).await.is_err() {
+            let item = Committed::Batch {
+                values,
+                end: self.applied,
+                epoch: b.epoch,
+            };
+            if tx.send(item).await.is_err() {
                 return Err(Fatal("the metadata applier stopped".into()));
             }
         }
@@ -839,16 +1059,18 @@ impl Driver {
         let now = self.now();
         let wall = self.io.clock.wall_ms();
         let replicas = if self.core.role() == RoleKind::Leader {
-            self.core
-                .describe()
-                .voters
-                .into_iter()
-                .map(|(id, end, at)| ReplicaProgress {
+            let info = self.core.describe();
+            let progress = |voter: bool| {
+                move |(id, end, at): (NodeId, Option<u64>, Option<u64>)| ReplicaProgress {
                     node_id: id,
-                    voter: true,
+                    voter,
                     end_offset: end.unwrap_or(0),
                     last_fetch_ms: at.map(|t| wall - now.saturating_sub(t) as i64),
-                })
+                }
+            };
+            let voters = info.voters.into_iter().map(progress(true));
+            voters
+                .chain(info.observers.into_iter().map(progress(false)))
                 .collect()
         } else {
             Vec::new()
@@ -866,6 +1088,8 @@ impl Driver {
             leader: self.core.leader(),
             high_watermark: self.core.high_watermark(),
             log_end: self.core.end_offset(),
+            log_start: self.core.log_start(),
+            snapshot: self.core.latest_snapshot().map(|s| s.id),
             replicas,
         };
     }

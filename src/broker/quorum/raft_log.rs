@@ -13,11 +13,19 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 
 use super::batches;
+use super::snapshot_file;
+use crate::controller::image::MetadataImage;
 use crate::controller::store::METADATA_DIR;
 use crate::io::{read_file, write_file_atomic, Disk};
 use crate::log::batch;
 use crate::log::{Log, LogConfig};
-use crate::raft::{Batch, LogState, Offset, OffsetAndEpoch, QuorumStateRecord};
+use crate::raft::{Batch, LogState, Offset, OffsetAndEpoch, QuorumStateRecord, SnapshotMeta};
+
+/// What start-up recovered beyond the log: the newest valid snapshot, loaded.
+pub struct LoadedSnapshot {
+    pub meta: SnapshotMeta,
+    pub image: MetadataImage,
+}
 
 pub const QUORUM_STATE: &str = "quorum-state";
 
@@ -32,17 +40,20 @@ fn invalid(msg: String) -> io::Error {
 }
 
 impl RaftLog {
-    /// Opens (recovering) the metadata log under `log_dir` and rebuilds its epoch cache.
+    /// Opens (recovering) the metadata log under `log_dir`, loads its newest valid snapshot
+    /// and rebuilds its epoch cache.
     pub async fn open(
         disk: Arc<dyn Disk>,
         log_dir: &Path,
         now_ms: i64,
-    ) -> io::Result<(RaftLog, LogState)> {
+    ) -> io::Result<(RaftLog, LogState, Option<LoadedSnapshot>)> {
         let dir = log_dir.join(METADATA_DIR);
-        let (log, recovery) = Log::open(disk.clone(), &dir, LogConfig::default(), now_ms).await?;
+        let (mut log, recovery) =
+            Log::open(disk.clone(), &dir, LogConfig::default(), now_ms).await?;
         if !recovery.clean {
             tracing::info!(dir = %dir.display(), ?recovery, "recovered the metadata log");
         }
+        let (earliest, loaded) = load_snapshots(disk.as_ref(), &dir, &mut log, now_ms).await?;
         let mut epochs: Vec<OffsetAndEpoch> = Vec::new();
         let mut problem = None;
         log.scan_headers(log.start_offset(), |h| {
@@ -76,8 +87,33 @@ impl RaftLog {
         let state = LogState {
             epochs,
             end_offset: log.end_offset() as u64,
+            earliest_snapshot: earliest,
+            latest_snapshot: loaded.as_ref().map(|l| l.meta),
         };
-        Ok((RaftLog { log, dir, disk }, state))
+        Ok((RaftLog { log, dir, disk }, state, loaded))
+    }
+
+    pub fn start_offset(&self) -> Offset {
+        self.log.start_offset() as u64
+    }
+
+    /// Moves the log start to `offset` (a snapshot's end) durably and deletes the segments
+    /// wholly below it.
+    pub async fn advance_start(&mut self, offset: Offset) -> io::Result<()> {
+        let offset = offset as i64;
+        if offset <= self.log.start_offset() {
+            return Ok(());
+        }
+        self.log.start_offset_write(offset).write().await?;
+        let deleted = self.log.advance_start_offset(offset)?;
+        tracing::info!(offset, deleted, "metadata log start moved to a snapshot");
+        // Deleted segment files: their names go with the next directory sync.
+        self.disk.sync_dir(&self.dir).await
+    }
+
+    /// Empties the log and restarts it at `offset` (an installed snapshot's end).
+    pub async fn restart_at(&mut self, offset: Offset, now_ms: i64) -> io::Result<()> {
+        self.log.restart_at(offset as i64, now_ms).await
     }
 
     pub fn end_offset(&self) -> Offset {
@@ -182,6 +218,87 @@ impl RaftLog {
     }
 }
 
+/// Finds the newest valid snapshot and makes the log fit it: the log start must be a
+/// snapshot's end (the earliest kept), and the log must reach the newest snapshot. A damaged
+/// snapshot is ignored with a logged reason (and deleted), falling back to an older one.
+/// Returns the snapshot at the log start and the newest, loaded.
+async fn load_snapshots(
+    disk: &dyn Disk,
+    dir: &Path,
+    log: &mut Log,
+    now_ms: i64,
+) -> io::Result<(Option<SnapshotMeta>, Option<LoadedSnapshot>)> {
+    snapshot_file::remove_partials(disk, dir)?;
+    let mut valid: Vec<SnapshotMeta> = Vec::new();
+    let mut loaded = None;
+    for id in snapshot_file::list(disk, dir)?.into_iter().rev() {
+        let checked = snapshot_file::read(disk, dir, id).and_then(|(size, body)| {
+            let image = MetadataImage::from_snapshot(&body)?;
+            if image.applied() as u64 > id.offset {
+                return Err(format!("its image is applied to {}", image.applied()));
+            }
+            Ok((size, image))
+        });
+        match checked {
+            Ok((size, image)) => {
+                let meta = SnapshotMeta { id, size };
+                if loaded.is_none() {
+                    loaded = Some(LoadedSnapshot { meta, image });
+                }
+                valid.push(meta);
+            }
+            Err(why) => {
+                tracing::warn!(snapshot = %snapshot_file::file_name(id), %why,
+                    "ignoring a damaged metadata snapshot");
+                snapshot_file::delete(disk, dir, id)?;
+            }
+        }
+    }
+    let start = log.start_offset() as u64;
+    let Some(latest) = loaded.as_ref().map(|l| l.meta) else {
+        if start > 0 {
+            // The log starts after a snapshot that is gone: what it holds cannot be applied.
+            tracing::warn!(
+                start,
+                "no valid metadata snapshot for the log start; the metadata log restarts empty"
+            );
+            log.restart_at(0, now_ms).await?;
+        }
+        return Ok((None, None));
+    };
+    if latest.id.offset > log.end_offset() as u64 || latest.id.offset < start {
+        // Installed but the log was not restarted yet (a crash between the two), or the
+        // snapshots that bridged to the log are damaged: the log restarts at the snapshot.
+        tracing::warn!(
+            snapshot = latest.id.offset,
+            start,
+            end = log.end_offset(),
+            "the metadata log does not meet its newest snapshot; it restarts there"
+        );
+        log.restart_at(latest.id.offset as i64, now_ms).await?;
+    }
+    let start = log.start_offset() as u64;
+    let earliest = match valid.iter().find(|s| s.id.offset == start) {
+        Some(s) => Some(*s),
+        None if start == 0 => None,
+        None => {
+            // The snapshot at the log start is damaged: the newest covers the log below it.
+            log.start_offset_write(latest.id.offset as i64)
+                .write()
+                .await?;
+            log.advance_start_offset(latest.id.offset as i64)?;
+            disk.sync_dir(dir).await?;
+            Some(latest)
+        }
+    };
+    // Snapshots below the log start's serve nothing any more.
+    let floor = earliest.map_or(0, |e| e.id.offset);
+    for s in valid.iter().filter(|s| s.id.offset < floor) {
+        snapshot_file::delete(disk, dir, s.id)?;
+    }
+    Ok((earliest, loaded))
+}
+
 /// Reads `quorum-state` (Kafka's JSON: `leaderId`, `leaderEpoch`, `votedId`, -1 for none).
 pub fn read_quorum_state(disk: &dyn Disk, log_dir: &Path) -> io::Result<Option<QuorumStateRecord>> {
     let path = log_dir.join(METADATA_DIR).join(QUORUM_STATE);
@@ -266,7 +383,7 @@ mod tests {
         let mem = MemDisk::new(7);
         let disk: Arc<dyn Disk> = Arc::new(mem.clone());
         let dir = Path::new("/n1");
-        let (mut log, state) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        let (mut log, state, _) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
         assert_eq!(state, LogState::default());
         let lc = |leader| Payload::LeaderChange {
             leader,
@@ -287,7 +404,7 @@ mod tests {
         assert_eq!(log.read_batches(0, 4).unwrap().len(), 3);
         drop(log);
         mem.power_loss();
-        let (mut log, state) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        let (mut log, state, _) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
         assert_eq!(state.end_offset, 7);
         assert_eq!(
             state.epochs,
@@ -305,9 +422,77 @@ mod tests {
         block_on(log.truncate(3, 0)).unwrap();
         drop(log);
         mem.power_loss();
-        let (_, state) = block_on(RaftLog::open(disk, dir, 0)).unwrap();
+        let (_, state, _) = block_on(RaftLog::open(disk, dir, 0)).unwrap();
         assert_eq!(state.end_offset, 3);
         assert_eq!(state.epochs.len(), 1);
+    }
+
+    #[test]
+    fn start_up_loads_the_newest_valid_snapshot_and_fits_the_log_to_it() {
+        let mem = MemDisk::new(9);
+        let disk: Arc<dyn Disk> = Arc::new(mem.clone());
+        let dir = Path::new("/s");
+        let (mut log, _, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert!(loaded.is_none());
+        let lc = Payload::LeaderChange {
+            leader: 1,
+            voters: vec![1],
+        };
+        log.append(
+            &[b(0, 1, 1, lc), b(1, 1, 2, data(2)), b(3, 1, 3, data(3))],
+            0,
+        )
+        .unwrap();
+        block_on(log.flush(0)).unwrap();
+        let meta_dir = dir.join(METADATA_DIR);
+        let body = MetadataImage::default().to_snapshot();
+        let oe = |epoch, offset| OffsetAndEpoch { epoch, offset };
+        let at3 = block_on(snapshot_file::write(&mem, &meta_dir, oe(1, 3), &body)).unwrap();
+        let at6 = block_on(snapshot_file::write(&mem, &meta_dir, oe(1, 6), &body)).unwrap();
+        block_on(log.advance_start(3)).unwrap();
+        drop(log);
+        mem.power_loss();
+        let (log, state, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!(log.start_offset(), 3);
+        assert_eq!(state.earliest_snapshot, Some(at3));
+        assert_eq!(state.latest_snapshot, Some(at6));
+        assert_eq!(state.epochs, vec![oe(1, 3)]);
+        assert_eq!(loaded.map(|l| l.meta), Some(at6));
+        drop(log);
+        // A damaged newest snapshot is ignored (and deleted): the older one and the log serve.
+        let file = mem
+            .open(
+                &meta_dir.join(snapshot_file::file_name(oe(1, 6))),
+                crate::io::OpenMode::ReadWrite,
+            )
+            .unwrap();
+        file.write_at(at6.size - 2, b"??").unwrap();
+        drop(file);
+        let (log, state, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!(state.earliest_snapshot, Some(at3));
+        assert_eq!(state.latest_snapshot, Some(at3));
+        assert_eq!(state.end_offset, 6);
+        assert_eq!(loaded.map(|l| l.meta), Some(at3));
+        assert_eq!(
+            snapshot_file::list(&mem, &meta_dir).unwrap(),
+            vec![oe(1, 3)]
+        );
+        drop(log);
+        // A snapshot past the log end (installed, then a crash before the log restarted):
+        // the log restarts at it.
+        let at20 = block_on(snapshot_file::write(&mem, &meta_dir, oe(2, 20), &body)).unwrap();
+        let (log, state, _) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert_eq!((log.start_offset(), state.end_offset), (20, 20));
+        assert_eq!(state.earliest_snapshot, Some(at20));
+        assert_eq!(state.latest_snapshot, Some(at20));
+        assert!(state.epochs.is_empty());
+        drop(log);
+        // No valid snapshot for a log that starts past 0: the log restarts empty at 0.
+        snapshot_file::delete(&mem, &meta_dir, oe(2, 20)).unwrap();
+        let (log, state, loaded) = block_on(RaftLog::open(disk.clone(), dir, 0)).unwrap();
+        assert!(loaded.is_none());
+        assert_eq!((log.start_offset(), state.end_offset), (0, 0));
+        assert_eq!(state.earliest_snapshot, None);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::records::BrokerEndpoint;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BrokerRegistration {
     pub id: i32,
     pub incarnation: Uuid,

@@ -9,6 +9,7 @@
 mod brokers;
 mod partitions;
 mod records;
+mod snapshot;
 mod topics;
 
 use uuid::Uuid;

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::records::{PartitionChange, PartitionRecord, NO_LEADER};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartitionRegistration {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,

@@ -482,6 +482,7 @@ impl Cluster {
         let log = LogState {
             epochs,
             end_offset: n.log.len() as u64,
+            ..LogState::default()
         };
         let mut raft = Raft::new(cfg, n.stored, log, self.now, entropy).expect("valid config");
         raft.plant(self.opts.bugs);
@@ -616,6 +617,16 @@ impl Cluster {
                     ));
                 }
                 Action::Dropped { .. } => {}
+                other @ (Action::SendSnapshotChunk { .. }
+                | Action::WriteSnapshotChunk { .. }
+                | Action::CompleteSnapshot { .. }
+                | Action::InstallSnapshot(_)
+                | Action::DeleteSnapshot { .. }
+                | Action::AdvanceLogStart { .. }) => {
+                    // This harness takes no snapshots (`rules.rs` tests them), so no node
+                    // ever has a log start to answer fetches below.
+                    panic!("node {id}: a snapshot action without snapshots: {other:?}")
+                }
             }
         }
     }

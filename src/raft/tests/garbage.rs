@@ -128,6 +128,7 @@ fn message() -> impl Strategy<Value = Message> {
                     leader_id,
                     high_watermark: hw,
                     diverging_epoch: div.map(|(epoch, offset)| OffsetAndEpoch { epoch, offset }),
+                    snapshot_id: None,
                     records,
                     request: OffsetAndEpoch {
                         epoch: req.0,
@@ -169,7 +170,7 @@ proptest! {
     ) {
         let voters: BTreeSet<NodeId> = [1, 2, 3].into_iter().collect();
         let stored = QuorumStateRecord { epoch: stored_epoch, voted_for: None, leader: stored_leader };
-        let log = LogState { epochs: vec![OffsetAndEpoch { epoch: 1, offset: 0 }], end_offset: 3 };
+        let log = LogState { epochs: vec![OffsetAndEpoch { epoch: 1, offset: 0 }], end_offset: 3, ..LogState::default() };
         let mut raft = Raft::new(RaftConfig::new(id, voters), Some(stored), log, 0, 5).unwrap();
         let mut pending: Vec<QuorumStateRecord> = Vec::new();
         let mut now = 0;

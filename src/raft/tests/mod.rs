@@ -6,3 +6,4 @@ mod cluster;
 mod garbage;
 mod planted;
 mod rules;
+mod snapshots;

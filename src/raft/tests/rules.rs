@@ -43,6 +43,7 @@ impl Node {
         let log = LogState {
             epochs: epochs.iter().map(|(e, o)| oe(*e, *o)).collect(),
             end_offset: end,
+            ..LogState::default()
         };
         let mut raft = Raft::new(RaftConfig::new(id, voters), stored, log, 0, 7).expect("valid");
         let started = raft.take_actions();
@@ -327,6 +328,7 @@ fn pre_votes_change_nothing_and_are_refused_by_a_follower_that_hears_its_leader(
         leader_id: Some(1),
         high_watermark: Some(0),
         diverging_epoch: None,
+        snapshot_id: None,
         records: Vec::new(),
         request: oe(2, 5),
     };
@@ -435,6 +437,7 @@ fn a_follower_appends_truncates_on_divergence_and_never_below_its_high_watermark
         leader_id: Some(1),
         high_watermark: Some(hw),
         diverging_epoch: diverging,
+        snapshot_id: None,
         records,
         request,
     };
@@ -635,6 +638,7 @@ fn an_observer_finds_the_leader_by_probing_voters() {
         leader_id: Some(3),
         high_watermark: None,
         diverging_epoch: None,
+        snapshot_id: None,
         records: Vec::new(),
         request: oe(0, 0),
     };
