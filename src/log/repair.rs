@@ -56,7 +56,10 @@ impl Log {
         }
         Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("{}: damage remains after repairing every segment", self.dir.display()),
+            format!(
+                "{}: damage remains after repairing every segment",
+                self.dir.display()
+            ),
         ))
     }
 

@@ -97,7 +97,9 @@ fn check_cut_at_eight(disk: &MemDisk, mut log: Log, recovery: &Recovery) {
     assert_eq!(log.end_offset(), 8, "cut at the damaged batch");
     assert_eq!(recovery.truncated_at.as_ref().map(|t| t.0), Some(0));
     assert_eq!(log.recovery_point(), 8);
-    let before: Vec<_> = (0..4).map(|i| (2 * i, format!("v{i}").into_bytes())).collect();
+    let before: Vec<_> = (0..4)
+        .map(|i| (2 * i, format!("v{i}").into_bytes()))
+        .collect();
     assert_eq!(contents(&log), before, "nothing before the damage is lost");
     append(&mut log, b"after", 2);
     block_on(log.close(0)).unwrap();
@@ -109,7 +111,11 @@ fn check_cut_at_eight(disk: &MemDisk, mut log: Log, recovery: &Recovery) {
     drop(log);
     disk.process_crash();
     let (log, _) = open(disk).unwrap();
-    assert_eq!(log.end_offset(), 10, "the append survives an unclean start too");
+    assert_eq!(
+        log.end_offset(),
+        10,
+        "the append survives an unclean start too"
+    );
 }
 
 /// The fuzz input itself: no epoch checkpoint, so open rebuilds the epochs from every header
@@ -119,7 +125,10 @@ fn check_cut_at_eight(disk: &MemDisk, mut log: Log, recovery: &Recovery) {
 fn damage_met_by_the_epoch_rebuild_recovers_the_trusted_segment() {
     let disk = MemDisk::new(21);
     let positions = filled(&disk);
-    assert!(index_entries(&disk) >= 3, "the damage lies between index entries");
+    assert!(
+        index_entries(&disk) >= 3,
+        "the damage lies between index entries"
+    );
     disk.remove_file(&Path::new(DIR).join(EPOCH_FILE)).unwrap();
     misnumber(&disk, positions[4]);
     let (log, recovery) = open(&disk).unwrap();
@@ -160,7 +169,10 @@ fn damage_met_by_a_later_walk_at_open_is_repaired() {
         Ok(Some(12)),
         "the checkpoint no longer vouches for offsets past the cut"
     );
-    assert_eq!(recovery.truncated_at.as_ref().map(|t| t.1), Some(positions[6]));
+    assert_eq!(
+        recovery.truncated_at.as_ref().map(|t| t.1),
+        Some(positions[6])
+    );
     assert_eq!(contents(&log).len(), 6);
     // Appends after the cut (enough for more index entries), then an unclean stop: the
     // checkpoint no longer vouches for them, so the restart scans and keeps them.

@@ -100,7 +100,11 @@ impl Snapshot {
 }
 
 /// The producer state of the whole log at open: from the snapshot file in `dir` when it fits.
-pub(super) fn rebuild_at_open(log: &Log, disk: &dyn Disk, dir: &Path) -> io::Result<ProducerStates> {
+pub(super) fn rebuild_at_open(
+    log: &Log,
+    disk: &dyn Disk,
+    dir: &Path,
+) -> io::Result<ProducerStates> {
     #[allow(unused_mut)]
     let mut snapshot = Snapshot::load(disk, dir);
     #[cfg(madsim)]
