@@ -118,6 +118,10 @@ impl OffsetIndex {
     pub fn last(&self) -> Option<OffsetEntry> {
         self.entries.last().copied()
     }
+
+    pub fn entries(&self) -> &[OffsetEntry] {
+        &self.entries
+    }
 }
 
 pub struct TimeIndex {

@@ -12,6 +12,7 @@ pub mod codec;
 mod gapped_append;
 pub mod index;
 pub mod leader_epochs;
+mod repair;
 pub mod segment;
 pub mod start_offset;
 
@@ -297,16 +298,29 @@ impl Log {
         } else {
             recovery.checkpointed
         };
-        log.load_epochs(trusted_below)?;
+        // The epoch rebuild is the first walk over trusted segments: damage it meets there
+        // sends the segment through full recovery (see `repair`).
+        let ((epochs, unchanged), repaired) = log
+            .repair_walk(&mut recovery, now_ms, |log| {
+                log.stored_epochs(trusted_below.min(log.end_offset()))
+            })
+            .await?;
+        log.install_epochs(epochs, unchanged);
+        if repaired || checkpoint.is_some_and(|point| point > log.end_offset()) {
+            // The log was cut below the checkpointed recovery point: left as it is, it would
+            // let a later unclean start trust what is appended after the cut unscanned.
+            log.checkpoint().write().await?;
+        }
         log.check_invariants();
         Ok((log, recovery))
     }
 
-    /// Brings the leader-epoch cache back: the checkpoint file's entries below `trusted_below`
-    /// (the recovery point it was written with or after) if they agree with the batches they
-    /// name, plus what the batch headers from there on say. A missing or damaged file, or one
-    /// that disagrees with the log, is rebuilt from every batch header.
-    fn load_epochs(&mut self, trusted_below: i64) -> io::Result<()> {
+    /// The leader-epoch cache as the log holds it: the checkpoint file's entries below
+    /// `trusted_below` (the recovery point it was written with or after) if they agree with the
+    /// batches they name, plus what the batch headers from there on say (walked with every
+    /// check recovery makes). A missing or damaged file, or one that disagrees with the log, is
+    /// rebuilt from every batch header. Also whether that is what the file holds.
+    fn stored_epochs(&self, trusted_below: i64) -> io::Result<(LeaderEpochCache, bool)> {
         let path = self.dir.join(leader_epochs::CHECKPOINT_FILE);
         let stored = read_file(self.disk.as_ref(), &path)
             .ok()
@@ -330,7 +344,7 @@ impl Log {
             }
         }
         let mut seen = Vec::new();
-        self.scan_headers(rescan_from, |h| {
+        self.scan_headers_verified(rescan_from, |h| {
             seen.push((h.partition_leader_epoch, h.base_offset))
         })?;
         for (epoch, base) in seen {
@@ -345,12 +359,16 @@ impl Log {
             }
         }
         unchanged &= !epochs.truncate_from_start(self.start_offset);
+        Ok((epochs, unchanged))
+    }
+
+    /// Takes the cache [`Log::stored_epochs`] found; `unchanged`: the file already holds it.
+    fn install_epochs(&mut self, epochs: LeaderEpochCache, unchanged: bool) {
         self.epochs = epochs;
         if unchanged {
             self.epochs_on_disk
                 .store(self.epochs_version, Ordering::SeqCst);
         }
-        Ok(())
     }
 
     /// Every cached epoch that starts inside the log starts a batch of that epoch there.
@@ -837,6 +855,27 @@ impl Log {
         Ok(())
     }
 
+    /// [`Log::scan_headers`] with every check full recovery makes (CRC, framing, offsets
+    /// following on, index entries at the batches they name), on each segment it visits; the
+    /// first fault is a [`segment::Damage`] error.
+    fn scan_headers_verified(
+        &self,
+        from_offset: i64,
+        mut visit: impl FnMut(&BatchHeader),
+    ) -> io::Result<()> {
+        for segment in self.segments.values() {
+            if segment.next_offset() <= from_offset {
+                continue;
+            }
+            segment.scan_verified(|header| {
+                if header.last_offset() >= from_offset {
+                    visit(header);
+                }
+            })?;
+        }
+        Ok(())
+    }
+
     /// Whether the flush policy (`flush.messages` / `flush.ms`) asks for an fsync now.
     pub fn flush_due(&self, flush_messages: i64, flush_ms: i64, now_ms: i64) -> bool {
         if self.recovery_point == self.end_offset() {
@@ -1052,5 +1091,7 @@ fn read_checkpoint(disk: &dyn Disk, dir: &Path) -> Result<Option<i64>, ()> {
 
 #[cfg(test)]
 mod epoch_tests;
+#[cfg(test)]
+mod repair_tests;
 #[cfg(test)]
 mod tests;

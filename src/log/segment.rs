@@ -26,6 +26,41 @@ pub struct ScanStop {
     pub reason: String,
 }
 
+/// Damage met in a segment that open trusted without a scan: a batch that does not parse, fails
+/// its CRC or does not follow on, or an index entry that names no batch. Carried inside an
+/// `InvalidData` [`io::Error`] so that a walk at open can tell it from an I/O error and send the
+/// segment through full recovery (see `Log::repairing`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The base offset of the damaged segment.
+    pub segment: i64,
+    pub position: u64,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "segment {} position {}: {}",
+            self.segment, self.position, self.reason
+        )
+    }
+}
+
+impl std::error::Error for Damage {}
+
+impl Damage {
+    pub fn into_io(self) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, self)
+    }
+
+    /// The damage `error` reports, if it is one.
+    pub fn of(error: &io::Error) -> Option<&Damage> {
+        error.get_ref()?.downcast_ref::<Damage>()
+    }
+}
+
 pub struct Segment {
     base_offset: i64,
     log: Arc<dyn File>,
@@ -270,6 +305,64 @@ impl Segment {
         scan_file(self.log.as_ref(), start, self.size, visit)
     }
 
+    /// Walks every batch from the start, as full recovery would, without changing anything, and
+    /// calls `visit` for each: every batch must parse, pass its CRC and follow on from the base
+    /// offset up to the segment's end offset, and every offset index entry must sit at a batch
+    /// that starts at the offset it names (so that no later lookup can meet damage). The first
+    /// fault is returned as [`Damage`].
+    pub fn scan_verified(&self, mut visit: impl FnMut(&BatchHeader)) -> io::Result<()> {
+        let damage = |position: u64, reason: String| Damage {
+            segment: self.base_offset,
+            position,
+            reason,
+        };
+        let mut expected = self.base_offset;
+        let mut end = 0u64;
+        let mut entries = self.offset_index.entries().iter().peekable();
+        let mut fault = None;
+        let stop = self.scan(0, |position, header, _| {
+            if !self.follows(header.base_offset, expected) {
+                fault = Some(damage(
+                    position,
+                    format!(
+                        "batch at offset {} where {expected} was expected",
+                        header.base_offset
+                    ),
+                ));
+                return false;
+            }
+            while let Some(entry) = entries.next_if(|e| e.position as u64 <= position) {
+                let named = self.base_offset + entry.relative_offset as i64;
+                if entry.position as u64 != position || named != header.base_offset {
+                    fault = Some(damage(
+                        entry.position as u64,
+                        format!("index entry for offset {named} names no batch starting there"),
+                    ));
+                    return false;
+                }
+            }
+            expected = header.next_offset();
+            end = position + header.total_len() as u64;
+            visit(header);
+            true
+        })?;
+        if let Some(fault) = fault.or(stop.map(|s| damage(s.position, s.reason))) {
+            return Err(fault.into_io());
+        }
+        if let Some(entry) = entries.next() {
+            let reason = "index entry past the last batch".to_string();
+            return Err(damage(entry.position as u64, reason).into_io());
+        }
+        if end != self.size || expected != self.next_offset {
+            let reason = format!(
+                "batches end at offset {expected}, position {end}; the segment ends at {}, {}",
+                self.next_offset, self.size
+            );
+            return Err(damage(end, reason).into_io());
+        }
+        Ok(())
+    }
+
     /// Index bookkeeping for a batch that now sits at `position`.
     fn index_batch(&mut self, position: u64, header: &BatchHeader) -> io::Result<()> {
         let relative = (header.base_offset - self.base_offset) as u32;
@@ -322,11 +415,13 @@ impl Segment {
         let mut raw = [0u8; HEADER_LEN];
         while position < self.size {
             read_exact_at(self.log.as_ref(), position, &mut raw)?;
-            let damaged = |what: String| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("segment {} position {position}: {what}", self.base_offset),
-                )
+            let damaged = |reason: String| {
+                Damage {
+                    segment: self.base_offset,
+                    position,
+                    reason,
+                }
+                .into_io()
             };
             let header = BatchHeader::parse(&raw).map_err(|e| damaged(e.to_string()))?;
             if !self.follows(header.base_offset, expected) {

@@ -145,25 +145,17 @@ impl Partition {
         config: TopicConfig,
         now_ms: i64,
     ) -> io::Result<(Partition, Recovery)> {
-        let (log, recovery) = Log::open(disk.clone(), dir, log_config(&config), now_ms).await?;
+        let (mut log, mut recovery) =
+            Log::open(disk.clone(), dir, log_config(&config), now_ms).await?;
         // Start from the snapshot when it is sound and the log still holds everything it
-        // covers; otherwise rebuild from the whole log.
-        let snapshot = Snapshot::load(disk.as_ref(), dir);
-        #[cfg(madsim)]
-        let producers = match snapshot {
-            Some(mut s)
-                if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog)
-                    && s.offset > log.end_offset() =>
-            {
-                s.offset = log.end_offset();
-                s.last_batch = None;
-                snapshot::rebuild(&log, Some(s), log.end_offset())?
-            }
-            other => snapshot::rebuild(&log, other, log.end_offset())?,
-        };
-        #[cfg(not(madsim))]
-        let producers = snapshot::rebuild(&log, snapshot, log.end_offset())?;
-        let last_batch = LastBatch::in_log(&log, log.end_offset())?;
+        // covers; otherwise rebuild from the whole log. Damage this walk meets in a segment
+        // open trusted sends that segment through full recovery, and the walk runs again.
+        let (producers, last_batch) = log
+            .repairing(&mut recovery, now_ms, |log| {
+                let producers = snapshot::rebuild_at_open(log, disk.as_ref(), dir)?;
+                Ok((producers, LastBatch::in_log(log, log.end_offset())?))
+            })
+            .await?;
         // Whatever survived recovery is what this broker has: it is the committed log. It is
         // all durable (an unclean open fsyncs what it kept), so even a broker that exposes only
         // fsynced records can start its high watermark at the end: no consumer sees a tail a

@@ -99,6 +99,25 @@ impl Snapshot {
     }
 }
 
+/// The producer state of the whole log at open: from the snapshot file in `dir` when it fits.
+pub(super) fn rebuild_at_open(
+    log: &Log,
+    disk: &dyn Disk,
+    dir: &Path,
+) -> io::Result<ProducerStates> {
+    #[allow(unused_mut)]
+    let mut snapshot = Snapshot::load(disk, dir);
+    #[cfg(madsim)]
+    if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog) {
+        // The planted bug takes a snapshot past the log end as if it ended there.
+        if let Some(s) = snapshot.as_mut().filter(|s| s.offset > log.end_offset()) {
+            s.offset = log.end_offset();
+            s.last_batch = None;
+        }
+    }
+    rebuild(log, snapshot, log.end_offset())
+}
+
 /// The producer state of the log prefix below `up_to`, from `snapshot` when it fits, else from
 /// the log start. The log keeps no append times: a batch's own max timestamp stands in (as in
 /// Kafka).
