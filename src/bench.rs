@@ -81,6 +81,10 @@ pub struct Report {
     pub latency_us: Option<[u64; 4]>,
     /// Requests that had an answer (the latency sample count).
     pub requests: u64,
+    /// With a fixed rate: how far behind its scheduled time each request was sent, in
+    /// microseconds (p50, p99, p99.9, max). Lateness counts in the latency; this shows how
+    /// much of it the generator (or the broker holding its answers) caused.
+    pub behind_us: Option<[u64; 4]>,
 }
 
 impl Report {
@@ -103,6 +107,15 @@ impl Report {
                 p999 as f64 / 1e3,
                 max as f64 / 1e3,
                 self.requests
+            );
+        }
+        if let Some([p50, p99, p999, max]) = self.behind_us {
+            s += &format!(
+                "; sent behind schedule p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+                p50 as f64 / 1e3,
+                p99 as f64 / 1e3,
+                p999 as f64 / 1e3,
+                max as f64 / 1e3,
             );
         }
         s
@@ -200,6 +213,8 @@ async fn leaders(
 struct Worker {
     acked: u64,
     latencies: Vec<u64>,
+    /// With a rate: each send's lateness against its schedule (µs).
+    behind: Vec<u64>,
     /// Kept open until the run is over: a broker may drop requests it has not read yet when
     /// the connection closes (the mock does, with acks=0).
     _client: Client,
@@ -304,6 +319,7 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
     }
     let mut acked = 0u64;
     let mut latencies = Vec::new();
+    let mut behind = Vec::new();
     let mut workers = Vec::with_capacity(results.len());
     for rx in results {
         let mut worker = rx
@@ -311,6 +327,7 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
             .map_err(|_| ClientError::Protocol("a producing connection's task died".into()))??;
         acked += worker.acked;
         latencies.extend(std::mem::take(&mut worker.latencies));
+        behind.extend(std::mem::take(&mut worker.behind));
         workers.push(worker);
     }
     if let Some(before) = ends_before {
@@ -325,12 +342,28 @@ pub async fn produce(io: &Io, bench: &ProduceBench) -> Result<Report, ClientErro
         seconds,
         requests: latencies.len() as u64,
         latency_us: percentiles(latencies),
+        behind_us: percentiles(behind),
     })
+}
+
+/// How early a scheduled send may go out. The runtime's timer has millisecond ticks and fires
+/// at the first tick at or after its deadline, so a sleep up to the scheduled time itself
+/// sends 0–1 ms late (about 1 ms at p50 here), and that lateness would count as broker
+/// latency. Sleeping up to a tick before it instead sends at most this early; such a
+/// request's latency counts from its actual send, never from the later scheduled time.
+const SCHEDULE_SLACK: Duration = Duration::from_millis(1);
+
+/// The time a request's latency counts from: its scheduled time if it goes out late (the
+/// delay is part of what is measured, so a broker that holds the generator back shows it),
+/// its actual send if early (by at most [`SCHEDULE_SLACK`]); as fast as possible, the send.
+fn latency_origin(now: Duration, scheduled: Option<Duration>) -> Duration {
+    scheduled.map_or(now, |at| at.min(now))
 }
 
 /// One connection's produce loop: keeps up to `in_flight` requests outstanding until its
 /// records are sent or the deadline passes, then drains the answers. With a rate, a request
-/// is sent no earlier than its scheduled time, and its latency counts from that time.
+/// is sent at its scheduled time (at most [`SCHEDULE_SLACK`] early) even while earlier ones
+/// are unanswered, and its latency counts from [`latency_origin`].
 async fn produce_on(
     io: &Io,
     mut client: Client,
@@ -342,6 +375,7 @@ async fn produce_on(
     let version = conn.version(ApiKey::Produce, PRODUCE_VERSION)?;
     let mut sent_at = VecDeque::with_capacity(bench.in_flight);
     let mut latencies = Vec::with_capacity((plan.records / plan.per_request) as usize + 1);
+    let mut behind = Vec::with_capacity(latencies.capacity());
     let mut sent = 0u64;
     let mut acked = 0u64;
     let mut next_due = io.clock.monotonic();
@@ -349,18 +383,21 @@ async fn produce_on(
     loop {
         let now = io.clock.monotonic();
         let can_send = sent < plan.records && now < deadline;
-        let due = plan.interval.is_none() || now >= next_due;
-        if can_send && due && sent_at.len() < bench.in_flight {
-            let t0 = if plan.interval.is_some() {
-                next_due
-            } else {
-                now
-            };
+        let due = plan.interval.is_none() || now + SCHEDULE_SLACK >= next_due;
+        let window_open = sent_at.len() < bench.in_flight;
+        if can_send && due && window_open {
+            let scheduled = plan.interval.map(|_| next_due);
+            let t0 = latency_origin(now, scheduled);
+            if scheduled.is_some() {
+                behind.push(now.saturating_sub(next_due).as_micros() as u64);
+            }
             if bench.acks == 0 {
                 conn.send_oneway(&plan.request, version).await?;
                 acked += plan.per_request;
             } else {
                 conn.send(&plan.request, version).await?;
+                // Diagnostics (`latency` target, see scripts/latency-breakdown).
+                tracing::debug!(target: "latency", "bench sent");
                 sent_at.push_back(t0);
             }
             sent += plan.per_request;
@@ -369,24 +406,43 @@ async fn produce_on(
             }
             continue;
         }
-        let Some(t0) = sent_at.pop_front() else {
+        let wake_for_send = next_due.saturating_sub(SCHEDULE_SLACK);
+        if sent_at.is_empty() {
             if can_send {
-                io.clock.sleep(next_due.saturating_sub(now)).await;
+                io.clock.sleep(wake_for_send.saturating_sub(now)).await;
                 continue;
             }
             break;
-        };
+        }
+        if can_send && window_open {
+            // A send falls due before the oldest answer may come: wait for whichever is
+            // first, so outstanding answers do not push the schedule back. Only the buffered
+            // read is awaited here (cancel-safe); the answer itself is read below.
+            let wait = wake_for_send.saturating_sub(now);
+            let answer_first = tokio::select! {
+                biased;
+                r = conn.readable() => { r?; true }
+                _ = io.clock.sleep(wait) => false,
+            };
+            if !answer_first {
+                continue;
+            }
+        }
+        let t0 = sent_at.pop_front().expect("checked non-empty");
         let response = io
             .timeout(ANSWER_TIMEOUT, conn.receive::<ProduceRequest>())
             .await
             .ok_or(ClientError::Timeout)??;
         produce_offsets(&response)?;
-        latencies.push(io.clock.monotonic().saturating_sub(t0).as_micros() as u64);
+        let latency = io.clock.monotonic().saturating_sub(t0).as_micros() as u64;
+        tracing::debug!(target: "latency", us = latency, "bench answered");
+        latencies.push(latency);
         acked += plan.per_request;
     }
     Ok(Worker {
         acked,
         latencies,
+        behind,
         _client: client,
     })
 }
@@ -564,6 +620,7 @@ pub async fn consume(io: &Io, bench: &ConsumeBench) -> Result<Report, ClientErro
         seconds: last_progress.saturating_sub(start).as_secs_f64(),
         requests: latencies.len() as u64,
         latency_us: percentiles(latencies),
+        behind_us: None,
     })
 }
 
@@ -587,12 +644,31 @@ mod tests {
             seconds: 2.0,
             latency_us: Some([1000, 2000, 3000, 4000]),
             requests: 10,
+            behind_us: None,
         };
         assert_eq!(
             r.render("produce"),
             "produce: 1000 records in 2.00 s = 500 msg/s, 0.5 MB/s values, 1.0 MB/s batches; \
              request latency p50 1.00 ms, p99 2.00 ms, p99.9 3.00 ms, max 4.00 ms (10 requests)"
         );
+        let paced = Report {
+            behind_us: Some([10, 250, 1500, 2000]),
+            ..r
+        };
+        assert!(paced.render("produce").ends_with(
+            "(10 requests); sent behind schedule p50 0.01 ms, p99 0.25 ms, p99.9 1.50 ms, max 2.00 ms"
+        ));
+    }
+
+    #[test]
+    fn latency_counts_from_the_earlier_of_schedule_and_send() {
+        let ms = Duration::from_millis;
+        // Late: the delay behind the schedule is part of the latency.
+        assert_eq!(latency_origin(ms(12), Some(ms(10))), ms(10));
+        // Early (within the timer's slack): from the actual send, never from the schedule.
+        assert_eq!(latency_origin(ms(9), Some(ms(10))), ms(9));
+        // As fast as possible: from the send.
+        assert_eq!(latency_origin(ms(7), None), ms(7));
     }
 }
 
@@ -744,5 +820,6 @@ pub async fn longpoll(io: &Io, bench: &LongPollBench) -> Result<Report, ClientEr
         seconds,
         requests: latencies.len() as u64,
         latency_us: percentiles(latencies),
+        behind_us: None,
     })
 }

@@ -154,11 +154,12 @@ enum TopicAction {
 
 #[derive(Subcommand)]
 enum GroupAction {
-    /// One line per group: group<TAB>state<TAB>protocol type.
+    /// One line per group: group<TAB>state<TAB>protocol type<TAB>type (classic or consumer).
     List,
-    /// State, members, and committed offsets with the lag behind the log end.
+    /// State, members (with member epochs and assignments for a consumer-protocol group), and
+    /// committed offsets with the lag behind the log end.
     Describe { group: String },
-    /// Delete a group with no members, with its committed offsets.
+    /// Delete a group with no members (classic or consumer), with its committed offsets.
     Delete { group: String },
     /// Set the committed offsets of a group for one topic; refused while it has members.
     ResetOffsets {
@@ -741,27 +742,66 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
         GroupAction::List => {
             client.find_coordinator("").await?;
             for g in client.list_groups().await? {
-                println!("{}\t{}\t{}", g.group_id, g.state, g.protocol_type);
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    g.group_id, g.state, g.protocol_type, g.group_type
+                );
             }
         }
         GroupAction::Describe { group } => {
             client.find_coordinator(&group).await?;
-            let Some(d) = client.describe_group(&group).await? else {
-                anyhow::bail!("group '{group}' does not exist");
-            };
-            println!(
-                "group {group}: {} (protocol type '{}', protocol '{}'), {} members",
-                d.state,
-                d.protocol_type,
-                d.protocol,
-                d.members.len()
-            );
-            for m in &d.members {
-                let instance = m.instance_id.as_deref().unwrap_or("-");
+            // A consumer-protocol group (KIP-848) first; classic groups answer "not found" there.
+            if let Some(d) = client.describe_consumer_group(&group).await? {
                 println!(
-                    "member\t{}\t{instance}\t{}\t{}",
-                    m.member_id, m.client_id, m.client_host
+                    "group {group}: {} (type consumer, group epoch {}, assignment epoch {}, \
+                     assignor '{}'), {} members",
+                    d.state,
+                    d.group_epoch,
+                    d.assignment_epoch,
+                    d.assignor,
+                    d.members.len()
                 );
+                for m in &d.members {
+                    let instance = m.instance_id.as_deref().unwrap_or("-");
+                    let assigned: Vec<String> = m
+                        .assignment
+                        .iter()
+                        .map(|(t, ps)| {
+                            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+                            format!("{t}:{}", ps.join(","))
+                        })
+                        .collect();
+                    println!(
+                        "member\t{}\t{instance}\t{}\t{}\tepoch {}\t{}",
+                        m.member_id,
+                        m.client_id,
+                        m.client_host,
+                        m.member_epoch,
+                        if assigned.is_empty() {
+                            "-".to_string()
+                        } else {
+                            assigned.join(" ")
+                        }
+                    );
+                }
+            } else {
+                let Some(d) = client.describe_group(&group).await? else {
+                    anyhow::bail!("group '{group}' does not exist");
+                };
+                println!(
+                    "group {group}: {} (type classic, protocol type '{}', protocol '{}'), {} members",
+                    d.state,
+                    d.protocol_type,
+                    d.protocol,
+                    d.members.len()
+                );
+                for m in &d.members {
+                    let instance = m.instance_id.as_deref().unwrap_or("-");
+                    println!(
+                        "member\t{}\t{instance}\t{}\t{}",
+                        m.member_id, m.client_id, m.client_host
+                    );
+                }
             }
             println!("topic\tpartition\tcommitted\tlog-end\tlag");
             for (topic, partition, committed) in client.committed_offsets(&group, None).await? {
@@ -781,7 +821,15 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
         }
         GroupAction::ResetOffsets { group, topic, to } => {
             client.find_coordinator(&group).await?;
-            if let Some(d) = client.describe_group(&group).await? {
+            if let Some(d) = client.describe_consumer_group(&group).await? {
+                if !d.members.is_empty() {
+                    anyhow::bail!(
+                        "consumer group '{group}' has {} active members ({}): stop them before resetting its offsets",
+                        d.members.len(),
+                        d.state
+                    );
+                }
+            } else if let Some(d) = client.describe_group(&group).await? {
                 if !d.members.is_empty() {
                     anyhow::bail!(
                         "group '{group}' has {} active members ({}): stop them before resetting its offsets",

@@ -2,16 +2,23 @@
 //! `__consumer_offsets` partition (RF=3); a commit made there is acknowledged once replicated
 //! (past the HW); the other nodes refuse group requests with NOT_COORDINATOR; after the
 //! coordinator's broker is halted, FindCoordinator names the partition's new leader, which
-//! loaded the replicated log and returns the committed offset.
+//! loaded the replicated log and returns the committed offset. A KIP-848 consumer group
+//! (ConsumerGroupHeartbeat) fails over whole: the new coordinator replays its records and keeps
+//! both members at their epochs and assignments, without fencing or a rebalance.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::FindCoordinatorRequest;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, FindCoordinatorRequest, GroupId,
+    TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 use weir::broker::{Broker, RunningBroker};
 use weir::client::{Client, ClientError};
 use weir::config::ServerConfig;
@@ -26,10 +33,10 @@ const GROUP: &str = "cluster-group";
 const TOPIC: &str = "events";
 
 /// FindCoordinator on `addr`: the coordinator's node id and endpoint, or the error code.
-async fn find_coordinator(addr: SocketAddr) -> Result<(i32, SocketAddr), i16> {
+async fn find_coordinator(addr: SocketAddr, group: &str) -> Result<(i32, SocketAddr), i16> {
     let mut client = Client::connect(&Io::os(), addr).await.map_err(|_| -1i16)?;
     let request =
-        FindCoordinatorRequest::default().with_key(StrBytes::from_string(GROUP.to_string()));
+        FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string()));
     let r = client
         .connection()
         .call(&request, 1)
@@ -42,11 +49,19 @@ async fn find_coordinator(addr: SocketAddr) -> Result<(i32, SocketAddr), i16> {
     Ok((r.node_id.0, endpoint))
 }
 
-/// Retries FindCoordinator on `addr` until it names a coordinator `accept` takes.
+/// Retries FindCoordinator for [`GROUP`] on `addr` until it names a coordinator `accept` takes.
 async fn coordinator(addr: SocketAddr, accept: impl Fn(i32) -> bool) -> (i32, SocketAddr) {
+    coordinator_of(addr, GROUP, accept).await
+}
+
+async fn coordinator_of(
+    addr: SocketAddr,
+    group: &str,
+    accept: impl Fn(i32) -> bool,
+) -> (i32, SocketAddr) {
     let start = Instant::now();
     loop {
-        match find_coordinator(addr).await {
+        match find_coordinator(addr, group).await {
             Ok((node, endpoint)) if accept(node) => return (node, endpoint),
             other => {
                 assert!(
@@ -66,8 +81,7 @@ fn kafka_code(e: &ClientError) -> Option<ResponseError> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_commit_survives_the_coordinators_failover() {
+fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
@@ -75,11 +89,19 @@ async fn a_commit_survives_the_coordinators_failover() {
         )
         .with_test_writer()
         .try_init();
+}
+
+/// Three combined nodes, unfenced, with `topic` created (RF 3).
+async fn start_cluster(
+    name: &str,
+    topic: &str,
+    partitions: i32,
+) -> (Vec<ServerConfig>, Vec<Option<RunningBroker>>) {
     let io = Io::os();
     let controller_ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
     let mut configs = Vec::new();
     for id in 1..=NODES {
-        let dir = temp_dir(&format!("n{id}"));
+        let dir = temp_dir(&format!("{name}-n{id}"));
         weir::broker::format_log_dir(&io, &dir, CLUSTER_ID, id as i32)
             .await
             .unwrap();
@@ -96,23 +118,39 @@ async fn a_commit_survives_the_coordinators_failover() {
             .then_some(())
     })
     .await;
-    let addr = |nodes: &[Option<RunningBroker>], i: usize| nodes[i].as_ref().unwrap().local_addr;
-    {
-        let start = Instant::now();
-        loop {
-            let mut c = Client::connect(&io, addr(&nodes, 0)).await.unwrap();
-            match c
-                .create_topic(TOPIC, 1, NODES as i16, &BTreeMap::new())
-                .await
-            {
-                Ok(()) => break,
-                Err(e) => {
-                    assert!(start.elapsed() < Duration::from_secs(20), "create: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+    let start = Instant::now();
+    loop {
+        let addr = nodes[0].as_ref().unwrap().local_addr;
+        let mut c = Client::connect(&io, addr).await.unwrap();
+        match c
+            .create_topic(topic, partitions, NODES as i16, &BTreeMap::new())
+            .await
+        {
+            Ok(()) => break,
+            Err(e) => {
+                assert!(start.elapsed() < Duration::from_secs(20), "create: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
     }
+    (configs, nodes)
+}
+
+fn stop_cluster(configs: &[ServerConfig], nodes: &[Option<RunningBroker>]) {
+    for n in nodes.iter().flatten() {
+        n.broker.halt();
+    }
+    for c in configs {
+        let _ = std::fs::remove_dir_all(&c.log_dirs[0]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_survives_the_coordinators_failover() {
+    init_tracing();
+    let io = Io::os();
+    let (configs, mut nodes) = start_cluster("commit", TOPIC, 1).await;
+    let addr = |nodes: &[Option<RunningBroker>], i: usize| nodes[i].as_ref().unwrap().local_addr;
 
     // FindCoordinator creates the offsets topic (RF clamped to 3 live brokers) and names the
     // leader of the group's partition; every node names the same one.
@@ -205,12 +243,163 @@ async fn a_commit_survives_the_coordinators_failover() {
         .commit_offsets(GROUP, TOPIC, &[(0, 70)])
         .await
         .unwrap();
-    for n in nodes.iter().flatten() {
-        n.broker.halt();
+    stop_cluster(&configs, &nodes);
+}
+
+const CONSUMER_GROUP: &str = "kip848-group";
+const CONSUMER_TOPIC: &str = "kip848-events";
+
+/// One KIP-848 member as the test plays it: its epoch and what it owns.
+struct Member {
+    id: String,
+    epoch: i32,
+    owned: BTreeSet<i32>,
+}
+
+/// One ConsumerGroupHeartbeat (v1: the member id is the client's) reporting what `m` owns; on
+/// success the member takes the epoch and, if sent, the assignment. The error code otherwise.
+async fn heartbeat(client: &mut Client, topic: Uuid, m: &mut Member) -> Result<(), i16> {
+    let joining = m.epoch == 0;
+    let mut request = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(CONSUMER_GROUP.to_string())))
+        .with_member_id(StrBytes::from_string(m.id.clone()))
+        .with_member_epoch(m.epoch)
+        .with_rebalance_timeout_ms(if joining { 30_000 } else { -1 })
+        .with_topic_partitions(Some(if m.owned.is_empty() {
+            Vec::new()
+        } else {
+            vec![TopicPartitions::default()
+                .with_topic_id(topic)
+                .with_partitions(m.owned.iter().copied().collect())]
+        }));
+    if joining {
+        request = request.with_subscribed_topic_names(Some(vec![TopicName(
+            StrBytes::from_string(CONSUMER_TOPIC.to_string()),
+        )]));
     }
-    for c in &configs {
-        let _ = std::fs::remove_dir_all(&c.log_dirs[0]);
+    let r = client
+        .connection()
+        .call(&request, 1)
+        .await
+        .map_err(|_| -1i16)?;
+    if r.error_code != 0 {
+        return Err(r.error_code);
     }
+    m.epoch = r.member_epoch;
+    if let Some(a) = r.assignment {
+        m.owned = a
+            .topic_partitions
+            .iter()
+            .filter(|t| t.topic_id == topic)
+            .flat_map(|t| t.partitions.iter().copied())
+            .collect();
+    }
+    Ok(())
+}
+
+/// The group's epoch from ConsumerGroupDescribe, or the error code.
+async fn group_epoch(client: &mut Client) -> Result<i32, i16> {
+    let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(
+        StrBytes::from_string(CONSUMER_GROUP.to_string()),
+    )]);
+    let r = client
+        .connection()
+        .call(&request, 0)
+        .await
+        .map_err(|_| -1i16)?;
+    let g = &r.groups[0];
+    if g.error_code != 0 {
+        return Err(g.error_code);
+    }
+    Ok(g.group_epoch)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_group_survives_the_coordinators_failover() {
+    init_tracing();
+    let io = Io::os();
+    let (configs, mut nodes) = start_cluster("kip848", CONSUMER_TOPIC, 3).await;
+    let addr = |nodes: &[Option<RunningBroker>], i: usize| nodes[i].as_ref().unwrap().local_addr;
+    let topic = {
+        let mut c = Client::connect(&io, addr(&nodes, 0)).await.unwrap();
+        c.describe_topics(Some(&[CONSUMER_TOPIC])).await.unwrap()[0].id
+    };
+    let (first, endpoint) = coordinator_of(addr(&nodes, 0), CONSUMER_GROUP, |_| true).await;
+    let mut client = Client::connect(&io, endpoint).await.unwrap();
+    let mut members: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|n| Member {
+            id: Uuid::from_u128(0xa0 + n.len() as u128 + (n.as_bytes()[0] as u128)).to_string(),
+            epoch: 0,
+            owned: BTreeSet::new(),
+        })
+        .collect();
+    // Heartbeat both until they agree on one epoch and split the three partitions.
+    let start = Instant::now();
+    loop {
+        for m in members.iter_mut() {
+            match heartbeat(&mut client, topic, m).await {
+                Ok(()) => {}
+                // COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR: the offsets
+                // partition is still loading or moving; try again.
+                Err(14..=16) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) => panic!("heartbeat of {}: error {e}", m.id),
+            }
+        }
+        let settled = members[0].epoch > 0
+            && members
+                .iter()
+                .all(|m| m.epoch == members[0].epoch && !m.owned.is_empty())
+            && members.iter().map(|m| m.owned.len()).sum::<usize>() == 3;
+        if settled {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the group did not settle"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let epoch_before = group_epoch(&mut client).await.unwrap();
+    let before: Vec<(i32, BTreeSet<i32>)> =
+        members.iter().map(|m| (m.epoch, m.owned.clone())).collect();
+    println!("settled: group epoch {epoch_before}, members {before:?} on node {first}");
+
+    // The coordinator's broker is halted; the new leader of the offsets partition replays the
+    // group's records.
+    let coordinator_index = (first - 1) as usize;
+    let killed_at = Instant::now();
+    nodes[coordinator_index].take().unwrap().broker.halt();
+    let survivor = (0..NODES).find(|&i| i != coordinator_index).unwrap();
+    let (second, endpoint2) =
+        coordinator_of(addr(&nodes, survivor), CONSUMER_GROUP, |n| n != first).await;
+    let mut client = Client::connect(&io, endpoint2).await.unwrap();
+    // Each member heartbeats at its old epoch and is kept: same epoch, same partitions.
+    for m in members.iter_mut() {
+        let start = Instant::now();
+        loop {
+            match heartbeat(&mut client, topic, m).await {
+                Ok(()) => break,
+                Err(14..=16) if start.elapsed() < Duration::from_secs(20) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("heartbeat of {} after failover: error {e}", m.id),
+            }
+        }
+    }
+    println!(
+        "both members kept by node {second} {:?} after the halt",
+        killed_at.elapsed()
+    );
+    let after: Vec<(i32, BTreeSet<i32>)> =
+        members.iter().map(|m| (m.epoch, m.owned.clone())).collect();
+    assert_eq!(after, before, "member epochs and assignments survived");
+    assert_eq!(
+        group_epoch(&mut client).await.unwrap(),
+        epoch_before,
+        "no rebalance on failover"
+    );
+    stop_cluster(&configs, &nodes);
 }
 
 fn temp_dir(name: &str) -> PathBuf {

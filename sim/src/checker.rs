@@ -363,7 +363,8 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             | Event::Fault(_)
             | Event::Heal(_)
             | Event::Note(_)
-            | Event::Group(_) => {}
+            | Event::Group(_)
+            | Event::Partition(_) => {}
         }
     }
     let end_ms = entries.last().map_or(0, |e| e.at_ms);

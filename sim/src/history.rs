@@ -108,6 +108,9 @@ pub enum Event {
     Note(String),
     /// A consumer group member's or the group observer's step (`group_check.rs`).
     Group(crate::group_check::GroupEvent),
+    /// A partition-level step of the workload topic: a leader or ISR/ELR change committed, a
+    /// broker back as a new incarnation, a follower's truncation (`partition_trace.rs`).
+    Partition(crate::partition_trace::PartitionEvent),
 }
 
 #[derive(Clone, Debug)]

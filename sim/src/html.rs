@@ -18,6 +18,8 @@ use crate::history::Event;
 use crate::report::RunOutcome;
 use crate::scenario::FaultKind;
 
+/// A partition event without a node (an ISR change): drawn on the run lane.
+const NO_NODE: i32 = -1;
 const LANE: f64 = 26.0;
 const TOP: f64 = 8.0;
 
@@ -305,6 +307,70 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                 });
             }
             Event::Inject(_) | Event::Group(_) => {}
+            Event::Partition(p) => {
+                // Node ids are 1-based; lanes are named by node index.
+                use crate::partition_trace::PartitionEvent as P;
+                let (node, class, detail) = match p {
+                    P::Leader {
+                        partition,
+                        leader,
+                        epoch,
+                    } => (
+                        *leader,
+                        "lead",
+                        format!("partition {partition}: leader {leader}, epoch {epoch}"),
+                    ),
+                    P::Isr {
+                        partition,
+                        isr,
+                        elr,
+                        partition_epoch,
+                    } => (
+                        NO_NODE,
+                        "isr",
+                        format!(
+                            "partition {partition}: ISR {isr:?}, ELR {elr:?} (partition epoch {partition_epoch})"
+                        ),
+                    ),
+                    P::Restarted {
+                        broker,
+                        removed_from,
+                    } => (
+                        *broker,
+                        "isr",
+                        format!(
+                            "broker {broker} registered anew, out of ISR/ELR of partitions {removed_from:?}"
+                        ),
+                    ),
+                    P::Truncated {
+                        node,
+                        partition,
+                        leader_epoch,
+                        from,
+                        to,
+                    } => (
+                        *node,
+                        "trunc",
+                        format!(
+                            "partition {partition}: truncated {from} → {to} (following epoch {leader_epoch})"
+                        ),
+                    ),
+                };
+                let lane = if node >= 1 {
+                    Lane::Broker(node as u32 - 1)
+                } else {
+                    Lane::Run
+                };
+                lanes.insert(lane.clone());
+                marks.push(Mark {
+                    lane,
+                    t,
+                    t2: None,
+                    class: class.into(),
+                    detail: format!("{detail} ({t} ms)"),
+                    witness: None,
+                });
+            }
             Event::Fault(text) | Event::Heal(text) | Event::Note(text) => {
                 let lane = broker_named(text).map_or(Lane::Run, Lane::Broker);
                 lanes.insert(lane.clone());
@@ -701,7 +767,7 @@ rect.k-pause{fill:#7f8c8d}rect.k-disk_eio,rect.k-sync_eio,rect.k-disk_full{fill:
 .span{stroke:#9fc6a6}.span.failed{stroke:#e8a090}
 .ack{stroke:#2a8a3a}.fail{stroke:#d4462a;stroke-width:2}.inv{stroke:#999}
 .read{stroke:#3566c8}.reset{stroke:#e67e22;stroke-width:2}.corrupt{stroke:#e00;stroke-width:2}
-.fnote{stroke:#c0392b}.heal{stroke:#3a9a4a}.note{stroke:#777}
+.fnote{stroke:#c0392b}.heal{stroke:#3a9a4a}.note{stroke:#777}.lead{stroke:#6a3d9a}.isr{stroke:#1f78b4}.trunc{stroke:#e67e22}
 .violation{stroke:#e00!important;stroke-width:3!important}
 rect.violation{fill:#e00!important;opacity:.8;stroke:#600}
 .link{stroke:#e00;stroke-dasharray:4 3;opacity:.7}

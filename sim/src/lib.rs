@@ -16,6 +16,7 @@ pub mod group_workload;
 pub mod history;
 pub mod html;
 pub mod metadata_check;
+pub mod partition_trace;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;

@@ -3,7 +3,7 @@
 //! running broker (the partition under its lock, batch headers only) for `replica_check`.
 //! Nothing is written; the read goes through the log's own read path, like a follower's fetch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use weir::log::batch;
@@ -76,13 +76,14 @@ pub fn read_replicas(
 
 /// Why the replicas have not caught up: a partition with fewer than `replication_factor`
 /// running replicas, none leading, or one whose log end or high watermark is below its
-/// leader's high watermark.
+/// leader's high watermark. `exempt` partitions (leaderless by design) are not waited for.
 pub fn lagging(
     logs: &BTreeMap<i32, Vec<ReplicaLog>>,
     partitions: i32,
     replication_factor: usize,
+    exempt: &BTreeSet<i32>,
 ) -> Option<String> {
-    for p in 0..partitions {
+    for p in (0..partitions).filter(|p| !exempt.contains(p)) {
         let replicas = logs.get(&p).map(Vec::as_slice).unwrap_or_default();
         if replicas.len() < replication_factor {
             return Some(format!(
@@ -117,12 +118,14 @@ pub async fn settle(
     topic: &str,
     partitions: i32,
     replication_factor: usize,
+    exempt: &std::sync::Mutex<BTreeSet<i32>>,
     clock: RunClock,
 ) -> (BTreeMap<i32, Vec<ReplicaLog>>, Option<String>) {
     let deadline = clock.now_ms() + CATCH_UP_BOUND.as_millis() as u64;
     loop {
         let logs = read_replicas(machines, topic, partitions);
-        let lag = lagging(&logs, partitions, replication_factor);
+        let exempt = exempt.lock().unwrap().clone();
+        let lag = lagging(&logs, partitions, replication_factor, &exempt);
         if lag.is_none() || clock.now_ms() >= deadline {
             return (logs, lag);
         }

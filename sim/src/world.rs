@@ -13,6 +13,7 @@ use bytes::Bytes;
 use madsim::rand::Rng;
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
+use weir::broker::replication_events::ReplicationEvent;
 use weir::broker::Broker;
 use weir::client::{Client, ClientError};
 use weir::config::{PlantedBug, ServerConfig};
@@ -30,6 +31,7 @@ use crate::group_workload::{self, GroupsSpec};
 use crate::history::{trace_hash, Event, History};
 use crate::metadata_check::{self, FinalMetadata};
 use crate::nemesis::{BrokerSlot, Machine, Nemesis};
+use crate::partition_trace::{PartitionEvent, PartitionTrace};
 use crate::producer::{self, ProducerSpec};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
@@ -373,6 +375,7 @@ async fn simulate(
         let init_starting = starting.clone();
         let addr = broker_addr(index);
         let fsync_latency = scenario.cluster.fsync_latency_us;
+        let init_topic = scenario.topic.name.clone();
         let node = handle
             .create_node()
             .name(format!("broker-{index}"))
@@ -390,6 +393,7 @@ async fn simulate(
                     )),
                 };
                 let (config, up, history) = (config.clone(), init_up.clone(), init_history.clone());
+                let topic = init_topic.clone();
                 let restart = init_restart.clone();
                 let slot = init_slot.clone();
                 let starting = init_starting.clone();
@@ -399,6 +403,30 @@ async fn simulate(
                     match started {
                         Ok(running) => {
                             slot.lock().unwrap().replace(running.broker.clone());
+                            // Before any partition role (those wait for the registration):
+                            // no truncation of this incarnation goes unseen.
+                            let (trace_history, node) = (history.clone(), index as i32 + 1);
+                            running
+                                .broker
+                                .observe_replication(Arc::new(move |e| match e {
+                                    ReplicationEvent::Truncated {
+                                        topic: t,
+                                        partition,
+                                        leader_epoch,
+                                        from,
+                                        to,
+                                    } if *t == topic => trace_history.record(
+                                        clock.now_ms(),
+                                        Event::Partition(PartitionEvent::Truncated {
+                                            node,
+                                            partition: *partition,
+                                            leader_epoch: *leader_epoch,
+                                            from: *from,
+                                            to: *to,
+                                        }),
+                                    ),
+                                    ReplicationEvent::Truncated { .. } => {}
+                                }));
                             up.store(true, Ordering::SeqCst);
                             // Serve until the nemesis kills this node, or the log directory
                             // goes offline: then the process exits (as `weir serve` does) and
@@ -622,12 +650,19 @@ async fn simulate(
         topic: Some((topic.name.clone(), topic.partitions)),
     };
     let observer = std::sync::Mutex::new(QuorumObserver::default());
+    let min_isr = topic
+        .configs
+        .get("min.insync.replicas")
+        .or_else(|| scenario.broker.get("min.insync.replicas"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let trace = std::sync::Mutex::new(PartitionTrace::new(&topic.name, min_isr));
     if multi {
         tokio::join!(
             nemesis.run_random(duration_ms),
             nemesis.run_timeline(),
             nemesis.run_restarts(duration_ms),
-            sample_quorum(&nemesis, &observer, clock, duration_ms, None),
+            sample_quorum(&nemesis, &observer, &trace, clock, duration_ms, None),
         );
     } else {
         tokio::join!(
@@ -653,6 +688,7 @@ async fn simulate(
         let (quorum, quorum_liveness) = quorum_after_heal(
             &nemesis,
             observer,
+            &trace,
             &client_node,
             addrs.clone(),
             &scenario,
@@ -660,21 +696,47 @@ async fn simulate(
             clock,
         )
         .await?;
-        let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
-            let (final_read, mut liveness) =
-                read_back(addr, addrs.clone(), &topic, &client_node, &history, clock).await?;
-            // Every replica catches up with its leader, then no two disagree below their
-            // high watermarks.
-            let rf = topic.replication_factor.max(1) as usize;
-            let (logs, lag) =
-                replica_read::settle(&nemesis.machines, &topic.name, topic.partitions, rf, clock)
-                    .await;
-            let mut replicas = Vec::new();
-            for (p, r) in &logs {
-                replicas.extend(replica_check::check(*p, r));
-            }
-            let batches: usize = logs.values().flatten().map(|r| r.batches.len()).sum();
-            history.record(
+        // Partitions KIP-966 leaves leaderless on purpose are not judged for liveness: the
+        // metadata keeps being replayed into the trace while the end runs, and a partition
+        // joins `exempt` as soon as its committed state proves it (`PartitionTrace`).
+        let unclean_election = scenario
+            .topic
+            .configs
+            .get("unclean.leader.election.enable")
+            .or_else(|| scenario.broker.get("unclean.leader.election.enable"))
+            .is_some_and(|v| v == "true");
+        let exempt: Exempt = Arc::default();
+        let ended = AtomicBool::new(false);
+        let end = async {
+            let data = if scenario.producers.count > 0 || scenario.consumers.count > 0 {
+                let (final_read, mut liveness) = read_back(
+                    addr,
+                    addrs.clone(),
+                    &topic,
+                    &exempt,
+                    &client_node,
+                    &history,
+                    clock,
+                )
+                .await?;
+                // Every replica catches up with its leader, then no two disagree below their
+                // high watermarks.
+                let rf = topic.replication_factor.max(1) as usize;
+                let (logs, lag) = replica_read::settle(
+                    &nemesis.machines,
+                    &topic.name,
+                    topic.partitions,
+                    rf,
+                    &exempt,
+                    clock,
+                )
+                .await;
+                let mut replicas = Vec::new();
+                for (p, r) in &logs {
+                    replicas.extend(replica_check::check(*p, r));
+                }
+                let batches: usize = logs.values().flatten().map(|r| r.batches.len()).sum();
+                history.record(
                 clock.now_ms(),
                 Event::Note(format!(
                     "replicas: {} partition(s), {} replica logs, {batches} batches compared, {} divergences",
@@ -683,18 +745,32 @@ async fn simulate(
                     replicas.len()
                 )),
             );
-            if let Some(why) = lag {
-                let why = format!(
-                    "replicas not caught up {:?} after the final read: {why}",
-                    replica_read::CATCH_UP_BOUND
-                );
-                history.record(clock.now_ms(), Event::Note(why.clone()));
-                liveness = Some(liveness.map_or(why.clone(), |l| format!("{l}; {why}")));
-            }
-            Some((final_read, liveness, replicas))
-        } else {
-            None
+                if let Some(why) = lag {
+                    let why = format!(
+                        "replicas not caught up {:?} after the final read: {why}",
+                        replica_read::CATCH_UP_BOUND
+                    );
+                    history.record(clock.now_ms(), Event::Note(why.clone()));
+                    liveness = Some(liveness.map_or(why.clone(), |l| format!("{l}; {why}")));
+                }
+                Some((final_read, liveness, replicas))
+            } else {
+                None
+            };
+            ended.store(true, Ordering::SeqCst);
+            Ok::<_, String>(data)
         };
+        let (data, ()) = tokio::join!(
+            end,
+            feed_trace(
+                &nemesis,
+                &trace,
+                (!unclean_election).then_some(&exempt),
+                clock,
+                &ended
+            )
+        );
+        let data = data?;
         return multi_node_end(
             quorum,
             quorum_liveness,
@@ -709,8 +785,16 @@ async fn simulate(
         .await;
     }
 
-    let (final_read, liveness) =
-        read_back(addr, Vec::new(), &topic, &client_node, &history, clock).await?;
+    let (final_read, liveness) = read_back(
+        addr,
+        Vec::new(),
+        &topic,
+        &Exempt::default(),
+        &client_node,
+        &history,
+        clock,
+    )
+    .await?;
     let final_metadata = if scenario.admin.is_some() {
         let history = history.clone();
         let read = client_node
@@ -756,6 +840,7 @@ async fn read_back(
     addr: SocketAddr,
     bootstrap: Vec<SocketAddr>,
     topic: &crate::scenario::Topic,
+    exempt: &Exempt,
     client_node: &madsim::runtime::NodeHandle,
     history: &History,
     clock: RunClock,
@@ -765,6 +850,7 @@ async fn read_back(
     let topic_name = topic.name.clone();
     let partitions = topic.partitions;
     let routes = bootstrap.clone();
+    let skip = exempt.clone();
     let liveness = client_node
         .spawn(async move {
             liveness_check(
@@ -772,6 +858,7 @@ async fn read_back(
                 &routes,
                 &topic_name,
                 partitions,
+                &skip,
                 liveness_history,
                 clock,
             )
@@ -786,6 +873,7 @@ async fn read_back(
         );
     }
     let topic_name = topic.name.clone();
+    let exempt = exempt.clone();
     let final_read = client_node
         .spawn({
             let history = history.clone();
@@ -813,7 +901,11 @@ async fn read_back(
                     (FINAL_READ_BOUND / partitions.max(1) as u32).max(Duration::from_secs(20));
                 let mut read = FinalRead::new();
                 let mut failed = Vec::new();
+                // A partition left leaderless by design has nobody to read from.
                 for p in 0..partitions {
+                    if exempt.lock().unwrap().contains(&p) {
+                        continue;
+                    }
                     let one = p..p + 1;
                     match final_read(
                         addr,
@@ -889,11 +981,56 @@ async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(
         .map_err(|e| format!("format node {node_id}: {e}"))
 }
 
+/// The workload partitions left leaderless by design (KIP-966), as the trace proves them.
+type Exempt = Arc<std::sync::Mutex<std::collections::BTreeSet<i32>>>;
+
+/// From healing to the end: replays newly committed metadata into the partition trace every
+/// [`COMMITTED_EVERY`] samples, and (`exempt` given: unclean election off) adds each partition
+/// the trace proves leaderless by design, with a note saying why.
+async fn feed_trace(
+    nemesis: &Nemesis,
+    trace: &std::sync::Mutex<PartitionTrace>,
+    exempt: Option<&Exempt>,
+    clock: RunClock,
+    ended: &AtomicBool,
+) {
+    while !ended.load(Ordering::SeqCst) {
+        let at = clock.now_ms();
+        // The lock is released before the sleep (a block: clippy does not see `drop`).
+        {
+            let mut t = trace.lock().unwrap();
+            for m in &nemesis.machines {
+                let broker = m.broker.lock().unwrap().clone();
+                let Some(broker) = broker else { continue };
+                let records = broker.committed_metadata(t.next_offset(), COMMITTED_BATCH);
+                for event in t.feed(&records) {
+                    nemesis.history.record(at, event);
+                }
+            }
+            if let Some(exempt) = exempt {
+                let mut set = exempt.lock().unwrap();
+                for (p, why) in t.designed_unavailable() {
+                    if set.insert(p) {
+                        nemesis.history.record(
+                            at,
+                            Event::Note(format!(
+                                "designed unavailability, not judged for liveness: {why}"
+                            )),
+                        );
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(SAMPLE_EVERY * COMMITTED_EVERY as u32).await;
+    }
+}
+
 /// Samples every running node's quorum status every [`SAMPLE_EVERY`], and its newly committed
 /// metadata every [`COMMITTED_EVERY`] rounds, until `until_ms` of run time (or `done`).
 async fn sample_quorum(
     nemesis: &Nemesis,
     observer: &std::sync::Mutex<QuorumObserver>,
+    trace: &std::sync::Mutex<PartitionTrace>,
     clock: RunClock,
     until_ms: u64,
     done: Option<&AtomicBool>,
@@ -911,6 +1048,9 @@ async fn sample_quorum(
                 let node = status.node_id;
                 let records = broker.committed_metadata(o.cursor(node), COMMITTED_BATCH);
                 o.observe_committed(at, node, &records);
+                for event in trace.lock().unwrap().feed(&records) {
+                    nemesis.history.record(at, event);
+                }
             }
         }
         drop(o);
@@ -923,9 +1063,11 @@ async fn sample_quorum(
 /// After healing: a leader must appear and a CreateTopics must commit within
 /// [`QUORUM_BOUND`], then every node must reach one committed end within
 /// [`CATCH_UP_BOUND`]; then each node's whole committed sequence is compared.
+#[allow(clippy::too_many_arguments)]
 async fn quorum_after_heal(
     nemesis: &Nemesis,
     observer: std::sync::Mutex<QuorumObserver>,
+    trace: &std::sync::Mutex<PartitionTrace>,
     client_node: &madsim::runtime::NodeHandle,
     addrs: Vec<SocketAddr>,
     scenario: &Scenario,
@@ -971,7 +1113,7 @@ async fn quorum_after_heal(
     };
     let (created, ()) = tokio::join!(
         created,
-        sample_quorum(&nemesis, &observer, clock, deadline, Some(&done))
+        sample_quorum(nemesis, &observer, trace, clock, deadline, Some(&done))
     );
     let mut liveness = match created.map_err(|e| e.to_string())? {
         Ok(addr) => {
@@ -1032,6 +1174,9 @@ async fn quorum_after_heal(
     let at = clock.now_ms();
     for (node, records) in &finals {
         observer.observe_final(at, *node, records);
+        for event in trace.lock().unwrap().feed(records) {
+            history.record(at, event);
+        }
     }
     let findings = observer.into_findings();
     history.record(
@@ -1127,6 +1272,7 @@ async fn liveness_check(
     bootstrap: &[SocketAddr],
     topic: &str,
     partitions: i32,
+    exempt: &Exempt,
     history: History,
     clock: RunClock,
 ) -> Option<String> {
@@ -1148,6 +1294,11 @@ async fn liveness_check(
         let mut done = false;
         let mut lookups = 0u64;
         while clock.now_ms() < deadline && !done {
+            if exempt.lock().unwrap().contains(&partition) {
+                // Leaderless by design (noted in the trace): its probe stays unanswered.
+                done = true;
+                break;
+            }
             lookups += 1;
             let attempt = async {
                 let mut c = if bootstrap.is_empty() {

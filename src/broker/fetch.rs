@@ -181,6 +181,12 @@ pub(super) async fn handle(
             || wanted.is_empty()
             || broker.io.clock.monotonic() >= deadline;
         if done {
+            if let Some(r) = replica {
+                // `WEIR_LOG=info,latency=debug` times the acks=all path: these events feed
+                // scripts/latency-breakdown (off by default, a level check when off).
+                tracing::debug!(target: "latency", replica = r.id, bytes,
+                    waited = registrations.is_some(), "replica fetch answered");
+            }
             return response(ctx, &wanted, partitions);
         }
         let Some(_) = &registrations else {
@@ -301,7 +307,13 @@ fn read_all(
             // learns it (and may move the high watermark, which the guard's drop reports to
             // waiting produces) before the read, so the answer carries the new watermark.
             let now = broker.io.clock.wall_ms();
-            if let Err(refused) = partition.follower_fetched(r.id, w.offset, r.broker_epoch, now) {
+            let hw_before = partition.high_watermark();
+            let fetched = partition.follower_fetched(r.id, w.offset, r.broker_epoch, now);
+            if partition.high_watermark() != hw_before {
+                tracing::debug!(target: "latency", replica = r.id, partition = w.partition,
+                    hw = partition.high_watermark(), "high watermark moved");
+            }
+            if let Err(refused) = fetched {
                 data.error_code = fetch_refused(refused).code();
                 errored = true;
                 out.push(data);

@@ -30,6 +30,7 @@ mod quorum_rpc;
 pub mod quorum_status;
 mod reconcile;
 pub mod replica_fetcher;
+pub mod replication_events;
 mod server;
 mod single_node;
 mod startup_gate;
@@ -149,6 +150,8 @@ pub struct Broker {
     replica_fetchers: replica_fetcher::ReplicaFetchers,
     /// No partition role before the registration is applied (`startup_gate`).
     startup_gate: startup_gate::StartupGate,
+    /// Who is told of follower truncations (the simulator's trace), if anyone.
+    replication_events: replication_events::ReplicationEvents,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -256,6 +259,7 @@ impl Broker {
             session: broker_session::SessionState::default(),
             replica_fetchers: replica_fetcher::ReplicaFetchers::default(),
             startup_gate: startup_gate::StartupGate::default(),
+            replication_events: replication_events::ReplicationEvents::default(),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below.
@@ -364,6 +368,12 @@ impl Broker {
 
     pub fn image(&self) -> Arc<MetadataImage> {
         self.image.read().unwrap().clone()
+    }
+
+    /// Tells `observer` of every follower truncation from now on (set once; `false` if an
+    /// observer was already set).
+    pub fn observe_replication(&self, observer: replication_events::ReplicationObserver) -> bool {
+        self.replication_events.set(observer)
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<PartitionHandle>> {

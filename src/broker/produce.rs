@@ -156,7 +156,10 @@ pub(super) async fn handle(
             }
         }
     }
+    // Diagnostics (`latency` target, see scripts/latency-breakdown).
+    tracing::debug!(target: "latency", acks, "produce appended");
     await_high_watermarks(broker, ctx, &mut topics, deadline).await;
+    tracing::debug!(target: "latency", acks, "produce answered");
     if acks == 0 {
         return None;
     }

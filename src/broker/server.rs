@@ -95,7 +95,11 @@ async fn serve_connection(
                 tracing::debug!(%peer, "closing idle connection (connections.max.idle.ms)");
                 break;
             }
-            Some(Ok(Some(frame))) => frame.freeze(),
+            Some(Ok(Some(frame))) => {
+                // Diagnostics (`latency` target, see scripts/latency-breakdown).
+                tracing::debug!(target: "latency", len = frame.len(), %peer, "frame read");
+                frame.freeze()
+            }
             Some(Ok(None)) => break,
             Some(Err(e)) => {
                 tracing::warn!(%peer, reason = %e, "closing connection");
@@ -131,6 +135,7 @@ async fn serve_connection(
                     tracing::debug!(%peer, error = %e, "write failed");
                     break;
                 }
+                tracing::debug!(target: "latency", len = out.len(), %peer, "frame written");
             }
             Ok(false) => {} // acks=0: no response
             Err(reason) => {

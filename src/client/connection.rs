@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{BufReader, ReadHalf, WriteHalf};
+use tokio::io::{AsyncBufReadExt, BufReader, ReadHalf, WriteHalf};
 
 use crate::io::{BoxStream, Io};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -159,6 +159,13 @@ impl Connection {
     pub async fn send_oneway<R: Request>(&mut self, request: &R, version: i16) -> Result<()> {
         self.send(request, version).await?;
         self.in_flight.pop_back();
+        Ok(())
+    }
+
+    /// Waits until bytes of an answer have arrived (or the peer closed), without consuming
+    /// them. Cancel-safe: what arrives stays buffered for [`Connection::receive`].
+    pub async fn readable(&mut self) -> Result<()> {
+        self.reader.fill_buf().await?;
         Ok(())
     }
 

@@ -7,15 +7,18 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
-    OffsetCommitRequest, OffsetFetchRequest,
+    ConsumerGroupDescribeRequest, DeleteGroupsRequest, DescribeGroupsRequest,
+    FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use super::{check, name, Client, ClientError, Result};
 
 const FIND_COORDINATOR_VERSION: i16 = 3;
-const LIST_GROUPS_VERSION: i16 = 4;
+/// v5 names each group's type (classic or consumer).
+const LIST_GROUPS_VERSION: i16 = 5;
+const CONSUMER_GROUP_DESCRIBE_VERSION: i16 = 0;
 const DESCRIBE_GROUPS_VERSION: i16 = 5;
 const DELETE_GROUPS_VERSION: i16 = 2;
 const OFFSET_FETCH_VERSION: i16 = 7;
@@ -26,6 +29,8 @@ pub struct GroupListing {
     pub group_id: String,
     pub protocol_type: String,
     pub state: String,
+    /// `classic` or `consumer` (KIP-848).
+    pub group_type: String,
 }
 
 #[derive(Clone, Debug)]
@@ -34,6 +39,28 @@ pub struct GroupMember {
     pub instance_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
+}
+
+/// A member of a consumer-protocol group (ConsumerGroupDescribe).
+#[derive(Clone, Debug)]
+pub struct ConsumerGroupMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub member_epoch: i32,
+    pub client_id: String,
+    pub client_host: String,
+    /// `(topic, partitions)` it holds now.
+    pub assignment: Vec<(String, Vec<i32>)>,
+}
+
+/// A KIP-848 consumer group as ConsumerGroupDescribe shows it.
+#[derive(Clone, Debug)]
+pub struct ConsumerGroupDescription {
+    pub state: String,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<ConsumerGroupMember>,
 }
 
 #[derive(Clone, Debug)]
@@ -69,8 +96,50 @@ impl Client {
                 group_id: g.group_id.to_string(),
                 protocol_type: g.protocol_type.to_string(),
                 state: g.group_state.to_string(),
+                group_type: g.group_type.to_string(),
             })
             .collect())
+    }
+
+    /// `None` when there is no consumer-protocol group of that name (a classic group, or none:
+    /// Kafka answers GROUP_ID_NOT_FOUND for both).
+    pub async fn describe_consumer_group(
+        &mut self,
+        group: &str,
+    ) -> Result<Option<ConsumerGroupDescription>> {
+        let request = ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(group)]);
+        let response = self.call(&request, CONSUMER_GROUP_DESCRIBE_VERSION).await?;
+        let g =
+            response.groups.into_iter().next().ok_or_else(|| {
+                ClientError::Protocol("empty ConsumerGroupDescribe response".into())
+            })?;
+        if ResponseError::try_from_code(g.error_code) == Some(ResponseError::GroupIdNotFound) {
+            return Ok(None);
+        }
+        check(g.error_code, g.error_message.as_ref())?;
+        Ok(Some(ConsumerGroupDescription {
+            state: g.group_state.to_string(),
+            group_epoch: g.group_epoch,
+            assignment_epoch: g.assignment_epoch,
+            assignor: g.assignor_name.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| ConsumerGroupMember {
+                    member_id: m.member_id.to_string(),
+                    instance_id: m.instance_id.map(|i| i.to_string()),
+                    member_epoch: m.member_epoch,
+                    client_id: m.client_id.to_string(),
+                    client_host: m.client_host.to_string(),
+                    assignment: m
+                        .assignment
+                        .topic_partitions
+                        .into_iter()
+                        .map(|t| (t.topic_name.to_string(), t.partitions))
+                        .collect(),
+                })
+                .collect(),
+        }))
     }
 
     /// `None` when the group does not exist (Kafka reports it as `Dead`).

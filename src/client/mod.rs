@@ -37,7 +37,9 @@ pub use describe::{
     render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
 };
 pub use group_member::Joined;
-pub use groups::{GroupDescription, GroupListing, GroupMember};
+pub use groups::{
+    ConsumerGroupDescription, ConsumerGroupMember, GroupDescription, GroupListing, GroupMember,
+};
 pub use quorum::{QuorumDescription, QuorumReplica};
 
 use crate::io::Io;

@@ -319,7 +319,10 @@ impl Group {
             && self.offsets.is_empty()
             && self.appends_in_flight == 0
             && self.generation == 0
-            && self.consumer.as_ref().is_none_or(|c| c.is_empty())
+            && self
+                .consumer
+                .as_ref()
+                .is_none_or(|c| c.is_empty() && !c.has_records())
     }
 }
 
@@ -374,8 +377,8 @@ enum Pending {
 #[derive(Default)]
 struct Loaded {
     group: Option<GroupValue>,
-    /// The group epoch of a KIP-848 consumer group.
-    consumer_epoch: Option<i32>,
+    /// The records of a KIP-848 consumer group.
+    consumer: super::consumer::Replay,
     offsets: BTreeMap<(String, i32), OffsetValue>,
 }
 
@@ -504,11 +507,15 @@ impl Coordinator {
                 let entry = loading.entry(group).or_default();
                 entry.group = value.map(records::decode_group_value).transpose()?;
             }
-            RecordKey::ConsumerGroup { group } => {
+            RecordKey::ConsumerRecord {
+                version,
+                group,
+                member,
+            } => {
                 let entry = loading.entry(group).or_default();
-                entry.consumer_epoch = value
-                    .map(records::decode_consumer_group_value)
-                    .transpose()?;
+                entry
+                    .consumer
+                    .record(version, member.as_deref(), key, value)?;
             }
             RecordKey::Other(_) => {}
         }
@@ -523,7 +530,7 @@ impl Coordinator {
             .remove(&partition)
             .expect("load_finish without load_begin");
         for (id, l) in loaded {
-            if l.group.is_none() && l.offsets.is_empty() && l.consumer_epoch.is_none() {
+            if l.group.is_none() && l.offsets.is_empty() && l.consumer.is_empty() {
                 continue;
             }
             let mut g = Group::new(&id, now);
@@ -567,11 +574,16 @@ impl Coordinator {
                     g.state = GroupState::Stable;
                 }
             }
-            // Only the consumer group's type and epoch are persisted: it comes back Empty, at its
-            // epoch, and its members (unknown now) rejoin with epoch 0.
-            if let Some(epoch) = l.consumer_epoch.filter(|_| g.members.is_empty()) {
+            // A consumer group comes back whole: epochs, targets, members and what each holds
+            // (Kafka's replay); only a classic group with members would win over it.
+            if !l.consumer.is_empty() && g.members.is_empty() {
                 g.become_consumer(&self.config.consumer);
-                g.consumer.as_mut().unwrap().restore_epoch(epoch);
+                g.consumer = Some(Box::new(ConsumerGroup::restore(
+                    &id,
+                    &self.config.consumer,
+                    l.consumer,
+                    now,
+                )));
             }
             for (key, value) in l.offsets {
                 let seq = self.next_seq;
@@ -695,7 +707,7 @@ impl Coordinator {
                 tracing::info!(group = %g.id, %member, "consumer group member removed: session or rebalance timeout");
             }
             if !gone.is_empty() {
-                self.append_consumer_epoch(g, out);
+                self.persist_consumer(g, out);
             }
         }
         let expired: Vec<String> = g
@@ -1001,7 +1013,7 @@ impl Coordinator {
             self.groups
                 .insert(req.group_id.clone(), Group::new(&req.group_id, now));
         }
-        let mut converted = false;
+        let mut converted: Vec<OffsetRecord> = Vec::new();
         if let Some(g) = self.groups.get_mut(&req.group_id) {
             match &g.consumer {
                 Some(c) if !c.is_empty() => {
@@ -1010,22 +1022,23 @@ impl Coordinator {
                 }
                 // An empty consumer group becomes classic again (Kafka converts empty groups).
                 Some(_) => {
-                    g.consumer = None;
+                    let mut c = g.consumer.take().unwrap();
+                    converted = c.tombstones();
                     g.protocol_type = None;
-                    g.appends_in_flight += 1;
-                    converted = true;
+                    if !converted.is_empty() {
+                        g.appends_in_flight += 1;
+                    }
                 }
                 None => {}
             }
         }
-        if converted {
-            // Its consumer-group record goes, so a restart does not bring the old type back.
+        if !converted.is_empty() {
+            // Its consumer-group records go, so a restart does not bring the old type back.
             let partition = self.partition_of(&req.group_id).unwrap();
-            let record = (records::consumer_group_key(&req.group_id), None);
             let pending = Pending::GroupRecord {
                 group: req.group_id.clone(),
             };
-            self.append(partition, vec![record], pending, &mut out);
+            self.append(partition, converted, pending, &mut out);
         }
         let id = req.group_id.clone();
         self.with_group(&id, |c, g| c.join_group(g, request, req, now, &mut out));
@@ -1815,8 +1828,8 @@ impl Coordinator {
             .map(|(t, p)| (records::offset_key(group_id, t, *p), None))
             .collect();
         batch.push((records::group_key(group_id), None));
-        if g.consumer.is_some() {
-            batch.push((records::consumer_group_key(group_id), None));
+        if let Some(c) = g.consumer.as_mut() {
+            batch.extend(c.tombstones());
         }
         g.appends_in_flight += 1;
         let partition = self.partition_of(group_id).unwrap();
@@ -1963,7 +1976,14 @@ impl Coordinator {
                 },
                 _ => Vec::new(),
             };
-            if keys.is_empty() || g.appends_in_flight > 0 {
+            if g.appends_in_flight > 0 {
+                continue;
+            }
+            // An empty consumer group left with no offsets is deleted (Kafka's
+            // `cleanupGroupMetadata`): its records become tombstones.
+            let consumer_gone =
+                g.consumer.as_ref().is_some_and(|c| c.is_empty()) && keys.len() == g.offsets.len();
+            if keys.is_empty() && !(consumer_gone && g.consumer.as_ref().unwrap().has_records()) {
                 continue;
             }
             let mut batch: Vec<OffsetRecord> = keys
@@ -1973,6 +1993,9 @@ impl Coordinator {
             let empties = g.state == GroupState::Empty && keys.len() == g.offsets.len();
             if empties && g.generation > 0 {
                 batch.push((records::group_key(&id), None));
+            }
+            if consumer_gone {
+                batch.extend(g.consumer.as_mut().unwrap().tombstones());
             }
             g.appends_in_flight += 1;
             let partition = self.partition_of(&id).unwrap();
@@ -2140,7 +2163,7 @@ impl Coordinator {
                 let response = match error {
                     Some(e) => super::consumer::HeartbeatResponse::error(
                         e,
-                        "The group epoch could not be written to __consumer_offsets.",
+                        "The group change could not be written to __consumer_offsets.",
                     ),
                     None => response,
                 };

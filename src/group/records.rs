@@ -3,9 +3,12 @@
 //! (`kafka-console-consumer --formatter ...OffsetsMessageFormatter`) decodes them and we can
 //! replay a log written by either. The key's version is the record type. A null value is a
 //! tombstone. We write one version per type (offset key 1, value 3 or 1; group key 2, value 3)
-//! so that compaction, when it comes, deduplicates keys byte for byte.
+//! so that compaction, when it comes, deduplicates keys byte for byte. The KIP-848 records
+//! (key versions 3–8) are in [`consumer`].
 
 use bytes::Bytes;
+
+pub mod consumer;
 
 /// Key version of an offset commit (0 and 1 are both offset keys; we write 1).
 const OFFSET_KEY_V1: i16 = 1;
@@ -24,9 +27,12 @@ pub enum RecordKey {
     Group {
         group: String,
     },
-    /// KIP-848 `ConsumerGroupMetadataKey` (version 3): the group is a consumer group.
-    ConsumerGroup {
+    /// A KIP-848 consumer-group record (key versions 3–8, [`consumer`]); `member` for the
+    /// per-member ones (5, 7, 8).
+    ConsumerRecord {
+        version: i16,
         group: String,
+        member: Option<String>,
     },
     /// A record type this coordinator does not use (KIP-848, share groups): skipped on load.
     Other(i16),
@@ -106,37 +112,6 @@ pub fn offset_key(group: &str, topic: &str, partition: i32) -> Vec<u8> {
     put_str(&mut out, topic);
     out.extend_from_slice(&partition.to_be_bytes());
     out
-}
-
-/// KIP-848's `ConsumerGroupMetadataKey`: key version 3, then the group id.
-const CONSUMER_GROUP_KEY_V3: i16 = 3;
-
-pub fn consumer_group_key(group: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + group.len());
-    out.extend_from_slice(&CONSUMER_GROUP_KEY_V3.to_be_bytes());
-    put_str(&mut out, group);
-    out
-}
-
-/// `ConsumerGroupMetadataValue` v0 (flexible): the group epoch, then an empty tagged-field
-/// section (Kafka's optional MetadataHash and CreationTimeMs tags are left out).
-pub fn consumer_group_value(epoch: i32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(7);
-    out.extend_from_slice(&0i16.to_be_bytes());
-    out.extend_from_slice(&epoch.to_be_bytes());
-    out.push(0);
-    out
-}
-
-/// The group epoch of a `ConsumerGroupMetadataValue` (tagged fields, if any, are skipped).
-pub fn decode_consumer_group_value(raw: &[u8]) -> Result<i32, DecodeError> {
-    let mut r = Reader { buf: raw };
-    if r.i16()? != 0 {
-        return Err(DecodeError(
-            "unsupported consumer group metadata value version",
-        ));
-    }
-    r.i32()
 }
 
 pub fn group_key(group: &str) -> Vec<u8> {
@@ -246,7 +221,21 @@ pub fn decode_key(raw: &[u8]) -> Result<RecordKey, DecodeError> {
             partition: r.i32()?,
         }),
         2 => Ok(RecordKey::Group { group: r.str()? }),
-        CONSUMER_GROUP_KEY_V3 => Ok(RecordKey::ConsumerGroup { group: r.str()? }),
+        v @ (consumer::GROUP_METADATA
+        | consumer::PARTITION_METADATA
+        | consumer::TARGET_METADATA) => Ok(RecordKey::ConsumerRecord {
+            version: v,
+            group: r.str()?,
+            member: None,
+        }),
+        v
+        @ (consumer::MEMBER_METADATA | consumer::TARGET_MEMBER | consumer::CURRENT_ASSIGNMENT) => {
+            Ok(RecordKey::ConsumerRecord {
+                version: v,
+                group: r.str()?,
+                member: Some(r.str()?),
+            })
+        }
         other => Ok(RecordKey::Other(other)),
     }
 }
@@ -355,7 +344,7 @@ mod tests {
             }
         );
         assert_eq!(group_key("g"), [0, 2, 0, 1, b'g']);
-        assert_eq!(decode_key(&[0, 5, 1, 2]).unwrap(), RecordKey::Other(5));
+        assert_eq!(decode_key(&[0, 9, 1, 2]).unwrap(), RecordKey::Other(9));
         assert!(decode_key(&[0, 1, 0, 9, b'x']).is_err());
     }
 

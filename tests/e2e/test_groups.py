@@ -284,10 +284,11 @@ def test_cli_lists_describes_resets_and_deletes_groups(broker):
         consumer.commit(asynchronous=False)
         listed = weir_cli(broker, "groups", "list")
         assert listed.returncode == 0, listed.stderr
-        assert f"{group}\tStable\tconsumer" in listed.stdout.splitlines()
+        assert f"{group}\tStable\tconsumer\tclassic" in listed.stdout.splitlines()
         described = weir_cli(broker, "groups", "describe", group)
         assert described.returncode == 0, described.stderr
         assert "Stable" in described.stdout and "member\t" in described.stdout
+        assert "type classic" in described.stdout
         for p in range(PARTITIONS):
             assert f"{topic}\t{p}\t10\t10\t0" in described.stdout.splitlines()
         refused = weir_cli(broker, "groups", "reset-offsets", group, "--topic", topic,
@@ -398,6 +399,84 @@ def test_consumer_protocol_two_then_three_members_every_record_and_commits_survi
         assert sorted(v for (_, _, _, v) in got) == [b"v30", b"v31", b"v32"]
     finally:
         d.close()
+
+
+def describe_848(broker, group: str) -> tuple[int, dict[str, int], str]:
+    """`weir groups describe` of a consumer-protocol group: its group epoch, each member's
+    epoch by member id, and the whole output."""
+    out = weir_cli(broker, "groups", "describe", group)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = lines[0]
+    assert "type consumer" in header, out.stdout
+    group_epoch = int(header.split("group epoch ")[1].split(",")[0])
+    members = {}
+    for line in lines:
+        if line.startswith("member\t"):
+            fields = line.split("\t")
+            members[fields[1]] = int(fields[5].removeprefix("epoch "))
+    return group_epoch, members, out.stdout
+
+
+@pytest.mark.parametrize("stop", ["restart", "kill9"])
+def test_consumer_protocol_members_are_kept_across_a_broker_restart_mid_consumption(broker, stop):
+    """The group's records (epochs, members, assignments) are replayed at the restart (clean, or
+    after SIGKILL): the two members heartbeat at their epochs and are kept, not fenced, and
+    consume on where they committed; no rebalance happens (the group epoch does not move)."""
+    if not broker.can_restart:
+        pytest.skip("needs a broker the fixture can restart")
+    topic = unique("k848r")
+    create_topic(broker.bootstrap, topic)
+    produce(broker.bootstrap, topic)
+    group = unique("g848r")
+    a = ck_848(broker.bootstrap, group)
+    b = ck_848(broker.bootstrap, group)
+    seen = []
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic])
+        poll_all([a, b],
+                 lambda: sorted(len(partitions_of(x)) for x in (a, b)) == [1, 2]
+                 and len(seen) >= RECORDS // 2
+                 and all(any(c is x for (c, _, _, _) in seen) for x in (a, b)),
+                 "two members sharing three partitions, both reading", sink=seen)
+        for x in (a, b):
+            x.commit(asynchronous=False)
+        epoch_before, members_before, text = describe_848(broker, group)
+        assert len(members_before) == 2, text
+        owned_before = (partitions_of(a), partitions_of(b))
+        restarted = time.monotonic()
+        getattr(broker, stop)()
+        # The rest of the records, and more produced after the restart, reach the same members.
+        produce(broker.bootstrap, topic, n=RECORDS, start=RECORDS)
+        every = {b"v%d" % i for i in range(2 * RECORDS)}
+        poll_all([a, b], lambda: {v for (_, _, _, v) in seen} >= every,
+                 "every record after the restart", sink=seen)
+        print(f"consumption went on {time.monotonic() - restarted:.2f} s after the restart")
+        epoch_after, members_after, text = describe_848(broker, group)
+        assert members_after == members_before, f"members fenced or replaced:\n{text}"
+        assert epoch_after == epoch_before, f"a rebalance after the restart:\n{text}"
+        assert (partitions_of(a), partitions_of(b)) == owned_before
+        for x in (a, b):
+            x.commit(asynchronous=False)
+        listed = weir_cli(broker, "groups", "list")
+        assert f"{group}\tStable\tconsumer\tconsumer" in listed.stdout.splitlines(), listed.stdout
+        refused = weir_cli(broker, "groups", "reset-offsets", group, "--topic", topic,
+                           "--to", "earliest")
+        assert refused.returncode != 0 and "active members" in refused.stderr
+    finally:
+        a.close()
+        b.close()
+    expected = {p: 2 * RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    assert committed_offsets(broker.bootstrap, group, topic) == expected
+    # With the members gone the group is Empty: its offsets can be reset and it can be deleted.
+    reset = weir_cli(broker, "groups", "reset-offsets", group, "--topic", topic, "--to", "earliest")
+    assert reset.returncode == 0, reset.stderr
+    assert committed_offsets(broker.bootstrap, group, topic) == {p: 0 for p in range(PARTITIONS)}
+    deleted = weir_cli(broker, "groups", "delete", group)
+    assert deleted.returncode == 0, deleted.stderr
+    broker.restart()
+    assert group not in weir_cli(broker, "groups", "list").stdout, "deleted for good"
 
 
 def test_consumer_protocol_and_classic_groups_keep_to_their_own_ids(broker):

@@ -19,6 +19,7 @@ use super::request::{self, FetchSettings, Position, FETCH_VERSION};
 use super::response::{self, OutOfRangeAction, Outcome};
 use super::{Fetcher, MAX_PARTITIONS_PER_FETCH};
 use crate::broker::peer::{self, Link};
+use crate::broker::replication_events::ReplicationEvent;
 use crate::broker::{Broker, PartitionHandle};
 use crate::replica::partition::{FollowerAppendError, Role, TruncateError};
 
@@ -68,7 +69,10 @@ pub(super) async fn run(broker: Arc<Broker>, fetcher: Arc<Fetcher>) {
         let link = link.as_ref().expect("just set");
         let settings = settings(&broker);
         let req = request::build(&settings, &positions);
+        // Diagnostics (`latency` target, see scripts/latency-breakdown).
+        tracing::debug!(target: "latency", leader = fetcher.leader, "replica fetch sent");
         let answer = call_fetch(&broker, link, req, settings.max_wait_ms).await;
+        tracing::debug!(target: "latency", leader = fetcher.leader, "replica fetch returned");
         let response = match answer {
             Ok(r) if r.error_code == 0 => r,
             Ok(r) => {
@@ -447,12 +451,13 @@ async fn append(
 /// of the old state lands after it) before anything is appended again. `false`: back off.
 async fn truncate(broker: &Broker, handle: &PartitionHandle, target: i64) -> bool {
     let _gate = handle.flush_gate.lock().await;
-    let plan = {
+    let (plan, from, leader_epoch) = {
         let Some(mut p) = handle.lock_open() else {
             return true;
         };
+        let (from, leader_epoch) = (p.log_end_offset(), p.leader_epoch());
         match p.truncate_to(target) {
-            Ok(Some(plan)) => plan,
+            Ok(Some(plan)) => (plan, from, leader_epoch),
             Ok(None) => return true,
             Err(TruncateError::Storage(e)) => {
                 drop(p);
@@ -473,6 +478,16 @@ async fn truncate(broker: &Broker, handle: &PartitionHandle, target: i64) -> boo
     handle
         .lock()
         .truncation_durable(&plan, broker.io.clock.wall_ms());
+    broker.replication_events.emit(|| {
+        let p = handle.lock();
+        ReplicationEvent::Truncated {
+            topic: p.topic().to_string(),
+            partition: p.index(),
+            leader_epoch,
+            from,
+            to: target,
+        }
+    });
     true
 }
 

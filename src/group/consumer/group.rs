@@ -12,25 +12,25 @@ use super::types::*;
 use crate::group::GroupError;
 
 #[derive(Clone, Debug)]
-struct Member {
-    id: String,
-    instance_id: Option<String>,
-    rack_id: Option<String>,
-    client_id: String,
-    client_host: String,
-    rebalance_timeout_ms: i32,
-    session_timeout_ms: i32,
-    subscribed: BTreeSet<String>,
-    regex: Option<String>,
-    matcher: Option<TopicRegex>,
+pub(super) struct Member {
+    pub(super) id: String,
+    pub(super) instance_id: Option<String>,
+    pub(super) rack_id: Option<String>,
+    pub(super) client_id: String,
+    pub(super) client_host: String,
+    pub(super) rebalance_timeout_ms: i32,
+    pub(super) session_timeout_ms: i32,
+    pub(super) subscribed: BTreeSet<String>,
+    pub(super) regex: Option<String>,
+    pub(super) matcher: Option<TopicRegex>,
     /// The topics its regex matches now (internal `__` topics never).
-    matched: BTreeSet<String>,
-    server_assignor: Option<Assignor>,
-    now: Reconciled,
+    pub(super) matched: BTreeSet<String>,
+    pub(super) server_assignor: Option<Assignor>,
+    pub(super) now: Reconciled,
     /// Last heartbeat: the session ends `session_timeout_ms` after it.
-    last_heard: i64,
+    pub(super) last_heard: i64,
     /// While it must revoke: when the rebalance timeout fences it.
-    revoke_deadline: Option<i64>,
+    pub(super) revoke_deadline: Option<i64>,
 }
 
 impl Member {
@@ -50,19 +50,26 @@ impl Member {
 
 #[derive(Clone, Debug)]
 pub struct ConsumerGroup {
-    id: String,
-    group_epoch: i32,
-    assignment_epoch: i32,
-    members: BTreeMap<String, Member>,
+    pub(super) id: String,
+    pub(super) group_epoch: i32,
+    pub(super) assignment_epoch: i32,
+    pub(super) members: BTreeMap<String, Member>,
     /// Static members: instance id → member id.
-    instances: BTreeMap<String, String>,
+    pub(super) instances: BTreeMap<String, String>,
     /// The target assignment of `assignment_epoch`, per member.
-    target: BTreeMap<String, Assignment>,
+    pub(super) target: BTreeMap<String, Assignment>,
     /// Who holds each partition (assigned or still revoking): at most one member.
-    owners: BTreeMap<(Uuid, i32), String>,
+    pub(super) owners: BTreeMap<(Uuid, i32), String>,
     /// The subscribed topics as the last assignment saw them: a change bumps the group epoch.
-    subscribed_topics: BTreeMap<String, TopicView>,
-    assignor: Assignor,
+    pub(super) subscribed_topics: BTreeMap<String, TopicView>,
+    pub(super) assignor: Assignor,
+    /// The records last appended (or replayed) for this group, by key: what `changes` diffs
+    /// against.
+    pub(super) written: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Every member's records may have changed (epoch bump, removal): `changes` looks at all.
+    pub(super) all_dirty: bool,
+    /// Members whose own records may have changed since the last `changes`.
+    pub(super) touched: BTreeSet<String>,
 }
 
 fn subset(owned: Option<&Assignment>, of: &Assignment) -> bool {
@@ -88,6 +95,9 @@ impl ConsumerGroup {
                 .first()
                 .copied()
                 .unwrap_or(Assignor::Uniform),
+            written: BTreeMap::new(),
+            all_dirty: false,
+            touched: BTreeSet::new(),
         }
     }
 
@@ -97,14 +107,6 @@ impl ConsumerGroup {
 
     pub fn group_epoch(&self) -> i32 {
         self.group_epoch
-    }
-
-    /// Loaded from `__consumer_offsets`: the group's epoch survives, its members do not.
-    pub fn restore_epoch(&mut self, epoch: i32) {
-        assert!(self.members.is_empty());
-        let epoch = epoch.max(0);
-        self.group_epoch = epoch;
-        self.assignment_epoch = epoch;
     }
 
     pub fn state(&self) -> ConsumerGroupState {
@@ -333,6 +335,7 @@ impl ConsumerGroup {
             bump = true;
         }
         m.last_heard = now;
+        self.touched.insert(member_id.clone());
         if self.refresh_regex_topics(topics) {
             bump = true;
         }
@@ -347,6 +350,7 @@ impl ConsumerGroup {
         }
         if bump {
             self.group_epoch += 1;
+            self.all_dirty = true;
         }
         if self.group_epoch > self.assignment_epoch {
             self.assign(config);
@@ -425,6 +429,7 @@ impl ConsumerGroup {
             let m = self.members.get_mut(&id).unwrap();
             m.now.epoch = STATIC_LEAVE_EPOCH;
             m.revoke_deadline = None;
+            self.touched.insert(id.clone());
         } else {
             self.remove(&id);
         }
@@ -452,6 +457,7 @@ impl ConsumerGroup {
             self.instances.insert(instance.clone(), new.to_string());
         }
         self.members.insert(new.to_string(), m);
+        self.all_dirty = true;
     }
 
     /// Takes a member out (left, session or rebalance timeout): its partitions are free at once
@@ -468,10 +474,11 @@ impl ConsumerGroup {
         self.target.remove(id);
         self.owners.retain(|_, owner| owner != id);
         self.group_epoch += 1;
+        self.all_dirty = true;
     }
 
-    fn assign(&mut self, config: &ConsumerConfig) {
-        // The members' most requested assignor, else the configured default.
+    /// The members' most requested assignor, else the configured default.
+    pub(super) fn chosen_assignor(&self, config: &ConsumerConfig) -> Assignor {
         let mut votes: BTreeMap<Assignor, usize> = BTreeMap::new();
         for m in self.members.values() {
             if let Some(a) = m.server_assignor {
@@ -483,11 +490,15 @@ impl ConsumerGroup {
             .first()
             .copied()
             .unwrap_or(Assignor::Uniform);
-        self.assignor = votes
+        votes
             .iter()
             .max_by_key(|(a, n)| (**n, std::cmp::Reverse(**a)))
             .map(|(a, _)| *a)
-            .unwrap_or(default);
+            .unwrap_or(default)
+    }
+
+    fn assign(&mut self, config: &ConsumerConfig) {
+        self.assignor = self.chosen_assignor(config);
         let topics: BTreeMap<Uuid, i32> = self
             .subscribed_topics
             .values()
@@ -507,6 +518,7 @@ impl ConsumerGroup {
             .collect();
         self.target = self.assignor.assign(&specs, &topics);
         self.assignment_epoch = self.group_epoch;
+        self.all_dirty = true;
     }
 
     /// Moves one member towards its target, keeping the owners map in step.
@@ -622,7 +634,7 @@ impl ConsumerGroup {
 
     /// The protocol's invariants (KIP-848 S8): epochs ordered, each partition held by at most one
     /// member, and the owners map exactly what the members hold.
-    fn check(&self) {
+    pub(super) fn check(&self) {
         assert!(
             self.assignment_epoch <= self.group_epoch,
             "group {}: epochs",

@@ -10,8 +10,13 @@
 //! Invariant (checked after every change): a partition is in at most one member's assigned or
 //! pending-revocation set, and every member's epoch is at most the assignment epoch, which is at
 //! most the group epoch.
+//!
+//! Durable (`durable`): every change is appended to `__consumer_offsets` as Kafka's records
+//! (group epoch, subscribed-topic metadata, member metadata, target assignment, current
+//! assignment) before the heartbeat is answered, and a replay rebuilds the group as it was.
 
 mod assignor;
+mod durable;
 mod group;
 mod reconcile;
 mod regex;
@@ -20,5 +25,6 @@ mod tests;
 mod types;
 
 pub use assignor::Assignor;
+pub use durable::Replay;
 pub use group::ConsumerGroup;
 pub use types::*;

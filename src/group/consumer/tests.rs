@@ -497,6 +497,71 @@ fn a_static_member_comes_back_under_a_new_id_without_a_rebalance() {
 }
 
 #[test]
+fn a_static_members_temporary_leave_and_its_replacement_survive_restarts() {
+    let mut h = Harness::new();
+    let join = |h: &mut Harness, member: &str| {
+        h.send(HeartbeatRequest {
+            group_id: G.to_string(),
+            member_id: member.to_string(),
+            member_epoch: 0,
+            instance_id: Some("i1".to_string()),
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec![T.to_string()]),
+            owned: Some(Assignment::new()),
+            version: 1,
+            ..HeartbeatRequest::default()
+        })
+    };
+    assert_eq!(assigned(&join(&mut h, "a")), vec![0, 1, 2]);
+    h.leave("a", STATIC_LEAVE_EPOCH, Some("i1"));
+    h.restart();
+    let d = h.c.consumer_describe(G).unwrap();
+    assert_eq!(
+        (d.members[0].member_id.as_str(), d.members[0].member_epoch),
+        ("a", STATIC_LEAVE_EPOCH),
+        "the temporary leave was written"
+    );
+    assert_eq!(d.members[0].instance_id.as_deref(), Some("i1"));
+    let r = join(&mut h, "a2");
+    assert_eq!(
+        (r.error, r.member_epoch, assigned(&r)),
+        (None, 1, vec![0, 1, 2])
+    );
+    h.restart();
+    let after = h.c.consumer_describe(G).unwrap();
+    let ids: Vec<&str> = after.members.iter().map(|m| m.member_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["a2"],
+        "the replacement was written, the old id tombstoned"
+    );
+    assert_eq!(after.group_epoch, d.group_epoch, "no rebalance");
+    assert_eq!(h.beat("a2", 1, Some(&[0, 1, 2])).error, None);
+    assert_eq!(
+        h.beat("a", 1, None).error,
+        Some(GroupError::UnknownMemberId)
+    );
+}
+
+#[test]
+fn an_empty_consumer_group_without_offsets_is_deleted_by_the_expiry_check() {
+    let mut h = Harness::new();
+    h.join("a");
+    h.leave("a", LEAVE_EPOCH, None);
+    h.restart();
+    // Empty, but its records keep it: listed, and its epoch goes on.
+    assert_eq!(h.c.consumer_describe(G).unwrap().group_epoch, 2);
+    assert_eq!(h.c.list_groups().1.len(), 1);
+    let actions = h.c.expire_offsets(h.now);
+    assert!(h.run(actions).is_empty());
+    assert!(h.c.list_groups().1.is_empty());
+    h.restart();
+    assert_eq!(h.c.consumer_describe(G), Err(GroupError::GroupIdNotFound));
+    // A new group of that name starts over at epoch 1.
+    assert_eq!(h.join("b").member_epoch, 1);
+}
+
+#[test]
 fn range_assignor_splits_contiguously_by_member_id() {
     let mut h = Harness::with(ConsumerConfig {
         assignors: vec![Assignor::Range, Assignor::Uniform],
@@ -624,52 +689,146 @@ fn commits_are_fenced_by_member_epoch() {
     assert_eq!(h.c.list_groups().1[0].state_name, "Empty");
 }
 
+/// The key versions of the records appended for `G`, in log order.
+fn versions_written(h: &Harness) -> Vec<(i16, bool)> {
+    let p = h.c.partition_of(G).unwrap();
+    h.log[&p]
+        .iter()
+        .map(|(k, v)| (i16::from_be_bytes([k[0], k[1]]), v.is_some()))
+        .collect()
+}
+
 #[test]
-fn the_group_epoch_and_type_survive_a_restart_and_members_rejoin() {
+fn a_consumer_group_survives_a_restart_with_its_epochs_and_members() {
     let mut h = Harness::new();
     h.join("a");
     h.join("b");
-    h.beat("a", 1, Some(&[0, 1]));
+    // a gives up partition 2 and moves to epoch 2; b still waits for it (unreleased).
+    assert_eq!(h.beat("a", 1, Some(&[0, 1])).member_epoch, 2);
     assert_eq!(h.commit("a", 2), None);
-    // Written as Kafka's ConsumerGroupMetadata record (key version 3), epoch 2 last.
-    let p = h.c.partition_of(G).unwrap();
-    let last = h.log[&p]
-        .iter()
-        .rev()
-        .find(|(k, _)| k[..2] == 3i16.to_be_bytes())
-        .expect("a consumer group record");
-    assert_eq!(last.1.as_deref(), Some(&records_value(2)[..]));
+    let written: BTreeSet<i16> = versions_written(&h).iter().map(|(v, _)| *v).collect();
+    // Kafka's records: group epoch, topic metadata, member metadata, target metadata and
+    // member, current assignment; plus the commit (1).
+    assert_eq!(written, BTreeSet::from([1, 3, 4, 5, 6, 7, 8]));
+    let before = h.c.consumer_describe(G).unwrap();
+    h.now = 40_000;
     h.restart();
+    let after = h.c.consumer_describe(G).unwrap();
+    assert_eq!(after, before, "the replay rebuilds the group as it was");
+    assert_eq!(
+        (after.group_epoch, after.assignment_epoch, after.state),
+        (2, 2, ConsumerGroupState::Reconciling)
+    );
+    // Sessions restart at the load (40 s), not at the last heartbeat (0 s).
+    h.tick(84_999);
+    assert_eq!(h.c.consumer_describe(G).unwrap().members.len(), 2);
+    // Both members go on at their epochs: kept, not fenced; b now gets partition 2.
+    let b = h.beat("b", 2, Some(&[]));
+    assert_eq!((b.error, b.member_epoch, assigned(&b)), (None, 2, vec![2]));
+    let a = h.beat("a", 2, Some(&[0, 1]));
+    assert_eq!((a.error, a.member_epoch), (None, 2));
+    assert_eq!(h.commit("a", 2), None);
+    assert_eq!(
+        h.c.consumer_describe(G).unwrap().state,
+        ConsumerGroupState::Stable
+    );
+    let fetched = h.c.fetch_offsets(G, Some(&[(T.to_string(), 0)])).unwrap();
+    assert_eq!(fetched[0].offset, 42, "offsets came back too");
+    // A leave writes a's tombstones (current assignment, target, metadata) and the new epoch.
+    let mark = versions_written(&h).len();
+    h.leave("a", LEAVE_EPOCH, None);
+    let tail = &versions_written(&h)[mark..];
+    assert_eq!(&tail[..3], &[(8, false), (7, false), (5, false)]);
+    assert!(tail[3..].contains(&(3, true)));
+    h.restart();
+    let d = h.c.consumer_describe(G).unwrap();
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.group_epoch, 3);
+    let b = h.beat("b", 2, Some(&[2]));
+    assert_eq!(
+        (b.error, b.member_epoch, assigned(&b)),
+        (None, 3, vec![0, 1, 2])
+    );
+    // A session timeout is written too: after b's, the group comes back empty at epoch 4.
+    h.tick(h.now + 45_000);
+    h.restart();
+    let d = h.c.consumer_describe(G).unwrap();
+    assert_eq!((d.members.len(), d.group_epoch), (0, 4));
     let (_, listed) = h.c.list_groups();
     assert_eq!(
         (listed[0].group_type, listed[0].state_name),
         ("consumer", "Empty")
     );
-    assert_eq!(h.c.consumer_describe(G).unwrap().group_epoch, 2);
-    // Members are not persisted: a heartbeat at the old epoch is told to rejoin.
-    assert_eq!(
-        h.beat("a", 2, Some(&[0, 1])).error,
-        Some(GroupError::UnknownMemberId)
-    );
-    let a = h.join("a");
-    assert_eq!(
-        (a.member_epoch, assigned(&a)),
-        (3, vec![0, 1, 2]),
-        "epochs never repeat"
-    );
-    let fetched = h.c.fetch_offsets(G, Some(&[(T.to_string(), 0)])).unwrap();
-    assert_eq!(fetched[0].offset, 42, "offsets came back too");
-    // A session timeout moves the epoch too, and that is written.
-    h.join("b");
-    h.tick(45_000);
-    let d = h.c.consumer_describe(G).unwrap();
-    assert!(d.members.is_empty());
+    // Deleted: every record of the group is tombstoned and nothing comes back.
+    h.next_request += 1;
+    let id = h.next_request;
+    let actions = h.c.delete_group(id, G, h.now);
+    assert!(matches!(h.answer(actions, id), Response::Delete(Ok(_))));
     h.restart();
-    assert_eq!(h.c.consumer_describe(G).unwrap().group_epoch, d.group_epoch);
+    assert_eq!(h.c.consumer_describe(G), Err(GroupError::GroupIdNotFound));
+    assert!(h.c.list_groups().1.is_empty());
 }
 
-fn records_value(epoch: i32) -> Vec<u8> {
-    crate::group::records::consumer_group_value(epoch)
+#[test]
+fn a_heartbeat_that_changes_the_group_is_answered_only_once_written() {
+    let mut h = Harness::new();
+    h.join("a");
+    h.next_request += 1;
+    let id = h.next_request;
+    let topics = h.topics.clone();
+    let req = HeartbeatRequest {
+        group_id: G.to_string(),
+        member_id: "b".to_string(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(vec![T.to_string()]),
+        owned: Some(Assignment::new()),
+        version: 1,
+        ..HeartbeatRequest::default()
+    };
+    let actions = h.c.consumer_heartbeat(id, req, &topics, h.now);
+    let [Action::Append { token, records, .. }] = &actions[..] else {
+        panic!("one append and no answer yet: {actions:?}");
+    };
+    assert!(records.iter().any(|(k, _)| k[..2] == 5i16.to_be_bytes()));
+    // The append fails (leadership lost): the member is told, nothing is acknowledged.
+    let answers =
+        h.c.append_done(*token, Err(crate::group::AppendError::NotLeader), h.now);
+    match &answers[..] {
+        [Action::Respond(r, Response::ConsumerHeartbeat(resp))] => {
+            assert_eq!(*r, id);
+            assert_eq!(resp.error, Some(GroupError::NotCoordinator));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // A heartbeat that changes nothing is answered at once.
+    let a = h.beat("a", 1, Some(&[0, 1, 2]));
+    assert_eq!(a.error, None);
+}
+
+#[test]
+fn a_replay_refuses_damaged_consumer_records_and_keeps_the_rest() {
+    use crate::group::records::consumer as rec;
+    let mut h = Harness::new();
+    h.join("a");
+    let p = h.c.partition_of(G).unwrap();
+    let key = rec::member_record_key(rec::CURRENT_ASSIGNMENT, G, "a");
+    h.log
+        .get_mut(&p)
+        .unwrap()
+        .push((key.clone(), Some(vec![0, 0, 1])));
+    let mut c = Coordinator::new(h.c.config().clone());
+    c.set_partition_count(50);
+    c.load_begin(p);
+    let mut refused = 0;
+    for (k, v) in &h.log[&p] {
+        refused += c.load_record(p, k, v.as_deref()).is_err() as usize;
+    }
+    c.load_finish(p, 0);
+    assert_eq!(refused, 1);
+    let d = c.consumer_describe(G).unwrap();
+    assert_eq!((d.members[0].member_epoch, d.group_epoch), (1, 1));
+    assert_eq!(d.members[0].assignment.values().next().unwrap().len(), 3);
 }
 
 #[test]

@@ -132,21 +132,17 @@ impl Coordinator {
         let answer = self
             .with_group(&id, |c, g| {
                 let group = g.consumer.as_mut().expect("a consumer group");
-                let before = group.group_epoch();
                 let response = group.heartbeat(&req, topics, &config, now);
-                let epoch = group.group_epoch();
-                if response.error.is_some() || (epoch == before && !drop_classic_record) {
-                    return Some(response);
-                }
-                // The epoch moved: answered once it is written (Kafka answers after its records
-                // commit), so a restart never hands out an epoch twice.
-                let mut batch = vec![(
-                    records::consumer_group_key(&id),
-                    Some(records::consumer_group_value(epoch)),
-                )];
+                let mut batch = group.changes();
                 if drop_classic_record {
                     batch.push((records::group_key(&id), None));
                 }
+                if batch.is_empty() {
+                    return Some(response);
+                }
+                // Answered once the change is written (Kafka answers after its records commit):
+                // a restart or failover never hands out an epoch twice and finds every member
+                // where its last answer left it.
                 g.appends_in_flight += 1;
                 let pending = Pending::ConsumerHeartbeat {
                     request,
@@ -163,19 +159,19 @@ impl Coordinator {
         out
     }
 
-    /// Persists a consumer group's epoch after a change no request waits on (a timeout).
-    pub(super) fn append_consumer_epoch(&mut self, g: &mut Group, out: &mut Vec<Action>) {
-        let Some(c) = &g.consumer else { return };
-        let record = (
-            records::consumer_group_key(&g.id),
-            Some(records::consumer_group_value(c.group_epoch())),
-        );
+    /// Persists a consumer group's changes no request waits on (a session or rebalance timeout).
+    pub(super) fn persist_consumer(&mut self, g: &mut Group, out: &mut Vec<Action>) {
+        let Some(c) = g.consumer.as_mut() else { return };
+        let batch = c.changes();
+        if batch.is_empty() {
+            return;
+        }
         let partition = self.partition_of(&g.id).unwrap();
         g.appends_in_flight += 1;
         let pending = Pending::GroupRecord {
             group: g.id.clone(),
         };
-        self.append(partition, vec![record], pending, out);
+        self.append(partition, batch, pending, out);
     }
 
     /// ConsumerGroupDescribe for one group.
