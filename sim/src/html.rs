@@ -138,7 +138,7 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
         (0..brokers.max(1)).map(Lane::Broker).collect();
     lanes.insert(Lane::Run);
     let mut ops: BTreeMap<u64, Op> = BTreeMap::new();
-    let mut faults: Vec<(u64, u64, u32, FaultKind)> = Vec::new();
+    let mut faults: Vec<(u64, u64, u32, FaultKind, Option<i32>)> = Vec::new();
     // (partition, offset) → the marks of the reads there, and the value each read.
     let mut reads_at: BTreeMap<(i32, i64), Vec<(usize, String)>> = BTreeMap::new();
     // Fetches: consecutive reads by one consumer of one partition at one instant are one mark.
@@ -292,7 +292,7 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
             Event::Scheduled(f) => {
                 let d = f.duration_ms.unwrap_or(0);
                 lanes.insert(Lane::Broker(f.node));
-                faults.push((t, d, f.node, f.fault));
+                faults.push((t, d, f.node, f.fault, f.partition));
                 marks.push(Mark {
                     lane: Lane::Broker(f.node),
                     t,
@@ -393,6 +393,7 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
     flush(&mut fetch, &mut marks);
     // Produce operations: a span from invocation to answer, a tick for the answer.
     let mut ack_mark: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut ack_partition: BTreeMap<&str, i32> = BTreeMap::new();
     let mut acks_at: BTreeMap<(i32, i64), Vec<usize>> = BTreeMap::new();
     for (op, o) in &ops {
         let lane = producer_lane(*op);
@@ -422,6 +423,7 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                     .or_default()
                     .push(marks.len());
                 ack_mark.insert(v.as_str(), marks.len());
+                ack_partition.insert(v.as_str(), o.partition);
             }
             marks.push(Mark {
                 lane,
@@ -479,8 +481,16 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                     "LOST: acknowledged, missing at the end",
                 );
                 // The suspect: the first fault still on at the acknowledgement or after it (an
-                // answer in flight can arrive just after the power went out).
-                if let Some(&(ft, _, node, _)) = faults.iter().find(|(ft, d, ..)| ft + d >= at) {
+                // answer in flight can arrive just after the power went out), preferring one
+                // aimed at the leader of the write's partition (a replicated run).
+                let partition = ack_partition.get(value.as_str()).copied();
+                let after = |f: &&(u64, u64, u32, FaultKind, Option<i32>)| f.0 + f.1 >= at;
+                let suspect = faults
+                    .iter()
+                    .filter(after)
+                    .find(|f| partition.is_some() && f.4 == partition)
+                    .or_else(|| faults.iter().find(after));
+                if let Some(&(ft, _, node, _, _)) = suspect {
                     if let Some(&fi) = fault_marks.get(&(ft, node)) {
                         witness(
                             &mut marks,
@@ -848,6 +858,8 @@ mod tests {
                     fault: FaultKind::PowerLoss,
                     node: 0,
                     duration_ms: Some(200),
+                    partition: None,
+                    stream: None,
                 }),
             ),
             entry(500, Event::Fault("power loss broker-0".into())),

@@ -188,14 +188,24 @@ impl Nemesis {
     }
 
     /// Random faults until `until_ms` of run time: `streams` independent streams, each one
-    /// fault at a time.
+    /// fault at a time. With `replay_draws`, the streams replay the timeline's faults they are
+    /// named in instead of drawing their own.
     pub async fn run_random(&self, until_ms: u64) {
         let streams = self.spec.streams.clamp(1, MAX_STREAMS);
-        let runs = (0..streams).map(|_| self.run_stream(until_ms)).collect();
+        let runs = (0..streams)
+            .map(|k| async move {
+                if self.spec.replay_draws {
+                    self.replay_stream(k).await
+                } else {
+                    self.run_stream(k, until_ms).await
+                }
+            })
+            .collect();
         weir::io::join_all(runs).await;
     }
 
-    async fn run_stream(&self, until_ms: u64) {
+    /// The fault kinds with their weights, and the total weight.
+    fn kinds(&self) -> (Vec<(FaultKind, u32)>, u32) {
         let kinds: Vec<(FaultKind, u32)> = self
             .spec
             .weights
@@ -203,7 +213,12 @@ impl Nemesis {
             .filter(|(_, &w)| w > 0)
             .map(|(&k, &w)| (k, w))
             .collect();
-        let total: u32 = kinds.iter().map(|(_, w)| w).sum();
+        let total = kinds.iter().map(|(_, w)| w).sum();
+        (kinds, total)
+    }
+
+    async fn run_stream(&self, stream: u32, until_ms: u64) {
+        let (kinds, total) = self.kinds();
         if total == 0 {
             return;
         }
@@ -230,14 +245,66 @@ impl Nemesis {
             let duration = draw(self.spec.duration_ms);
             // Never let a fault outlast the workload: healing comes right after.
             let duration = duration.min(until_ms.saturating_sub(self.clock.now_ms()));
-            self.inject(kind, node, Duration::from_millis(duration))
-                .await;
+            self.inject(
+                kind,
+                node,
+                Duration::from_millis(duration),
+                Some(stream),
+                None,
+            )
+            .await;
         }
     }
 
-    /// The explicit timeline, concurrently with the random faults.
+    /// Stream `stream` of a recorded schedule: its faults at their times, with the draws
+    /// `run_stream` made for them, in the same order (the values are not used, except the
+    /// interval's, to wake at the very instant the original woke while it agrees with the
+    /// timeline: recorded times are whole milliseconds).
+    async fn replay_stream(&self, stream: u32) {
+        let (_, total) = self.kinds();
+        let mut faults: Vec<_> = self
+            .spec
+            .timeline
+            .iter()
+            .filter(|f| f.stream == Some(stream))
+            .cloned()
+            .collect();
+        faults.sort_by_key(|f| f.at_ms);
+        for fault in faults {
+            let wait = draw(self.spec.interval_ms);
+            let now = self.clock.now_ms();
+            if now + wait == fault.at_ms {
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            } else if fault.at_ms > now {
+                tokio::time::sleep(Duration::from_millis(fault.at_ms - now)).await;
+            }
+            let _kind = madsim::rand::thread_rng().gen_range(0..total.max(1));
+            let _node = madsim::rand::thread_rng().gen_range(0..self.machines.len());
+            let drawn = draw(self.spec.duration_ms);
+            let duration = fault.duration_ms.unwrap_or(drawn);
+            self.inject(
+                fault.fault,
+                fault.node as usize,
+                Duration::from_millis(duration),
+                Some(stream),
+                fault.partition,
+            )
+            .await;
+        }
+        // The draw after which the original stream found no time left.
+        let _ = draw(self.spec.interval_ms);
+    }
+
+    /// The explicit timeline, concurrently with the random faults (with `replay_draws`, the
+    /// faults no stream drew).
     pub async fn run_timeline(&self) {
-        let mut faults = self.spec.timeline.clone();
+        let mut faults: Vec<_> = self
+            .spec
+            .timeline
+            .iter()
+            .filter(|f| !(self.spec.replay_draws && f.stream.is_some()))
+            .cloned()
+            .collect();
         faults.sort_by_key(|f| f.at_ms);
         for fault in faults {
             let now = self.clock.now_ms();
@@ -251,6 +318,8 @@ impl Nemesis {
                 fault.fault,
                 fault.node as usize,
                 Duration::from_millis(duration),
+                None,
+                fault.partition,
             )
             .await;
         }
@@ -269,12 +338,14 @@ impl Nemesis {
             .map(|(i, _)| i)
     }
 
-    /// The machine leading a random partition of the workload's topic, by the freshest metadata
-    /// image among the running, unpaused brokers (the most records applied), with the
-    /// partition; `None` when no image names a live leader.
-    pub fn partition_leader(&self) -> Option<(usize, i32)> {
+    /// The machine leading a random partition of the workload's topic (or partition `chosen`),
+    /// by the freshest metadata image among the running, unpaused brokers (the most records
+    /// applied), with the partition; `None` when no image names a live leader.
+    pub fn partition_leader(&self, chosen: Option<i32>) -> Option<(usize, i32)> {
         let (name, partitions) = self.topic.as_ref()?;
-        let partition = madsim::rand::thread_rng().gen_range(0..*partitions);
+        // Drawn even when chosen, so a replay makes the draws the original did.
+        let drawn = madsim::rand::thread_rng().gen_range(0..*partitions);
+        let partition = chosen.unwrap_or(drawn);
         let image = self
             .machines
             .iter()
@@ -290,30 +361,45 @@ impl Nemesis {
     }
 
     /// Applies one fault to machine `index` (for a fault aimed at the quorum leader or at a
-    /// partition leader: to that leader, or to `index` when none is known); faults that last
-    /// are healed after `duration`.
-    pub async fn inject(&self, kind: FaultKind, index: usize, duration: Duration) {
-        self.history
-            .record(self.clock.now_ms(), Event::Inject(kind));
-        // The schedule, explicit (shrinking replays it, `--html` draws it).
-        self.history.record(
-            self.clock.now_ms(),
-            Event::Scheduled(crate::scenario::TimedFault {
-                at_ms: self.clock.now_ms(),
-                fault: kind,
-                node: index as u32,
-                duration_ms: Some(duration.as_millis() as u64),
-            }),
-        );
+    /// partition leader, `partition` or a random one: to that leader, or to `index` when none
+    /// is known); faults that last are healed after `duration`. `stream`: the random stream
+    /// that drew it, for the record.
+    pub async fn inject(
+        &self,
+        kind: FaultKind,
+        index: usize,
+        duration: Duration,
+        stream: Option<u32>,
+        partition: Option<i32>,
+    ) {
+        let now = self.clock.now_ms();
+        self.history.record(now, Event::Inject(kind));
+        // The schedule, explicit (shrinking replays it, `--html` draws it), with the node an
+        // aimed fault hit.
+        let schedule = |node: usize, partition: Option<i32>| {
+            self.history.record(
+                now,
+                Event::Scheduled(crate::scenario::TimedFault {
+                    at_ms: now,
+                    fault: kind,
+                    node: node as u32,
+                    duration_ms: Some(duration.as_millis() as u64),
+                    partition,
+                    stream,
+                }),
+            );
+        };
         if let Some(base) = kind.at_partition_leader() {
-            let target = match self.partition_leader() {
+            let target = match self.partition_leader(partition) {
                 Some((leader, partition)) => {
+                    schedule(leader, Some(partition));
                     self.fault_note(format!(
                         "{kind:?}: partition {partition} is led by broker-{leader}"
                     ));
                     leader
                 }
                 None => {
+                    schedule(index, partition);
                     self.fault_note(format!(
                         "{kind:?}: no partition leader known, broker-{index}"
                     ));
@@ -323,15 +409,20 @@ impl Nemesis {
             return self.apply(base, target, duration, false).await;
         }
         match kind.at_leader() {
-            None => self.apply(kind, index, duration, false).await,
+            None => {
+                schedule(index, None);
+                self.apply(kind, index, duration, false).await
+            }
             Some(base) => {
                 let leader = self.quorum_leader();
                 let target = match leader {
                     Some(leader) => {
+                        schedule(leader, None);
                         self.fault_note(format!("{kind:?}: the leader is broker-{leader}"));
                         leader
                     }
                     None => {
+                        schedule(index, None);
                         self.fault_note(format!("{kind:?}: no leader known, broker-{index}"));
                         index
                     }

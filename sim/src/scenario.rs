@@ -504,6 +504,14 @@ pub struct Nemesis {
     pub streams: u32,
     #[serde(default)]
     pub timeline: Vec<TimedFault>,
+    /// Replay a recorded schedule with the seed's own draws (shrunk files): each timeline fault
+    /// that names a `stream` is injected by that random stream, which makes the draws it made
+    /// when it drew the fault (interval, kind among `weights`, node, duration). madsim draws
+    /// everything (network delays, the broker's entropy) from one generator, so without those
+    /// draws the rest of the run falls differently; with them a full recorded schedule replays
+    /// the very run it came from (the same trace hash). No fresh random faults are drawn.
+    #[serde(default)]
+    pub replay_draws: bool,
     /// Rates used by the disk faults while they are active.
     #[serde(default = "default_disk_rate")]
     pub disk_error_rate: f64,
@@ -526,6 +534,7 @@ impl Default for Nemesis {
             weights: BTreeMap::new(),
             streams: 1,
             timeline: Vec::new(),
+            replay_draws: false,
             disk_error_rate: default_disk_rate(),
             latency_ms: default_latency(),
             loss_rate: default_loss(),
@@ -651,6 +660,14 @@ pub struct TimedFault {
     /// For faults that last; defaults to a random draw from `duration_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// For a fault aimed at a partition leader: the partition (else one drawn at random). In a
+    /// recorded schedule, `node` is then the leader it hit (the fallback when none is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<i32>,
+    /// In a recorded schedule, the random stream that drew the fault (see
+    /// `nemesis.replay_draws`); none for a timeline fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u32>,
 }
 
 impl Scenario {
@@ -745,6 +762,24 @@ impl Scenario {
                     fault.at_ms, fault.node
                 ));
             }
+            if fault.stream.is_some_and(|s| s >= self.nemesis.streams) {
+                return Err(format!(
+                    "timeline fault at {} ms names stream {:?} of {}",
+                    fault.at_ms, fault.stream, self.nemesis.streams
+                ));
+            }
+            if fault
+                .partition
+                .is_some_and(|p| p < 0 || p >= self.topic.partitions)
+            {
+                return Err(format!(
+                    "timeline fault at {} ms names partition {:?}",
+                    fault.at_ms, fault.partition
+                ));
+            }
+        }
+        if self.nemesis.replay_draws && self.nemesis.weights.values().all(|&w| w == 0) {
+            return Err("nemesis.replay_draws needs the weights the faults were drawn with".into());
         }
         // Planted bugs exist only in the simulator build (`cfg(madsim)`) of the broker.
         #[cfg(madsim)]

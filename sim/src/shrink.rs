@@ -108,6 +108,9 @@ pub struct Candidate {
     /// Narrow-window points still on, with their chances.
     pub points: BTreeMap<Point, f64>,
     pub duration_secs: u64,
+    /// Replay the faults the random streams drew with the draws they made
+    /// (`nemesis.replay_draws`): the full schedule is then the original run itself.
+    pub replay_draws: bool,
 }
 
 impl Candidate {
@@ -118,8 +121,9 @@ impl Candidate {
 }
 
 /// The scenario file for `candidate`: `base` (the scenario as written) with the random faults
-/// off, the candidate's timeline, points and duration, and the rates `scenario` ran with (a
-/// swarm run changes them).
+/// off, the candidate's timeline, points and duration, and the rates and ranges `scenario` ran
+/// with (a swarm run changes them). With `replay_draws` the weights stay (the replayed
+/// streams draw from them); without, the timeline is a plain one.
 pub fn render(base: &Value, scenario: &Scenario, candidate: &Candidate) -> Value {
     let mut v = base.clone();
     let root = v.as_table_mut().expect("a scenario is a table");
@@ -135,14 +139,38 @@ pub fn render(base: &Value, scenario: &Scenario, candidate: &Candidate) -> Value
         .or_insert_with(|| Value::Table(Default::default()))
         .as_table_mut()
         .expect("[nemesis] is a table");
-    nemesis.insert("weights".into(), Value::Table(Default::default()));
+    let weights = if candidate.replay_draws {
+        scenario
+            .nemesis
+            .weights
+            .iter()
+            .map(|(k, w)| (name_of(k), Value::Integer(i64::from(*w))))
+            .collect()
+    } else {
+        Default::default()
+    };
+    nemesis.insert("weights".into(), Value::Table(weights));
+    if candidate.replay_draws {
+        nemesis.insert("replay_draws".into(), Value::Boolean(true));
+    } else {
+        nemesis.remove("replay_draws");
+    }
+    let range = |r: [u64; 2]| Value::Array(r.iter().map(|&x| Value::Integer(x as i64)).collect());
+    nemesis.insert("interval_ms".into(), range(scenario.nemesis.interval_ms));
+    nemesis.insert("duration_ms".into(), range(scenario.nemesis.duration_ms));
     nemesis.insert(
         "timeline".into(),
         Value::Array(
             candidate
                 .faults
                 .iter()
-                .map(|f| Value::try_from(f).expect("a fault renders"))
+                .map(|f| {
+                    let mut f = f.clone();
+                    if !candidate.replay_draws {
+                        f.stream = None;
+                    }
+                    Value::try_from(&f).expect("a fault renders")
+                })
                 .collect(),
         ),
     );
@@ -160,17 +188,19 @@ pub fn render(base: &Value, scenario: &Scenario, candidate: &Candidate) -> Value
         let points = candidate
             .points
             .iter()
-            .map(|(p, chance)| {
-                let name = Value::try_from(p).expect("a point renders");
-                (
-                    name.as_str().expect("a point is a name").to_string(),
-                    Value::Float(*chance),
-                )
-            })
+            .map(|(p, chance)| (name_of(p), Value::Float(*chance)))
             .collect();
         buggify.insert("points".into(), Value::Table(points));
     }
     v
+}
+
+/// A unit variant's name as scenario files spell it.
+fn name_of<T: serde::Serialize>(x: &T) -> String {
+    Value::try_from(x)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .expect("a name renders as a string")
 }
 
 /// A scenario from its TOML value, validated as `Scenario::load` does.
@@ -349,6 +379,7 @@ mod run {
                 .map(|(&k, &p)| (k, p))
                 .collect(),
             duration_secs: scenario.duration_secs,
+            replay_draws: scenario.nemesis.weights.values().any(|&w| w > 0),
         };
         log(&format!(
             "shrink: seed {seed} fails {target} with {} faults and {} narrow-window points",
@@ -356,6 +387,8 @@ mod run {
             before.points.len()
         ));
         let mut runs = 1usize;
+        // Trace hashes of the candidates run, for the log (does the replay reproduce the run?).
+        let last_hash = std::cell::Cell::new(0u64);
         let mut fails = |c: &Candidate| -> bool {
             if runs >= max_runs {
                 return false;
@@ -365,9 +398,31 @@ mod run {
                 return false;
             };
             let o = run_isolated(&s, seed);
+            last_hash.set(o.trace_hash);
             failures(&o, &s.checks).contains(&target)
         };
-        if !fails(&before) {
+        let mut before = before;
+        let mut replayed = fails(&before);
+        log(&format!(
+            "shrink: the recorded schedule replayed{}: {} (trace_hash {:016x}, the run's {:016x})",
+            if before.replay_draws {
+                " with its draws"
+            } else {
+                ""
+            },
+            if replayed { "fails" } else { "passes" },
+            last_hash.get(),
+            original.trace_hash
+        ));
+        if !replayed && before.replay_draws {
+            before.replay_draws = false;
+            replayed = fails(&before);
+            log(&format!(
+                "shrink: replayed as a plain timeline: {}",
+                if replayed { "fails" } else { "passes" }
+            ));
+        }
+        if !replayed {
             return Err(format!(
                 "seed {seed} fails {target}, but not once its {} faults are replayed as a \
                  timeline (the random draws it no longer makes moved everything else): try \
@@ -409,6 +464,15 @@ mod run {
                 current.points.len()
             ));
         }
+        // A plain timeline (no replayed draws) reads more simply: keep it if it still fails.
+        if current.replay_draws {
+            let mut plain = current.clone();
+            plain.replay_draws = false;
+            if fails(&plain) {
+                current = plain;
+                log("shrink: it fails as a plain timeline too");
+            }
+        }
         let current = tighten(current, &mut fails);
         // The file as printed, run once more exactly as printed.
         let value = render(base, &scenario, &current);
@@ -443,6 +507,8 @@ mod tests {
             fault,
             node: 0,
             duration_ms: Some(d),
+            partition: None,
+            stream: None,
         }
     }
 
@@ -470,6 +536,7 @@ mod tests {
             faults: vec![fault(1000, FaultKind::PowerLoss, 800)],
             points: BTreeMap::new(),
             duration_secs: 20,
+            replay_draws: false,
         };
         // Fails while the power loss lasts at least 100 ms and starts before 10 s.
         let t = tighten(c, &mut |c| {
@@ -501,6 +568,7 @@ mod tests {
             ],
             points: BTreeMap::from([(Point::Rename, 0.5)]),
             duration_secs: 9,
+            replay_draws: false,
         };
         let rendered = toml::to_string_pretty(&render(&base, &scenario, &c)).unwrap();
         let back = parse(&toml::from_str(&rendered).unwrap(), "x").unwrap();
