@@ -341,6 +341,27 @@ fn temp_dir(name: &str) -> PathBuf {
     common::temp_dir("repl", name)
 }
 
+/// Host names where operators write them (`localhost`, not `127.0.0.1`): voters, listeners and
+/// the advertised endpoint the followers fetch from all go through the `io` resolver here.
 fn config(id: usize, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
-    common::combined_config(id, dir, controller_ports, client_port, &[])
+    let voters: Vec<String> = controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{}@localhost:{p}", i + 1))
+        .collect();
+    let listeners = format!(
+        "PLAINTEXT://localhost:{client_port},CONTROLLER://localhost:{}",
+        controller_ports[id - 1]
+    );
+    let voters = voters.join(",");
+    common::combined_config(
+        id,
+        dir,
+        controller_ports,
+        client_port,
+        &[
+            ("controller.quorum.voters", voters.as_str()),
+            ("listeners", listeners.as_str()),
+        ],
+    )
 }

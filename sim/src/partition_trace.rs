@@ -146,7 +146,25 @@ impl PartitionTrace {
             _ => None,
         };
         let before = touched.and_then(|(id, p)| self.image.partition(id, p).cloned());
-        self.image.apply(offset as i64, record);
+        // Only the traced topic's records go into the trace's image, and only when what they
+        // change is there: a node that loaded a metadata snapshot holds no records below it,
+        // so its sequence may start past the topic's creation (the trace then stays short,
+        // which only withholds the designed-unavailability excuse, never grants it).
+        let ours = |id: &Uuid| Some(*id) == self.topic_id;
+        let placeable = match record {
+            MetadataRecord::Topic { name, .. } => *name == self.topic,
+            MetadataRecord::Partition(r) => {
+                ours(&r.topic_id) && self.image.topic_by_id(r.topic_id).is_some()
+            }
+            MetadataRecord::PartitionChange(c) => ours(&c.topic_id) && before.is_some(),
+            MetadataRecord::RemoveTopic { id, .. } => {
+                ours(id) && self.image.topic_by_id(*id).is_some()
+            }
+            _ => false,
+        };
+        if placeable {
+            self.image.apply(offset as i64, record);
+        }
         let after = touched.and_then(|(id, p)| self.image.partition(id, p).cloned());
         match record {
             MetadataRecord::PartitionChange(c) => {

@@ -225,11 +225,11 @@ impl Broker {
             anyhow::bail!("no broker listener in 'listeners'");
         }
         let bind = match &endpoint {
-            Some(e) => Some(listener_addr(&e.host, e.port)?),
+            Some(e) => Some(listener_addr(&io, &e.host, e.port).await?),
             None => None,
         };
         let controller_bind = match config.controller_endpoint() {
-            Some(e) => Some(listener_addr(&e.host, e.port)?),
+            Some(e) => Some(listener_addr(&io, &e.host, e.port).await?),
             None => None,
         };
         let group_config = coordinator::group_config(&config);
@@ -966,20 +966,14 @@ async fn background_loop(broker: Arc<Broker>) {
     }
 }
 
-fn listener_addr(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
-    format!("{}:{}", bracket_v6(host), port)
-        .parse()
+/// The address a listener binds: an empty host is every interface (as in Kafka), a name is
+/// resolved through the `io` layer (`listeners=PLAINTEXT://localhost:9092` works).
+async fn listener_addr(io: &Io, host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    let host = if host.is_empty() { "0.0.0.0" } else { host };
+    io.net
+        .resolve(host, port)
+        .await
         .map_err(|e| anyhow::anyhow!("listener {host}:{port}: {e}"))
-}
-
-fn bracket_v6(host: &str) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else if host.is_empty() {
-        "0.0.0.0".to_string()
-    } else {
-        host.to_string()
-    }
 }
 
 fn read_topic_id(io: &Io, dir: &Path) -> Option<Uuid> {

@@ -57,6 +57,10 @@ pub trait Listener: Send + 'static {
 pub trait Network: Send + Sync + 'static {
     fn bind(&self, addr: SocketAddr) -> BoxFuture<'static, io::Result<Box<dyn Listener>>>;
     fn connect(&self, addr: SocketAddr) -> BoxFuture<'static, io::Result<BoxStream>>;
+    /// The address a host name (or IP literal, bracketed IPv6 too) and port stand for: the
+    /// first the resolver gives. Inter-node addresses (voters, advertised listeners) may be
+    /// names, as Kafka's configs allow; the simulator resolves them through madsim's own DNS.
+    fn resolve(&self, host: &str, port: u16) -> BoxFuture<'static, io::Result<SocketAddr>>;
 }
 
 /// How to open a file.

@@ -131,4 +131,46 @@ impl Network for TokioNet {
             Ok(Box::new(stream) as BoxStream)
         })
     }
+
+    fn resolve(&self, host: &str, port: u16) -> BoxFuture<'static, io::Result<SocketAddr>> {
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        Box::pin(async move {
+            // Literals and `localhost` need no resolver (and give the same answer everywhere).
+            if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+                return Ok(SocketAddr::new(ip, port));
+            }
+            if host.eq_ignore_ascii_case("localhost") {
+                return Ok(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)));
+            }
+            let mut found = tokio::net::lookup_host((host.as_str(), port)).await?;
+            found.next().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("host name '{host}' has no address"),
+                )
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn names_and_literals_resolve() {
+        let net = TokioNet;
+        let v4: SocketAddr = "127.0.0.1:9092".parse().unwrap();
+        assert_eq!(net.resolve("127.0.0.1", 9092).await.unwrap(), v4);
+        assert_eq!(net.resolve("localhost", 9092).await.unwrap(), v4);
+        assert_eq!(net.resolve("LOCALHOST", 9092).await.unwrap(), v4);
+        let v6: SocketAddr = "[::1]:9093".parse().unwrap();
+        assert_eq!(net.resolve("[::1]", 9093).await.unwrap(), v6);
+        assert_eq!(net.resolve("::1", 9093).await.unwrap(), v6);
+        // RFC 2606: `.invalid` never resolves.
+        assert!(net.resolve("no-such-broker.invalid", 9092).await.is_err());
+    }
 }

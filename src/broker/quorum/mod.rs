@@ -183,29 +183,22 @@ impl QuorumHandle {
     }
 }
 
-/// Resolves `controller.quorum.voters` to socket addresses (`localhost` is 127.0.0.1; other
-/// names must be IP literals: resolution is not part of the `io` layer).
-pub fn voter_addrs(
+/// Resolves `controller.quorum.voters` to socket addresses, names through the `io` layer's
+/// resolver (once, at start: a voter whose name does not resolve stops the start, naming it).
+pub async fn voter_addrs(
+    io: &Io,
     config: &crate::config::ServerConfig,
 ) -> anyhow::Result<BTreeMap<NodeId, SocketAddr>> {
     let mut out = BTreeMap::new();
     for v in &config.controller_quorum_voters {
-        let host = if v.host.eq_ignore_ascii_case("localhost") {
-            "127.0.0.1".to_string()
-        } else {
-            v.host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string()
-        };
-        let ip: std::net::IpAddr = host.parse().map_err(|_| {
+        let addr = io.net.resolve(&v.host, v.port).await.map_err(|e| {
             anyhow::anyhow!(
-                "controller.quorum.voters: host '{}' of voter {} must be an IP address or localhost",
+                "controller.quorum.voters: host '{}' of voter {} does not resolve: {e}",
                 v.host,
                 v.id
             )
         })?;
-        out.insert(v.id, SocketAddr::new(ip, v.port));
+        out.insert(v.id, addr);
     }
     Ok(out)
 }
@@ -219,7 +212,7 @@ pub async fn open(
     cluster_id: String,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<(Arc<QuorumHandle>, Starter)> {
-    let voters = voter_addrs(config)?;
+    let voters = voter_addrs(io, config).await?;
     let node_id = config.node_id;
     let mut cfg = RaftConfig::new(node_id, voters.keys().copied().collect());
     cfg.election_timeout_ms = config.quorum_election_timeout_ms;

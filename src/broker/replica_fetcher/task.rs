@@ -4,7 +4,6 @@
 //! answer is checked against the partition's current state before it is applied: an answer
 //! for an older position, epoch or fetcher is dropped.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,7 +35,7 @@ type Key = (String, i32);
 
 pub(super) async fn run(broker: Arc<Broker>, fetcher: Arc<Fetcher>) {
     let mut shutdown = broker.shutdown_signal();
-    let mut link: Option<Link> = None;
+    let mut link: Option<((String, u16), Link)> = None;
     let backoff = Duration::from_millis(broker.config.replica_fetch_backoff_ms);
     let mut cursor: Option<Key> = None;
     tracing::debug!(leader = fetcher.leader, "replica fetcher started");
@@ -58,15 +57,27 @@ pub(super) async fn run(broker: Arc<Broker>, fetcher: Arc<Fetcher>) {
             }
             continue;
         }
-        let Some(addr) = leader_address(&broker, fetcher.leader) else {
+        let Some(endpoint) = leader_endpoint(&broker, fetcher.leader) else {
             tracing::debug!(leader = fetcher.leader, "no address for the leader yet");
             back_off_all(&fetcher, &positions, now + backoff);
             continue;
         };
-        if link.as_ref().is_none_or(|l| l.addr() != addr) {
-            link = Some(Link::new(&broker.io, addr, broker.shutdown_signal()));
+        // Resolved when the leader's advertised endpoint is new, not on every fetch.
+        if link.as_ref().is_none_or(|(e, _)| *e != endpoint) {
+            match broker.io.net.resolve(&endpoint.0, endpoint.1).await {
+                Ok(addr) => {
+                    let new = Link::new(&broker.io, addr, broker.shutdown_signal());
+                    link = Some((endpoint, new));
+                }
+                Err(e) => {
+                    tracing::warn!(leader = fetcher.leader, host = %endpoint.0, error = %e,
+                        "the leader's advertised host does not resolve");
+                    back_off_all(&fetcher, &positions, now + backoff);
+                    continue;
+                }
+            }
         }
-        let link = link.as_ref().expect("just set");
+        let link = &link.as_ref().expect("just set").1;
         let settings = settings(&broker);
         let req = request::build(&settings, &positions);
         // Diagnostics (`latency` target, see scripts/latency-breakdown).
@@ -218,19 +229,14 @@ fn settings(broker: &Broker) -> FetchSettings {
     }
 }
 
-/// The leader's endpoint on the inter-broker listener, from the image.
-fn leader_address(broker: &Broker, leader: i32) -> Option<SocketAddr> {
+/// The leader's endpoint (host, port) on the inter-broker listener, from the image.
+fn leader_endpoint(broker: &Broker, leader: i32) -> Option<(String, u16)> {
     let image = broker.image();
     let registration = image.broker(leader)?;
     let endpoint = registration
         .endpoint(&broker.config.inter_broker_listener_name)
         .or_else(|| registration.listeners.first())?;
-    let host = if endpoint.host.contains(':') && !endpoint.host.starts_with('[') {
-        format!("[{}]", endpoint.host)
-    } else {
-        endpoint.host.clone()
-    };
-    format!("{host}:{}", endpoint.port).parse().ok()
+    Some((endpoint.host.clone(), endpoint.port))
 }
 
 fn back_off_all(fetcher: &Fetcher, positions: &[Position], until: Duration) {
