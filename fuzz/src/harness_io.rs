@@ -70,6 +70,19 @@ impl Network for NoNetwork {
     fn connect(&self, _addr: SocketAddr) -> BoxFuture<'static, io::Result<BoxStream>> {
         Box::pin(async { Err(io::Error::other("no network in the fuzz harness")) })
     }
+
+    /// IP literals and `localhost` only: the harness has no resolver.
+    fn resolve(&self, host: &str, port: u16) -> BoxFuture<'static, io::Result<SocketAddr>> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let found = if host.eq_ignore_ascii_case("localhost") {
+            Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+        } else {
+            host.parse::<std::net::IpAddr>()
+                .map(|ip| SocketAddr::new(ip, port))
+                .map_err(|_| io::Error::other(format!("no resolver in the fuzz harness: {host}")))
+        };
+        Box::pin(async move { found })
+    }
 }
 
 pub fn io(disk: &MemDisk) -> Io {
