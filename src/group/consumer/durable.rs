@@ -322,6 +322,7 @@ impl ConsumerGroup {
                     regex,
                     matcher,
                     matched,
+                    regex_pending: false,
                     server_assignor: meta.server_assignor.as_deref().and_then(Assignor::parse),
                     now: reconciled,
                     last_heard: now,

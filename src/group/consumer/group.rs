@@ -25,6 +25,12 @@ pub(super) struct Member {
     pub(super) matcher: Option<TopicRegex>,
     /// The topics its regex matches now (internal `__` topics never).
     pub(super) matched: BTreeSet<String>,
+    /// Its regex is new to the group since this heartbeat: resolved from the next heartbeat on
+    /// (of any member). Kafka resolves a new regex asynchronously after answering, so the answer
+    /// that takes a new subscription assigns its literal topics first and the regex's later;
+    /// librdkafka's 0045 test expects exactly that. A pattern another member already uses is
+    /// resolved at once, as Kafka reuses a resolved regex.
+    pub(super) regex_pending: bool,
     pub(super) server_assignor: Option<Assignor>,
     pub(super) now: Reconciled,
     /// Last heartbeat: the session ends `session_timeout_ms` after it.
@@ -272,6 +278,7 @@ impl ConsumerGroup {
                         regex: None,
                         matcher: None,
                         matched: BTreeSet::new(),
+                        regex_pending: false,
                         server_assignor: None,
                         now: Reconciled {
                             epoch: 0,
@@ -325,11 +332,18 @@ impl ConsumerGroup {
         if let Some(update) = regex_update {
             let pattern = update.as_ref().map(|(p, _)| p.clone());
             if pattern != m.regex {
-                m.regex = pattern;
+                m.regex = pattern.clone();
                 m.matcher = update.map(|(_, r)| r);
                 bump = true;
+                let in_use = pattern.is_some()
+                    && self.members.iter().any(|(id, other)| {
+                        *id != member_id && !other.regex_pending && other.regex == pattern
+                    });
+                let m = self.members.get_mut(&member_id).expect("member exists");
+                m.regex_pending = pattern.is_some() && !in_use;
             }
         }
+        let m = self.members.get_mut(&member_id).expect("member exists");
         if server_assignor.is_some() && server_assignor != m.server_assignor {
             m.server_assignor = server_assignor;
             bump = true;
@@ -376,6 +390,11 @@ impl ConsumerGroup {
     fn refresh_regex_topics(&mut self, topics: &Topics) -> bool {
         let mut changed = false;
         for m in self.members.values_mut() {
+            if m.regex_pending {
+                // Taken at this heartbeat: resolved at the next one.
+                m.regex_pending = false;
+                continue;
+            }
             let matched: BTreeSet<String> = match &m.matcher {
                 None => BTreeSet::new(),
                 Some(r) => topics

@@ -851,8 +851,12 @@ fn a_regex_subscription_follows_the_topics_that_exist() {
         join(&mut h, "a", "(unclosed").error,
         Some(GroupError::InvalidRegularExpression)
     );
+    // A new regex is resolved after the answer that takes it, as Kafka resolves it
+    // asynchronously: nothing yet, then the matching topic at the next heartbeat.
     let a = join(&mut h, "a", "^t.*");
-    assert_eq!((a.member_epoch, assigned(&a)), (1, vec![0, 1, 2]));
+    assert_eq!((a.member_epoch, assigned(&a)), (1, vec![]));
+    let a = h.beat("a", 1, Some(&[]));
+    assert_eq!((a.member_epoch, assigned(&a)), (2, vec![0, 1, 2]));
     // A new matching topic moves the epoch at the next heartbeat and is assigned; internal ones
     // never match.
     let other = Uuid::from_u128(0x8);
@@ -870,13 +874,65 @@ fn a_regex_subscription_follows_the_topics_that_exist() {
             partitions: 50,
         },
     );
-    let a = h.beat("a", 1, Some(&[0, 1, 2]));
-    assert_eq!(a.member_epoch, 2);
+    let a = h.beat("a", 2, Some(&[0, 1, 2]));
+    assert_eq!(a.member_epoch, 3);
     let got = a.assignment.expect("the assignment changed");
     assert_eq!(got.get(&other).map(|p| p.len()), Some(1));
     assert_eq!(got.len(), 2);
     let d = h.c.consumer_describe(G).unwrap();
     assert_eq!(d.members[0].subscribed_topic_regex.as_deref(), Some("^t.*"));
+}
+
+#[test]
+fn a_new_regex_is_assigned_after_the_literal_topics_and_a_resolved_one_at_once() {
+    let mut h = Harness::new();
+    let other = Uuid::from_u128(0x8);
+    h.topics.insert(
+        "r1".to_string(),
+        TopicView {
+            id: other,
+            partitions: 2,
+        },
+    );
+    let join = |h: &mut Harness, member: &str| {
+        h.send(HeartbeatRequest {
+            group_id: G.to_string(),
+            member_id: member.to_string(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec![T.to_string()]),
+            subscribed_topic_regex: Some("^r.*".to_string()),
+            owned: Some(Assignment::new()),
+            version: 1,
+            ..HeartbeatRequest::default()
+        })
+    };
+    // librdkafka 0045 (resubscribe with regex): the literal topic in the first answer, the
+    // regex's topics in a later one.
+    let a = join(&mut h, "a");
+    let got = a
+        .assignment
+        .expect("a join is answered with its assignment");
+    assert_eq!(got.keys().copied().collect::<Vec<_>>(), vec![topic_id()]);
+    let a = h.beat("a", a.member_epoch, Some(&[0, 1, 2]));
+    let got = a.assignment.expect("the regex's topic is added");
+    assert_eq!(got.get(&other).map(|p| p.len()), Some(2));
+    assert_eq!(got.get(&topic_id()).map(|p| p.len()), Some(3));
+    // A second member with the same, already resolved, regex has it resolved at its join: the
+    // group's target covers both topics at once.
+    let b = join(&mut h, "b");
+    assert_eq!(b.error, None);
+    let d = h.c.consumer_describe(G).unwrap();
+    let targets: usize = d
+        .members
+        .iter()
+        .flat_map(|m| m.target_assignment.values())
+        .map(|ps| ps.len())
+        .sum();
+    assert_eq!(
+        targets, 5,
+        "both topics' partitions are in the target: {d:?}"
+    );
 }
 
 #[test]
