@@ -107,9 +107,7 @@ pub(super) async fn create_topics(
                         result.replication_factor = new.assignments[0].len() as i16;
                     }
                     let defaults = broker.topic_defaults();
-                    let effective = defaults
-                        .with_overrides(&new.configs)
-                        .unwrap_or(defaults);
+                    let effective = defaults.with_overrides(&new.configs).unwrap_or(defaults);
                     result.configs = Some(
                         config_entries(&effective, &new.configs)
                             .into_iter()

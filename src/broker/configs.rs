@@ -124,7 +124,14 @@ fn describe_broker(broker: &Broker, name: &str) -> Described {
     if name.is_empty() {
         return Ok(cluster
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone(), SOURCE_DYNAMIC_DEFAULT_BROKER, read_only(k)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.clone(),
+                    SOURCE_DYNAMIC_DEFAULT_BROKER,
+                    read_only(k),
+                )
+            })
             .collect());
     }
     let node = broker.config.node_id;
@@ -148,7 +155,9 @@ fn describe_broker(broker: &Broker, name: &str) -> Described {
     let known: BTreeSet<&str> = statics.iter().map(|(k, _)| k.as_str()).collect();
     let mut entries: Vec<(String, String, i8, bool)> = statics
         .iter()
-        .filter_map(|(k, v)| layered(k, Some(v.clone())).map(|(v, s)| (k.clone(), v, s, read_only(k))))
+        .filter_map(|(k, v)| {
+            layered(k, Some(v.clone())).map(|(v, s)| (k.clone(), v, s, read_only(k)))
+        })
         .collect();
     // Dynamic keys Weir does not read from server.properties (SASL, SSL, custom keys).
     let extra: BTreeSet<&String> = own
@@ -278,10 +287,12 @@ async fn change(
 fn stored_keys(broker: &Broker, resource_type: i8, name: &str) -> Vec<String> {
     let image = broker.image();
     let configs = match resource_type {
-        RESOURCE_TOPIC => return image
-            .topic(name)
-            .map(|t| t.configs.keys().cloned().collect())
-            .unwrap_or_default(),
+        RESOURCE_TOPIC => {
+            return image
+                .topic(name)
+                .map(|t| t.configs.keys().cloned().collect())
+                .unwrap_or_default()
+        }
         RESOURCE_BROKER => image.resource_configs(&ConfigResource::Broker(name.to_string())),
         RESOURCE_GROUP => image.resource_configs(&ConfigResource::Group(name.to_string())),
         _ => return Vec::new(),
@@ -302,9 +313,7 @@ fn duplicated(resources: &[(i8, String)]) -> BTreeSet<(i8, String)> {
     twice
 }
 
-fn check_keys<'a>(
-    keys: impl Iterator<Item = (&'a str, bool)>,
-) -> Result<(), Refusal> {
+fn check_keys<'a>(keys: impl Iterator<Item = (&'a str, bool)>) -> Result<(), Refusal> {
     let mut seen = BTreeSet::new();
     let mut nulls = Vec::new();
     for (key, null) in keys {
@@ -531,7 +540,11 @@ mod tests {
 
     #[test]
     fn repeated_resources_keys_and_null_values_are_refused() {
-        let ids = [(2, "t".to_string()), (4, "1".to_string()), (2, "t".to_string())];
+        let ids = [
+            (2, "t".to_string()),
+            (4, "1".to_string()),
+            (2, "t".to_string()),
+        ];
         assert_eq!(duplicated(&ids), BTreeSet::from([(2, "t".to_string())]));
         assert!(check_keys([("a", false), ("b", false)].into_iter()).is_ok());
         assert_eq!(

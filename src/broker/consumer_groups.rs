@@ -205,9 +205,8 @@ pub(super) fn describe(
 fn group_overrides(broker: &Broker, group: &str) -> consumer::GroupOverrides {
     use crate::config::group_configs::{CONSUMER_HEARTBEAT_INTERVAL, CONSUMER_SESSION_TIMEOUT};
     let image = broker.image();
-    let configs = image.resource_configs(&crate::controller::ConfigResource::Group(
-        group.to_string(),
-    ));
+    let configs =
+        image.resource_configs(&crate::controller::ConfigResource::Group(group.to_string()));
     let int = |key: &str| configs.get(key).and_then(|v| v.trim().parse::<i32>().ok());
     consumer::GroupOverrides {
         session_timeout_ms: int(CONSUMER_SESSION_TIMEOUT),

@@ -401,9 +401,10 @@ impl Broker {
     /// A topic's effective config here: its overrides over this broker's topic defaults.
     fn topic_config(&self, topic: &str) -> Option<TopicConfig> {
         let image = self.image();
-        image
-            .topic(topic)
-            .map(|t| self.controller.topic_config_on(&image, self.config.node_id, t))
+        image.topic(topic).map(|t| {
+            self.controller
+                .topic_config_on(&image, self.config.node_id, t)
+        })
     }
 
     /// This broker's topic defaults: the static `log.*` keys under the dynamic broker configs.

@@ -69,7 +69,11 @@ const DYNAMIC: &[(&str, Scope, Kind)] = &[
     ("principal.builder.class", PerBroker, Text),
     ("producer.id.expiration.ms", Cluster, Int(1, I32)),
     ("remote.fetch.max.wait.ms", Cluster, Int(1, I32)),
-    ("remote.list.offsets.request.timeout.ms", Cluster, Int(1, i64::MAX)),
+    (
+        "remote.list.offsets.request.timeout.ms",
+        Cluster,
+        Int(1, i64::MAX),
+    ),
     (
         "remote.log.index.file.cache.total.size.bytes",
         Cluster,
@@ -100,9 +104,17 @@ const DYNAMIC: &[(&str, Scope, Kind)] = &[
     ),
     ("sasl.kerberos.service.name", PerBroker, Text),
     ("sasl.kerberos.ticket.renew.jitter", PerBroker, Double),
-    ("sasl.kerberos.ticket.renew.window.factor", PerBroker, Double),
+    (
+        "sasl.kerberos.ticket.renew.window.factor",
+        PerBroker,
+        Double,
+    ),
     ("sasl.login.refresh.buffer.seconds", PerBroker, Int(0, 3600)),
-    ("sasl.login.refresh.min.period.seconds", PerBroker, Int(0, 900)),
+    (
+        "sasl.login.refresh.min.period.seconds",
+        PerBroker,
+        Int(0, 900),
+    ),
     ("sasl.login.refresh.window.factor", PerBroker, Double),
     ("sasl.login.refresh.window.jitter", PerBroker, Double),
     ("sasl.mechanism.inter.broker.protocol", PerBroker, Text),
@@ -126,11 +138,7 @@ const DYNAMIC: &[(&str, Scope, Kind)] = &[
     ("ssl.truststore.location", PerBroker, Text),
     ("ssl.truststore.password", PerBroker, Text),
     ("ssl.truststore.type", PerBroker, Text),
-    (
-        "transaction.partition.verification.enable",
-        Cluster,
-        Bool,
-    ),
+    ("transaction.partition.verification.enable", Cluster, Bool),
 ];
 
 /// Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`: dynamic only with a `listener.name.X.` prefix.
@@ -224,11 +232,9 @@ fn check_value(key: &str, kind: Kind, value: &str) -> Result<(), String> {
     match kind {
         Int(min, max) => parse_int(key, value, min, max).map(drop).map_err(bad),
         Bool => parse_bool(key, value).map(drop).map_err(bad),
-        Double => value
-            .trim()
-            .parse::<f64>()
-            .map(drop)
-            .map_err(|_| format!("Invalid value {value} for configuration {key}: Not a number of type DOUBLE")),
+        Double => value.trim().parse::<f64>().map(drop).map_err(|_| {
+            format!("Invalid value {value} for configuration {key}: Not a number of type DOUBLE")
+        }),
         Text | List(_) => Ok(()),
     }
 }
@@ -349,7 +355,10 @@ mod tests {
             .unwrap_err()
             .contains("only per-listener"));
         assert_eq!(
-            validate(&map(&[("listener.name.external.ssl.keystore.location", "/k")]), true),
+            validate(
+                &map(&[("listener.name.external.ssl.keystore.location", "/k")]),
+                true
+            ),
             Ok(())
         );
         assert!(validate(&map(&[("background.threads", "0")]), true).is_err());
@@ -373,10 +382,7 @@ mod tests {
         };
         let t = topic_defaults_with(
             &base,
-            &map(&[
-                ("log.segment.bytes", "4096"),
-                ("background.threads", "9"),
-            ]),
+            &map(&[("log.segment.bytes", "4096"), ("background.threads", "9")]),
         )
         .unwrap();
         assert_eq!(t.segment_bytes, 4096);

@@ -266,7 +266,10 @@ impl GroupConfigs {
                 CONSUMER_SESSION_TIMEOUT,
                 self.consumer_session_timeout_ms.to_string(),
             ),
-            (SHARE_AUTO_OFFSET_RESET, self.share_auto_offset_reset.clone()),
+            (
+                SHARE_AUTO_OFFSET_RESET,
+                self.share_auto_offset_reset.clone(),
+            ),
             (
                 SHARE_HEARTBEAT_INTERVAL,
                 self.share_heartbeat_interval_ms.to_string(),
@@ -306,7 +309,10 @@ mod tests {
         assert_eq!(e.consumer_session_timeout_ms, 50_000);
         assert_eq!(e.consumer_heartbeat_interval_ms, 6_000);
         assert_eq!(e.share_session_timeout_ms, 45_000);
-        assert_eq!(b.effective(&BTreeMap::new()).consumer_session_timeout_ms, 45_000);
+        assert_eq!(
+            b.effective(&BTreeMap::new()).consumer_session_timeout_ms,
+            45_000
+        );
         let keys: Vec<&str> = e.entries().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, GROUP_CONFIG_KEYS);
         let mut sorted = GROUP_CONFIG_KEYS.to_vec();
@@ -351,8 +357,10 @@ mod tests {
                 ("consumer.session.timeout.ms", "5000"),
                 ("consumer.heartbeat.interval.ms", "5000"),
             ])),
-            Err("consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
-                .to_string())
+            Err(
+                "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+                    .to_string()
+            )
         );
     }
 }

@@ -3,11 +3,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use super::group_configs::GroupConfigBounds;
 use super::listener::{
     check_security_protocols, parse_bootstrap_servers, parse_endpoints, parse_listeners,
     parse_names, parse_voters,
 };
-use super::group_configs::GroupConfigBounds;
 use super::topic::{Field, TopicConfig, FIELDS};
 use super::{invalid, parse_bool, parse_int, parse_list, ConfigError};
 use super::{Endpoint, Voter};
@@ -306,8 +306,14 @@ fn group_config_bounds(
         (
             "group.consumer.session.timeout.ms",
             b.consumer_session_timeout_ms,
-            ("group.consumer.min.session.timeout.ms", b.consumer_min_session_timeout_ms),
-            ("group.consumer.max.session.timeout.ms", b.consumer_max_session_timeout_ms),
+            (
+                "group.consumer.min.session.timeout.ms",
+                b.consumer_min_session_timeout_ms,
+            ),
+            (
+                "group.consumer.max.session.timeout.ms",
+                b.consumer_max_session_timeout_ms,
+            ),
         ),
         (
             "group.consumer.heartbeat.interval.ms",
@@ -324,8 +330,14 @@ fn group_config_bounds(
         (
             "group.share.session.timeout.ms",
             b.share_session_timeout_ms,
-            ("group.share.min.session.timeout.ms", b.share_min_session_timeout_ms),
-            ("group.share.max.session.timeout.ms", b.share_max_session_timeout_ms),
+            (
+                "group.share.min.session.timeout.ms",
+                b.share_min_session_timeout_ms,
+            ),
+            (
+                "group.share.max.session.timeout.ms",
+                b.share_max_session_timeout_ms,
+            ),
         ),
         (
             "group.share.heartbeat.interval.ms",
@@ -723,8 +735,11 @@ impl ServerConfig {
                 "must be below group.consumer.session.timeout.ms",
             ));
         }
-        let group_config_bounds =
-            group_config_bounds(&mut p, group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms)?;
+        let group_config_bounds = group_config_bounds(
+            &mut p,
+            group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms,
+        )?;
         let group_consumer_assignors =
             parse_assignors(p.get("group.consumer.assignors").unwrap_or("uniform,range"))?;
         let group_consumer_max_size = p
@@ -1655,6 +1670,37 @@ log.retention.check.interval.ms=300000
         assert_eq!(c.topic_defaults.flush_ms, 900);
         let c = config("log.flush.scheduler.interval.ms=9223372036854775807");
         assert_eq!(c.log_flush_scheduler_interval_ms, i64::MAX as u64);
+    }
+
+    #[test]
+    fn group_config_bounds_are_checked_at_start_as_kafka_checks_them() {
+        let c = config("");
+        assert_eq!(c.group_config_bounds, GroupConfigBounds::default());
+        // Below Kafka's floor of 5 s unless the floor is lowered too.
+        let (key, msg) = error("group.consumer.heartbeat.interval.ms=500");
+        assert_eq!(key, "group.consumer.heartbeat.interval.ms");
+        assert!(
+            msg.contains("group.consumer.min.heartbeat.interval.ms"),
+            "{msg}"
+        );
+        let c = config(
+            "group.consumer.heartbeat.interval.ms=500\n\
+             group.consumer.session.timeout.ms=6000\n\
+             group.consumer.min.heartbeat.interval.ms=500\n\
+             group.consumer.min.session.timeout.ms=6000\n",
+        );
+        let b = &c.group_config_bounds;
+        assert_eq!(
+            (
+                b.consumer_heartbeat_interval_ms,
+                b.consumer_session_timeout_ms
+            ),
+            (500, 6000)
+        );
+        let (key, _) = error("group.consumer.max.session.timeout.ms=1000");
+        assert_eq!(key, "group.consumer.max.session.timeout.ms");
+        let (key, _) = error("group.share.record.lock.duration.ms=999");
+        assert_eq!(key, "group.share.record.lock.duration.ms");
     }
 
     #[test]

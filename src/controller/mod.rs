@@ -25,8 +25,8 @@ use uuid::Uuid;
 use crate::config::{dynamic_broker, GroupConfigBounds, TopicConfig};
 use election::ElectionConfig;
 pub use image::{
-    BrokerEndpoint, BrokerRegistration, ConfigResource, MetadataImage, MetadataRecord, PartitionChange,
-    PartitionRecord, PartitionRegistration, TopicMeta, NO_LEADER,
+    BrokerEndpoint, BrokerRegistration, ConfigResource, MetadataImage, MetadataRecord,
+    PartitionChange, PartitionRecord, PartitionRegistration, TopicMeta, NO_LEADER,
 };
 
 /// How many producer ids one metadata record reserves.
@@ -479,11 +479,14 @@ impl Controller {
     }
 
     /// A topic's effective config on broker `node`: its overrides over [`Self::topic_defaults_on`].
-    pub fn topic_config_on(&self, image: &MetadataImage, node: i32, topic: &TopicMeta) -> TopicConfig {
+    pub fn topic_config_on(
+        &self,
+        image: &MetadataImage,
+        node: i32,
+        topic: &TopicMeta,
+    ) -> TopicConfig {
         let defaults = self.topic_defaults_on(image, node);
-        defaults
-            .with_overrides(&topic.configs)
-            .unwrap_or(defaults)
+        defaults.with_overrides(&topic.configs).unwrap_or(defaults)
     }
 
     /// A record reserving the next block of producer ids, if `next_id` is past the reserved ones.

@@ -453,22 +453,30 @@ fn group_configs_are_checked_against_the_broker_bounds() {
             ["consumer.session.timeout.ms"],
         "50000"
     );
-    let invalid = |c: &Controller, image: &MetadataImage, pairs| {
-        match c.alter_group_config(image, "my-group", set(pairs)) {
-            Err(ControllerError::InvalidConfig(m)) => m,
-            other => panic!("expected INVALID_CONFIG, got {other:?}"),
-        }
+    let invalid = |c: &Controller, image: &MetadataImage, pairs| match c.alter_group_config(
+        image,
+        "my-group",
+        set(pairs),
+    ) {
+        Err(ControllerError::InvalidConfig(m)) => m,
+        other => panic!("expected INVALID_CONFIG, got {other:?}"),
     };
     assert_eq!(
         invalid(&c, &image, &[("consumer.session.timeout", Some("50000"))]),
         "Unknown group config name: consumer.session.timeout"
     );
-    assert!(invalid(&c, &image, &[("consumer.session.timeout.ms", Some("6000"))])
-        .contains("group.consumer.min.session.timeout.ms"));
+    assert!(
+        invalid(&c, &image, &[("consumer.session.timeout.ms", Some("6000"))])
+            .contains("group.consumer.min.session.timeout.ms")
+    );
     // The check is of the group's configs as a whole: with the session at 50 s stored, a
     // heartbeat of 50 s is out of bounds before it is too close.
-    assert!(invalid(&c, &image, &[("consumer.heartbeat.interval.ms", Some("50000"))])
-        .contains("group.consumer.max.heartbeat.interval.ms"));
+    assert!(invalid(
+        &c,
+        &image,
+        &[("consumer.heartbeat.interval.ms", Some("50000"))]
+    )
+    .contains("group.consumer.max.heartbeat.interval.ms"));
     assert!(matches!(
         c.alter_group_config(&image, "", set(&[])),
         Err(ControllerError::InvalidRequest(_))
@@ -479,11 +487,19 @@ fn group_configs_are_checked_against_the_broker_bounds() {
         ..crate::config::GroupConfigBounds::default()
     });
     assert!(c
-        .alter_group_config(&image, "g", set(&[("consumer.session.timeout.ms", Some("6000"))]))
+        .alter_group_config(
+            &image,
+            "g",
+            set(&[("consumer.session.timeout.ms", Some("6000"))])
+        )
         .is_ok());
     // DELETE of the override: the resource goes.
     let record = c
-        .alter_group_config(&image, "my-group", set(&[("consumer.session.timeout.ms", None)]))
+        .alter_group_config(
+            &image,
+            "my-group",
+            set(&[("consumer.session.timeout.ms", None)]),
+        )
         .unwrap();
     apply(&mut image, &[record]);
     assert_eq!(image.all_resource_configs().count(), 0);

@@ -212,7 +212,8 @@ mod tests {
         assert_eq!(back, image);
         assert_eq!(back.applied(), 13);
         assert_eq!(
-            back.resource_configs(&ConfigResource::Group("g".into()))["consumer.session.timeout.ms"],
+            back.resource_configs(&ConfigResource::Group("g".into()))
+                ["consumer.session.timeout.ms"],
             "50000"
         );
         assert_eq!(back.all_resource_configs().count(), 2);

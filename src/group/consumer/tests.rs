@@ -826,9 +826,8 @@ fn a_heartbeat_that_changes_the_group_is_answered_only_once_written() {
         version: 1,
         ..HeartbeatRequest::default()
     };
-    let actions = h
-        .c
-        .consumer_heartbeat(id, req, &topics, &GroupOverrides::default(), h.now);
+    let actions =
+        h.c.consumer_heartbeat(id, req, &topics, &GroupOverrides::default(), h.now);
     let [Action::Append { token, records, .. }] = &actions[..] else {
         panic!("one append and no answer yet: {actions:?}");
     };
