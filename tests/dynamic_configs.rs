@@ -201,8 +201,15 @@ async fn broker_and_group_configs_are_dynamic_validated_applied_and_durable() {
         incremental(&mut client, BROKER, "1", &set_append).await.0,
         NONE
     );
+    // A password is stored but never shown.
+    let jaas = "listener.name.plaintext.plain.sasl.jaas.config";
+    assert_eq!(
+        incremental(&mut client, BROKER, "1", &[(jaas, SET, Some("secret"))]).await,
+        (NONE, None)
+    );
     let (code, b) = describe(&mut client, BROKER, "1").await;
     assert_eq!(code, NONE);
+    assert_eq!(entry(&b, jaas), (String::new(), 2, false));
     assert_eq!(entry(&b, relogin), ("58000".into(), 2, false));
     assert_eq!(entry(&b, "background.threads"), ("9".into(), 2, false));
     assert_eq!(

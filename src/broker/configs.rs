@@ -237,11 +237,16 @@ pub(super) fn describe(broker: &Broker, req: DescribeConfigsRequest) -> Describe
                 .into_iter()
                 .filter(|(k, _, _, _)| wanted.as_ref().is_none_or(|w| w.contains(k)))
                 .map(|(key, value, source, read_only)| {
+                    // As Kafka: a password's value is never sent back.
+                    let sensitive = resource.resource_type == RESOURCE_BROKER
+                        && dynamic_broker::is_sensitive(&key);
+                    let value = (!sensitive).then(|| StrBytes::from_string(value));
                     let mut entry = DescribeConfigsResourceResult::default()
                         .with_name(StrBytes::from_string(key))
-                        .with_value(Some(StrBytes::from_string(value)))
+                        .with_value(value)
                         .with_config_source(source)
-                        .with_read_only(read_only);
+                        .with_read_only(read_only)
+                        .with_is_sensitive(sensitive);
                     // Kafka sends null documentation unless asked, and Weir has none to give.
                     entry.documentation = None;
                     entry

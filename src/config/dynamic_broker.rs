@@ -191,6 +191,20 @@ pub fn is_dynamic(key: &str) -> bool {
     dynamic_entry(key).is_some() || listener_base(key).is_some()
 }
 
+/// Kafka's PASSWORD-typed dynamic keys: DescribeConfigs reports them as sensitive, without a
+/// value (also under a listener prefix, as Kafka matches them by suffix).
+const PASSWORDS: &[&str] = &[
+    "sasl.jaas.config",
+    "ssl.key.password",
+    "ssl.keystore.key",
+    "ssl.keystore.password",
+    "ssl.truststore.password",
+];
+
+pub fn is_sensitive(key: &str) -> bool {
+    PASSWORDS.iter().any(|p| key.ends_with(p))
+}
+
 /// Whether Weir acts on a dynamic value of `key` at once (the `log.*` defaults topics inherit);
 /// the other dynamic keys are stored and reported only.
 pub fn is_live(key: &str) -> bool {
@@ -388,6 +402,8 @@ mod tests {
         assert_eq!(t.segment_bytes, 4096);
         assert_eq!(t.retention_ms, 1000);
         assert!(is_live("log.retention.ms"));
+        assert!(is_sensitive("listener.name.external.ssl.keystore.password"));
+        assert!(!is_sensitive("ssl.keystore.location"));
         assert!(!is_live("background.threads"));
     }
 }
