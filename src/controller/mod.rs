@@ -183,13 +183,20 @@ impl Controller {
     }
 
     /// A topic's election settings: min ISR from its `min.insync.replicas` (capped at its
-    /// replication factor), unclean election from its override or the broker default.
-    pub fn election_config(&self, topic: &TopicMeta) -> ElectionConfig {
-        let config = self.topic_config(topic);
+    /// replication factor), unclean election from its override, else the cluster-wide dynamic
+    /// broker default, else the static one (KRaft's controller reads the cluster default, not a
+    /// broker's own configs).
+    pub fn election_config(&self, image: &MetadataImage, topic: &TopicMeta) -> ElectionConfig {
+        let cluster = image.resource_configs(&ConfigResource::Broker(String::new()));
+        let defaults = dynamic_broker::topic_defaults_with(&self.topic_defaults, cluster)
+            .unwrap_or_else(|_| self.topic_defaults.clone());
+        let config = defaults.with_overrides(&topic.configs).unwrap_or(defaults);
+        let key = "unclean.leader.election.enable";
         let unclean = topic
             .configs
-            .get("unclean.leader.election.enable")
-            .map(|v| v.eq_ignore_ascii_case("true"))
+            .get(key)
+            .or_else(|| cluster.get(key))
+            .map(|v| v.trim().eq_ignore_ascii_case("true"))
             .unwrap_or(self.unclean_leader_election);
         ElectionConfig {
             elr: self.eligible_leader_replicas && !planted_no_elr(),
@@ -367,7 +374,7 @@ impl Controller {
         image: &MetadataImage,
         auto_rebalance: bool,
     ) -> Vec<MetadataRecord> {
-        let config = |t: &TopicMeta| self.election_config(t);
+        let config = |t: &TopicMeta| self.election_config(image, t);
         let mut changes = election::elect_leaderless(image, None, &config);
         if auto_rebalance {
             let imbalanced: Vec<(Uuid, i32)> = image

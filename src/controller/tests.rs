@@ -253,7 +253,7 @@ fn election_config_follows_topic_overrides() {
     ]);
     let records = c.create_topic(&image, &new, Uuid::from_u128(3), 0).unwrap();
     apply(&mut image, &records);
-    let config = c.election_config(image.topic("t").unwrap());
+    let config = c.election_config(&image, image.topic("t").unwrap());
     assert_eq!(
         config,
         ElectionConfig {
@@ -503,4 +503,36 @@ fn group_configs_are_checked_against_the_broker_bounds() {
         .unwrap();
     apply(&mut image, &[record]);
     assert_eq!(image.all_resource_configs().count(), 0);
+}
+
+#[test]
+fn election_config_follows_the_cluster_wide_dynamic_defaults_not_a_brokers_own() {
+    let c = controller();
+    let mut image = cluster(3);
+    let records = c
+        .create_topic(&image, &new_topic("t", 1, 3), Uuid::from_u128(3), 0)
+        .unwrap();
+    apply(&mut image, &records);
+    let before = c.election_config(&image, image.topic("t").unwrap());
+    assert_eq!((before.min_isr, before.unclean), (1, false));
+    // A broker's own value does not reach the controller's elections…
+    let own = c
+        .alter_broker_config(&image, "1", set(&[("min.insync.replicas", Some("3"))]))
+        .unwrap();
+    apply(&mut image, &[own]);
+    assert_eq!(c.election_config(&image, image.topic("t").unwrap()), before);
+    // …the cluster default does.
+    let cluster_wide = c
+        .alter_broker_config(
+            &image,
+            "",
+            set(&[
+                ("min.insync.replicas", Some("2")),
+                ("unclean.leader.election.enable", Some("true")),
+            ]),
+        )
+        .unwrap();
+    apply(&mut image, &[cluster_wide]);
+    let after = c.election_config(&image, image.topic("t").unwrap());
+    assert_eq!((after.min_isr, after.unclean), (2, true));
 }
