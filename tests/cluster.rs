@@ -269,6 +269,7 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
 
     describe_quorum_answers(&nodes, leader, follower).await;
     bad_quorum_input_is_answered_with_errors(&nodes[follower]).await;
+    follower_broker_config_goes_through_the_controller(&io, &nodes[follower]).await;
 
     // Commit latency on the leader, one change at a time.
     let leader_addr = nodes[leader].running.as_ref().unwrap().local_addr;
@@ -359,6 +360,62 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
 }
 
 /// DescribeQuorum v0–v2 to the leader, and to a follower (which forwards it).
+/// A per-broker config sent to that broker (as clients send it), which is not the active
+/// controller: forwarded, validated against the registered brokers, committed, and reported by
+/// the broker itself as DYNAMIC_BROKER_CONFIG; another broker's id there is INVALID_REQUEST.
+async fn follower_broker_config_goes_through_the_controller(io: &Io, node: &Node) {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRequest};
+    use kafka_protocol::protocol::StrBytes;
+    let addr = node.running.as_ref().unwrap().local_addr;
+    let mut client = Client::connect(io, addr).await.unwrap();
+    let id = StrBytes::from_string(node.id.to_string());
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(id.clone())
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("log.segment.bytes"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_static_str("4096")))]),
+    ]);
+    let response = client.connection().call(&request, 1).await.unwrap();
+    assert_eq!(response.responses[0].error_code, 0, "{response:?}");
+    let describe = |name: StrBytes| {
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(name)
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str("log.segment.bytes")]))])
+    };
+    let broker = &node.running.as_ref().unwrap().broker;
+    wait_for(
+        "the broker config to reach its broker",
+        Duration::from_secs(10),
+        || {
+            broker
+                .image()
+                .resource_configs(&weir::controller::ConfigResource::Broker(
+                    node.id.to_string(),
+                ))
+                .contains_key("log.segment.bytes")
+                .then_some(())
+        },
+    )
+    .await;
+    let response = client.connection().call(&describe(id), 4).await.unwrap();
+    let entry = &response.results[0].configs[0];
+    assert_eq!(
+        (entry.value.as_deref(), entry.config_source),
+        (Some("4096"), 2)
+    );
+    let other = StrBytes::from_string((node.id % NODES + 1).to_string());
+    let response = client.connection().call(&describe(other), 4).await.unwrap();
+    assert_eq!(response.results[0].error_code, 42);
+}
+
 async fn describe_quorum_answers(nodes: &[Node], leader: usize, follower: usize) {
     use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
     use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};

@@ -106,11 +106,8 @@ pub(super) async fn create_topics(
                     if created.is_none() && !new.assignments.is_empty() {
                         result.replication_factor = new.assignments[0].len() as i16;
                     }
-                    let effective = broker
-                        .controller
-                        .topic_defaults()
-                        .with_overrides(&new.configs)
-                        .unwrap_or_else(|_| broker.controller.topic_defaults().clone());
+                    let defaults = broker.topic_defaults();
+                    let effective = defaults.with_overrides(&new.configs).unwrap_or(defaults);
                     result.configs = Some(
                         config_entries(&effective, &new.configs)
                             .into_iter()

@@ -182,7 +182,7 @@ async fn alter_partitions(broker: &Broker, req: &AlterPartitionRequest) -> Alter
                 sender,
                 req.broker_epoch,
                 &alterations,
-                &|t| controller.election_config(t),
+                &|t| controller.election_config(image, t),
             )?;
             Ok((decided.records, decided.answers))
         })
@@ -261,7 +261,9 @@ impl Broker {
         let now = self.session_clock_ms();
         self.change_metadata(false, |controller, image| {
             let records = self.with_sessions(|s| {
-                s.register(image, request, now, &|t| controller.election_config(t))
+                s.register(image, request, now, &|t| {
+                    controller.election_config(image, t)
+                })
             })?;
             Ok((records, ()))
         })
@@ -277,7 +279,9 @@ impl Broker {
         let now = self.session_clock_ms();
         self.change_metadata(false, |controller, image| {
             let decision = self.with_sessions(|s| {
-                s.heartbeat(image, request, now, &|t| controller.election_config(t))
+                s.heartbeat(image, request, now, &|t| {
+                    controller.election_config(image, t)
+                })
             })?;
             Ok((decision.records, decision.reply))
         })
@@ -292,8 +296,9 @@ impl Broker {
         let now = self.session_clock_ms();
         let result = self
             .change_metadata(false, |controller, image| {
-                let records =
-                    self.with_sessions(|s| s.tick(image, now, &|t| controller.election_config(t)));
+                let records = self.with_sessions(|s| {
+                    s.tick(image, now, &|t| controller.election_config(image, t))
+                });
                 Ok((records, ()))
             })
             .await;

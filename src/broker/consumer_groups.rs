@@ -88,8 +88,9 @@ pub(super) async fn heartbeat(
             .with_error_message(Some(s(e)));
     }
     let topics = topics(broker);
+    let overrides = group_overrides(broker, &core_req.group_id);
     let r = match broker
-        .group_call(|c, id, now| c.consumer_heartbeat(id, core_req, &topics, now))
+        .group_call(|c, id, now| c.consumer_heartbeat(id, core_req, &topics, &overrides, now))
         .await
     {
         Ok(Response::ConsumerHeartbeat(r)) => r,
@@ -197,4 +198,18 @@ pub(super) fn describe(
         })
         .collect();
     ConsumerGroupDescribeResponse::default().with_groups(groups)
+}
+
+/// The group's own session timeout and heartbeat interval, from its GROUP config resource in
+/// the metadata image (validated against the broker's bounds when written).
+fn group_overrides(broker: &Broker, group: &str) -> consumer::GroupOverrides {
+    use crate::config::group_configs::{CONSUMER_HEARTBEAT_INTERVAL, CONSUMER_SESSION_TIMEOUT};
+    let image = broker.image();
+    let configs =
+        image.resource_configs(&crate::controller::ConfigResource::Group(group.to_string()));
+    let int = |key: &str| configs.get(key).and_then(|v| v.trim().parse::<i32>().ok());
+    consumer::GroupOverrides {
+        session_timeout_ms: int(CONSUMER_SESSION_TIMEOUT),
+        heartbeat_interval_ms: int(CONSUMER_HEARTBEAT_INTERVAL),
+    }
 }

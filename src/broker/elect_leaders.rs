@@ -42,7 +42,7 @@ pub(super) async fn handle(
                     .filter_map(|((id, p), _)| image.topic_by_id(id).map(|t| (t.name.clone(), p)))
                     .collect(),
             };
-            let config = |t: &crate::controller::TopicMeta| controller.election_config(t);
+            let config = |t: &crate::controller::TopicMeta| controller.election_config(image, t);
             let mut records = Vec::new();
             let mut outcomes = Vec::new();
             for (topic, partition) in wanted {

@@ -54,7 +54,9 @@ use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
 use crate::controller::store::{AppliedRecords, MetadataStore, METADATA_DIR};
-use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
+use crate::controller::{
+    ConfigResource, Controller, ControllerError, MetadataImage, MetadataRecord,
+};
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
@@ -220,6 +222,7 @@ impl Broker {
             config.topic_defaults.clone(),
         );
         controller.set_unclean_leader_election(config.unclean_leader_election_enable);
+        controller.set_group_bounds(config.group_config_bounds.clone());
         let endpoint = config.broker_endpoints().into_iter().next();
         if endpoint.is_none() && config.is_broker() {
             anyhow::bail!("no broker listener in 'listeners'");
@@ -395,9 +398,19 @@ impl Broker {
         self.log_dir.join(format!("{topic}-{index}"))
     }
 
+    /// A topic's effective config here: its overrides over this broker's topic defaults.
     fn topic_config(&self, topic: &str) -> Option<TopicConfig> {
         let image = self.image();
-        image.topic(topic).map(|t| self.controller.topic_config(t))
+        image.topic(topic).map(|t| {
+            self.controller
+                .topic_config_on(&image, self.config.node_id, t)
+        })
+    }
+
+    /// This broker's topic defaults: the static `log.*` keys under the dynamic broker configs.
+    fn topic_defaults(&self) -> TopicConfig {
+        self.controller
+            .topic_defaults_on(&self.image(), self.config.node_id)
     }
 
     /// Opens every partition the metadata knows; removes directories of deleted topics.
@@ -439,7 +452,7 @@ impl Broker {
         }
         let config = self
             .topic_config(topic)
-            .unwrap_or_else(|| self.controller.topic_defaults().clone());
+            .unwrap_or_else(|| self.topic_defaults());
         let now = self.io.clock.wall_ms();
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
@@ -609,6 +622,12 @@ impl Broker {
         if let Some(t) = image.topic(crate::group::OFFSETS_TOPIC) {
             self.offsets_topic_created(t.partitions);
         }
+        self.reconfigure_all_topics();
+    }
+
+    /// Gives every open partition its topic's current config (after the defaults changed).
+    fn reconfigure_all_topics(&self) {
+        let image = self.image();
         for topic in image.topics() {
             if let Some(config) = self.topic_config(&topic.name) {
                 for handle in self.topic_partitions(&topic.name) {
@@ -639,6 +658,13 @@ impl Broker {
                         handle.lock().set_config(config.clone());
                     }
                 }
+            }
+            // The cluster default or this broker's own: the `log.*` defaults may have moved.
+            MetadataRecord::ResourceConfig {
+                resource: ConfigResource::Broker(name),
+                ..
+            } if name.is_empty() || *name == self.config.node_id.to_string() => {
+                self.reconfigure_all_topics();
             }
             _ => {}
         }

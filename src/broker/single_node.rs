@@ -72,7 +72,9 @@ impl Broker {
                 sessions
                     .lock()
                     .unwrap()
-                    .register(image, &request, now, &|t| controller.election_config(t))?,
+                    .register(image, &request, now, &|t| {
+                        controller.election_config(image, t)
+                    })?,
             );
             Ok((records, ()))
         })
@@ -93,7 +95,9 @@ impl Broker {
             let decision = sessions
                 .lock()
                 .unwrap()
-                .heartbeat(image, &heartbeat, now, &|t| controller.election_config(t))?;
+                .heartbeat(image, &heartbeat, now, &|t| {
+                    controller.election_config(image, t)
+                })?;
             assert!(!decision.reply.is_fenced, "a single node unfences itself");
             Ok((decision.records, ()))
         })

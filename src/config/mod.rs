@@ -11,9 +11,13 @@
 //! - [`TopicConfig`] holds the per-topic settings. The broker's `log.*` keys supply the defaults;
 //!   topic-level overrides (CreateTopics, AlterConfigs) are applied on top with
 //!   [`TopicConfig::with_overrides`] and persist with the topic as their raw strings.
+//! - [`dynamic_broker`] says which broker keys AlterConfigs may change at run time (KIP-226) and
+//!   validates them; [`group_configs`] does the same for per-group configs (KIP-848).
 //!
 //! Everything is pure: the caller reads files and logs warnings.
 
+pub mod dynamic_broker;
+pub mod group_configs;
 mod listener;
 #[cfg(any(madsim, test))]
 pub mod planted;
@@ -23,6 +27,7 @@ mod topic;
 
 use std::fmt;
 
+pub use group_configs::{GroupConfigBounds, GroupConfigs};
 pub use listener::{Endpoint, Voter};
 #[cfg(any(madsim, test))]
 pub use planted::PlantedBug;

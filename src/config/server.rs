@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use super::group_configs::GroupConfigBounds;
 use super::listener::{
     check_security_protocols, parse_bootstrap_servers, parse_endpoints, parse_listeners,
     parse_names, parse_voters,
@@ -110,6 +111,9 @@ pub struct ServerConfig {
     pub group_consumer_assignors: Vec<String>,
     /// `group.consumer.max.size`.
     pub group_consumer_max_size: i32,
+    /// The bounds and defaults of per-group configs (`group.consumer.min.session.timeout.ms`
+    /// and the like; KIP-848's GROUP config resource).
+    pub group_config_bounds: GroupConfigBounds,
     /// `offsets.retention.minutes`.
     pub offsets_retention_minutes: i64,
     /// `offsets.retention.check.interval.ms`.
@@ -214,6 +218,183 @@ fn cleaner_settings(p: &mut Props<'_>) -> Result<CleanerSettings, ConfigError> {
             .map_or(d.backoff_ms, |b| b as u64),
         io_max_bytes_per_second,
     })
+}
+
+/// The `group.consumer.min/max.*` and `group.share.*` keys, checked against each other and the
+/// broker's own consumer session timeout and heartbeat interval as Kafka's
+/// `GroupCoordinatorConfig` checks them at start.
+fn group_config_bounds(
+    p: &mut Props<'_>,
+    consumer_session_timeout_ms: i32,
+    consumer_heartbeat_interval_ms: i32,
+) -> Result<GroupConfigBounds, ConfigError> {
+    let d = GroupConfigBounds::default();
+    let mut int = |key: &'static str, min: i64, default: i32| -> Result<i32, ConfigError> {
+        Ok(p.int(key, min, I32_MAX)?.map_or(default, |v| v as i32))
+    };
+    let b = GroupConfigBounds {
+        consumer_session_timeout_ms,
+        consumer_heartbeat_interval_ms,
+        consumer_min_session_timeout_ms: int(
+            "group.consumer.min.session.timeout.ms",
+            1,
+            d.consumer_min_session_timeout_ms,
+        )?,
+        consumer_max_session_timeout_ms: int(
+            "group.consumer.max.session.timeout.ms",
+            1,
+            d.consumer_max_session_timeout_ms,
+        )?,
+        consumer_min_heartbeat_interval_ms: int(
+            "group.consumer.min.heartbeat.interval.ms",
+            1,
+            d.consumer_min_heartbeat_interval_ms,
+        )?,
+        consumer_max_heartbeat_interval_ms: int(
+            "group.consumer.max.heartbeat.interval.ms",
+            1,
+            d.consumer_max_heartbeat_interval_ms,
+        )?,
+        share_session_timeout_ms: int(
+            "group.share.session.timeout.ms",
+            1,
+            d.share_session_timeout_ms,
+        )?,
+        share_min_session_timeout_ms: int(
+            "group.share.min.session.timeout.ms",
+            1,
+            d.share_min_session_timeout_ms,
+        )?,
+        share_max_session_timeout_ms: int(
+            "group.share.max.session.timeout.ms",
+            1,
+            d.share_max_session_timeout_ms,
+        )?,
+        share_heartbeat_interval_ms: int(
+            "group.share.heartbeat.interval.ms",
+            1,
+            d.share_heartbeat_interval_ms,
+        )?,
+        share_min_heartbeat_interval_ms: int(
+            "group.share.min.heartbeat.interval.ms",
+            1,
+            d.share_min_heartbeat_interval_ms,
+        )?,
+        share_max_heartbeat_interval_ms: int(
+            "group.share.max.heartbeat.interval.ms",
+            1,
+            d.share_max_heartbeat_interval_ms,
+        )?,
+        share_record_lock_duration_ms: int(
+            "group.share.record.lock.duration.ms",
+            1000,
+            d.share_record_lock_duration_ms,
+        )?,
+        share_min_record_lock_duration_ms: int(
+            "group.share.min.record.lock.duration.ms",
+            1000,
+            d.share_min_record_lock_duration_ms,
+        )?,
+        share_max_record_lock_duration_ms: int(
+            "group.share.max.record.lock.duration.ms",
+            1000,
+            d.share_max_record_lock_duration_ms,
+        )?,
+    };
+    // (key, value, lower bound key and value, upper bound key and value)
+    let checks = [
+        (
+            "group.consumer.session.timeout.ms",
+            b.consumer_session_timeout_ms,
+            (
+                "group.consumer.min.session.timeout.ms",
+                b.consumer_min_session_timeout_ms,
+            ),
+            (
+                "group.consumer.max.session.timeout.ms",
+                b.consumer_max_session_timeout_ms,
+            ),
+        ),
+        (
+            "group.consumer.heartbeat.interval.ms",
+            b.consumer_heartbeat_interval_ms,
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                b.consumer_min_heartbeat_interval_ms,
+            ),
+            (
+                "group.consumer.max.heartbeat.interval.ms",
+                b.consumer_max_heartbeat_interval_ms,
+            ),
+        ),
+        (
+            "group.share.session.timeout.ms",
+            b.share_session_timeout_ms,
+            (
+                "group.share.min.session.timeout.ms",
+                b.share_min_session_timeout_ms,
+            ),
+            (
+                "group.share.max.session.timeout.ms",
+                b.share_max_session_timeout_ms,
+            ),
+        ),
+        (
+            "group.share.heartbeat.interval.ms",
+            b.share_heartbeat_interval_ms,
+            (
+                "group.share.min.heartbeat.interval.ms",
+                b.share_min_heartbeat_interval_ms,
+            ),
+            (
+                "group.share.max.heartbeat.interval.ms",
+                b.share_max_heartbeat_interval_ms,
+            ),
+        ),
+        (
+            "group.share.record.lock.duration.ms",
+            b.share_record_lock_duration_ms,
+            (
+                "group.share.min.record.lock.duration.ms",
+                b.share_min_record_lock_duration_ms,
+            ),
+            (
+                "group.share.max.record.lock.duration.ms",
+                b.share_max_record_lock_duration_ms,
+            ),
+        ),
+    ];
+    for (key, value, (min_key, min), (max_key, max)) in checks {
+        if max < min {
+            return Err(invalid(
+                max_key,
+                &max.to_string(),
+                format!("must be greater than or equal to {min_key}"),
+            ));
+        }
+        if value < min {
+            return Err(invalid(
+                key,
+                &value.to_string(),
+                format!("must be greater than or equal to {min_key}"),
+            ));
+        }
+        if value > max {
+            return Err(invalid(
+                key,
+                &value.to_string(),
+                format!("must be less than or equal to {max_key}"),
+            ));
+        }
+    }
+    if b.share_heartbeat_interval_ms >= b.share_session_timeout_ms {
+        return Err(invalid(
+            "group.share.heartbeat.interval.ms",
+            &b.share_heartbeat_interval_ms.to_string(),
+            "must be below group.share.session.timeout.ms",
+        ));
+    }
+    Ok(b)
 }
 
 /// `group.consumer.assignors`: short names or Kafka's class names, normalised to short names.
@@ -324,6 +505,14 @@ impl ServerConfig {
     pub fn from_properties(
         props: &BTreeMap<String, String>,
     ) -> Result<(ServerConfig, Vec<String>), ConfigError> {
+        ServerConfig::parse(props).map(|(config, warnings, _)| (config, warnings))
+    }
+
+    /// [`Self::from_properties`], also giving every key it looked for.
+    #[allow(clippy::type_complexity)]
+    fn parse(
+        props: &BTreeMap<String, String>,
+    ) -> Result<(ServerConfig, Vec<String>, BTreeSet<&'static str>), ConfigError> {
         // Checked first: a ZooKeeper-mode file fails on other keys too, and this is the real cause.
         if let Some((key, value)) = props.iter().find(|(k, _)| k.starts_with("zookeeper.")) {
             return Err(invalid(
@@ -546,6 +735,11 @@ impl ServerConfig {
                 "must be below group.consumer.session.timeout.ms",
             ));
         }
+        let group_config_bounds = group_config_bounds(
+            &mut p,
+            group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms,
+        )?;
         let group_consumer_assignors =
             parse_assignors(p.get("group.consumer.assignors").unwrap_or("uniform,range"))?;
         let group_consumer_max_size = p
@@ -656,6 +850,7 @@ impl ServerConfig {
             group_consumer_heartbeat_interval_ms,
             group_consumer_assignors,
             group_consumer_max_size,
+            group_config_bounds,
             offsets_retention_minutes,
             offsets_retention_check_interval_ms,
             offset_metadata_max_bytes,
@@ -681,7 +876,7 @@ impl ServerConfig {
                 None => format!("unknown config key '{k}' ignored"),
             })
             .collect();
-        Ok((config, warnings))
+        Ok((config, warnings, p.read))
     }
 
     /// What plain `weir serve` runs: a combined broker and controller on 127.0.0.1:9092.
@@ -750,6 +945,7 @@ impl ServerConfig {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
+        let b = &self.group_config_bounds;
         let idle = match self.connections_max_idle_ms {
             u64::MAX => "-1".to_string(),
             ms => ms.to_string(),
@@ -860,6 +1056,58 @@ impl ServerConfig {
             (
                 "group.consumer.max.size",
                 self.group_consumer_max_size.to_string(),
+            ),
+            (
+                "group.consumer.min.session.timeout.ms",
+                b.consumer_min_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.consumer.max.session.timeout.ms",
+                b.consumer_max_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.consumer.min.heartbeat.interval.ms",
+                b.consumer_min_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.consumer.max.heartbeat.interval.ms",
+                b.consumer_max_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.session.timeout.ms",
+                b.share_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.share.min.session.timeout.ms",
+                b.share_min_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.share.max.session.timeout.ms",
+                b.share_max_session_timeout_ms.to_string(),
+            ),
+            (
+                "group.share.heartbeat.interval.ms",
+                b.share_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.min.heartbeat.interval.ms",
+                b.share_min_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.max.heartbeat.interval.ms",
+                b.share_max_heartbeat_interval_ms.to_string(),
+            ),
+            (
+                "group.share.record.lock.duration.ms",
+                b.share_record_lock_duration_ms.to_string(),
+            ),
+            (
+                "group.share.min.record.lock.duration.ms",
+                b.share_min_record_lock_duration_ms.to_string(),
+            ),
+            (
+                "group.share.max.record.lock.duration.ms",
+                b.share_max_record_lock_duration_ms.to_string(),
             ),
             (
                 "offsets.retention.minutes",
@@ -1014,7 +1262,34 @@ fn topic_defaults(
     p: &mut Props<'_>,
     flush_scheduler_ms: Option<i64>,
 ) -> Result<TopicConfig, ConfigError> {
-    let mut topic = TopicConfig::default();
+    topic_defaults_on(TopicConfig::default(), p, flush_scheduler_ms)
+}
+
+/// `base` with the broker `log.*` keys of `map` on top (dynamic broker configs).
+pub(super) fn topic_defaults_over(
+    base: TopicConfig,
+    map: &BTreeMap<String, String>,
+) -> Result<TopicConfig, ConfigError> {
+    let mut p = Props {
+        map,
+        read: BTreeSet::new(),
+    };
+    topic_defaults_on(base, &mut p, None)
+}
+
+/// Every key [`ServerConfig::from_properties`] reads.
+pub(super) fn known_keys() -> BTreeSet<&'static str> {
+    match ServerConfig::parse(&BTreeMap::new()) {
+        Ok((_, _, keys)) => keys,
+        Err(e) => unreachable!("default configuration is invalid: {e}"),
+    }
+}
+
+fn topic_defaults_on(
+    mut topic: TopicConfig,
+    p: &mut Props<'_>,
+    flush_scheduler_ms: Option<i64>,
+) -> Result<TopicConfig, ConfigError> {
     for &(_, key, field) in FIELDS {
         // These have more than one broker key and are resolved below.
         if matches!(
@@ -1395,6 +1670,37 @@ log.retention.check.interval.ms=300000
         assert_eq!(c.topic_defaults.flush_ms, 900);
         let c = config("log.flush.scheduler.interval.ms=9223372036854775807");
         assert_eq!(c.log_flush_scheduler_interval_ms, i64::MAX as u64);
+    }
+
+    #[test]
+    fn group_config_bounds_are_checked_at_start_as_kafka_checks_them() {
+        let c = config("");
+        assert_eq!(c.group_config_bounds, GroupConfigBounds::default());
+        // Below Kafka's floor of 5 s unless the floor is lowered too.
+        let (key, msg) = error("group.consumer.heartbeat.interval.ms=500");
+        assert_eq!(key, "group.consumer.heartbeat.interval.ms");
+        assert!(
+            msg.contains("group.consumer.min.heartbeat.interval.ms"),
+            "{msg}"
+        );
+        let c = config(
+            "group.consumer.heartbeat.interval.ms=500\n\
+             group.consumer.session.timeout.ms=6000\n\
+             group.consumer.min.heartbeat.interval.ms=500\n\
+             group.consumer.min.session.timeout.ms=6000\n",
+        );
+        let b = &c.group_config_bounds;
+        assert_eq!(
+            (
+                b.consumer_heartbeat_interval_ms,
+                b.consumer_session_timeout_ms
+            ),
+            (500, 6000)
+        );
+        let (key, _) = error("group.consumer.max.session.timeout.ms=1000");
+        assert_eq!(key, "group.consumer.max.session.timeout.ms");
+        let (key, _) = error("group.share.record.lock.duration.ms=999");
+        assert_eq!(key, "group.share.record.lock.duration.ms");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! ids) and records them. Everything here but `store` is pure: requests in, records out,
 //! validated against the committed image; the driver passes `now` and entropy.
 //!
-//! - [`Controller`] (this file): topics, partitions, configs, producer-id blocks;
+//! - [`Controller`] (this file): topics, partitions, topic/broker/group configs, producer-id
+//!   blocks;
 //! - `placement`: where new replicas go; `election`: leaders, ISR and ELR changes;
 //! - `brokers`: broker sessions (registration, heartbeats, fencing, controlled shutdown);
 //! - `alter_partition`: a leader's ISR change requests;
@@ -21,11 +22,11 @@ use std::fmt;
 
 use uuid::Uuid;
 
-use crate::config::TopicConfig;
+use crate::config::{dynamic_broker, GroupConfigBounds, TopicConfig};
 use election::ElectionConfig;
 pub use image::{
-    BrokerEndpoint, BrokerRegistration, MetadataImage, MetadataRecord, PartitionChange,
-    PartitionRecord, PartitionRegistration, TopicMeta, NO_LEADER,
+    BrokerEndpoint, BrokerRegistration, ConfigResource, MetadataImage, MetadataRecord,
+    PartitionChange, PartitionRecord, PartitionRegistration, TopicMeta, NO_LEADER,
 };
 
 /// How many producer ids one metadata record reserves.
@@ -143,6 +144,8 @@ pub struct Controller {
     eligible_leader_replicas: bool,
     /// The broker default of `unclean.leader.election.enable`.
     unclean_leader_election: bool,
+    /// What group configs are checked against (`group.consumer.min.session.timeout.ms`...).
+    group_bounds: GroupConfigBounds,
 }
 
 impl Controller {
@@ -159,7 +162,16 @@ impl Controller {
             topic_defaults,
             eligible_leader_replicas: true,
             unclean_leader_election: false,
+            group_bounds: GroupConfigBounds::default(),
         }
+    }
+
+    pub fn set_group_bounds(&mut self, bounds: GroupConfigBounds) {
+        self.group_bounds = bounds;
+    }
+
+    pub fn group_bounds(&self) -> &GroupConfigBounds {
+        &self.group_bounds
     }
 
     pub fn set_eligible_leader_replicas(&mut self, enabled: bool) {
@@ -171,13 +183,20 @@ impl Controller {
     }
 
     /// A topic's election settings: min ISR from its `min.insync.replicas` (capped at its
-    /// replication factor), unclean election from its override or the broker default.
-    pub fn election_config(&self, topic: &TopicMeta) -> ElectionConfig {
-        let config = self.topic_config(topic);
+    /// replication factor), unclean election from its override, else the cluster-wide dynamic
+    /// broker default, else the static one (KRaft's controller reads the cluster default, not a
+    /// broker's own configs).
+    pub fn election_config(&self, image: &MetadataImage, topic: &TopicMeta) -> ElectionConfig {
+        let cluster = image.resource_configs(&ConfigResource::Broker(String::new()));
+        let defaults = dynamic_broker::topic_defaults_with(&self.topic_defaults, cluster)
+            .unwrap_or_else(|_| self.topic_defaults.clone());
+        let config = defaults.with_overrides(&topic.configs).unwrap_or(defaults);
+        let key = "unclean.leader.election.enable";
         let unclean = topic
             .configs
-            .get("unclean.leader.election.enable")
-            .map(|v| v.eq_ignore_ascii_case("true"))
+            .get(key)
+            .or_else(|| cluster.get(key))
+            .map(|v| v.trim().eq_ignore_ascii_case("true"))
             .unwrap_or(self.unclean_leader_election);
         ElectionConfig {
             elr: self.eligible_leader_replicas && !planted_no_elr(),
@@ -355,7 +374,7 @@ impl Controller {
         image: &MetadataImage,
         auto_rebalance: bool,
     ) -> Vec<MetadataRecord> {
-        let config = |t: &TopicMeta| self.election_config(t);
+        let config = |t: &TopicMeta| self.election_config(image, t);
         let mut changes = election::elect_leaderless(image, None, &config);
         if auto_rebalance {
             let imbalanced: Vec<(Uuid, i32)> = image
@@ -398,6 +417,85 @@ impl Controller {
         })
     }
 
+    /// Dynamic config changes of a broker (`name` its id) or of the cluster default (`name`
+    /// empty), validated as Kafka's `ConfigAdminManager` validates them: the id must be a
+    /// registered broker, and the resulting configs must pass [`dynamic_broker::validate`].
+    /// Every refusal is INVALID_REQUEST, as in Kafka.
+    pub fn alter_broker_config(
+        &self,
+        image: &MetadataImage,
+        name: &str,
+        changes: BTreeMap<String, Option<String>>,
+    ) -> Result<MetadataRecord, ControllerError> {
+        if !name.is_empty() {
+            let id: i32 = name.parse().map_err(|_| {
+                ControllerError::InvalidRequest(format!(
+                    "Node id must be an integer, but it is: {name}"
+                ))
+            })?;
+            if id < 0 {
+                return Err(ControllerError::InvalidRequest(
+                    "Invalid negative broker ID.".into(),
+                ));
+            }
+            if image.broker(id).is_none() {
+                return Err(ControllerError::InvalidRequest(format!(
+                    "Unexpected broker id {name}: no such broker is registered"
+                )));
+            }
+        }
+        let resource = ConfigResource::Broker(name.to_string());
+        let merged = merge(image.resource_configs(&resource), &changes);
+        dynamic_broker::validate(&merged, !name.is_empty())
+            .map_err(ControllerError::InvalidRequest)?;
+        Ok(MetadataRecord::ResourceConfig { resource, changes })
+    }
+
+    /// Config changes of a group (which need not exist), validated as Kafka's `GroupConfig`
+    /// validates them against the broker's bounds (INVALID_CONFIG); an empty name is
+    /// INVALID_REQUEST ("Default group resources are not allowed.").
+    pub fn alter_group_config(
+        &self,
+        image: &MetadataImage,
+        name: &str,
+        changes: BTreeMap<String, Option<String>>,
+    ) -> Result<MetadataRecord, ControllerError> {
+        if name.is_empty() {
+            return Err(ControllerError::InvalidRequest(
+                "Default group resources are not allowed.".into(),
+            ));
+        }
+        let resource = ConfigResource::Group(name.to_string());
+        let merged = merge(image.resource_configs(&resource), &changes);
+        self.group_bounds
+            .validate(&merged)
+            .map_err(ControllerError::InvalidConfig)?;
+        Ok(MetadataRecord::ResourceConfig { resource, changes })
+    }
+
+    /// The topic defaults on broker `node`: the static `log.*` keys, then the cluster-wide
+    /// dynamic ones, then `node`'s own (Kafka's precedence).
+    pub fn topic_defaults_on(&self, image: &MetadataImage, node: i32) -> TopicConfig {
+        let cluster = image.resource_configs(&ConfigResource::Broker(String::new()));
+        let own = image.resource_configs(&ConfigResource::Broker(node.to_string()));
+        // Validated when written; a failure leaves the level out rather than the broker down.
+        let with = |base: TopicConfig, configs: &BTreeMap<String, String>| {
+            dynamic_broker::topic_defaults_with(&base, configs).unwrap_or(base)
+        };
+        with(with(self.topic_defaults.clone(), cluster), own)
+    }
+
+    /// A topic's effective config on broker `node`: its overrides over [`Self::topic_defaults_on`].
+    pub fn topic_config_on(
+        &self,
+        image: &MetadataImage,
+        node: i32,
+        topic: &TopicMeta,
+    ) -> TopicConfig {
+        let defaults = self.topic_defaults_on(image, node);
+        defaults.with_overrides(&topic.configs).unwrap_or(defaults)
+    }
+
     /// A record reserving the next block of producer ids, if `next_id` is past the reserved ones.
     pub fn reserve_producer_ids(
         &self,
@@ -420,6 +518,21 @@ impl Controller {
     pub fn topic_defaults(&self) -> &TopicConfig {
         &self.topic_defaults
     }
+}
+
+/// `current` with `changes` applied (`None` removes a key).
+fn merge(
+    current: &BTreeMap<String, String>,
+    changes: &BTreeMap<String, Option<String>>,
+) -> BTreeMap<String, String> {
+    let mut merged = current.clone();
+    for (key, value) in changes {
+        match value {
+            Some(v) => merged.insert(key.clone(), v.clone()),
+            None => merged.remove(key),
+        };
+    }
+    merged
 }
 
 /// Planted `no-eligible-leader-replicas` (simulator only): every topic elects as Kafka did

@@ -253,7 +253,7 @@ fn election_config_follows_topic_overrides() {
     ]);
     let records = c.create_topic(&image, &new, Uuid::from_u128(3), 0).unwrap();
     apply(&mut image, &records);
-    let config = c.election_config(image.topic("t").unwrap());
+    let config = c.election_config(&image, image.topic("t").unwrap());
     assert_eq!(
         config,
         ElectionConfig {
@@ -336,4 +336,203 @@ fn periodic_elections_retry_unclean_and_restore_preferred_leaders() {
     assert_eq!((p.leader, p.leader_recovering), (p0.replicas[0], true));
     assert_eq!(image.partition(id, 1).unwrap().leader, p1.replicas[0]);
     assert!(c.periodic_elections(&image, true).is_empty());
+}
+
+fn set(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+        .collect()
+}
+
+#[test]
+fn dynamic_broker_configs_are_validated_stored_and_layered_over_the_static_defaults() {
+    let c = controller();
+    let mut image = cluster(2);
+    // Per broker: a SASL key (stored only) and a log default (live).
+    let record = c
+        .alter_broker_config(
+            &image,
+            "2",
+            set(&[
+                ("sasl.kerberos.min.time.before.relogin", Some("58000")),
+                ("log.retention.ms", Some("1000")),
+            ]),
+        )
+        .unwrap();
+    apply(&mut image, &[record]);
+    // Cluster-wide: the segment size for every broker.
+    let record = c
+        .alter_broker_config(&image, "", set(&[("log.segment.bytes", Some("4096"))]))
+        .unwrap();
+    apply(&mut image, &[record]);
+    let on2 = c.topic_defaults_on(&image, 2);
+    let on1 = c.topic_defaults_on(&image, 1);
+    assert_eq!((on2.retention_ms, on2.segment_bytes), (1000, 4096));
+    assert_eq!(on1.segment_bytes, 4096);
+    assert_eq!(on1.retention_ms, c.topic_defaults().retention_ms);
+    // A topic override still wins.
+    let created = c
+        .create_topic(
+            &image,
+            &NewTopic {
+                name: "t".into(),
+                partitions: 1,
+                replication_factor: 1,
+                configs: BTreeMap::from([("retention.ms".into(), "7".into())]),
+                ..NewTopic::default()
+            },
+            Uuid::from_u128(9),
+            0,
+        )
+        .unwrap();
+    apply(&mut image, &created);
+    let topic = image.topic("t").unwrap().clone();
+    assert_eq!(c.topic_config_on(&image, 2, &topic).retention_ms, 7);
+    assert_eq!(c.topic_config_on(&image, 2, &topic).segment_bytes, 4096);
+
+    // Refusals: INVALID_REQUEST throughout, as Kafka answers.
+    let refused = |name: &str, changes| c.alter_broker_config(&image, name, changes).unwrap_err();
+    assert!(matches!(
+        refused("1", set(&[("log.dirs", Some("/x"))])),
+        ControllerError::InvalidRequest(m) if m.contains("Cannot update these configs dynamically")
+    ));
+    assert!(matches!(
+        refused("", set(&[("sasl.kerberos.min.time.before.relogin", Some("1"))])),
+        ControllerError::InvalidRequest(m) if m.contains("broker id must be specified")
+    ));
+    assert!(matches!(
+        refused("9", set(&[("background.threads", Some("9"))])),
+        ControllerError::InvalidRequest(m) if m.contains("no such broker")
+    ));
+    assert!(matches!(
+        refused("one", set(&[])),
+        ControllerError::InvalidRequest(m) if m.contains("must be an integer")
+    ));
+    assert!(matches!(
+        refused("1", set(&[("log.segment.bytes", Some("tiny"))])),
+        ControllerError::InvalidRequest(_)
+    ));
+
+    // Deleting the last key removes the resource.
+    let record = c
+        .alter_broker_config(
+            &image,
+            "2",
+            set(&[
+                ("sasl.kerberos.min.time.before.relogin", None),
+                ("log.retention.ms", None),
+            ]),
+        )
+        .unwrap();
+    apply(&mut image, &[record]);
+    assert!(image
+        .resource_configs(&ConfigResource::Broker("2".into()))
+        .is_empty());
+    assert_eq!(image.all_resource_configs().count(), 1);
+    assert_eq!(
+        c.topic_defaults_on(&image, 2).retention_ms,
+        c.topic_defaults().retention_ms
+    );
+}
+
+#[test]
+fn group_configs_are_checked_against_the_broker_bounds() {
+    let mut c = controller();
+    let mut image = cluster(1);
+    let record = c
+        .alter_group_config(
+            &image,
+            "my-group",
+            set(&[("consumer.session.timeout.ms", Some("50000"))]),
+        )
+        .unwrap();
+    apply(&mut image, &[record]);
+    assert_eq!(
+        image.resource_configs(&ConfigResource::Group("my-group".into()))
+            ["consumer.session.timeout.ms"],
+        "50000"
+    );
+    let invalid = |c: &Controller, image: &MetadataImage, pairs| match c.alter_group_config(
+        image,
+        "my-group",
+        set(pairs),
+    ) {
+        Err(ControllerError::InvalidConfig(m)) => m,
+        other => panic!("expected INVALID_CONFIG, got {other:?}"),
+    };
+    assert_eq!(
+        invalid(&c, &image, &[("consumer.session.timeout", Some("50000"))]),
+        "Unknown group config name: consumer.session.timeout"
+    );
+    assert!(
+        invalid(&c, &image, &[("consumer.session.timeout.ms", Some("6000"))])
+            .contains("group.consumer.min.session.timeout.ms")
+    );
+    // The check is of the group's configs as a whole: with the session at 50 s stored, a
+    // heartbeat of 50 s is out of bounds before it is too close.
+    assert!(invalid(
+        &c,
+        &image,
+        &[("consumer.heartbeat.interval.ms", Some("50000"))]
+    )
+    .contains("group.consumer.max.heartbeat.interval.ms"));
+    assert!(matches!(
+        c.alter_group_config(&image, "", set(&[])),
+        Err(ControllerError::InvalidRequest(_))
+    ));
+    // Wider broker bounds accept what the defaults refuse.
+    c.set_group_bounds(crate::config::GroupConfigBounds {
+        consumer_min_session_timeout_ms: 6000,
+        ..crate::config::GroupConfigBounds::default()
+    });
+    assert!(c
+        .alter_group_config(
+            &image,
+            "g",
+            set(&[("consumer.session.timeout.ms", Some("6000"))])
+        )
+        .is_ok());
+    // DELETE of the override: the resource goes.
+    let record = c
+        .alter_group_config(
+            &image,
+            "my-group",
+            set(&[("consumer.session.timeout.ms", None)]),
+        )
+        .unwrap();
+    apply(&mut image, &[record]);
+    assert_eq!(image.all_resource_configs().count(), 0);
+}
+
+#[test]
+fn election_config_follows_the_cluster_wide_dynamic_defaults_not_a_brokers_own() {
+    let c = controller();
+    let mut image = cluster(3);
+    let records = c
+        .create_topic(&image, &new_topic("t", 1, 3), Uuid::from_u128(3), 0)
+        .unwrap();
+    apply(&mut image, &records);
+    let before = c.election_config(&image, image.topic("t").unwrap());
+    assert_eq!((before.min_isr, before.unclean), (1, false));
+    // A broker's own value does not reach the controller's elections…
+    let own = c
+        .alter_broker_config(&image, "1", set(&[("min.insync.replicas", Some("3"))]))
+        .unwrap();
+    apply(&mut image, &[own]);
+    assert_eq!(c.election_config(&image, image.topic("t").unwrap()), before);
+    // …the cluster default does.
+    let cluster_wide = c
+        .alter_broker_config(
+            &image,
+            "",
+            set(&[
+                ("min.insync.replicas", Some("2")),
+                ("unclean.leader.election.enable", Some("true")),
+            ]),
+        )
+        .unwrap();
+    apply(&mut image, &[cluster_wide]);
+    let after = c.election_config(&image, image.topic("t").unwrap());
+    assert_eq!((after.min_isr, after.unclean), (2, true));
 }

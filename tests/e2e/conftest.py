@@ -54,6 +54,9 @@ group.initial.rebalance.delay.ms=0
 # Consumer-protocol (KIP-848) members heartbeat at the broker's interval (default 5 s).
 group.consumer.heartbeat.interval.ms=500
 group.consumer.session.timeout.ms=6000
+# Kafka's floors (5 s, 45 s) would refuse the two above, as a Kafka broker does.
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.min.session.timeout.ms=6000
 """
 
 

@@ -1,5 +1,5 @@
 //! The cluster metadata as a replayable state machine: records in, image out. Every change to
-//! brokers, topics, partitions, topic configs and producer-id blocks is a [`MetadataRecord`];
+//! brokers, topics, partitions, topic, broker and group configs and producer-id blocks is a [`MetadataRecord`];
 //! the image is whatever applying them in order gives (KRaft's shape: the records travel
 //! through the metadata quorum's log unchanged, and every node replays the same ones).
 //!
@@ -12,11 +12,15 @@ mod records;
 mod snapshot;
 mod topics;
 
+use std::collections::BTreeMap;
+
 use uuid::Uuid;
 
 pub use brokers::BrokerRegistration;
 pub use partitions::PartitionRegistration;
-pub use records::{BrokerEndpoint, MetadataRecord, PartitionChange, PartitionRecord, NO_LEADER};
+pub use records::{
+    BrokerEndpoint, ConfigResource, MetadataRecord, PartitionChange, PartitionRecord, NO_LEADER,
+};
 pub use topics::TopicMeta;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,6 +28,8 @@ pub struct MetadataImage {
     brokers: brokers::Brokers,
     topics: topics::Topics,
     partitions: partitions::Partitions,
+    /// Dynamic broker and group configs; a resource without any has no entry.
+    configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
     /// End of the producer-id block reserved so far.
     producer_ids_reserved: i64,
     /// The offset after the last applied record.
@@ -123,6 +129,18 @@ impl MetadataImage {
                     };
                 }
             }
+            MetadataRecord::ResourceConfig { resource, changes } => {
+                let configs = self.configs.entry(resource.clone()).or_default();
+                for (key, value) in changes {
+                    match value {
+                        Some(v) => configs.insert(key.clone(), v.clone()),
+                        None => configs.remove(key),
+                    };
+                }
+                if configs.is_empty() {
+                    self.configs.remove(resource);
+                }
+            }
             MetadataRecord::ProducerIds { next } => {
                 assert!(
                     *next > self.producer_ids_reserved,
@@ -210,6 +228,19 @@ impl MetadataImage {
     /// Whether `id` may lead or join an ISR: registered, unfenced, not shutting down.
     pub fn is_active_broker(&self, id: i32) -> bool {
         self.brokers.get(id).is_some_and(|b| b.is_active())
+    }
+
+    /// The stored configs of a broker or group resource (empty when it has none).
+    pub fn resource_configs(&self, resource: &ConfigResource) -> &BTreeMap<String, String> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        self.configs.get(resource).unwrap_or(&NONE)
+    }
+
+    /// Every resource with stored configs, in order.
+    pub fn all_resource_configs(
+        &self,
+    ) -> impl Iterator<Item = (&ConfigResource, &BTreeMap<String, String>)> {
+        self.configs.iter()
     }
 
     pub fn producer_ids_reserved(&self) -> i64 {

@@ -82,6 +82,16 @@ impl PartitionChange {
     }
 }
 
+/// A config resource other than a topic (Kafka's ConfigRecord resource type and name).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "type", content = "name", rename_all = "snake_case")]
+pub enum ConfigResource {
+    /// Dynamic broker configs: a broker id, or empty for the cluster-wide default.
+    Broker(String),
+    /// KIP-848 group configs, by group id (the group need not exist).
+    Group(String),
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum MetadataRecord {
@@ -144,6 +154,13 @@ pub enum MetadataRecord {
     /// Sets (`Some`) or removes (`None`) topic-level config overrides.
     TopicConfig {
         name: String,
+        changes: BTreeMap<String, Option<String>>,
+    },
+    /// Sets (`Some`) or removes (`None`) configs of a broker or group resource (Kafka writes one
+    /// ConfigRecord per key; one record carries a request's whole change here, so it applies
+    /// all or nothing).
+    ResourceConfig {
+        resource: ConfigResource,
         changes: BTreeMap<String, Option<String>>,
     },
     /// Producer ids below `next` may have been handed out; ids are never reused.

@@ -7,12 +7,12 @@
 //! ids, partitions of unknown topics or outside the topic's count), so a snapshot that passed
 //! its checksum but holds nonsense is refused with a reason rather than a panic.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::records::PartitionRecord;
+use super::records::{ConfigResource, PartitionRecord};
 use super::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicMeta};
 
 #[derive(Serialize, Deserialize)]
@@ -22,6 +22,9 @@ struct ImageTables {
     brokers: Vec<BrokerRegistration>,
     topics: Vec<TopicMeta>,
     partitions: Vec<(Uuid, i32, PartitionRegistration)>,
+    /// Dynamic broker and group configs (absent in snapshots written before them).
+    #[serde(default)]
+    configs: Vec<(ConfigResource, BTreeMap<String, String>)>,
 }
 
 impl MetadataImage {
@@ -36,6 +39,11 @@ impl MetadataImage {
                 .partitions
                 .all()
                 .map(|((id, p), r)| (id, p, r.clone()))
+                .collect(),
+            configs: self
+                .configs
+                .iter()
+                .map(|(r, c)| (r.clone(), c.clone()))
                 .collect(),
         };
         serde_json::to_vec(&tables).expect("the image serialises")
@@ -103,6 +111,11 @@ impl MetadataImage {
                 partition_epoch: r.partition_epoch,
                 leader_recovering: r.leader_recovering,
             });
+        }
+        for (resource, configs) in tables.configs {
+            if configs.is_empty() || image.configs.insert(resource.clone(), configs).is_some() {
+                return Err(format!("configs of {resource:?} twice or empty"));
+            }
         }
         Ok(image)
     }
@@ -173,6 +186,17 @@ mod tests {
                 ..PartitionChange::new(topic, 0)
             }),
             MetadataRecord::ProducerIds { next: 1000 },
+            MetadataRecord::ResourceConfig {
+                resource: ConfigResource::Broker(String::new()),
+                changes: BTreeMap::from([("log.retention.ms".into(), Some("5".into()))]),
+            },
+            MetadataRecord::ResourceConfig {
+                resource: ConfigResource::Group("g".into()),
+                changes: BTreeMap::from([(
+                    "consumer.session.timeout.ms".into(),
+                    Some("50000".into()),
+                )]),
+            },
         ];
         for (offset, r) in records.iter().enumerate() {
             image.apply(offset as i64 + 3, r);
@@ -186,7 +210,13 @@ mod tests {
         let body = image.to_snapshot();
         let back = MetadataImage::from_snapshot(&body).expect("reads back");
         assert_eq!(back, image);
-        assert_eq!(back.applied(), 11);
+        assert_eq!(back.applied(), 13);
+        assert_eq!(
+            back.resource_configs(&ConfigResource::Group("g".into()))
+                ["consumer.session.timeout.ms"],
+            "50000"
+        );
+        assert_eq!(back.all_resource_configs().count(), 2);
         assert!(back.broker(2).is_some_and(|b| b.in_controlled_shutdown));
         // The empty image too.
         let empty = MetadataImage::default();

@@ -314,6 +314,9 @@ impl ConsumerGroup {
         }
         let m = self.members.get_mut(&member_id).expect("member exists");
         let before = m.now.assigned.clone();
+        // Re-armed at every heartbeat with the group's current value (a group config change
+        // reaches members already in the group).
+        m.session_timeout_ms = config.session_timeout_ms;
         m.client_id = req.client_id.clone();
         m.client_host = req.client_host.clone();
         if req.rack_id.is_some() {

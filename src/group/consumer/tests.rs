@@ -27,6 +27,8 @@ struct Harness {
     topics: Topics,
     /// Every record appended, per offsets partition, in order (for reload tests).
     log: BTreeMap<i32, Vec<crate::group::OffsetRecord>>,
+    /// The group's own configs, as the driver passes them from the metadata image.
+    overrides: GroupOverrides,
 }
 
 fn parts(list: &[i32]) -> Assignment {
@@ -66,6 +68,7 @@ impl Harness {
             next_request: 1,
             topics,
             log: BTreeMap::new(),
+            overrides: GroupOverrides::default(),
         }
     }
 
@@ -119,7 +122,10 @@ impl Harness {
         self.next_request += 1;
         let id = self.next_request;
         let topics = self.topics.clone();
-        let actions = self.c.consumer_heartbeat(id, req, &topics, self.now);
+        let overrides = self.overrides;
+        let actions = self
+            .c
+            .consumer_heartbeat(id, req, &topics, &overrides, self.now);
         match self.answer(actions, id) {
             Response::ConsumerHeartbeat(r) => r,
             other => panic!("unexpected {other:?}"),
@@ -330,6 +336,40 @@ fn a_silent_member_is_removed_after_the_session_timeout() {
         h.beat("b", 2, None).error,
         Some(GroupError::UnknownMemberId)
     );
+    assert_eq!(h.c.next_deadline(), Some(h.now + 45_000));
+}
+
+#[test]
+fn group_configs_set_the_session_timeout_and_heartbeat_interval_of_members_already_in() {
+    let mut h = Harness::new();
+    h.join("a");
+    h.join("b");
+    h.beat("a", 1, Some(&[0, 1]));
+    assert_eq!(h.beat("b", 2, Some(&[])).heartbeat_interval_ms, 5_000);
+    // consumer.session.timeout.ms=60000 and consumer.heartbeat.interval.ms=6000 are set on the
+    // group: the next heartbeat of each member takes them.
+    h.overrides = GroupOverrides {
+        session_timeout_ms: Some(60_000),
+        heartbeat_interval_ms: Some(6_000),
+    };
+    assert_eq!(h.beat("b", 2, Some(&[])).heartbeat_interval_ms, 6_000);
+    for t in (5_000..60_000).step_by(5_000) {
+        h.tick(t);
+        let a = h.beat("a", 2, Some(&[0, 1]));
+        // Past the broker's 45 s, b is still in: its session is the group's 60 s.
+        assert_eq!((a.member_epoch, a.heartbeat_interval_ms), (2, 6_000));
+    }
+    h.tick(60_000);
+    let a = h.beat("a", 2, Some(&[0, 1]));
+    assert_eq!((a.member_epoch, assigned(&a)), (3, vec![0, 1, 2]));
+    assert_eq!(
+        h.beat("b", 2, None).error,
+        Some(GroupError::UnknownMemberId)
+    );
+    assert_eq!(h.c.next_deadline(), Some(h.now + 60_000));
+    // The overrides deleted: back to the broker's settings at the next heartbeat.
+    h.overrides = GroupOverrides::default();
+    assert_eq!(h.beat("a", 3, None).heartbeat_interval_ms, 5_000);
     assert_eq!(h.c.next_deadline(), Some(h.now + 45_000));
 }
 
@@ -786,7 +826,8 @@ fn a_heartbeat_that_changes_the_group_is_answered_only_once_written() {
         version: 1,
         ..HeartbeatRequest::default()
     };
-    let actions = h.c.consumer_heartbeat(id, req, &topics, h.now);
+    let actions =
+        h.c.consumer_heartbeat(id, req, &topics, &GroupOverrides::default(), h.now);
     let [Action::Append { token, records, .. }] = &actions[..] else {
         panic!("one append and no answer yet: {actions:?}");
     };

@@ -51,6 +51,31 @@ impl Default for ConsumerConfig {
     }
 }
 
+impl ConsumerConfig {
+    /// These settings with a group's own overrides on top.
+    pub fn with_overrides(&self, overrides: &GroupOverrides) -> ConsumerConfig {
+        ConsumerConfig {
+            session_timeout_ms: overrides
+                .session_timeout_ms
+                .unwrap_or(self.session_timeout_ms),
+            heartbeat_interval_ms: overrides
+                .heartbeat_interval_ms
+                .unwrap_or(self.heartbeat_interval_ms),
+            ..self.clone()
+        }
+    }
+}
+
+/// A group's own settings (KIP-848 group configs `consumer.session.timeout.ms` and
+/// `consumer.heartbeat.interval.ms`), which the driver reads from the metadata image and passes
+/// with each heartbeat; `None` follows the broker's [`ConsumerConfig`]. They take effect at the
+/// member's next heartbeat, as in Kafka (its session timer is re-armed with the group's value).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupOverrides {
+    pub session_timeout_ms: Option<i32>,
+    pub heartbeat_interval_ms: Option<i32>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct HeartbeatRequest {
     pub group_id: String,

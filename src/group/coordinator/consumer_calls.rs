@@ -62,6 +62,7 @@ impl Coordinator {
         request: RequestId,
         req: consumer::HeartbeatRequest,
         topics: &Topics,
+        overrides: &consumer::GroupOverrides,
         now: i64,
     ) -> Vec<Action> {
         let mut out = Vec::new();
@@ -127,7 +128,7 @@ impl Coordinator {
             Some(_) => {}
         }
         let id = req.group_id.clone();
-        let config = self.config.consumer.clone();
+        let config = self.config.consumer.with_overrides(overrides);
         let partition = self.partition_of(&id).unwrap();
         let answer = self
             .with_group(&id, |c, g| {

@@ -1,0 +1,409 @@
+//! Dynamic broker configs (KIP-226): the broker keys AlterConfigs may change at run time, per
+//! broker (resource name = the broker id) or as the cluster-wide default (empty name), and how
+//! they are validated. The changes are stored as metadata records; every node applies them to
+//! its image. Precedence, highest first: per-broker, cluster default, `server.properties`,
+//! Kafka's default (DescribeConfigs' sources 2, 3, 4, 5).
+//!
+//! Which keys are dynamic, and at which level, follows Kafka's `DynamicBrokerConfig`: listener
+//! and security keys per broker only; thread pools, the log cleaner, connection limits and every
+//! `log.*` default a topic inherits cluster-wide or per broker. A key Weir reads from
+//! `server.properties` that is not dynamic is read-only (INVALID_REQUEST, "Cannot update these
+//! configs dynamically"); a key nobody knows is stored, as Kafka stores custom keys.
+//!
+//! Weir acts on the `log.*` topic defaults (a topic without its own override follows them at
+//! once, see [`topic_defaults_with`]); the others are validated and stored only (Weir has no
+//! SASL/SSL, its thread pools are not sized by these keys, and its cleaner settings are read at
+//! start), as Kafka stores a listener config it can only apply on a reconfigure.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use super::topic::{TopicConfig, FIELDS};
+use super::{parse_bool, parse_int};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// Only with a broker id as the resource name.
+    PerBroker,
+    /// Per broker or as the cluster default.
+    Cluster,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Int(i64, i64),
+    Double,
+    Bool,
+    Text,
+    /// Kafka's LIST type, with its default (what APPEND and SUBTRACT start from).
+    List(&'static str),
+}
+
+const I32: i64 = i32::MAX as i64;
+
+use Kind::{Bool, Double, Int, List, Text};
+use Scope::{Cluster, PerBroker};
+
+/// Kafka's dynamic broker keys other than the `log.*` topic defaults (those are [`FIELDS`]'
+/// broker keys). Sorted.
+const DYNAMIC: &[(&str, Scope, Kind)] = &[
+    ("advertised.listeners", PerBroker, List("")),
+    ("background.threads", Cluster, Int(1, I32)),
+    ("listener.security.protocol.map", PerBroker, List("")),
+    ("listeners", PerBroker, List("")),
+    ("log.cleaner.backoff.ms", Cluster, Int(0, i64::MAX)),
+    ("log.cleaner.dedupe.buffer.load.factor", Cluster, Double),
+    ("log.cleaner.dedupe.buffer.size", Cluster, Int(0, i64::MAX)),
+    ("log.cleaner.io.buffer.size", Cluster, Int(0, I32)),
+    ("log.cleaner.io.max.bytes.per.second", Cluster, Double),
+    ("log.cleaner.threads", Cluster, Int(0, I32)),
+    ("max.connection.creation.rate", Cluster, Int(0, I32)),
+    ("max.connections", Cluster, Int(0, I32)),
+    ("max.connections.per.ip", Cluster, Int(0, I32)),
+    ("max.connections.per.ip.overrides", Cluster, Text),
+    ("metric.reporters", Cluster, List("")),
+    ("num.io.threads", Cluster, Int(1, I32)),
+    ("num.network.threads", Cluster, Int(1, I32)),
+    ("num.recovery.threads.per.data.dir", Cluster, Int(1, I32)),
+    ("num.replica.fetchers", Cluster, Int(1, I32)),
+    ("principal.builder.class", PerBroker, Text),
+    ("producer.id.expiration.ms", Cluster, Int(1, I32)),
+    ("remote.fetch.max.wait.ms", Cluster, Int(1, I32)),
+    (
+        "remote.list.offsets.request.timeout.ms",
+        Cluster,
+        Int(1, i64::MAX),
+    ),
+    (
+        "remote.log.index.file.cache.total.size.bytes",
+        Cluster,
+        Int(1, i64::MAX),
+    ),
+    (
+        "remote.log.manager.copy.max.bytes.per.second",
+        Cluster,
+        Int(1, i64::MAX),
+    ),
+    (
+        "remote.log.manager.fetch.max.bytes.per.second",
+        Cluster,
+        Int(1, i64::MAX),
+    ),
+    ("sasl.enabled.mechanisms", PerBroker, List("GSSAPI")),
+    ("sasl.jaas.config", PerBroker, Text),
+    ("sasl.kerberos.kinit.cmd", PerBroker, Text),
+    (
+        "sasl.kerberos.min.time.before.relogin",
+        PerBroker,
+        Int(i64::MIN, i64::MAX),
+    ),
+    (
+        "sasl.kerberos.principal.to.local.rules",
+        PerBroker,
+        List("DEFAULT"),
+    ),
+    ("sasl.kerberos.service.name", PerBroker, Text),
+    ("sasl.kerberos.ticket.renew.jitter", PerBroker, Double),
+    (
+        "sasl.kerberos.ticket.renew.window.factor",
+        PerBroker,
+        Double,
+    ),
+    ("sasl.login.refresh.buffer.seconds", PerBroker, Int(0, 3600)),
+    (
+        "sasl.login.refresh.min.period.seconds",
+        PerBroker,
+        Int(0, 900),
+    ),
+    ("sasl.login.refresh.window.factor", PerBroker, Double),
+    ("sasl.login.refresh.window.jitter", PerBroker, Double),
+    ("sasl.mechanism.inter.broker.protocol", PerBroker, Text),
+    ("ssl.cipher.suites", PerBroker, List("")),
+    ("ssl.client.auth", PerBroker, Text),
+    ("ssl.enabled.protocols", PerBroker, List("TLSv1.2,TLSv1.3")),
+    ("ssl.endpoint.identification.algorithm", PerBroker, Text),
+    ("ssl.engine.factory.class", PerBroker, Text),
+    ("ssl.key.password", PerBroker, Text),
+    ("ssl.keymanager.algorithm", PerBroker, Text),
+    ("ssl.keystore.certificate.chain", PerBroker, Text),
+    ("ssl.keystore.key", PerBroker, Text),
+    ("ssl.keystore.location", PerBroker, Text),
+    ("ssl.keystore.password", PerBroker, Text),
+    ("ssl.keystore.type", PerBroker, Text),
+    ("ssl.protocol", PerBroker, Text),
+    ("ssl.provider", PerBroker, Text),
+    ("ssl.secure.random.implementation", PerBroker, Text),
+    ("ssl.trustmanager.algorithm", PerBroker, Text),
+    ("ssl.truststore.certificates", PerBroker, Text),
+    ("ssl.truststore.location", PerBroker, Text),
+    ("ssl.truststore.password", PerBroker, Text),
+    ("ssl.truststore.type", PerBroker, Text),
+    ("transaction.partition.verification.enable", Cluster, Bool),
+];
+
+/// Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`: dynamic only with a `listener.name.X.` prefix.
+const LISTENER_PREFIX_ONLY: &[&str] = &[
+    "ssl.key.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.keystore.type",
+    "ssl.truststore.certificates",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.truststore.type",
+];
+
+/// Listener-level keys that are cluster-wide even under a listener prefix.
+const CLUSTER_LEVEL_LISTENER: &[&str] = &[
+    "max.connection.creation.rate",
+    "max.connections",
+    "num.network.threads",
+];
+
+const LISTENER_PREFIX: &str = "listener.name.";
+
+/// `listener.name.X.key` → `key`.
+fn listener_base(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix(LISTENER_PREFIX)?;
+    rest.split_once('.').map(|(_, base)| base)
+}
+
+fn dynamic_entry(key: &str) -> Option<(Scope, Kind)> {
+    if let Ok(i) = DYNAMIC.binary_search_by(|e| e.0.cmp(key)) {
+        return Some((DYNAMIC[i].1, DYNAMIC[i].2));
+    }
+    if FIELDS.iter().any(|f| f.1 == key) {
+        // Validated by the topic-config parser; `log.cleanup.policy` is Kafka's one LIST here.
+        let kind = if key == "log.cleanup.policy" {
+            List("delete")
+        } else {
+            Text
+        };
+        return Some((Cluster, kind));
+    }
+    None
+}
+
+/// Whether AlterConfigs may change `key` on a broker resource.
+pub fn is_dynamic(key: &str) -> bool {
+    dynamic_entry(key).is_some() || listener_base(key).is_some()
+}
+
+/// Kafka's PASSWORD-typed dynamic keys: DescribeConfigs reports them as sensitive, without a
+/// value (also under a listener prefix, as Kafka matches them by suffix).
+const PASSWORDS: &[&str] = &[
+    "sasl.jaas.config",
+    "ssl.key.password",
+    "ssl.keystore.key",
+    "ssl.keystore.password",
+    "ssl.truststore.password",
+];
+
+pub fn is_sensitive(key: &str) -> bool {
+    PASSWORDS.iter().any(|p| key.ends_with(p))
+}
+
+/// Whether Weir acts on a dynamic value of `key` at once (the `log.*` defaults topics inherit);
+/// the other dynamic keys are stored and reported only.
+pub fn is_live(key: &str) -> bool {
+    FIELDS.iter().any(|f| f.1 == key)
+}
+
+/// Every broker key Weir reads from `server.properties` (so a key that is not dynamic is known
+/// to be read-only, not a custom one).
+fn static_keys() -> &'static BTreeSet<&'static str> {
+    static KEYS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
+    KEYS.get_or_init(super::server::known_keys)
+}
+
+/// What a broker key is to APPEND and SUBTRACT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListKey {
+    /// Kafka's LIST type: the operations start from this default when the resource has no
+    /// value of its own.
+    List(&'static str),
+    /// A key of another type (INVALID_CONFIG, "Config value append is not allowed").
+    NotList,
+    /// Nobody's key (INVALID_CONFIG, "Unknown config name").
+    Unknown,
+}
+
+pub fn list_key(key: &str) -> ListKey {
+    let base = listener_base(key).unwrap_or(key);
+    match dynamic_entry(base) {
+        Some((_, List(default))) => ListKey::List(default),
+        Some(_) => ListKey::NotList,
+        // Read-only keys are refused later, by `validate`, as Kafka refuses them.
+        None if static_keys().contains(base) => ListKey::List(""),
+        None => ListKey::Unknown,
+    }
+}
+
+fn check_value(key: &str, kind: Kind, value: &str) -> Result<(), String> {
+    let bad = |e: super::ConfigError| e.to_string();
+    match kind {
+        Int(min, max) => parse_int(key, value, min, max).map(drop).map_err(bad),
+        Bool => parse_bool(key, value).map(drop).map_err(bad),
+        Double => value.trim().parse::<f64>().map(drop).map_err(|_| {
+            format!("Invalid value {value} for configuration {key}: Not a number of type DOUBLE")
+        }),
+        Text | List(_) => Ok(()),
+    }
+}
+
+/// Checks a broker resource's dynamic configs as a whole (after a change), as Kafka's
+/// `DynamicBrokerConfig.validateConfigs` does. `per_broker`: the resource names a broker (not
+/// the cluster default). Every refusal is INVALID_REQUEST in Kafka (KAFKA-13609).
+pub fn validate(configs: &BTreeMap<String, String>, per_broker: bool) -> Result<(), String> {
+    let set = |keys: Vec<&str>| format!("Set({})", keys.join(", "));
+    let read_only: Vec<&str> = configs
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !is_dynamic(k) && static_keys().contains(k))
+        .collect();
+    if !read_only.is_empty() {
+        return Err(format!(
+            "Cannot update these configs dynamically: {}",
+            set(read_only)
+        ));
+    }
+    let unprefixed: Vec<&str> = configs
+        .keys()
+        .map(String::as_str)
+        .filter(|k| LISTENER_PREFIX_ONLY.contains(k))
+        .collect();
+    if !unprefixed.is_empty() {
+        return Err(format!(
+            "These security configs can be dynamically updated only per-listener using the \
+             listener prefix: {}",
+            set(unprefixed)
+        ));
+    }
+    for (key, value) in configs {
+        let base = listener_base(key).unwrap_or(key);
+        if let Some((_, kind)) = dynamic_entry(base) {
+            check_value(key, kind, value)?;
+        }
+    }
+    // The `log.*` defaults must make a valid topic config.
+    topic_defaults_with(&TopicConfig::default(), configs).map_err(|e| e.to_string())?;
+    if !per_broker {
+        let only_per_broker: Vec<&str> = configs
+            .keys()
+            .map(String::as_str)
+            .filter(|k| match listener_base(k) {
+                Some(base) => !CLUSTER_LEVEL_LISTENER.contains(&base),
+                None => matches!(dynamic_entry(k), Some((PerBroker, _))),
+            })
+            .collect();
+        if !only_per_broker.is_empty() {
+            return Err(format!(
+                "Cannot update these configs at default cluster level, broker id must be \
+                 specified: {}",
+                set(only_per_broker)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The topic defaults with a broker resource's dynamic `log.*` keys on top (apply the cluster
+/// default's first, then the broker's own). Other keys are ignored.
+pub fn topic_defaults_with(
+    base: &TopicConfig,
+    configs: &BTreeMap<String, String>,
+) -> Result<TopicConfig, super::ConfigError> {
+    let logs: BTreeMap<String, String> = configs
+        .iter()
+        .filter(|(k, _)| is_live(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    super::server::topic_defaults_over(base.clone(), &logs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_table_is_sorted_for_binary_search() {
+        let keys: Vec<&str> = DYNAMIC.iter().map(|e| e.0).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn what_librdkafka_sets_is_accepted_at_the_right_level() {
+        let kerberos = map(&[("sasl.kerberos.min.time.before.relogin", "58000")]);
+        assert_eq!(validate(&kerberos, true), Ok(()));
+        assert!(validate(&kerberos, false)
+            .unwrap_err()
+            .starts_with("Cannot update these configs at default cluster level"));
+        let both = map(&[
+            ("background.threads", "9"),
+            ("log.cleanup.policy", "delete,compact"),
+        ]);
+        assert_eq!(validate(&both, true), Ok(()));
+        assert_eq!(validate(&both, false), Ok(()));
+        // Custom keys are stored, as in Kafka.
+        assert_eq!(validate(&map(&[("my.own.key", "x")]), false), Ok(()));
+    }
+
+    #[test]
+    fn read_only_keys_and_bad_values_are_refused() {
+        assert_eq!(
+            validate(&map(&[("log.dirs", "/x"), ("node.id", "3")]), true),
+            Err("Cannot update these configs dynamically: Set(log.dirs, node.id)".to_string())
+        );
+        assert!(validate(&map(&[("ssl.keystore.location", "/k")]), true)
+            .unwrap_err()
+            .contains("only per-listener"));
+        assert_eq!(
+            validate(
+                &map(&[("listener.name.external.ssl.keystore.location", "/k")]),
+                true
+            ),
+            Ok(())
+        );
+        assert!(validate(&map(&[("background.threads", "0")]), true).is_err());
+        assert!(validate(&map(&[("log.retention.ms", "soon")]), true).is_err());
+        assert!(validate(&map(&[("log.cleanup.policy", "")]), true).is_err());
+    }
+
+    #[test]
+    fn list_defaults_for_append_and_subtract() {
+        assert_eq!(list_key("log.cleanup.policy"), ListKey::List("delete"));
+        assert_eq!(list_key("sasl.enabled.mechanisms"), ListKey::List("GSSAPI"));
+        assert_eq!(list_key("background.threads"), ListKey::NotList);
+        assert_eq!(list_key("no.such.key"), ListKey::Unknown);
+    }
+
+    #[test]
+    fn log_defaults_apply_over_the_static_ones() {
+        let base = TopicConfig {
+            retention_ms: 1000,
+            ..TopicConfig::default()
+        };
+        let t = topic_defaults_with(
+            &base,
+            &map(&[("log.segment.bytes", "4096"), ("background.threads", "9")]),
+        )
+        .unwrap();
+        assert_eq!(t.segment_bytes, 4096);
+        assert_eq!(t.retention_ms, 1000);
+        assert!(is_live("log.retention.ms"));
+        assert!(is_sensitive("listener.name.external.ssl.keystore.password"));
+        assert!(!is_sensitive("ssl.keystore.location"));
+        assert!(!is_live("background.threads"));
+    }
+}
