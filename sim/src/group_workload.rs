@@ -1,5 +1,5 @@
-//! Consumer groups in the simulator: members that `subscribe` to the workload's topic through
-//! Weir's own client (JoinGroup, SyncGroup with the range assignor run by the leader,
+//! Consumer groups in the simulator: classic members (KIP-848 ones are `consumer_workload`'s)
+//! that `subscribe` to the workload's topic through Weir's own client (JoinGroup, SyncGroup with the range assignor run by the leader,
 //! Heartbeat, fetch, commit after processing, LeaveGroup), as Kafka's Java consumer does with
 //! the classic protocol, plus an observer that keeps reading the committed offsets. Before the
 //! faults heal, members also churn: leave and come back, crash and come back, or stall past
@@ -42,20 +42,20 @@ pub struct GroupsSpec {
 
 /// Each fetch waits at most this long for data (a consumer's `fetch.max.wait.ms`, short so
 /// that heartbeats stay on time with several partitions owned).
-const FETCH_WAIT: Duration = Duration::from_millis(50);
+pub(crate) const FETCH_WAIT: Duration = Duration::from_millis(50);
 /// How often the observer reads the committed offsets.
 const OBSERVE_EVERY: Duration = Duration::from_millis(500);
 /// A member that left or crashed comes back after this long: [min, max] ms.
-const RETURN_MS: [u64; 2] = [500, 3000];
+pub(crate) const RETURN_MS: [u64; 2] = [500, 3000];
 /// A stall lasts the session timeout plus this much: [min, max] ms.
-const STALL_EXTRA_MS: [u64; 2] = [1000, 3000];
+pub(crate) const STALL_EXTRA_MS: [u64; 2] = [1000, 3000];
 
 pub fn group_name(group: u32) -> String {
     format!("group-{group}")
 }
 
 /// Commit ops: the top byte says "group", then the group, the member slot and a counter.
-fn commit_op(group: u32, slot: u32, n: u64) -> u64 {
+pub(crate) fn commit_op(group: u32, slot: u32, n: u64) -> u64 {
     0xC0 << 56 | (group as u64 & 0xff) << 48 | (slot as u64 & 0xff) << 40 | (n & 0xff_ffff_ffff)
 }
 
@@ -248,35 +248,8 @@ impl Member {
     /// Fetches every owned partition once; returns the records read: (partition, offset,
     /// value), and advances nothing yet.
     async fn fetch(&mut self) -> Result<Vec<(i32, i64, String)>, ClientError> {
-        let mut out = Vec::new();
-        let owned: Vec<(i32, i64)> = self.positions.iter().map(|(p, o)| (*p, *o)).collect();
-        if owned.is_empty() {
-            // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
-            self.io.clock.sleep(FETCH_WAIT).await;
-        }
-        let topic = self.spec.topic.clone();
-        for (p, position) in owned {
-            let client = self.client.as_mut().expect("connected");
-            match client.fetch(&topic, p, position, 1 << 20, FETCH_WAIT).await {
-                Ok(fetched) => {
-                    for r in decode(&fetched.records, position) {
-                        match r {
-                            // Only what the broker calls committed is processed, as a
-                            // read_committed-free consumer still gets it below the HW.
-                            Ok((o, v)) if o < fetched.high_watermark => out.push((p, o, v)),
-                            _ => break,
-                        }
-                    }
-                }
-                Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
-                    // auto.offset.reset=earliest.
-                    let (start, _) = client.list_offset(&topic, p, -2).await?;
-                    self.positions.insert(p, start.max(0));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        let client = self.client.as_mut().expect("connected");
+        fetch_owned(client, &self.io, &self.spec.topic, &mut self.positions).await
     }
 
     fn process(&mut self, records: &[(i32, i64, String)]) {
@@ -481,7 +454,44 @@ impl Member {
     }
 }
 
-fn member_name(group: u32, slot: u32, incarnation: u32) -> String {
+/// Fetches every partition of `positions` once (moving a position that fell off the log to the
+/// log start, `auto.offset.reset=earliest`); returns the records read below the high
+/// watermark: (partition, offset, value). Advances nothing: processing comes first.
+pub(crate) async fn fetch_owned(
+    client: &mut Client,
+    io: &Io,
+    topic: &str,
+    positions: &mut BTreeMap<i32, i64>,
+) -> Result<Vec<(i32, i64, String)>, ClientError> {
+    let mut out = Vec::new();
+    let owned: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+    if owned.is_empty() {
+        // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
+        io.clock.sleep(FETCH_WAIT).await;
+    }
+    for (p, position) in owned {
+        match client.fetch(topic, p, position, 1 << 20, FETCH_WAIT).await {
+            Ok(fetched) => {
+                for r in decode(&fetched.records, position) {
+                    match r {
+                        // Only what the broker calls committed is processed, as a
+                        // read_committed-free consumer still gets it below the HW.
+                        Ok((o, v)) if o < fetched.high_watermark => out.push((p, o, v)),
+                        _ => break,
+                    }
+                }
+            }
+            Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
+                let (start, _) = client.list_offset(topic, p, -2).await?;
+                positions.insert(p, start.max(0));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn member_name(group: u32, slot: u32, incarnation: u32) -> String {
     format!("g{group}-m{slot}.{incarnation}")
 }
 

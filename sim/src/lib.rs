@@ -10,6 +10,8 @@ pub mod buggify;
 pub mod checker;
 pub mod clock;
 pub mod coverage;
+#[cfg(madsim)]
+pub mod consumer_workload;
 pub mod group_check;
 #[cfg(madsim)]
 pub mod group_workload;

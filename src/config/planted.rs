@@ -108,6 +108,11 @@ pub enum PlantedBug {
     /// leader, so later rebalances assign its partitions to nobody alive.
     #[cfg(madsim)]
     GroupKeepsDepartedMember,
+    /// Consumer groups (KIP-848): a member commit at an epoch older than the member's, or from
+    /// a member no longer in the group (its session expired), is accepted, so a fenced
+    /// consumer's late commit lands on a partition that has moved to another member.
+    #[cfg(madsim)]
+    ConsumerGroupCommitStaleEpoch,
 }
 
 impl PlantedBug {
@@ -189,6 +194,11 @@ impl PlantedBug {
         (
             "group-keeps-departed-member",
             PlantedBug::GroupKeepsDepartedMember,
+        ),
+        #[cfg(madsim)]
+        (
+            "consumer-group-commit-stale-epoch",
+            PlantedBug::ConsumerGroupCommitStaleEpoch,
         ),
     ];
 
