@@ -279,9 +279,10 @@ pub fn check(
                 for (p, _) in offsets.iter() {
                     let Some(&since) = held.get(p) else { continue };
                     let list = handovers.get(&(*group, *p)).map(Vec::as_slice);
-                    let taken = list.unwrap_or_default().iter().find(|(t, other)| {
-                        *other != member.as_str() && since < *t && *t < at
-                    });
+                    let taken = list
+                        .unwrap_or_default()
+                        .iter()
+                        .find(|(t, other)| *other != member.as_str() && since < *t && *t < at);
                     if let Some((t, other)) = taken {
                         suspect.entry(*op).or_insert(format!(
                             "group {group} partition {p}: {member} (owning it since {since} ms) committed at epoch {generation}, sent at {at} ms, after {other} was handed it at {t} ms"

@@ -9,9 +9,9 @@ pub mod admin;
 pub mod buggify;
 pub mod checker;
 pub mod clock;
-pub mod coverage;
 #[cfg(madsim)]
 pub mod consumer_workload;
+pub mod coverage;
 pub mod group_check;
 #[cfg(madsim)]
 pub mod group_workload;

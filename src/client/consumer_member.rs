@@ -252,10 +252,7 @@ fn minus(a: &Owned, b: &Owned) -> Owned {
     let empty = BTreeSet::new();
     a.iter()
         .filter_map(|(t, ps)| {
-            let rest: BTreeSet<i32> = ps
-                .difference(b.get(t).unwrap_or(&empty))
-                .copied()
-                .collect();
+            let rest: BTreeSet<i32> = ps.difference(b.get(t).unwrap_or(&empty)).copied().collect();
             (!rest.is_empty()).then_some((*t, rest))
         })
         .collect()
@@ -391,7 +388,10 @@ mod tests {
         // The new assignment is acknowledged at once, then at the coordinator's interval.
         assert!(m.heartbeat_due(0));
         let ack = m.heartbeat();
-        assert_eq!((ack.member_epoch, ack.topics, ack.rebalance_timeout_ms), (3, None, None));
+        assert_eq!(
+            (ack.member_epoch, ack.topics, ack.rebalance_timeout_ms),
+            (3, None, None)
+        );
         assert_eq!(ack.owned, Some(owned(&[0, 1])));
         assert!(m.on_answer(&answer(3, None)).is_empty());
         assert!(!m.heartbeat_due(999));
@@ -429,7 +429,10 @@ mod tests {
         assert_eq!(on_error(&ClientError::Timeout), OnError::Reconnect);
         m.reset();
         let rejoin = m.heartbeat();
-        assert_eq!((rejoin.member_epoch, rejoin.member_id.as_str()), (0, "id-1"));
+        assert_eq!(
+            (rejoin.member_epoch, rejoin.member_id.as_str()),
+            (0, "id-1")
+        );
         assert_eq!(rejoin.owned, Some(Owned::new()));
         assert!(rejoin.topics.is_some());
         let leave = m.leave();

@@ -590,7 +590,10 @@ impl ConsumerGroup {
             && crate::config::planted::active(
                 crate::config::PlantedBug::ConsumerGroupCommitStaleEpoch,
             )
-            && self.members.get(member_id).is_none_or(|m| epoch < m.now.epoch)
+            && self
+                .members
+                .get(member_id)
+                .is_none_or(|m| epoch < m.now.epoch)
         {
             return Ok(());
         }
