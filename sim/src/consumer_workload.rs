@@ -179,6 +179,12 @@ impl Member {
             .map(|ps| ps.iter().copied().collect())
             .unwrap_or_default();
         if !revoked.is_empty() {
+            // The application finishes what it has in hand first (bounded by `revoke_ms`).
+            let most = self.spec.groups.revoke_ms;
+            if most > 0 {
+                let pause = madsim::rand::thread_rng().gen_range(0..=most);
+                self.io.clock.sleep(Duration::from_millis(pause)).await;
+            }
             // Commit what it processed of them while it still owns them (the coordinator keeps
             // its epoch until it hears they are gone), then let go. A failed commit does not
             // stop the revocation: the next owner processes those records again.

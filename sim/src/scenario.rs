@@ -202,6 +202,12 @@ pub struct Groups {
     /// owned once); default session + 2 × rebalance timeout + 10 s (groups.md L2).
     #[serde(default)]
     pub settle_bound_ms: Option<u64>,
+    /// KIP-848 members take up to this long (uniformly from 0) between being told to revoke
+    /// partitions and committing them (the application finishing the batch in hand, its
+    /// revocation callback): the window in which the coordinator must keep the partitions from
+    /// their next owner. Below the rebalance timeout.
+    #[serde(default)]
+    pub revoke_ms: u64,
     /// Which group protocol the members speak.
     #[serde(default)]
     pub protocol: GroupProtocol,
@@ -243,7 +249,7 @@ impl Groups {
     /// The protocol group `group`'s members speak.
     pub fn protocol_of(&self, group: u32) -> GroupProtocol {
         match self.protocol {
-            GroupProtocol::Mixed if group % 2 == 0 => GroupProtocol::Classic,
+            GroupProtocol::Mixed if group.is_multiple_of(2) => GroupProtocol::Classic,
             GroupProtocol::Mixed => GroupProtocol::Consumer,
             p => p,
         }
@@ -282,6 +288,9 @@ impl Groups {
         ];
         if rates.iter().any(|r| !(0.0..=60.0).contains(r)) {
             return Err("groups churn rates must be 0..=60 per minute".into());
+        }
+        if self.revoke_ms >= self.rebalance_timeout_ms.min(self.session_timeout_ms) {
+            return Err("groups.revoke_ms must be below the rebalance and session timeouts".into());
         }
         if let Some(a) = &self.assignor {
             if a != "uniform" && a != "range" {

@@ -113,6 +113,12 @@ pub enum PlantedBug {
     /// consumer's late commit lands on a partition that has moved to another member.
     #[cfg(madsim)]
     ConsumerGroupCommitStaleEpoch,
+    /// Consumer groups (KIP-848): reconciliation takes a member's revocation as done the moment
+    /// it is asked for (the member moves to the new epoch and its revoked partitions are free
+    /// for their next owner) instead of waiting for a heartbeat that leaves them out, so a
+    /// partition reaches its new owner while the old one is still committing it.
+    #[cfg(madsim)]
+    ConsumerGroupAssignBeforeRevoke,
 }
 
 impl PlantedBug {
@@ -199,6 +205,11 @@ impl PlantedBug {
         (
             "consumer-group-commit-stale-epoch",
             PlantedBug::ConsumerGroupCommitStaleEpoch,
+        ),
+        #[cfg(madsim)]
+        (
+            "consumer-group-assign-before-revoke",
+            PlantedBug::ConsumerGroupAssignBeforeRevoke,
         ),
     ];
 
