@@ -357,19 +357,20 @@ impl Member {
         self.io.clock.sleep(Duration::from_millis(pause)).await;
     }
 
-    /// One round: heartbeat when due (joining if needed) and reconcile, fetch, process,
-    /// commit; churn on the way.
+    /// One round of a poll loop: fetch, process, heartbeat when due (reconciling: a revocation
+    /// commits what was just processed of the revoked partitions), commit the rest; joining
+    /// first if needed; churn on the way.
     async fn step(&mut self) {
         if !self.ensure_connected().await {
             return;
         }
-        if let Err(e) = self.heartbeat().await {
-            self.on_error("heartbeat", &e).await;
-            return;
-        }
         if !self.membership.is_joined() {
-            // Answered without an epoch yet (or not at all): do not spin.
-            self.io.clock.sleep(RECONNECT_BACKOFF).await;
+            if let Err(e) = self.heartbeat().await {
+                self.on_error("heartbeat", &e).await;
+            } else if !self.membership.is_joined() {
+                // Answered without an epoch: do not spin.
+                self.io.clock.sleep(RECONNECT_BACKOFF).await;
+            }
             return;
         }
         if let Err(e) = self.fill_positions().await {
@@ -389,11 +390,22 @@ impl Member {
         if self.spec.groups.commit_after_processing {
             self.process(&records);
             self.advance(&records);
-            if churn == Some(Churn::Stall) {
-                // Processed, not yet committed: the commit below carries the stale epoch.
-                self.stall().await;
-            } else if let Some(what) = churn {
-                return self.go_away(what).await;
+            match churn {
+                Some(Churn::Stall) => {
+                    // Processed, not yet committed: it wakes up and commits with its stale
+                    // epoch before anything tells it that it was fenced.
+                    self.stall().await;
+                    if let Err(e) = self.commit(None).await {
+                        self.on_error("commit", &e).await;
+                    }
+                    return;
+                }
+                Some(what) => return self.go_away(what).await,
+                None => {}
+            }
+            if let Err(e) = self.heartbeat().await {
+                self.on_error("heartbeat", &e).await;
+                return;
             }
             if let Err(e) = self.commit(None).await {
                 self.on_error("commit", &e).await;
@@ -409,7 +421,10 @@ impl Member {
             }
             self.process(&records);
             if let Err(e) = committed {
-                self.on_error("commit", &e).await;
+                return self.on_error("commit", &e).await;
+            }
+            if let Err(e) = self.heartbeat().await {
+                self.on_error("heartbeat", &e).await;
             }
         }
     }
