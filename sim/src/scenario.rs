@@ -867,6 +867,27 @@ mod tests {
     }
 
     #[test]
+    fn group_protocols_and_their_keys() {
+        let groups = |body: &str| {
+            let s = toml::from_str::<Scenario>(&format!("[groups]\ncount = 3\n{body}")).unwrap();
+            let v = s.validate();
+            (s.groups.unwrap(), v)
+        };
+        let (g, v) = groups("");
+        assert!(v.is_ok());
+        assert_eq!(g.protocol_of(1), GroupProtocol::Classic);
+        assert!(!g.any_consumer());
+        let (g, _) = groups("protocol = \"mixed\"");
+        let of: Vec<GroupProtocol> = (0..3).map(|i| g.protocol_of(i)).collect();
+        use GroupProtocol::{Classic, Consumer};
+        assert_eq!(of, vec![Classic, Consumer, Classic]);
+        assert!(g.any_consumer());
+        assert!(groups("assignor = \"sticky\"").1.unwrap_err().contains("assignor"));
+        assert!(groups("revoke_ms = 6000").1.unwrap_err().contains("revoke_ms"));
+        assert!(groups("protocol = \"consumer\"\nrevoke_ms = 1500").1.is_ok());
+    }
+
+    #[test]
     fn unknown_fields_are_refused() {
         let err = toml::from_str::<Scenario>("durration_secs = 3").unwrap_err();
         assert!(err.to_string().contains("durration_secs"));
