@@ -882,9 +882,17 @@ mod tests {
         use GroupProtocol::{Classic, Consumer};
         assert_eq!(of, vec![Classic, Consumer, Classic]);
         assert!(g.any_consumer());
-        assert!(groups("assignor = \"sticky\"").1.unwrap_err().contains("assignor"));
-        assert!(groups("revoke_ms = 6000").1.unwrap_err().contains("revoke_ms"));
-        assert!(groups("protocol = \"consumer\"\nrevoke_ms = 1500").1.is_ok());
+        assert!(groups("assignor = \"sticky\"")
+            .1
+            .unwrap_err()
+            .contains("assignor"));
+        assert!(groups("revoke_ms = 6000")
+            .1
+            .unwrap_err()
+            .contains("revoke_ms"));
+        assert!(groups("protocol = \"consumer\"\nrevoke_ms = 1500")
+            .1
+            .is_ok());
     }
 
     #[test]
