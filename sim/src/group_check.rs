@@ -18,7 +18,8 @@
 //!   processed by some member of every group, once the faults healed and the members drained.
 //! - **group-settle** (L2): at the end every member of a group is in one generation, their
 //!   partitions are disjoint and cover the topic, and that generation began within the bound
-//!   after healing.
+//!   after healing; for a KIP-848 group the coordinator agrees (ConsumerGroupDescribe: Stable,
+//!   the assignment epoch at the group epoch, every member at it, so no revocation pending).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -100,6 +101,15 @@ pub enum GroupEvent {
         member: String,
         call: String,
         error: String,
+    },
+    /// At the end, the coordinator's view of a KIP-848 group (ConsumerGroupDescribe).
+    Described {
+        group: u32,
+        state: String,
+        group_epoch: i32,
+        assignment_epoch: i32,
+        /// (member id, member epoch).
+        member_epochs: Vec<(String, i32)>,
     },
     /// Every fault has healed; no more churn.
     Healed,
@@ -188,6 +198,8 @@ pub fn check(
     let mut holding: BTreeMap<(u32, &str), BTreeMap<i32, u64>> = BTreeMap::new();
     let mut handovers: BTreeMap<(u32, i32), Vec<(u64, &str)>> = BTreeMap::new();
     let mut suspect: BTreeMap<u64, String> = BTreeMap::new();
+    // KIP-848 groups the observer described at the end: why each is not settled, if it is not.
+    let mut described: BTreeMap<u32, Option<String>> = BTreeMap::new();
     // Produced values: op → values, and the acknowledged ones.
     let mut ops: BTreeMap<u64, &[String]> = BTreeMap::new();
     let mut acked: Vec<&str> = Vec::new();
@@ -331,6 +343,32 @@ pub fn check(
             GroupEvent::Healed => {
                 healed_ms.get_or_insert(at);
             }
+            GroupEvent::Described {
+                group,
+                state,
+                group_epoch,
+                assignment_epoch,
+                member_epochs,
+            } => {
+                // The last description counts (the observer may retry its final round).
+                let behind: Vec<&(String, i32)> = member_epochs
+                    .iter()
+                    .filter(|(_, e)| e != group_epoch)
+                    .collect();
+                let settled = state == "Stable"
+                    && assignment_epoch == group_epoch
+                    && behind.is_empty()
+                    && member_epochs.len() == expected.members as usize;
+                described.insert(
+                    *group,
+                    (!settled).then(|| {
+                        format!(
+                            "group {group}: the coordinator says {state}, group epoch {group_epoch}, assignment epoch {assignment_epoch}, {} members, behind the group epoch {behind:?}",
+                            member_epochs.len()
+                        )
+                    }),
+                );
+            }
             GroupEvent::Final {
                 group,
                 member,
@@ -347,6 +385,12 @@ pub fn check(
     if let Some(read) = final_read {
         check_delivery(&acked, read, &processed, expected, end, &mut f);
         check_settled(&finals, &generation_start, healed_ms, expected, end, &mut f);
+        for why in described.into_values().flatten() {
+            f.evidence(Check::GroupSettle, end);
+            if f.unsettled.len() < EXAMPLES {
+                f.unsettled.push(why);
+            }
+        }
     }
     f
 }
@@ -624,6 +668,59 @@ mod tests {
         back.push(owns(160, "a", 5, vec![0, 1]));
         back.extend(commit(200, 5, "a", 5, 9));
         assert!(check(&back, None, expected()).ownership.is_empty());
+    }
+
+    #[test]
+    fn the_coordinator_must_agree_a_kip848_group_settled() {
+        let read: FinalRead = BTreeMap::new();
+        let described = |state: &str, epochs: Vec<i32>| {
+            let mut entries = vec![
+                at(100, GroupEvent::Healed),
+                owns(200, "a", 4, vec![0]),
+                owns(201, "b", 4, vec![1]),
+                at(
+                    300,
+                    GroupEvent::Final {
+                        group: 0,
+                        member: "a".into(),
+                        generation: Some(4),
+                        partitions: vec![0],
+                    },
+                ),
+                at(
+                    300,
+                    GroupEvent::Final {
+                        group: 0,
+                        member: "b".into(),
+                        generation: Some(4),
+                        partitions: vec![1],
+                    },
+                ),
+            ];
+            entries.push(at(
+                310,
+                GroupEvent::Described {
+                    group: 0,
+                    state: state.into(),
+                    group_epoch: 4,
+                    assignment_epoch: 4,
+                    member_epochs: epochs
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, e)| (format!("m{i}"), e))
+                        .collect(),
+                },
+            ));
+            check(&entries, Some(&read), expected())
+        };
+        let f = described("Stable", vec![4, 4]);
+        assert!(f.unsettled.is_empty(), "{:?}", f.unsettled);
+        assert_eq!(f.settle_ms, vec![(0, 100)]);
+        let f = described("Reconciling", vec![4, 3]);
+        assert_eq!(f.unsettled.len(), 1, "{:?}", f.unsettled);
+        assert!(f.unsettled[0].contains("Reconciling"), "{:?}", f.unsettled);
+        // A member the clients do not know of (a zombie the coordinator still counts).
+        assert_eq!(described("Stable", vec![4, 4, 4]).unsettled.len(), 1);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use weir::io::Io;
 
 use crate::group_check::{Churn, GroupEvent};
 use crate::history::{Event, History};
-use crate::scenario::Groups;
+use crate::scenario::{GroupProtocol, Groups};
 use crate::workload::{connect, decode, RunClock, RECONNECT_BACKOFF};
 
 /// What every member and the observer of a run share.
@@ -539,7 +539,8 @@ pub async fn run_member(
 }
 
 /// Reads every group's committed offsets every [`OBSERVE_EVERY`] until the deadline, and once
-/// more after it (when the members have stopped), retrying that last round a few times.
+/// more after it (when the members have stopped, with the coordinator's view of each KIP-848
+/// group), retrying that last round a few times.
 pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: RunClock) {
     let mut client: Option<Client> = None;
     let mut tries_after_end = 0;
@@ -549,7 +550,10 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
             client = connect(&io, spec.addr, spec.timeout).await.ok();
         }
         let ok = match client.as_mut() {
-            Some(c) => observe(c, &spec, &history, clock).await,
+            Some(c) => {
+                observe(c, &spec, &history, clock).await
+                    && (!last || describe(c, &spec, &history, clock).await)
+            }
             None => false,
         };
         if !ok {
@@ -593,6 +597,35 @@ async fn observe(c: &mut Client, spec: &GroupsSpec, history: &History, clock: Ru
                 );
             }
             Err(ClientError::Kafka(_, _)) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// ConsumerGroupDescribe of every KIP-848 group: the coordinator's side of settling (state,
+/// group epoch, each member's epoch). `false` on connection trouble.
+async fn describe(c: &mut Client, spec: &GroupsSpec, history: &History, clock: RunClock) -> bool {
+    for group in 0..spec.groups.count {
+        if spec.groups.protocol_of(group) != GroupProtocol::Consumer {
+            continue;
+        }
+        match c.describe_consumer_group(&group_name(group)).await {
+            Ok(Some(d)) => history.record(
+                clock.now_ms(),
+                Event::Group(GroupEvent::Described {
+                    group,
+                    state: d.state,
+                    group_epoch: d.group_epoch,
+                    assignment_epoch: d.assignment_epoch,
+                    member_epochs: d
+                        .members
+                        .into_iter()
+                        .map(|m| (m.member_id, m.member_epoch))
+                        .collect(),
+                }),
+            ),
+            Ok(None) | Err(ClientError::Kafka(_, _)) => {}
             Err(_) => return false,
         }
     }
