@@ -335,9 +335,7 @@ impl Member {
                 Ok(())
             }
             Err(ClientError::Kafka(ResponseError::RebalanceInProgress, m)) => {
-                if let Err(e) = self.commit().await {
-                    return Err(e);
-                }
+                self.commit().await?;
                 Err(ClientError::Kafka(ResponseError::RebalanceInProgress, m))
             }
             Err(e) => Err(e),
