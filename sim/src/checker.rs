@@ -167,7 +167,7 @@ impl Findings {
         add(
             Check::GroupOwnership,
             g.ownership.len(),
-            "partitions assigned twice in one generation",
+            "partitions owned twice (one generation, or a commit after a handover)",
         );
         add(
             Check::GroupOffsets,

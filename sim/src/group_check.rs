@@ -1,7 +1,13 @@
 //! Consumer groups in the history, and the checks on them (groups.md §8):
 //!
-//! - **group-ownership** (S3): no partition is assigned to two members of one group in the same
-//!   generation (from every SyncGroup answer a member got).
+//! - **group-ownership** (S3): classic groups: no partition is assigned to two members of one
+//!   group in the same generation (from every SyncGroup answer a member got). KIP-848 groups:
+//!   a partition reaches a new owner only after the previous one let go or was fenced. A member
+//!   cannot see the second (a stalled member still believes it owns what it had), so what is
+//!   judged is what the coordinator let it do: a commit of partition P that the coordinator
+//!   accepted from member N, sent after another member M was handed P while N, by its own
+//!   account, owned P since before that, is two owners at once. (A zombie may still *process*
+//!   records; at-least-once tolerates that, and Kafka does not fence fetches.)
 //! - **group-offsets** (S4, S5, S6): a group's committed offsets never go backwards. Each
 //!   acknowledged commit and each observed OffsetFetch answer raises a floor; a commit the
 //!   coordinator accepted, or an OffsetFetch answer, that was *sent* after the floor was
@@ -12,7 +18,8 @@
 //!   processed by some member of every group, once the faults healed and the members drained.
 //! - **group-settle** (L2): at the end every member of a group is in one generation, their
 //!   partitions are disjoint and cover the topic, and that generation began within the bound
-//!   after healing.
+//!   after healing; for a KIP-848 group the coordinator agrees (ConsumerGroupDescribe: Stable,
+//!   the assignment epoch at the group epoch, every member at it, so no revocation pending).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,6 +47,17 @@ pub enum GroupEvent {
         member: String,
         member_id: String,
         generation: i32,
+        partitions: Vec<i32>,
+    },
+    /// KIP-848: what a member believes it owns now, at `epoch` (0: not in the group): after a
+    /// heartbeat answer changed its assignment or epoch, after it dropped revoked partitions
+    /// (before the heartbeat that reports them gone), and when it leaves, crashes or learns
+    /// it was fenced (nothing).
+    Owns {
+        group: u32,
+        member: String,
+        member_id: String,
+        epoch: i32,
         partitions: Vec<i32>,
     },
     /// A member processed a record.
@@ -84,6 +102,15 @@ pub enum GroupEvent {
         call: String,
         error: String,
     },
+    /// At the end, the coordinator's view of a KIP-848 group (ConsumerGroupDescribe).
+    Described {
+        group: u32,
+        state: String,
+        group_epoch: i32,
+        assignment_epoch: i32,
+        /// (member id, member epoch).
+        member_epochs: Vec<(String, i32)>,
+    },
     /// Every fault has healed; no more churn.
     Healed,
     /// At the end: what the member holds (`None`: it is not in a generation).
@@ -98,7 +125,8 @@ pub enum GroupEvent {
 /// What the group checks found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupFindings {
-    /// Partitions assigned twice in one generation.
+    /// Partitions assigned twice in one generation (classic), or committed by a member after
+    /// another was handed them (KIP-848).
     pub ownership: Vec<String>,
     /// Committed offsets that went backwards.
     pub offsets: Vec<String>,
@@ -164,6 +192,14 @@ pub fn check(
     let mut processed: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
     let mut finals: Finals = BTreeMap::new();
     let mut healed_ms = None;
+    // KIP-848: (group, member) → partition → since when it has owned it without a break;
+    // (group, partition) → when a member was handed it; commits sent after a handover of one of
+    // their partitions to another member: op → why.
+    let mut holding: BTreeMap<(u32, &str), BTreeMap<i32, u64>> = BTreeMap::new();
+    let mut handovers: BTreeMap<(u32, i32), Vec<(u64, &str)>> = BTreeMap::new();
+    let mut suspect: BTreeMap<u64, String> = BTreeMap::new();
+    // KIP-848 groups the observer described at the end: why each is not settled, if it is not.
+    let mut described: BTreeMap<u32, Option<String>> = BTreeMap::new();
     // Produced values: op → values, and the acknowledged ones.
     let mut ops: BTreeMap<u64, &[String]> = BTreeMap::new();
     let mut acked: Vec<&str> = Vec::new();
@@ -213,6 +249,30 @@ pub fn check(
                     }
                 }
             }
+            GroupEvent::Owns {
+                group,
+                member,
+                epoch,
+                partitions,
+                ..
+            } => {
+                if *epoch > 0 {
+                    generation_start.entry((*group, *epoch)).or_insert(at);
+                }
+                let held = holding.entry((*group, member.as_str())).or_default();
+                let mut now: BTreeMap<i32, u64> = BTreeMap::new();
+                for p in partitions {
+                    let since = held.get(p).copied().unwrap_or_else(|| {
+                        handovers
+                            .entry((*group, *p))
+                            .or_default()
+                            .push((at, member.as_str()));
+                        at
+                    });
+                    now.insert(*p, since);
+                }
+                *held = now;
+            }
             GroupEvent::Read { group, value, .. } => {
                 f.processed += 1;
                 processed.entry(*group).or_default().insert(value.as_str());
@@ -225,9 +285,31 @@ pub fn check(
                 offsets,
             } => {
                 commits.insert(*op, (*group, member.as_str(), *generation, offsets, at));
+                let Some(held) = holding.get(&(*group, member.as_str())) else {
+                    continue;
+                };
+                for (p, _) in offsets.iter() {
+                    let Some(&since) = held.get(p) else { continue };
+                    let list = handovers.get(&(*group, *p)).map(Vec::as_slice);
+                    let taken = list
+                        .unwrap_or_default()
+                        .iter()
+                        .find(|(t, other)| *other != member.as_str() && since < *t && *t < at);
+                    if let Some((t, other)) = taken {
+                        suspect.entry(*op).or_insert(format!(
+                            "group {group} partition {p}: {member} (owning it since {since} ms) committed at epoch {generation}, sent at {at} ms, after {other} was handed it at {t} ms"
+                        ));
+                    }
+                }
             }
             GroupEvent::CommitAck { op } => {
                 f.commits_acked += 1;
+                if let Some(why) = suspect.get(op) {
+                    f.evidence(Check::GroupOwnership, at);
+                    if f.ownership.len() < EXAMPLES {
+                        f.ownership.push(format!("{why}, accepted at {at} ms"));
+                    }
+                }
                 let Some(&(group, member, generation, offsets, sent)) = commits.get(op) else {
                     continue;
                 };
@@ -261,6 +343,32 @@ pub fn check(
             GroupEvent::Healed => {
                 healed_ms.get_or_insert(at);
             }
+            GroupEvent::Described {
+                group,
+                state,
+                group_epoch,
+                assignment_epoch,
+                member_epochs,
+            } => {
+                // The last description counts (the observer may retry its final round).
+                let behind: Vec<&(String, i32)> = member_epochs
+                    .iter()
+                    .filter(|(_, e)| e != group_epoch)
+                    .collect();
+                let settled = state == "Stable"
+                    && assignment_epoch == group_epoch
+                    && behind.is_empty()
+                    && member_epochs.len() == expected.members as usize;
+                described.insert(
+                    *group,
+                    (!settled).then(|| {
+                        format!(
+                            "group {group}: the coordinator says {state}, group epoch {group_epoch}, assignment epoch {assignment_epoch}, {} members, behind the group epoch {behind:?}",
+                            member_epochs.len()
+                        )
+                    }),
+                );
+            }
             GroupEvent::Final {
                 group,
                 member,
@@ -277,6 +385,12 @@ pub fn check(
     if let Some(read) = final_read {
         check_delivery(&acked, read, &processed, expected, end, &mut f);
         check_settled(&finals, &generation_start, healed_ms, expected, end, &mut f);
+        for why in described.into_values().flatten() {
+            f.evidence(Check::GroupSettle, end);
+            if f.unsettled.len() < EXAMPLES {
+                f.unsettled.push(why);
+            }
+        }
     }
     f
 }
@@ -488,6 +602,125 @@ mod tests {
         ];
         let f = check(&entries, None, expected());
         assert_eq!(f.ownership.len(), 1, "{:?}", f.ownership);
+    }
+
+    fn owns(t: u64, id: &str, epoch: i32, partitions: Vec<i32>) -> Entry {
+        at(
+            t,
+            GroupEvent::Owns {
+                group: 0,
+                member: id.into(),
+                member_id: id.into(),
+                epoch,
+                partitions,
+            },
+        )
+    }
+
+    #[test]
+    fn a_kip848_commit_after_the_partition_moved_on_is_caught() {
+        // `a` owns 0 from 10 ms and stalls; `b` is handed 0 at 100 ms.
+        let base = vec![
+            owns(10, "a", 1, vec![0, 1]),
+            owns(20, "b", 2, vec![]),
+            owns(100, "b", 3, vec![0]),
+        ];
+        // A commit of `a`'s sent before the handover and accepted after: no evidence.
+        let mut early = base.clone();
+        early.insert(2, commit(90, 1, "a", 1, 5)[0].clone());
+        early.push(at(110, GroupEvent::CommitAck { op: 1 }));
+        assert!(check(&early, None, expected()).ownership.is_empty());
+        // Sent after it and refused (what the coordinator must do): nothing either.
+        let mut refused = base.clone();
+        refused.push(commit(200, 2, "a", 1, 7)[0].clone());
+        refused.push(at(
+            201,
+            GroupEvent::CommitFail {
+                op: 2,
+                error: "UNKNOWN_MEMBER_ID".into(),
+            },
+        ));
+        assert!(check(&refused, None, expected()).ownership.is_empty());
+        // Sent after it and accepted: two owners at once.
+        let mut accepted = base.clone();
+        accepted.extend(commit(200, 3, "a", 1, 7));
+        let f = check(&accepted, None, expected());
+        assert_eq!(f.ownership.len(), 1, "{:?}", f.ownership);
+        assert!(f.ownership[0].contains("after b was handed it at 100 ms"));
+        // Partition 1 did not move: its commit is fine.
+        let mut other = base.clone();
+        other.push(at(
+            200,
+            GroupEvent::Commit {
+                op: 4,
+                group: 0,
+                member: "a".into(),
+                generation: 1,
+                offsets: vec![(1, 9)],
+            },
+        ));
+        other.push(at(201, GroupEvent::CommitAck { op: 4 }));
+        assert!(check(&other, None, expected()).ownership.is_empty());
+        // `a` let go and was handed 0 again after `b` revoked it: a new ownership, fine.
+        let mut back = base;
+        back.insert(2, owns(50, "a", 2, vec![1]));
+        back.push(owns(150, "b", 4, vec![]));
+        back.push(owns(160, "a", 5, vec![0, 1]));
+        back.extend(commit(200, 5, "a", 5, 9));
+        assert!(check(&back, None, expected()).ownership.is_empty());
+    }
+
+    #[test]
+    fn the_coordinator_must_agree_a_kip848_group_settled() {
+        let read: FinalRead = BTreeMap::new();
+        let described = |state: &str, epochs: Vec<i32>| {
+            let mut entries = vec![
+                at(100, GroupEvent::Healed),
+                owns(200, "a", 4, vec![0]),
+                owns(201, "b", 4, vec![1]),
+                at(
+                    300,
+                    GroupEvent::Final {
+                        group: 0,
+                        member: "a".into(),
+                        generation: Some(4),
+                        partitions: vec![0],
+                    },
+                ),
+                at(
+                    300,
+                    GroupEvent::Final {
+                        group: 0,
+                        member: "b".into(),
+                        generation: Some(4),
+                        partitions: vec![1],
+                    },
+                ),
+            ];
+            entries.push(at(
+                310,
+                GroupEvent::Described {
+                    group: 0,
+                    state: state.into(),
+                    group_epoch: 4,
+                    assignment_epoch: 4,
+                    member_epochs: epochs
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, e)| (format!("m{i}"), e))
+                        .collect(),
+                },
+            ));
+            check(&entries, Some(&read), expected())
+        };
+        let f = described("Stable", vec![4, 4]);
+        assert!(f.unsettled.is_empty(), "{:?}", f.unsettled);
+        assert_eq!(f.settle_ms, vec![(0, 100)]);
+        let f = described("Reconciling", vec![4, 3]);
+        assert_eq!(f.unsettled.len(), 1, "{:?}", f.unsettled);
+        assert!(f.unsettled[0].contains("Reconciling"), "{:?}", f.unsettled);
+        // A member the clients do not know of (a zombie the coordinator still counts).
+        assert_eq!(described("Stable", vec![4, 4, 4]).unsettled.len(), 1);
     }
 
     #[test]

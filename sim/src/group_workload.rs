@@ -1,5 +1,5 @@
-//! Consumer groups in the simulator: members that `subscribe` to the workload's topic through
-//! Weir's own client (JoinGroup, SyncGroup with the range assignor run by the leader,
+//! Consumer groups in the simulator: classic members (KIP-848 ones are `consumer_workload`'s)
+//! that `subscribe` to the workload's topic through Weir's own client (JoinGroup, SyncGroup with the range assignor run by the leader,
 //! Heartbeat, fetch, commit after processing, LeaveGroup), as Kafka's Java consumer does with
 //! the classic protocol, plus an observer that keeps reading the committed offsets. Before the
 //! faults heal, members also churn: leave and come back, crash and come back, or stall past
@@ -22,7 +22,7 @@ use weir::io::Io;
 
 use crate::group_check::{Churn, GroupEvent};
 use crate::history::{Event, History};
-use crate::scenario::Groups;
+use crate::scenario::{GroupProtocol, Groups};
 use crate::workload::{connect, decode, RunClock, RECONNECT_BACKOFF};
 
 /// What every member and the observer of a run share.
@@ -42,20 +42,20 @@ pub struct GroupsSpec {
 
 /// Each fetch waits at most this long for data (a consumer's `fetch.max.wait.ms`, short so
 /// that heartbeats stay on time with several partitions owned).
-const FETCH_WAIT: Duration = Duration::from_millis(50);
+pub(crate) const FETCH_WAIT: Duration = Duration::from_millis(50);
 /// How often the observer reads the committed offsets.
 const OBSERVE_EVERY: Duration = Duration::from_millis(500);
 /// A member that left or crashed comes back after this long: [min, max] ms.
-const RETURN_MS: [u64; 2] = [500, 3000];
+pub(crate) const RETURN_MS: [u64; 2] = [500, 3000];
 /// A stall lasts the session timeout plus this much: [min, max] ms.
-const STALL_EXTRA_MS: [u64; 2] = [1000, 3000];
+pub(crate) const STALL_EXTRA_MS: [u64; 2] = [1000, 3000];
 
 pub fn group_name(group: u32) -> String {
     format!("group-{group}")
 }
 
 /// Commit ops: the top byte says "group", then the group, the member slot and a counter.
-fn commit_op(group: u32, slot: u32, n: u64) -> u64 {
+pub(crate) fn commit_op(group: u32, slot: u32, n: u64) -> u64 {
     0xC0 << 56 | (group as u64 & 0xff) << 48 | (slot as u64 & 0xff) << 40 | (n & 0xff_ffff_ffff)
 }
 
@@ -248,35 +248,8 @@ impl Member {
     /// Fetches every owned partition once; returns the records read: (partition, offset,
     /// value), and advances nothing yet.
     async fn fetch(&mut self) -> Result<Vec<(i32, i64, String)>, ClientError> {
-        let mut out = Vec::new();
-        let owned: Vec<(i32, i64)> = self.positions.iter().map(|(p, o)| (*p, *o)).collect();
-        if owned.is_empty() {
-            // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
-            self.io.clock.sleep(FETCH_WAIT).await;
-        }
-        let topic = self.spec.topic.clone();
-        for (p, position) in owned {
-            let client = self.client.as_mut().expect("connected");
-            match client.fetch(&topic, p, position, 1 << 20, FETCH_WAIT).await {
-                Ok(fetched) => {
-                    for r in decode(&fetched.records, position) {
-                        match r {
-                            // Only what the broker calls committed is processed, as a
-                            // read_committed-free consumer still gets it below the HW.
-                            Ok((o, v)) if o < fetched.high_watermark => out.push((p, o, v)),
-                            _ => break,
-                        }
-                    }
-                }
-                Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
-                    // auto.offset.reset=earliest.
-                    let (start, _) = client.list_offset(&topic, p, -2).await?;
-                    self.positions.insert(p, start.max(0));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        let client = self.client.as_mut().expect("connected");
+        fetch_owned(client, &self.io, &self.spec.topic, &mut self.positions).await
     }
 
     fn process(&mut self, records: &[(i32, i64, String)]) {
@@ -362,9 +335,7 @@ impl Member {
                 Ok(())
             }
             Err(ClientError::Kafka(ResponseError::RebalanceInProgress, m)) => {
-                if let Err(e) = self.commit().await {
-                    return Err(e);
-                }
+                self.commit().await?;
                 Err(ClientError::Kafka(ResponseError::RebalanceInProgress, m))
             }
             Err(e) => Err(e),
@@ -481,7 +452,44 @@ impl Member {
     }
 }
 
-fn member_name(group: u32, slot: u32, incarnation: u32) -> String {
+/// Fetches every partition of `positions` once (moving a position that fell off the log to the
+/// log start, `auto.offset.reset=earliest`); returns the records read below the high
+/// watermark: (partition, offset, value). Advances nothing: processing comes first.
+pub(crate) async fn fetch_owned(
+    client: &mut Client,
+    io: &Io,
+    topic: &str,
+    positions: &mut BTreeMap<i32, i64>,
+) -> Result<Vec<(i32, i64, String)>, ClientError> {
+    let mut out = Vec::new();
+    let owned: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+    if owned.is_empty() {
+        // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
+        io.clock.sleep(FETCH_WAIT).await;
+    }
+    for (p, position) in owned {
+        match client.fetch(topic, p, position, 1 << 20, FETCH_WAIT).await {
+            Ok(fetched) => {
+                for r in decode(&fetched.records, position) {
+                    match r {
+                        // Only what the broker calls committed is processed, as a
+                        // read_committed-free consumer still gets it below the HW.
+                        Ok((o, v)) if o < fetched.high_watermark => out.push((p, o, v)),
+                        _ => break,
+                    }
+                }
+            }
+            Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
+                let (start, _) = client.list_offset(topic, p, -2).await?;
+                positions.insert(p, start.max(0));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn member_name(group: u32, slot: u32, incarnation: u32) -> String {
     format!("g{group}-m{slot}.{incarnation}")
 }
 
@@ -529,7 +537,8 @@ pub async fn run_member(
 }
 
 /// Reads every group's committed offsets every [`OBSERVE_EVERY`] until the deadline, and once
-/// more after it (when the members have stopped), retrying that last round a few times.
+/// more after it (when the members have stopped, with the coordinator's view of each KIP-848
+/// group), retrying that last round a few times.
 pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: RunClock) {
     let mut client: Option<Client> = None;
     let mut tries_after_end = 0;
@@ -539,7 +548,10 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
             client = connect(&io, spec.addr, spec.timeout).await.ok();
         }
         let ok = match client.as_mut() {
-            Some(c) => observe(c, &spec, &history, clock).await,
+            Some(c) => {
+                observe(c, &spec, &history, clock).await
+                    && (!last || describe(c, &spec, &history, clock).await)
+            }
             None => false,
         };
         if !ok {
@@ -583,6 +595,35 @@ async fn observe(c: &mut Client, spec: &GroupsSpec, history: &History, clock: Ru
                 );
             }
             Err(ClientError::Kafka(_, _)) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// ConsumerGroupDescribe of every KIP-848 group: the coordinator's side of settling (state,
+/// group epoch, each member's epoch). `false` on connection trouble.
+async fn describe(c: &mut Client, spec: &GroupsSpec, history: &History, clock: RunClock) -> bool {
+    for group in 0..spec.groups.count {
+        if spec.groups.protocol_of(group) != GroupProtocol::Consumer {
+            continue;
+        }
+        match c.describe_consumer_group(&group_name(group)).await {
+            Ok(Some(d)) => history.record(
+                clock.now_ms(),
+                Event::Group(GroupEvent::Described {
+                    group,
+                    state: d.state,
+                    group_epoch: d.group_epoch,
+                    assignment_epoch: d.assignment_epoch,
+                    member_epochs: d
+                        .members
+                        .into_iter()
+                        .map(|m| (m.member_id, m.member_epoch))
+                        .collect(),
+                }),
+            ),
+            Ok(None) | Err(ClientError::Kafka(_, _)) => {}
             Err(_) => return false,
         }
     }

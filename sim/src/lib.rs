@@ -9,6 +9,8 @@ pub mod admin;
 pub mod buggify;
 pub mod checker;
 pub mod clock;
+#[cfg(madsim)]
+pub mod consumer_workload;
 pub mod coverage;
 pub mod group_check;
 #[cfg(madsim)]

@@ -107,7 +107,9 @@ pub enum Check {
     /// bound (multi-node worlds).
     #[serde(rename = "quorum-liveness")]
     QuorumLiveness,
-    /// Two members of one group were assigned the same partition in one generation.
+    /// Two members of one group were assigned the same partition in one generation (classic),
+    /// or a KIP-848 member's commit of a partition was accepted after another member was
+    /// handed it.
     #[serde(rename = "group-ownership")]
     GroupOwnership,
     /// A group's committed offset went backwards: a commit accepted, or an OffsetFetch
@@ -161,8 +163,9 @@ impl Check {
     }
 }
 
-/// The `[groups]` section: `count` classic consumer groups of `members` members each, all
-/// subscribed to the workload's topic with the range assignor, committing after processing.
+/// The `[groups]` section: `count` consumer groups of `members` members each, all subscribed to
+/// the workload's topic, committing after processing: classic members (client-side range
+/// assignor) or KIP-848 ones (server-side assignor), by `protocol`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Groups {
@@ -199,6 +202,31 @@ pub struct Groups {
     /// owned once); default session + 2 × rebalance timeout + 10 s (groups.md L2).
     #[serde(default)]
     pub settle_bound_ms: Option<u64>,
+    /// KIP-848 members take up to this long (uniformly from 0) between being told to revoke
+    /// partitions and committing them (the application finishing the batch in hand, its
+    /// revocation callback): the window in which the coordinator must keep the partitions from
+    /// their next owner. Below the rebalance timeout.
+    #[serde(default)]
+    pub revoke_ms: u64,
+    /// Which group protocol the members speak.
+    #[serde(default)]
+    pub protocol: GroupProtocol,
+    /// KIP-848 members ask for this server-side assignor (`uniform`, `range`); none: the
+    /// broker's default.
+    #[serde(default)]
+    pub assignor: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupProtocol {
+    /// JoinGroup/SyncGroup/Heartbeat (Kafka's `group.protocol=classic`).
+    #[default]
+    Classic,
+    /// ConsumerGroupHeartbeat (KIP-848, `group.protocol=consumer`).
+    Consumer,
+    /// Even-numbered groups classic, odd ones consumer, side by side on one coordinator.
+    Mixed,
 }
 
 fn default_members() -> u32 {
@@ -218,6 +246,21 @@ fn default_drain() -> u64 {
 }
 
 impl Groups {
+    /// The protocol group `group`'s members speak.
+    pub fn protocol_of(&self, group: u32) -> GroupProtocol {
+        match self.protocol {
+            GroupProtocol::Mixed if group.is_multiple_of(2) => GroupProtocol::Classic,
+            GroupProtocol::Mixed => GroupProtocol::Consumer,
+            p => p,
+        }
+    }
+
+    /// Whether some group speaks KIP-848 (the broker's `group.consumer.*` timers then follow
+    /// this section's).
+    pub fn any_consumer(&self) -> bool {
+        (0..self.count).any(|g| self.protocol_of(g) == GroupProtocol::Consumer)
+    }
+
     pub fn settle_bound_ms(&self) -> u64 {
         self.settle_bound_ms
             .unwrap_or(self.session_timeout_ms + 2 * self.rebalance_timeout_ms + 10_000)
@@ -245,6 +288,14 @@ impl Groups {
         ];
         if rates.iter().any(|r| !(0.0..=60.0).contains(r)) {
             return Err("groups churn rates must be 0..=60 per minute".into());
+        }
+        if self.revoke_ms >= self.rebalance_timeout_ms.min(self.session_timeout_ms) {
+            return Err("groups.revoke_ms must be below the rebalance and session timeouts".into());
+        }
+        if let Some(a) = &self.assignor {
+            if a != "uniform" && a != "range" {
+                return Err(format!("groups.assignor '{a}': uniform or range"));
+            }
         }
         if self.drain_secs == 0 || self.drain_secs > 600 {
             return Err("groups.drain_secs must be 1..=600".into());
@@ -813,6 +864,35 @@ mod tests {
             }
         }
         assert!(seen > 0);
+    }
+
+    #[test]
+    fn group_protocols_and_their_keys() {
+        let groups = |body: &str| {
+            let s = toml::from_str::<Scenario>(&format!("[groups]\ncount = 3\n{body}")).unwrap();
+            let v = s.validate();
+            (s.groups.unwrap(), v)
+        };
+        let (g, v) = groups("");
+        assert!(v.is_ok());
+        assert_eq!(g.protocol_of(1), GroupProtocol::Classic);
+        assert!(!g.any_consumer());
+        let (g, _) = groups("protocol = \"mixed\"");
+        let of: Vec<GroupProtocol> = (0..3).map(|i| g.protocol_of(i)).collect();
+        use GroupProtocol::{Classic, Consumer};
+        assert_eq!(of, vec![Classic, Consumer, Classic]);
+        assert!(g.any_consumer());
+        assert!(groups("assignor = \"sticky\"")
+            .1
+            .unwrap_err()
+            .contains("assignor"));
+        assert!(groups("revoke_ms = 6000")
+            .1
+            .unwrap_err()
+            .contains("revoke_ms"));
+        assert!(groups("protocol = \"consumer\"\nrevoke_ms = 1500")
+            .1
+            .is_ok());
     }
 
     #[test]

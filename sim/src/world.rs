@@ -25,6 +25,7 @@ use weir::log::batch::BatchBuilder;
 use crate::admin::{self, AdminSpec};
 use crate::checker::{self, FinalRead, PartitionRead};
 use crate::clock::NodeClock;
+use crate::consumer_workload;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
 use crate::group_check::{self, GroupEvent};
 use crate::group_workload::{self, GroupsSpec};
@@ -35,7 +36,7 @@ use crate::partition_trace::{PartitionEvent, PartitionTrace};
 use crate::producer::{self, ProducerSpec};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
-use crate::scenario::{Check, Scenario};
+use crate::scenario::{Check, GroupProtocol, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
 use crate::{replica_check, replica_read};
 
@@ -117,6 +118,18 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
     };
     props.insert("log.dirs".into(), "/data".into());
     props.insert("log.flush.scheduler.interval.ms".into(), "100".into());
+    if let Some(g) = scenario.groups.as_ref().filter(|g| g.any_consumer()) {
+        // KIP-848 members take their session and heartbeat interval from the coordinator:
+        // the `[groups]` timers become the broker's unless `[broker]` names its own.
+        props.insert(
+            "group.consumer.session.timeout.ms".into(),
+            g.session_timeout_ms.to_string(),
+        );
+        props.insert(
+            "group.consumer.heartbeat.interval.ms".into(),
+            g.heartbeat_interval_ms.to_string(),
+        );
+    }
     props.extend(scenario.broker.clone());
     let (mut config, _warnings) =
         ServerConfig::from_properties(&props).map_err(|e| format!("broker config: {e}"))?;
@@ -622,14 +635,15 @@ async fn simulate(
         };
         for group in 0..g.count {
             for slot in 0..g.members {
-                tasks.push(client_node.spawn(group_workload::run_member(
-                    client_io(),
-                    spec.clone(),
-                    group,
-                    slot,
-                    history.clone(),
-                    clock,
-                )));
+                let (io, spec, history) = (client_io(), spec.clone(), history.clone());
+                tasks.push(match g.protocol_of(group) {
+                    GroupProtocol::Consumer => client_node.spawn(consumer_workload::run_member(
+                        io, spec, group, slot, history, clock,
+                    )),
+                    _ => client_node.spawn(group_workload::run_member(
+                        io, spec, group, slot, history, clock,
+                    )),
+                });
             }
         }
         tasks.push(client_node.spawn(group_workload::run_observer(

@@ -1,9 +1,10 @@
-//! A small Kafka client: admin, produce, fetch, offsets, group admin and a classic group member's
-//! calls (`group_member`) against one broker, over the [`Io`]
+//! A small Kafka client: admin, produce, fetch, offsets, group admin, a classic group member's
+//! calls (`group_member`) and a KIP-848 member's (`consumer_member`) against one broker, over the [`Io`]
 //! traits so it runs in production (CLI, bench) and in the simulator (workloads) alike. It builds
 //! uncompressed batches itself and reads fetched batches without copying them.
 
 pub mod connection;
+pub mod consumer_member;
 mod describe;
 pub mod group_member;
 mod groups;
@@ -95,6 +96,8 @@ pub struct Fetched {
 pub struct TopicInfo {
     pub name: String,
     pub partitions: i32,
+    /// Nil before Metadata v10.
+    pub id: uuid::Uuid,
     pub error: Option<ResponseError>,
 }
 
@@ -156,6 +159,7 @@ impl Client {
             .map(|t| TopicInfo {
                 name: t.name.map(|n| n.to_string()).unwrap_or_default(),
                 partitions: t.partitions.len() as i32,
+                id: t.topic_id,
                 error: ResponseError::try_from_code(t.error_code),
             })
             .collect())

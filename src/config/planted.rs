@@ -108,6 +108,17 @@ pub enum PlantedBug {
     /// leader, so later rebalances assign its partitions to nobody alive.
     #[cfg(madsim)]
     GroupKeepsDepartedMember,
+    /// Consumer groups (KIP-848): a member commit at an epoch older than the member's, or from
+    /// a member no longer in the group (its session expired), is accepted, so a fenced
+    /// consumer's late commit lands on a partition that has moved to another member.
+    #[cfg(madsim)]
+    ConsumerGroupCommitStaleEpoch,
+    /// Consumer groups (KIP-848): reconciliation takes a member's revocation as done the moment
+    /// it is asked for (the member moves to the new epoch and its revoked partitions are free
+    /// for their next owner) instead of waiting for a heartbeat that leaves them out, so a
+    /// partition reaches its new owner while the old one is still committing it.
+    #[cfg(madsim)]
+    ConsumerGroupAssignBeforeRevoke,
 }
 
 impl PlantedBug {
@@ -189,6 +200,16 @@ impl PlantedBug {
         (
             "group-keeps-departed-member",
             PlantedBug::GroupKeepsDepartedMember,
+        ),
+        #[cfg(madsim)]
+        (
+            "consumer-group-commit-stale-epoch",
+            PlantedBug::ConsumerGroupCommitStaleEpoch,
+        ),
+        #[cfg(madsim)]
+        (
+            "consumer-group-assign-before-revoke",
+            PlantedBug::ConsumerGroupAssignBeforeRevoke,
         ),
     ];
 

@@ -607,6 +607,18 @@ impl ConsumerGroup {
         if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
+        #[cfg(madsim)]
+        if epoch > JOIN_EPOCH
+            && crate::config::planted::active(
+                crate::config::PlantedBug::ConsumerGroupCommitStaleEpoch,
+            )
+            && self
+                .members
+                .get(member_id)
+                .is_none_or(|m| epoch < m.now.epoch)
+        {
+            return Ok(());
+        }
         let m = self
             .members
             .get(member_id)
