@@ -83,7 +83,7 @@ fn batches(records: &[u8]) -> Vec<(i64, i64, &[u8])> {
     weir::log::batch::iter(records)
         .map(|item| {
             let (at, h) = item.unwrap();
-            (h.base_offset(), h.next_offset(), &records[at..at + h.total_len()])
+            (h.base_offset, h.next_offset(), &records[at..at + h.total_len()])
         })
         .collect()
 }
@@ -295,10 +295,15 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
     // The follower checks the consumer's leader epoch against its own.
     let c = &mut at_follower;
     let req = |e: i32, off: i64| consumer_fetch(topic_id, &rack, e, off, 0);
-    assert_eq!(
-        fetch(c, &req(epoch - 1, 0), 12).await.error_code,
-        ResponseError::FencedLeaderEpoch.code()
-    );
+    // (A new topic's first epoch is 0, and -1 means "not sent": the fenced answer needs a
+    // later epoch; the unit test `a_follower_checks_a_consumer_read_against_its_own_epoch`
+    // covers it.)
+    if epoch > 0 {
+        assert_eq!(
+            fetch(c, &req(epoch - 1, 0), 12).await.error_code,
+            ResponseError::FencedLeaderEpoch.code()
+        );
+    }
     assert_eq!(
         fetch(c, &req(epoch + 1, 0), 12).await.error_code,
         ResponseError::UnknownLeaderEpoch.code()
