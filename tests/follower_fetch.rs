@@ -83,7 +83,11 @@ fn batches(records: &[u8]) -> Vec<(i64, i64, &[u8])> {
     weir::log::batch::iter(records)
         .map(|item| {
             let (at, h) = item.unwrap();
-            (h.base_offset, h.next_offset(), &records[at..at + h.total_len()])
+            (
+                h.base_offset,
+                h.next_offset(),
+                &records[at..at + h.total_len()],
+            )
         })
         .collect()
 }
@@ -174,8 +178,11 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
     .await;
 
     // The leader points a consumer in the follower's rack at the follower, with no records.
-    let mut at_leader = Connection::connect(&io, leader.local_addr, "c").await.unwrap();
-    let redirect = wait_for_async(&mut at_leader, consumer_fetch(topic_id, &rack, epoch, 0, 0)).await;
+    let mut at_leader = Connection::connect(&io, leader.local_addr, "c")
+        .await
+        .unwrap();
+    let redirect =
+        wait_for_async(&mut at_leader, consumer_fetch(topic_id, &rack, epoch, 0, 0)).await;
     assert_eq!(redirect.error_code, 0);
     assert_eq!(redirect.preferred_read_replica.0, follower_id);
     assert!(redirect.records.as_ref().is_none_or(|r| r.is_empty()));
@@ -183,12 +190,22 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
     // A consumer in the leader's rack, or with no rack, reads at the leader.
     let own_rack = format!("RACK{leader_id}");
     for r in [own_rack.as_str(), ""] {
-        let here = fetch(&mut at_leader, &consumer_fetch(topic_id, r, epoch, 0, 0), 12).await;
+        let here = fetch(
+            &mut at_leader,
+            &consumer_fetch(topic_id, r, epoch, 0, 0),
+            12,
+        )
+        .await;
         assert_eq!(here.preferred_read_replica.0, -1);
         assert!(!batches(here.records.as_deref().unwrap()).is_empty());
     }
     // Before v11 there is no rack and no redirection.
-    let old = fetch(&mut at_leader, &consumer_fetch(topic_id, &rack, epoch, 0, 0), 10).await;
+    let old = fetch(
+        &mut at_leader,
+        &consumer_fetch(topic_id, &rack, epoch, 0, 0),
+        10,
+    )
+    .await;
     assert_eq!(old.preferred_read_replica.0, -1);
 
     // Produce while the consumer reads from the follower: every batch it is served is below
@@ -207,7 +224,9 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
         }
         acked
     });
-    let mut at_follower = Connection::connect(&io, follower.local_addr, "c").await.unwrap();
+    let mut at_follower = Connection::connect(&io, follower.local_addr, "c")
+        .await
+        .unwrap();
     let mut served: Vec<u8> = Vec::new();
     let mut offset = 0;
     let mut answers = 0;
@@ -225,7 +244,10 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
         .await;
         answers += 1;
         assert_eq!(got.error_code, 0, "follower fetch at {offset}");
-        assert_eq!(got.preferred_read_replica.0, -1, "a follower never redirects");
+        assert_eq!(
+            got.preferred_read_replica.0, -1,
+            "a follower never redirects"
+        );
         let committed = leader_hw();
         for (base, next, bytes) in batches(got.records.as_deref().unwrap_or_default()) {
             assert!(
@@ -259,7 +281,10 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
         }
         all
     };
-    assert_eq!(served, reference, "the follower served the leader's batches");
+    assert_eq!(
+        served, reference,
+        "the follower served the leader's batches"
+    );
     println!(
         "{RECORDS} records read from follower {follower_id} in {answers} fetches, {:?}",
         start.elapsed()
@@ -278,9 +303,15 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
         })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiting.is_finished(), "nothing to read yet: the fetch waits");
+    assert!(
+        !waiting.is_finished(),
+        "nothing to read yet: the fetch waits"
+    );
     assert_eq!(
-        producer.produce(TOPIC, 0, record(RECORDS), -1).await.unwrap(),
+        producer
+            .produce(TOPIC, 0, record(RECORDS), -1)
+            .await
+            .unwrap(),
         Some(end)
     );
     let (woken, waited) = waiting.await.unwrap();

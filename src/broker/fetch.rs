@@ -137,11 +137,10 @@ pub(super) async fn handle(
     });
     // Kafka builds client metadata for every v11+ request; a follower's replication fetch
     // never uses it (it must reach the leader, and is never redirected).
-    let client = (ctx.version >= FOLLOWER_FETCH_MIN_VERSION && !from_replica).then(|| {
-        ClientMetadata {
+    let client =
+        (ctx.version >= FOLLOWER_FETCH_MIN_VERSION && !from_replica).then(|| ClientMetadata {
             rack: req.rack_id.to_string(),
-        }
-    });
+        });
     let node = broker.config.node_id;
     let mut wanted = Vec::new();
     for topic in &req.topics {
@@ -344,7 +343,9 @@ fn read_all(
                 continue;
             }
         }
-        if let Some(preferred) = client.and_then(|c| preferred_read_replica(broker, &partition, c, w.offset)) {
+        if let Some(preferred) =
+            client.and_then(|c| preferred_read_replica(broker, &partition, c, w.offset))
+        {
             // KIP-392: no records, only where to read them, answered at once (Kafka's
             // `hasPreferredReadReplica`); the offsets tell the consumer where the log stands.
             data.preferred_read_replica = BrokerId(preferred);

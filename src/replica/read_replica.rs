@@ -31,7 +31,8 @@ pub struct ReplicaView {
 /// read from, `leader.id` when the leader itself serves it. An empty rack always gets the
 /// leader.
 pub fn rack_aware(client_rack: &str, leader: &ReplicaView, followers: &[ReplicaView]) -> i32 {
-    let in_rack = |r: &&ReplicaView| !client_rack.is_empty() && r.rack.as_deref() == Some(client_rack);
+    let in_rack =
+        |r: &&ReplicaView| !client_rack.is_empty() && r.rack.as_deref() == Some(client_rack);
     if in_rack(&leader) {
         return leader.id;
     }

@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 
 use super::{Partition, Role};
-use crate::replica::read_replica::{self, ReplicaView};
 use crate::replica::isr::{
     self, AlterOutcome, BrokerView, Event, FetchRefused, IsrConfig, Leadership, NotEnoughReplicas,
     ReplicaSet,
 };
+use crate::replica::read_replica::{self, ReplicaView};
 
 /// Kafka's default `replica.lag.time.max.ms`.
 pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
