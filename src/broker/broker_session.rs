@@ -238,6 +238,7 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
         .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
         .with_incarnation_id(incarnation)
         .with_listeners(listeners)
+        .with_rack(broker.config.broker_rack.clone().map(StrBytes::from_string))
         .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire))
         .with_features(durable_features(broker.config.fsync_before_ack));
     match call(

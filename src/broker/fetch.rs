@@ -1,6 +1,12 @@
 //! Fetch (with long polling on `max_wait_ms` / `min_bytes`) and ListOffsets. Fetched records are
 //! the stored batch bytes, handed to the encoder as they are.
 //!
+//! Consumers on Fetch v11+ may be served by a follower (KIP-392), up to the high watermark it
+//! learned from its leader, with the leader-epoch checks made against its own epoch; with
+//! `replica.selector.class` set, a leader answers a consumer whose `rack_id` names another
+//! replica's rack with only `preferred_read_replica` (`preferred_read_replica` below).
+//! ListOffsets stays leader-only, as in Kafka.
+//!
 //! A long poll is a delayed fetch (`delayed`): when the first read finds less than `min_bytes`,
 //! the request registers a waiter on every partition it reads, at its fetch offset, and sleeps
 //! on its own wake-up. Only those partitions' events wake it (the high watermark passing the
@@ -19,7 +25,7 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{
-    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -43,10 +49,21 @@ struct Wanted {
     current_leader_epoch: i32,
     /// -1: not sent (before v12), no divergence check.
     last_fetched_epoch: i32,
-    /// A consumer asking a broker that does not lead the partition, or a replica fetch the
-    /// image refuses (not a replica of it, or a stale broker epoch: KIP-903).
+    /// A consumer asking a broker that does not lead the partition (and may not serve it as a
+    /// follower), or a replica fetch the image refuses (not a replica of it, or a stale broker
+    /// epoch: KIP-903).
     not_leader: bool,
 }
+
+/// What a consumer's Fetch v11+ brings (Kafka's `ClientMetadata`, KIP-392): it may be served by
+/// any replica, and its rack lets the leader point it at a replica near it.
+struct ClientMetadata {
+    /// `rack_id`; empty when the client set no `client.rack`.
+    rack: String,
+}
+
+/// The first Fetch version with `rack_id` and `preferred_read_replica` (KIP-392).
+const FOLLOWER_FETCH_MIN_VERSION: i16 = 11;
 
 /// The broker asking, when a follower fetches (Kafka's `ReplicaState`).
 #[derive(Clone, Copy)]
@@ -118,6 +135,13 @@ pub(super) async fn handle(
             -1
         },
     });
+    // Kafka builds client metadata for every v11+ request; a follower's replication fetch
+    // never uses it (it must reach the leader, and is never redirected).
+    let client =
+        (ctx.version >= FOLLOWER_FETCH_MIN_VERSION && !from_replica).then(|| ClientMetadata {
+            rack: req.rack_id.to_string(),
+        });
+    let node = broker.config.node_id;
     let mut wanted = Vec::new();
     for topic in &req.topics {
         let name = if ctx.version >= 13 {
@@ -152,11 +176,19 @@ pub(super) async fn handle(
                             .map_or(topic.topic_id, |t| t.id);
                         !replica_allowed(&image, id, p.partition, r)
                     }
+                    // A v11+ consumer may read from a follower (KIP-392): any replica the
+                    // image places here, once the start-up gate is open.
                     None => name.as_deref().is_some_and(|t| {
                         matches!(
                             broker.leadership(t, p.partition),
                             super::Leadership::NotLeader { .. }
-                        )
+                        ) && !(client.is_some()
+                            && broker.serving_partitions()
+                            && image.topic(t).is_some_and(|meta| {
+                                image
+                                    .partition(meta.id, p.partition)
+                                    .is_some_and(|r| r.replicas.contains(&node))
+                            }))
                     }),
                 },
             });
@@ -175,9 +207,10 @@ pub(super) async fn handle(
     let wake = FetchWake::new();
     let mut registrations: Option<Vec<FetchRegistration>> = None;
     loop {
-        let (partitions, bytes, errored) = read_all(broker, ctx, &wanted, max_bytes, replica);
+        let (partitions, bytes, answer_now) =
+            read_all(broker, ctx, &wanted, max_bytes, replica, client.as_ref());
         let done = bytes >= min_bytes
-            || errored
+            || answer_now
             || wanted.is_empty()
             || broker.io.clock.monotonic() >= deadline;
         if done {
@@ -234,16 +267,19 @@ fn register(
     Ok(registrations)
 }
 
+/// Reads every wanted partition: (answers, record bytes, whether to answer without waiting —
+/// an error, a diverging epoch or a preferred read replica in some partition).
 fn read_all(
     broker: &Broker,
     ctx: &RequestContext,
     wanted: &[Wanted],
     max_bytes: usize,
     replica: Option<Replica>,
+    client: Option<&ClientMetadata>,
 ) -> (Vec<PartitionData>, usize, bool) {
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
-    let mut errored = false;
+    let mut answer_now = false;
     for w in wanted {
         // Kafka answers every partition with records, empty on error, never null: librdkafka
         // rejects a whole response holding a null record set ("invalid MessageSetSize -1").
@@ -253,7 +289,7 @@ fn read_all(
             .with_records(Some(Bytes::new()));
         if w.not_leader {
             data.error_code = ResponseError::NotLeaderOrFollower.code();
-            errored = true;
+            answer_now = true;
             out.push(data);
             continue;
         }
@@ -267,22 +303,27 @@ fn read_all(
             } else {
                 ResponseError::UnknownTopicOrPartition.code()
             };
-            errored = true;
+            answer_now = true;
             out.push(data);
             continue;
         };
         if broker.is_storage_offline() {
             // What the page cache shows may not be on disk: serve nothing until a restart.
             data.error_code = ResponseError::KafkaStorageError.code();
-            errored = true;
+            answer_now = true;
             out.push(data);
             continue;
         }
         let mut partition = handle.lock();
         // Leader-epoch fencing and the KIP-320 divergence check come before any read; either
         // answers at once (no long poll). A diverging follower's fetch updates nothing (§1.2).
-        match partition.check_fetch_position(w.current_leader_epoch, w.offset, w.last_fetched_epoch)
-        {
+        // A v11+ consumer's epochs are checked against this replica's own, leader or not.
+        match partition.check_read_position(
+            w.current_leader_epoch,
+            w.offset,
+            w.last_fetched_epoch,
+            client.is_none(),
+        ) {
             Ok(None) => {}
             Ok(Some(end)) => {
                 data.diverging_epoch = EpochEndOffset::default()
@@ -291,16 +332,29 @@ fn read_all(
                 data.high_watermark = partition.high_watermark();
                 data.last_stable_offset = partition.high_watermark();
                 data.log_start_offset = partition.log_start_offset();
-                errored = true;
+                answer_now = true;
                 out.push(data);
                 continue;
             }
             Err(e) => {
                 data.error_code = errors::epoch(&e).code();
-                errored = true;
+                answer_now = true;
                 out.push(data);
                 continue;
             }
+        }
+        if let Some(preferred) =
+            client.and_then(|c| preferred_read_replica(broker, &partition, c, w.offset))
+        {
+            // KIP-392: no records, only where to read them, answered at once (Kafka's
+            // `hasPreferredReadReplica`); the offsets tell the consumer where the log stands.
+            data.preferred_read_replica = BrokerId(preferred);
+            data.high_watermark = partition.high_watermark();
+            data.last_stable_offset = partition.high_watermark();
+            data.log_start_offset = partition.log_start_offset();
+            answer_now = true;
+            out.push(data);
+            continue;
         }
         if let Some(r) = replica {
             // The follower holds everything below its fetch offset: the leader's replica set
@@ -315,7 +369,7 @@ fn read_all(
             }
             if let Err(refused) = fetched {
                 data.error_code = fetch_refused(refused).code();
-                errored = true;
+                answer_now = true;
                 out.push(data);
                 continue;
             }
@@ -338,7 +392,7 @@ fn read_all(
                 Ok(records) if ctx.version < ZSTD_MIN_FETCH_VERSION && holds_zstd(&records) => {
                     // As Kafka: a client too old to know zstd gets an error, not the batch.
                     data.error_code = ResponseError::UnsupportedCompressionType.code();
-                    errored = true;
+                    answer_now = true;
                     out.push(data);
                     continue;
                 }
@@ -352,7 +406,7 @@ fn read_all(
                     }
                     // As Kafka: an errored partition carries no offsets (-1), only the error.
                     data.error_code = errors::read(&e).code();
-                    errored = true;
+                    answer_now = true;
                     out.push(data);
                     continue;
                 }
@@ -365,7 +419,38 @@ fn read_all(
         }
         out.push(data);
     }
-    (out, total, errored)
+    (out, total, answer_now)
+}
+
+/// The replica the leader sends a consumer to (KIP-392), when `replica.selector.class` is set
+/// and the selector picks a follower; `None`: read here. A broker's rack counts only while
+/// clients can reach it (registered, unfenced, with an endpoint on the client listener), as
+/// Kafka's metadata cache gives the selector `Node.noNode()` otherwise.
+fn preferred_read_replica(
+    broker: &Broker,
+    partition: &crate::replica::Partition,
+    client: &ClientMetadata,
+    fetch_offset: i64,
+) -> Option<i32> {
+    let crate::config::ReplicaSelector::RackAware = broker.config.replica_selector?;
+    if client.rack.is_empty() {
+        return None;
+    }
+    let image = broker.image();
+    let listener = super::metadata::client_listener(broker);
+    let rack_of = |id: i32| {
+        image
+            .broker(id)
+            .filter(|b| !b.fenced && b.endpoint(&listener).is_some())
+            .and_then(|b| b.rack.clone())
+    };
+    partition.preferred_read_replica(
+        broker.config.node_id,
+        &client.rack,
+        fetch_offset,
+        broker.io.clock.wall_ms(),
+        rack_of,
+    )
 }
 
 /// The error a refused follower fetch is answered with.
@@ -521,7 +606,6 @@ pub(super) fn list_offsets(
 #[cfg(test)]
 mod tests {
     use kafka_protocol::messages::fetch_request::ReplicaState;
-    use kafka_protocol::messages::BrokerId;
 
     use super::*;
 

@@ -59,7 +59,7 @@ impl Broker {
             id: node,
             incarnation: Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64()),
             listeners: self.registered_listeners(),
-            rack: None,
+            rack: self.config.broker_rack.clone(),
             // A single node has no other replica to prefer: its restarts never count as
             // unclean (that would only leave its partitions leaderless).
             previous_epoch: self.image().broker(node).map_or(-1, |b| b.epoch),

@@ -47,7 +47,11 @@ use crate::io::Io;
 
 /// Versions this client speaks at most (negotiated down to the broker's).
 pub const PRODUCE_VERSION: i16 = 9;
-pub const FETCH_VERSION: i16 = 12;
+/// Fetch v10, the last without client metadata: this client reads from the leader Metadata
+/// names and knows no leader epoch, rack or `preferred_read_replica`, so a broker must not
+/// serve it as a follower (from v11 any replica may, KIP-392) — with stale metadata it would
+/// read a lagging follower's high watermark instead of being told NOT_LEADER_OR_FOLLOWER.
+pub const FETCH_VERSION: i16 = 10;
 const METADATA_VERSION: i16 = 12;
 const LIST_OFFSETS_VERSION: i16 = 7;
 const CREATE_TOPICS_VERSION: i16 = 5;

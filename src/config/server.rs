@@ -44,6 +44,12 @@ pub struct ServerConfig {
     pub controller_listener_names: Vec<String>,
     /// `inter.broker.listener.name`.
     pub inter_broker_listener_name: String,
+    /// `broker.rack`: registered with the controller, reported in Metadata, and matched
+    /// against a consumer's `client.rack` by the replica selector. Empty means none.
+    pub broker_rack: Option<String>,
+    /// `replica.selector.class` (KIP-392): how a leader picks a replica for a consumer to read
+    /// from. None (Kafka's default): consumers read from the leader only.
+    pub replica_selector: Option<ReplicaSelector>,
     /// `controller.quorum.voters`, or `controller.quorum.bootstrap.servers` (ids -1) when no
     /// voters are given. Empty means no quorum is configured: a node with the controller role is
     /// then a quorum of one by itself and needs no controller listener, which is what plain
@@ -426,6 +432,17 @@ fn parse_assignors(value: &str) -> Result<Vec<String>, ConfigError> {
     Ok(out)
 }
 
+/// Kafka's rack-aware `replica.selector.class`, the one selector Weir implements.
+pub const RACK_AWARE_SELECTOR: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+
+/// A `replica.selector.class` Weir implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaSelector {
+    /// Kafka's `RackAwareReplicaSelector`: the leader if it is in the consumer's rack (or no
+    /// replica is), else the most caught-up in-sync replica in that rack.
+    RackAware,
+}
+
 const I16_MAX: i64 = i16::MAX as i64;
 const I32_MAX: i64 = i32::MAX as i64;
 const DEFAULT_LOG_DIR: &str = "./weir-data";
@@ -444,7 +461,6 @@ enum Kind {
 /// values are still type-checked so a typo does not hide until Weir implements the key.
 const IGNORED_KEYS: &[(&str, Kind)] = &[
     ("background.threads", Int(1, I32_MAX)),
-    ("broker.rack", Text),
     ("controlled.shutdown.enable", Bool),
     ("early.start.listeners", Text),
     ("group.coordinator.rebalance.protocols", Text),
@@ -635,6 +651,23 @@ impl ServerConfig {
                 .collect(),
         };
 
+        let broker_rack = p
+            .get("broker.rack")
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
+        let replica_selector = match p.get("replica.selector.class").map(str::trim) {
+            None | Some("") => None,
+            Some(RACK_AWARE_SELECTOR) => Some(ReplicaSelector::RackAware),
+            Some(other) => {
+                return Err(invalid(
+                    "replica.selector.class",
+                    other,
+                    format!("the only replica selector Weir has is {RACK_AWARE_SELECTOR}"),
+                ))
+            }
+        };
+
         let voters = match p.get("controller.quorum.voters") {
             Some(v) => parse_voters(v)?,
             None => Vec::new(),
@@ -813,6 +846,8 @@ impl ServerConfig {
             advertised_listeners,
             controller_listener_names,
             inter_broker_listener_name,
+            broker_rack,
+            replica_selector,
             controller_quorum_voters,
             log_dirs,
             num_partitions,
@@ -1156,6 +1191,15 @@ impl ServerConfig {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        if let Some(rack) = &self.broker_rack {
+            entries.push(("broker.rack".to_string(), rack.clone()));
+        }
+        if let Some(ReplicaSelector::RackAware) = self.replica_selector {
+            entries.push((
+                "replica.selector.class".to_string(),
+                RACK_AWARE_SELECTOR.to_string(),
+            ));
+        }
         entries.extend(
             FIELDS
                 .iter()
@@ -2194,6 +2238,27 @@ log.retention.check.interval.ms=300000
         let (again, warnings) = ServerConfig::from_properties(&reparsed).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(again, c);
+    }
+
+    #[test]
+    fn rack_and_replica_selector() {
+        let (c, warnings) = load("broker.rack=RACK1\nreplica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector\n").unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(c.broker_rack.as_deref(), Some("RACK1"));
+        assert_eq!(c.replica_selector, Some(ReplicaSelector::RackAware));
+        let entries: BTreeMap<String, String> = c.broker_config_entries().into_iter().collect();
+        assert_eq!(entries["broker.rack"], "RACK1");
+        assert_eq!(entries["replica.selector.class"], RACK_AWARE_SELECTOR);
+        let (again, _) = ServerConfig::from_properties(&entries).unwrap();
+        assert_eq!(again, c);
+
+        // Kafka's defaults: no rack, no selector (consumers read from the leader).
+        let d = ServerConfig::default_single_node();
+        assert_eq!((d.broker_rack, d.replica_selector), (None, None));
+        let (blank, _) = load("broker.rack= \nreplica.selector.class=\n").unwrap();
+        assert_eq!((blank.broker_rack, blank.replica_selector), (None, None));
+        let err = load("replica.selector.class=com.example.MySelector\n").unwrap_err();
+        assert!(err.to_string().contains("replica.selector.class"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod isr;
 pub mod partition;
 pub mod producer;
+pub mod read_replica;
 pub mod validation;
 
 pub use partition::{

@@ -15,6 +15,7 @@ use crate::replica::isr::{
     self, AlterOutcome, BrokerView, Event, FetchRefused, IsrConfig, Leadership, NotEnoughReplicas,
     ReplicaSet,
 };
+use crate::replica::read_replica::{self, ReplicaView};
 
 /// Kafka's default `replica.lag.time.max.ms`.
 pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
@@ -226,6 +227,51 @@ impl Partition {
         if self.replica_set.is_some() {
             let _ = self.step_replicas(Event::AlterPartitionDone(outcome));
         }
+    }
+
+    /// KIP-392: the replica a consumer in `client_rack` fetching from `fetch_offset` should
+    /// read from instead of this leader (`node`), or `None` to read here. Only a replicated
+    /// leader redirects, and only to a follower in the committed ISR whose log end, as last
+    /// fetched, reaches `fetch_offset` (Kafka's `findPreferredReadReplica`; the follower's log
+    /// start is not known here, so it is not checked: a consumer sent below it gets
+    /// OFFSET_OUT_OF_RANGE there and returns to the leader). `rack_of` gives a broker's rack,
+    /// `None` for a broker clients cannot reach.
+    pub fn preferred_read_replica(
+        &self,
+        node: i32,
+        client_rack: &str,
+        fetch_offset: i64,
+        now_ms: i64,
+        rack_of: impl Fn(i32) -> Option<String>,
+    ) -> Option<i32> {
+        let set = self.replica_set.as_ref()?;
+        if self.role != Role::Leader || client_rack.is_empty() {
+            return None;
+        }
+        let leader = ReplicaView {
+            id: node,
+            rack: rack_of(node),
+            log_end: self.log.end_offset(),
+            since_caught_up_ms: 0,
+        };
+        let followers: Vec<ReplicaView> = set
+            .committed_isr()
+            .into_iter()
+            .filter(|&r| r != node)
+            .filter_map(|r| {
+                let log_end = set.follower_log_end(r)?;
+                (log_end >= fetch_offset).then(|| ReplicaView {
+                    id: r,
+                    rack: rack_of(r),
+                    log_end,
+                    since_caught_up_ms: set
+                        .last_caught_up_ms(r)
+                        .map_or(i64::MAX, |t| now_ms.saturating_sub(t).max(0)),
+                })
+            })
+            .collect();
+        let chosen = read_replica::rack_aware(client_rack, &leader, &followers);
+        (chosen != node).then_some(chosen)
     }
 
     /// The replica set while this broker leads a replicated partition.

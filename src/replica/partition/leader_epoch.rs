@@ -62,7 +62,20 @@ impl Partition {
         fetch_offset: i64,
         last_fetched_epoch: i32,
     ) -> Result<Option<EpochEnd>, EpochRefusal> {
-        self.check_current_leader_epoch(current_leader_epoch, true)?;
+        self.check_read_position(current_leader_epoch, fetch_offset, last_fetched_epoch, true)
+    }
+
+    /// [`Partition::check_fetch_position`] for a read that any replica may serve when
+    /// `require_leader` is false: a consumer fetching from a follower (KIP-392). The epochs are
+    /// checked against this replica's own leader epoch, as Kafka's `Partition` does.
+    pub fn check_read_position(
+        &self,
+        current_leader_epoch: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: i32,
+        require_leader: bool,
+    ) -> Result<Option<EpochEnd>, EpochRefusal> {
+        self.check_current_leader_epoch(current_leader_epoch, require_leader)?;
         if last_fetched_epoch < 0 {
             return Ok(None);
         }
@@ -172,6 +185,30 @@ mod tests {
         );
         assert_eq!(p.check_fetch_position(3, 20, 5), Err(EpochRefusal::Fenced));
         assert_eq!(p.check_fetch_position(7, 20, 5), Err(EpochRefusal::Unknown));
+    }
+
+    #[test]
+    fn a_follower_checks_a_consumer_read_against_its_own_epoch() {
+        let disk = MemDisk::new(4);
+        let (leader, mut follower) = pair(&disk);
+        follower.append_as_follower(&tail(&leader, 0), 1).unwrap();
+        follower.become_follower(5).unwrap();
+        // KIP-392: a follower serves a consumer whose epoch matches its own.
+        assert_eq!(follower.check_read_position(5, 10, -1, false), Ok(None));
+        assert_eq!(follower.check_read_position(-1, 10, -1, false), Ok(None));
+        assert_eq!(
+            follower.check_read_position(4, 10, -1, false),
+            Err(EpochRefusal::Fenced)
+        );
+        assert_eq!(
+            follower.check_read_position(6, 10, -1, false),
+            Err(EpochRefusal::Unknown)
+        );
+        // Replication fetches and older consumers still need the leader.
+        assert_eq!(
+            follower.check_fetch_position(5, 10, -1),
+            Err(EpochRefusal::NotLeader)
+        );
     }
 
     #[test]

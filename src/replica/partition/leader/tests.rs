@@ -272,3 +272,72 @@ fn a_reopened_replica_does_not_take_its_log_end_as_committed() {
     p.follower_fetched(3, 1, 103, 10).unwrap();
     assert_eq!(p.high_watermark(), 1, "what the whole ISR holds");
 }
+
+#[test]
+fn a_consumer_is_sent_to_an_in_sync_follower_in_its_rack_that_holds_its_offset() {
+    let disk = MemDisk::new(9);
+    let mut p = open(&disk, 1);
+    p.become_leader(view(1, 1, &[1, 2, 3]), 0).unwrap();
+    append(&mut p, 4);
+    let rack = |b: i32| Some(format!("RACK{b}"));
+    // No follower has fetched yet: none is known to hold anything.
+    assert_eq!(p.preferred_read_replica(1, "RACK2", 0, 10, rack), None);
+    p.follower_fetched(2, 4, 102, 10).unwrap();
+    p.follower_fetched(3, 2, 103, 10).unwrap();
+    assert_eq!(p.preferred_read_replica(1, "RACK2", 3, 10, rack), Some(2));
+    // Follower 3 has only fetched up to 2: it may serve offset 2, not 3.
+    assert_eq!(p.preferred_read_replica(1, "RACK3", 2, 10, rack), Some(3));
+    assert_eq!(p.preferred_read_replica(1, "RACK3", 3, 10, rack), None);
+    // The leader's own rack, an unknown rack, or no rack: read here.
+    assert_eq!(p.preferred_read_replica(1, "RACK1", 0, 10, rack), None);
+    assert_eq!(p.preferred_read_replica(1, "RACK9", 0, 10, rack), None);
+    assert_eq!(p.preferred_read_replica(1, "", 0, 10, rack), None);
+    // A follower the controller took out of the ISR is never chosen.
+    p.become_leader(view(1, 2, &[1, 3]), 20).unwrap();
+    assert_eq!(p.preferred_read_replica(1, "RACK2", 0, 30, rack), None);
+    // A broker clients cannot reach (no rack known) matches no rack.
+    p.follower_fetched(3, 4, 103, 30).unwrap();
+    assert_eq!(p.preferred_read_replica(1, "RACK3", 0, 30, |_| None), None);
+    assert_eq!(p.preferred_read_replica(1, "RACK3", 4, 30, rack), Some(3));
+}
+
+#[test]
+fn a_follower_serves_consumers_up_to_the_high_watermark_it_learned() {
+    let disk = MemDisk::new(10);
+    let mut leader = open(&disk, 1);
+    leader.become_leader(view(1, 1, &[1, 2, 3]), 0).unwrap();
+    append(&mut leader, 3);
+    let mut follower = {
+        disk.create_dir_all(Path::new("/data/f")).unwrap();
+        let config = crate::config::ServerConfig::default_single_node().topic_defaults;
+        let open = Partition::open(
+            Arc::new(disk.clone()),
+            Path::new("/data/f/t-0"),
+            "t",
+            0,
+            config,
+            0,
+        );
+        block_on(open).unwrap().0
+    };
+    follower.become_follower(1).unwrap();
+    let all = leader.read_for_replica(0, 1 << 20).unwrap();
+    follower.append_as_follower(&all, 1).unwrap();
+    assert_eq!(follower.log_end_offset(), 3);
+    // Nothing is committed yet as far as the follower knows.
+    follower.follow_high_watermark(0);
+    assert!(follower.read(0, 1 << 20).unwrap().is_empty());
+    follower.follow_high_watermark(2);
+    let read = follower.read(0, 1 << 20).unwrap();
+    let last = crate::log::batch::iter(&read)
+        .map(|b| b.unwrap().1.next_offset())
+        .last();
+    assert_eq!(last, Some(2), "never past the high watermark");
+    // Between the high watermark and the log end: nothing yet; past the log end: out of range.
+    assert!(follower.read(2, 1 << 20).unwrap().is_empty());
+    assert!(follower.read(3, 1 << 20).unwrap().is_empty());
+    assert!(matches!(
+        follower.read(4, 1 << 20),
+        Err(crate::log::ReadError::OffsetOutOfRange { .. })
+    ));
+}
