@@ -135,12 +135,16 @@ async fn start_cluster(
     }
     // CreateTopics answers once the controller committed the topic; each node applies it a
     // little later (as in Kafka), and the tests ask node 0 about it at once.
-    wait_for("every node applied the topic", Duration::from_secs(20), || {
-        nodes
-            .iter()
-            .all(|n| n.as_ref().unwrap().broker.image().topic(topic).is_some())
-            .then_some(())
-    })
+    wait_for(
+        "every node applied the topic",
+        Duration::from_secs(20),
+        || {
+            nodes
+                .iter()
+                .all(|n| n.as_ref().unwrap().broker.image().topic(topic).is_some())
+                .then_some(())
+        },
+    )
     .await;
     (configs, nodes)
 }

@@ -655,8 +655,13 @@ impl Coordinator {
     }
 
     fn gate(&self, group_id: &str) -> Result<(), GroupError> {
+        // The offsets topic is not applied here yet: it was just created, and FindCoordinator
+        // on a node that has applied it already names this one. Retriable in place, as Kafka's
+        // answer for a partition still loading (librdkafka retries an OffsetFetch on
+        // COORDINATOR_LOAD_IN_PROGRESS but hands COORDINATOR_NOT_AVAILABLE to the application:
+        // 0090 on three nodes). Once applied, a group this node does not hold is NOT_COORDINATOR.
         let Some(p) = self.partition_of(group_id) else {
-            return Err(GroupError::CoordinatorNotAvailable);
+            return Err(GroupError::CoordinatorLoadInProgress);
         };
         match self.partitions.get(&p) {
             None => Err(GroupError::NotCoordinator),

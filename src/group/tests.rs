@@ -1055,3 +1055,22 @@ fn unloading_a_partition_ends_its_groups_and_a_reload_restores_them() {
     // Other partitions were untouched.
     assert!(h.c.holds_partition((p + 1) % 50));
 }
+
+#[test]
+fn before_the_offsets_topic_is_known_requests_are_retriable_in_place() {
+    // A node that FindCoordinator names before it applied the offsets topic: the client must
+    // retry where it is (librdkafka hands COORDINATOR_NOT_AVAILABLE on an OffsetFetch to the
+    // application), and once the topic is known a group it does not hold is NOT_COORDINATOR.
+    let mut c = Coordinator::new(GroupConfig::default());
+    assert_eq!(
+        c.fetch_offsets(G, None).map(|_| ()),
+        Err(GroupError::CoordinatorLoadInProgress)
+    );
+    c.set_partition_count(50);
+    assert_eq!(
+        c.fetch_offsets(G, None).map(|_| ()),
+        Err(GroupError::NotCoordinator)
+    );
+    c.partition_ready(c.partition_of(G).unwrap(), 0);
+    assert_eq!(c.fetch_offsets(G, None).map(|_| ()), Ok(()));
+}
