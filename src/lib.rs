@@ -7,6 +7,7 @@
 //! [`client`] is a Kafka client used by the CLI, the bench and the simulator's workloads.
 //! See `docs/ARCHITECTURE.md`.
 
+pub mod acl;
 pub mod bench;
 pub mod broker;
 pub mod client;

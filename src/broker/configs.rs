@@ -14,7 +14,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::acl::Operation;
 use crate::config::TopicConfig;
 
 const RESOURCE_TOPIC: i8 = 2;
@@ -79,7 +81,12 @@ pub(super) fn config_entries(
         .collect()
 }
 
-pub(super) fn describe(broker: &Broker, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub(super) fn describe(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let authz = broker.authz(ctx);
     let results = req
         .resources
         .into_iter()
@@ -88,6 +95,13 @@ pub(super) fn describe(broker: &Broker, req: DescribeConfigsRequest) -> Describe
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             let name = resource.resource_name.to_string();
+            let checked =
+                authz.config_resource(resource.resource_type, &name, Operation::DescribeConfigs);
+            if let Err((code, why)) = checked {
+                result.error_code = code.code();
+                result.error_message = Some(StrBytes::from_string(why));
+                return result;
+            }
             let entries: Vec<(String, String, i8)> = match resource.resource_type {
                 RESOURCE_TOPIC => match broker.image().topic(&name) {
                     Some(topic) => {
@@ -198,7 +212,12 @@ fn answer(
 }
 
 /// Legacy AlterConfigs: the given set replaces all of the topic's overrides.
-pub(super) async fn alter(broker: &Broker, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub(super) async fn alter(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let authz = broker.authz(ctx);
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let name = resource.resource_name.to_string();
@@ -210,14 +229,23 @@ pub(super) async fn alter(broker: &Broker, req: AlterConfigsRequest) -> AlterCon
         for c in resource.configs {
             changes.insert(c.name.to_string(), c.value.map(|v| v.to_string()));
         }
-        let outcome = change_topic(
-            broker,
+        let outcome = match authz.config_resource(
             resource.resource_type,
             &name,
-            Ok(changes),
-            req.validate_only,
-        )
-        .await;
+            Operation::AlterConfigs,
+        ) {
+            Err(e) => Err(e),
+            Ok(()) => {
+                change_topic(
+                    broker,
+                    resource.resource_type,
+                    &name,
+                    Ok(changes),
+                    req.validate_only,
+                )
+                .await
+            }
+        };
         responses.push(answer(
             resource.resource_type,
             resource.resource_name,
@@ -229,8 +257,10 @@ pub(super) async fn alter(broker: &Broker, req: AlterConfigsRequest) -> AlterCon
 
 pub(super) async fn incremental_alter(
     broker: &Broker,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let authz = broker.authz(ctx);
     let mut responses = Vec::with_capacity(req.resources.len());
     for resource in req.resources {
         let name = resource.resource_name.to_string();
@@ -264,14 +294,23 @@ pub(super) async fn incremental_alter(
                 }
             })
             .collect::<Result<BTreeMap<_, _>, _>>();
-        let outcome = change_topic(
-            broker,
+        let outcome = match authz.config_resource(
             resource.resource_type,
             &name,
-            changes,
-            req.validate_only,
-        )
-        .await;
+            Operation::AlterConfigs,
+        ) {
+            Err(e) => Err(e),
+            Ok(()) => {
+                change_topic(
+                    broker,
+                    resource.resource_type,
+                    &name,
+                    changes,
+                    req.validate_only,
+                )
+                .await
+            }
+        };
         // Same fields as AlterConfigs' answer, but a distinct generated type.
         let a = answer(resource.resource_type, resource.resource_name, outcome);
         responses.push(

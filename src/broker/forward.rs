@@ -41,10 +41,17 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeQuorum,
     ApiKey::InitProducerId,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// The relayed response frame (size prefix included), or `None` to handle the request here.
-pub(super) async fn forward(broker: &Broker, frame: &Bytes) -> Option<BytesMut> {
+pub(super) async fn forward(
+    broker: &Broker,
+    frame: &Bytes,
+    peer: std::net::SocketAddr,
+) -> Option<BytesMut> {
     let quorum = broker.quorum.as_ref()?;
     if frame.len() < 8 {
         return None;
@@ -59,7 +66,7 @@ pub(super) async fn forward(broker: &Broker, frame: &Bytes) -> Option<BytesMut> 
     } else {
         quorum.is_active()
     };
-    if leader_side {
+    if leader_side || !broker.relay_allowed(peer, frame) {
         return None;
     }
     let link = quorum.leader_link()?;

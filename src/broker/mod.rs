@@ -4,6 +4,7 @@
 
 mod acls;
 mod admin;
+mod authz;
 mod broker_rpc;
 mod broker_session;
 mod cleaning;
@@ -29,6 +30,7 @@ pub mod quorum;
 mod quorum_rpc;
 pub mod quorum_status;
 mod reconcile;
+mod scram;
 pub mod replica_fetcher;
 pub mod replication_events;
 mod server;
@@ -152,6 +154,8 @@ pub struct Broker {
     startup_gate: startup_gate::StartupGate,
     /// Who is told of follower truncations (the simulator's trace), if anyone.
     replication_events: replication_events::ReplicationEvents,
+    /// The ACL authorizer's settings, when `authorizer.class.name` configures one.
+    authorizer: Option<crate::acl::AuthorizerSettings>,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -244,6 +248,7 @@ impl Broker {
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
+            authorizer: authz::settings(&config),
             config,
             io: io.clone(),
             log_dir,

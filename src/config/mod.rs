@@ -27,7 +27,7 @@ pub use listener::{Endpoint, Voter};
 #[cfg(any(madsim, test))]
 pub use planted::PlantedBug;
 pub use properties::parse_properties;
-pub use server::{Role, ServerConfig};
+pub use server::{AuthorizerConfig, Role, ServerConfig, STANDARD_AUTHORIZER};
 pub use topic::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 
 /// Production builds have no planted bugs: every `planted!(config, Bug)` check is `false`, and

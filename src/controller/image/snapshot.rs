@@ -12,7 +12,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::records::PartitionRecord;
+use super::records::{PartitionRecord, ScramRecord};
+use crate::acl::AclBinding;
 use super::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicMeta};
 
 #[derive(Serialize, Deserialize)]
@@ -22,6 +23,11 @@ struct ImageTables {
     brokers: Vec<BrokerRegistration>,
     topics: Vec<TopicMeta>,
     partitions: Vec<(Uuid, i32, PartitionRegistration)>,
+    /// Absent from snapshots written before ACLs were stored.
+    #[serde(default)]
+    acls: Vec<(Uuid, AclBinding)>,
+    #[serde(default)]
+    scram: Vec<ScramRecord>,
 }
 
 impl MetadataImage {
@@ -37,6 +43,8 @@ impl MetadataImage {
                 .all()
                 .map(|((id, p), r)| (id, p, r.clone()))
                 .collect(),
+            acls: self.acls.all().map(|(id, b)| (id, b.clone())).collect(),
+            scram: self.scram.all().cloned().collect(),
         };
         serde_json::to_vec(&tables).expect("the image serialises")
     }
@@ -103,6 +111,18 @@ impl MetadataImage {
                 partition_epoch: r.partition_epoch,
                 leader_recovering: r.leader_recovering,
             });
+        }
+        for (id, acl) in tables.acls {
+            if image.acls.all().any(|(i, b)| i == id || *b == acl) {
+                return Err(format!("ACL {id} twice"));
+            }
+            image.acls.insert(id, acl);
+        }
+        for record in tables.scram {
+            if record.name.is_empty() || image.scram.get(&record.name, record.mechanism).is_some() {
+                return Err(format!("SCRAM credential of '{}' twice or unnamed", record.name));
+            }
+            image.scram.upsert(&record);
         }
         Ok(image)
     }
@@ -173,6 +193,25 @@ mod tests {
                 ..PartitionChange::new(topic, 0)
             }),
             MetadataRecord::ProducerIds { next: 1000 },
+            MetadataRecord::AccessControlEntry {
+                id: Uuid::from_u64_pair(9, 9),
+                acl: AclBinding {
+                    resource_type: crate::acl::ResourceType::Topic,
+                    resource_name: "t".into(),
+                    pattern_type: crate::acl::PatternType::Prefixed,
+                    principal: "User:a".into(),
+                    host: "*".into(),
+                    operation: crate::acl::Operation::Write,
+                    permission: crate::acl::Permission::Deny,
+                },
+            },
+            MetadataRecord::UserScramCredential(ScramRecord {
+                name: "alice".into(),
+                mechanism: crate::controller::image::scram::ScramMechanism::Sha512,
+                salt: vec![0, 1, 2],
+                salted_password: vec![3, 4],
+                iterations: 8192,
+            }),
         ];
         for (offset, r) in records.iter().enumerate() {
             image.apply(offset as i64 + 3, r);
@@ -186,7 +225,9 @@ mod tests {
         let body = image.to_snapshot();
         let back = MetadataImage::from_snapshot(&body).expect("reads back");
         assert_eq!(back, image);
-        assert_eq!(back.applied(), 11);
+        assert_eq!(back.applied(), 13);
+        assert_eq!(back.acls().len(), 1);
+        assert_eq!(back.scram().users(), vec!["alice"]);
         assert!(back.broker(2).is_some_and(|b| b.in_controlled_shutdown));
         // The empty image too.
         let empty = MetadataImage::default();
