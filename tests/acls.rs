@@ -98,6 +98,9 @@ async fn create_acls(client: &mut Client, creations: Vec<AclCreation>) -> Vec<i1
 /// (resource name, operation, permission) of every ACL, sorted.
 async fn describe_acls(client: &mut Client) -> (i16, Vec<(String, i8, i8)>) {
     let request = DescribeAclsRequest::default()
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
         .with_resource_type_filter(ANY)
         .with_pattern_type_filter(ANY)
         .with_operation(ANY)
@@ -152,6 +155,8 @@ async fn a_deny_acl_blocks_produce_until_deleted_and_acls_survive_restarts() {
         vec![0, 0, 0, ResponseError::InvalidRequest.code()],
         "the last binding is invalid"
     );
+    let (_, acls) = describe_acls(&mut client).await;
+    assert_eq!(acls.len(), 3, "{acls:?}");
     running.broker.shutdown().await.unwrap();
 
     // allow.everyone off: only what the ACLs allow passes; DENY beats the wildcard ALLOW.
@@ -180,6 +185,8 @@ async fn a_deny_acl_blocks_produce_until_deleted_and_acls_survive_restarts() {
         .expect("READ is allowed");
 
     let request = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+        .with_principal_filter(None)
+        .with_host_filter(None)
         .with_resource_type_filter(TOPIC)
         .with_resource_name_filter(Some(s("orders")))
         .with_pattern_type_filter(LITERAL)
@@ -201,6 +208,8 @@ async fn a_deny_acl_blocks_produce_until_deleted_and_acls_survive_restarts() {
     let (_, acls) = describe_acls(&mut client).await;
     assert_eq!(acls.len(), 2);
     let request = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+        .with_principal_filter(None)
+        .with_host_filter(None)
         .with_resource_type_filter(TOPIC)
         .with_resource_name_filter(Some(s("*")))
         .with_pattern_type_filter(LITERAL)

@@ -79,6 +79,10 @@ impl AclTable {
         }
     }
 
+    pub fn get(&self, id: Uuid) -> Option<&AclBinding> {
+        self.by_id.get(&id)
+    }
+
     pub fn contains(&self, binding: &AclBinding) -> bool {
         self.by_pattern
             .get(&pattern_key(binding))

@@ -315,7 +315,7 @@ fn authorized_operations_follow_the_acls() {
     let acls = table(&[acl(Topic, "t", Literal, "User:alice", "*", Read, Allow)]);
     let ops = authorized_operations(&settings, &acls, &ALICE, Topic, "t");
     assert_eq!(ops, 1 << Read.code() | 1 << Describe.code());
-    assert_eq!(all_operations(Topic), 0b1111_1111_1000);
+    assert_eq!(all_operations(Topic), 0b1101_1111_1000);
     let open = AuthorizerSettings {
         allow_if_no_acl: true,
         ..settings

@@ -41,11 +41,6 @@ pub(super) struct Authz {
 }
 
 impl Authz {
-    /// Whether an authorizer decides at all for this request.
-    pub fn enforcing(&self) -> bool {
-        self.settings.is_some()
-    }
-
     pub fn allows(&self, operation: Operation, resource_type: ResourceType, name: &str) -> bool {
         let Some(settings) = &self.settings else {
             return true;

@@ -56,7 +56,7 @@ fn fresh(
     loop {
         let id = ids();
         let taken = id.is_nil()
-            || image.acls().all().any(|(i, _)| i == id)
+            || image.acls().get(id).is_some()
             || records.iter().any(
                 |r| matches!(r, MetadataRecord::AccessControlEntry { id: used, .. } if *used == id),
             );

@@ -113,7 +113,7 @@ impl MetadataImage {
             });
         }
         for (id, acl) in tables.acls {
-            if image.acls.all().any(|(i, b)| i == id || *b == acl) {
+            if image.acls.get(id).is_some() || image.acls.contains(&acl) {
                 return Err(format!("ACL {id} twice"));
             }
             image.acls.insert(id, acl);
