@@ -244,7 +244,10 @@ async fn without_an_authorizer_the_acl_apis_are_disabled() {
     let codes = create_acls(&mut client, vec![acl(TOPIC, "t", WRITE, DENY)]).await;
     assert_eq!(codes, vec![ResponseError::SecurityDisabled.code()]);
     // Nothing is enforced: allow.everyone=false means nothing without an authorizer.
-    client.create_topic("t", 1, 1, &BTreeMap::new()).await.unwrap();
+    client
+        .create_topic("t", 1, 1, &BTreeMap::new())
+        .await
+        .unwrap();
     assert_eq!(produce_error(&mut client, "t").await, None);
     running.broker.shutdown().await.unwrap();
 }

@@ -53,10 +53,7 @@ impl AclTable {
     /// Adds a binding under a fresh id. The controller never stores one binding twice, nor
     /// reuses an id; replaying such a record would be a bug.
     pub fn insert(&mut self, id: Uuid, binding: AclBinding) {
-        assert!(
-            !self.by_id.contains_key(&id),
-            "ACL id {id} stored twice"
-        );
+        assert!(!self.by_id.contains_key(&id), "ACL id {id} stored twice");
         assert!(!self.contains(&binding), "ACL {binding:?} stored twice");
         self.by_pattern
             .entry(pattern_key(&binding))
@@ -126,7 +123,13 @@ impl AclTable {
         let prefixed = name
             .char_indices()
             .map(|(i, c)| i + c.len_utf8())
-            .map(move |end| (resource_type, PatternType::Prefixed, name[..end].to_string()));
+            .map(move |end| {
+                (
+                    resource_type,
+                    PatternType::Prefixed,
+                    name[..end].to_string(),
+                )
+            });
         literal
             .chain(prefixed)
             .filter_map(|key| self.by_pattern.get(&key))
@@ -218,7 +221,9 @@ pub fn authorized_operations(
     resource_type
         .supported_operations()
         .iter()
-        .filter(|op| authorize(settings, acls, caller, **op, resource_type, name) == Decision::Allow)
+        .filter(|op| {
+            authorize(settings, acls, caller, **op, resource_type, name) == Decision::Allow
+        })
         .fold(0, |bits, op| bits | 1 << op.code())
 }
 

@@ -118,7 +118,10 @@ pub(super) async fn create(
         return all(ResponseError::SecurityDisabled, text(NO_AUTHORIZER));
     }
     if !broker.authz(ctx).cluster(Operation::Alter) {
-        return all(ResponseError::ClusterAuthorizationFailed, text(CLUSTER_DENIED));
+        return all(
+            ResponseError::ClusterAuthorizationFailed,
+            text(CLUSTER_DENIED),
+        );
     }
     let creations: Vec<_> = req
         .creations
@@ -179,7 +182,10 @@ pub(super) async fn delete(
         return all(ResponseError::SecurityDisabled, text(NO_AUTHORIZER));
     }
     if !broker.authz(ctx).cluster(Operation::Alter) {
-        return all(ResponseError::ClusterAuthorizationFailed, text(CLUSTER_DENIED));
+        return all(
+            ResponseError::ClusterAuthorizationFailed,
+            text(CLUSTER_DENIED),
+        );
     }
     let filters: Vec<_> = req
         .filters

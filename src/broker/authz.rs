@@ -82,9 +82,18 @@ impl Authz {
         operation: Operation,
     ) -> Result<(), (ResponseError, String)> {
         let (allowed, code) = match resource_type {
-            2 => (self.topic(operation, name), ResponseError::TopicAuthorizationFailed),
-            4 | 8 => (self.cluster(operation), ResponseError::ClusterAuthorizationFailed),
-            32 => (self.group(operation, name), ResponseError::GroupAuthorizationFailed),
+            2 => (
+                self.topic(operation, name),
+                ResponseError::TopicAuthorizationFailed,
+            ),
+            4 | 8 => (
+                self.cluster(operation),
+                ResponseError::ClusterAuthorizationFailed,
+            ),
+            32 => (
+                self.group(operation, name),
+                ResponseError::GroupAuthorizationFailed,
+            ),
             _ => (true, ResponseError::UnknownServerError),
         };
         match allowed {
@@ -143,7 +152,9 @@ impl Broker {
             return false;
         };
         match body {
-            RequestKind::CreateTopics(r) => r.topics.iter().all(|t| authz.may_create_topic(&t.name)),
+            RequestKind::CreateTopics(r) => {
+                r.topics.iter().all(|t| authz.may_create_topic(&t.name))
+            }
             RequestKind::DeleteTopics(r) => {
                 let image = self.image();
                 let by_id = r.topics.iter().map(|t| {
@@ -158,9 +169,10 @@ impl Broker {
                     .flatten()
                     .all(|n| authz.topic(Operation::Delete, &n))
             }
-            RequestKind::CreatePartitions(r) => {
-                r.topics.iter().all(|t| authz.topic(Operation::Alter, &t.name))
-            }
+            RequestKind::CreatePartitions(r) => r
+                .topics
+                .iter()
+                .all(|t| authz.topic(Operation::Alter, &t.name)),
             RequestKind::AlterConfigs(r) => r.resources.iter().all(|c| {
                 authz
                     .config_resource(c.resource_type, &c.resource_name, Operation::AlterConfigs)

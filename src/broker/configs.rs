@@ -229,23 +229,20 @@ pub(super) async fn alter(
         for c in resource.configs {
             changes.insert(c.name.to_string(), c.value.map(|v| v.to_string()));
         }
-        let outcome = match authz.config_resource(
-            resource.resource_type,
-            &name,
-            Operation::AlterConfigs,
-        ) {
-            Err(e) => Err(e),
-            Ok(()) => {
-                change_topic(
-                    broker,
-                    resource.resource_type,
-                    &name,
-                    Ok(changes),
-                    req.validate_only,
-                )
-                .await
-            }
-        };
+        let outcome =
+            match authz.config_resource(resource.resource_type, &name, Operation::AlterConfigs) {
+                Err(e) => Err(e),
+                Ok(()) => {
+                    change_topic(
+                        broker,
+                        resource.resource_type,
+                        &name,
+                        Ok(changes),
+                        req.validate_only,
+                    )
+                    .await
+                }
+            };
         responses.push(answer(
             resource.resource_type,
             resource.resource_name,
@@ -294,23 +291,20 @@ pub(super) async fn incremental_alter(
                 }
             })
             .collect::<Result<BTreeMap<_, _>, _>>();
-        let outcome = match authz.config_resource(
-            resource.resource_type,
-            &name,
-            Operation::AlterConfigs,
-        ) {
-            Err(e) => Err(e),
-            Ok(()) => {
-                change_topic(
-                    broker,
-                    resource.resource_type,
-                    &name,
-                    changes,
-                    req.validate_only,
-                )
-                .await
-            }
-        };
+        let outcome =
+            match authz.config_resource(resource.resource_type, &name, Operation::AlterConfigs) {
+                Err(e) => Err(e),
+                Ok(()) => {
+                    change_topic(
+                        broker,
+                        resource.resource_type,
+                        &name,
+                        changes,
+                        req.validate_only,
+                    )
+                    .await
+                }
+            };
         // Same fields as AlterConfigs' answer, but a distinct generated type.
         let a = answer(resource.resource_type, resource.resource_name, outcome);
         responses.push(

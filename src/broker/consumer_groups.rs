@@ -14,9 +14,9 @@ use uuid::Uuid;
 use super::server::RequestContext;
 use super::{errors, Broker};
 use crate::acl::{Operation, ResourceType};
-use kafka_protocol::error::ResponseError;
 use crate::group::consumer::{self, Assignment, TopicView, Topics};
 use crate::group::{GroupError, Response};
+use kafka_protocol::error::ResponseError;
 
 fn s(value: impl Into<String>) -> StrBytes {
     StrBytes::from_string(value.into())

@@ -557,8 +557,7 @@ pub(super) fn offset_fetch(
                         fetched
                             .into_iter()
                             .map(|(t, list)| {
-                                let list =
-                                    list.into_iter().map(|o| wire_partition(o, 0)).collect();
+                                let list = list.into_iter().map(|o| wire_partition(o, 0)).collect();
                                 wire_topic(t, list)
                             })
                             .chain(denied.into_iter().map(|(t, ps)| {
@@ -613,7 +612,9 @@ pub(super) fn offset_fetch(
         OffsetFetchResponse::default().with_topics(topics)
     };
     match fetch_authorized(broker, &authz, &req.group_id, requested.clone(), || Ok(())) {
-        Fetch::Denied if v >= 2 => OffsetFetchResponse::default().with_error_code(GROUP_DENIED.code()),
+        Fetch::Denied if v >= 2 => {
+            OffsetFetchResponse::default().with_error_code(GROUP_DENIED.code())
+        }
         Fetch::Denied => every_partition(GROUP_DENIED.code()),
         Fetch::Fetched(Ok(fetched), denied) => OffsetFetchResponse::default().with_topics(
             fetched

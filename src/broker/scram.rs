@@ -23,7 +23,8 @@ use crate::acl::Operation;
 use crate::controller::scram::{self as decide, Deletion, ScramError, Upsertion};
 
 const NOT_FOUND: &str = "Attempt to describe a user credential that does not exist: ";
-const TWICE: &str = "Cannot describe SCRAM credentials for the same user twice in a single request: ";
+const TWICE: &str =
+    "Cannot describe SCRAM credentials for the same user twice in a single request: ";
 
 fn text(s: impl Into<String>) -> Option<StrBytes> {
     Some(StrBytes::from_string(s.into()))
@@ -63,8 +64,8 @@ pub(super) fn describe(
     let results = named
         .into_iter()
         .map(|user| {
-            let result =
-                DescribeUserScramCredentialsResult::default().with_user(StrBytes::from_string(user.clone()));
+            let result = DescribeUserScramCredentialsResult::default()
+                .with_user(StrBytes::from_string(user.clone()));
             if twice.get(&user).copied().unwrap_or(false) {
                 return result
                     .with_error_code(ResponseError::DuplicateResource.code())

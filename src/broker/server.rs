@@ -20,8 +20,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
     acls, admin, broker_rpc, configs, consumer_groups, delete_records, elect_leaders, fetch,
-    forward, groups, metadata, offset_for_leader_epoch, produce, quorum_rpc, scram, topic_partitions,
-    versions, Broker,
+    forward, groups, metadata, offset_for_leader_epoch, produce, quorum_rpc, scram,
+    topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};

@@ -237,9 +237,7 @@ fn authorizer_config(p: &mut Props<'_>) -> Result<AuthorizerConfig, ConfigError>
     Ok(AuthorizerConfig {
         enabled,
         super_users,
-        allow_everyone_if_no_acl_found: p
-            .bool("allow.everyone.if.no.acl.found")?
-            .unwrap_or(false),
+        allow_everyone_if_no_acl_found: p.bool("allow.everyone.if.no.acl.found")?.unwrap_or(false),
     })
 }
 

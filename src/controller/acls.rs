@@ -134,11 +134,7 @@ mod tests {
         let a = binding("t", Operation::Read);
         let (records, results) = create_acls(
             &image,
-            vec![
-                Ok(a.clone()),
-                Ok(a.clone()),
-                Err(InvalidAcl("bad".into())),
-            ],
+            vec![Ok(a.clone()), Ok(a.clone()), Err(InvalidAcl("bad".into()))],
             counter(),
         )
         .unwrap();
@@ -192,7 +188,11 @@ mod tests {
         };
         let (records, results) = delete_acls(
             &image,
-            vec![Ok(on_t), Ok(writes), Err(UnknownFilter("Unknown entryFilter."))],
+            vec![
+                Ok(on_t),
+                Ok(writes),
+                Err(UnknownFilter("Unknown entryFilter.")),
+            ],
         )
         .unwrap();
         assert_eq!(results[0].as_ref().unwrap().len(), 2);

@@ -42,7 +42,9 @@ const TWICE: &str = "A user credential cannot be altered twice in the same reque
 
 fn check_user_and_mechanism(name: &str, mechanism: i8) -> Result<ScramMechanism, ScramError> {
     if name.is_empty() {
-        return Err(ScramError::UnacceptableCredential("Username must not be empty"));
+        return Err(ScramError::UnacceptableCredential(
+            "Username must not be empty",
+        ));
     }
     ScramMechanism::from_code(mechanism)
         .ok_or(ScramError::UnsupportedMechanism("Unknown SCRAM mechanism"))
@@ -183,10 +185,22 @@ mod tests {
         );
         let get = |n: &str| results.iter().find(|(u, _)| u == n).unwrap().1.clone();
         assert_eq!(get("alice"), Ok(()));
-        assert!(matches!(get(""), Err(ScramError::UnacceptableCredential(_))));
-        assert!(matches!(get("bob"), Err(ScramError::UnsupportedMechanism(_))));
-        assert!(matches!(get("carol"), Err(ScramError::UnacceptableCredential(_))));
-        assert!(matches!(get("dave"), Err(ScramError::UnacceptableCredential(_))));
+        assert!(matches!(
+            get(""),
+            Err(ScramError::UnacceptableCredential(_))
+        ));
+        assert!(matches!(
+            get("bob"),
+            Err(ScramError::UnsupportedMechanism(_))
+        ));
+        assert!(matches!(
+            get("carol"),
+            Err(ScramError::UnacceptableCredential(_))
+        ));
+        assert!(matches!(
+            get("dave"),
+            Err(ScramError::UnacceptableCredential(_))
+        ));
         assert!(matches!(get("erin"), Err(ScramError::DuplicateResource(_))));
         assert!(matches!(get("ghost"), Err(ScramError::ResourceNotFound(_))));
         assert_eq!(records.len(), 1);
@@ -202,7 +216,10 @@ mod tests {
         let (records, results) =
             alter_credentials(&image, vec![del("alice", 1)], vec![up("alice", 2, 5000)]);
         assert!(records.is_empty());
-        assert!(matches!(results[0].1, Err(ScramError::DuplicateResource(_))));
+        assert!(matches!(
+            results[0].1,
+            Err(ScramError::DuplicateResource(_))
+        ));
         let (records, results) = alter_credentials(&image, vec![del("alice", 1)], vec![]);
         assert_eq!(results, vec![("alice".to_string(), Ok(()))]);
         for r in &records {

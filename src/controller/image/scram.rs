@@ -50,7 +50,10 @@ impl ScramCredentials {
     /// Removes a credential (the controller checked it exists).
     pub fn remove(&mut self, name: &str, mechanism: ScramMechanism) {
         let removed = self.by_user.remove(&(name.to_string(), mechanism));
-        assert!(removed.is_some(), "removal of unknown SCRAM credential {name}");
+        assert!(
+            removed.is_some(),
+            "removal of unknown SCRAM credential {name}"
+        );
     }
 
     pub fn get(&self, name: &str, mechanism: ScramMechanism) -> Option<&ScramRecord> {
@@ -60,7 +63,10 @@ impl ScramCredentials {
     /// A user's (mechanism, iterations), by mechanism.
     pub fn of_user(&self, name: &str) -> Vec<(ScramMechanism, i32)> {
         self.by_user
-            .range((name.to_string(), ScramMechanism::Sha256)..=(name.to_string(), ScramMechanism::Sha512))
+            .range(
+                (name.to_string(), ScramMechanism::Sha256)
+                    ..=(name.to_string(), ScramMechanism::Sha512),
+            )
             .map(|((_, m), r)| (*m, r.iterations))
             .collect()
     }

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{PartitionRecord, ScramRecord};
-use crate::acl::AclBinding;
 use super::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicMeta};
+use crate::acl::AclBinding;
 
 #[derive(Serialize, Deserialize)]
 struct ImageTables {
@@ -120,7 +120,10 @@ impl MetadataImage {
         }
         for record in tables.scram {
             if record.name.is_empty() || image.scram.get(&record.name, record.mechanism).is_some() {
-                return Err(format!("SCRAM credential of '{}' twice or unnamed", record.name));
+                return Err(format!(
+                    "SCRAM credential of '{}' twice or unnamed",
+                    record.name
+                ));
             }
             image.scram.upsert(&record);
         }
