@@ -1280,6 +1280,26 @@ log.retention.check.interval.ms=300000
         }
     }
 
+    #[test]
+    fn authorizer_keys() {
+        let off = config("");
+        assert_eq!(off.authorizer, AuthorizerConfig::default());
+        let on = config(
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users=User:admin; User:ops\n\
+             allow.everyone.if.no.acl.found=true\n",
+        );
+        assert!(on.authorizer.enabled);
+        assert_eq!(on.authorizer.super_users, vec!["User:admin", "User:ops"]);
+        assert!(on.authorizer.allow_everyone_if_no_acl_found);
+        assert!(!config("authorizer.class.name=\n").authorizer.enabled);
+        assert_eq!(
+            error("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n").0,
+            "authorizer.class.name"
+        );
+        assert_eq!(error("super.users=admin\n").0, "super.users");
+    }
+
     fn ep(name: &str, host: &str, port: u16) -> Endpoint {
         Endpoint {
             listener_name: name.into(),
