@@ -50,13 +50,16 @@ fn check_user_and_mechanism(name: &str, mechanism: i8) -> Result<ScramMechanism,
         .ok_or(ScramError::UnsupportedMechanism("Unknown SCRAM mechanism"))
 }
 
+/// One user's outcome.
+pub type UserResult = (String, Result<(), ScramError>);
+
 /// The records and each user's result: successful deletions, then successful upsertions, then
 /// failures by user name (Kafka's order, made deterministic).
 pub fn alter_credentials(
     image: &MetadataImage,
     deletions: Vec<Deletion>,
     upsertions: Vec<Upsertion>,
-) -> (Vec<MetadataRecord>, Vec<(String, Result<(), ScramError>)>) {
+) -> (Vec<MetadataRecord>, Vec<UserResult>) {
     let mut deletes: BTreeMap<String, ScramMechanism> = BTreeMap::new();
     let mut upserts: BTreeMap<String, ScramRecord> = BTreeMap::new();
     let mut errors: BTreeMap<String, ScramError> = BTreeMap::new();
