@@ -25,33 +25,40 @@ use crate::acl::{self, AuthorizerSettings, Caller, Decision, Operation, Resource
 use crate::controller::MetadataImage;
 
 /// The settings of the configured authorizer, if any.
-pub(super) fn settings(config: &crate::config::ServerConfig) -> Option<AuthorizerSettings> {
-    config.authorizer.enabled.then(|| AuthorizerSettings {
-        super_users: config.authorizer.super_users.iter().cloned().collect(),
-        allow_if_no_acl: config.authorizer.allow_everyone_if_no_acl_found,
+pub(super) fn settings(config: &crate::config::ServerConfig) -> Option<Arc<AuthorizerSettings>> {
+    config.authorizer.enabled.then(|| {
+        Arc::new(AuthorizerSettings {
+            super_users: config.authorizer.super_users.iter().cloned().collect(),
+            allow_if_no_acl: config.authorizer.allow_everyone_if_no_acl_found,
+        })
     })
 }
 
 /// One request's view: the caller and the ACLs as of now. Without an authorizer (or on the
-/// controller listener) everything is allowed.
+/// controller listener) everything is allowed, and nothing is looked up (the produce and fetch
+/// paths ask per topic).
 pub(super) struct Authz {
-    settings: Option<AuthorizerSettings>,
+    deciding: Option<Deciding>,
+}
+
+struct Deciding {
+    settings: Arc<AuthorizerSettings>,
     image: Arc<MetadataImage>,
     host: String,
 }
 
 impl Authz {
     pub fn allows(&self, operation: Operation, resource_type: ResourceType, name: &str) -> bool {
-        let Some(settings) = &self.settings else {
+        let Some(d) = &self.deciding else {
             return true;
         };
         let caller = Caller {
             principal: acl::ANONYMOUS,
-            host: &self.host,
+            host: &d.host,
         };
         acl::authorize(
-            settings,
-            self.image.acls(),
+            &d.settings,
+            d.image.acls(),
             &caller,
             operation,
             resource_type,
@@ -109,14 +116,14 @@ impl Authz {
     /// The authorized-operations bits of a resource: every supported operation without an
     /// authorizer, else those the caller is allowed.
     pub fn operations(&self, resource_type: ResourceType, name: &str) -> i32 {
-        let Some(settings) = &self.settings else {
+        let Some(d) = &self.deciding else {
             return acl::all_operations(resource_type);
         };
         let caller = Caller {
             principal: acl::ANONYMOUS,
-            host: &self.host,
+            host: &d.host,
         };
-        acl::authorized_operations(settings, self.image.acls(), &caller, resource_type, name)
+        acl::authorized_operations(&d.settings, d.image.acls(), &caller, resource_type, name)
     }
 }
 
@@ -127,14 +134,13 @@ impl Broker {
     }
 
     fn authz_at(&self, trusted: bool, peer: SocketAddr) -> Authz {
+        let settings = self.authorizer.as_ref().filter(|_| !trusted);
         Authz {
-            settings: if trusted {
-                None
-            } else {
-                self.authorizer.clone()
-            },
-            image: self.image(),
-            host: peer.ip().to_string(),
+            deciding: settings.map(|settings| Deciding {
+                settings: settings.clone(),
+                image: self.image(),
+                host: peer.ip().to_string(),
+            }),
         }
     }
 

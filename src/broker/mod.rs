@@ -155,7 +155,7 @@ pub struct Broker {
     /// Who is told of follower truncations (the simulator's trace), if anyone.
     replication_events: replication_events::ReplicationEvents,
     /// The ACL authorizer's settings, when `authorizer.class.name` configures one.
-    authorizer: Option<crate::acl::AuthorizerSettings>,
+    authorizer: Option<Arc<crate::acl::AuthorizerSettings>>,
 }
 
 /// A running broker: its address and the way to stop it.
