@@ -224,6 +224,25 @@ async fn a_deny_acl_blocks_produce_until_deleted_and_acls_survive_restarts() {
     // Metadata of every topic leaves out what the caller may not describe.
     let topics = client.metadata(None).await.unwrap();
     assert!(topics.iter().all(|t| t.name != "orders"), "{topics:?}");
+    let kafka_code = |r: Result<_, ClientError>| match r {
+        Err(ClientError::Kafka(code, _)) => Some(code),
+        Ok(_) => None,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(
+        kafka_code(client.describe_topic_configs("orders").await.map(|_| ())),
+        Some(ResponseError::TopicAuthorizationFailed)
+    );
+    // No ACL names any group: FindCoordinator (DESCRIBE on the group) is denied.
+    assert_eq!(
+        kafka_code(client.find_coordinator("g").await),
+        Some(ResponseError::GroupAuthorizationFailed)
+    );
+    // CREATE on the cluster (ALL) still creates topics no ACL names.
+    client
+        .create_topic("fresh", 1, 1, &BTreeMap::new())
+        .await
+        .expect("ALL on the cluster implies CREATE");
     running.broker.halt();
     disk.process_crash();
     let running = start(&io, STANDARD, false).await;
