@@ -192,7 +192,8 @@ impl Broker {
             RequestKind::CreateAcls(_)
             | RequestKind::DeleteAcls(_)
             | RequestKind::AlterUserScramCredentials(_) => authz.cluster(Operation::Alter),
-            // DescribeQuorum and InitProducerId are not checked (see docs/COMPATIBILITY.md).
+            RequestKind::DescribeQuorum(_) => authz.cluster(Operation::Describe),
+            // InitProducerId is not checked (see docs/COMPATIBILITY.md).
             _ => true,
         }
     }

@@ -325,7 +325,7 @@ async fn handle_frame(
             admin::create_partitions(broker, &ctx, req).await,
         )),
         RequestKind::DescribeQuorum(req) => Some(ResponseKind::DescribeQuorum(
-            quorum_rpc::describe_quorum(broker, &req, ctx.version),
+            quorum_rpc::describe_quorum(broker, &ctx, &req),
         )),
         RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(
             broker, &ctx, req,
@@ -346,7 +346,7 @@ async fn handle_frame(
             delete_records::handle(broker, &ctx, req).await,
         )),
         RequestKind::OffsetForLeaderEpoch(req) => Some(ResponseKind::OffsetForLeaderEpoch(
-            offset_for_leader_epoch::handle(broker, req),
+            offset_for_leader_epoch::handle(broker, &ctx, req),
         )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
             configs::describe(broker, &ctx, req),
