@@ -3,10 +3,11 @@
 //! Layering, top to bottom (a layer may only use the ones below it):
 //! `main.rs` (CLI) → [`broker`] (wire protocol, request handling) → [`replica`], [`controller`],
 //! [`group`], [`raft`] (protocol state machines) → [`log`] (segmented log) → [`io`] (effects
-//! behind traits).
+//! behind traits). [`acl`] (the authorizer) and [`config`] are leaves the layers above use.
 //! [`client`] is a Kafka client used by the CLI, the bench and the simulator's workloads.
 //! See `docs/ARCHITECTURE.md`.
 
+pub mod acl;
 pub mod bench;
 pub mod broker;
 pub mod client;

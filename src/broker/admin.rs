@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::configs::{config_entries, SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::server::RequestContext;
 use super::{errors, Broker, CommitError};
+use crate::acl::Operation;
 use crate::controller::{ControllerError, NewTopic};
 
 fn message(s: impl Into<String>) -> Option<StrBytes> {
@@ -30,9 +31,16 @@ pub(super) async fn create_topics(
     req: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
+    let authz = broker.authz(ctx);
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
+        if !authz.may_create_topic(&name) {
+            result.error_code = ResponseError::TopicAuthorizationFailed.code();
+            result.error_message = message("Authorization failed.");
+            results.push(result);
+            continue;
+        }
         let mut new = NewTopic {
             name: name.clone(),
             partitions: topic.num_partitions,
@@ -159,6 +167,7 @@ pub(super) async fn delete_topics(
             .collect()
     };
     let mut responses = Vec::with_capacity(targets.len());
+    let authz = broker.authz(ctx);
     for (name, id) in targets {
         let image = broker.image();
         let resolved = match &name {
@@ -177,6 +186,17 @@ pub(super) async fn delete_topics(
                 .and_then(|n| image.topic(n))
                 .map(|t| t.id)
                 .unwrap_or(id);
+        }
+        if resolved
+            .as_deref()
+            .is_some_and(|n| !authz.topic(Operation::Delete, n))
+        {
+            r.error_code = ResponseError::TopicAuthorizationFailed.code();
+            if ctx.version >= 5 {
+                r.error_message = message("Authorization failed.");
+            }
+            responses.push(r);
+            continue;
         }
         let outcome = match &resolved {
             None => Err(CommitError::Rejected(ControllerError::UnknownTopic(
@@ -216,12 +236,20 @@ pub(super) async fn delete_topics(
 
 pub(super) async fn create_partitions(
     broker: &Broker,
+    ctx: &RequestContext,
     req: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
+    let authz = broker.authz(ctx);
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut r = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+        if !authz.topic(Operation::Alter, &name) {
+            r.error_code = ResponseError::TopicAuthorizationFailed.code();
+            r.error_message = message("Authorization failed.");
+            results.push(r);
+            continue;
+        }
         // Null (and, leniently, empty) means "place them for me".
         let assignments: Option<Vec<Vec<i32>>> = topic
             .assignments

@@ -19,7 +19,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::acl::Operation;
 use crate::config::dynamic_broker::{self, ListKey};
 use crate::config::TopicConfig;
 use crate::controller::ConfigResource;
@@ -202,7 +204,12 @@ fn describe_group(broker: &Broker, name: &str) -> Described {
         .collect())
 }
 
-pub(super) fn describe(broker: &Broker, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub(super) fn describe(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let authz = broker.authz(ctx);
     let results = req
         .resources
         .into_iter()
@@ -211,6 +218,13 @@ pub(super) fn describe(broker: &Broker, req: DescribeConfigsRequest) -> Describe
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             let name = resource.resource_name.to_string();
+            let checked =
+                authz.config_resource(resource.resource_type, &name, Operation::DescribeConfigs);
+            if let Err((code, why)) = checked {
+                result.error_code = code.code();
+                result.error_message = Some(StrBytes::from_string(why));
+                return result;
+            }
             let described = match resource.resource_type {
                 RESOURCE_TOPIC => describe_topic(broker, &name),
                 RESOURCE_BROKER => describe_broker(broker, &name),
@@ -361,7 +375,12 @@ fn answer(
 }
 
 /// Legacy AlterConfigs: the given set replaces all of the resource's stored configs.
-pub(super) async fn alter(broker: &Broker, req: AlterConfigsRequest) -> AlterConfigsResponse {
+pub(super) async fn alter(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let authz = broker.authz(ctx);
     let ids: Vec<(i8, String)> = req
         .resources
         .iter()
@@ -371,8 +390,12 @@ pub(super) async fn alter(broker: &Broker, req: AlterConfigsRequest) -> AlterCon
     let mut responses = Vec::with_capacity(req.resources.len());
     for (resource, id) in req.resources.into_iter().zip(ids) {
         let name = id.1.clone();
+        let allowed =
+            authz.config_resource(resource.resource_type, &name, Operation::AlterConfigs);
         let outcome = if twice.contains(&id) {
             Err((ResponseError::InvalidRequest, TWICE.to_string()))
+        } else if let Err(refusal) = allowed {
+            Err(refusal)
         } else {
             match check_keys(
                 resource
@@ -458,8 +481,10 @@ fn list_base(
 
 pub(super) async fn incremental_alter(
     broker: &Broker,
+    ctx: &RequestContext,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let authz = broker.authz(ctx);
     let ids: Vec<(i8, String)> = req
         .resources
         .iter()
@@ -470,8 +495,11 @@ pub(super) async fn incremental_alter(
     for (resource, id) in req.resources.into_iter().zip(ids) {
         let name = id.1.clone();
         let kind = resource.resource_type;
+        let allowed = authz.config_resource(kind, &name, Operation::AlterConfigs);
         let prepared = if twice.contains(&id) {
             Err((ResponseError::InvalidRequest, TWICE.to_string()))
+        } else if let Err(refusal) = allowed {
+            Err(refusal)
         } else {
             check_keys(resource.configs.iter().map(|c| {
                 (

@@ -13,8 +13,10 @@ use uuid::Uuid;
 
 use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::acl::{Operation, ResourceType};
 use crate::group::consumer::{self, Assignment, TopicView, Topics};
 use crate::group::{GroupError, Response};
+use kafka_protocol::error::ResponseError;
 
 fn s(value: impl Into<String>) -> StrBytes {
     StrBytes::from_string(value.into())
@@ -46,6 +48,10 @@ pub(super) async fn heartbeat(
     ctx: &RequestContext,
     req: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
+    if !broker.authz(ctx).group(Operation::Read, &req.group_id) {
+        return ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let fresh = ((broker.io.rng.next_u64() as u128) << 64) | broker.io.rng.next_u64() as u128;
     let owned = req.topic_partitions.as_ref().map(|list| {
         let mut a = Assignment::new();
@@ -142,11 +148,19 @@ pub(super) fn describe(
         .topics()
         .map(|t| (t.id, t.name.clone()))
         .collect();
+    let authz = broker.authz(ctx);
     let groups = req
         .group_ids
         .iter()
         .map(|id| {
             let group = describe_wire::DescribedGroup::default().with_group_id(id.clone());
+            if !authz.group(Operation::Describe, id) {
+                return group.with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            let group = match req.include_authorized_operations {
+                true => group.with_authorized_operations(authz.operations(ResourceType::Group, id)),
+                false => group,
+            };
             match broker.groups.read(|c| c.consumer_describe(id)) {
                 Err(e) => {
                     let message = match e {

@@ -8,16 +8,28 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
+use super::server::RequestContext;
 use super::Broker;
+use crate::acl::Operation;
 use crate::replica::DeleteRecordsError;
 
-pub(super) async fn handle(broker: &Broker, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub(super) async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let mut topics = Vec::with_capacity(req.topics.len());
+    let authz = broker.authz(ctx);
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        // DELETE on the topic, as Kafka asks.
+        let deletable = authz.topic(Operation::Delete, &name);
         for p in topic.partitions {
-            let outcome = delete_one(broker, &name, p.partition_index, p.offset).await;
+            let outcome = match deletable {
+                true => delete_one(broker, &name, p.partition_index, p.offset).await,
+                false => Err(ResponseError::TopicAuthorizationFailed),
+            };
             let mut r =
                 DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
             match outcome {

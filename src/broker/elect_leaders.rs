@@ -10,6 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::acl::Operation;
 use crate::controller::election;
 use crate::controller::{ControllerError, MetadataRecord};
 
@@ -30,6 +31,33 @@ pub(super) async fn handle(
             .collect()
     });
     let all = named.is_none();
+    if !broker.authz(ctx).cluster(Operation::Alter) {
+        // As Kafka: every named partition fails, and v1+ says so for the request too.
+        let denied = ResponseError::ClusterAuthorizationFailed.code();
+        let mut response = ElectLeadersResponse::default();
+        if ctx.version >= 1 {
+            response.error_code = denied;
+        }
+        response.replica_election_results = named
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(topic, partitions)| {
+                ReplicaElectionResult::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic)))
+                    .with_partition_result(
+                        partitions
+                            .into_iter()
+                            .map(|p| {
+                                PartitionResult::default()
+                                    .with_partition_id(p)
+                                    .with_error_code(denied)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return response;
+    }
     let decided = broker
         .change_metadata(false, |controller, image| {
             let wanted: Vec<(String, i32)> = match &named {

@@ -33,6 +33,7 @@ use uuid::Uuid;
 use super::delayed::{self, FetchRegistration, FetchWake, Isolation, WaitError};
 use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::acl::Operation;
 use crate::config::ServerConfig;
 
 /// Longest long poll honoured, whatever the client asks.
@@ -53,6 +54,8 @@ struct Wanted {
     /// follower), or a replica fetch the image refuses (not a replica of it, or a stale broker
     /// epoch: KIP-903).
     not_leader: bool,
+    /// A consumer without READ on the topic (TOPIC_AUTHORIZATION_FAILED).
+    unauthorized: bool,
 }
 
 /// What a consumer's Fetch v11+ brings (Kafka's `ClientMetadata`, KIP-392): it may be served by
@@ -143,14 +146,22 @@ pub(super) async fn handle(
         });
     let node = broker.config.node_id;
     let mut wanted = Vec::new();
+    // A follower is known by its replica id and broker epoch, which the image must hold (see
+    // `authz`); a consumer needs READ on each topic.
+    let authz = broker.authz(ctx);
     for topic in &req.topics {
         let name = if ctx.version >= 13 {
             image.topic_by_id(topic.topic_id).map(|t| t.name.clone())
         } else {
             Some(topic.topic.to_string())
         };
+        let unauthorized = replica.is_none()
+            && name
+                .as_deref()
+                .is_some_and(|t| !authz.topic(Operation::Read, t));
         for p in &topic.partitions {
             wanted.push(Wanted {
+                unauthorized,
                 topic: name.clone(),
                 topic_id: topic.topic_id,
                 partition: p.partition,
@@ -287,6 +298,12 @@ fn read_all(
             .with_partition_index(w.partition)
             .with_high_watermark(-1)
             .with_records(Some(Bytes::new()));
+        if w.unauthorized {
+            data.error_code = ResponseError::TopicAuthorizationFailed.code();
+            answer_now = true;
+            out.push(data);
+            continue;
+        }
         if w.not_leader {
             data.error_code = ResponseError::NotLeaderOrFollower.code();
             answer_now = true;
@@ -525,17 +542,23 @@ pub(super) fn list_offsets(
     // A follower asking its leader (Kafka's replica id ≥ 0) learns the log end, not the high
     // watermark: it needs it to resolve OFFSET_OUT_OF_RANGE.
     let from_replica = req.replica_id.0 >= 0;
+    let authz = broker.authz(ctx);
     let topics = req
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.name.to_string();
+            let described = from_replica || authz.topic(Operation::Describe, &name);
             let partitions = topic
                 .partitions
                 .into_iter()
                 .map(|p| {
                     let mut r = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
+                    if !described {
+                        r.error_code = ResponseError::TopicAuthorizationFailed.code();
+                        return r;
+                    }
                     // Offsets come from the leader (Kafka: also for followers' own lookups).
                     if matches!(
                         broker.leadership(&name, p.partition_index),

@@ -5,7 +5,9 @@
 //! rewritten). Kafka's brokers forward these to the controller (KIP-590); relaying the raw
 //! frame keeps every version and field intact. The wait is bounded; when no leader is known
 //! or the relay fails, the request is handled locally, which answers NOT_CONTROLLER (or
-//! NOT_LEADER_OR_FOLLOWER for DescribeQuorum), both retriable.
+//! NOT_LEADER_OR_FOLLOWER for DescribeQuorum), both retriable. With an authorizer, a request is
+//! relayed only if this node allows all of it (`Broker::relay_allowed`): the controller
+//! listener does not check what arrives.
 //!
 //! Topics this broker creates on its own account (auto-creation on Metadata, as a producer
 //! asks it; the offsets topic) go to the active controller as a CreateTopics request of
@@ -41,10 +43,17 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeQuorum,
     ApiKey::InitProducerId,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// The relayed response frame (size prefix included), or `None` to handle the request here.
-pub(super) async fn forward(broker: &Broker, frame: &Bytes) -> Option<BytesMut> {
+pub(super) async fn forward(
+    broker: &Broker,
+    frame: &Bytes,
+    peer: std::net::SocketAddr,
+) -> Option<BytesMut> {
     let quorum = broker.quorum.as_ref()?;
     if frame.len() < 8 {
         return None;
@@ -59,7 +68,7 @@ pub(super) async fn forward(broker: &Broker, frame: &Bytes) -> Option<BytesMut> 
     } else {
         quorum.is_active()
     };
-    if leader_side {
+    if leader_side || !broker.relay_allowed(peer, frame) {
         return None;
     }
     let link = quorum.leader_link()?;

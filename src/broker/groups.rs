@@ -11,7 +11,10 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::acl::{Operation, ResourceType};
 use crate::group::{self, GroupError, GroupState, Response};
+
+const GROUP_DENIED: ResponseError = ResponseError::GroupAuthorizationFailed;
 
 fn s(value: impl Into<String>) -> StrBytes {
     StrBytes::from_string(value.into())
@@ -52,7 +55,11 @@ pub(super) async fn find_coordinator(
             format!("unsupported coordinator key type {other}"),
         )),
     };
+    let authz = broker.authz(ctx);
     let per_key = |key: &StrBytes| -> Result<(i32, String, u16), (ResponseError, String)> {
+        if req.key_type == 0 && !authz.group(Operation::Describe, key) {
+            return Err((GROUP_DENIED, "Group authorization failed.".into()));
+        }
         answer.clone()?;
         broker
             .coordinator_endpoint(key)
@@ -105,6 +112,11 @@ pub(super) async fn join_group(
     req: JoinGroupRequest,
 ) -> JoinGroupResponse {
     let v = ctx.version;
+    if !broker.authz(ctx).group(Operation::Read, &req.group_id) {
+        return JoinGroupResponse::default()
+            .with_error_code(GROUP_DENIED.code())
+            .with_generation_id(-1);
+    }
     let fresh = ((broker.io.rng.next_u64() as u128) << 64) | broker.io.rng.next_u64() as u128;
     let core_req = group::JoinRequest {
         group_id: req.group_id.to_string(),
@@ -184,6 +196,9 @@ pub(super) async fn sync_group(
     req: SyncGroupRequest,
 ) -> SyncGroupResponse {
     let v = ctx.version;
+    if !broker.authz(ctx).group(Operation::Read, &req.group_id) {
+        return SyncGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let core_req = group::SyncRequest {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),
@@ -237,6 +252,9 @@ pub(super) async fn heartbeat(
     ctx: &RequestContext,
     req: HeartbeatRequest,
 ) -> HeartbeatResponse {
+    if !broker.authz(ctx).group(Operation::Read, &req.group_id) {
+        return HeartbeatResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let core_req = group::HeartbeatRequest {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),
@@ -264,6 +282,9 @@ pub(super) async fn leave_group(
     req: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
     let v = ctx.version;
+    if !broker.authz(ctx).group(Operation::Read, &req.group_id) {
+        return LeaveGroupResponse::default().with_error_code(GROUP_DENIED.code());
+    }
     let leaving: Vec<group::LeavingMember> = if v >= 3 {
         req.members
             .iter()
@@ -321,13 +342,27 @@ pub(super) async fn offset_commit(
 ) -> OffsetCommitResponse {
     let v = ctx.version;
     let image = broker.image();
+    let authz = broker.authz(ctx);
+    let group_allowed = authz.group(Operation::Read, &req.group_id);
     // Partitions of unknown topics are refused here, as Kafka does; the rest go to the core.
+    // Without READ on the group every partition fails, without READ on a topic its partitions.
     let mut unknown: Vec<(String, i32)> = Vec::new();
+    let mut refused: Vec<((String, i32), ResponseError)> = Vec::new();
     let mut offsets = Vec::new();
     for topic in &req.topics {
         let name = topic.name.to_string();
         let partitions = image.topic(&name).map(|t| t.partitions).unwrap_or(0);
+        let topic_allowed = authz.topic(Operation::Read, &name);
         for p in &topic.partitions {
+            let key = (name.clone(), p.partition_index);
+            if !group_allowed {
+                refused.push((key, GROUP_DENIED));
+                continue;
+            }
+            if !topic_allowed {
+                refused.push((key, ResponseError::TopicAuthorizationFailed));
+                continue;
+            }
             if p.partition_index < 0 || p.partition_index >= partitions {
                 unknown.push((name.clone(), p.partition_index));
                 continue;
@@ -362,6 +397,7 @@ pub(super) async fn offset_commit(
     let mut errors_by_partition: std::collections::BTreeMap<(String, i32), i16> = unknown
         .into_iter()
         .map(|k| (k, ResponseError::UnknownTopicOrPartition.code()))
+        .chain(refused.into_iter().map(|(k, e)| (k, e.code())))
         .collect();
     let all = |e: GroupError, offsets: &[group::OffsetToCommit]| group::CommitResponse {
         partitions: offsets
@@ -437,12 +473,48 @@ fn fetch_group(
     Ok(grouped)
 }
 
+/// OffsetFetch's authorization (as Kafka's): DESCRIBE on the group, else
+/// GROUP_AUTHORIZATION_FAILED; then DESCRIBE on each topic. A topic the caller may not describe
+/// is left out of a fetch of every offset; a named one answers TOPIC_AUTHORIZATION_FAILED for
+/// each of its partitions.
+enum Fetch {
+    Denied,
+    Fetched(Fetched, Vec<(String, Vec<i32>)>),
+}
+
+fn fetch_authorized(
+    broker: &Broker,
+    authz: &super::authz::Authz,
+    group_id: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    validate: impl FnOnce() -> Result<(), GroupError>,
+) -> Fetch {
+    if !authz.group(Operation::Describe, group_id) {
+        return Fetch::Denied;
+    }
+    let named = topics.is_some();
+    let (allowed, denied): (Vec<_>, Vec<_>) = topics
+        .unwrap_or_default()
+        .into_iter()
+        .partition(|(t, _)| authz.topic(Operation::Describe, t));
+    let fetched = validate()
+        .and_then(|()| fetch_group(broker, group_id, named.then_some(allowed)))
+        .map(|list| {
+            list.into_iter()
+                .filter(|(t, _)| named || authz.topic(Operation::Describe, t))
+                .collect()
+        });
+    Fetch::Fetched(fetched, denied)
+}
+
 pub(super) fn offset_fetch(
     broker: &Broker,
     ctx: &RequestContext,
     req: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     let v = ctx.version;
+    let authz = broker.authz(ctx);
+    let topic_denied = ResponseError::TopicAuthorizationFailed.code();
     if v >= 8 {
         let groups = req
             .groups
@@ -456,40 +528,45 @@ pub(super) fn offset_fetch(
                 let group = offset_fetch_response::OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id.clone());
                 // v9 (KIP-848): a consumer-protocol member fetches at its member epoch.
-                let fetched = if v >= 9 {
-                    broker
-                        .groups
-                        .read(|c| {
-                            c.validate_fetch(
-                                &g.group_id,
-                                g.member_id.as_deref(),
-                                g.member_epoch,
-                            )
+                let validate = || {
+                    if v >= 9 {
+                        broker.groups.read(|c| {
+                            c.validate_fetch(&g.group_id, g.member_id.as_deref(), g.member_epoch)
                         })
-                        .and_then(|()| fetch_group(broker, &g.group_id, topics))
-                } else {
-                    fetch_group(broker, &g.group_id, topics)
+                    } else {
+                        Ok(())
+                    }
                 };
-                match fetched {
-                    Err(e) => group.with_error_code(code(Some(e))),
-                    Ok(fetched) => group.with_topics(
+                let wire_partition = |o: group::CommittedOffset, error: i16| {
+                    offset_fetch_response::OffsetFetchResponsePartitions::default()
+                        .with_partition_index(o.partition)
+                        .with_committed_offset(o.offset)
+                        .with_committed_leader_epoch(o.leader_epoch)
+                        .with_metadata(Some(s(o.metadata)))
+                        .with_error_code(error)
+                };
+                let wire_topic = |t: String, partitions| {
+                    offset_fetch_response::OffsetFetchResponseTopics::default()
+                        .with_name(TopicName(s(t)))
+                        .with_partitions(partitions)
+                };
+                match fetch_authorized(broker, &authz, &g.group_id, topics, validate) {
+                    Fetch::Denied => group.with_error_code(GROUP_DENIED.code()),
+                    Fetch::Fetched(Err(e), _) => group.with_error_code(code(Some(e))),
+                    Fetch::Fetched(Ok(fetched), denied) => group.with_topics(
                         fetched
                             .into_iter()
                             .map(|(t, list)| {
-                                offset_fetch_response::OffsetFetchResponseTopics::default()
-                                    .with_name(TopicName(s(t)))
-                                    .with_partitions(
-                                        list.into_iter()
-                                            .map(|o| {
-                                                offset_fetch_response::OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(o.partition)
-                                                    .with_committed_offset(o.offset)
-                                                    .with_committed_leader_epoch(o.leader_epoch)
-                                                    .with_metadata(Some(s(o.metadata)))
-                                            })
-                                            .collect(),
-                                    )
+                                let list = list.into_iter().map(|o| wire_partition(o, 0)).collect();
+                                wire_topic(t, list)
                             })
+                            .chain(denied.into_iter().map(|(t, ps)| {
+                                let list = ps
+                                    .into_iter()
+                                    .map(|p| wire_partition(no_offset(&t, p), topic_denied))
+                                    .collect();
+                                wire_topic(t, list)
+                            }))
                             .collect(),
                     ),
                 }
@@ -518,49 +595,74 @@ pub(super) fn offset_fetch(
             .with_name(TopicName(s(name)))
             .with_partitions(partitions)
     };
-    match fetch_group(broker, &req.group_id, requested.clone()) {
-        Ok(fetched) => OffsetFetchResponse::default().with_topics(
+    // v0–1 have no top-level error: every requested partition carries it.
+    let every_partition = |e: i16| {
+        let topics = requested
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, ps)| {
+                let list = ps
+                    .into_iter()
+                    .map(|p| partition(no_offset(&t, p), e))
+                    .collect();
+                topic(t, list)
+            })
+            .collect();
+        OffsetFetchResponse::default().with_topics(topics)
+    };
+    match fetch_authorized(broker, &authz, &req.group_id, requested.clone(), || Ok(())) {
+        Fetch::Denied if v >= 2 => {
+            OffsetFetchResponse::default().with_error_code(GROUP_DENIED.code())
+        }
+        Fetch::Denied => every_partition(GROUP_DENIED.code()),
+        Fetch::Fetched(Ok(fetched), denied) => OffsetFetchResponse::default().with_topics(
             fetched
                 .into_iter()
                 .map(|(t, list)| topic(t, list.into_iter().map(|o| partition(o, 0)).collect()))
-                .collect(),
-        ),
-        Err(e) if v >= 2 => OffsetFetchResponse::default().with_error_code(code(Some(e))),
-        Err(e) => {
-            // v0–1 have no top-level error: every requested partition carries it.
-            let topics = requested
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(t, ps)| {
+                .chain(denied.into_iter().map(|(t, ps)| {
                     let list = ps
                         .into_iter()
-                        .map(|p| {
-                            let o = group::CommittedOffset {
-                                topic: t.clone(),
-                                partition: p,
-                                offset: -1,
-                                leader_epoch: -1,
-                                metadata: String::new(),
-                            };
-                            partition(o, code(Some(e)))
-                        })
+                        .map(|p| partition(no_offset(&t, p), topic_denied))
                         .collect();
                     topic(t, list)
-                })
-                .collect();
-            OffsetFetchResponse::default().with_topics(topics)
+                }))
+                .collect(),
+        ),
+        Fetch::Fetched(Err(e), _) if v >= 2 => {
+            OffsetFetchResponse::default().with_error_code(code(Some(e)))
         }
+        Fetch::Fetched(Err(e), _) => every_partition(code(Some(e))),
+    }
+}
+
+/// A partition without a committed offset (an answer that carries only an error).
+fn no_offset(topic: &str, partition: i32) -> group::CommittedOffset {
+    group::CommittedOffset {
+        topic: topic.to_string(),
+        partition,
+        offset: -1,
+        leader_epoch: -1,
+        metadata: String::new(),
     }
 }
 
 pub(super) async fn offset_delete(
     broker: &Broker,
+    ctx: &RequestContext,
     req: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let group_id = req.group_id.to_string();
+    // DELETE on the group; READ on each topic, else its partitions fail (Kafka's order).
+    let authz = broker.authz(ctx);
+    if !authz.group(Operation::Delete, &group_id) {
+        return OffsetDeleteResponse::default().with_error_code(GROUP_DENIED.code());
+    }
+    let readable = |t: &str| authz.topic(Operation::Read, t);
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
+        .filter(|t| readable(&t.name))
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -590,9 +692,13 @@ pub(super) async fn offset_delete(
                                 .iter()
                                 .find(|(n, i, _)| **n == *t.name.0 && *i == p.partition_index)
                                 .and_then(|(_, _, e)| *e);
+                            let error = match readable(&t.name) {
+                                true => code(error),
+                                false => ResponseError::TopicAuthorizationFailed.code(),
+                            };
                             offset_delete_response::OffsetDeleteResponsePartition::default()
                                 .with_partition_index(p.partition_index)
-                                .with_error_code(code(error))
+                                .with_error_code(error)
                         })
                         .collect();
                     offset_delete_response::OffsetDeleteResponseTopic::default()
@@ -614,6 +720,9 @@ pub(super) fn list_groups(
 ) -> ListGroupsResponse {
     let v = ctx.version;
     let (error, groups) = broker.groups.read(|c| c.list_groups());
+    // DESCRIBE on the cluster lists every group; otherwise those the caller may describe.
+    let authz = broker.authz(ctx);
+    let all_groups = authz.cluster(Operation::Describe);
     let states: Vec<String> = if v >= 4 {
         req.states_filter.iter().map(|s| s.to_lowercase()).collect()
     } else {
@@ -627,6 +736,7 @@ pub(super) fn list_groups(
     let groups = groups
         .into_iter()
         .filter(|g| g.state != GroupState::Dead)
+        .filter(|g| all_groups || authz.group(Operation::Describe, &g.group_id))
         .filter(|g| states.is_empty() || states.contains(&g.state_name.to_lowercase()))
         .filter(|g| types.is_empty() || types.iter().any(|t| t == g.group_type))
         .map(|g| {
@@ -653,10 +763,16 @@ pub(super) fn describe_groups(
     req: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let v = ctx.version;
+    let authz = broker.authz(ctx);
     let groups = req
         .groups
         .iter()
         .map(|id| {
+            if !authz.group(Operation::Describe, id) {
+                return describe_groups_response::DescribedGroup::default()
+                    .with_error_code(GROUP_DENIED.code())
+                    .with_group_id(id.clone());
+            }
             let d = broker.groups.read(|c| c.describe_group(id));
             let members = d
                 .members
@@ -683,13 +799,17 @@ pub(super) fn describe_groups(
                     .with_group_id(id.clone())
                     .with_group_state(s(GroupState::Dead.name()));
             }
-            describe_groups_response::DescribedGroup::default()
+            let mut described = describe_groups_response::DescribedGroup::default()
                 .with_error_code(code(d.error))
                 .with_group_id(id.clone())
                 .with_group_state(s(d.state.name()))
                 .with_protocol_type(s(d.protocol_type))
                 .with_protocol_data(s(d.protocol))
-                .with_members(members)
+                .with_members(members);
+            if v >= 3 && req.include_authorized_operations {
+                described.authorized_operations = authz.operations(ResourceType::Group, id);
+            }
+            described
         })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
@@ -697,11 +817,21 @@ pub(super) fn describe_groups(
 
 pub(super) async fn delete_groups(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(req.groups_names.len());
+    let authz = broker.authz(ctx);
     for name in &req.groups_names {
         let group_id = name.to_string();
+        if !authz.group(Operation::Delete, &group_id) {
+            results.push(
+                delete_groups_response::DeletableGroupResult::default()
+                    .with_group_id(name.clone())
+                    .with_error_code(GROUP_DENIED.code()),
+            );
+            continue;
+        }
         let result = match broker
             .group_call(|c, id, now| c.delete_group(id, &group_id, now))
             .await

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::server::RequestContext;
 use super::Broker;
+use crate::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::controller::{validate_topic_name, MetadataImage, TopicMeta, NO_LEADER};
 
 /// The listener clients reach this broker on (Weir binds one client listener).
@@ -63,20 +64,35 @@ pub(super) async fn handle(
     };
     let auto_create = broker.config.auto_create_topics_enable
         && (ctx.version < 4 || req.allow_auto_topic_creation);
+    let authz = broker.authz(ctx);
+    // Kafka's order: a named topic the caller may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+    // whether it exists or not; a missing one is auto-created only with CREATE on the cluster
+    // or the topic, else TOPIC_AUTHORIZATION_FAILED too.
+    let may_create =
+        |name: &str| authz.cluster(Operation::Create) || authz.topic(Operation::Create, name);
+    let described = |name: &Option<String>| {
+        name.as_deref()
+            .is_none_or(|n| authz.topic(Operation::Describe, n))
+    };
     // Topics this request asked the controller to create: until the image shows them they are
     // LEADER_NOT_AVAILABLE, as Kafka answers for a topic its auto-creation forwarded. An
     // UNKNOWN_TOPIC_OR_PARTITION there makes librdkafka mark the topic unknown and queue
     // produces that Kafka would refuse or route (0048_partitioner on a cluster).
     let mut attempted = std::collections::BTreeSet::new();
+    let mut create_denied = std::collections::BTreeSet::new();
     if let (true, Some(wanted)) = (auto_create, &wanted) {
         let image = broker.image();
         let missing: Vec<String> = wanted
             .iter()
+            .filter(|(name, _)| described(name))
             .filter_map(|(name, _)| name.clone())
             .filter(|n| image.topic(n).is_none() && validate_topic_name(n).is_ok())
             // The offsets topic is made by the coordinator, with its own partition count.
             .filter(|n| n != crate::group::OFFSETS_TOPIC)
             .collect();
+        let (missing, refused): (Vec<String>, Vec<String>) =
+            missing.into_iter().partition(|n| may_create(n));
+        create_denied.extend(refused);
         for (name, result) in broker.auto_create(&missing).await {
             attempted.insert(name.clone());
             match result {
@@ -86,9 +102,16 @@ pub(super) async fn handle(
         }
     }
     let image = broker.image();
+    let denied = |name: Option<String>| {
+        MetadataResponseTopic::default()
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
+    };
     let topics = match wanted {
+        // Every topic the caller may describe.
         None => image
             .topics()
+            .filter(|t| authz.topic(Operation::Describe, &t.name))
             .map(|t| topic_entry(&image, ctx, t))
             .collect(),
         Some(wanted) => wanted
@@ -98,12 +121,19 @@ pub(super) async fn handle(
                     Some(n) => image.topic(n),
                     None => image.topic_by_id(id),
                 };
+                let shown = found.map(|t| Some(t.name.clone())).unwrap_or(name.clone());
+                if !described(&shown) {
+                    return denied(name);
+                }
                 match found {
                     Some(t) => topic_entry(&image, ctx, t),
                     None => {
                         let error = match &name {
                             Some(n) if validate_topic_name(n).is_err() => {
                                 ResponseError::InvalidTopicException
+                            }
+                            Some(n) if create_denied.contains(n) => {
+                                ResponseError::TopicAuthorizationFailed
                             }
                             Some(n) if attempted.contains(n) => ResponseError::LeaderNotAvailable,
                             Some(_) => ResponseError::UnknownTopicOrPartition,
@@ -140,52 +170,26 @@ pub(super) async fn handle(
     if ctx.version >= 2 {
         response.cluster_id = Some(StrBytes::from_string(broker.cluster_id.clone()));
     }
-    // Without an authorizer Kafka grants everything a resource type supports, and reports it
-    // only when asked; otherwise the field keeps the schema's "not requested" default.
+    // Reported only when asked (else the schema's "not requested" default): without an
+    // authorizer everything a resource type supports, with one what the caller may do.
     if (8..=10).contains(&ctx.version) && req.include_cluster_authorized_operations {
-        response.cluster_authorized_operations = CLUSTER_OPERATIONS;
+        response.cluster_authorized_operations =
+            authz.operations(ResourceType::Cluster, CLUSTER_NAME);
     }
     if ctx.version >= 8 && req.include_topic_authorized_operations {
         for topic in &mut response.topics {
-            // Kafka leaves topics asked for by an unknown id out (they have no name).
-            if topic.name.is_some() {
-                topic.topic_authorized_operations = TOPIC_OPERATIONS;
+            // Kafka leaves topics asked for by an unknown id out (they have no name), and
+            // those the caller may not describe.
+            if topic.error_code == ResponseError::TopicAuthorizationFailed.code() {
+                continue;
+            }
+            if let Some(name) = &topic.name {
+                topic.topic_authorized_operations = authz.operations(ResourceType::Topic, name);
             }
         }
     }
     response
 }
-
-/// ACL operation codes (Kafka's `AclOperation`), as bits of an authorized-operations field.
-const READ: i32 = 3;
-const WRITE: i32 = 4;
-const CREATE: i32 = 5;
-const DELETE: i32 = 6;
-const ALTER: i32 = 7;
-const DESCRIBE: i32 = 8;
-const CLUSTER_ACTION: i32 = 9;
-const DESCRIBE_CONFIGS: i32 = 10;
-const ALTER_CONFIGS: i32 = 11;
-const IDEMPOTENT_WRITE: i32 = 12;
-
-/// Every operation Kafka supports on a topic, all allowed (there is no authorizer).
-pub(super) const TOPIC_OPERATIONS: i32 = 1 << READ
-    | 1 << WRITE
-    | 1 << CREATE
-    | 1 << DELETE
-    | 1 << ALTER
-    | 1 << DESCRIBE
-    | 1 << DESCRIBE_CONFIGS
-    | 1 << ALTER_CONFIGS;
-
-/// Every operation Kafka supports on the cluster, all allowed.
-pub(super) const CLUSTER_OPERATIONS: i32 = 1 << CREATE
-    | 1 << ALTER
-    | 1 << DESCRIBE
-    | 1 << CLUSTER_ACTION
-    | 1 << DESCRIBE_CONFIGS
-    | 1 << ALTER_CONFIGS
-    | 1 << IDEMPOTENT_WRITE;
 
 /// The schema default of authorized-operations fields: "not requested".
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
@@ -245,7 +249,9 @@ pub(super) fn describe_cluster(
         })
         .collect();
     response.cluster_authorized_operations = if req.include_cluster_authorized_operations {
-        CLUSTER_OPERATIONS
+        broker
+            .authz(ctx)
+            .operations(ResourceType::Cluster, CLUSTER_NAME)
     } else {
         OPERATIONS_NOT_REQUESTED
     };

@@ -4,6 +4,7 @@
 
 mod acls;
 mod admin;
+mod authz;
 mod broker_rpc;
 mod broker_session;
 mod cleaning;
@@ -31,6 +32,7 @@ pub mod quorum_status;
 mod reconcile;
 pub mod replica_fetcher;
 pub mod replication_events;
+mod scram;
 mod server;
 mod single_node;
 mod startup_gate;
@@ -154,6 +156,8 @@ pub struct Broker {
     startup_gate: startup_gate::StartupGate,
     /// Who is told of follower truncations (the simulator's trace), if anyone.
     replication_events: replication_events::ReplicationEvents,
+    /// The ACL authorizer's settings, when `authorizer.class.name` configures one.
+    authorizer: Option<Arc<crate::acl::AuthorizerSettings>>,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -247,6 +251,7 @@ impl Broker {
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
+            authorizer: authz::settings(&config),
             config,
             io: io.clone(),
             log_dir,

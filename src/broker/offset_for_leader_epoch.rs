@@ -9,22 +9,34 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
+use super::server::RequestContext;
 use super::{errors, Broker};
+use crate::acl::Operation;
 
 pub(super) fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    // A consumer needs DESCRIBE on the topic; a follower (replica id ≥ 0) is not checked, as
+    // for its fetches (`authz`).
+    let authz = broker.authz(ctx);
+    let from_replica = req.replica_id.0 >= 0;
     let topics = req
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.topic.to_string();
+            let described = from_replica || authz.topic(Operation::Describe, &name);
             let partitions = topic
                 .partitions
                 .into_iter()
                 .map(|p| {
                     let answer = EpochEndOffset::default().with_partition(p.partition);
+                    if !described {
+                        return answer
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     match end_offset(
                         broker,
                         &name,

@@ -25,6 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::delayed::{self, Closed, Committed, ProduceWait, WaitError};
 use super::server::RequestContext;
 use super::{errors, Broker, PartitionHandle};
+use crate::acl::Operation;
 use crate::log::batch;
 use crate::replica::validation::{self, RecordError};
 use crate::replica::{Appended, ProduceError};
@@ -68,8 +69,10 @@ pub(super) async fn handle(
     let mut topics = Vec::with_capacity(req.topic_data.len());
     let mut to_flush: Vec<(Arc<PartitionHandle>, i64)> = Vec::new();
     let now = broker.io.clock.wall_ms();
+    let authz = broker.authz(ctx);
     for topic in req.topic_data {
         let name = topic.name.to_string();
+        let writable = authz.topic(Operation::Write, &name);
         let mut outcomes = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let mut wait = None;
@@ -82,6 +85,11 @@ pub(super) async fn handle(
                 Err(Failure::new(
                     ResponseError::TransactionalIdAuthorizationFailed,
                     "transactions are not supported",
+                ))
+            } else if !writable {
+                Err(Failure::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
                 ))
             } else if ctx.version < ZSTD_MIN_PRODUCE_VERSION
                 && data.records.as_deref().is_some_and(is_zstd)

@@ -21,8 +21,9 @@ use kafka_protocol::protocol::{Decodable, StrBytes};
 use super::quorum::codec::{self, METADATA_TOPIC};
 use super::quorum::Answer;
 use super::quorum_status::QuorumRole;
-use super::server::{catch, encode_response};
+use super::server::{catch, encode_response, RequestContext};
 use super::Broker;
+use crate::acl::Operation;
 
 /// How long an inbound quorum request waits for the driver.
 const ANSWER_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -133,9 +134,15 @@ async fn answer(broker: &Broker, request: &RequestKind) -> Option<ResponseKind> 
 /// first, see `forward`).
 pub(super) fn describe_quorum(
     broker: &Broker,
+    ctx: &RequestContext,
     request: &DescribeQuorumRequest,
-    version: i16,
 ) -> DescribeQuorumResponse {
+    let version = ctx.version;
+    // DESCRIBE on the cluster, as Kafka asks (relayed requests were checked where they came in).
+    if !broker.authz(ctx).cluster(Operation::Describe) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let status = broker.quorum_status();
     let asks_metadata = request.topics.iter().any(|t| {
         t.topic_name.0.as_str() == METADATA_TOPIC

@@ -20,8 +20,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::{
     acls, admin, broker_rpc, configs, consumer_groups, delete_records, elect_leaders, fetch,
-    forward, groups, metadata, offset_for_leader_epoch, produce, quorum_rpc, topic_partitions,
-    versions, Broker,
+    forward, groups, metadata, offset_for_leader_epoch, produce, quorum_rpc, scram,
+    topic_partitions, versions, Broker,
 };
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
@@ -186,7 +186,7 @@ async fn dispatch(
         ListenerKind::Controller if broker_rpc::is_session_request(&frame) => {
             broker_rpc::handle(broker, frame, out).await
         }
-        ListenerKind::Client => match forward::forward(broker, &frame).await {
+        ListenerKind::Client => match forward::forward(broker, &frame, peer).await {
             Some(relayed) => {
                 *out = relayed;
                 Ok(true)
@@ -242,6 +242,7 @@ async fn handle_frame(
     };
     let ctx = RequestContext {
         version: api_version,
+        trusted: kind == ListenerKind::Controller,
         client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
         peer,
         gone,
@@ -258,7 +259,7 @@ async fn handle_frame(
             metadata::describe_cluster(broker, &ctx, req),
         )),
         RequestKind::DescribeTopicPartitions(req) => Some(ResponseKind::DescribeTopicPartitions(
-            topic_partitions::handle(broker, req),
+            topic_partitions::handle(broker, &ctx, req),
         )),
         RequestKind::ElectLeaders(req) => Some(ResponseKind::ElectLeaders(
             elect_leaders::handle(broker, &ctx, req).await,
@@ -285,7 +286,7 @@ async fn handle_frame(
             broker, &ctx, req,
         ))),
         RequestKind::OffsetDelete(req) => Some(ResponseKind::OffsetDelete(
-            groups::offset_delete(broker, req).await,
+            groups::offset_delete(broker, &ctx, req).await,
         )),
         RequestKind::ListGroups(req) => Some(ResponseKind::ListGroups(groups::list_groups(
             broker, &ctx, req,
@@ -294,7 +295,7 @@ async fn handle_frame(
             groups::describe_groups(broker, &ctx, req),
         )),
         RequestKind::DeleteGroups(req) => Some(ResponseKind::DeleteGroups(
-            groups::delete_groups(broker, req).await,
+            groups::delete_groups(broker, &ctx, req).await,
         )),
         RequestKind::ConsumerGroupHeartbeat(req) => Some(ResponseKind::ConsumerGroupHeartbeat(
             consumer_groups::heartbeat(broker, &ctx, req).await,
@@ -321,28 +322,40 @@ async fn handle_frame(
             admin::delete_topics(broker, &ctx, req).await,
         )),
         RequestKind::CreatePartitions(req) => Some(ResponseKind::CreatePartitions(
-            admin::create_partitions(broker, req).await,
+            admin::create_partitions(broker, &ctx, req).await,
         )),
         RequestKind::DescribeQuorum(req) => Some(ResponseKind::DescribeQuorum(
-            quorum_rpc::describe_quorum(broker, &req, ctx.version),
+            quorum_rpc::describe_quorum(broker, &ctx, &req),
         )),
-        RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(req))),
-        RequestKind::CreateAcls(req) => Some(ResponseKind::CreateAcls(acls::create(req))),
-        RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(acls::delete(req))),
+        RequestKind::DescribeAcls(req) => Some(ResponseKind::DescribeAcls(acls::describe(
+            broker, &ctx, req,
+        ))),
+        RequestKind::CreateAcls(req) => Some(ResponseKind::CreateAcls(
+            acls::create(broker, &ctx, req).await,
+        )),
+        RequestKind::DeleteAcls(req) => Some(ResponseKind::DeleteAcls(
+            acls::delete(broker, &ctx, req).await,
+        )),
+        RequestKind::DescribeUserScramCredentials(req) => Some(
+            ResponseKind::DescribeUserScramCredentials(scram::describe(broker, &ctx, req)),
+        ),
+        RequestKind::AlterUserScramCredentials(req) => Some(
+            ResponseKind::AlterUserScramCredentials(scram::alter(broker, &ctx, req).await),
+        ),
         RequestKind::DeleteRecords(req) => Some(ResponseKind::DeleteRecords(
-            delete_records::handle(broker, req).await,
+            delete_records::handle(broker, &ctx, req).await,
         )),
         RequestKind::OffsetForLeaderEpoch(req) => Some(ResponseKind::OffsetForLeaderEpoch(
-            offset_for_leader_epoch::handle(broker, req),
+            offset_for_leader_epoch::handle(broker, &ctx, req),
         )),
         RequestKind::DescribeConfigs(req) => Some(ResponseKind::DescribeConfigs(
-            configs::describe(broker, req),
+            configs::describe(broker, &ctx, req),
         )),
         RequestKind::AlterConfigs(req) => Some(ResponseKind::AlterConfigs(
-            configs::alter(broker, req).await,
+            configs::alter(broker, &ctx, req).await,
         )),
         RequestKind::IncrementalAlterConfigs(req) => Some(ResponseKind::IncrementalAlterConfigs(
-            configs::incremental_alter(broker, req).await,
+            configs::incremental_alter(broker, &ctx, req).await,
         )),
         other => {
             return Err(format!(
@@ -368,6 +381,9 @@ async fn handle_frame(
 /// What handlers may need to know about the request beyond its body.
 pub(super) struct RequestContext {
     pub version: i16,
+    /// Arrived on the controller listener: inter-node traffic (or a client request another
+    /// node relayed after authorizing it), never checked by the authorizer (`authz`).
+    pub trusted: bool,
     /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
     pub client_id: String,
     pub peer: SocketAddr,

@@ -11,7 +11,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::authz::Authz;
+use super::server::RequestContext;
 use super::Broker;
+use crate::acl::{Operation, ResourceType};
 use crate::controller::{MetadataImage, TopicMeta, NO_LEADER};
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one answer holds.
@@ -19,12 +22,19 @@ const PARTITION_LIMIT: i32 = 2000;
 
 pub(super) fn handle(
     broker: &Broker,
+    ctx: &RequestContext,
     req: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
     let image = broker.image();
-    // Topics in name order (as Kafka pages them); all of them when none are named.
+    let authz = broker.authz(ctx);
+    // Topics in name order (as Kafka pages them); all of them (that the caller may describe)
+    // when none are named.
     let mut names: Vec<String> = if req.topics.is_empty() {
-        image.topics().map(|t| t.name.clone()).collect()
+        image
+            .topics()
+            .filter(|t| authz.topic(Operation::Describe, &t.name))
+            .map(|t| t.name.clone())
+            .collect()
     } else {
         req.topics.iter().map(|t| t.name.to_string()).collect()
     };
@@ -49,6 +59,14 @@ pub(super) fn handle(
         } else {
             0
         };
+        if !authz.topic(Operation::Describe, &name) {
+            response.topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_name(Some(TopicName(StrBytes::from_string(name)))),
+            );
+            continue;
+        }
         let Some(topic) = image.topic(&name) else {
             response.topics.push(
                 DescribeTopicPartitionsResponseTopic::default()
@@ -65,7 +83,7 @@ pub(super) fn handle(
             );
             break;
         }
-        let (entry, next) = topic_entry(&image, topic, from, &mut budget);
+        let (entry, next) = topic_entry(&image, &authz, topic, from, &mut budget);
         response.topics.push(entry);
         if let Some(next) = next {
             response.next_cursor = Some(
@@ -83,6 +101,7 @@ pub(super) fn handle(
 /// it ran out first.
 fn topic_entry(
     image: &MetadataImage,
+    authz: &Authz,
     topic: &TopicMeta,
     from: i32,
     budget: &mut i32,
@@ -121,6 +140,6 @@ fn topic_entry(
         .with_topic_id(topic.id)
         .with_is_internal(topic.name == crate::group::OFFSETS_TOPIC)
         .with_partitions(partitions)
-        .with_topic_authorized_operations(super::metadata::TOPIC_OPERATIONS);
+        .with_topic_authorized_operations(authz.operations(ResourceType::Topic, &topic.name));
     (entry, next)
 }

@@ -32,7 +32,9 @@ pub use listener::{Endpoint, Voter};
 #[cfg(any(madsim, test))]
 pub use planted::PlantedBug;
 pub use properties::parse_properties;
-pub use server::{ReplicaSelector, Role, ServerConfig, RACK_AWARE_SELECTOR};
+pub use server::{
+    AuthorizerConfig, ReplicaSelector, Role, ServerConfig, RACK_AWARE_SELECTOR, STANDARD_AUTHORIZER,
+};
 pub use topic::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 
 /// Production builds have no planted bugs: every `planted!(config, Bug)` check is `false`, and

@@ -159,6 +159,8 @@ pub struct ServerConfig {
     pub fsync_before_ack: bool,
     /// The `log.cleaner.*` keys (log compaction).
     pub log_cleaner: CleanerSettings,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+    pub authorizer: AuthorizerConfig,
     /// Simulator and unit tests only: a known bug to plant (set by code, never read from a
     /// file). Absent from production builds; check it with `planted!`.
     #[cfg(any(madsim, test))]
@@ -198,6 +200,55 @@ impl Default for CleanerSettings {
             io_max_bytes_per_second: f64::MAX,
         }
     }
+}
+
+/// The ACL authorizer's keys. Empty `authorizer.class.name` (Kafka's default) means no
+/// authorizer: everything is allowed and the ACL APIs answer SECURITY_DISABLED.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuthorizerConfig {
+    /// Whether `authorizer.class.name` names Kafka's StandardAuthorizer (the only one Weir has).
+    pub enabled: bool,
+    /// `super.users`: principals (`User:admin`) always allowed, `;`-separated in the file.
+    pub super_users: Vec<String>,
+    /// `allow.everyone.if.no.acl.found` (default false): allow an action on a resource no ACL
+    /// names at all.
+    pub allow_everyone_if_no_acl_found: bool,
+}
+
+/// Kafka's KRaft authorizer, the one value of `authorizer.class.name` Weir implements.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+fn authorizer_config(p: &mut Props<'_>) -> Result<AuthorizerConfig, ConfigError> {
+    let key = "authorizer.class.name";
+    let enabled = match p.get(key).map(str::trim) {
+        None | Some("") => false,
+        Some(STANDARD_AUTHORIZER) => true,
+        Some(other) => {
+            return Err(invalid(
+                key,
+                other,
+                format!("Weir implements only {STANDARD_AUTHORIZER} (or empty: no authorizer)"),
+            ))
+        }
+    };
+    let mut super_users = Vec::new();
+    if let Some(v) = p.get("super.users") {
+        for user in v.split(';').map(str::trim).filter(|u| !u.is_empty()) {
+            if !user.contains(':') {
+                return Err(invalid(
+                    "super.users",
+                    v,
+                    format!("'{user}' is not a principal (Type:name, e.g. User:admin)"),
+                ));
+            }
+            super_users.push(user.to_string());
+        }
+    }
+    Ok(AuthorizerConfig {
+        enabled,
+        super_users,
+        allow_everyone_if_no_acl_found: p.bool("allow.everyone.if.no.acl.found")?.unwrap_or(false),
+    })
 }
 
 fn cleaner_settings(p: &mut Props<'_>) -> Result<CleanerSettings, ConfigError> {
@@ -826,6 +877,7 @@ impl ServerConfig {
             .int("metadata.log.max.snapshot.interval.ms", 0, i64::MAX)?
             .unwrap_or(3_600_000) as u64;
         let log_cleaner = cleaner_settings(&mut p)?;
+        let authorizer = authorizer_config(&mut p)?;
 
         let topic_defaults = topic_defaults(&mut p, flush_scheduler_ms)?;
 
@@ -894,6 +946,7 @@ impl ServerConfig {
             replica_lag_time_max_ms,
             fsync_before_ack,
             log_cleaner,
+            authorizer,
             #[cfg(any(madsim, test))]
             planted_bug: None,
             topic_defaults,
@@ -1169,6 +1222,19 @@ impl ServerConfig {
                 self.replica_lag_time_max_ms.to_string(),
             ),
             ("weir.fsync.before.ack", self.fsync_before_ack.to_string()),
+            (
+                "authorizer.class.name",
+                if self.authorizer.enabled {
+                    STANDARD_AUTHORIZER.to_string()
+                } else {
+                    String::new()
+                },
+            ),
+            ("super.users", self.authorizer.super_users.join(";")),
+            (
+                "allow.everyone.if.no.acl.found",
+                self.authorizer.allow_everyone_if_no_acl_found.to_string(),
+            ),
             ("log.cleaner.enable", self.log_cleaner.enable.to_string()),
             ("log.cleaner.threads", self.log_cleaner.threads.to_string()),
             (
@@ -1531,6 +1597,26 @@ log.retention.check.interval.ms=300000
             }
             other => panic!("expected an invalid value for {text:?}, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn authorizer_keys() {
+        let off = config("");
+        assert_eq!(off.authorizer, AuthorizerConfig::default());
+        let on = config(
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users=User:admin; User:ops\n\
+             allow.everyone.if.no.acl.found=true\n",
+        );
+        assert!(on.authorizer.enabled);
+        assert_eq!(on.authorizer.super_users, vec!["User:admin", "User:ops"]);
+        assert!(on.authorizer.allow_everyone_if_no_acl_found);
+        assert!(!config("authorizer.class.name=\n").authorizer.enabled);
+        assert_eq!(
+            error("authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n").0,
+            "authorizer.class.name"
+        );
+        assert_eq!(error("super.users=admin\n").0, "super.users");
     }
 
     fn ep(name: &str, host: &str, port: u16) -> Endpoint {

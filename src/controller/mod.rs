@@ -7,14 +7,18 @@
 //! - `placement`: where new replicas go; `election`: leaders, ISR and ELR changes;
 //! - `brokers`: broker sessions (registration, heartbeats, fencing, controlled shutdown);
 //! - `alter_partition`: a leader's ISR change requests;
+//! - `acls`, `scram`: ACL bindings and SCRAM credentials (CreateAcls, DeleteAcls,
+//!   AlterUserScramCredentials);
 //! - `image`: the records and the state they replay into;
 //! - [`store::MetadataStore`]: the single node's durable metadata log.
 
+pub mod acls;
 pub mod alter_partition;
 pub mod brokers;
 pub mod election;
 pub mod image;
 pub mod placement;
+pub mod scram;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -26,7 +30,7 @@ use crate::config::{dynamic_broker, GroupConfigBounds, TopicConfig};
 use election::ElectionConfig;
 pub use image::{
     BrokerEndpoint, BrokerRegistration, ConfigResource, MetadataImage, MetadataRecord,
-    PartitionChange, PartitionRecord, PartitionRegistration, TopicMeta, NO_LEADER,
+    PartitionChange, PartitionRecord, PartitionRegistration, ScramRecord, TopicMeta, NO_LEADER,
 };
 
 /// How many producer ids one metadata record reserves.

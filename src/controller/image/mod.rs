@@ -1,5 +1,6 @@
 //! The cluster metadata as a replayable state machine: records in, image out. Every change to
-//! brokers, topics, partitions, topic, broker and group configs and producer-id blocks is a [`MetadataRecord`];
+//! brokers, topics, partitions, topic, broker and group configs, producer-id blocks, ACLs and
+//! SCRAM credentials is a [`MetadataRecord`];
 //! the image is whatever applying them in order gives (KRaft's shape: the records travel
 //! through the metadata quorum's log unchanged, and every node replays the same ones).
 //!
@@ -9,6 +10,7 @@
 mod brokers;
 mod partitions;
 mod records;
+pub mod scram;
 mod snapshot;
 mod topics;
 
@@ -19,7 +21,8 @@ use uuid::Uuid;
 pub use brokers::BrokerRegistration;
 pub use partitions::PartitionRegistration;
 pub use records::{
-    BrokerEndpoint, ConfigResource, MetadataRecord, PartitionChange, PartitionRecord, NO_LEADER,
+    BrokerEndpoint, ConfigResource, MetadataRecord, PartitionChange, PartitionRecord, ScramRecord,
+    NO_LEADER,
 };
 pub use topics::TopicMeta;
 
@@ -32,6 +35,10 @@ pub struct MetadataImage {
     configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
     /// End of the producer-id block reserved so far.
     producer_ids_reserved: i64,
+    /// The ACL bindings (what the authorizer decides with).
+    acls: crate::acl::AclTable,
+    /// SCRAM credentials by user and mechanism.
+    scram: scram::ScramCredentials,
     /// The offset after the last applied record.
     applied: i64,
 }
@@ -148,6 +155,12 @@ impl MetadataImage {
                 );
                 self.producer_ids_reserved = *next;
             }
+            MetadataRecord::AccessControlEntry { id, acl } => self.acls.insert(*id, acl.clone()),
+            MetadataRecord::RemoveAccessControlEntry { id } => self.acls.remove(*id),
+            MetadataRecord::UserScramCredential(record) => self.scram.upsert(record),
+            MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
+                self.scram.remove(name, *mechanism)
+            }
         }
         self.applied = offset + 1;
     }
@@ -241,6 +254,14 @@ impl MetadataImage {
         &self,
     ) -> impl Iterator<Item = (&ConfigResource, &BTreeMap<String, String>)> {
         self.configs.iter()
+    }
+
+    pub fn acls(&self) -> &crate::acl::AclTable {
+        &self.acls
+    }
+
+    pub fn scram(&self) -> &scram::ScramCredentials {
+        &self.scram
     }
 
     pub fn producer_ids_reserved(&self) -> i64 {

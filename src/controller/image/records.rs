@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::scram::ScramMechanism;
+use crate::acl::AclBinding;
+
 /// No leader (Kafka's `-1`).
 pub const NO_LEADER: i32 = -1;
 
@@ -167,6 +170,34 @@ pub enum MetadataRecord {
     ProducerIds {
         next: i64,
     },
+    /// Kafka's AccessControlEntryRecord: one ACL binding, under an id never used before.
+    AccessControlEntry {
+        id: Uuid,
+        acl: AclBinding,
+    },
+    /// Kafka's RemoveAccessControlEntryRecord.
+    RemoveAccessControlEntry {
+        id: Uuid,
+    },
+    /// Kafka's UserScramCredentialRecord (KIP-554), but with the salted password the client
+    /// computed where Kafka keeps the stored and server keys derived from it (Weir has no
+    /// SHA-2 code and no SASL listener to use them; they follow from this record).
+    UserScramCredential(ScramRecord),
+    /// Kafka's RemoveUserScramCredentialRecord.
+    RemoveUserScramCredential {
+        name: String,
+        mechanism: ScramMechanism,
+    },
+}
+
+/// One user's credential for one mechanism.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramRecord {
+    pub name: String,
+    pub mechanism: ScramMechanism,
+    pub salt: Vec<u8>,
+    pub salted_password: Vec<u8>,
+    pub iterations: i32,
 }
 
 impl MetadataRecord {

@@ -12,8 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::records::{ConfigResource, PartitionRecord};
+use super::records::{ConfigResource, PartitionRecord, ScramRecord};
 use super::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicMeta};
+use crate::acl::AclBinding;
 
 #[derive(Serialize, Deserialize)]
 struct ImageTables {
@@ -25,6 +26,11 @@ struct ImageTables {
     /// Dynamic broker and group configs (absent in snapshots written before them).
     #[serde(default)]
     configs: Vec<(ConfigResource, BTreeMap<String, String>)>,
+    /// Absent from snapshots written before ACLs were stored.
+    #[serde(default)]
+    acls: Vec<(Uuid, AclBinding)>,
+    #[serde(default)]
+    scram: Vec<ScramRecord>,
 }
 
 impl MetadataImage {
@@ -45,6 +51,8 @@ impl MetadataImage {
                 .iter()
                 .map(|(r, c)| (r.clone(), c.clone()))
                 .collect(),
+            acls: self.acls.all().map(|(id, b)| (id, b.clone())).collect(),
+            scram: self.scram.all().cloned().collect(),
         };
         serde_json::to_vec(&tables).expect("the image serialises")
     }
@@ -116,6 +124,21 @@ impl MetadataImage {
             if configs.is_empty() || image.configs.insert(resource.clone(), configs).is_some() {
                 return Err(format!("configs of {resource:?} twice or empty"));
             }
+        }
+        for (id, acl) in tables.acls {
+            if image.acls.get(id).is_some() || image.acls.contains(&acl) {
+                return Err(format!("ACL {id} twice"));
+            }
+            image.acls.insert(id, acl);
+        }
+        for record in tables.scram {
+            if record.name.is_empty() || image.scram.get(&record.name, record.mechanism).is_some() {
+                return Err(format!(
+                    "SCRAM credential of '{}' twice or unnamed",
+                    record.name
+                ));
+            }
+            image.scram.upsert(&record);
         }
         Ok(image)
     }
@@ -197,6 +220,25 @@ mod tests {
                     Some("50000".into()),
                 )]),
             },
+            MetadataRecord::AccessControlEntry {
+                id: Uuid::from_u64_pair(9, 9),
+                acl: AclBinding {
+                    resource_type: crate::acl::ResourceType::Topic,
+                    resource_name: "t".into(),
+                    pattern_type: crate::acl::PatternType::Prefixed,
+                    principal: "User:a".into(),
+                    host: "*".into(),
+                    operation: crate::acl::Operation::Write,
+                    permission: crate::acl::Permission::Deny,
+                },
+            },
+            MetadataRecord::UserScramCredential(ScramRecord {
+                name: "alice".into(),
+                mechanism: crate::controller::image::scram::ScramMechanism::Sha512,
+                salt: vec![0, 1, 2],
+                salted_password: vec![3, 4],
+                iterations: 8192,
+            }),
         ];
         for (offset, r) in records.iter().enumerate() {
             image.apply(offset as i64 + 3, r);
@@ -210,13 +252,15 @@ mod tests {
         let body = image.to_snapshot();
         let back = MetadataImage::from_snapshot(&body).expect("reads back");
         assert_eq!(back, image);
-        assert_eq!(back.applied(), 13);
+        assert_eq!(back.applied(), 15);
         assert_eq!(
             back.resource_configs(&ConfigResource::Group("g".into()))
                 ["consumer.session.timeout.ms"],
             "50000"
         );
         assert_eq!(back.all_resource_configs().count(), 2);
+        assert_eq!(back.acls().len(), 1);
+        assert_eq!(back.scram().users(), vec!["alice"]);
         assert!(back.broker(2).is_some_and(|b| b.in_controlled_shutdown));
         // The empty image too.
         let empty = MetadataImage::default();
