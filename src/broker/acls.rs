@@ -97,6 +97,18 @@ pub(super) fn describe(
     )
 }
 
+/// Why CreateAcls or DeleteAcls is refused before it is looked at: no authorizer (as Kafka
+/// without one), or no ALTER on the cluster.
+fn change_refused(broker: &Broker, ctx: &RequestContext) -> Option<(ResponseError, &'static str)> {
+    if !broker.has_authorizer() {
+        Some((ResponseError::SecurityDisabled, NO_AUTHORIZER))
+    } else if !broker.authz(ctx).cluster(Operation::Alter) {
+        Some((ResponseError::ClusterAuthorizationFailed, CLUSTER_DENIED))
+    } else {
+        None
+    }
+}
+
 pub(super) async fn create(
     broker: &Broker,
     ctx: &RequestContext,
@@ -114,14 +126,8 @@ pub(super) async fn create(
             .collect();
         CreateAclsResponse::default().with_results(results)
     };
-    if !broker.has_authorizer() {
-        return all(ResponseError::SecurityDisabled, text(NO_AUTHORIZER));
-    }
-    if !broker.authz(ctx).cluster(Operation::Alter) {
-        return all(
-            ResponseError::ClusterAuthorizationFailed,
-            text(CLUSTER_DENIED),
-        );
+    if let Some((code, why)) = change_refused(broker, ctx) {
+        return all(code, text(why));
     }
     let creations: Vec<_> = req
         .creations
@@ -178,14 +184,8 @@ pub(super) async fn delete(
             .collect();
         DeleteAclsResponse::default().with_filter_results(results)
     };
-    if !broker.has_authorizer() {
-        return all(ResponseError::SecurityDisabled, text(NO_AUTHORIZER));
-    }
-    if !broker.authz(ctx).cluster(Operation::Alter) {
-        return all(
-            ResponseError::ClusterAuthorizationFailed,
-            text(CLUSTER_DENIED),
-        );
+    if let Some((code, why)) = change_refused(broker, ctx) {
+        return all(code, text(why));
     }
     let filters: Vec<_> = req
         .filters

@@ -390,8 +390,7 @@ pub(super) async fn alter(
     let mut responses = Vec::with_capacity(req.resources.len());
     for (resource, id) in req.resources.into_iter().zip(ids) {
         let name = id.1.clone();
-        let allowed =
-            authz.config_resource(resource.resource_type, &name, Operation::AlterConfigs);
+        let allowed = authz.config_resource(resource.resource_type, &name, Operation::AlterConfigs);
         let outcome = if twice.contains(&id) {
             Err((ResponseError::InvalidRequest, TWICE.to_string()))
         } else if let Err(refusal) = allowed {

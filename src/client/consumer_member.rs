@@ -14,10 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId, OffsetCommitRequest};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -320,31 +317,15 @@ impl Client {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<()> {
-        let request = OffsetCommitRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
-            .with_generation_id_or_member_epoch(member_epoch)
-            .with_member_id(StrBytes::from_string(member_id.to_string()))
-            .with_group_instance_id(None)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(name(topic))
-                .with_partitions(
-                    offsets
-                        .iter()
-                        .map(|&(p, o)| {
-                            OffsetCommitRequestPartition::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(o)
-                                .with_committed_leader_epoch(-1)
-                        })
-                        .collect(),
-                )]);
-        let response = self.call(&request, MEMBER_EPOCH_COMMIT_VERSION).await?;
-        for t in &response.topics {
-            for p in &t.partitions {
-                check(p.error_code, None)?;
-            }
-        }
-        Ok(())
+        self.commit_as(
+            group,
+            member_epoch,
+            member_id,
+            topic,
+            offsets,
+            MEMBER_EPOCH_COMMIT_VERSION,
+        )
+        .await
     }
 }
 

@@ -12,13 +12,10 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopic;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, ConsumerProtocolAssignment, ConsumerProtocolSubscription, GroupId, HeartbeatRequest,
-    JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, SyncGroupRequest,
+    JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 
@@ -321,31 +318,15 @@ impl Client {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<()> {
-        let request = OffsetCommitRequest::default()
-            .with_group_id(group_id(group))
-            .with_generation_id_or_member_epoch(generation)
-            .with_member_id(text(member_id))
-            .with_group_instance_id(None)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(name(topic))
-                .with_partitions(
-                    offsets
-                        .iter()
-                        .map(|&(p, o)| {
-                            OffsetCommitRequestPartition::default()
-                                .with_partition_index(p)
-                                .with_committed_offset(o)
-                                .with_committed_leader_epoch(-1)
-                        })
-                        .collect(),
-                )]);
-        let response = self.call(&request, MEMBER_COMMIT_VERSION).await?;
-        for t in &response.topics {
-            for p in &t.partitions {
-                check(p.error_code, None)?;
-            }
-        }
-        Ok(())
+        self.commit_as(
+            group,
+            generation,
+            member_id,
+            topic,
+            offsets,
+            MEMBER_COMMIT_VERSION,
+        )
+        .await
     }
 }
 

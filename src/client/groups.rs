@@ -216,9 +216,27 @@ impl Client {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<()> {
+        self.commit_as(group, -1, "", topic, offsets, OFFSET_COMMIT_VERSION)
+            .await
+    }
+
+    /// One OffsetCommit of `offsets` in `topic`: by `member_id` at its generation (classic) or
+    /// member epoch (consumer protocol), or by an admin (-1, ""). The first partition error
+    /// fails it.
+    pub(super) async fn commit_as(
+        &mut self,
+        group: &str,
+        generation_or_epoch: i32,
+        member_id: &str,
+        topic: &str,
+        offsets: &[(i32, i64)],
+        version: i16,
+    ) -> Result<()> {
         let request = OffsetCommitRequest::default()
             .with_group_id(group_id(group))
-            .with_generation_id_or_member_epoch(-1)
+            .with_generation_id_or_member_epoch(generation_or_epoch)
+            .with_member_id(StrBytes::from_string(member_id.to_string()))
+            .with_group_instance_id(None)
             .with_topics(vec![OffsetCommitRequestTopic::default()
                 .with_name(name(topic))
                 .with_partitions(
@@ -232,7 +250,7 @@ impl Client {
                         })
                         .collect(),
                 )]);
-        let response = self.call(&request, OFFSET_COMMIT_VERSION).await?;
+        let response = self.call(&request, version).await?;
         for t in &response.topics {
             for p in &t.partitions {
                 check(p.error_code, None)?;
