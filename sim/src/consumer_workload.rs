@@ -24,7 +24,7 @@ use weir::io::Io;
 use crate::group_check::{Churn, GroupEvent};
 use crate::group_route::{connect_coordinator, coordinator_moved, LeaderFetch};
 use crate::group_workload::{
-    commit_op, group_name, member_name, GroupsSpec, RETURN_MS, STALL_EXTRA_MS,
+    commit_op, coordinator_note, group_name, member_name, GroupsSpec, RETURN_MS, STALL_EXTRA_MS,
 };
 use crate::history::{Event, History};
 use crate::workload::{RunClock, RECONNECT_BACKOFF};
@@ -151,10 +151,14 @@ impl Member {
             self.spec.timeout,
         )
         .await;
-        let Ok(mut c) = found else {
+        let Ok((mut c, node)) = found else {
             self.io.clock.sleep(RECONNECT_BACKOFF).await;
             return false;
         };
+        self.history.record(
+            self.clock.now_ms(),
+            Event::Note(coordinator_note(&self.name, self.group, node)),
+        );
         let ready = match self.topic_id {
             Some(_) => true,
             None => match c.metadata(Some(&[&self.spec.topic])).await {

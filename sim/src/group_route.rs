@@ -31,14 +31,15 @@ pub(crate) fn coordinator_moved(e: &ClientError) -> bool {
 }
 
 /// Asks `bootstrap[attempt % len]` which broker coordinates `group` and connects there (keeping
-/// the first connection when it names itself). The client's time-out bounds every call.
+/// the first connection when it names itself), with that broker's node id. The client's
+/// time-out bounds every call.
 pub(crate) async fn connect_coordinator(
     io: &Io,
     bootstrap: &[SocketAddr],
     attempt: u64,
     group: &str,
     timeout: Duration,
-) -> Result<Client, ClientError> {
+) -> Result<(Client, i32), ClientError> {
     assert!(!bootstrap.is_empty(), "a coordinator lookup needs a broker");
     let via = bootstrap[(attempt % bootstrap.len() as u64) as usize];
     let mut client = connect(io, via, timeout).await?;
@@ -47,9 +48,9 @@ pub(crate) async fn connect_coordinator(
         .parse()
         .map_err(|e| ClientError::Protocol(format!("coordinator address {}: {e}", info.host)))?;
     if addr == via {
-        return Ok(client);
+        return Ok((client, info.id));
     }
-    connect(io, addr, timeout).await
+    Ok((connect(io, addr, timeout).await?, info.id))
 }
 
 /// A member's fetch connections: one per owned partition, to its leader, in a cluster; none on

@@ -65,6 +65,11 @@ impl GroupsSpec {
     }
 }
 
+/// Which broker a member found coordinating its group (the trace shows each failover).
+pub(crate) fn coordinator_note(member: &str, group: u32, node: i32) -> String {
+    format!("{member}: group-{group}'s coordinator is node {node}")
+}
+
 pub fn group_name(group: u32) -> String {
     format!("group-{group}")
 }
@@ -137,6 +142,13 @@ impl Member {
         group_name(self.group)
     }
 
+    fn record_coordinator(&self, node: i32) {
+        self.history.record(
+            self.clock.now_ms(),
+            Event::Note(coordinator_note(&self.name, self.group, node)),
+        );
+    }
+
     /// Acts on a failed call: forget the generation, the member id or the connection.
     async fn on_error(&mut self, call: &str, e: &ClientError) {
         self.record(GroupEvent::Error {
@@ -181,7 +193,8 @@ impl Member {
         )
         .await;
         match found {
-            Ok(c) => {
+            Ok((c, node)) => {
+                self.record_coordinator(node);
                 self.client = Some(c);
                 true
             }
@@ -598,6 +611,7 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
                     lookups += 1;
                     connect_coordinator(&io, &spec.bootstrap, lookups, &group_name(group), spec.timeout)
                         .await
+                        .map(|(c, _)| c)
                 } else {
                     connect(&io, spec.addr, spec.timeout).await
                 };
