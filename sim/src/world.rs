@@ -796,6 +796,15 @@ async fn simulate(
             )
         );
         let data = data?;
+        let unavailable: Vec<i32> = exempt.lock().unwrap().iter().copied().collect();
+        if scenario.groups.is_some() && !unavailable.is_empty() {
+            history.record(
+                clock.now_ms(),
+                Event::Group(GroupEvent::Unavailable {
+                    partitions: unavailable,
+                }),
+            );
+        }
         return multi_node_end(
             quorum,
             quorum_liveness,
