@@ -116,7 +116,9 @@ pub enum GroupEvent {
     /// At the end (multi-node): these partitions of the workload's topic are left leaderless on
     /// purpose (KIP-966: no eligible replica after unclean stops), so no group can consume
     /// them. Liveness (group-delivery, group-settle) is not judged; safety still is.
-    Unavailable { partitions: Vec<i32> },
+    Unavailable {
+        partitions: Vec<i32>,
+    },
     /// At the end: what the member holds (`None`: it is not in a generation).
     Final {
         group: u32,

@@ -609,9 +609,15 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
             if !clients.contains_key(&key) {
                 let connected = if routed {
                     lookups += 1;
-                    connect_coordinator(&io, &spec.bootstrap, lookups, &group_name(group), spec.timeout)
-                        .await
-                        .map(|(c, _)| c)
+                    connect_coordinator(
+                        &io,
+                        &spec.bootstrap,
+                        lookups,
+                        &group_name(group),
+                        spec.timeout,
+                    )
+                    .await
+                    .map(|(c, _)| c)
                 } else {
                     connect(&io, spec.addr, spec.timeout).await
                 };
