@@ -7,6 +7,7 @@
 //! into the history as [`GroupEvent`]s for `group_check`. Every loop is bounded by the run's
 //! deadline; every call by a time-out.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -606,7 +607,7 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
         let mut ok = true;
         for group in 0..spec.groups.count {
             let key = if routed { group } else { 0 };
-            if !clients.contains_key(&key) {
+            if let Entry::Vacant(slot) = clients.entry(key) {
                 let connected = if routed {
                     lookups += 1;
                     connect_coordinator(
@@ -623,7 +624,7 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
                 };
                 match connected {
                     Ok(c) => {
-                        clients.insert(key, c);
+                        slot.insert(c);
                     }
                     Err(_) => {
                         ok = false;
