@@ -22,11 +22,12 @@ use weir::client::{Client, ClientError};
 use weir::io::Io;
 
 use crate::group_check::{Churn, GroupEvent};
+use crate::group_route::{connect_coordinator, coordinator_moved, LeaderFetch};
 use crate::group_workload::{
-    commit_op, fetch_owned, group_name, member_name, GroupsSpec, RETURN_MS, STALL_EXTRA_MS,
+    commit_op, coordinator_note, group_name, member_name, GroupsSpec, RETURN_MS, STALL_EXTRA_MS,
 };
 use crate::history::{Event, History};
-use crate::workload::{connect, RunClock, RECONNECT_BACKOFF};
+use crate::workload::{RunClock, RECONNECT_BACKOFF};
 
 /// One member slot: a consumer process that comes back as a new member (a new member id) after
 /// it leaves or crashes, and rejoins under the same id after it is fenced.
@@ -36,7 +37,11 @@ struct Member {
     slot: u32,
     incarnation: u32,
     name: String,
+    /// The connection to the group's coordinator.
     client: Option<Client>,
+    /// Coordinator lookups so far (each asks the next bootstrap broker).
+    lookups: u64,
+    fetcher: LeaderFetch,
     /// The topic's id, learnt from Metadata (assignments name topics by id).
     topic_id: Option<Uuid>,
     membership: Membership,
@@ -110,7 +115,13 @@ impl Member {
     /// Acts on a failed call.
     async fn on_error(&mut self, call: &str, e: &ClientError) {
         self.record_error(call, e);
-        match consumer_member::on_error(e) {
+        // The coordinator moved (or none leads the group's offsets partition): find it again.
+        let next = if coordinator_moved(e) {
+            OnError::Reconnect
+        } else {
+            consumer_member::on_error(e)
+        };
+        match next {
             OnError::Fenced => self.drop_all(),
             OnError::Refresh => self.membership.retry(true),
             OnError::Retry => {
@@ -129,15 +140,28 @@ impl Member {
         if self.client.is_some() {
             return true;
         }
-        let Ok(mut c) = connect(&self.io, self.spec.addr, self.spec.timeout).await else {
+        // As a real consumer's first steps: find the coordinator (which makes sure
+        // `__consumer_offsets` exists) and connect there, and learn the subscribed topic's id.
+        self.lookups += 1;
+        let found = connect_coordinator(
+            &self.io,
+            self.spec.coordinator_bootstrap(),
+            self.lookups,
+            &group_name(self.group),
+            self.spec.timeout,
+        )
+        .await;
+        let Ok((mut c, node)) = found else {
             self.io.clock.sleep(RECONNECT_BACKOFF).await;
             return false;
         };
-        // As a real consumer's first steps: find the coordinator (which makes sure
-        // `__consumer_offsets` exists) and the subscribed topic's id.
-        let ready = match c.find_coordinator(&group_name(self.group)).await {
-            Ok(()) if self.topic_id.is_some() => true,
-            Ok(()) => match c.metadata(Some(&[&self.spec.topic])).await {
+        self.history.record(
+            self.clock.now_ms(),
+            Event::Note(coordinator_note(&self.name, self.group, node)),
+        );
+        let ready = match self.topic_id {
+            Some(_) => true,
+            None => match c.metadata(Some(&[&self.spec.topic])).await {
                 Ok(topics) => {
                     self.topic_id = topics
                         .iter()
@@ -148,7 +172,6 @@ impl Member {
                 }
                 Err(_) => false,
             },
-            Err(_) => false,
         };
         if !ready {
             self.io.clock.sleep(RECONNECT_BACKOFF).await;
@@ -339,6 +362,7 @@ impl Member {
             }
         }
         self.client = None;
+        self.fetcher.reset();
         let pause = madsim::rand::thread_rng().gen_range(RETURN_MS[0]..=RETURN_MS[1]);
         self.io.clock.sleep(Duration::from_millis(pause)).await;
         self.incarnation += 1;
@@ -378,7 +402,10 @@ impl Member {
             return;
         }
         let client = self.client.as_mut().expect("connected");
-        let fetched = fetch_owned(client, &self.io, &self.spec.topic, &mut self.positions).await;
+        let fetched = self
+            .fetcher
+            .fetch(&self.io, client, &self.spec.topic, &mut self.positions)
+            .await;
         let records = match fetched {
             Ok(r) => r,
             Err(e) => {
@@ -442,6 +469,7 @@ pub async fn run_member(
 ) {
     let until = spec.until_ms;
     let membership = Member::new_membership(&spec, group, &io);
+    let fetcher = LeaderFetch::new(spec.bootstrap.clone(), spec.timeout);
     let mut m = Member {
         spec,
         group,
@@ -449,6 +477,8 @@ pub async fn run_member(
         incarnation: 0,
         name: member_name(group, slot, 0),
         client: None,
+        lookups: 0,
+        fetcher,
         topic_id: None,
         membership,
         positions: BTreeMap::new(),

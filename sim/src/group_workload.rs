@@ -7,6 +7,7 @@
 //! into the history as [`GroupEvent`]s for `group_check`. Every loop is bounded by the run's
 //! deadline; every call by a time-out.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use weir::client::{Client, ClientError};
 use weir::io::Io;
 
 use crate::group_check::{Churn, GroupEvent};
+use crate::group_route::{connect_coordinator, coordinator_moved, LeaderFetch};
 use crate::history::{Event, History};
 use crate::scenario::{GroupProtocol, Groups};
 use crate::workload::{connect, decode, RunClock, RECONNECT_BACKOFF};
@@ -30,6 +32,9 @@ use crate::workload::{connect, decode, RunClock, RECONNECT_BACKOFF};
 pub struct GroupsSpec {
     pub groups: Groups,
     pub addr: SocketAddr,
+    /// Every broker, in a cluster (coordinators are found and partitions fetched through
+    /// them, `group_route`); empty on one node, where `addr` is all there is.
+    pub bootstrap: Vec<SocketAddr>,
     pub topic: String,
     pub partitions: i32,
     /// Bound on each request (not on a parked join, which adds the rebalance timeout).
@@ -50,6 +55,22 @@ pub(crate) const RETURN_MS: [u64; 2] = [500, 3000];
 /// A stall lasts the session timeout plus this much: [min, max] ms.
 pub(crate) const STALL_EXTRA_MS: [u64; 2] = [1000, 3000];
 
+impl GroupsSpec {
+    /// The brokers to ask for a coordinator.
+    pub(crate) fn coordinator_bootstrap(&self) -> &[SocketAddr] {
+        if self.bootstrap.is_empty() {
+            std::slice::from_ref(&self.addr)
+        } else {
+            &self.bootstrap
+        }
+    }
+}
+
+/// Which broker a member found coordinating its group (the trace shows each failover).
+pub(crate) fn coordinator_note(member: &str, group: u32, node: i32) -> String {
+    format!("{member}: group-{group}'s coordinator is node {node}")
+}
+
 pub fn group_name(group: u32) -> String {
     format!("group-{group}")
 }
@@ -66,7 +87,11 @@ struct Member {
     slot: u32,
     incarnation: u32,
     name: String,
+    /// The connection to the group's coordinator.
     client: Option<Client>,
+    /// Coordinator lookups so far (each asks the next bootstrap broker).
+    lookups: u64,
+    fetcher: LeaderFetch,
     member_id: String,
     /// The generation and partitions this member holds (`None`: it must (re)join).
     joined: Option<(i32, Vec<i32>)>,
@@ -95,6 +120,9 @@ enum Next {
 }
 
 fn next_after(e: &ClientError) -> Next {
+    if coordinator_moved(e) {
+        return Next::Reconnect;
+    }
     match e {
         ClientError::Kafka(ResponseError::RebalanceInProgress, _)
         | ClientError::Kafka(ResponseError::IllegalGeneration, _) => Next::Rejoin,
@@ -113,6 +141,13 @@ impl Member {
 
     fn group_name(&self) -> String {
         group_name(self.group)
+    }
+
+    fn record_coordinator(&self, node: i32) {
+        self.history.record(
+            self.clock.now_ms(),
+            Event::Note(coordinator_note(&self.name, self.group, node)),
+        );
     }
 
     /// Acts on a failed call: forget the generation, the member id or the connection.
@@ -147,20 +182,22 @@ impl Member {
         if self.client.is_some() {
             return true;
         }
-        match connect(&self.io, self.spec.addr, self.spec.timeout).await {
-            Ok(mut c) => {
-                // The coordinator of every group is this one broker; asking makes sure
-                // `__consumer_offsets` exists, as a real client's first step does.
-                match c.find_coordinator(&self.group_name()).await {
-                    Ok(()) => {
-                        self.client = Some(c);
-                        true
-                    }
-                    Err(_) => {
-                        self.io.clock.sleep(RECONNECT_BACKOFF).await;
-                        false
-                    }
-                }
+        // As a real client's first step: FindCoordinator (which makes sure
+        // `__consumer_offsets` exists), then a connection to the broker it names.
+        self.lookups += 1;
+        let found = connect_coordinator(
+            &self.io,
+            self.spec.coordinator_bootstrap(),
+            self.lookups,
+            &self.group_name(),
+            self.spec.timeout,
+        )
+        .await;
+        match found {
+            Ok((c, node)) => {
+                self.record_coordinator(node);
+                self.client = Some(c);
+                true
             }
             Err(_) => {
                 self.io.clock.sleep(RECONNECT_BACKOFF).await;
@@ -249,7 +286,9 @@ impl Member {
     /// value), and advances nothing yet.
     async fn fetch(&mut self) -> Result<Vec<(i32, i64, String)>, ClientError> {
         let client = self.client.as_mut().expect("connected");
-        fetch_owned(client, &self.io, &self.spec.topic, &mut self.positions).await
+        self.fetcher
+            .fetch(&self.io, client, &self.spec.topic, &mut self.positions)
+            .await
     }
 
     fn process(&mut self, records: &[(i32, i64, String)]) {
@@ -380,6 +419,7 @@ impl Member {
             }
         }
         self.client = None;
+        self.fetcher.reset();
         self.member_id.clear();
         self.drop_generation();
         let pause = madsim::rand::thread_rng().gen_range(RETURN_MS[0]..=RETURN_MS[1]);
@@ -462,29 +502,42 @@ pub(crate) async fn fetch_owned(
     positions: &mut BTreeMap<i32, i64>,
 ) -> Result<Vec<(i32, i64, String)>, ClientError> {
     let mut out = Vec::new();
-    let owned: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
+    let owned: Vec<i32> = positions.keys().copied().collect();
     if owned.is_empty() {
         // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
         io.clock.sleep(FETCH_WAIT).await;
     }
-    for (p, position) in owned {
-        match client.fetch(topic, p, position, 1 << 20, FETCH_WAIT).await {
-            Ok(fetched) => {
-                for r in decode(&fetched.records, position) {
-                    match r {
-                        // Only what the broker calls committed is processed, as a
-                        // read_committed-free consumer still gets it below the HW.
-                        Ok((o, v)) if o < fetched.high_watermark => out.push((p, o, v)),
-                        _ => break,
-                    }
+    for p in owned {
+        out.extend(fetch_partition(client, topic, p, positions).await?);
+    }
+    Ok(out)
+}
+
+/// One partition of [`fetch_owned`], from `client` (its leader).
+pub(crate) async fn fetch_partition(
+    client: &mut Client,
+    topic: &str,
+    p: i32,
+    positions: &mut BTreeMap<i32, i64>,
+) -> Result<Vec<(i32, i64, String)>, ClientError> {
+    let mut out = Vec::new();
+    let position = positions.get(&p).copied().unwrap_or(0);
+    match client.fetch(topic, p, position, 1 << 20, FETCH_WAIT).await {
+        Ok(fetched) => {
+            for r in decode(&fetched.records, position) {
+                match r {
+                    // Only what the broker calls committed is processed, as a
+                    // read_committed-free consumer still gets it below the HW.
+                    Ok((o, v)) if o < fetched.high_watermark => out.push((p, o, v)),
+                    _ => break,
                 }
             }
-            Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
-                let (start, _) = client.list_offset(topic, p, -2).await?;
-                positions.insert(p, start.max(0));
-            }
-            Err(e) => return Err(e),
         }
+        Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
+            let (start, _) = client.list_offset(topic, p, -2).await?;
+            positions.insert(p, start.max(0));
+        }
+        Err(e) => return Err(e),
     }
     Ok(out)
 }
@@ -503,6 +556,7 @@ pub async fn run_member(
     clock: RunClock,
 ) {
     let until = spec.until_ms;
+    let fetcher = LeaderFetch::new(spec.bootstrap.clone(), spec.timeout);
     let mut m = Member {
         spec,
         group,
@@ -510,6 +564,8 @@ pub async fn run_member(
         incarnation: 0,
         name: member_name(group, slot, 0),
         client: None,
+        lookups: 0,
+        fetcher,
         member_id: String::new(),
         joined: None,
         positions: BTreeMap::new(),
@@ -538,24 +594,57 @@ pub async fn run_member(
 
 /// Reads every group's committed offsets every [`OBSERVE_EVERY`] until the deadline, and once
 /// more after it (when the members have stopped, with the coordinator's view of each KIP-848
-/// group), retrying that last round a few times.
+/// group), retrying that last round a few times. Each group is asked at its coordinator (on one
+/// node: the one broker, over one connection).
 pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: RunClock) {
-    let mut client: Option<Client> = None;
+    let routed = !spec.bootstrap.is_empty();
+    // Per group in a cluster; one shared (key 0) on one node.
+    let mut clients: BTreeMap<u32, Client> = BTreeMap::new();
+    let mut lookups = 0u64;
     let mut tries_after_end = 0;
     loop {
         let last = clock.now_ms() >= spec.until_ms;
-        if client.is_none() {
-            client = connect(&io, spec.addr, spec.timeout).await.ok();
-        }
-        let ok = match client.as_mut() {
-            Some(c) => {
-                observe(c, &spec, &history, clock).await
-                    && (!last || describe(c, &spec, &history, clock).await)
+        let mut ok = true;
+        for group in 0..spec.groups.count {
+            let key = if routed { group } else { 0 };
+            if let Entry::Vacant(slot) = clients.entry(key) {
+                let connected = if routed {
+                    lookups += 1;
+                    connect_coordinator(
+                        &io,
+                        &spec.bootstrap,
+                        lookups,
+                        &group_name(group),
+                        spec.timeout,
+                    )
+                    .await
+                    .map(|(c, _)| c)
+                } else {
+                    connect(&io, spec.addr, spec.timeout).await
+                };
+                match connected {
+                    Ok(c) => {
+                        slot.insert(c);
+                    }
+                    Err(_) => {
+                        ok = false;
+                        if routed {
+                            continue;
+                        }
+                        break;
+                    }
+                }
             }
-            None => false,
-        };
-        if !ok {
-            client = None;
+            let c = clients.get_mut(&key).expect("connected above");
+            let answered = observe(c, &spec, group, &history, clock, last).await
+                && (!last || describe(c, &spec, group, &history, clock, last).await);
+            if !answered {
+                clients.remove(&key);
+                ok = false;
+                if !routed {
+                    break;
+                }
+            }
         }
         if last {
             tries_after_end += 1;
@@ -569,63 +658,83 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
     }
 }
 
-/// One OffsetFetch per group; `false` on connection trouble (a broker error, such as a
-/// coordinator still loading, just skips that group).
-async fn observe(c: &mut Client, spec: &GroupsSpec, history: &History, clock: RunClock) -> bool {
-    let partitions: Vec<i32> = (0..spec.partitions).collect();
-    for group in 0..spec.groups.count {
-        let invoked_ms = clock.now_ms();
-        let fetched = c
-            .committed_offsets(&group_name(group), Some((&spec.topic, &partitions)))
-            .await;
-        match fetched {
-            Ok(list) => {
-                let offsets = list
-                    .into_iter()
-                    .filter(|(_, _, o)| *o >= 0)
-                    .map(|(_, p, o)| (p, o))
-                    .collect();
-                history.record(
-                    clock.now_ms(),
-                    Event::Group(GroupEvent::Offsets {
-                        group,
-                        invoked_ms,
-                        offsets,
-                    }),
-                );
-            }
-            Err(ClientError::Kafka(_, _)) => {}
-            Err(_) => return false,
-        }
+/// `true` if the observer should look for the group's coordinator again: connection trouble,
+/// or (in a cluster) a coordinator that moved; and, in the last round, one still loading (the
+/// final offsets must come from the coordinator that has them).
+fn observer_retries(e: &ClientError, last: bool) -> bool {
+    match e {
+        ClientError::Kafka(ResponseError::CoordinatorLoadInProgress, _) => last,
+        ClientError::Kafka(_, _) => coordinator_moved(e),
+        _ => true,
     }
-    true
 }
 
-/// ConsumerGroupDescribe of every KIP-848 group: the coordinator's side of settling (state,
-/// group epoch, each member's epoch). `false` on connection trouble.
-async fn describe(c: &mut Client, spec: &GroupsSpec, history: &History, clock: RunClock) -> bool {
-    for group in 0..spec.groups.count {
-        if spec.groups.protocol_of(group) != GroupProtocol::Consumer {
-            continue;
-        }
-        match c.describe_consumer_group(&group_name(group)).await {
-            Ok(Some(d)) => history.record(
+/// One OffsetFetch of `group`; `false` when the coordinator must be found again (another broker
+/// error, such as one still loading mid-run, just skips the group this round).
+async fn observe(
+    c: &mut Client,
+    spec: &GroupsSpec,
+    group: u32,
+    history: &History,
+    clock: RunClock,
+    last: bool,
+) -> bool {
+    let partitions: Vec<i32> = (0..spec.partitions).collect();
+    let invoked_ms = clock.now_ms();
+    let fetched = c
+        .committed_offsets(&group_name(group), Some((&spec.topic, &partitions)))
+        .await;
+    match fetched {
+        Ok(list) => {
+            let offsets = list
+                .into_iter()
+                .filter(|(_, _, o)| *o >= 0)
+                .map(|(_, p, o)| (p, o))
+                .collect();
+            history.record(
                 clock.now_ms(),
-                Event::Group(GroupEvent::Described {
+                Event::Group(GroupEvent::Offsets {
                     group,
-                    state: d.state,
-                    group_epoch: d.group_epoch,
-                    assignment_epoch: d.assignment_epoch,
-                    member_epochs: d
-                        .members
-                        .into_iter()
-                        .map(|m| (m.member_id, m.member_epoch))
-                        .collect(),
+                    invoked_ms,
+                    offsets,
                 }),
-            ),
-            Ok(None) | Err(ClientError::Kafka(_, _)) => {}
-            Err(_) => return false,
+            );
+            true
         }
+        Err(e) => !observer_retries(&e, last),
+    }
+}
+
+/// ConsumerGroupDescribe of `group` if it is a KIP-848 group: the coordinator's side of
+/// settling (state, group epoch, each member's epoch). `false` as for [`observe`].
+async fn describe(
+    c: &mut Client,
+    spec: &GroupsSpec,
+    group: u32,
+    history: &History,
+    clock: RunClock,
+    last: bool,
+) -> bool {
+    if spec.groups.protocol_of(group) != GroupProtocol::Consumer {
+        return true;
+    }
+    match c.describe_consumer_group(&group_name(group)).await {
+        Ok(Some(d)) => history.record(
+            clock.now_ms(),
+            Event::Group(GroupEvent::Described {
+                group,
+                state: d.state,
+                group_epoch: d.group_epoch,
+                assignment_epoch: d.assignment_epoch,
+                member_epochs: d
+                    .members
+                    .into_iter()
+                    .map(|m| (m.member_id, m.member_epoch))
+                    .collect(),
+            }),
+        ),
+        Ok(None) => {}
+        Err(e) => return !observer_retries(&e, last),
     }
     true
 }

@@ -14,6 +14,8 @@ pub mod consumer_workload;
 pub mod coverage;
 pub mod group_check;
 #[cfg(madsim)]
+pub mod group_route;
+#[cfg(madsim)]
 pub mod group_workload;
 pub mod history;
 pub mod html;

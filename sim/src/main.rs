@@ -165,6 +165,15 @@ mod cli {
     }
 
     pub fn main() -> ExitCode {
+        // The brokers' own logs, for debugging one seed: `WEIR_SIM_LOG=info cargo sim run ...`
+        // (to stderr; the simulated node's name is in each line's span).
+        if let Ok(filter) = std::env::var("WEIR_SIM_LOG") {
+            tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_writer(std::io::stderr)
+                .without_time()
+                .init();
+        }
         let cli = Cli::parse();
         match cli.command {
             Command::Run {

@@ -787,12 +787,6 @@ impl Scenario {
             return Err("producers.batch_records must be 1..=10000".into());
         }
         if let Some(groups) = &self.groups {
-            if self.cluster.is_multi_node() {
-                return Err(
-                    "groups need a single-node world: members talk to one broker, without routing to the coordinator or partition leaders yet"
-                        .into(),
-                );
-            }
             groups.validate()?;
         }
         if self.consumers.count > 32 {

@@ -129,6 +129,16 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
             "group.consumer.heartbeat.interval.ms".into(),
             g.heartbeat_interval_ms.to_string(),
         );
+        // Kafka refuses a session or interval below its floor (45 s and 5 s by default), as
+        // the broker's config check does: the floors come down with them.
+        props.insert(
+            "group.consumer.min.session.timeout.ms".into(),
+            g.session_timeout_ms.to_string(),
+        );
+        props.insert(
+            "group.consumer.min.heartbeat.interval.ms".into(),
+            g.heartbeat_interval_ms.to_string(),
+        );
     }
     props.extend(scenario.broker.clone());
     let (mut config, _warnings) =
@@ -627,6 +637,7 @@ async fn simulate(
         let spec = GroupsSpec {
             groups: g.clone(),
             addr,
+            bootstrap: if multi { addrs.clone() } else { Vec::new() },
             topic: topic.name.clone(),
             partitions: topic.partitions,
             timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
@@ -785,6 +796,15 @@ async fn simulate(
             )
         );
         let data = data?;
+        let unavailable: Vec<i32> = exempt.lock().unwrap().iter().copied().collect();
+        if scenario.groups.is_some() && !unavailable.is_empty() {
+            history.record(
+                clock.now_ms(),
+                Event::Group(GroupEvent::Unavailable {
+                    partitions: unavailable,
+                }),
+            );
+        }
         return multi_node_end(
             quorum,
             quorum_liveness,

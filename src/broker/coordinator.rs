@@ -394,12 +394,17 @@ impl Broker {
         let Some(topic) = image.topic(OFFSETS_TOPIC) else {
             return;
         };
-        // Worked out before the coordinator's lock: the partition map has its own lock.
+        // Worked out before the coordinator's lock: the partition map has its own lock. Before
+        // the start-up gate opens the image may be stale and name this node leader of what it
+        // no longer leads (`startup_gate`): it coordinates nothing until then, as it leads no
+        // partition.
+        let serving = self.serving_partitions();
         let leads: Vec<bool> = (0..topic.partitions)
             .map(|p| {
-                image
-                    .partition(topic.id, p)
-                    .is_some_and(|x| x.leader == self.config.node_id)
+                serving
+                    && image
+                        .partition(topic.id, p)
+                        .is_some_and(|x| x.leader == self.config.node_id)
                     && self.partition(OFFSETS_TOPIC, p).is_some()
             })
             .collect();
@@ -455,7 +460,10 @@ impl Broker {
             };
             // Bounded: every step moves `offset` forward by at least one batch.
             while offset < end {
-                let chunk = match handle.lock().read(offset, LOAD_CHUNK_BYTES) {
+                // To the log end, not the high watermark (`Partition::read`): the watermark of
+                // a replica that just reopened its log starts at the log start, a new leader's
+                // trails the old one's, and what this leader holds is what it will commit.
+                let chunk = match handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES) {
                     Ok(chunk) => chunk,
                     Err(e) => {
                         tracing::error!(partition, offset, error = ?e,

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::{check, name, Client, ClientError, Result};
+use super::{check, name, BrokerInfo, Client, ClientError, Result};
 
 const FIND_COORDINATOR_VERSION: i16 = 3;
 /// v5 names each group's type (classic or consumer).
@@ -78,10 +78,24 @@ fn group_id(group: &str) -> GroupId {
 impl Client {
     /// Makes sure the broker coordinates `group` (creating `__consumer_offsets` if needed).
     pub async fn find_coordinator(&mut self, group: &str) -> Result<()> {
+        self.coordinator(group).await.map(|_| ())
+    }
+
+    /// The broker that coordinates `group` (the leader of its `__consumer_offsets` partition)
+    /// as this broker knows it; asking creates `__consumer_offsets` if needed.
+    pub async fn coordinator(&mut self, group: &str) -> Result<BrokerInfo> {
         let request =
             FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string()));
         let response = self.call(&request, FIND_COORDINATOR_VERSION).await?;
-        check(response.error_code, response.error_message.as_ref())
+        check(response.error_code, response.error_message.as_ref())?;
+        let port = u16::try_from(response.port).map_err(|_| {
+            ClientError::Protocol(format!("coordinator port {} out of range", response.port))
+        })?;
+        Ok(BrokerInfo {
+            id: response.node_id.0,
+            host: response.host.to_string(),
+            port,
+        })
     }
 
     pub async fn list_groups(&mut self) -> Result<Vec<GroupListing>> {

@@ -205,7 +205,9 @@ impl Partition {
     }
 
     /// What a follower's fetch reads: whole batches from `offset` up to the log end (not the
-    /// high watermark: followers hold what is not yet committed, that is how it commits).
+    /// high watermark: followers hold what is not yet committed, that is how it commits). The
+    /// group coordinator's load of a newly led `__consumer_offsets` partition reads the same
+    /// way (Kafka loads to the log end offset).
     pub fn read_for_replica(
         &self,
         offset: i64,

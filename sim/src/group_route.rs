@@ -1,0 +1,139 @@
+//! Where a group member's requests go, as a Kafka consumer routes them: group requests
+//! (JoinGroup, SyncGroup, Heartbeat, ConsumerGroupHeartbeat, OffsetCommit, OffsetFetch) to the
+//! group's coordinator, found with FindCoordinator through any bootstrap broker (the next one
+//! on every attempt); fetches to each partition's leader (`routing`). A coordinator that moved
+//! answers NOT_COORDINATOR (or COORDINATOR_NOT_AVAILABLE while none leads the group's
+//! `__consumer_offsets` partition): the member drops the connection and finds it again. A
+//! coordinator still loading the group (COORDINATOR_LOAD_IN_PROGRESS) is asked again as is,
+//! after a pause, as the Java consumer does. In the single-node world the bootstrap is that one
+//! broker, which answers that it is the coordinator: the same requests as before routing.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use weir::client::{Client, ClientError};
+use weir::io::Io;
+
+use crate::group_workload::{fetch_partition, FETCH_WAIT};
+use crate::workload::{connect, RECONNECT_BACKOFF};
+
+/// `true` if the error says the coordinator is elsewhere (or unknown): find it again.
+pub(crate) fn coordinator_moved(e: &ClientError) -> bool {
+    matches!(
+        e,
+        ClientError::Kafka(
+            ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable,
+            _
+        )
+    )
+}
+
+/// Asks `bootstrap[attempt % len]` which broker coordinates `group` and connects there (keeping
+/// the first connection when it names itself), with that broker's node id. The client's
+/// time-out bounds every call.
+pub(crate) async fn connect_coordinator(
+    io: &Io,
+    bootstrap: &[SocketAddr],
+    attempt: u64,
+    group: &str,
+    timeout: Duration,
+) -> Result<(Client, i32), ClientError> {
+    assert!(!bootstrap.is_empty(), "a coordinator lookup needs a broker");
+    let via = bootstrap[(attempt % bootstrap.len() as u64) as usize];
+    let mut client = connect(io, via, timeout).await?;
+    let info = client.coordinator(group).await?;
+    let addr: SocketAddr = format!("{}:{}", info.host, info.port)
+        .parse()
+        .map_err(|e| ClientError::Protocol(format!("coordinator address {}: {e}", info.host)))?;
+    if addr == via {
+        return Ok((client, info.id));
+    }
+    Ok((connect(io, addr, timeout).await?, info.id))
+}
+
+/// A member's fetch connections: one per owned partition, to its leader, in a cluster; none on
+/// one node (fetches share the coordinator's connection there).
+pub(crate) struct LeaderFetch {
+    bootstrap: Vec<SocketAddr>,
+    timeout: Duration,
+    leaders: BTreeMap<i32, Client>,
+    lookups: u64,
+}
+
+impl LeaderFetch {
+    /// `bootstrap` empty: the single-node world.
+    pub(crate) fn new(bootstrap: Vec<SocketAddr>, timeout: Duration) -> LeaderFetch {
+        LeaderFetch {
+            bootstrap,
+            timeout,
+            leaders: BTreeMap::new(),
+            lookups: 0,
+        }
+    }
+
+    /// Forgets every connection (a consumer process that went away).
+    pub(crate) fn reset(&mut self) {
+        self.leaders.clear();
+    }
+
+    /// Fetches every partition of `positions` once (see `group_workload::fetch_owned`): from
+    /// `coordinator` on one node, else from each partition's leader. In a cluster a partition
+    /// whose leader cannot be reached or moved is skipped this round (its connection dropped,
+    /// found again next round, after a pause): the member's group session does not depend on it.
+    pub(crate) async fn fetch(
+        &mut self,
+        io: &Io,
+        coordinator: &mut Client,
+        topic: &str,
+        positions: &mut BTreeMap<i32, i64>,
+    ) -> Result<Vec<(i32, i64, String)>, ClientError> {
+        if self.bootstrap.is_empty() {
+            return crate::group_workload::fetch_owned(coordinator, io, topic, positions).await;
+        }
+        let owned: Vec<i32> = positions.keys().copied().collect();
+        if owned.is_empty() {
+            // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
+            io.clock.sleep(FETCH_WAIT).await;
+        }
+        let mut out = Vec::new();
+        let mut missed = false;
+        for p in owned {
+            if !self.leaders.contains_key(&p) {
+                self.lookups += 1;
+                match crate::routing::connect_leader(
+                    io,
+                    &self.bootstrap,
+                    self.lookups,
+                    topic,
+                    p,
+                    self.timeout,
+                )
+                .await
+                {
+                    Ok(c) => {
+                        self.leaders.insert(p, c);
+                    }
+                    Err(_) => {
+                        missed = true;
+                        continue;
+                    }
+                }
+            }
+            let client = self.leaders.get_mut(&p).expect("connected above");
+            match fetch_partition(client, topic, p, positions).await {
+                Ok(records) => out.extend(records),
+                Err(_) => {
+                    // NOT_LEADER_OR_FOLLOWER, a broker gone: ask where the leader is again.
+                    self.leaders.remove(&p);
+                    missed = true;
+                }
+            }
+        }
+        if missed {
+            io.clock.sleep(RECONNECT_BACKOFF).await;
+        }
+        Ok(out)
+    }
+}
