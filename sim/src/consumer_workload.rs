@@ -330,20 +330,7 @@ impl Member {
         if now >= self.spec.churn_until_ms || !self.membership.is_joined() {
             return None;
         }
-        let g = &self.spec.groups;
-        let minutes = elapsed as f64 / 60_000.0;
-        let mut rng = madsim::rand::thread_rng();
-        for (rate, what) in [
-            (g.leaves_per_min, Churn::Leave),
-            (g.crashes_per_min, Churn::Crash),
-            (g.stalls_per_min, Churn::Stall),
-        ] {
-            let p = (rate * minutes).min(1.0);
-            if p > 0.0 && rng.gen_bool(p) {
-                return Some(what);
-            }
-        }
-        None
+        crate::group_workload::churn_in(&self.spec.groups, elapsed)
     }
 
     /// Leaves (epoch -1) or vanishes, waits, and comes back as a new consumer (new member id).

@@ -71,6 +71,24 @@ pub(crate) fn coordinator_note(member: &str, group: u32, node: i32) -> String {
     format!("{member}: group-{group}'s coordinator is node {node}")
 }
 
+/// Whether a member goes away in the `elapsed_ms` since its last draw, and how: each kind at
+/// its per-minute rate, leave before crash before stall (classic and KIP-848 members alike).
+pub(crate) fn churn_in(g: &Groups, elapsed_ms: u64) -> Option<Churn> {
+    let minutes = elapsed_ms as f64 / 60_000.0;
+    let mut rng = madsim::rand::thread_rng();
+    for (rate, what) in [
+        (g.leaves_per_min, Churn::Leave),
+        (g.crashes_per_min, Churn::Crash),
+        (g.stalls_per_min, Churn::Stall),
+    ] {
+        let p = (rate * minutes).min(1.0);
+        if p > 0.0 && rng.gen_bool(p) {
+            return Some(what);
+        }
+    }
+    None
+}
+
 pub fn group_name(group: u32) -> String {
     format!("group-{group}")
 }
@@ -389,20 +407,7 @@ impl Member {
         if now >= self.spec.churn_until_ms || self.joined.is_none() {
             return None;
         }
-        let g = &self.spec.groups;
-        let minutes = elapsed as f64 / 60_000.0;
-        let mut rng = madsim::rand::thread_rng();
-        for (rate, what) in [
-            (g.leaves_per_min, Churn::Leave),
-            (g.crashes_per_min, Churn::Crash),
-            (g.stalls_per_min, Churn::Stall),
-        ] {
-            let p = (rate * minutes).min(1.0);
-            if p > 0.0 && rng.gen_bool(p) {
-                return Some(what);
-            }
-        }
-        None
+        churn_in(&self.spec.groups, elapsed)
     }
 
     /// Leaves (or vanishes), waits, and comes back as a new member.
