@@ -4,8 +4,10 @@
 //! (they are metadata records). Also SCRAM credentials through a restart, and the
 //! SECURITY_DISABLED answer without an authorizer.
 
+mod common;
+
+use common::memdisk_io as io;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,7 +25,6 @@ use weir::broker::{Broker, RunningBroker};
 use weir::client::{Client, ClientError};
 use weir::config::ServerConfig;
 use weir::io::memdisk::MemDisk;
-use weir::io::os::{OsRng, TokioClock, TokioNet, TokioSpawn};
 use weir::io::Io;
 use weir::log::batch::BatchBuilder;
 
@@ -39,16 +40,6 @@ const ALL: i8 = 2;
 const WRITE: i8 = 4;
 const DENY: i8 = 2;
 const ALLOW: i8 = 3;
-
-fn io(disk: &MemDisk) -> Io {
-    Io {
-        clock: Arc::new(TokioClock::new()),
-        rng: Arc::new(OsRng::with_seed(7)),
-        spawner: Arc::new(TokioSpawn),
-        net: Arc::new(TokioNet),
-        disk: Arc::new(disk.clone()),
-    }
-}
 
 async fn start(io: &Io, authorizer: &str, allow_everyone: bool) -> RunningBroker {
     let props = BTreeMap::from([

@@ -3,8 +3,10 @@
 //! for bad input, a log default reaching a topic, a group's session timeout and heartbeat
 //! interval reaching its members, and everything surviving a restart.
 
+mod common;
+
+use common::memdisk_io as io;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -20,7 +22,6 @@ use weir::broker::{Broker, RunningBroker};
 use weir::client::Client;
 use weir::config::ServerConfig;
 use weir::io::memdisk::MemDisk;
-use weir::io::os::{OsRng, TokioClock, TokioNet, TokioSpawn};
 use weir::io::Io;
 
 const TOPIC: i8 = 2;
@@ -34,16 +35,6 @@ const NONE: i16 = 0;
 const UNKNOWN_TOPIC: i16 = 3;
 const INVALID_CONFIG: i16 = 40;
 const INVALID_REQUEST: i16 = 42;
-
-fn io(disk: &MemDisk) -> Io {
-    Io {
-        clock: Arc::new(TokioClock::new()),
-        rng: Arc::new(OsRng::with_seed(7)),
-        spawner: Arc::new(TokioSpawn),
-        net: Arc::new(TokioNet),
-        disk: Arc::new(disk.clone()),
-    }
-}
 
 async fn start(io: &Io) -> RunningBroker {
     let props = BTreeMap::from([

@@ -1,5 +1,6 @@
 //! Set-up shared by the in-process cluster tests (`tests/cluster.rs`, `replication.rs`,
-//! `acks_all.rs`, `groups_cluster.rs`): loopback ports, scratch directories, the combined-node
+//! `acks_all.rs`, `groups_cluster.rs`, `acls.rs`, `dynamic_configs.rs`): loopback ports, scratch
+//! directories, an in-memory-disk `Io`, the combined-node
 //! configuration and bounded waits. Each test binary uses the part it needs.
 #![allow(dead_code)]
 
@@ -7,7 +8,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use weir::config::ServerConfig;
+use weir::io::memdisk::MemDisk;
+use weir::io::os::{OsRng, TokioClock, TokioNet, TokioSpawn};
+use weir::io::Io;
 
 pub const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qk";
 
@@ -79,5 +85,17 @@ pub async fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Opt
         }
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Real clock, network and spawner over an in-memory disk (seeded entropy): a one-process
+/// broker whose files the test can inspect or damage.
+pub fn memdisk_io(disk: &MemDisk) -> Io {
+    Io {
+        clock: Arc::new(TokioClock::new()),
+        rng: Arc::new(OsRng::with_seed(7)),
+        spawner: Arc::new(TokioSpawn),
+        net: Arc::new(TokioNet),
+        disk: Arc::new(disk.clone()),
     }
 }
