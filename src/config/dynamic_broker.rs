@@ -18,142 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
+use super::server::keys::{self, Type, Update};
 use super::topic::{TopicConfig, FIELDS};
-use super::{parse_bool, parse_int};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scope {
-    /// Only with a broker id as the resource name.
-    PerBroker,
-    /// Per broker or as the cluster default.
-    Cluster,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Int(i64, i64),
-    Double,
-    Bool,
-    Text,
-    /// Kafka's LIST type, with its default (what APPEND and SUBTRACT start from).
-    List(&'static str),
-}
-
-const I32: i64 = i32::MAX as i64;
-
-use Kind::{Bool, Double, Int, List, Text};
-use Scope::{Cluster, PerBroker};
-
-/// Kafka's dynamic broker keys other than the `log.*` topic defaults (those are [`FIELDS`]'
-/// broker keys). Sorted.
-const DYNAMIC: &[(&str, Scope, Kind)] = &[
-    ("advertised.listeners", PerBroker, List("")),
-    ("background.threads", Cluster, Int(1, I32)),
-    ("listener.security.protocol.map", PerBroker, List("")),
-    ("listeners", PerBroker, List("")),
-    ("log.cleaner.backoff.ms", Cluster, Int(0, i64::MAX)),
-    ("log.cleaner.dedupe.buffer.load.factor", Cluster, Double),
-    ("log.cleaner.dedupe.buffer.size", Cluster, Int(0, i64::MAX)),
-    ("log.cleaner.io.buffer.size", Cluster, Int(0, I32)),
-    ("log.cleaner.io.max.bytes.per.second", Cluster, Double),
-    ("log.cleaner.threads", Cluster, Int(0, I32)),
-    ("max.connection.creation.rate", Cluster, Int(0, I32)),
-    ("max.connections", Cluster, Int(0, I32)),
-    ("max.connections.per.ip", Cluster, Int(0, I32)),
-    ("max.connections.per.ip.overrides", Cluster, Text),
-    ("metric.reporters", Cluster, List("")),
-    ("num.io.threads", Cluster, Int(1, I32)),
-    ("num.network.threads", Cluster, Int(1, I32)),
-    ("num.recovery.threads.per.data.dir", Cluster, Int(1, I32)),
-    ("num.replica.fetchers", Cluster, Int(1, I32)),
-    ("principal.builder.class", PerBroker, Text),
-    ("producer.id.expiration.ms", Cluster, Int(1, I32)),
-    ("remote.fetch.max.wait.ms", Cluster, Int(1, I32)),
-    (
-        "remote.list.offsets.request.timeout.ms",
-        Cluster,
-        Int(1, i64::MAX),
-    ),
-    (
-        "remote.log.index.file.cache.total.size.bytes",
-        Cluster,
-        Int(1, i64::MAX),
-    ),
-    (
-        "remote.log.manager.copy.max.bytes.per.second",
-        Cluster,
-        Int(1, i64::MAX),
-    ),
-    (
-        "remote.log.manager.fetch.max.bytes.per.second",
-        Cluster,
-        Int(1, i64::MAX),
-    ),
-    ("sasl.enabled.mechanisms", PerBroker, List("GSSAPI")),
-    ("sasl.jaas.config", PerBroker, Text),
-    ("sasl.kerberos.kinit.cmd", PerBroker, Text),
-    (
-        "sasl.kerberos.min.time.before.relogin",
-        PerBroker,
-        Int(i64::MIN, i64::MAX),
-    ),
-    (
-        "sasl.kerberos.principal.to.local.rules",
-        PerBroker,
-        List("DEFAULT"),
-    ),
-    ("sasl.kerberos.service.name", PerBroker, Text),
-    ("sasl.kerberos.ticket.renew.jitter", PerBroker, Double),
-    (
-        "sasl.kerberos.ticket.renew.window.factor",
-        PerBroker,
-        Double,
-    ),
-    ("sasl.login.refresh.buffer.seconds", PerBroker, Int(0, 3600)),
-    (
-        "sasl.login.refresh.min.period.seconds",
-        PerBroker,
-        Int(0, 900),
-    ),
-    ("sasl.login.refresh.window.factor", PerBroker, Double),
-    ("sasl.login.refresh.window.jitter", PerBroker, Double),
-    ("sasl.mechanism.inter.broker.protocol", PerBroker, Text),
-    ("ssl.cipher.suites", PerBroker, List("")),
-    ("ssl.client.auth", PerBroker, Text),
-    ("ssl.enabled.protocols", PerBroker, List("TLSv1.2,TLSv1.3")),
-    ("ssl.endpoint.identification.algorithm", PerBroker, Text),
-    ("ssl.engine.factory.class", PerBroker, Text),
-    ("ssl.key.password", PerBroker, Text),
-    ("ssl.keymanager.algorithm", PerBroker, Text),
-    ("ssl.keystore.certificate.chain", PerBroker, Text),
-    ("ssl.keystore.key", PerBroker, Text),
-    ("ssl.keystore.location", PerBroker, Text),
-    ("ssl.keystore.password", PerBroker, Text),
-    ("ssl.keystore.type", PerBroker, Text),
-    ("ssl.protocol", PerBroker, Text),
-    ("ssl.provider", PerBroker, Text),
-    ("ssl.secure.random.implementation", PerBroker, Text),
-    ("ssl.trustmanager.algorithm", PerBroker, Text),
-    ("ssl.truststore.certificates", PerBroker, Text),
-    ("ssl.truststore.location", PerBroker, Text),
-    ("ssl.truststore.password", PerBroker, Text),
-    ("ssl.truststore.type", PerBroker, Text),
-    ("transaction.partition.verification.enable", Cluster, Bool),
-];
-
-/// Kafka's `SslConfigs.RECONFIGURABLE_CONFIGS`: dynamic only with a `listener.name.X.` prefix.
-const LISTENER_PREFIX_ONLY: &[&str] = &[
-    "ssl.key.password",
-    "ssl.keystore.certificate.chain",
-    "ssl.keystore.key",
-    "ssl.keystore.location",
-    "ssl.keystore.password",
-    "ssl.keystore.type",
-    "ssl.truststore.certificates",
-    "ssl.truststore.location",
-    "ssl.truststore.password",
-    "ssl.truststore.type",
-];
 
 /// Listener-level keys that are cluster-wide even under a listener prefix.
 const CLUSTER_LEVEL_LISTENER: &[&str] = &[
@@ -170,18 +36,19 @@ fn listener_base(key: &str) -> Option<&str> {
     rest.split_once('.').map(|(_, base)| base)
 }
 
-fn dynamic_entry(key: &str) -> Option<(Scope, Kind)> {
-    if let Ok(i) = DYNAMIC.binary_search_by(|e| e.0.cmp(key)) {
-        return Some((DYNAMIC[i].1, DYNAMIC[i].2));
+/// How a dynamic key may be set, its type and its default (what APPEND and SUBTRACT start
+/// from): the broker key table's row, or a `log.*` topic default.
+fn dynamic_entry(key: &str) -> Option<(Update, Type, &'static str)> {
+    if let Some(k) = keys::lookup(key).filter(|k| k.update != Update::ReadOnly) {
+        return Some((k.update, k.ty, k.default.unwrap_or("")));
     }
     if FIELDS.iter().any(|f| f.1 == key) {
         // Validated by the topic-config parser; `log.cleanup.policy` is Kafka's one LIST here.
-        let kind = if key == "log.cleanup.policy" {
-            List("delete")
+        return Some(if key == "log.cleanup.policy" {
+            (Update::ClusterWide, Type::List, "delete")
         } else {
-            Text
-        };
-        return Some((Cluster, kind));
+            (Update::ClusterWide, Type::Text, "")
+        });
     }
     None
 }
@@ -191,18 +58,12 @@ pub fn is_dynamic(key: &str) -> bool {
     dynamic_entry(key).is_some() || listener_base(key).is_some()
 }
 
-/// Kafka's PASSWORD-typed dynamic keys: DescribeConfigs reports them as sensitive, without a
-/// value (also under a listener prefix, as Kafka matches them by suffix).
-const PASSWORDS: &[&str] = &[
-    "sasl.jaas.config",
-    "ssl.key.password",
-    "ssl.keystore.key",
-    "ssl.keystore.password",
-    "ssl.truststore.password",
-];
-
+/// Kafka's PASSWORD-typed keys: DescribeConfigs reports them as sensitive, without a value
+/// (also under a listener prefix, as Kafka matches them by suffix).
 pub fn is_sensitive(key: &str) -> bool {
-    PASSWORDS.iter().any(|p| key.ends_with(p))
+    keys::BROKER_KEYS
+        .iter()
+        .any(|k| k.ty == Type::Password && key.ends_with(k.name))
 }
 
 /// Whether Weir acts on a dynamic value of `key` at once (the `log.*` defaults topics inherit);
@@ -211,7 +72,7 @@ pub fn is_live(key: &str) -> bool {
     FIELDS.iter().any(|f| f.1 == key)
 }
 
-/// Every broker key Weir reads from `server.properties` (so a key that is not dynamic is known
+/// Every broker key Weir knows from `server.properties` (so a key that is not dynamic is known
 /// to be read-only, not a custom one).
 fn static_keys() -> &'static BTreeSet<&'static str> {
     static KEYS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
@@ -233,7 +94,7 @@ pub enum ListKey {
 pub fn list_key(key: &str) -> ListKey {
     let base = listener_base(key).unwrap_or(key);
     match dynamic_entry(base) {
-        Some((_, List(default))) => ListKey::List(default),
+        Some((_, Type::List, default)) => ListKey::List(default),
         Some(_) => ListKey::NotList,
         // Read-only keys are refused later, by `validate`, as Kafka refuses them.
         None if static_keys().contains(base) => ListKey::List(""),
@@ -241,15 +102,12 @@ pub fn list_key(key: &str) -> ListKey {
     }
 }
 
-fn check_value(key: &str, kind: Kind, value: &str) -> Result<(), String> {
-    let bad = |e: super::ConfigError| e.to_string();
-    match kind {
-        Int(min, max) => parse_int(key, value, min, max).map(drop).map_err(bad),
-        Bool => parse_bool(key, value).map(drop).map_err(bad),
-        Double => value.trim().parse::<f64>().map(drop).map_err(|_| {
-            format!("Invalid value {value} for configuration {key}: Not a number of type DOUBLE")
-        }),
-        Text | List(_) => Ok(()),
+fn check_value(key: &str, ty: Type, value: &str) -> Result<(), String> {
+    match ty {
+        Type::Double(_) if value.trim().parse::<f64>().is_err() => Err(format!(
+            "Invalid value {value} for configuration {key}: Not a number of type DOUBLE"
+        )),
+        _ => super::server::check(key, ty, value).map_err(|e| e.to_string()),
     }
 }
 
@@ -272,7 +130,7 @@ pub fn validate(configs: &BTreeMap<String, String>, per_broker: bool) -> Result<
     let unprefixed: Vec<&str> = configs
         .keys()
         .map(String::as_str)
-        .filter(|k| LISTENER_PREFIX_ONLY.contains(k))
+        .filter(|k| matches!(dynamic_entry(k), Some((Update::PerListener, _, _))))
         .collect();
     if !unprefixed.is_empty() {
         return Err(format!(
@@ -283,8 +141,8 @@ pub fn validate(configs: &BTreeMap<String, String>, per_broker: bool) -> Result<
     }
     for (key, value) in configs {
         let base = listener_base(key).unwrap_or(key);
-        if let Some((_, kind)) = dynamic_entry(base) {
-            check_value(key, kind, value)?;
+        if let Some((_, ty, _)) = dynamic_entry(base) {
+            check_value(key, ty, value)?;
         }
     }
     // The `log.*` defaults must make a valid topic config.
@@ -295,7 +153,10 @@ pub fn validate(configs: &BTreeMap<String, String>, per_broker: bool) -> Result<
             .map(String::as_str)
             .filter(|k| match listener_base(k) {
                 Some(base) => !CLUSTER_LEVEL_LISTENER.contains(&base),
-                None => matches!(dynamic_entry(k), Some((PerBroker, _))),
+                None => matches!(
+                    dynamic_entry(k),
+                    Some((Update::PerBroker | Update::PerListener, _, _))
+                ),
             })
             .collect();
         if !only_per_broker.is_empty() {
@@ -320,7 +181,7 @@ pub fn topic_defaults_with(
         .filter(|(k, _)| is_live(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    super::server::topic_defaults_over(base.clone(), &logs)
+    super::server::topic_defaults::over(base.clone(), &logs)
 }
 
 #[cfg(test)]
@@ -332,14 +193,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    #[test]
-    fn the_table_is_sorted_for_binary_search() {
-        let keys: Vec<&str> = DYNAMIC.iter().map(|e| e.0).collect();
-        let mut sorted = keys.clone();
-        sorted.sort();
-        assert_eq!(keys, sorted);
     }
 
     #[test]

@@ -37,26 +37,11 @@ pub struct GroupConfigBounds {
     pub share_max_record_lock_duration_ms: i32,
 }
 
+/// The bounds `server.properties` gives when it sets none of the group keys (their defaults are
+/// in the broker key table).
 impl Default for GroupConfigBounds {
-    /// Kafka's defaults.
     fn default() -> GroupConfigBounds {
-        GroupConfigBounds {
-            consumer_session_timeout_ms: 45_000,
-            consumer_min_session_timeout_ms: 45_000,
-            consumer_max_session_timeout_ms: 60_000,
-            consumer_heartbeat_interval_ms: 5_000,
-            consumer_min_heartbeat_interval_ms: 5_000,
-            consumer_max_heartbeat_interval_ms: 15_000,
-            share_session_timeout_ms: 45_000,
-            share_min_session_timeout_ms: 45_000,
-            share_max_session_timeout_ms: 60_000,
-            share_heartbeat_interval_ms: 5_000,
-            share_min_heartbeat_interval_ms: 5_000,
-            share_max_heartbeat_interval_ms: 15_000,
-            share_record_lock_duration_ms: 30_000,
-            share_min_record_lock_duration_ms: 15_000,
-            share_max_record_lock_duration_ms: 60_000,
-        }
+        super::ServerConfig::default_single_node().group_config_bounds
     }
 }
 

@@ -296,6 +296,11 @@ impl TopicConfig {
         }
     }
 
+    /// `unclean.leader.election.enable` (validated when set).
+    pub fn unclean_leader_election_enable(&self) -> bool {
+        self.inert_value("unclean.leader.election.enable") == "true"
+    }
+
     /// Whether the cleaner compacts this topic (`compact` or `compact,delete`).
     pub fn is_compacted(&self) -> bool {
         matches!(
