@@ -210,6 +210,7 @@ pub(super) fn describe(
     req: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let authz = broker.authz(ctx);
+    let include_documentation = req.include_documentation;
     let results = req
         .resources
         .into_iter()
@@ -251,18 +252,29 @@ pub(super) fn describe(
                 .into_iter()
                 .filter(|(k, _, _, _)| wanted.as_ref().is_none_or(|w| w.contains(k)))
                 .map(|(key, value, source, read_only)| {
+                    let broker = resource.resource_type == RESOURCE_BROKER;
                     // As Kafka: a password's value is never sent back.
-                    let sensitive = resource.resource_type == RESOURCE_BROKER
-                        && dynamic_broker::is_sensitive(&key);
+                    let sensitive = broker && dynamic_broker::is_sensitive(&key);
                     let value = (!sensitive).then(|| StrBytes::from_string(value));
+                    // Kafka sends null documentation unless asked; broker keys have theirs in
+                    // the key table.
+                    let documentation = (broker && include_documentation)
+                        .then(|| dynamic_broker::documentation(&key))
+                        .flatten()
+                        .map(StrBytes::from_static_str);
+                    let config_type = if broker {
+                        dynamic_broker::config_type(&key)
+                    } else {
+                        0
+                    };
                     let mut entry = DescribeConfigsResourceResult::default()
                         .with_name(StrBytes::from_string(key))
                         .with_value(value)
                         .with_config_source(source)
                         .with_read_only(read_only)
-                        .with_is_sensitive(sensitive);
-                    // Kafka sends null documentation unless asked, and Weir has none to give.
-                    entry.documentation = None;
+                        .with_is_sensitive(sensitive)
+                        .with_config_type(config_type);
+                    entry.documentation = documentation;
                     entry
                 })
                 .collect();

@@ -4,9 +4,10 @@
 //! its image. Precedence, highest first: per-broker, cluster default, `server.properties`,
 //! Kafka's default (DescribeConfigs' sources 2, 3, 4, 5).
 //!
-//! Which keys are dynamic, and at which level, follows Kafka's `DynamicBrokerConfig`: listener
-//! and security keys per broker only; thread pools, the log cleaner, connection limits and every
-//! `log.*` default a topic inherits cluster-wide or per broker. A key Weir reads from
+//! Which keys are dynamic, and at which level, is the broker key table's `update` column
+//! (`server/keys.rs`), following Kafka's `DynamicBrokerConfig`: listener and security keys per
+//! broker only; thread pools, the log cleaner, connection limits and every `log.*` default a
+//! topic inherits (the topic table's broker keys) cluster-wide or per broker. A key Weir reads from
 //! `server.properties` that is not dynamic is read-only (INVALID_REQUEST, "Cannot update these
 //! configs dynamically"); a key nobody knows is stored, as Kafka stores custom keys.
 //!
@@ -64,6 +65,32 @@ pub fn is_sensitive(key: &str) -> bool {
     keys::BROKER_KEYS
         .iter()
         .any(|k| k.ty == Type::Password && key.ends_with(k.name))
+}
+
+/// A broker key's row, also under a listener prefix.
+fn row(key: &str) -> Option<&'static keys::BrokerKey> {
+    keys::lookup(key).or_else(|| keys::lookup(listener_base(key)?))
+}
+
+/// A broker key's one line of documentation (DescribeConfigs with `include_documentation`).
+pub fn documentation(key: &str) -> Option<&'static str> {
+    row(key).map(|k| k.doc)
+}
+
+/// DescribeConfigs' `config_type` of a broker key: Kafka's `ConfigType` (BOOLEAN 1, STRING 2,
+/// INT 3, SHORT 4, LONG 5, DOUBLE 6, LIST 7, PASSWORD 9); UNKNOWN (0) outside the table.
+pub fn config_type(key: &str) -> i8 {
+    match row(key).map(|k| k.ty) {
+        None => 0,
+        Some(Type::Bool) => 1,
+        Some(Type::Text) => 2,
+        Some(Type::Int(_, max)) if max <= i16::MAX as i64 => 4,
+        Some(Type::Int(_, max)) if max == i32::MAX as i64 => 3,
+        Some(Type::Int(..)) => 5,
+        Some(Type::Double(_)) => 6,
+        Some(Type::List) => 7,
+        Some(Type::Password) => 9,
+    }
 }
 
 /// Whether Weir acts on a dynamic value of `key` at once (the `log.*` defaults topics inherit);
@@ -258,5 +285,19 @@ mod tests {
         assert!(is_sensitive("listener.name.external.ssl.keystore.password"));
         assert!(!is_sensitive("ssl.keystore.location"));
         assert!(!is_live("background.threads"));
+    }
+
+    #[test]
+    fn types_and_documentation_come_from_the_key_table() {
+        assert_eq!(config_type("num.partitions"), 3);
+        assert_eq!(config_type("default.replication.factor"), 4);
+        assert_eq!(config_type("log.cleaner.backoff.ms"), 5);
+        assert_eq!(
+            config_type("listener.name.external.ssl.keystore.password"),
+            9
+        );
+        assert_eq!(config_type("my.own.key"), 0);
+        assert!(documentation("num.partitions").is_some_and(|d| d.contains("Partitions")));
+        assert_eq!(documentation("my.own.key"), None);
     }
 }

@@ -5,7 +5,8 @@
 //! `LogConfig`. Three pieces:
 //!
 //! - [`parse_properties`] turns Java `.properties` text into a key/value map.
-//! - [`ServerConfig`] is the validated broker configuration. Keys Kafka has but Weir ignores are
+//! - [`ServerConfig`] is the validated broker configuration, parsed from the broker key table
+//!   (`server/keys.rs`, every key declared once). Keys Kafka has but Weir ignores are
 //!   accepted silently (after a type check); keys nobody knows come back as warnings for the
 //!   caller to log, because a typo should be visible but must not stop a broker from starting.
 //! - [`TopicConfig`] holds the per-topic settings. The broker's `log.*` keys supply the defaults;

@@ -41,135 +41,77 @@ impl fmt::Display for Role {
     }
 }
 
-/// The validated broker configuration. Every field is named after its Kafka key.
+/// The validated broker configuration. Every field is named after its Kafka key (or says
+/// which it is); the keys' meaning, range and default are in [`keys::BROKER_KEYS`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
-    /// `node.id` (or the older `broker.id`).
     pub node_id: i32,
-    /// `process.roles`.
     pub process_roles: Vec<Role>,
-    /// `listeners`: what to bind, broker and controller listeners alike.
     pub listeners: Vec<Endpoint>,
-    /// `advertised.listeners`: what to tell clients. Defaults to the broker listeners. Since
-    /// Kafka 3.9 it may also list controller listeners, so look endpoints up by listener name.
-    /// A wildcard host (`0.0.0.0`) is kept as given; the caller decides what to advertise.
+    /// Since Kafka 3.9 it may also list controller listeners, so look endpoints up by listener
+    /// name. A wildcard host (`0.0.0.0`) is kept as given; the caller decides what to advertise.
     pub advertised_listeners: Vec<Endpoint>,
-    /// `controller.listener.names`.
     pub controller_listener_names: Vec<String>,
-    /// `inter.broker.listener.name`.
     pub inter_broker_listener_name: String,
-    /// `broker.rack`: registered with the controller, reported in Metadata, and matched
-    /// against a consumer's `client.rack` by the replica selector. Empty means none.
+    /// `None` when unset or blank.
     pub broker_rack: Option<String>,
-    /// `replica.selector.class` (KIP-392): how a leader picks a replica for a consumer to read
-    /// from. None (Kafka's default): consumers read from the leader only.
+    /// None (Kafka's default): consumers read from the leader only.
     pub replica_selector: Option<ReplicaSelector>,
-    /// `controller.quorum.voters`, or `controller.quorum.bootstrap.servers` (ids -1) when no
-    /// voters are given. Empty means no quorum is configured: a node with the controller role is
-    /// then a quorum of one by itself and needs no controller listener, which is what plain
-    /// `weir serve` runs.
+    /// The static voters, or the bootstrap servers (ids -1) when no voters are given. Empty means
+    /// no quorum is configured: a node with the controller role is then a quorum of one by
+    /// itself and needs no controller listener, which is what plain `weir serve` runs.
     pub controller_quorum_voters: Vec<Voter>,
-    /// `log.dirs`, else `log.dir`.
     pub log_dirs: Vec<String>,
-    /// `num.partitions`: for auto-created topics and CreateTopics without a count.
     pub num_partitions: i32,
-    /// `default.replication.factor`.
     pub default_replication_factor: i16,
-    /// `auto.create.topics.enable`.
     pub auto_create_topics_enable: bool,
-    /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
-    /// `socket.request.max.bytes`: requests larger than this close the connection, so a bad
-    /// length prefix cannot make the broker allocate gigabytes.
     pub socket_request_max_bytes: usize,
-    /// `connections.max.idle.ms`; Kafka's -1 ("never") is `u64::MAX`.
+    /// Kafka's -1 ("never") is `u64::MAX`.
     pub connections_max_idle_ms: u64,
-    /// `log.retention.check.interval.ms`.
     pub log_retention_check_interval_ms: u64,
-    /// `log.flush.offset.checkpoint.interval.ms`: how often recovery points (and producer
-    /// state) are checkpointed.
     pub log_flush_offset_checkpoint_interval_ms: u64,
-    /// `log.flush.scheduler.interval.ms`: how often `flush.ms` is checked. Kafka defaults to
-    /// `Long.MAX_VALUE`, which quietly disables `flush.ms`; Weir checks every 1000 ms instead,
-    /// which costs nothing while `flush.ms` is unlimited.
     pub log_flush_scheduler_interval_ms: u64,
-    /// `offsets.topic.num.partitions`.
     pub offsets_topic_num_partitions: i32,
-    /// `group.initial.rebalance.delay.ms`.
     pub group_initial_rebalance_delay_ms: u64,
-    /// `fetch.max.bytes`: the most a fetch response carries, whatever the request asks (it may
-    /// still exceed this by its first batch, KIP-74).
     pub fetch_max_bytes: usize,
-    /// `replica.fetch.max.bytes`: per partition, what a follower asks for; the leader also caps a
-    /// replica's fetch at it.
     pub replica_fetch_max_bytes: usize,
-    /// `replica.fetch.response.max.bytes`: the same for a follower's whole response.
     pub replica_fetch_response_max_bytes: usize,
-    /// `replica.fetch.wait.max.ms`: how long a follower's fetch may wait at the leader.
     pub replica_fetch_wait_max_ms: u64,
-    /// `replica.fetch.min.bytes`: what a follower's fetch waits for at the leader.
     pub replica_fetch_min_bytes: i32,
-    /// `replica.fetch.backoff.ms`: a follower's pause after a failed fetch of a partition.
     pub replica_fetch_backoff_ms: u64,
-    /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten.
     pub producer_id_expiration_ms: i64,
-    /// `producer.id.expiration.check.interval.ms`: how often idle producers are looked for.
     pub producer_id_expiration_check_interval_ms: u64,
-    /// `group.min.session.timeout.ms`.
     pub group_min_session_timeout_ms: i32,
-    /// `group.max.session.timeout.ms`.
     pub group_max_session_timeout_ms: i32,
-    /// `group.max.size`.
     pub group_max_size: i32,
-    /// `group.consumer.session.timeout.ms`: a consumer-protocol (KIP-848) member silent this
-    /// long is removed.
     pub group_consumer_session_timeout_ms: i32,
-    /// `group.consumer.heartbeat.interval.ms`: how often consumer-protocol members heartbeat.
     pub group_consumer_heartbeat_interval_ms: i32,
-    /// `group.consumer.assignors`: server-side assignors, the first the default (`uniform`,
-    /// `range`, or Kafka's class names for them).
     pub group_consumer_assignors: Vec<String>,
-    /// `group.consumer.max.size`.
     pub group_consumer_max_size: i32,
-    /// The bounds and defaults of per-group configs (`group.consumer.min.session.timeout.ms`
-    /// and the like; KIP-848's GROUP config resource).
+    /// The bounds and defaults of per-group configs (KIP-848's GROUP config resource).
     pub group_config_bounds: GroupConfigBounds,
-    /// `offsets.retention.minutes`.
     pub offsets_retention_minutes: i64,
-    /// `offsets.retention.check.interval.ms`.
     pub offsets_retention_check_interval_ms: u64,
-    /// `offset.metadata.max.bytes`.
     pub offset_metadata_max_bytes: i32,
-    /// `offsets.topic.replication.factor` (clamped to the live brokers when the topic is made).
     pub offsets_topic_replication_factor: i16,
-    /// `offsets.topic.segment.bytes`.
     pub offsets_topic_segment_bytes: i32,
-    /// `controller.quorum.election.timeout.ms`: election timeouts are drawn from `[T, 2T)`.
+    /// `controller.quorum.election.timeout.ms`.
     pub quorum_election_timeout_ms: u64,
-    /// `controller.quorum.fetch.timeout.ms`: a follower that has not heard from its leader for
-    /// this long stands for election.
+    /// `controller.quorum.fetch.timeout.ms`.
     pub quorum_fetch_timeout_ms: u64,
-    /// `metadata.log.max.record.bytes.between.snapshots`: a node snapshots its metadata image
-    /// once this many bytes of records were applied since its last snapshot.
+    /// `metadata.log.max.record.bytes.between.snapshots`.
     pub metadata_snapshot_max_bytes: u64,
-    /// `metadata.log.max.snapshot.interval.ms`: or once this long passed with anything new.
+    /// `metadata.log.max.snapshot.interval.ms`.
     pub metadata_snapshot_interval_ms: u64,
-    /// `broker.heartbeat.interval.ms`: how often a broker heartbeats the active controller.
     pub broker_heartbeat_interval_ms: u64,
-    /// `broker.session.timeout.ms`: a broker silent this long is fenced.
     pub broker_session_timeout_ms: u64,
-    /// `replica.lag.time.max.ms`: an ISR follower not caught up with its leader for this long
-    /// is dropped from the ISR.
     pub replica_lag_time_max_ms: i64,
-    /// `auto.leader.rebalance.enable`: the active controller moves leadership back to each
-    /// partition's preferred replica every `leader.imbalance.check.interval.seconds`.
     pub auto_leader_rebalance_enable: bool,
-    /// `leader.imbalance.check.interval.seconds`.
     pub leader_imbalance_check_interval_seconds: u64,
-    /// `unclean.leader.election.enable`: the broker-wide default of the topic key.
+    /// The broker-wide default of the topic key, which the controller starts with.
     pub unclean_leader_election_enable: bool,
-    /// `weir.fsync.before.ack` (Weir's own): fsync, group-committed, before acknowledging a
-    /// produce. Off by default because Kafka relies on replication rather than fsync.
+    /// `weir.fsync.before.ack`.
     pub fsync_before_ack: bool,
     /// The `log.cleaner.*` keys (log compaction).
     pub log_cleaner: CleanerSettings,
@@ -189,18 +131,15 @@ pub struct ServerConfig {
 /// `delete.retention.ms`) are topic configs, with `log.cleaner.*` broker defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CleanerSettings {
-    /// `log.cleaner.enable` (default true).
     pub enable: bool,
-    /// `log.cleaner.threads` (default 1). Accepted, but Weir runs one cleaner task whatever the
-    /// value: the broker's disk work is single-threaded page-cache I/O, so more tasks would
-    /// only interleave.
+    /// Accepted, but Weir runs one cleaner task whatever the value: the broker's disk work is
+    /// single-threaded page-cache I/O, so more tasks would only interleave.
     pub threads: i32,
-    /// `log.cleaner.dedupe.buffer.size` (default 128 MiB): the offset map's memory bound per
-    /// pass, all threads together (Kafka splits it across threads; one task gets it all).
+    /// The offset map's memory bound per pass, all threads together (Kafka splits it across
+    /// threads; one task gets it all).
     pub dedupe_buffer_size: u64,
-    /// `log.cleaner.backoff.ms` (default 15 s): the sleep when no log needs cleaning.
     pub backoff_ms: u64,
-    /// `log.cleaner.io.max.bytes.per.second` (default unlimited): reads plus writes.
+    /// Reads plus writes; `f64::MAX` is unlimited.
     pub io_max_bytes_per_second: f64,
 }
 

@@ -11,10 +11,9 @@ fn type_name(ty: Type) -> String {
     match ty {
         Type::Int(min, max) => {
             let name = match max {
-                m if m == i16::MAX as i64 => "short",
-                m if m == i32::MAX as i64 => "int",
-                m if m == i64::MAX => "long",
-                _ => "int",
+                m if m <= i16::MAX as i64 => "short",
+                m if m <= i32::MAX as i64 => "int",
+                _ => "long",
             };
             let open_min = [i16::MIN as i64, i32::MIN as i64, i64::MIN].contains(&min);
             let open_max = [i16::MAX as i64, i32::MAX as i64, i64::MAX].contains(&max);

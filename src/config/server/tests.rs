@@ -891,3 +891,53 @@ fn garbage_does_not_panic() {
         }
     }
 }
+
+/// Every broker key the e2e suites (tests/e2e/conftest.py), the Rust integration tests, the
+/// scripts and the simulator's scenarios write into a broker config is known: no warning.
+#[test]
+fn keys_the_test_harnesses_write_are_known() {
+    let keys = [
+        "advertised.listeners",
+        "allow.everyone.if.no.acl.found",
+        "authorizer.class.name",
+        "auto.create.topics.enable",
+        "broker.heartbeat.interval.ms",
+        "broker.rack",
+        "broker.session.timeout.ms",
+        "controller.listener.names",
+        "controller.quorum.voters",
+        "default.replication.factor",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.session.timeout.ms",
+        "group.initial.rebalance.delay.ms",
+        "inter.broker.listener.name",
+        "listener.security.protocol.map",
+        "listeners",
+        "log.dirs",
+        "log.flush.interval.ms",
+        "log.flush.offset.checkpoint.interval.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.retention.check.interval.ms",
+        "log.retention.hours",
+        "metadata.log.max.record.bytes.between.snapshots",
+        "min.insync.replicas",
+        "node.id",
+        "num.partitions",
+        "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor",
+        "process.roles",
+        "replica.lag.time.max.ms",
+        "replica.selector.class",
+        "super.users",
+        "transaction.state.log.min.isr",
+        "transaction.state.log.replication.factor",
+        "unclean.leader.election.enable",
+        "weir.fsync.before.ack",
+    ];
+    let known = super::known_keys();
+    for key in keys {
+        assert!(known.contains(key), "{key}");
+    }
+}
