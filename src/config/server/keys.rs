@@ -178,7 +178,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.default_replication_factor.to_string())),
     used("delete.topic.enable", Bool, "true", "Whether DeleteTopics is allowed.")
         .shows(|c| Some(c.delete_topic_enable.to_string())),
-    accepted("early.start.listeners", Text, ReadOnly, "Weir starts every listener once its metadata is loaded."),
+    accepted("early.start.listeners", Text, ReadOnly, "Kafka's early-start listeners; ignored by Weir."),
     used("fetch.max.bytes", Int(1024, I32), "57671680", "The most one fetch response carries (the first batch is returned whole, KIP-74).")
         .shows(|c| Some(c.fetch_max_bytes.to_string())),
     used("group.consumer.assignors", List, "uniform,range", "Server-side assignors of consumer-protocol groups, the first the default (Kafka's class names are accepted too).")
@@ -238,7 +238,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .dynamic(ClusterWide).shows(|c| Some(c.log_cleaner.dedupe_buffer_size.to_string())),
     used("log.cleaner.enable", Bool, "true", "Whether the log cleaner compacts `compact` topics.")
         .shows(|c| Some(c.log_cleaner.enable.to_string())),
-    stored("log.cleaner.io.buffer.size", Int(0, I32), ClusterWide, "Kafka's cleaner I/O buffers; Weir sizes its own."),
+    stored("log.cleaner.io.buffer.size", Int(0, I32), ClusterWide, "Kafka's cleaner I/O buffers; Weir's are not sized by it."),
     used("log.cleaner.io.max.bytes.per.second", Double(Some(0.0)), "1.7976931348623157E308", "The cleaner's I/O rate limit, reads plus writes (read at start).")
         .dynamic(ClusterWide).shows(|c| Some(if c.log_cleaner.io_max_bytes_per_second == f64::MAX { "1.7976931348623157E308".to_string() } else { c.log_cleaner.io_max_bytes_per_second.to_string() })),
     used("log.cleaner.threads", Int(0, I32), "1", "Accepted, but Weir runs one cleaner task whatever the value.")
@@ -257,7 +257,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("log.roll.hours", Int(1, I32), "168", "`segment.ms` default in hours, when `log.roll.ms` is not set."),
     accepted("log.roll.jitter.hours", Int(0, I32), ReadOnly, "Kafka's segment roll jitter in hours; Weir does not jitter rolls."),
     stored("max.connection.creation.rate", Int(0, I32), ClusterWide, "Kafka's connection rate limit; Weir has none."),
-    accepted("max.connections", Int(0, I32), ClusterWide, "Kafka's connection limit; Weir has none."),
+    accepted("max.connections", Int(0, I32), ClusterWide, "Kafka's connection limit; not configurable in Weir (its accept loop takes at most 10 000 connections)."),
     accepted("max.connections.per.ip", Int(0, I32), ClusterWide, "Kafka's per-IP connection limit; Weir has none."),
     stored("max.connections.per.ip.overrides", Text, ClusterWide, "Kafka's per-IP connection limits; Weir has none."),
     accepted("metadata.log.dir", Text, ReadOnly, "Weir keeps the metadata log (`__cluster_metadata-0`) in the data directory."),
@@ -270,8 +270,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     accepted("num.network.threads", Int(1, I32), ClusterWide, "Kafka's network threads; Weir's are not sized by it."),
     used("num.partitions", Int(1, I32), "1", "Partitions of auto-created topics and CreateTopics without a count.")
         .shows(|c| Some(c.num_partitions.to_string())),
-    accepted("num.recovery.threads.per.data.dir", Int(1, I32), ClusterWide, "Kafka's log recovery threads; Weir recovers in its one task."),
-    accepted("num.replica.fetchers", Int(1, I32), ClusterWide, "Kafka's fetcher threads per source broker; Weir runs one fetcher per leader."),
+    accepted("num.recovery.threads.per.data.dir", Int(1, I32), ClusterWide, "Kafka's log recovery threads; Weir's recovery is not sized by it."),
+    accepted("num.replica.fetchers", Int(1, I32), ClusterWide, "Kafka's replica fetcher threads; Weir's fetchers are not sized by it."),
     used("offset.metadata.max.bytes", Int(0, I32), "4096", "Longest commit metadata string (OFFSET_METADATA_TOO_LARGE above it).")
         .shows(|c| Some(c.offset_metadata_max_bytes.to_string())),
     accepted("offsets.commit.timeout.ms", Int(1, I32), ReadOnly, "Kafka's commit wait for the offsets topic's replicas; Weir waits for the high watermark."),
@@ -292,7 +292,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.producer_id_expiration_check_interval_ms.to_string())),
     used("producer.id.expiration.ms", Int(1, I32), "86400000", "An idempotent producer idle this long is forgotten (read at start).")
         .dynamic(ClusterWide).shows(|c| Some(c.producer_id_expiration_ms.to_string())),
-    accepted("queued.max.requests", Int(1, I32), ReadOnly, "Kafka's request queue bound; Weir handles each connection's requests in order."),
+    accepted("queued.max.requests", Int(1, I32), ReadOnly, "Kafka's request queue bound; ignored by Weir."),
     stored("remote.fetch.max.wait.ms", Int(1, I32), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.list.offsets.request.timeout.ms", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.log.index.file.cache.total.size.bytes", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
@@ -328,11 +328,11 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("security.inter.broker.protocol", Text, "PLAINTEXT", "The older way to name the inter-broker listener; only PLAINTEXT, and not together with `inter.broker.listener.name`.").no_default(),
     accepted("share.coordinator.state.topic.min.isr", Int(1, I16), ReadOnly, "Share groups; Weir has none."),
     accepted("share.coordinator.state.topic.replication.factor", Int(1, I16), ReadOnly, "Share groups; Weir has none."),
-    accepted("socket.listen.backlog.size", Int(1, I32), ReadOnly, "Kafka's accept backlog; Weir uses the OS default."),
-    accepted("socket.receive.buffer.bytes", Int(-1, I32), ReadOnly, "Kafka's socket buffer; Weir uses the OS default."),
+    accepted("socket.listen.backlog.size", Int(1, I32), ReadOnly, "Kafka's accept backlog; ignored by Weir."),
+    accepted("socket.receive.buffer.bytes", Int(-1, I32), ReadOnly, "Kafka's socket buffer size; ignored by Weir."),
     used("socket.request.max.bytes", Int(1, I32), "104857600", "Largest request frame; a larger one closes the connection.")
         .shows(|c| Some(c.socket_request_max_bytes.to_string())),
-    accepted("socket.send.buffer.bytes", Int(-1, I32), ReadOnly, "Kafka's socket buffer; Weir uses the OS default."),
+    accepted("socket.send.buffer.bytes", Int(-1, I32), ReadOnly, "Kafka's socket buffer size; ignored by Weir."),
     stored("ssl.cipher.suites", List, PerBroker, "TLS; Weir has none.").default_is(""),
     stored("ssl.client.auth", Text, PerBroker, "TLS; Weir has none."),
     stored("ssl.enabled.protocols", List, PerBroker, "TLS; Weir has none.").default_is("TLSv1.2,TLSv1.3"),
