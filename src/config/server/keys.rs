@@ -151,7 +151,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .no_default().dynamic(PerBroker).shows(|c| Some(join(&c.advertised_listeners))),
     used("allow.everyone.if.no.acl.found", Bool, "false", "With the authorizer on: allow an action on a resource no ACL names at all.")
         .shows(|c| Some(c.authorizer.allow_everyone_if_no_acl_found.to_string())),
-    used("authorizer.class.name", Text, "", "Empty: no authorizer (ACL APIs answer SECURITY_DISABLED). `org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs in the metadata log, checked on every request.")
+    used("authorizer.class.name", Text, "", "Empty: no authorizer (everything allowed, ACL APIs answer SECURITY_DISABLED). `org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs in the metadata log, checked on every request (see [ACLs](#acls-and-scram-credentials)).")
         .shows(|c| Some(if c.authorizer.enabled { STANDARD_AUTHORIZER.to_string() } else { String::new() })),
     used("auto.create.topics.enable", Bool, "true", "Metadata for an unknown topic creates it.")
         .shows(|c| Some(c.auto_create_topics_enable.to_string())),
@@ -281,7 +281,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.offsets_retention_minutes.to_string())),
     used("offsets.topic.num.partitions", Int(1, I32), "50", "Partitions of `__consumer_offsets` when it is created (never changed after).")
         .shows(|c| Some(c.offsets_topic_num_partitions.to_string())),
-    used("offsets.topic.replication.factor", Int(1, I16), "3", "Replication factor of `__consumer_offsets`, clamped to the live brokers when it is created.")
+    used("offsets.topic.replication.factor", Int(1, I16), "3", "Replication factor of `__consumer_offsets`, clamped to the live brokers when it is created; an offset commit counts once the high watermark passes it.")
         .shows(|c| Some(c.offsets_topic_replication_factor.to_string())),
     used("offsets.topic.segment.bytes", Int(1, I32), "104857600", "Segment size of `__consumer_offsets`.")
         .shows(|c| Some(c.offsets_topic_segment_bytes.to_string())),
@@ -290,7 +290,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(join(&c.process_roles))),
     used("producer.id.expiration.check.interval.ms", Int(1, I32), "600000", "How often idle producers are looked for.")
         .shows(|c| Some(c.producer_id_expiration_check_interval_ms.to_string())),
-    used("producer.id.expiration.ms", Int(1, I32), "86400000", "An idempotent producer idle this long is forgotten (read at start).")
+    used("producer.id.expiration.ms", Int(1, I32), "86400000", "An idempotent producer that has not written to a partition this long is forgotten there (read at start); each partition also keeps at most 100 000 producers, least recently active out first.")
         .dynamic(ClusterWide).shows(|c| Some(c.producer_id_expiration_ms.to_string())),
     accepted("queued.max.requests", Int(1, I32), ReadOnly, "Kafka's request queue bound; ignored by Weir."),
     stored("remote.fetch.max.wait.ms", Int(1, I32), ClusterWide, "Tiered storage; Weir has none."),
@@ -310,7 +310,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.replica_fetch_wait_max_ms.to_string())),
     used("replica.lag.time.max.ms", Int(1, I32), "30000", "An in-sync follower not caught up with its leader for this long leaves the ISR.")
         .shows(|c| Some(c.replica_lag_time_max_ms.to_string())),
-    used("replica.selector.class", Text, "", "Fetch from follower (KIP-392): only `org.apache.kafka.common.replica.RackAwareReplicaSelector`; unset, consumers read from the leader.")
+    used("replica.selector.class", Text, "", "Fetch from follower (KIP-392): only `org.apache.kafka.common.replica.RackAwareReplicaSelector`, which sends a Fetch v11+ consumer to an in-sync replica in its `client.rack`; unset, consumers are not redirected.")
         .no_default().shows(|c| c.replica_selector.map(|ReplicaSelector::RackAware| RACK_AWARE_SELECTOR.to_string())),
     stored("sasl.enabled.mechanisms", List, PerBroker, "SASL; Weir has none.").default_is("GSSAPI"),
     stored("sasl.jaas.config", Password, PerBroker, "SASL; Weir has none."),
