@@ -20,7 +20,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::{errors, Broker};
 use crate::acl::{AclBinding, AclFilter, Operation, RawBinding};
 use crate::controller::acls as decide;

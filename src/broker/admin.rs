@@ -15,8 +15,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::api::RequestContext;
 use super::configs::{config_entries, SOURCE_DEFAULT, SOURCE_TOPIC};
-use super::server::RequestContext;
 use super::{errors, Broker, CommitError};
 use crate::acl::Operation;
 use crate::controller::{ControllerError, NewTopic};

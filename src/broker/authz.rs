@@ -14,12 +14,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::messages::RequestKind;
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::Broker;
 use crate::acl::{self, AuthorizerSettings, Caller, Decision, Operation, ResourceType};
 use crate::controller::MetadataImage;
@@ -148,15 +146,12 @@ impl Broker {
     /// full: the controller listener trusts what arrives, so the relaying node decides. A
     /// request with anything denied is not relayed but handled here, which answers the denied
     /// items with their authorization error (and, on a node that is not the active controller,
-    /// the others with NOT_CONTROLLER, retriable). An undecodable frame is handled here too.
-    pub(super) fn relay_allowed(&self, peer: SocketAddr, frame: &Bytes) -> bool {
+    /// the others with NOT_CONTROLLER, retriable).
+    pub(super) fn relay_allowed(&self, peer: SocketAddr, body: &RequestKind) -> bool {
         if self.authorizer.is_none() {
             return true;
         }
         let authz = self.authz_at(false, peer);
-        let Some(body) = decode_request(frame) else {
-            return false;
-        };
         match body {
             RequestKind::CreateTopics(r) => {
                 r.topics.iter().all(|t| authz.may_create_topic(&t.name))
@@ -202,20 +197,4 @@ impl Broker {
     pub(super) fn has_authorizer(&self) -> bool {
         self.authorizer.is_some()
     }
-}
-
-/// The body of a request frame (no size prefix), or `None` when it does not decode.
-fn decode_request(frame: &Bytes) -> Option<RequestKind> {
-    if frame.len() < 4 {
-        return None;
-    }
-    let key = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()?;
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let mut buf = frame.clone();
-    super::server::catch(|| {
-        RequestHeader::decode(&mut buf, key.request_header_version(version)).ok()?;
-        RequestKind::decode(key, &mut buf, version).ok()
-    })
-    .ok()
-    .flatten()
 }

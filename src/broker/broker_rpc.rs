@@ -13,18 +13,15 @@
 //! Kafka's does); the controller timer (`controller_timer`) calls
 //! [`Broker::tick_broker_sessions`] to fence brokers silent for `broker.session.timeout.ms`.
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_response::{
     PartitionData as AlterPartitionData, TopicData as AlterTopicData,
 };
 use kafka_protocol::messages::{
-    AlterPartitionRequest, AlterPartitionResponse, ApiKey, BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse,
-    RequestKind, ResponseKind,
+    AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
+    BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse, RequestKind, ResponseKind,
 };
 
-use super::server::encode_response;
 use super::{errors, Broker, CommitError};
 use crate::controller::alter_partition::{self, Alteration, PartitionAnswer};
 use crate::controller::brokers::{
@@ -32,40 +29,16 @@ use crate::controller::brokers::{
 };
 use crate::controller::BrokerEndpoint;
 
-fn api_key(frame: &[u8]) -> Option<ApiKey> {
-    if frame.len() < 2 {
-        return None;
-    }
-    ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()
-}
-
-/// Whether a controller-listener frame is a broker-session RPC (handled here).
-pub(super) fn is_session_request(frame: &[u8]) -> bool {
-    matches!(
-        api_key(frame),
-        Some(ApiKey::BrokerRegistration | ApiKey::BrokerHeartbeat | ApiKey::AlterPartition)
-    )
-}
-
-/// Answers one session frame into `out`; `Err` closes the connection.
-pub(super) async fn handle(
+/// Answers one session RPC on the controller listener; `Err` (no answer: not a session
+/// request) closes the connection.
+pub(super) async fn answer_rpc(
     broker: &Broker,
-    mut frame: Bytes,
-    out: &mut BytesMut,
-) -> Result<bool, String> {
-    let key = api_key(&frame).ok_or("not a session request")?;
-    let (version, correlation_id, request) = super::quorum_rpc::decode_request(key, &mut frame)?;
-    let response = answer(broker, &request)
+    request: RequestKind,
+) -> Result<Option<ResponseKind>, String> {
+    answer(broker, &request)
         .await
-        .ok_or_else(|| format!("no answer to {key:?}"))?;
-    encode_response(
-        out,
-        correlation_id,
-        key.response_header_version(version),
-        &response,
-        version,
-    )?;
-    Ok(true)
+        .map(Some)
+        .ok_or_else(|| "no answer to a session request".to_string())
 }
 
 /// The answer to a session request, decided here (this node must be the active controller).

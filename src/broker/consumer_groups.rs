@@ -11,7 +11,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::{errors, Broker};
 use crate::acl::{Operation, ResourceType};
 use crate::group::consumer::{self, Assignment, TopicView, Topics};

@@ -8,7 +8,7 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::Broker;
 use crate::acl::Operation;
 use crate::replica::DeleteRecordsError;

@@ -8,7 +8,7 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::{errors, Broker};
 use crate::acl::Operation;
 use crate::controller::election;

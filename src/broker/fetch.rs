@@ -30,8 +30,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::api::RequestContext;
 use super::delayed::{self, FetchRegistration, FetchWake, Isolation, WaitError};
-use super::server::RequestContext;
 use super::{errors, Broker};
 use crate::acl::Operation;
 use crate::config::ServerConfig;

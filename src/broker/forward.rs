@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
@@ -25,7 +25,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{peer, versions, Broker, CommitError};
+use super::api::Request;
+use super::{peer, Broker, CommitError};
 use crate::controller::{ControllerError, NewTopic};
 use crate::protocol::frame::{finish_frame, start_frame};
 
@@ -49,18 +50,15 @@ const FORWARDED: &[ApiKey] = &[
 ];
 
 /// The relayed response frame (size prefix included), or `None` to handle the request here.
+/// `request` was decoded on the client listener (so its version is one served).
 pub(super) async fn forward(
     broker: &Broker,
-    frame: &Bytes,
+    request: &Request<'_, Broker>,
     peer: std::net::SocketAddr,
 ) -> Option<BytesMut> {
     let quorum = broker.quorum.as_ref()?;
-    if frame.len() < 8 {
-        return None;
-    }
-    let key = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()?;
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    if !FORWARDED.contains(&key) || !versions::is_supported(key, version) {
+    let (key, frame) = (request.key, &request.frame);
+    if !FORWARDED.contains(&key) {
         return None;
     }
     let leader_side = if key == ApiKey::DescribeQuorum {
@@ -68,7 +66,7 @@ pub(super) async fn forward(
     } else {
         quorum.is_active()
     };
-    if leader_side || !broker.relay_allowed(peer, frame) {
+    if leader_side || !broker.relay_allowed(peer, &request.body) {
         return None;
     }
     let link = quorum.leader_link()?;

@@ -9,7 +9,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator as WireCoor
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::{errors, Broker};
 use crate::acl::{Operation, ResourceType};
 use crate::group::{self, GroupError, GroupState, Response};

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::Broker;
 use crate::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::controller::{validate_topic_name, MetadataImage, TopicMeta, NO_LEADER};

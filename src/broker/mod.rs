@@ -4,6 +4,7 @@
 
 mod acls;
 mod admin;
+mod api;
 mod authz;
 mod broker_rpc;
 mod broker_session;
@@ -19,6 +20,7 @@ mod errors;
 mod fetch;
 mod forward;
 mod groups;
+mod handlers;
 mod health;
 pub mod identity;
 mod isr_driver;
@@ -40,7 +42,6 @@ mod state;
 #[cfg(test)]
 mod tests;
 mod topic_partitions;
-mod versions;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -303,7 +304,7 @@ impl Broker {
                 io.spawn(server::accept_loop(
                     broker.clone(),
                     listener,
-                    server::ListenerKind::Controller,
+                    api::ListenerKind::Controller,
                 ));
                 Some(bound)
             }
@@ -317,7 +318,7 @@ impl Broker {
                 io.spawn(server::accept_loop(
                     broker.clone(),
                     listener,
-                    server::ListenerKind::Client,
+                    api::ListenerKind::Client,
                 ));
                 local_addr
             }

@@ -9,7 +9,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::{errors, Broker};
 use crate::acl::Operation;
 

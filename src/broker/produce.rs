@@ -22,8 +22,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::RequestContext;
 use super::delayed::{self, Closed, Committed, ProduceWait, WaitError};
-use super::server::RequestContext;
 use super::{errors, Broker, PartitionHandle};
 use crate::acl::Operation;
 use crate::log::batch;

@@ -7,104 +7,48 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_quorum_response::{
     self, Listener as QuorumListener, Node, ReplicaState,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, DescribeQuorumRequest, DescribeQuorumResponse, RequestHeader, RequestKind,
-    ResponseKind, TopicName,
+    BrokerId, DescribeQuorumRequest, DescribeQuorumResponse, RequestKind, ResponseKind, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
+use super::api::RequestContext;
 use super::quorum::codec::{self, METADATA_TOPIC};
 use super::quorum::Answer;
 use super::quorum_status::QuorumRole;
-use super::server::{catch, encode_response, RequestContext};
 use super::Broker;
 use crate::acl::Operation;
 
 /// How long an inbound quorum request waits for the driver.
 const ANSWER_TIMEOUT: Duration = Duration::from_millis(5000);
 
-fn api_key(frame: &[u8]) -> Option<ApiKey> {
-    if frame.len() < 2 {
-        return None;
-    }
-    ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])).ok()
-}
-
-/// Whether a frame on the controller listener is a quorum RPC (handled here).
-pub(super) fn is_quorum_request(frame: &[u8]) -> bool {
-    matches!(
-        api_key(frame),
-        Some(
-            ApiKey::Vote
-                | ApiKey::BeginQuorumEpoch
-                | ApiKey::EndQuorumEpoch
-                | ApiKey::Fetch
-                | ApiKey::FetchSnapshot
-        )
-    )
-}
-
-/// Decodes one inter-node request frame of API `key` (header and body, the version checked
-/// against what kafka-protocol knows): its version, correlation id and body. Shared by the
-/// quorum RPCs and the broker-session RPCs; `Err` closes the connection.
-pub(super) fn decode_request(
-    key: ApiKey,
-    frame: &mut Bytes,
-) -> Result<(i16, i32, RequestKind), String> {
-    if frame.len() < 8 {
-        return Err("request shorter than its header".into());
-    }
-    let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    let range = key.valid_versions();
-    if version < range.min || version > range.max {
-        return Err(format!("unsupported {key:?} version {version}"));
-    }
-    let header_version = key.request_header_version(version);
-    let decoded = catch(|| {
-        RequestHeader::decode(frame, header_version)?;
-        RequestKind::decode(key, frame, version)
-    })?
-    .map_err(|e| format!("undecodable {key:?} v{version}: {e:#}"))?;
-    Ok((version, correlation_id, decoded))
-}
-
-/// Answers one quorum request frame into `out`. `Err` closes the connection.
-pub(super) async fn handle(
+/// Answers one quorum RPC (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot of
+/// the metadata log, on the controller listener). `Err` closes the connection.
+pub(super) async fn answer(
     broker: &Broker,
-    mut frame: Bytes,
-    out: &mut BytesMut,
-) -> Result<bool, String> {
-    let key = api_key(&frame).ok_or("not a quorum request")?;
-    let (version, correlation_id, decoded) = decode_request(key, &mut frame)?;
-    let response = answer(broker, &decoded).await;
-    let mut response = response.ok_or_else(|| format!("no quorum answer to {key:?}"))?;
+    ctx: &RequestContext,
+    request: RequestKind,
+) -> Result<Option<ResponseKind>, String> {
+    let response = answer_quorum(broker, &request).await;
+    let mut response = response.ok_or_else(|| "no quorum answer".to_string())?;
     if let ResponseKind::Fetch(f) = &mut response {
         // The metadata topic is named before v13 and identified after.
         for t in &mut f.responses {
-            if version >= 13 {
+            if ctx.version >= 13 {
                 t.topic = TopicName::default();
             } else {
                 t.topic_id = uuid::Uuid::nil();
             }
         }
     }
-    encode_response(
-        out,
-        correlation_id,
-        key.response_header_version(version),
-        &response,
-        version,
-    )?;
-    Ok(true)
+    Ok(Some(response))
 }
 
-async fn answer(broker: &Broker, request: &RequestKind) -> Option<ResponseKind> {
+async fn answer_quorum(broker: &Broker, request: &RequestKind) -> Option<ResponseKind> {
     let Some(quorum) = broker.quorum.as_ref() else {
         // A node that is its own quorum has no peers: whoever asks is not a voter.
         return codec::error_response(request, ResponseError::InconsistentVoterSet);

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::server::RequestContext;
+use super::api::RequestContext;
 use super::{errors, Broker};
 use crate::acl::Operation;
 use crate::controller::scram::{self as decide, Deletion, ScramError, Upsertion};

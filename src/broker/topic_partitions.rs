@@ -11,8 +11,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::api::RequestContext;
 use super::authz::Authz;
-use super::server::RequestContext;
 use super::Broker;
 use crate::acl::{Operation, ResourceType};
 use crate::controller::{MetadataImage, TopicMeta, NO_LEADER};
