@@ -2,46 +2,21 @@
 //! together, and answers Kafka requests. Request handlers live one API family per file; they
 //! translate wire types to core calls and back, so nothing below this layer sees the wire.
 
-mod acls;
-mod admin;
 mod api;
-mod authz;
-mod broker_rpc;
-mod broker_session;
-mod cleaning;
-mod configs;
-mod consumer_groups;
-mod controller_timer;
-mod coordinator;
 pub mod delayed;
-mod delete_records;
-mod elect_leaders;
+mod drivers;
 mod errors;
-mod fetch;
-mod forward;
-mod groups;
 mod handlers;
 mod health;
 pub mod identity;
-mod isr_driver;
-mod metadata;
-mod offset_for_leader_epoch;
 mod peer;
-mod produce;
-pub mod quorum;
-mod quorum_rpc;
-pub mod quorum_status;
-mod reconcile;
-pub mod replica_fetcher;
 pub mod replication_events;
-mod scram;
 mod server;
 mod single_node;
 mod startup_gate;
 mod state;
 #[cfg(test)]
 mod tests;
-mod topic_partitions;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -63,9 +38,10 @@ use crate::controller::{
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
+pub use drivers::reconcile::Leadership;
+pub use drivers::{quorum, quorum_status, replica_fetcher};
 use health::LogDirHealth;
 pub use identity::format_log_dir;
-pub use reconcile::Leadership;
 pub use state::{Lifecycle, PartitionHandle};
 
 /// How long a metadata change waits for the quorum's commit before REQUEST_TIMED_OUT.
@@ -121,7 +97,7 @@ pub struct Broker {
     /// absent in a cluster: the quorum driver owns the metadata log.
     metadata: tokio::sync::Mutex<Option<MetadataStore>>,
     /// The metadata quorum's driver, in a cluster (voters other than this node).
-    quorum: Option<Arc<quorum::QuorumHandle>>,
+    quorum: Option<Arc<drivers::quorum::QuorumHandle>>,
     /// What readers see: replaced after each commit.
     image: RwLock<Arc<MetadataImage>>,
     /// The committed metadata records, in order (`committed_metadata`).
@@ -134,7 +110,7 @@ pub struct Broker {
     /// each partition keeps its own waiters (`PartitionHandle::waiters`).
     wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
-    groups: coordinator::Groups,
+    groups: drivers::group_coordinator::Groups,
     next_producer_id: Mutex<i64>,
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
@@ -150,9 +126,9 @@ pub struct Broker {
     /// leader starts afresh, as Kafka's does).
     sessions: Mutex<Option<(u32, crate::controller::brokers::BrokerSessions)>>,
     /// This broker's own session with the active controller (in a cluster).
-    session: broker_session::SessionState,
+    session: drivers::broker_session::SessionState,
     /// The follower side: one fetcher per leader broker (`replica_fetcher`).
-    replica_fetchers: replica_fetcher::ReplicaFetchers,
+    replica_fetchers: drivers::replica_fetcher::ReplicaFetchers,
     /// No partition role before the registration is applied (`startup_gate`).
     startup_gate: startup_gate::StartupGate,
     /// Who is told of follower truncations (the simulator's trace), if anyone.
@@ -191,7 +167,7 @@ impl Broker {
         let (shutdown, _) = watch::channel(false);
         let clustered = config.is_clustered();
         let (store, quorum) = if clustered {
-            let (handle, starter) = quorum::open(
+            let (handle, starter) = drivers::quorum::open(
                 &io,
                 &config,
                 log_dir.clone(),
@@ -240,7 +216,7 @@ impl Broker {
             Some(e) => Some(listener_addr(&io, &e.host, e.port).await?),
             None => None,
         };
-        let group_config = coordinator::group_config(&config);
+        let group_config = drivers::group_coordinator::group_config(&config);
         let advertised = endpoint
             .as_ref()
             .map(|e| (e.host.clone(), e.port))
@@ -252,7 +228,7 @@ impl Broker {
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             next_producer_id: Mutex::new(image.producer_ids_reserved()),
-            authorizer: authz::settings(&config),
+            authorizer: handlers::security::authz::settings(&config),
             config,
             io: io.clone(),
             log_dir,
@@ -264,7 +240,7 @@ impl Broker {
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
             wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
-            groups: coordinator::Groups::new(group_config),
+            groups: drivers::group_coordinator::Groups::new(group_config),
             advertised: RwLock::new(advertised),
             shutdown,
             health: LogDirHealth::new(),
@@ -272,8 +248,8 @@ impl Broker {
             reconciled: AtomicI64::new(-1),
             reconcile_gate: tokio::sync::Mutex::new(()),
             sessions: Mutex::new(None),
-            session: broker_session::SessionState::default(),
-            replica_fetchers: replica_fetcher::ReplicaFetchers::default(),
+            session: drivers::broker_session::SessionState::default(),
+            replica_fetchers: drivers::replica_fetcher::ReplicaFetchers::default(),
             startup_gate: startup_gate::StartupGate::default(),
             replication_events: replication_events::ReplicationEvents::default(),
         });
@@ -327,17 +303,17 @@ impl Broker {
         if clustered && broker.config.is_broker() {
             // The broker registers with the active controller and heartbeats.
             broker.take_clean_shutdown_epoch();
-            io.spawn(broker_session::run(broker.clone()));
+            io.spawn(drivers::broker_session::run(broker.clone()));
             // Leaders' ISR changes go to the same controller.
-            io.spawn(isr_driver::run(broker.clone()));
+            io.spawn(drivers::isr::run(broker.clone()));
         }
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             clustered, "weir node listening");
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
-        io.spawn(controller_timer::run(broker.clone()));
-        io.spawn(cleaning::cleaner_loop(broker.clone()));
-        io.spawn(coordinator::timer_loop(broker.clone()));
+        io.spawn(drivers::controller_timer::run(broker.clone()));
+        io.spawn(drivers::cleaning::cleaner_loop(broker.clone()));
+        io.spawn(drivers::group_coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {
             broker,
             local_addr,
@@ -567,8 +543,10 @@ impl Broker {
         let limit = Duration::from_millis(METADATA_COMMIT_TIMEOUT_MS);
         match self.io.timeout(limit, quorum.propose(values)).await {
             Some(Ok(_)) => Ok(out),
-            Some(Err(quorum::ProposeError::NotController)) => Err(CommitError::NotController),
-            Some(Err(quorum::ProposeError::Stopped)) => Err(CommitError::Storage(
+            Some(Err(drivers::quorum::ProposeError::NotController)) => {
+                Err(CommitError::NotController)
+            }
+            Some(Err(drivers::quorum::ProposeError::Stopped)) => Err(CommitError::Storage(
                 io::Error::other("the metadata quorum stopped"),
             )),
             None => Err(CommitError::Timeout),
@@ -699,7 +677,10 @@ impl Broker {
                 replication_factor: -1,
                 ..Default::default()
             };
-            results.push((name.clone(), forward::create_topic(self, new, false).await));
+            results.push((
+                name.clone(),
+                handlers::inter_node::forward::create_topic(self, new, false).await,
+            ));
         }
         results
     }

@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::api::{self, encode_response, Decoded, ListenerKind, Request, RequestContext};
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::handlers::ROUTES;
-use super::{forward, Broker};
+use super::{handlers::inter_node::forward, Broker};
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{read_frame, write_frame};
 

@@ -7,11 +7,19 @@
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::api::{self, RequestContext, Route, Serves, Versions};
-use crate::broker::{
-    acls, admin, broker_rpc, configs, consumer_groups, delete_records, elect_leaders, fetch,
-    groups, metadata, offset_for_leader_epoch, produce, quorum_rpc, scram, topic_partitions,
-    Broker,
-};
+use crate::broker::Broker;
+use groups::{classic, consumer};
+use inter_node::{broker_rpc, quorum_rpc};
+use records::{delete_records, fetch, offset_for_leader_epoch, produce};
+use security::{acls, scram};
+use topics::{admin, elect_leaders, metadata, topic_partitions};
+
+pub(crate) mod configs;
+pub(crate) mod groups;
+pub(crate) mod inter_node;
+pub(crate) mod records;
+pub(crate) mod security;
+pub(crate) mod topics;
 
 /// A route: `$key` at `$versions` on `$serves`, answered by `$body` (an expression of
 /// `Option<ResponseKind>`, or `Result<Option<ResponseKind>, String>` after `try`) with the
@@ -70,7 +78,7 @@ pub static ROUTES: &[Route<Broker>] = &[
         ResponseKind::Metadata(metadata::handle(b, c, r).await)
     )),
     route!(FindCoordinator, Range(0, 6), Both, |b, c, r| Some(
-        ResponseKind::FindCoordinator(groups::find_coordinator(b, c, r).await)
+        ResponseKind::FindCoordinator(classic::find_coordinator(b, c, r).await)
     )),
     route!(ApiVersions, Range(0, 4), Both, |_, c, _r| Some(
         ResponseKind::ApiVersions(api::api_versions(ROUTES, c.listener))
@@ -140,41 +148,41 @@ pub static ROUTES: &[Route<Broker>] = &[
         ResponseKind::ElectLeaders(elect_leaders::handle(b, c, r).await)
     )),
     route!(OffsetCommit, Range(2, 9), Both, |b, c, r| Some(
-        ResponseKind::OffsetCommit(groups::offset_commit(b, c, r).await)
+        ResponseKind::OffsetCommit(classic::offset_commit(b, c, r).await)
     )),
     route!(OffsetFetch, Range(1, 9), Both, |b, c, r| Some(
-        ResponseKind::OffsetFetch(groups::offset_fetch(b, c, r))
+        ResponseKind::OffsetFetch(classic::offset_fetch(b, c, r))
     )),
     route!(JoinGroup, Range(0, 9), Both, |b, c, r| Some(
-        ResponseKind::JoinGroup(groups::join_group(b, c, r).await)
+        ResponseKind::JoinGroup(classic::join_group(b, c, r).await)
     )),
     route!(Heartbeat, Range(0, 4), Both, |b, c, r| Some(
-        ResponseKind::Heartbeat(groups::heartbeat(b, c, r).await)
+        ResponseKind::Heartbeat(classic::heartbeat(b, c, r).await)
     )),
     route!(LeaveGroup, Range(0, 5), Both, |b, c, r| Some(
-        ResponseKind::LeaveGroup(groups::leave_group(b, c, r).await)
+        ResponseKind::LeaveGroup(classic::leave_group(b, c, r).await)
     )),
     route!(SyncGroup, Range(0, 5), Both, |b, c, r| Some(
-        ResponseKind::SyncGroup(groups::sync_group(b, c, r).await)
+        ResponseKind::SyncGroup(classic::sync_group(b, c, r).await)
     )),
     route!(DescribeGroups, Range(0, 6), Both, |b, c, r| Some(
-        ResponseKind::DescribeGroups(groups::describe_groups(b, c, r))
+        ResponseKind::DescribeGroups(classic::describe_groups(b, c, r))
     )),
     route!(ListGroups, Range(0, 5), Both, |b, c, r| Some(
-        ResponseKind::ListGroups(groups::list_groups(b, c, r))
+        ResponseKind::ListGroups(classic::list_groups(b, c, r))
     )),
     route!(DeleteGroups, Range(0, 2), Both, |b, c, r| Some(
-        ResponseKind::DeleteGroups(groups::delete_groups(b, c, r).await)
+        ResponseKind::DeleteGroups(classic::delete_groups(b, c, r).await)
     )),
     route!(OffsetDelete, Range(0, 0), Both, |b, c, r| Some(
-        ResponseKind::OffsetDelete(groups::offset_delete(b, c, r).await)
+        ResponseKind::OffsetDelete(classic::offset_delete(b, c, r).await)
     )),
     // KIP-848: librdkafka with group.protocol=consumer speaks v1 only (client-made member ids).
     route!(ConsumerGroupHeartbeat, Range(0, 1), Both, |b, c, r| Some(
-        ResponseKind::ConsumerGroupHeartbeat(consumer_groups::heartbeat(b, c, r).await)
+        ResponseKind::ConsumerGroupHeartbeat(consumer::heartbeat(b, c, r).await)
     )),
     route!(ConsumerGroupDescribe, Range(0, 1), Both, |b, c, r| Some(
-        ResponseKind::ConsumerGroupDescribe(consumer_groups::describe(b, c, r))
+        ResponseKind::ConsumerGroupDescribe(consumer::describe(b, c, r))
     )),
     // Inter-node APIs only the controller listener answers, at every version the codec decodes.
     route!(Vote, Codec, ControllerOnly, try |b, c, r| quorum_rpc::answer(b, c, RequestKind::Vote(r)).await),
