@@ -29,7 +29,7 @@ pub enum Decoded<'r, B> {
     /// An ApiVersions of a version this broker does not speak: answered at once (as v0, with
     /// the versions it does speak, so the client can retry lower): this correlation id and
     /// this body.
-    Answer(i32, kafka_protocol::messages::ResponseKind),
+    Answer(i32, Box<kafka_protocol::messages::ResponseKind>),
 }
 
 /// Decodes `frame` (no size prefix) as a request on `listener`; `Err` (the reason) closes the
@@ -55,10 +55,8 @@ pub fn decode<'r, B>(
     let Some(route) = find(routes, listener, key, version) else {
         // ApiVersions must be answered whatever its version, so old clients can retry lower.
         if key == ApiKey::ApiVersions {
-            return Ok(Decoded::Answer(
-                correlation_id,
-                unsupported_api_versions(routes),
-            ));
+            let answer = unsupported_api_versions(routes);
+            return Ok(Decoded::Answer(correlation_id, Box::new(answer)));
         }
         return Err(format!("unsupported {key:?} version {version}"));
     };
