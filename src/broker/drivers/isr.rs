@@ -137,6 +137,27 @@ pub fn outcomes(
         .collect()
 }
 
+/// The round's bookkeeping: at most [`MAX_PARTITIONS_PER_REQUEST`] proposals, each partition
+/// once (a set keeps at most one AlterPartition in flight), each ISR without a member twice.
+fn check_proposals(proposals: &[Proposal]) {
+    assert!(
+        proposals.len() <= MAX_PARTITIONS_PER_REQUEST,
+        "{} proposals in one AlterPartition",
+        proposals.len()
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for p in proposals {
+        assert!(
+            seen.insert((p.topic_id, p.partition)),
+            "partition {} of {} proposed twice in one round",
+            p.partition,
+            p.topic_id
+        );
+        let members: std::collections::BTreeSet<i32> = p.isr.iter().map(|m| m.0).collect();
+        assert_eq!(members.len(), p.isr.len(), "an ISR member twice: {p:?}");
+    }
+}
+
 /// The driver task (cluster brokers): runs until the broker shuts down.
 pub(crate) async fn run(broker: Arc<Broker>) {
     let mut shutdown = broker.shutdown_signal();
@@ -197,6 +218,7 @@ async fn round(broker: &Broker) {
         return;
     }
     let proposals: Vec<Proposal> = taken.iter().map(|(_, p)| p.clone()).collect();
+    check_proposals(&proposals);
     let node = broker.config.node_id;
     let broker_epoch = broker.image().broker(node).map_or(-1, |b| b.epoch);
     let req = request(node, broker_epoch, &proposals);
@@ -216,6 +238,7 @@ async fn round(broker: &Broker) {
         }
     };
     let results = outcomes(&proposals, answer.as_ref());
+    assert_eq!(results.len(), proposals.len(), "one outcome per proposal");
     for ((handle, proposal), outcome) in taken.into_iter().zip(results) {
         tracing::debug!(partition = proposal.partition, isr = ?proposal.isr, ?outcome,
             "AlterPartition answered");
@@ -242,6 +265,16 @@ mod tests {
             partition_epoch: 7,
             isr: vec![(1, 11), (2, 12)],
         }
+    }
+
+    #[test]
+    fn a_round_proposes_each_partition_once() {
+        check_proposals(&[proposal(1, 0), proposal(1, 1), proposal(2, 0)]);
+        let twice = std::panic::catch_unwind(|| check_proposals(&[proposal(1, 0), proposal(1, 0)]));
+        assert!(twice.is_err());
+        let mut doubled = proposal(1, 0);
+        doubled.isr.push((1, 11));
+        assert!(std::panic::catch_unwind(|| check_proposals(&[doubled])).is_err());
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub(super) async fn run(broker: Arc<Broker>, fetcher: Arc<Fetcher>) {
         let now = broker.io.clock.monotonic();
         let (ready, next_retry) = ready_partitions(&fetcher, now, &mut cursor);
         let positions = positions(&broker, &fetcher, &ready).await;
+        check_positions(&positions);
         if positions.is_empty() {
             let wait = next_retry.map_or(IDLE, |t| t.saturating_sub(now).min(IDLE));
             tokio::select! {
@@ -214,6 +215,33 @@ async fn positions(
         });
     }
     out
+}
+
+/// A round's fetch positions: at most [`MAX_PARTITIONS_PER_FETCH`], each partition once, each
+/// inside its log (`0 <= log start <= fetch offset`, the fetch offset being the log end).
+fn check_positions(positions: &[Position]) {
+    assert!(
+        positions.len() <= MAX_PARTITIONS_PER_FETCH,
+        "{} partitions in one fetch",
+        positions.len()
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for p in positions {
+        assert!(
+            seen.insert((p.topic_id, p.partition)),
+            "{}-{} fetched twice in one request",
+            p.topic,
+            p.partition
+        );
+        assert!(
+            0 <= p.log_start_offset && p.log_start_offset <= p.fetch_offset,
+            "{}-{}: fetch offset {} below log start {}",
+            p.topic,
+            p.partition,
+            p.fetch_offset,
+            p.log_start_offset
+        );
+    }
 }
 
 fn settings(broker: &Broker) -> FetchSettings {
