@@ -124,7 +124,7 @@ pub struct Broker {
     reconcile_gate: tokio::sync::Mutex<()>,
     /// The active controller's broker sessions, for the quorum epoch it leads in (a new
     /// leader starts afresh, as Kafka's does).
-    sessions: Mutex<Option<(u32, crate::controller::brokers::BrokerSessions)>>,
+    sessions: drivers::controller_sessions::ControllerSessions,
     /// This broker's own session with the active controller (in a cluster).
     session: drivers::broker_session::SessionState,
     /// The follower side: one fetcher per leader broker (`replica_fetcher`).
@@ -247,7 +247,7 @@ impl Broker {
             producer_ids_epoch: Mutex::new(None),
             reconciled: AtomicI64::new(-1),
             reconcile_gate: tokio::sync::Mutex::new(()),
-            sessions: Mutex::new(None),
+            sessions: Default::default(),
             session: drivers::broker_session::SessionState::default(),
             replica_fetchers: drivers::replica_fetcher::ReplicaFetchers::default(),
             startup_gate: startup_gate::StartupGate::default(),

@@ -2,12 +2,14 @@
 //! does its I/O. The quorum (`quorum`, with `quorum_status`), the follower's replica fetchers
 //! (`replica_fetcher`), the leader's ISR driver (`isr`), the group coordinator's driver
 //! (`group_coordinator`), the active controller's broker sessions and timer
-//! (`broker_session`, `controller_timer`), the log cleaner (`cleaning`) and the local
-//! partitions' reconciliation with the image (`reconcile`). Handlers call into them; they
-//! never import a handler's module at the top level.
+//! (`controller_sessions`, `controller_timer`), this broker's own session with the controller
+//! (`broker_session`), the log cleaner (`cleaning`) and the local partitions' reconciliation
+//! with the image (`reconcile`). Handlers call into them; they never import a handler's
+//! module at the top level.
 
 pub(crate) mod broker_session;
 pub(crate) mod cleaning;
+pub(crate) mod controller_sessions;
 pub(crate) mod controller_timer;
 pub(crate) mod group_coordinator;
 pub(crate) mod isr;

@@ -1,6 +1,6 @@
 //! The active controller's side of broker sessions (KIP-631): BrokerRegistration and
 //! BrokerHeartbeat arriving on the controller listener (or from this node itself) are decided
-//! by the pure [`BrokerSessions`] against the committed image, committed through the quorum,
+//! by the pure `BrokerSessions` against the committed image, committed through the quorum,
 //! and answered after the commit. A node that is not the active controller answers
 //! NOT_CONTROLLER; a registration for another cluster, INCONSISTENT_CLUSTER_ID.
 //!
@@ -9,9 +9,8 @@
 //! committed image in Kafka's order, committed serially with every other controller write, and
 //! answered after the commit with each partition's new state.
 //!
-//! The sessions live in memory for one leadership term (a new leader starts them afresh, as
-//! Kafka's does); the controller timer (`controller_timer`) calls
-//! [`Broker::tick_broker_sessions`] to fence brokers silent for `broker.session.timeout.ms`.
+//! The sessions themselves (one leadership term's, in memory) and the writes that decide them
+//! are the active controller's state, in `drivers::controller_sessions`.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_response::{
@@ -24,9 +23,7 @@ use kafka_protocol::messages::{
 
 use crate::broker::{errors, Broker, CommitError};
 use crate::controller::alter_partition::{self, Alteration, PartitionAnswer};
-use crate::controller::brokers::{
-    BrokerSessions, HeartbeatReply, HeartbeatRequest, RegistrationRequest, DURABLE_FEATURE,
-};
+use crate::controller::brokers::{HeartbeatRequest, RegistrationRequest, DURABLE_FEATURE};
 use crate::controller::BrokerEndpoint;
 
 /// Answers one session RPC on the controller listener; `Err` (no answer: not a session
@@ -203,80 +200,4 @@ async fn alter_partitions(broker: &Broker, req: &AlterPartitionRequest) -> Alter
         })
         .collect();
     AlterPartitionResponse::default().with_topics(topics)
-}
-
-impl Broker {
-    /// The sessions of this leadership term (afresh when the quorum epoch changed).
-    /// The time broker sessions are measured in: monotonic, as Kafka's heartbeat manager
-    /// measures them. A wall clock stepped back would keep every session that heartbeated
-    /// before the step "live" for the whole step (`touch` keeps the latest contact): no dead
-    /// broker fenced, its partitions left on it, and its restart refused as a duplicate
-    /// registration (replication-5-mixed seed 52: a 50 s step, 5 acknowledged writes lost).
-    fn session_clock_ms(&self) -> i64 {
-        self.io.clock.monotonic().as_millis().min(i64::MAX as u128) as i64
-    }
-
-    fn with_sessions<T>(&self, f: impl FnOnce(&mut BrokerSessions) -> T) -> T {
-        let epoch = self.quorum.as_ref().map_or(0, |q| q.status().epoch);
-        let mut sessions = self.sessions.lock().unwrap();
-        if sessions.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            let timeout = self.config.broker_session_timeout_ms.min(i64::MAX as u64) as i64;
-            *sessions = Some((epoch, BrokerSessions::new(timeout.max(1))));
-        }
-        f(&mut sessions.as_mut().expect("set above").1)
-    }
-
-    /// Registers a broker and returns its epoch (the offset of its registration record).
-    pub(crate) async fn register_broker(
-        &self,
-        request: &RegistrationRequest,
-    ) -> Result<i64, CommitError> {
-        let now = self.session_clock_ms();
-        self.change_metadata(false, |controller, image| {
-            let records = self.with_sessions(|s| {
-                s.register(image, request, now, &|t| {
-                    controller.election_config(image, t)
-                })
-            })?;
-            Ok((records, ()))
-        })
-        .await?;
-        crate::controller::brokers::registered_epoch(&self.image(), request.id, request.incarnation)
-            .ok_or(CommitError::NotController)
-    }
-
-    pub(crate) async fn broker_heartbeat(
-        &self,
-        request: &HeartbeatRequest,
-    ) -> Result<HeartbeatReply, CommitError> {
-        let now = self.session_clock_ms();
-        self.change_metadata(false, |controller, image| {
-            let decision = self.with_sessions(|s| {
-                s.heartbeat(image, request, now, &|t| {
-                    controller.election_config(image, t)
-                })
-            })?;
-            Ok((decision.records, decision.reply))
-        })
-        .await
-    }
-
-    /// On the active controller of a cluster: fences a broker whose session expired.
-    pub(crate) async fn tick_broker_sessions(&self) {
-        if self.quorum.is_none() || !self.is_active_controller() {
-            return;
-        }
-        let now = self.session_clock_ms();
-        let result = self
-            .change_metadata(false, |controller, image| {
-                let records = self.with_sessions(|s| {
-                    s.tick(image, now, &|t| controller.election_config(image, t))
-                });
-                Ok((records, ()))
-            })
-            .await;
-        if let Err(e) = result {
-            tracing::debug!(error = %e, "broker session tick did not commit");
-        }
-    }
 }
