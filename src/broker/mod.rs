@@ -23,7 +23,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -102,16 +102,14 @@ pub struct Broker {
     image: RwLock<Arc<MetadataImage>>,
     /// The committed metadata records, in order (`committed_metadata`).
     committed: AppliedRecords,
-    /// The quorum epoch in which `next_producer_id` was last reset from the image: a new
-    /// active controller starts past every block any earlier one reserved.
-    producer_ids_epoch: Mutex<Option<u32>>,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
     /// The bound on delayed operations (waiting produces and fetches) across all partitions;
     /// each partition keeps its own waiters (`PartitionHandle::waiters`).
     wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
     groups: drivers::group_coordinator::Groups,
-    next_producer_id: Mutex<i64>,
+    /// The active controller's producer-id cursor (`drivers::producer_ids`).
+    producer_ids: drivers::producer_ids::ProducerIds,
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
     shutdown: watch::Sender<bool>,
@@ -227,7 +225,7 @@ impl Broker {
         };
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
-            next_producer_id: Mutex::new(image.producer_ids_reserved()),
+            producer_ids: drivers::producer_ids::ProducerIds::new(image.producer_ids_reserved()),
             authorizer: handlers::security::authz::settings(&config),
             config,
             io: io.clone(),
@@ -244,7 +242,6 @@ impl Broker {
             advertised: RwLock::new(advertised),
             shutdown,
             health: LogDirHealth::new(),
-            producer_ids_epoch: Mutex::new(None),
             reconciled: AtomicI64::new(-1),
             reconcile_gate: tokio::sync::Mutex::new(()),
             sessions: Default::default(),
@@ -696,33 +693,6 @@ impl Broker {
             Ok((controller.create_topic(image, &new, id, entropy)?, ()))
         })
         .await
-    }
-
-    /// A new producer id, never handed out before: ids are reserved in blocks in the metadata
-    /// log before any of them is given out.
-    async fn allocate_producer_id(&self) -> io::Result<i64> {
-        let allocated = self
-            .change_metadata(false, |controller, image| {
-                let mut next = self.next_producer_id.lock().unwrap();
-                if let Some(quorum) = &self.quorum {
-                    let epoch = quorum.status().epoch;
-                    let mut seen = self.producer_ids_epoch.lock().unwrap();
-                    if *seen != Some(epoch) {
-                        *next = (*next).max(image.producer_ids_reserved());
-                        *seen = Some(epoch);
-                    }
-                }
-                let reserve = controller.reserve_producer_ids(image, *next);
-                let id = *next;
-                *next += 1;
-                Ok((reserve.into_iter().collect(), id))
-            })
-            .await;
-        match allocated {
-            Ok(id) => Ok(id),
-            Err(CommitError::Storage(e)) => Err(e),
-            Err(e) => Err(io::Error::other(e.to_string())),
-        }
     }
 
     /// fsyncs a partition up to `up_to`. Concurrent callers share one fsync (group commit).
