@@ -1,6 +1,10 @@
 //! The broker: wires the configuration, the controller, the partitions and the network
-//! together, and answers Kafka requests. Request handlers live one API family per file; they
-//! translate wire types to core calls and back, so nothing below this layer sees the wire.
+//! together, and answers Kafka requests. Rooms: `api` (request context, the one header decode,
+//! framing, the route table's shape), `handlers` (the route table and the handlers by area,
+//! which translate wire types to core calls and back, so nothing below this layer sees the
+//! wire), `drivers` (the cores' drivers and their state), `server` (the connection loop), and
+//! this file's `Broker`, the wiring. No two broker modules import each other
+//! (`tests/broker_rooms.rs`).
 
 mod api;
 pub mod delayed;
