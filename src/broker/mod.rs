@@ -1,53 +1,33 @@
 //! The broker: wires the configuration, the controller, the partitions and the network
-//! together, and answers Kafka requests. Request handlers live one API family per file; they
-//! translate wire types to core calls and back, so nothing below this layer sees the wire.
+//! together, and answers Kafka requests. Rooms: `api` (request context, the one header decode,
+//! framing, the route table's shape), `handlers` (the route table and the handlers by area,
+//! which translate wire types to core calls and back, so nothing below this layer sees the
+//! wire), `drivers` (the cores' drivers and their state), `server` (the connection loop), and
+//! this file's `Broker`, the wiring. No two broker modules import each other
+//! (`tests/broker_rooms.rs`).
 
-mod acls;
-mod admin;
-mod authz;
-mod broker_rpc;
-mod broker_session;
-mod cleaning;
-mod configs;
-mod consumer_groups;
-mod controller_timer;
-mod coordinator;
+mod api;
 pub mod delayed;
-mod delete_records;
-mod elect_leaders;
+mod drivers;
 mod errors;
-mod fetch;
-mod forward;
-mod groups;
+mod handlers;
 mod health;
 pub mod identity;
-mod isr_driver;
-mod metadata;
-mod offset_for_leader_epoch;
 mod peer;
-mod produce;
-pub mod quorum;
-mod quorum_rpc;
-pub mod quorum_status;
-mod reconcile;
-pub mod replica_fetcher;
 pub mod replication_events;
-mod scram;
 mod server;
 mod single_node;
 mod startup_gate;
 mod state;
 #[cfg(test)]
 mod tests;
-mod topic_partitions;
-mod versions;
 
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -62,9 +42,10 @@ use crate::controller::{
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
+pub use drivers::reconcile::Leadership;
+pub use drivers::{quorum, quorum_status, replica_fetcher};
 use health::LogDirHealth;
 pub use identity::format_log_dir;
-pub use reconcile::Leadership;
 pub use state::{Lifecycle, PartitionHandle};
 
 /// How long a metadata change waits for the quorum's commit before REQUEST_TIMED_OUT.
@@ -120,21 +101,19 @@ pub struct Broker {
     /// absent in a cluster: the quorum driver owns the metadata log.
     metadata: tokio::sync::Mutex<Option<MetadataStore>>,
     /// The metadata quorum's driver, in a cluster (voters other than this node).
-    quorum: Option<Arc<quorum::QuorumHandle>>,
+    quorum: Option<Arc<drivers::quorum::QuorumHandle>>,
     /// What readers see: replaced after each commit.
     image: RwLock<Arc<MetadataImage>>,
     /// The committed metadata records, in order (`committed_metadata`).
     committed: AppliedRecords,
-    /// The quorum epoch in which `next_producer_id` was last reset from the image: a new
-    /// active controller starts past every block any earlier one reserved.
-    producer_ids_epoch: Mutex<Option<u32>>,
     partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
     /// The bound on delayed operations (waiting produces and fetches) across all partitions;
     /// each partition keeps its own waiters (`PartitionHandle::waiters`).
     wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
-    groups: coordinator::Groups,
-    next_producer_id: Mutex<i64>,
+    groups: drivers::group_coordinator::Groups,
+    /// The active controller's producer-id cursor (`drivers::producer_ids`).
+    producer_ids: drivers::producer_ids::ProducerIds,
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
     shutdown: watch::Sender<bool>,
@@ -147,11 +126,11 @@ pub struct Broker {
     reconcile_gate: tokio::sync::Mutex<()>,
     /// The active controller's broker sessions, for the quorum epoch it leads in (a new
     /// leader starts afresh, as Kafka's does).
-    sessions: Mutex<Option<(u32, crate::controller::brokers::BrokerSessions)>>,
+    sessions: drivers::controller_sessions::ControllerSessions,
     /// This broker's own session with the active controller (in a cluster).
-    session: broker_session::SessionState,
+    session: drivers::broker_session::SessionState,
     /// The follower side: one fetcher per leader broker (`replica_fetcher`).
-    replica_fetchers: replica_fetcher::ReplicaFetchers,
+    replica_fetchers: drivers::replica_fetcher::ReplicaFetchers,
     /// No partition role before the registration is applied (`startup_gate`).
     startup_gate: startup_gate::StartupGate,
     /// Who is told of follower truncations (the simulator's trace), if anyone.
@@ -190,7 +169,7 @@ impl Broker {
         let (shutdown, _) = watch::channel(false);
         let clustered = config.is_clustered();
         let (store, quorum) = if clustered {
-            let (handle, starter) = quorum::open(
+            let (handle, starter) = drivers::quorum::open(
                 &io,
                 &config,
                 log_dir.clone(),
@@ -239,7 +218,7 @@ impl Broker {
             Some(e) => Some(listener_addr(&io, &e.host, e.port).await?),
             None => None,
         };
-        let group_config = coordinator::group_config(&config);
+        let group_config = drivers::group_coordinator::group_config(&config);
         let advertised = endpoint
             .as_ref()
             .map(|e| (e.host.clone(), e.port))
@@ -250,8 +229,8 @@ impl Broker {
         };
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
-            next_producer_id: Mutex::new(image.producer_ids_reserved()),
-            authorizer: authz::settings(&config),
+            producer_ids: drivers::producer_ids::ProducerIds::new(image.producer_ids_reserved()),
+            authorizer: handlers::security::authz::settings(&config),
             config,
             io: io.clone(),
             log_dir,
@@ -263,16 +242,15 @@ impl Broker {
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
             wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
-            groups: coordinator::Groups::new(group_config),
+            groups: drivers::group_coordinator::Groups::new(group_config),
             advertised: RwLock::new(advertised),
             shutdown,
             health: LogDirHealth::new(),
-            producer_ids_epoch: Mutex::new(None),
             reconciled: AtomicI64::new(-1),
             reconcile_gate: tokio::sync::Mutex::new(()),
-            sessions: Mutex::new(None),
-            session: broker_session::SessionState::default(),
-            replica_fetchers: replica_fetcher::ReplicaFetchers::default(),
+            sessions: Default::default(),
+            session: drivers::broker_session::SessionState::default(),
+            replica_fetchers: drivers::replica_fetcher::ReplicaFetchers::default(),
             startup_gate: startup_gate::StartupGate::default(),
             replication_events: replication_events::ReplicationEvents::default(),
         });
@@ -303,7 +281,7 @@ impl Broker {
                 io.spawn(server::accept_loop(
                     broker.clone(),
                     listener,
-                    server::ListenerKind::Controller,
+                    api::ListenerKind::Controller,
                 ));
                 Some(bound)
             }
@@ -317,7 +295,7 @@ impl Broker {
                 io.spawn(server::accept_loop(
                     broker.clone(),
                     listener,
-                    server::ListenerKind::Client,
+                    api::ListenerKind::Client,
                 ));
                 local_addr
             }
@@ -326,17 +304,17 @@ impl Broker {
         if clustered && broker.config.is_broker() {
             // The broker registers with the active controller and heartbeats.
             broker.take_clean_shutdown_epoch();
-            io.spawn(broker_session::run(broker.clone()));
+            io.spawn(drivers::broker_session::run(broker.clone()));
             // Leaders' ISR changes go to the same controller.
-            io.spawn(isr_driver::run(broker.clone()));
+            io.spawn(drivers::isr::run(broker.clone()));
         }
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             clustered, "weir node listening");
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
-        io.spawn(controller_timer::run(broker.clone()));
-        io.spawn(cleaning::cleaner_loop(broker.clone()));
-        io.spawn(coordinator::timer_loop(broker.clone()));
+        io.spawn(drivers::controller_timer::run(broker.clone()));
+        io.spawn(drivers::cleaning::cleaner_loop(broker.clone()));
+        io.spawn(drivers::group_coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {
             broker,
             local_addr,
@@ -566,8 +544,10 @@ impl Broker {
         let limit = Duration::from_millis(METADATA_COMMIT_TIMEOUT_MS);
         match self.io.timeout(limit, quorum.propose(values)).await {
             Some(Ok(_)) => Ok(out),
-            Some(Err(quorum::ProposeError::NotController)) => Err(CommitError::NotController),
-            Some(Err(quorum::ProposeError::Stopped)) => Err(CommitError::Storage(
+            Some(Err(drivers::quorum::ProposeError::NotController)) => {
+                Err(CommitError::NotController)
+            }
+            Some(Err(drivers::quorum::ProposeError::Stopped)) => Err(CommitError::Storage(
                 io::Error::other("the metadata quorum stopped"),
             )),
             None => Err(CommitError::Timeout),
@@ -698,7 +678,10 @@ impl Broker {
                 replication_factor: -1,
                 ..Default::default()
             };
-            results.push((name.clone(), forward::create_topic(self, new, false).await));
+            results.push((
+                name.clone(),
+                handlers::inter_node::forward::create_topic(self, new, false).await,
+            ));
         }
         results
     }
@@ -714,33 +697,6 @@ impl Broker {
             Ok((controller.create_topic(image, &new, id, entropy)?, ()))
         })
         .await
-    }
-
-    /// A new producer id, never handed out before: ids are reserved in blocks in the metadata
-    /// log before any of them is given out.
-    async fn allocate_producer_id(&self) -> io::Result<i64> {
-        let allocated = self
-            .change_metadata(false, |controller, image| {
-                let mut next = self.next_producer_id.lock().unwrap();
-                if let Some(quorum) = &self.quorum {
-                    let epoch = quorum.status().epoch;
-                    let mut seen = self.producer_ids_epoch.lock().unwrap();
-                    if *seen != Some(epoch) {
-                        *next = (*next).max(image.producer_ids_reserved());
-                        *seen = Some(epoch);
-                    }
-                }
-                let reserve = controller.reserve_producer_ids(image, *next);
-                let id = *next;
-                *next += 1;
-                Ok((reserve.into_iter().collect(), id))
-            })
-            .await;
-        match allocated {
-            Ok(id) => Ok(id),
-            Err(CommitError::Storage(e)) => Err(e),
-            Err(e) => Err(io::Error::other(e.to_string())),
-        }
     }
 
     /// fsyncs a partition up to `up_to`. Concurrent callers share one fsync (group commit).

@@ -107,6 +107,37 @@ struct Lists {
     fetch_wakes: u64,
 }
 
+impl Lists {
+    /// The bookkeeping, checked after every change: the bounds hold (reservations count), a
+    /// closed partition has no produce waiting, and no produce waits for an offset the high
+    /// watermark already reached (those were completed by the change that moved it).
+    fn check(&self) {
+        assert!(
+            self.produce.len() + self.reserved <= MAX_WAITERS_PER_PARTITION,
+            "{} produce waiters and {} reservations past the bound",
+            self.produce.len(),
+            self.reserved
+        );
+        assert!(
+            self.fetch.len() <= MAX_WAITERS_PER_PARTITION,
+            "{} fetch waiters past the bound",
+            self.fetch.len()
+        );
+        assert!(
+            self.closed.is_none() || self.produce.is_empty(),
+            "a closed partition still has {} produce waiters",
+            self.produce.len()
+        );
+        if let Some(((required, _), _)) = self.produce.first_key_value() {
+            assert!(
+                *required > self.seen.high_watermark,
+                "a produce waits for offset {required}, which the high watermark {} reached",
+                self.seen.high_watermark
+            );
+        }
+    }
+}
+
 /// Waiter counts of one partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaiterCounts {
@@ -156,6 +187,7 @@ impl PartitionWaiters {
         }
         self.budget.take()?;
         lists.reserved += 1;
+        lists.check();
         Ok(ProduceReservation {
             waiters: Some(self.clone()),
         })
@@ -238,6 +270,7 @@ impl PartitionWaiters {
             }
         }
         lists.fetch_wakes += woken;
+        lists.check();
     }
 
     /// This broker no longer leads the partition: waiting produces fail with
@@ -247,6 +280,7 @@ impl PartitionWaiters {
         let all = std::mem::take(&mut lists.produce);
         self.finish(all, Err(WaitError::NotLeader));
         Self::wake_all_fetches(&mut lists);
+        lists.check();
     }
 
     /// The partition takes no more waits (deleted, log directory offline, shutdown): every
@@ -257,6 +291,7 @@ impl PartitionWaiters {
         let all = std::mem::take(&mut lists.produce);
         self.finish(all, Err(WaitError::Closed(why)));
         Self::wake_all_fetches(&mut lists);
+        lists.check();
     }
 
     pub fn counts(&self) -> WaiterCounts {
@@ -323,6 +358,7 @@ impl ProduceReservation {
         lists.next_id += 1;
         let (tx, rx) = oneshot::channel();
         lists.produce.insert(key, tx);
+        lists.check();
         drop(lists);
         ProduceWait {
             state: WaitState::Waiting { rx, key, waiters },

@@ -1,0 +1,47 @@
+//! The request layer every handler stands on: what a handler knows of its request
+//! ([`RequestContext`]), the one decode of a request's header and body ([`decode`]), response
+//! framing ([`encode_response`]), the guard that turns a codec panic into a closed connection
+//! (`frame::catch`), and the shape of the table from API key to handler ([`Route`]) that ApiVersions
+//! also reads ([`api_versions`]).
+//!
+//! Nothing here knows the broker, a handler or the connection loop: the table itself lives
+//! with the handlers (`handlers::ROUTES`) and is passed in, generic over the state handlers
+//! run against.
+
+mod frame;
+mod request;
+mod routes;
+mod versions;
+
+use std::net::SocketAddr;
+
+use crate::broker::delayed::ConnectionGone;
+pub use frame::encode_response;
+pub use request::{decode, Decoded, Request};
+#[cfg(test)]
+pub use routes::find;
+pub use routes::{Reply, Route, Serves, Versions};
+pub use versions::api_versions;
+
+/// Which listener a connection came in on: the controller listener also answers the quorum's
+/// RPCs and never forwards (what arrives there was forwarded already, or is a peer's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenerKind {
+    Client,
+    Controller,
+}
+
+/// What handlers may need to know about the request beyond its body.
+pub struct RequestContext {
+    pub version: i16,
+    /// The listener it arrived on.
+    pub listener: ListenerKind,
+    /// Arrived on the controller listener: inter-node traffic (or a client request another
+    /// node relayed after authorizing it), never checked by the authorizer (`authz`).
+    pub trusted: bool,
+    /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
+    pub client_id: String,
+    pub peer: SocketAddr,
+    /// Fires when the client closed the connection: waits end early.
+    pub gone: ConnectionGone,
+}

@@ -1,0 +1,310 @@
+//! A cluster broker's session with the active controller (KIP-631): BrokerRegistration once
+//! per process (a fresh incarnation id), then BrokerHeartbeat every
+//! `broker.heartbeat.interval.ms` (faster while fenced, to be unfenced as soon as it caught
+//! up) reporting the last metadata offset applied. A stale epoch registers again; no known or
+//! reachable controller is retried with a short backoff. Controlled shutdown: heartbeats ask
+//! `want_shut_down` until the controller answers `should_shut_down` (its leaderships moved),
+//! bounded by the caller's timeout.
+//!
+//! KIP-966 clean-shutdown detection: a clean stop writes the broker epoch to
+//! [`CLEAN_SHUTDOWN_FILE`] in the log directory; the next start reads and removes it and sends
+//! it as BrokerRegistration v3 `PreviousBrokerEpoch` (-1 without one: the stop was a crash, so
+//! the controller takes this broker out of every ISR and ELR before it serves).
+//!
+//! Requests go to the leader's controller listener over the quorum's peer link, or straight to
+//! [`broker_rpc::answer`] when this node is the active controller itself.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
+use kafka_protocol::messages::{
+    ApiKey, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest, RequestKind, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use crate::controller::brokers::DURABLE_FEATURE;
+
+use crate::broker::{handlers::inter_node::broker_rpc, peer, Broker};
+
+const REGISTRATION_VERSION: i16 = 3;
+/// Kafka's clean-shutdown file name, holding `{"version":0,"brokerEpoch":N}`.
+pub(crate) const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+const HEARTBEAT_VERSION: i16 = 1;
+const CALL_TIMEOUT: Duration = Duration::from_millis(5000);
+const RETRY: Duration = Duration::from_millis(100);
+/// Heartbeat period while fenced or shutting down.
+const FAST_HEARTBEAT: Duration = Duration::from_millis(100);
+
+/// What the session task and `Broker::shutdown` share.
+pub struct SessionState {
+    want_shutdown: AtomicBool,
+    /// True once the controller allowed this broker to stop.
+    granted: watch::Sender<bool>,
+    /// The last heartbeat's answer: fenced or not.
+    fenced: AtomicBool,
+    /// The epoch of this process's registration (-1: not registered yet).
+    epoch: AtomicI64,
+    /// The epoch the last clean stop recorded (-1: none).
+    previous_epoch: AtomicI64,
+}
+
+impl Default for SessionState {
+    fn default() -> Self {
+        SessionState {
+            want_shutdown: AtomicBool::new(false),
+            granted: watch::channel(false).0,
+            fenced: AtomicBool::new(true),
+            epoch: AtomicI64::new(-1),
+            previous_epoch: AtomicI64::new(-1),
+        }
+    }
+}
+
+impl SessionState {
+    /// Whether the controller allowed this broker to stop (controlled shutdown).
+    pub fn shutdown_granted(&self) -> bool {
+        *self.granted.borrow()
+    }
+
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
+    }
+
+    /// The broker epoch of this process's registration, once registered.
+    pub fn epoch(&self) -> Option<i64> {
+        Some(self.epoch.load(Ordering::Acquire)).filter(|e| *e >= 0)
+    }
+
+    /// As if the controller had accepted this process's registration at `epoch` (tests of
+    /// what waits on it, without a controller).
+    #[cfg(test)]
+    pub(crate) fn set_registered_for_test(&self, epoch: i64) {
+        self.epoch.store(epoch, Ordering::Release);
+    }
+}
+
+impl Broker {
+    /// At start: the epoch a clean stop left in [`CLEAN_SHUTDOWN_FILE`], read and removed (a
+    /// crash from now on must not look clean). Unreadable or absent: -1.
+    pub(crate) fn take_clean_shutdown_epoch(&self) {
+        let path = self.log_dir.join(CLEAN_SHUTDOWN_FILE);
+        if !self.io.disk.exists(&path) {
+            return;
+        }
+        let epoch = crate::io::read_file(self.io.disk.as_ref(), &path)
+            .ok()
+            .and_then(|raw| serde_json::from_slice::<serde_json::Value>(&raw).ok())
+            .and_then(|v| v.get("brokerEpoch").and_then(|e| e.as_i64()))
+            .unwrap_or(-1);
+        if let Err(e) = self.io.disk.remove_file(&path) {
+            // Left behind it names an epoch older than the next registration's: a later crash
+            // still counts as unclean.
+            tracing::warn!(error = %e, "could not remove the clean-shutdown file");
+        }
+        self.session.previous_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// At a clean stop (every log flushed and marked clean): records this registration's
+    /// epoch for the next start.
+    pub(crate) async fn write_clean_shutdown_epoch(&self) -> std::io::Result<()> {
+        let Some(epoch) = self.session.epoch() else {
+            return Ok(());
+        };
+        let text = format!("{{\"version\":0,\"brokerEpoch\":{epoch}}}");
+        let path = self.log_dir.join(CLEAN_SHUTDOWN_FILE);
+        crate::io::write_file_atomic(self.io.disk.as_ref(), &path, text.as_bytes()).await
+    }
+}
+
+impl Broker {
+    /// This broker's session with the active controller (cluster brokers only).
+    pub fn broker_session(&self) -> &SessionState {
+        &self.session
+    }
+
+    /// Controlled shutdown: asks the controller to move this broker's leaderships away and
+    /// waits until it agrees, at most `limit`. Returns whether it agreed.
+    pub(crate) async fn controlled_shutdown(&self, limit: Duration) -> bool {
+        self.session.want_shutdown.store(true, Ordering::Release);
+        let mut granted = self.session.granted.subscribe();
+        let wait = async {
+            while !*granted.borrow_and_update() {
+                if granted.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        self.io.timeout(limit, wait).await.unwrap_or(false)
+    }
+}
+
+/// Sends a session request (or an AlterPartition, from `isr_driver`) to the active controller
+/// and returns its answer.
+pub(crate) async fn call(
+    broker: &Broker,
+    key: ApiKey,
+    version: i16,
+    request: RequestKind,
+) -> Result<ResponseKind, String> {
+    if broker.is_active_controller() {
+        return broker_rpc::answer(broker, &request)
+            .await
+            .ok_or_else(|| "no answer".to_string());
+    }
+    let quorum = broker.quorum.as_ref().ok_or("no quorum")?;
+    let link = quorum.leader_link().ok_or("no controller known")?;
+    let client_id = format!("weir-broker-{}", broker.config.node_id);
+    let frame =
+        peer::encode_request(key, version, &client_id, &request).map_err(|e| e.to_string())?;
+    let rx = link.call(frame);
+    let response = match broker.io.timeout(CALL_TIMEOUT, rx).await {
+        Some(Ok(Ok(r))) => r,
+        Some(Ok(Err(e))) => return Err(e.to_string()),
+        _ => return Err("no answer from the controller".into()),
+    };
+    peer::decode_response(key, version, response).map_err(|e| e.to_string())
+}
+
+/// The session task: runs until the broker shuts down.
+pub(crate) async fn run(broker: Arc<Broker>) {
+    let incarnation = Uuid::from_u64_pair(broker.io.rng.next_u64(), broker.io.rng.next_u64());
+    let interval = Duration::from_millis(broker.config.broker_heartbeat_interval_ms.max(1));
+    let mut shutdown = broker.shutdown_signal();
+    let mut epoch: Option<i64> = None;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let pause = match epoch {
+            None => match register(&broker, incarnation).await {
+                Ok(e) => {
+                    tracing::info!(epoch = e, "registered with the controller");
+                    epoch = Some(e);
+                    // The image may already hold the registration: hand out partition roles
+                    // now rather than at the background loop's next pass (`startup_gate`).
+                    broker.reconcile_if_behind().await;
+                    Duration::ZERO
+                }
+                Err(e) => {
+                    tracing::debug!(reason = %e, "broker registration will be retried");
+                    RETRY
+                }
+            },
+            Some(e) => match heartbeat(&broker, e).await {
+                Ok(()) => {
+                    if broker.session.is_fenced()
+                        || broker.session.want_shutdown.load(Ordering::Acquire)
+                    {
+                        FAST_HEARTBEAT.min(interval)
+                    } else {
+                        interval
+                    }
+                }
+                Err(Some(ResponseError::StaleBrokerEpoch)) => {
+                    epoch = None;
+                    RETRY
+                }
+                Err(_) => RETRY,
+            },
+        };
+        tokio::select! {
+            biased;
+            _ = broker.io.clock.sleep(pause) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
+    let listeners = broker
+        .registered_listeners()
+        .into_iter()
+        .map(|l| {
+            Listener::default()
+                .with_name(StrBytes::from_string(l.name))
+                .with_host(StrBytes::from_string(l.host))
+                .with_port(l.port)
+                .with_security_protocol(0)
+        })
+        .collect();
+    let request = BrokerRegistrationRequest::default()
+        .with_broker_id(BrokerId(broker.config.node_id))
+        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+        .with_incarnation_id(incarnation)
+        .with_listeners(listeners)
+        .with_rack(broker.config.broker_rack.clone().map(StrBytes::from_string))
+        .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire))
+        .with_features(durable_features(broker.config.fsync_before_ack));
+    match call(
+        broker,
+        ApiKey::BrokerRegistration,
+        REGISTRATION_VERSION,
+        RequestKind::BrokerRegistration(request),
+    )
+    .await?
+    {
+        ResponseKind::BrokerRegistration(r) if r.error_code == 0 => {
+            broker
+                .session
+                .epoch
+                .store(r.broker_epoch, Ordering::Release);
+            Ok(r.broker_epoch)
+        }
+        ResponseKind::BrokerRegistration(r) => Err(format!(
+            "registration refused: {:?}",
+            ResponseError::try_from_code(r.error_code)
+        )),
+        _ => Err("not a registration response".into()),
+    }
+}
+
+/// One heartbeat. `Err(Some(code))` for a refusal, `Err(None)` when nobody answered.
+async fn heartbeat(broker: &Broker, epoch: i64) -> Result<(), Option<ResponseError>> {
+    let want_shutdown = broker.session.want_shutdown.load(Ordering::Acquire);
+    let request = BrokerHeartbeatRequest::default()
+        .with_broker_id(BrokerId(broker.config.node_id))
+        .with_broker_epoch(epoch)
+        .with_current_metadata_offset(broker.image().applied() - 1)
+        .with_want_fence(false)
+        .with_want_shut_down(want_shutdown);
+    let response = call(
+        broker,
+        ApiKey::BrokerHeartbeat,
+        HEARTBEAT_VERSION,
+        RequestKind::BrokerHeartbeat(request),
+    )
+    .await
+    .map_err(|e| {
+        tracing::debug!(reason = %e, "heartbeat not answered");
+        None
+    })?;
+    let ResponseKind::BrokerHeartbeat(r) = response else {
+        return Err(None);
+    };
+    if r.error_code != 0 {
+        return Err(ResponseError::try_from_code(r.error_code));
+    }
+    broker.session.fenced.store(r.is_fenced, Ordering::Release);
+    if want_shutdown && r.should_shut_down {
+        let _ = broker.session.granted.send(true);
+    }
+    Ok(())
+}
+
+/// The registration features: [`DURABLE_FEATURE`] when this broker fsyncs before
+/// acknowledging, so the controller keeps it in the ISR/ELR across an unclean restart.
+fn durable_features(fsync_before_ack: bool) -> Vec<Feature> {
+    if !fsync_before_ack {
+        return Vec::new();
+    }
+    vec![Feature::default()
+        .with_name(StrBytes::from_static_str(DURABLE_FEATURE))
+        .with_min_supported_version(1)
+        .with_max_supported_version(1)]
+}

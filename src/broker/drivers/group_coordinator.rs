@@ -1,0 +1,570 @@
+//! The driver of the group coordinator core (`crate::group::Coordinator`): it owns the core
+//! behind a short-held lock (never across an await), gives each request an id and a one-shot
+//! channel, performs the core's actions (answers, appends to `__consumer_offsets` through the
+//! same `Partition::append` path as produces, fsyncs with `weir.fsync.before.ack`), runs the
+//! core's timers, replays the offsets log at start and creates it on first use.
+//!
+//! An offsets-log append counts as done when the partition's high watermark passes it, as an
+//! acks=all produce does (Kafka writes group records with acks=-1): the driver waits through
+//! the partition's delayed operations, bounded by `offsets.commit.timeout.ms`' default.
+//!
+//! Waiting is per request: a parked JoinGroup or SyncGroup waits on its own channel, answered
+//! when its group's own events (another member's join, the leader's sync, a timer of that
+//! group) complete it. The timer task sleeps until the core's earliest deadline; a request that
+//! arms an earlier one wakes that task only.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, Notify};
+
+use crate::broker::{delayed, Broker, PartitionHandle};
+use crate::group::{
+    Action, AppendError, AppendToken, Coordinator, GroupConfig, GroupError, OffsetRecord,
+    RequestId, Response, OFFSETS_TOPIC,
+};
+use crate::log::batch::{self, BatchBuilder};
+use crate::replica::ProduceError;
+
+/// Bound on requests waiting for an answer (parked joins and syncs, commits waiting on fsync).
+const MAX_WAITING: usize = 100_000;
+/// How long the timer task sleeps at most, so a missed wake-up costs at most this.
+const MAX_TIMER_SLEEP_MS: i64 = 1000;
+/// Bytes read per step while replaying an offsets partition.
+const LOAD_CHUNK_BYTES: usize = 1 << 20;
+
+struct Inner {
+    core: Coordinator,
+    waiting: BTreeMap<RequestId, oneshot::Sender<Response>>,
+    next_request: RequestId,
+    /// When the timer task will next look (it is woken if a deadline comes earlier).
+    timer_planned: i64,
+    /// The load under way per offsets partition: a replay whose id is no longer here was
+    /// superseded (the partition was unloaded, perhaps loaded again) and stops.
+    loads: BTreeMap<i32, u64>,
+    next_load: u64,
+}
+
+pub(crate) struct Groups {
+    inner: Mutex<Inner>,
+    timer_wake: Notify,
+}
+
+/// How long an offsets-log append may wait for the high watermark (Kafka's default
+/// `offsets.commit.timeout.ms`); past it the commit fails with COORDINATOR_NOT_AVAILABLE.
+const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// An offsets-log append not yet committed: it needs its fsync, or the high watermark to pass
+/// it, before it counts.
+struct Flush {
+    token: AppendToken,
+    handle: Arc<PartitionHandle>,
+    up_to: i64,
+    fsync: bool,
+}
+
+pub(crate) fn group_config(config: &crate::config::ServerConfig) -> GroupConfig {
+    GroupConfig {
+        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms as i64,
+        min_session_timeout_ms: config.group_min_session_timeout_ms,
+        max_session_timeout_ms: config.group_max_session_timeout_ms,
+        max_size: config.group_max_size as usize,
+        offset_metadata_max_bytes: config.offset_metadata_max_bytes as usize,
+        offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
+        consumer: crate::group::consumer::ConsumerConfig {
+            session_timeout_ms: config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+            assignors: config
+                .group_consumer_assignors
+                .iter()
+                .filter_map(|n| crate::group::consumer::Assignor::parse(n))
+                .collect(),
+            max_size: (config.group_consumer_max_size as usize).min(crate::group::MAX_MEMBERS),
+        },
+        ..GroupConfig::default()
+    }
+}
+
+impl Groups {
+    pub(crate) fn new(config: GroupConfig) -> Groups {
+        Groups {
+            inner: Mutex::new(Inner {
+                core: Coordinator::new(config),
+                waiting: BTreeMap::new(),
+                next_request: 1,
+                timer_planned: i64::MAX,
+                loads: BTreeMap::new(),
+                next_load: 1,
+            }),
+            timer_wake: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic under the lock is an invariant violation; poison would only hide it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Read-only access for queries that never park (OffsetFetch, ListGroups, DescribeGroups).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
+        f(&self.lock().core)
+    }
+}
+
+/// An offsets-log append made: the offset after it, whether it needs an fsync before it
+/// counts, and whether the high watermark already passed it.
+struct OffsetsAppended {
+    handle: Arc<PartitionHandle>,
+    up_to: i64,
+    fsync: bool,
+    committed: bool,
+}
+
+/// A failed wait for the high watermark, as a group write's error.
+fn wait_error(e: delayed::WaitError) -> AppendError {
+    match e {
+        delayed::WaitError::Closed(delayed::Closed::Offline) => AppendError::Storage,
+        delayed::WaitError::NotLeader | delayed::WaitError::Closed(_) => AppendError::NotLeader,
+        delayed::WaitError::TimedOut
+        | delayed::WaitError::Cancelled
+        | delayed::WaitError::Full(_) => AppendError::Timeout,
+    }
+}
+
+impl Broker {
+    /// Runs one request through the core and waits for its answer (at once, or when parked,
+    /// once its group's events complete it).
+    pub(crate) async fn group_call(
+        &self,
+        f: impl FnOnce(&mut Coordinator, RequestId, i64) -> Vec<Action>,
+    ) -> Result<Response, GroupError> {
+        let now = self.io.clock.wall_ms();
+        let (tx, rx) = oneshot::channel();
+        let flushes = {
+            let mut inner = self.groups.lock();
+            if inner.waiting.len() >= MAX_WAITING {
+                tracing::warn!("too many group requests waiting; refusing one");
+                return Err(GroupError::CoordinatorNotAvailable);
+            }
+            let id = inner.next_request;
+            inner.next_request += 1;
+            inner.waiting.insert(id, tx);
+            let actions = f(&mut inner.core, id, now);
+            self.run_group_actions(&mut inner, actions, now)
+        };
+        self.finish_flushes(flushes).await;
+        rx.await.map_err(|_| GroupError::CoordinatorNotAvailable)
+    }
+
+    /// Runs a core event that answers no request of its own (a tick, expiry).
+    async fn group_event(&self, f: impl FnOnce(&mut Coordinator, i64) -> Vec<Action>) {
+        let now = self.io.clock.wall_ms();
+        let flushes = {
+            let mut inner = self.groups.lock();
+            let actions = f(&mut inner.core, now);
+            self.run_group_actions(&mut inner, actions, now)
+        };
+        self.finish_flushes(flushes).await;
+    }
+
+    /// Performs actions in order under the lock; appends that need no fsync are reported done
+    /// at once. Returns the fsyncs still to wait for.
+    fn run_group_actions(&self, inner: &mut Inner, actions: Vec<Action>, now: i64) -> Vec<Flush> {
+        let mut queue: VecDeque<Action> = actions.into();
+        let mut flushes = Vec::new();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Respond(id, response) => {
+                    // The requester may have gone (connection closed): nothing to do then.
+                    if let Some(tx) = inner.waiting.remove(&id) {
+                        let _ = tx.send(response);
+                    }
+                }
+                Action::Append {
+                    partition,
+                    token,
+                    records,
+                } => match self.append_offsets(partition, &records, now) {
+                    Ok(appended) if !appended.fsync && appended.committed => {
+                        queue.extend(inner.core.append_done(token, Ok(()), now));
+                    }
+                    Ok(appended) => flushes.push(Flush {
+                        token,
+                        handle: appended.handle,
+                        up_to: appended.up_to,
+                        fsync: appended.fsync,
+                    }),
+                    Err(e) => queue.extend(inner.core.append_done(token, Err(e), now)),
+                },
+            }
+        }
+        if let Some(next) = inner.core.next_deadline() {
+            if next < inner.timer_planned {
+                inner.timer_planned = next;
+                self.groups.timer_wake.notify_one();
+            }
+        }
+        flushes
+    }
+
+    async fn finish_flushes(&self, mut flushes: Vec<Flush>) {
+        // Each round's completions may append again (a failed sync rebalances and persists).
+        while !flushes.is_empty() {
+            let results =
+                crate::io::join_all(flushes.iter().map(|f| self.commit_offsets(f)).collect()).await;
+            let now = self.io.clock.wall_ms();
+            let mut inner = self.groups.lock();
+            let mut next = Vec::new();
+            for (flush, result) in flushes.iter().zip(results) {
+                let actions = inner.core.append_done(flush.token, result, now);
+                next.extend(self.run_group_actions(&mut inner, actions, now));
+            }
+            flushes = next;
+        }
+    }
+
+    /// Makes one offsets-log append count: its fsync if it needs one, then the wait for the
+    /// partition's high watermark to pass it.
+    async fn commit_offsets(&self, flush: &Flush) -> Result<(), AppendError> {
+        if flush.fsync {
+            self.flush_partition(&flush.handle, flush.up_to)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "fsync of __consumer_offsets failed");
+                    AppendError::Storage
+                })?;
+        }
+        let reservation = flush.handle.waiters.reserve_produce().map_err(wait_error)?;
+        let mut waits = [reservation.wait_for(flush.up_to)];
+        let deadline = self.io.clock.monotonic() + OFFSETS_COMMIT_TIMEOUT;
+        let never = delayed::ConnectionGone::never();
+        let [result] = delayed::wait_produce(self.io.clock.as_ref(), &mut waits, deadline, &never)
+            .await
+            .try_into()
+            .expect("one wait, one result");
+        match result {
+            Ok(delayed::Committed::InSync) => Ok(()),
+            // Kafka turns NOT_ENOUGH_REPLICAS_AFTER_APPEND into COORDINATOR_NOT_AVAILABLE.
+            Ok(delayed::Committed::BelowMinIsr) => Err(AppendError::Timeout),
+            Err(e) => Err(wait_error(e)),
+        }
+    }
+
+    /// Appends group records as one batch to `__consumer_offsets-partition`.
+    fn append_offsets(
+        &self,
+        partition: i32,
+        records: &[OffsetRecord],
+        now: i64,
+    ) -> Result<OffsetsAppended, AppendError> {
+        let Some(handle) = self.partition(OFFSETS_TOPIC, partition) else {
+            return Err(AppendError::NotLeader);
+        };
+        let size: usize = records
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len) + 16)
+            .sum();
+        let mut builder = BatchBuilder::with_capacity(now, size);
+        for (key, value) in records {
+            builder.push(Some(key), value.as_deref(), now);
+        }
+        let bytes = builder.finish(-1, -1, -1);
+        // Checked and used under one lock: a delete or shutdown cannot come in between.
+        let Some(mut p) = handle.lock_open() else {
+            return Err(AppendError::NotLeader);
+        };
+        // As for produces: nothing is written to an offline log directory (a later fsync could
+        // "succeed" over pages a failed one dropped, and the commit would be answered as durable).
+        if self.is_storage_offline() {
+            return Err(AppendError::Storage);
+        }
+        let appended = p.append(&bytes, now).map_err(|e| match e {
+            ProduceError::MessageTooLarge { .. } => AppendError::TooLarge,
+            ProduceError::NotLeader => AppendError::NotLeader,
+            ProduceError::Storage(e) => {
+                tracing::error!(error = %e, "append to __consumer_offsets failed");
+                AppendError::Storage
+            }
+            other => panic!("the coordinator built an invalid batch: {other:?}"),
+        })?;
+        let config = p.config();
+        let fsync = self.config.fsync_before_ack
+            || p.log()
+                .flush_due(config.flush_messages, config.flush_ms, now);
+        let up_to = appended.last_offset + 1;
+        let committed = p.high_watermark() >= up_to;
+        drop(p);
+        Ok(OffsetsAppended {
+            handle,
+            up_to,
+            fsync,
+            committed,
+        })
+    }
+
+    /// Makes `__consumer_offsets` exist (created on first use, as Kafka does), with its
+    /// replication factor clamped to the live brokers (one, here).
+    pub(crate) async fn ensure_offsets_topic(&self) -> Result<(), String> {
+        if self.image().topic(OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        let live_brokers = self.image().live_brokers().count().max(1) as i16;
+        let mut configs = BTreeMap::new();
+        configs.insert("cleanup.policy".to_string(), "compact".to_string());
+        configs.insert("compression.type".to_string(), "producer".to_string());
+        configs.insert(
+            "segment.bytes".to_string(),
+            self.config.offsets_topic_segment_bytes.to_string(),
+        );
+        let new = crate::controller::NewTopic {
+            name: OFFSETS_TOPIC.to_string(),
+            partitions: self.config.offsets_topic_num_partitions,
+            replication_factor: self
+                .config
+                .offsets_topic_replication_factor
+                .min(live_brokers),
+            configs,
+            ..Default::default()
+        };
+        match crate::broker::handlers::inter_node::forward::create_topic(self, new, false).await {
+            Ok(()) => {
+                tracing::info!("created {OFFSETS_TOPIC}");
+                Ok(())
+            }
+            Err(crate::broker::CommitError::Rejected(
+                crate::controller::ControllerError::TopicAlreadyExists(_),
+            )) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The coordinator of `group_id`: the broker that leads its `__consumer_offsets`
+    /// partition in the image, with its client endpoint (`partitionFor` in Kafka's
+    /// `KafkaApis.getCoordinator`). Err (COORDINATOR_NOT_AVAILABLE) while the topic is not in
+    /// the image or the partition has no leader with a reachable endpoint.
+    pub(crate) fn coordinator_endpoint(
+        &self,
+        group_id: &str,
+    ) -> Result<(i32, String, u16), String> {
+        let image = self.image();
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
+            return Err("the offsets topic is not ready".to_string());
+        };
+        let index = crate::group::placement::partition_for(group_id, topic.partitions);
+        let leader = image
+            .partition(topic.id, index)
+            .map_or(crate::controller::NO_LEADER, |p| p.leader);
+        if leader < 0 {
+            return Err(format!("{OFFSETS_TOPIC}-{index} has no leader"));
+        }
+        if leader == self.config.node_id {
+            let (host, port) = self.advertised.read().unwrap().clone();
+            return Ok((leader, host, port));
+        }
+        let listener = crate::broker::handlers::topics::metadata::client_listener(self);
+        image
+            .broker(leader)
+            .filter(|b| !b.fenced)
+            .and_then(|b| b.endpoint(&listener))
+            .map(|e| (leader, e.host.clone(), e.port))
+            .ok_or_else(|| {
+                format!("the leader {leader} of {OFFSETS_TOPIC}-{index} is not reachable")
+            })
+    }
+
+    /// The offsets topic was just created: the partitions this node leads are loaded.
+    pub(crate) fn offsets_topic_created(&self, _partitions: i32) {
+        self.sync_offsets_roles();
+    }
+
+    /// At start: the offsets partitions this node leads are replayed in the background.
+    pub(crate) fn start_offsets_load(&self) {
+        self.sync_offsets_roles();
+    }
+
+    /// Makes the coordinator hold exactly the `__consumer_offsets` partitions this node leads
+    /// in the image and has open: a newly led one is replayed from the local (replicated) log
+    /// (COORDINATOR_LOAD_IN_PROGRESS meanwhile), one led elsewhere now is unloaded (its groups
+    /// end, parked joins and syncs get NOT_COORDINATOR). Called after every reconcile pass and
+    /// from the coordinator's timer loop (which retries a load deferred while an unloaded
+    /// group's appends were still in flight). Idempotent.
+    pub(crate) fn sync_offsets_roles(&self) {
+        let image = self.image();
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
+            return;
+        };
+        // Worked out before the coordinator's lock: the partition map has its own lock. Before
+        // the start-up gate opens the image may be stale and name this node leader of what it
+        // no longer leads (`startup_gate`): it coordinates nothing until then, as it leads no
+        // partition.
+        let serving = self.serving_partitions();
+        let leads: Vec<bool> = (0..topic.partitions)
+            .map(|p| {
+                serving
+                    && image
+                        .partition(topic.id, p)
+                        .is_some_and(|x| x.leader == self.config.node_id)
+                    && self.partition(OFFSETS_TOPIC, p).is_some()
+            })
+            .collect();
+        let mut to_load = Vec::new();
+        {
+            let now = self.io.clock.wall_ms();
+            let mut inner = self.groups.lock();
+            inner.core.set_partition_count(topic.partitions);
+            let mut actions = Vec::new();
+            for (p, &leads) in leads.iter().enumerate() {
+                let p = p as i32;
+                let holds = inner.core.holds_partition(p);
+                if leads && !holds && !inner.core.has_unloading_groups(p) {
+                    inner.core.load_begin(p);
+                    let id = inner.next_load;
+                    inner.next_load += 1;
+                    inner.loads.insert(p, id);
+                    to_load.push((p, id));
+                } else if !leads && holds {
+                    tracing::info!(
+                        partition = p,
+                        "no longer leads {OFFSETS_TOPIC}-{p}: its groups are unloaded"
+                    );
+                    inner.loads.remove(&p);
+                    actions.extend(inner.core.unload(p));
+                }
+            }
+            let flushes = self.run_group_actions(&mut inner, actions, now);
+            assert!(flushes.is_empty(), "unloading appends nothing");
+        }
+        if to_load.is_empty() {
+            return;
+        }
+        // Replayed off the caller's path (reconcile holds the metadata lock).
+        if let Some(broker) = self.this.upgrade() {
+            self.io.spawn(async move {
+                for (p, id) in to_load {
+                    broker.load_offsets_partition(p, id);
+                }
+            });
+        }
+    }
+
+    /// Replays one partition from its start to its log end: a new leader's high watermark may
+    /// trail records the old leader had already committed (it learns the HW a fetch later).
+    fn load_offsets_partition(&self, partition: i32, load: u64) {
+        let started = self.io.clock.monotonic();
+        let mut records_loaded = 0u64;
+        if let Some(handle) = self.partition(OFFSETS_TOPIC, partition) {
+            let (mut offset, end) = {
+                let p = handle.lock();
+                (p.log_start_offset(), p.log_end_offset())
+            };
+            // Bounded: every step moves `offset` forward by at least one batch.
+            while offset < end {
+                // To the log end, not the high watermark (`Partition::read`): the watermark of
+                // a replica that just reopened its log starts at the log start, a new leader's
+                // trails the old one's, and what this leader holds is what it will commit.
+                let chunk = match handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES) {
+                    Ok(chunk) => chunk,
+                    Err(e) => {
+                        tracing::error!(partition, offset, error = ?e,
+                            "cannot read __consumer_offsets; the rest of the partition is skipped");
+                        break;
+                    }
+                };
+                if chunk.is_empty() {
+                    break;
+                }
+                let mut inner = self.groups.lock();
+                if inner.loads.get(&partition) != Some(&load) {
+                    return;
+                }
+                let before = offset;
+                for item in batch::iter(&chunk) {
+                    let Ok((at, header)) = item else { break };
+                    let bytes = &chunk[at..at + header.total_len()];
+                    offset = header.next_offset();
+                    if header.is_control() {
+                        continue;
+                    }
+                    let Some(Ok(records)) = batch::records(bytes, &header) else {
+                        tracing::warn!(
+                            partition,
+                            base = header.base_offset,
+                            "skipping an unreadable (compressed or malformed) offsets batch"
+                        );
+                        continue;
+                    };
+                    for r in records {
+                        let Some(key) = r.key else { continue };
+                        records_loaded += 1;
+                        if let Err(e) = inner.core.load_record(partition, key, r.value) {
+                            tracing::warn!(partition, offset = r.offset, error = %e,
+                                "skipping a record of __consumer_offsets");
+                        }
+                    }
+                }
+                if offset == before {
+                    break;
+                }
+            }
+        }
+        let now = self.io.clock.wall_ms();
+        let mut inner = self.groups.lock();
+        if inner.loads.get(&partition) != Some(&load) {
+            return;
+        }
+        inner.core.load_finish(partition, now);
+        if let Some(next) = inner.core.next_deadline() {
+            if next < inner.timer_planned {
+                inner.timer_planned = next;
+                self.groups.timer_wake.notify_one();
+            }
+        }
+        let elapsed = self.io.clock.monotonic().saturating_sub(started);
+        if records_loaded > 0 {
+            tracing::info!(
+                partition,
+                records_loaded,
+                ?elapsed,
+                "loaded __consumer_offsets partition"
+            );
+        }
+    }
+}
+
+/// Runs the core's timers (join, sync and session timeouts) when they are due, and offset
+/// expiry every `offsets.retention.check.interval.ms`.
+pub(crate) async fn timer_loop(broker: Arc<Broker>) {
+    let mut shutdown = broker.shutdown_signal();
+    let expiry_every = broker.config.offsets_retention_check_interval_ms.max(1) as i64;
+    let mut next_expiry = broker.io.clock.wall_ms() + expiry_every;
+    loop {
+        let now = broker.io.clock.wall_ms();
+        let wait_until = {
+            let mut inner = broker.groups.lock();
+            let next = inner
+                .core
+                .next_deadline()
+                .unwrap_or(i64::MAX)
+                .min(now + MAX_TIMER_SLEEP_MS)
+                .min(next_expiry);
+            inner.timer_planned = next;
+            next
+        };
+        let wait = Duration::from_millis((wait_until - now).max(0) as u64);
+        tokio::select! {
+            biased;
+            _ = broker.io.clock.sleep(wait) => {}
+            _ = broker.groups.timer_wake.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+        broker.group_event(|core, now| core.tick(now)).await;
+        broker.sync_offsets_roles();
+        if broker.io.clock.wall_ms() >= next_expiry {
+            next_expiry = broker.io.clock.wall_ms() + expiry_every;
+            broker
+                .group_event(|core, now| core.expire_offsets(now))
+                .await;
+        }
+    }
+}

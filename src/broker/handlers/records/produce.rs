@@ -1,0 +1,438 @@
+//! Produce and InitProducerId. The records of a produce are slices of the request frame; the
+//! partition checks and appends them, and with `weir.fsync.before.ack` (or a due
+//! `flush.messages`) the answer waits for a shared fsync.
+//!
+//! acks as Kafka: 0 gets no answer, 1 is answered after the leader's append (and the fsync the
+//! operator asked for), -1 (all) once the partition's high watermark passes the batch. That
+//! wait is the partition's delayed produce (`delayed`): the high watermark moves at the append
+//! on a single node, after the fsync in durable mode, and with replication when the in-sync
+//! followers have it; only that partition's events complete the wait. It ends with
+//! REQUEST_TIMED_OUT after the request's `timeout_ms`, NOT_LEADER_OR_FOLLOWER if leadership
+//! moves, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the in-sync set shrank below
+//! `min.insync.replicas` meanwhile. Any other acks is INVALID_REQUIRED_ACKS.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::acl::Operation;
+use crate::broker::api::RequestContext;
+use crate::broker::delayed::{self, Closed, Committed, ProduceWait, WaitError};
+use crate::broker::{errors, Broker, PartitionHandle};
+use crate::log::batch;
+use crate::replica::validation::{self, RecordError};
+use crate::replica::{Appended, ProduceError};
+
+struct Outcome {
+    index: i32,
+    result: Result<Appended, Failure>,
+    /// With acks=all: the wait for the high watermark to pass the batch.
+    wait: Option<ProduceWait>,
+}
+
+/// Why a partition's produce failed: the code, a message, and (Produce v8+) the records refused.
+struct Failure {
+    code: ResponseError,
+    message: String,
+    record_errors: Vec<RecordError>,
+}
+
+impl Failure {
+    fn new(code: ResponseError, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+/// The lowest Produce version that may carry zstd batches (KIP-110).
+const ZSTD_MIN_PRODUCE_VERSION: i16 = 7;
+
+pub(crate) async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    // The acks=all wait ends at the request's timeout, counted from its arrival.
+    let deadline = broker.io.clock.monotonic()
+        + std::time::Duration::from_millis(req.timeout_ms.max(0) as u64);
+    let mut topics = Vec::with_capacity(req.topic_data.len());
+    let mut to_flush: Vec<(Arc<PartitionHandle>, i64)> = Vec::new();
+    let now = broker.io.clock.wall_ms();
+    let authz = broker.authz(ctx);
+    for topic in req.topic_data {
+        let name = topic.name.to_string();
+        let writable = authz.topic(Operation::Write, &name);
+        let mut outcomes = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let mut wait = None;
+            let result = if !matches!(acks, -1..=1) {
+                Err(Failure::new(
+                    ResponseError::InvalidRequiredAcks,
+                    format!("acks={acks} is not -1, 0 or 1"),
+                ))
+            } else if req.transactional_id.is_some() {
+                Err(Failure::new(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "transactions are not supported",
+                ))
+            } else if !writable {
+                Err(Failure::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
+                ))
+            } else if ctx.version < ZSTD_MIN_PRODUCE_VERSION
+                && data.records.as_deref().is_some_and(is_zstd)
+            {
+                Err(Failure::new(
+                    ResponseError::UnsupportedCompressionType,
+                    format!("zstd batches need Produce v{ZSTD_MIN_PRODUCE_VERSION} or later"),
+                ))
+            } else {
+                append_one(
+                    broker,
+                    &name,
+                    data.index,
+                    data.records.as_deref(),
+                    acks,
+                    now,
+                    &mut to_flush,
+                )
+                .map(|(appended, w)| {
+                    wait = w;
+                    appended
+                })
+            };
+            outcomes.push(Outcome {
+                index: data.index,
+                result,
+                wait,
+            });
+        }
+        topics.push((name, outcomes));
+    }
+    // acks=all waits for the high watermark, which the fsync moves in durable mode: the fsync
+    // runs on its own, so the wait (and the request's timeout) covers it, and a failed one
+    // takes the directory offline, which ends the wait with a storage error.
+    if acks == -1 {
+        if let Some(this) = broker.this.upgrade() {
+            for (handle, up_to) in std::mem::take(&mut to_flush) {
+                let broker = this.clone();
+                this.io.spawn(async move {
+                    if let Err(e) = broker.flush_partition(&handle, up_to).await {
+                        tracing::error!(error = %e, "fsync before acknowledging failed");
+                    }
+                });
+            }
+        }
+    }
+    // Otherwise flush before answering (the durability the operator asked for); a failed fsync
+    // turns that partition's answer into a storage error: the client must not believe it is
+    // durable.
+    let flushes = to_flush
+        .iter()
+        .map(|(handle, up_to)| broker.flush_partition(handle, *up_to))
+        .collect();
+    let results = crate::io::join_all(flushes).await;
+    for ((handle, _), result) in to_flush.iter().zip(results) {
+        if let Err(e) = result {
+            tracing::error!(error = %e, "fsync before acknowledging failed");
+            let (topic, index) = {
+                let p = handle.lock();
+                (p.topic().to_string(), p.index())
+            };
+            for (name, outcomes) in topics.iter_mut() {
+                for o in outcomes.iter_mut() {
+                    if *name == topic && o.index == index {
+                        o.result = Err(Failure::new(
+                            ResponseError::KafkaStorageError,
+                            e.to_string(),
+                        ));
+                        o.wait = None;
+                    }
+                }
+            }
+        }
+    }
+    // Diagnostics (`latency` target, see scripts/latency-breakdown).
+    tracing::debug!(target: "latency", acks, "produce appended");
+    await_high_watermarks(broker, ctx, &mut topics, deadline).await;
+    tracing::debug!(target: "latency", acks, "produce answered");
+    if acks == 0 {
+        return None;
+    }
+    let responses = topics
+        .into_iter()
+        .map(|(name, outcomes)| {
+            let partitions = outcomes
+                .into_iter()
+                .map(|o| partition_response(ctx.version, o))
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    name,
+                )))
+                .with_partition_responses(partitions)
+        })
+        .collect();
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// acks=all: waits (one deadline for the request) until every appended partition's high
+/// watermark passes its batch, and turns the waits that failed into the partitions' errors.
+async fn await_high_watermarks(
+    broker: &Broker,
+    ctx: &RequestContext,
+    topics: &mut [(String, Vec<Outcome>)],
+    deadline: std::time::Duration,
+) {
+    let waiting: Vec<&mut Outcome> = topics
+        .iter_mut()
+        .flat_map(|(_, outcomes)| outcomes.iter_mut())
+        .filter(|o| o.wait.is_some())
+        .collect();
+    if waiting.is_empty() {
+        return;
+    }
+    let mut waiting = waiting;
+    let mut waits: Vec<ProduceWait> = waiting
+        .iter_mut()
+        .map(|o| o.wait.take().expect("filtered on a wait"))
+        .collect();
+    let results =
+        delayed::wait_produce(broker.io.clock.as_ref(), &mut waits, deadline, &ctx.gone).await;
+    for (o, result) in waiting.into_iter().zip(results) {
+        if let Some(failure) = wait_failure(result) {
+            o.result = Err(failure);
+        }
+    }
+}
+
+/// A produce wait's outcome as the partition's error (none when committed in sync).
+fn wait_failure(result: Result<Committed, WaitError>) -> Option<Failure> {
+    let (code, message) = match result {
+        Ok(Committed::InSync) => return None,
+        Ok(Committed::BelowMinIsr) => (
+            ResponseError::NotEnoughReplicasAfterAppend,
+            "appended, but the in-sync set shrank below min.insync.replicas before it was \
+             replicated"
+                .to_string(),
+        ),
+        Err(WaitError::TimedOut) => (
+            ResponseError::RequestTimedOut,
+            "appended, but not replicated within the request's timeout".to_string(),
+        ),
+        Err(WaitError::NotLeader) => (
+            ResponseError::NotLeaderOrFollower,
+            "leadership moved before the records were replicated".to_string(),
+        ),
+        Err(WaitError::Closed(Closed::Offline)) => (
+            ResponseError::KafkaStorageError,
+            "the log directory went offline".to_string(),
+        ),
+        Err(WaitError::Closed(Closed::Deleted)) => (
+            ResponseError::NotLeaderOrFollower,
+            "the partition was deleted".to_string(),
+        ),
+        Err(WaitError::Closed(Closed::ShuttingDown)) => (
+            ResponseError::NotLeaderOrFollower,
+            "the broker is shutting down".to_string(),
+        ),
+        // Nobody reads this answer; a code is still needed.
+        Err(WaitError::Cancelled) => (
+            ResponseError::RequestTimedOut,
+            "the connection went away".to_string(),
+        ),
+        Err(WaitError::Full(why)) => (ResponseError::RequestTimedOut, why),
+    };
+    Some(Failure::new(code, message))
+}
+
+fn append_one(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+    records: Option<&[u8]>,
+    acks: i16,
+    now: i64,
+    to_flush: &mut Vec<(Arc<PartitionHandle>, i64)>,
+) -> Result<(Appended, Option<ProduceWait>), Failure> {
+    if topic == crate::group::OFFSETS_TOPIC {
+        return Err(Failure::new(
+            ResponseError::InvalidTopicException,
+            format!("cannot append to the internal topic {topic}"),
+        ));
+    }
+    if let crate::broker::Leadership::NotLeader { leader, .. } = broker.leadership(topic, index) {
+        return Err(Failure::new(
+            ResponseError::NotLeaderOrFollower,
+            format!("this broker does not lead {topic}-{index} (the leader is {leader})"),
+        ));
+    }
+    let Some(handle) = broker.partition(topic, index) else {
+        return Err(Failure::new(
+            ResponseError::UnknownTopicOrPartition,
+            format!("unknown partition {topic}-{index}"),
+        ));
+    };
+    let Some(records) = records else {
+        return Err(Failure::new(ResponseError::InvalidRecord, "null records"));
+    };
+    // Checked and used under one lock: a delete or shutdown cannot come in between.
+    let Some(mut partition) = handle.lock_open() else {
+        return Err(Failure::new(
+            ResponseError::NotLeaderOrFollower,
+            "partition is closing",
+        ));
+    };
+    if broker.is_storage_offline() {
+        return Err(Failure::new(
+            ResponseError::KafkaStorageError,
+            "the log directory is offline",
+        ));
+    }
+    // Replicated: the committed ISR against min(min.insync.replicas, replication factor), as
+    // Kafka >= 3.7. A partition on its own keeps the brief's stricter rule (min.insync.replicas
+    // itself), so a single node with min.insync.replicas=2 refuses acks=all.
+    if acks == -1 {
+        if let Err(e) = partition.check_min_isr() {
+            return Err(Failure::new(
+                ResponseError::NotEnoughReplicas,
+                format!(
+                    "the in-sync set has {} replicas, fewer than the {} required",
+                    e.isr, e.required
+                ),
+            ));
+        }
+    }
+    // The waiter's slot is taken before the append: a full list refuses the produce with
+    // nothing written.
+    let reservation = if acks == -1 {
+        Some(handle.waiters.reserve_produce().map_err(|e| match e {
+            WaitError::Closed(Closed::Offline) => Failure::new(
+                ResponseError::KafkaStorageError,
+                "the log directory is offline",
+            ),
+            WaitError::Full(why) => Failure::new(
+                ResponseError::RequestTimedOut,
+                format!("not appended: {why}"),
+            ),
+            other => Failure::new(
+                ResponseError::NotLeaderOrFollower,
+                format!("partition is closing ({other:?})"),
+            ),
+        })?)
+    } else {
+        None
+    };
+    let appended = partition.append(records, now).map_err(|e| match e {
+        ProduceError::RecordErrors(record_errors) => Failure {
+            code: ResponseError::InvalidRecord,
+            message: validation::summary(&record_errors),
+            record_errors,
+        },
+        e => Failure::new(errors::produce(&e), format!("{e:?}")),
+    })?;
+    let config = partition.config();
+    let flush = broker.config.fsync_before_ack
+        || partition
+            .log()
+            .flush_due(config.flush_messages, config.flush_ms, now);
+    if flush {
+        // The planted off-by-one-batch bug syncs only what came before this batch.
+        let up_to = if crate::planted!(broker.config, AckBeforeFsync) {
+            appended.base_offset
+        } else {
+            appended.last_offset + 1
+        };
+        to_flush.push((handle.clone(), up_to));
+    }
+    // Registered under the append's lock: the high-watermark change its release reports (a
+    // single node without fsync) reaches this waiter. A retried duplicate waits for its
+    // original offsets.
+    // The planted off-by-one-batch bug acknowledges once what came before the batch is in.
+    let required = if crate::planted!(broker.config, AckBeforeFsync) {
+        appended.base_offset
+    } else {
+        appended.last_offset + 1
+    };
+    let wait = reservation.map(|r| r.wait_for(required));
+    Ok((appended, wait))
+}
+
+fn partition_response(version: i16, outcome: Outcome) -> PartitionProduceResponse {
+    let mut p = PartitionProduceResponse::default().with_index(outcome.index);
+    match outcome.result {
+        Ok(appended) => {
+            p.base_offset = appended.base_offset;
+            p.log_append_time_ms = appended.log_append_time;
+            if version >= 5 {
+                p.log_start_offset = appended.log_start_offset;
+            }
+        }
+        Err(failure) => {
+            p.error_code = failure.code.code();
+            p.base_offset = -1;
+            p.log_append_time_ms = -1;
+            if version >= 5 {
+                p.log_start_offset = -1;
+            }
+            if version >= 8 {
+                p.error_message = Some(StrBytes::from_string(failure.message));
+                p.record_errors = failure
+                    .record_errors
+                    .into_iter()
+                    .map(|e| {
+                        BatchIndexAndErrorMessage::default()
+                            .with_batch_index(e.batch_index)
+                            .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
+                    })
+                    .collect();
+            }
+        }
+    }
+    p
+}
+
+/// Idempotent producers get a fresh id every time (as Kafka does without a transactional id).
+pub(crate) async fn init_producer_id(
+    broker: &Broker,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    if req.transactional_id.is_some() {
+        return InitProducerIdResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
+    match broker.allocate_producer_id().await {
+        Ok(id) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(e) => {
+            tracing::error!(error = %e, "could not reserve producer ids");
+            InitProducerIdResponse::default()
+                .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1)
+        }
+    }
+}
+
+/// Whether a produce's records are a zstd batch (read from the header; checked fully later).
+fn is_zstd(records: &[u8]) -> bool {
+    batch::BatchHeader::parse(records).is_ok_and(|h| h.compression() == 4)
+}
+
+#[cfg(test)]
+mod tests;

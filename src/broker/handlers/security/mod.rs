@@ -1,0 +1,6 @@
+//! Who may do what: the request-side authorizer (`authz`), the ACL APIs (`acls`) and the
+//! SCRAM credential APIs (`scram`).
+
+pub(crate) mod acls;
+pub(crate) mod authz;
+pub(crate) mod scram;

@@ -1,0 +1,332 @@
+//! Rules on the layout of `src/broker/` (docs/ARCHITECTURE.md, "src/broker/"): the broker is
+//! split in rooms (`api`, `handlers`, `drivers`, the wiring in `mod.rs`, the connection loop
+//! in `server.rs`) and no two of its modules import each other, directly or round a circle.
+//!
+//! An edge is a module-level `use` (column 0, outside `mod tests`) that names another broker
+//! module by `crate::broker::`, `super::`, `self::` or a child's name. A parent's `pub use` of
+//! its own child's items is a facade, not a dependency, and is not an edge. Test modules
+//! (`tests.rs`, `*/tests.rs`) are left out: a test may import anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `src/broker/a/b.rs` and `src/broker/a/b/mod.rs` → `broker::a::b`.
+fn module_of(relative: &Path) -> String {
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let file = parts.pop().unwrap();
+    let stem = file.trim_end_matches(".rs");
+    if stem != "mod" {
+        parts.push(stem.to_string());
+    }
+    let mut module = vec!["broker".to_string()];
+    module.extend(parts);
+    module.join("::")
+}
+
+/// The module-level `use` declarations of a file: (is a `pub use`, the path text).
+fn module_uses(text: &str) -> Vec<(bool, String)> {
+    let mut found = Vec::new();
+    let mut current: Option<(bool, String)> = None;
+    for line in text.lines() {
+        if let Some((_, acc)) = current.as_mut() {
+            acc.push(' ');
+            acc.push_str(line.trim());
+        } else {
+            let public = line.starts_with("pub ") || line.starts_with("pub(");
+            let rest = if public {
+                line.split_once(' ').map(|x| x.1).unwrap_or("")
+            } else {
+                line
+            };
+            if let Some(path) = rest.strip_prefix("use ") {
+                current = Some((public, path.trim().to_string()));
+            } else {
+                continue;
+            }
+        }
+        if current.as_ref().is_some_and(|(_, acc)| acc.ends_with(';')) {
+            let (public, acc) = current.take().unwrap();
+            found.push((public, acc.trim_end_matches(';').trim().to_string()));
+        }
+    }
+    found
+}
+
+/// `a::{b, c::{d, self}}` → `a::b`, `a::c::d`, `a::c`.
+fn expand(path: &str) -> Vec<String> {
+    let path = path.trim();
+    let Some(open) = path.find('{') else {
+        let path = path.split(" as ").next().unwrap().trim();
+        return vec![path.trim_end_matches("::self").to_string()];
+    };
+    let prefix = path[..open].trim_end_matches("::");
+    let inner = &path[open + 1..path.rfind('}').unwrap()];
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, ch) in inner.char_indices() {
+        match ch {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .flat_map(|item| {
+            expand(item).into_iter().map(move |rest| {
+                if rest == "self" {
+                    prefix.to_string()
+                } else {
+                    format!("{prefix}::{rest}")
+                }
+            })
+        })
+        .collect()
+}
+
+/// The broker module a `use` path in `module` names, if it names one.
+fn resolve(module: &str, path: &str, modules: &BTreeSet<String>) -> Option<String> {
+    let mut segments: Vec<&str> = path.split("::").collect();
+    let mut base: Vec<&str> = module.split("::").collect();
+    match segments[0] {
+        "crate" => {
+            segments.remove(0);
+            base.clear();
+        }
+        "self" => {
+            segments.remove(0);
+        }
+        "super" => {
+            while segments.first() == Some(&"super") {
+                segments.remove(0);
+                base.pop();
+            }
+        }
+        child => {
+            // A child module by its name (2018 paths); anything else is another crate.
+            if !modules.contains(&format!("{module}::{child}")) {
+                return None;
+            }
+        }
+    }
+    base.extend(segments);
+    // The longest prefix that is a module.
+    (1..=base.len())
+        .rev()
+        .map(|n| base[..n].join("::"))
+        .find(|m| modules.contains(m))
+}
+
+struct Graph {
+    files: usize,
+    /// module → the broker modules it imports.
+    edges: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn broker_graph(root: &Path) -> Graph {
+    let broker = root.join("src/broker");
+    let mut files = Vec::new();
+    rust_files(&broker, &mut files);
+    let named: Vec<(String, PathBuf)> = files
+        .iter()
+        .map(|f| (module_of(f.strip_prefix(&broker).unwrap()), f.clone()))
+        .collect();
+    let modules: BTreeSet<String> = named.iter().map(|(m, _)| m.clone()).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, file) in &named {
+        if module.ends_with("::tests") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let targets = edges.entry(module.clone()).or_default();
+        for (public, used) in module_uses(&text) {
+            for path in expand(&used) {
+                let Some(target) = resolve(module, &path, &modules) else {
+                    continue;
+                };
+                let facade = public && target.starts_with(&format!("{module}::"));
+                if target != *module && !facade && !target.ends_with("::tests") {
+                    targets.insert(target);
+                }
+            }
+        }
+    }
+    Graph {
+        files: files.len(),
+        edges,
+    }
+}
+
+/// The modules that sit in an import circle (Tarjan's strongly connected components of more
+/// than one module), each circle sorted.
+fn circles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Tarjan<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    impl<'a> Tarjan<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let i = self.index.len();
+            self.index.insert(v, i);
+            self.low.insert(v, i);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            let edges = self.edges;
+            for w in edges.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let low = self.low[v].min(self.low[w]);
+                    self.low.insert(v, low);
+                } else if self.on_stack.contains(w) {
+                    let low = self.low[v].min(self.index[w]);
+                    self.low.insert(v, low);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                loop {
+                    let w = self.stack.pop().unwrap();
+                    self.on_stack.remove(w);
+                    component.push(w.to_string());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut t = Tarjan {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            t.visit(v);
+        }
+    }
+    t.found
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn no_import_circle_among_broker_modules() {
+    let graph = broker_graph(repo());
+    assert!(graph.files > 30, "src/broker was not found");
+    let circles = circles(&graph.edges);
+    let in_circle: usize = circles.iter().map(Vec::len).sum();
+    // The figures for the notes (`cargo test --test broker_rooms -- --nocapture`).
+    println!(
+        "broker: {} files, {} modules, {} in an import circle",
+        graph.files,
+        graph.edges.len(),
+        in_circle
+    );
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
+}
+
+#[test]
+fn only_the_wiring_imports_the_server_loop() {
+    let graph = broker_graph(repo());
+    let offenders: Vec<&String> = graph
+        .edges
+        .iter()
+        .filter(|(m, to)| *m != "broker" && to.contains("broker::server"))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "import the server loop: {offenders:?}"
+    );
+}
+
+#[test]
+fn the_api_room_imports_no_handler_and_no_broker() {
+    let graph = broker_graph(repo());
+    assert!(graph.edges.contains_key("broker::api"), "no api room");
+    let mut offenders = Vec::new();
+    for (module, to) in &graph.edges {
+        if module != "broker::api" && !module.starts_with("broker::api::") {
+            continue;
+        }
+        for target in to {
+            let inside = target == "broker::api" || target.starts_with("broker::api::");
+            // The connection's watch is the one thing a request context carries from outside.
+            if !inside && !target.starts_with("broker::delayed") {
+                offenders.push(format!("{module} -> {target}"));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "api imports: {offenders:?}");
+}
+
+#[test]
+fn the_rule_sees_a_circle() {
+    let text_a = "use super::b::Thing;\nuse std::sync::Arc;\n";
+    let text_b = "use crate::broker::{a::{self, Other}, Broker};\n    use super::c;\n";
+    let modules: BTreeSet<String> = ["broker", "broker::a", "broker::b", "broker::c"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in [("broker::a", text_a), ("broker::b", text_b)] {
+        for (_, used) in module_uses(text) {
+            for path in expand(&used) {
+                if let Some(t) = resolve(module, &path, &modules) {
+                    edges.entry(module.to_string()).or_default().insert(t);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        edges["broker::b"],
+        ["broker", "broker::a"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
+    assert_eq!(
+        circles(&edges),
+        vec![vec!["broker::a".to_string(), "broker::b".to_string()]]
+    );
+}
