@@ -1,0 +1,250 @@
+//! The invariants stated on [`Coordinator`] (module doc), checked after every step in tests,
+//! debug builds and the simulator (a full sweep over every group: too slow for a release
+//! broker with many groups), and the cheap per-step checks that always run.
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+/// Whether the full sweep runs after every step.
+const FULL_CHECKS: bool = cfg!(any(test, madsim, debug_assertions));
+
+impl Coordinator {
+    /// After a step: each request answered at most once, and not left parked once answered.
+    pub(super) fn check_after_step(&self, out: &[Action]) {
+        let mut answered = BTreeSet::new();
+        for action in out {
+            if let Action::Respond(request, _) = action {
+                assert!(
+                    answered.insert(*request),
+                    "request {request} answered twice"
+                );
+            }
+        }
+        if FULL_CHECKS {
+            let parked = self.parked_requests();
+            assert!(
+                answered.iter().all(|r| !parked.contains(r)),
+                "a request answered and still parked"
+            );
+            self.check_invariants();
+        }
+    }
+
+    /// A new request's id is not one the coordinator still holds.
+    pub(super) fn assert_request_unused(&self, request: RequestId) {
+        if FULL_CHECKS {
+            assert!(
+                !self.parked_requests().contains(&request),
+                "request id {request} reused while parked"
+            );
+        }
+    }
+
+    /// Every request the coordinator holds, each once (parked joins and syncs, requests
+    /// waiting on an append).
+    fn parked_requests(&self) -> BTreeSet<RequestId> {
+        let mut parked = BTreeSet::new();
+        let mut hold = |r: RequestId| assert!(parked.insert(r), "request {r} parked twice");
+        for g in self.groups.values() {
+            for m in g.members.values() {
+                m.join.iter().for_each(|j| hold(j.request));
+                m.sync.iter().for_each(|&s| hold(s));
+            }
+        }
+        self.pending
+            .values()
+            .filter_map(Pending::request)
+            .for_each(hold);
+        parked
+    }
+
+    fn check_invariants(&self) {
+        self.check_timers();
+        self.check_appends();
+        self.check_loading();
+        for g in self.groups.values() {
+            assert!(
+                self.partition_of(&g.id).is_some(),
+                "group {} held without an offsets topic",
+                g.id
+            );
+            g.check(self.next_seq);
+        }
+    }
+
+    fn check_timers(&self) {
+        assert_eq!(
+            self.timers.len(),
+            self.armed.len(),
+            "timer index out of step"
+        );
+        for (id, at) in &self.armed {
+            assert!(
+                self.timers.contains(&(*at, id.clone())),
+                "group {id}: timer lost"
+            );
+            let due = self.groups.get(id).and_then(Group::deadline);
+            assert_eq!(due, Some(*at), "group {id}: armed deadline is stale");
+        }
+        for (id, g) in &self.groups {
+            if g.deadline().is_some() {
+                assert!(
+                    self.armed.contains_key(id),
+                    "group {id}: deadline not armed"
+                );
+            }
+        }
+    }
+
+    fn check_appends(&self) {
+        let mut per_group: BTreeMap<&str, usize> = BTreeMap::new();
+        for (token, p) in &self.pending {
+            assert!(
+                *token < self.next_token,
+                "append token {token} from the future"
+            );
+            let g = self.groups.get(p.group());
+            let g = g.unwrap_or_else(|| panic!("append {token} for unknown group {}", p.group()));
+            if let Some(generation) = p.generation() {
+                assert!(
+                    generation <= g.generation,
+                    "group {}: append of a later generation",
+                    g.id
+                );
+            }
+            *per_group.entry(p.group()).or_default() += 1;
+        }
+        for (id, g) in &self.groups {
+            let n = per_group.get(id.as_str()).copied().unwrap_or(0);
+            assert_eq!(
+                g.appends_in_flight, n,
+                "group {id}: appends in flight miscounted"
+            );
+        }
+    }
+
+    fn check_loading(&self) {
+        for partition in self.loading.keys() {
+            assert_eq!(
+                self.partitions.get(partition),
+                Some(&Load::Loading),
+                "partition {partition}: replay buffer without a load"
+            );
+        }
+        for (partition, load) in &self.partitions {
+            if *load == Load::Loading {
+                assert!(
+                    self.loading.contains_key(partition),
+                    "partition {partition}: no buffer"
+                );
+            }
+        }
+    }
+}
+
+impl Group {
+    /// One group's invariants (see the module doc of `coordinator`).
+    fn check(&self, next_seq: u64) {
+        let id = &self.id;
+        assert!(self.generation >= 0, "group {id}: negative generation");
+        assert!(
+            self.assignment_in_flight
+                .is_none_or(|g| g <= self.generation),
+            "group {id}: assignment of a later generation"
+        );
+        assert!(
+            self.offsets.values().all(|c| c.seq < next_seq),
+            "group {id}: offset sequence from the future"
+        );
+        if let Some(c) = &self.consumer {
+            assert!(
+                self.members.is_empty(),
+                "group {id}: consumer group with classic members"
+            );
+            assert!(
+                matches!(self.state, GroupState::Empty | GroupState::Dead),
+                "group {id}: consumer group in classic state {:?}",
+                self.state
+            );
+            c.check();
+        }
+        self.check_members();
+        self.check_rebalance();
+    }
+
+    fn check_members(&self) {
+        let id = &self.id;
+        assert!(
+            self.members.len() + self.pending.len() <= MAX_MEMBERS,
+            "group {id}: too many members"
+        );
+        match &self.leader {
+            Some(l) => assert!(
+                self.members.contains_key(l),
+                "group {id}: leader {l} not a member"
+            ),
+            None => assert!(
+                self.members.is_empty(),
+                "group {id}: members without a leader"
+            ),
+        }
+        if self.state == GroupState::Empty {
+            assert!(self.members.is_empty(), "group {id}: Empty with members");
+        }
+        for (key, m) in &self.members {
+            assert_eq!(key, &m.id, "group {id}: member filed under another id");
+            assert!(
+                !self.pending.contains_key(key),
+                "group {id}: {key} both member and pending"
+            );
+        }
+        for (instance, member) in &self.instances {
+            let m = self.members.get(member);
+            assert!(
+                m.is_some_and(|m| m.instance_id.as_deref() == Some(instance)),
+                "group {id}: instance {instance} maps to {member}, not a member of that instance"
+            );
+        }
+        assert!(
+            self.awaiting_sync
+                .iter()
+                .all(|m| self.members.contains_key(m)),
+            "group {id}: awaiting sync from a non-member"
+        );
+    }
+
+    /// Parked requests and timers match the rebalance state.
+    fn check_rebalance(&self) {
+        let id = &self.id;
+        let preparing = self.state == GroupState::PreparingRebalance;
+        let completing = self.state == GroupState::CompletingRebalance;
+        for m in self.members.values() {
+            assert!(
+                m.join.is_none() || preparing,
+                "group {id}: join parked in {:?}",
+                self.state
+            );
+            assert!(
+                m.sync.is_none() || completing,
+                "group {id}: sync parked in {:?}",
+                self.state
+            );
+        }
+        assert_eq!(
+            self.join_deadline.is_some(),
+            preparing,
+            "group {id}: join deadline in {:?}",
+            self.state
+        );
+        assert!(
+            self.initial_delay.is_none() || preparing,
+            "group {id}: stray initial delay"
+        );
+        assert!(
+            self.sync_deadline.is_none() || completing || self.state == GroupState::Stable,
+            "group {id}: sync deadline in {:?}",
+            self.state
+        );
+    }
+}
