@@ -248,3 +248,92 @@ impl Group {
         );
     }
 }
+
+/// The checks catch what they claim to: each test breaks one invariant by hand.
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    /// A coordinator holding one partition with group `g` in PreparingRebalance: one new
+    /// member parked in the initial delay.
+    fn with_member() -> (Coordinator, String) {
+        let mut c = Coordinator::new(GroupConfig::default());
+        c.set_partition_count(1);
+        c.partition_ready(0, 0);
+        let req = JoinRequest {
+            group_id: "g".into(),
+            member_id: String::new(),
+            instance_id: None,
+            client_id: "client".into(),
+            client_host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 20_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::new())],
+            require_known_member: false,
+            supports_skip_assignment: false,
+            fresh_id: 7,
+        };
+        assert!(c.join(1, req, 0).is_empty(), "parked in the initial delay");
+        let member = c.member_ids("g").pop().expect("a member");
+        c.check_invariants();
+        (c, member)
+    }
+
+    #[test]
+    #[should_panic(expected = "armed deadline is stale")]
+    fn a_stale_timer_is_caught() {
+        let (mut c, _) = with_member();
+        c.groups.get_mut("g").unwrap().join_deadline = Some(1);
+        c.check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "appends in flight miscounted")]
+    fn a_miscounted_append_is_caught() {
+        let (mut c, _) = with_member();
+        c.groups.get_mut("g").unwrap().appends_in_flight += 1;
+        c.check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "not a member")]
+    fn a_leader_outside_the_group_is_caught() {
+        let (mut c, _) = with_member();
+        c.groups.get_mut("g").unwrap().leader = Some("ghost".into());
+        c.check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "sync parked in PreparingRebalance")]
+    fn a_sync_parked_in_the_wrong_state_is_caught() {
+        let (mut c, member) = with_member();
+        let g = c.groups.get_mut("g").unwrap();
+        g.members.get_mut(&member).unwrap().sync = Some(9);
+        c.check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "reused while parked")]
+    fn a_reused_request_id_is_refused() {
+        let (mut c, _) = with_member();
+        let hb = HeartbeatRequest {
+            group_id: "g".into(),
+            member_id: "x".into(),
+            instance_id: None,
+            generation: 0,
+        };
+        c.heartbeat(1, hb, 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "consumer group with classic members")]
+    fn a_consumer_group_with_classic_members_is_caught() {
+        let (mut c, _) = with_member();
+        let g = c.groups.get_mut("g").unwrap();
+        g.consumer = Some(Box::new(ConsumerGroup::new("g", &c.config.consumer)));
+        c.check_invariants();
+    }
+}
