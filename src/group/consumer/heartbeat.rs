@@ -11,6 +11,9 @@ use super::regex::TopicRegex;
 use super::types::*;
 use crate::group::GroupError;
 
+/// A member's new regex subscription: the pattern and its compiled form, or none.
+type RegexUpdate = Option<(String, TopicRegex)>;
+
 impl ConsumerGroup {
     pub fn heartbeat(
         &mut self,
@@ -173,7 +176,7 @@ impl ConsumerGroup {
         member_id: &str,
         req: &HeartbeatRequest,
         config: &ConsumerConfig,
-        regex_update: Option<Option<(String, TopicRegex)>>,
+        regex_update: Option<RegexUpdate>,
         server_assignor: Option<Assignor>,
         now: i64,
     ) -> bool {
@@ -212,7 +215,7 @@ impl ConsumerGroup {
 
     /// A new or cleared regex subscription; resolved at once when another member already uses
     /// the same pattern, at the next heartbeat otherwise. Whether it changed.
-    fn update_regex(&mut self, member_id: &str, update: Option<(String, TopicRegex)>) -> bool {
+    fn update_regex(&mut self, member_id: &str, update: RegexUpdate) -> bool {
         let pattern = update.as_ref().map(|(p, _)| p.clone());
         let m = self.members.get_mut(member_id).expect("member exists");
         if pattern == m.regex {
@@ -343,9 +346,7 @@ fn parse_assignor(
 }
 
 /// `None`: unchanged; an empty regex means none (librdkafka sends "" beside names).
-fn parse_regex_update(
-    req: &HeartbeatRequest,
-) -> Result<Option<Option<(String, TopicRegex)>>, (GroupError, String)> {
+fn parse_regex_update(req: &HeartbeatRequest) -> Result<Option<RegexUpdate>, (GroupError, String)> {
     match req.subscribed_topic_regex.as_deref() {
         None => Ok(None),
         Some("") => Ok(Some(None)),
