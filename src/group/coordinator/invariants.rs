@@ -1,4 +1,4 @@
-//! The invariants stated on [`Coordinator`] (module doc), checked after every step in tests,
+//! The invariants stated on [`Coordinator`], checked after every step in tests,
 //! debug builds and the simulator (a full sweep over every group: too slow for a release
 //! broker with many groups), and the cheap per-step checks that always run.
 
@@ -144,7 +144,7 @@ impl Coordinator {
 }
 
 impl Group {
-    /// One group's invariants (see the module doc of `coordinator`).
+    /// One group's invariants (stated on `Coordinator`).
     fn check(&self, next_seq: u64) {
         let id = &self.id;
         assert!(self.generation >= 0, "group {id}: negative generation");

@@ -3,46 +3,23 @@
 //!
 //! Split the way Kafka's `group-coordinator` module is (a shard dispatching to one manager per
 //! concern), each file with one job:
-//! - [`events`]: the contract. [`Event`]s in with `now` through [`Coordinator::step`] (the named
+//! - `events`: the contract. [`Event`]s in with `now` through [`Coordinator::step`] (the named
 //!   methods `join`, `commit`, `tick`… are shorthands for it), [`Action`]s out (answers and
 //!   records to append), [`Coordinator::next_deadline`] for the driver's timer; preconditions
 //!   asserted on entry, invariants checked after every step.
-//! - [`group`]: one group entry (classic state, committed offsets, an optional KIP-848 group).
+//! - `group`: one group entry (classic state, committed offsets, an optional KIP-848 group).
 //! - `classic/`: JoinGroup, SyncGroup, Heartbeat and LeaveGroup, and the rebalance they drive
 //!   (Kafka's `classic/` and the classic half of `GroupMetadataManager`).
-//! - [`consumer_protocol`]: ConsumerGroupHeartbeat and ConsumerGroupDescribe, on the KIP-848
+//! - `consumer_protocol`: ConsumerGroupHeartbeat and ConsumerGroupDescribe, on the KIP-848
 //!   state machine in `group::consumer` (Kafka's `modern/consumer`).
 //! - `offsets/`: commit, fetch, delete and expiry of committed offsets (`OffsetMetadataManager`).
-//! - [`admin`]: ListGroups, DescribeGroups, DeleteGroups.
-//! - [`loading`]: the offsets partitions held, the replay of `__consumer_offsets` records into
+//! - `admin`: ListGroups, DescribeGroups, DeleteGroups.
+//! - `loading`: the offsets partitions held, the replay of `__consumer_offsets` records into
 //!   groups, unloading, and the gate every request passes (`GroupCoordinatorShard.replay`).
-//! - [`timers`]: the per-group deadline index and what a tick runs (`CoordinatorTimer`).
-//! - [`appends`]: appends in flight and the dispatch of their completions; each request's file
+//! - `timers`: the per-group deadline index and what a tick runs (`CoordinatorTimer`).
+//! - `appends`: appends in flight and the dispatch of their completions; each request's file
 //!   owns its completion.
-//! - [`invariants`]: the checks stated below.
-//!
-//! # Invariants (checked after every step in tests, debug builds and the simulator)
-//! - Timers: `timers` and `armed` mirror each other, and each group's armed deadline is exactly
-//!   its `Group::deadline()` (none for a group no longer held), so a tick never misses a due
-//!   member, a pending id or a join/sync timeout.
-//! - Appends: every append in flight names a group that is held, each group's
-//!   `appends_in_flight` equals the appends naming it, and tokens are below `next_token`.
-//! - Classic groups: the leader is a member exactly when there are members; Empty holds no
-//!   member; a parked JoinGroup only in PreparingRebalance, a parked SyncGroup only in
-//!   CompletingRebalance; the join deadline is armed exactly in PreparingRebalance, the sync
-//!   deadline only while completing or stable; members awaiting sync are members; static
-//!   instances map to members of that instance; pending ids are not members; members plus
-//!   pending ids stay within `MAX_MEMBERS`. Members carry no generation of their own: every
-//!   generation the coordinator still acts on (an assignment or static replacement being
-//!   written) is ≤ the group's generation.
-//! - Consumer groups (KIP-848, `ConsumerGroup::check`): member epoch ≤ assignment epoch ≤ group
-//!   epoch, each partition held by at most one member (assignments disjoint), the owners map
-//!   exactly what members hold; such a group's classic side is Empty (or Dead) with no members.
-//! - Offsets: every committed offset's sequence number is below `next_seq`.
-//! - Requests: a request id is parked at most once, and a step answers each request at most
-//!   once and never leaves an answered request parked.
-//! - Loading: a partition being replayed is held as `Loading`, and only such partitions have a
-//!   replay buffer.
+//! - `invariants`: the checks of the invariants stated on [`Coordinator`].
 
 mod admin;
 mod appends;
@@ -119,7 +96,31 @@ struct Group {
     departed: Vec<Member>,
 }
 
-/// The group coordinator state machine (see the module doc for its contract and invariants).
+/// The group coordinator state machine: [`Event`]s in through [`Coordinator::step`] with `now`,
+/// [`Action`]s out, [`Coordinator::next_deadline`] for the driver's timer.
+///
+/// # Invariants (checked after every step in tests, debug builds and the simulator)
+/// - Timers: `timers` and `armed` mirror each other, and each group's armed deadline is exactly
+///   its `Group::deadline()` (none for a group no longer held), so a tick never misses a due
+///   member, a pending id or a join/sync timeout.
+/// - Appends: every append in flight names a group that is held, each group's
+///   `appends_in_flight` equals the appends naming it, and tokens are below `next_token`.
+/// - Classic groups: the leader is a member exactly when there are members; Empty holds no
+///   member; a parked JoinGroup only in PreparingRebalance, a parked SyncGroup only in
+///   CompletingRebalance; the join deadline is armed exactly in PreparingRebalance, the sync
+///   deadline only while completing or stable; members awaiting sync are members; static
+///   instances map to members of that instance; pending ids are not members; members plus
+///   pending ids stay within `MAX_MEMBERS`. Members carry no generation of their own: every
+///   generation the coordinator still acts on (an assignment or static replacement being
+///   written) is ≤ the group's generation.
+/// - Consumer groups (KIP-848, `ConsumerGroup::check`): member epoch ≤ assignment epoch ≤ group
+///   epoch, each partition held by at most one member (assignments disjoint), the owners map
+///   exactly what members hold; such a group's classic side is Empty (or Dead) with no members.
+/// - Offsets: every committed offset's sequence number is below `next_seq`.
+/// - Requests: a request id is parked at most once, and a step answers each request at most
+///   once and never leaves an answered request parked.
+/// - Loading: a partition being replayed is held as `Loading`, and only such partitions have a
+///   replay buffer.
 pub struct Coordinator {
     config: GroupConfig,
     /// Partition count of `__consumer_offsets`, once it exists.
