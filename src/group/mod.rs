@@ -21,7 +21,7 @@ pub mod records;
 mod tests;
 mod types;
 
-pub use coordinator::{Coordinator, GroupConfig, MAX_MEMBERS};
+pub use coordinator::{Coordinator, Event, GroupConfig, MAX_MEMBERS};
 pub use placement::partition_for;
 pub use types::*;
 

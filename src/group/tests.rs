@@ -738,7 +738,7 @@ fn delete_group_and_offsets() {
     // OffsetDelete on a subscribed topic of a live consumer group: the metadata here is not a
     // parseable subscription, so every topic counts as subscribed.
     let id = h.request();
-    let a = h.c.delete_offsets(id, G, vec![("t".into(), 0)]);
+    let a = h.c.delete_offsets(id, G, vec![("t".into(), 0)], h.now);
     h.apply(a);
     match h.take(id) {
         Some(Response::Delete(Ok(r))) => {

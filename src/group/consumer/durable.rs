@@ -250,85 +250,15 @@ impl ConsumerGroup {
         let mut current = replay.current;
         let mut targets = replay.targets;
         for (member_id, meta) in replay.members {
-            let c = current.remove(&member_id);
-            let matcher = meta
-                .subscribed_topic_regex
-                .as_deref()
-                .and_then(|p| TopicRegex::parse(p).ok());
-            let regex = matcher.as_ref().and(meta.subscribed_topic_regex.clone());
-            // The topics its regex matched when the group last saw them.
-            let matched: BTreeSet<String> = match &matcher {
-                None => BTreeSet::new(),
-                Some(r) => g
-                    .subscribed_topics
-                    .keys()
-                    .filter(|t| !t.starts_with("__") && r.matches(t))
-                    .cloned()
-                    .collect(),
-            };
-            let mut reconciled = match c {
-                Some(c) => Reconciled {
-                    epoch: c.member_epoch,
-                    previous_epoch: c.previous_member_epoch,
-                    state: c.state,
-                    assigned: c.assigned,
-                    revoking: c.revoking,
-                },
-                None => Reconciled {
-                    epoch: 0,
-                    previous_epoch: -1,
-                    state: MemberState::Stable,
-                    assigned: Assignment::new(),
-                    revoking: Assignment::new(),
-                },
-            };
-            if reconciled.epoch > g.assignment_epoch {
-                tracing::warn!(group = id, member = %member_id, epoch = reconciled.epoch,
-                    "consumer member beyond the assignment epoch in __consumer_offsets");
-                reconciled.epoch = g.assignment_epoch;
-            }
-            // No partition in two members' hands: a later claimant loses it.
-            for set in [&mut reconciled.assigned, &mut reconciled.revoking] {
-                for (topic, ps) in set.iter_mut() {
-                    ps.retain(|p| match g.owners.get(&(*topic, *p)) {
-                        None => {
-                            g.owners.insert((*topic, *p), member_id.clone());
-                            true
-                        }
-                        Some(_) => false,
-                    });
-                }
-                set.retain(|_, ps| !ps.is_empty());
-            }
-            let revoke_deadline = (reconciled.state == MemberState::UnrevokedPartitions)
-                .then(|| now + meta.rebalance_timeout_ms.max(0) as i64);
+            let reconciled = g.restored_assignment(&member_id, current.remove(&member_id));
             if let Some(instance) = &meta.instance_id {
                 g.instances.insert(instance.clone(), member_id.clone());
             }
             if let Some(t) = targets.remove(&member_id) {
                 g.target.insert(member_id.clone(), t);
             }
-            g.members.insert(
-                member_id.clone(),
-                Member {
-                    id: member_id,
-                    instance_id: meta.instance_id,
-                    rack_id: meta.rack_id,
-                    client_id: meta.client_id,
-                    client_host: meta.client_host,
-                    rebalance_timeout_ms: meta.rebalance_timeout_ms,
-                    session_timeout_ms: config.session_timeout_ms,
-                    subscribed: meta.subscribed_topic_names.into_iter().collect(),
-                    regex,
-                    matcher,
-                    matched,
-                    regex_pending: false,
-                    server_assignor: meta.server_assignor.as_deref().and_then(Assignor::parse),
-                    now: reconciled,
-                    last_heard: now,
-                    revoke_deadline,
-                },
-            );
+            let member = g.restored_member(member_id, meta, reconciled, config, now);
+            g.members.insert(member.id.clone(), member);
         }
         g.assignor = g.chosen_assignor(config);
         g.written = replay.raw;
@@ -337,6 +267,92 @@ impl ConsumerGroup {
         g.all_dirty = true;
         g.check();
         g
+    }
+
+    /// A member's current assignment as replayed, repaired: its epoch at most the assignment
+    /// epoch, and no partition in two members' hands (a later claimant loses it).
+    fn restored_assignment(&mut self, member_id: &str, c: Option<CurrentAssignment>) -> Reconciled {
+        let mut reconciled = match c {
+            Some(c) => Reconciled {
+                epoch: c.member_epoch,
+                previous_epoch: c.previous_member_epoch,
+                state: c.state,
+                assigned: c.assigned,
+                revoking: c.revoking,
+            },
+            None => Reconciled {
+                epoch: 0,
+                previous_epoch: -1,
+                state: MemberState::Stable,
+                assigned: Assignment::new(),
+                revoking: Assignment::new(),
+            },
+        };
+        if reconciled.epoch > self.assignment_epoch {
+            tracing::warn!(group = %self.id, member = %member_id, epoch = reconciled.epoch,
+                "consumer member beyond the assignment epoch in __consumer_offsets");
+            reconciled.epoch = self.assignment_epoch;
+        }
+        for set in [&mut reconciled.assigned, &mut reconciled.revoking] {
+            for (topic, ps) in set.iter_mut() {
+                ps.retain(|p| match self.owners.get(&(*topic, *p)) {
+                    None => {
+                        self.owners.insert((*topic, *p), member_id.to_string());
+                        true
+                    }
+                    Some(_) => false,
+                });
+            }
+            set.retain(|_, ps| !ps.is_empty());
+        }
+        reconciled
+    }
+
+    /// A member from its metadata record: sessions start at `now`, as does the rebalance timer
+    /// of a member that must still revoke.
+    fn restored_member(
+        &self,
+        member_id: String,
+        meta: MemberMetadata,
+        reconciled: Reconciled,
+        config: &ConsumerConfig,
+        now: i64,
+    ) -> Member {
+        let matcher = meta
+            .subscribed_topic_regex
+            .as_deref()
+            .and_then(|p| TopicRegex::parse(p).ok());
+        let regex = matcher.as_ref().and(meta.subscribed_topic_regex.clone());
+        // The topics its regex matched when the group last saw them.
+        let matched: BTreeSet<String> = match &matcher {
+            None => BTreeSet::new(),
+            Some(r) => self
+                .subscribed_topics
+                .keys()
+                .filter(|t| !t.starts_with("__") && r.matches(t))
+                .cloned()
+                .collect(),
+        };
+        let revoke_deadline = (reconciled.state == MemberState::UnrevokedPartitions)
+            .then(|| now + meta.rebalance_timeout_ms.max(0) as i64);
+        Member {
+            id: member_id,
+            instance_id: meta.instance_id,
+            rack_id: meta.rack_id,
+            client_id: meta.client_id,
+            client_host: meta.client_host,
+            rebalance_timeout_ms: meta.rebalance_timeout_ms,
+            session_timeout_ms: config.session_timeout_ms,
+            subscribed: meta.subscribed_topic_names.into_iter().collect(),
+            regex,
+            matcher,
+            matched,
+            regex_pending: false,
+            server_assignor: meta.server_assignor.as_deref().and_then(Assignor::parse),
+            now: reconciled,
+            last_heard: now,
+            revoke_deadline,
+        }
     }
 }
 

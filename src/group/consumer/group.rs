@@ -78,13 +78,6 @@ pub struct ConsumerGroup {
     pub(super) touched: BTreeSet<String>,
 }
 
-fn subset(owned: Option<&Assignment>, of: &Assignment) -> bool {
-    let Some(owned) = owned else { return false };
-    owned
-        .iter()
-        .all(|(t, ps)| ps.is_empty() || of.get(t).is_some_and(|a| ps.is_subset(a)))
-}
-
 impl ConsumerGroup {
     pub fn new(id: &str, config: &ConsumerConfig) -> ConsumerGroup {
         ConsumerGroup {
@@ -158,313 +151,9 @@ impl ConsumerGroup {
         self.members.get(member_id).map(|m| m.now.epoch)
     }
 
-    // ------------------------------------------------------------ heartbeat
-
-    pub fn heartbeat(
-        &mut self,
-        req: &HeartbeatRequest,
-        topics: &Topics,
-        config: &ConsumerConfig,
-        now: i64,
-    ) -> HeartbeatResponse {
-        let response = match self.heartbeat_inner(req, topics, config, now) {
-            Ok(r) => r,
-            Err((e, message)) => HeartbeatResponse::error(e, message),
-        };
-        self.check();
-        response
-    }
-
-    fn heartbeat_inner(
-        &mut self,
-        req: &HeartbeatRequest,
-        topics: &Topics,
-        config: &ConsumerConfig,
-        now: i64,
-    ) -> Result<HeartbeatResponse, (GroupError, String)> {
-        let server_assignor = match &req.server_assignor {
-            None => None,
-            Some(name) => match Assignor::parse(name) {
-                Some(a) if config.assignors.contains(&a) => Some(a),
-                _ => {
-                    return Err((
-                        GroupError::UnsupportedAssignor,
-                        format!("ServerAssignor {name} is not supported."),
-                    ))
-                }
-            },
-        };
-        // `None`: unchanged; an empty regex means none (librdkafka sends "" beside names).
-        let regex_update: Option<Option<(String, TopicRegex)>> =
-            match req.subscribed_topic_regex.as_deref() {
-                None => None,
-                Some("") => Some(None),
-                Some(pattern) => match TopicRegex::parse(pattern) {
-                    Ok(r) => Some(Some((pattern.to_string(), r))),
-                    Err(why) => return Err((GroupError::InvalidRegularExpression, why)),
-                },
-            };
-        if req.member_epoch == LEAVE_EPOCH || req.member_epoch == STATIC_LEAVE_EPOCH {
-            return self.leave(req);
-        }
-        let member_id = if req.version == 0 && req.member_id.is_empty() {
-            let uuid = uuid::Builder::from_random_bytes(req.fresh_id.to_be_bytes()).into_uuid();
-            uuid.to_string()
-        } else {
-            req.member_id.clone()
-        };
-        if let Some(instance) = &req.instance_id {
-            match self.instances.get(instance).cloned() {
-                Some(old) if old != member_id => {
-                    if req.member_epoch != JOIN_EPOCH {
-                        return Err((
-                            GroupError::FencedInstanceId,
-                            format!("Instance {instance} is held by another member."),
-                        ));
-                    }
-                    if self.members.contains_key(&member_id) {
-                        return Err((
-                            GroupError::InvalidRequest,
-                            format!("Member id {member_id} is already used by another member."),
-                        ));
-                    }
-                    if self.members[&old].now.epoch != STATIC_LEAVE_EPOCH {
-                        return Err((
-                            GroupError::UnreleasedInstanceId,
-                            format!("Static member with instance id {instance} is still active."),
-                        ));
-                    }
-                    self.replace_static(&old, &member_id);
-                }
-                Some(_) => {}
-                None if req.member_epoch != JOIN_EPOCH => {
-                    return Err((
-                        GroupError::UnknownMemberId,
-                        format!("Instance id {instance} is unknown."),
-                    ));
-                }
-                None => {}
-            }
-        }
-        let mut bump = false;
-        match self.members.get(&member_id) {
-            None if req.member_epoch != JOIN_EPOCH => {
-                return Err((
-                    GroupError::UnknownMemberId,
-                    format!("Member {member_id} is not a member of group {}.", self.id),
-                ));
-            }
-            None => {
-                if self.members.len() >= config.max_size {
-                    return Err((
-                        GroupError::GroupMaxSizeReached,
-                        format!(
-                            "The consumer group has reached its maximum capacity of {} members.",
-                            config.max_size
-                        ),
-                    ));
-                }
-                self.members.insert(
-                    member_id.clone(),
-                    Member {
-                        id: member_id.clone(),
-                        instance_id: req.instance_id.clone(),
-                        rack_id: None,
-                        client_id: String::new(),
-                        client_host: String::new(),
-                        rebalance_timeout_ms: req.rebalance_timeout_ms,
-                        session_timeout_ms: config.session_timeout_ms,
-                        subscribed: BTreeSet::new(),
-                        regex: None,
-                        matcher: None,
-                        matched: BTreeSet::new(),
-                        regex_pending: false,
-                        server_assignor: None,
-                        now: Reconciled {
-                            epoch: 0,
-                            previous_epoch: -1,
-                            state: MemberState::Stable,
-                            assigned: Assignment::new(),
-                            revoking: Assignment::new(),
-                        },
-                        last_heard: now,
-                        revoke_deadline: None,
-                    },
-                );
-                if let Some(instance) = &req.instance_id {
-                    self.instances.insert(instance.clone(), member_id.clone());
-                }
-                bump = true;
-            }
-            Some(m) if req.member_epoch != JOIN_EPOCH => {
-                let e = m.now.epoch;
-                let lost_reply = req.member_epoch == m.now.previous_epoch
-                    && subset(req.owned.as_ref(), &m.now.assigned);
-                if req.member_epoch > e || (req.member_epoch < e && !lost_reply) {
-                    return Err((
-                        GroupError::FencedMemberEpoch,
-                        format!(
-                            "The consumer group member has epoch {} but the coordinator has {e}.",
-                            req.member_epoch
-                        ),
-                    ));
-                }
-            }
-            Some(_) => {}
-        }
-        let m = self.members.get_mut(&member_id).expect("member exists");
-        let before = m.now.assigned.clone();
-        // Re-armed at every heartbeat with the group's current value (a group config change
-        // reaches members already in the group).
-        m.session_timeout_ms = config.session_timeout_ms;
-        m.client_id = req.client_id.clone();
-        m.client_host = req.client_host.clone();
-        if req.rack_id.is_some() {
-            m.rack_id = req.rack_id.clone();
-        }
-        if req.rebalance_timeout_ms > 0 {
-            m.rebalance_timeout_ms = req.rebalance_timeout_ms;
-        }
-        if let Some(names) = &req.subscribed_topic_names {
-            let names: BTreeSet<String> = names.iter().cloned().collect();
-            if names != m.subscribed {
-                m.subscribed = names;
-                bump = true;
-            }
-        }
-        if let Some(update) = regex_update {
-            let pattern = update.as_ref().map(|(p, _)| p.clone());
-            if pattern != m.regex {
-                m.regex = pattern.clone();
-                m.matcher = update.map(|(_, r)| r);
-                bump = true;
-                let in_use = pattern.is_some()
-                    && self.members.iter().any(|(id, other)| {
-                        *id != member_id && !other.regex_pending && other.regex == pattern
-                    });
-                let m = self.members.get_mut(&member_id).expect("member exists");
-                m.regex_pending = pattern.is_some() && !in_use;
-            }
-        }
-        let m = self.members.get_mut(&member_id).expect("member exists");
-        if server_assignor.is_some() && server_assignor != m.server_assignor {
-            m.server_assignor = server_assignor;
-            bump = true;
-        }
-        m.last_heard = now;
-        self.touched.insert(member_id.clone());
-        if self.refresh_regex_topics(topics) {
-            bump = true;
-        }
-        let wanted: BTreeMap<String, TopicView> = self
-            .subscribed_topic_names()
-            .into_iter()
-            .filter_map(|name| topics.get(&name).map(|t| (name, *t)))
-            .collect();
-        if wanted != self.subscribed_topics {
-            self.subscribed_topics = wanted;
-            bump = true;
-        }
-        if bump {
-            self.group_epoch += 1;
-            self.all_dirty = true;
-        }
-        if self.group_epoch > self.assignment_epoch {
-            self.assign(config);
-        }
-        self.reconcile(&member_id, req.owned.as_ref(), now);
-        let m = &self.members[&member_id];
-        let full = req.rebalance_timeout_ms != -1
-            && (req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some())
-            && req.owned.is_some();
-        let changed = m.now.assigned != before;
-        let send = req.member_epoch == JOIN_EPOCH || full || changed;
-        Ok(HeartbeatResponse {
-            error: None,
-            error_message: None,
-            member_id,
-            member_epoch: m.now.epoch,
-            heartbeat_interval_ms: config.heartbeat_interval_ms,
-            assignment: send.then(|| m.now.assigned.clone()),
-        })
-    }
-
-    /// Re-resolves every member's regex against the topics that exist; whether any changed.
-    fn refresh_regex_topics(&mut self, topics: &Topics) -> bool {
-        let mut changed = false;
-        for m in self.members.values_mut() {
-            if m.regex_pending {
-                // Taken at this heartbeat: resolved at the next one.
-                m.regex_pending = false;
-                continue;
-            }
-            let matched: BTreeSet<String> = match &m.matcher {
-                None => BTreeSet::new(),
-                Some(r) => topics
-                    .keys()
-                    .filter(|t| !t.starts_with("__") && r.matches(t))
-                    .cloned()
-                    .collect(),
-            };
-            if matched != m.matched {
-                m.matched = matched;
-                changed = true;
-            }
-        }
-        changed
-    }
-
-    /// Leaving: for good (-1), or a static member for a while (-2, it keeps its partitions until
-    /// its session ends or its instance comes back).
-    fn leave(&mut self, req: &HeartbeatRequest) -> Result<HeartbeatResponse, (GroupError, String)> {
-        let id = match &req.instance_id {
-            Some(instance) => match self.instances.get(instance) {
-                Some(id) if *id == req.member_id => id.clone(),
-                Some(_) => {
-                    return Err((
-                        GroupError::FencedInstanceId,
-                        format!("Instance {instance} is held by another member."),
-                    ))
-                }
-                None => {
-                    return Err((
-                        GroupError::UnknownMemberId,
-                        format!("Instance id {instance} is unknown."),
-                    ))
-                }
-            },
-            None if req.member_epoch == STATIC_LEAVE_EPOCH => {
-                return Err((
-                    GroupError::InvalidRequest,
-                    "InstanceId can't be null when MemberEpoch is -2.".to_string(),
-                ))
-            }
-            None => req.member_id.clone(),
-        };
-        if !self.members.contains_key(&id) {
-            return Err((
-                GroupError::UnknownMemberId,
-                format!("Member {id} is not a member of group {}.", self.id),
-            ));
-        }
-        if req.member_epoch == STATIC_LEAVE_EPOCH {
-            let m = self.members.get_mut(&id).unwrap();
-            m.now.epoch = STATIC_LEAVE_EPOCH;
-            m.revoke_deadline = None;
-            self.touched.insert(id.clone());
-        } else {
-            self.remove(&id);
-        }
-        Ok(HeartbeatResponse {
-            member_id: id,
-            member_epoch: req.member_epoch,
-            ..HeartbeatResponse::default()
-        })
-    }
-
     /// A static member's instance comes back under a new member id: the new id takes the old
     /// one's place and partitions, without a rebalance.
-    fn replace_static(&mut self, old: &str, new: &str) {
+    pub(super) fn replace_static(&mut self, old: &str, new: &str) {
         let mut m = self.members.remove(old).expect("mapped member exists");
         m.id = new.to_string();
         if let Some(target) = self.target.remove(old) {
@@ -484,7 +173,7 @@ impl ConsumerGroup {
 
     /// Takes a member out (left, session or rebalance timeout): its partitions are free at once
     /// and the group epoch moves so the rest get a new target.
-    fn remove(&mut self, id: &str) {
+    pub(super) fn remove(&mut self, id: &str) {
         let Some(m) = self.members.remove(id) else {
             return;
         };
@@ -519,7 +208,7 @@ impl ConsumerGroup {
             .unwrap_or(default)
     }
 
-    fn assign(&mut self, config: &ConsumerConfig) {
+    pub(super) fn assign(&mut self, config: &ConsumerConfig) {
         self.assignor = self.chosen_assignor(config);
         let topics: BTreeMap<Uuid, i32> = self
             .subscribed_topics
@@ -544,7 +233,7 @@ impl ConsumerGroup {
     }
 
     /// Moves one member towards its target, keeping the owners map in step.
-    fn reconcile(&mut self, id: &str, owned: Option<&Assignment>, now: i64) {
+    pub(super) fn reconcile(&mut self, id: &str, owned: Option<&Assignment>, now: i64) {
         let empty = Assignment::new();
         let target = self.target.get(id).unwrap_or(&empty);
         let m = &self.members[id];
@@ -668,7 +357,7 @@ impl ConsumerGroup {
 
     /// The protocol's invariants (KIP-848 S8): epochs ordered, each partition held by at most one
     /// member, and the owners map exactly what the members hold.
-    pub(super) fn check(&self) {
+    pub(in crate::group) fn check(&self) {
         assert!(
             self.assignment_epoch <= self.group_epoch,
             "group {}: epochs",

@@ -18,6 +18,7 @@
 mod assignor;
 mod durable;
 mod group;
+mod heartbeat;
 mod reconcile;
 mod regex;
 #[cfg(test)]

@@ -670,7 +670,7 @@ pub(crate) async fn offset_delete(
         })
         .collect();
     let result = match broker
-        .group_call(|c, id, _now| c.delete_offsets(id, &group_id, partitions))
+        .group_call(|c, id, now| c.delete_offsets(id, &group_id, partitions, now))
         .await
     {
         Ok(Response::Delete(r)) => r,

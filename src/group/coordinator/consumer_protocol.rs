@@ -1,10 +1,11 @@
-//! The coordinator's consumer-protocol entry points (ConsumerGroupHeartbeat,
+//! The consumer protocol's entry points (ConsumerGroupHeartbeat,
 //! ConsumerGroupDescribe): one group namespace for both protocols. A group id is classic or
 //! consumer; an empty group of either kind converts to the other on first use, as Kafka's does,
 //! and keeps its committed offsets.
 
 use super::*;
-use crate::group::consumer::{self, ConsumerGroup, Topics};
+use crate::group::consumer::{self, Topics};
+use crate::group::records;
 
 /// Checks Kafka makes before looking at the group
 /// (`throwIfConsumerGroupHeartbeatRequestIsInvalid`).
@@ -48,116 +49,118 @@ fn validate(req: &consumer::HeartbeatRequest) -> Result<(), (GroupError, &'stati
     Ok(())
 }
 
-impl Group {
-    /// A classic group with nobody in it (a simple group, or one whose members all left) may
-    /// become a consumer group.
-    fn is_classic_and_empty(&self) -> bool {
-        self.state == GroupState::Empty && self.members.is_empty() && self.pending.is_empty()
-    }
-}
-
 impl Coordinator {
-    pub fn consumer_heartbeat(
+    pub(super) fn on_consumer_heartbeat(
         &mut self,
         request: RequestId,
         req: consumer::HeartbeatRequest,
         topics: &Topics,
         overrides: &consumer::GroupOverrides,
         now: i64,
-    ) -> Vec<Action> {
-        let mut out = Vec::new();
-        let fail = |out: &mut Vec<Action>, e: GroupError, m: &str| {
-            respond(
-                out,
+        out: &mut Vec<Action>,
+    ) {
+        let drop_classic_record = match self.admit_consumer_heartbeat(&req, now) {
+            Ok(drop) => drop,
+            Err((e, m)) => {
+                let response = consumer::HeartbeatResponse::error(e, m);
+                return respond(out, request, Response::ConsumerHeartbeat(response));
+            }
+        };
+        let id = req.group_id.clone();
+        let config = self.config.consumer.with_overrides(overrides);
+        self.with_group(&id, |c, g| {
+            let group = g.consumer.as_mut().expect("a consumer group");
+            let response = group.heartbeat(&req, topics, &config, now);
+            let mut batch = group.changes();
+            if drop_classic_record {
+                batch.push((records::group_key(&id), None));
+            }
+            if batch.is_empty() {
+                return respond(out, request, Response::ConsumerHeartbeat(response));
+            }
+            // Answered once the change is written (Kafka answers after its records commit):
+            // a restart or failover never hands out an epoch twice and finds every member
+            // where its last answer left it.
+            let pending = Pending::ConsumerHeartbeat {
                 request,
-                Response::ConsumerHeartbeat(consumer::HeartbeatResponse::error(e, m)),
+                group: id.clone(),
+                response,
+            };
+            c.append_for(g, batch, pending, out);
+        })
+        .expect("group exists");
+    }
+
+    /// The checks before the group's state machine sees the heartbeat; creates the group on a
+    /// first join and converts an empty classic group. Returns whether the classic group's
+    /// record must go (a classic group that had a generation has one).
+    fn admit_consumer_heartbeat(
+        &mut self,
+        req: &consumer::HeartbeatRequest,
+        now: i64,
+    ) -> Result<bool, (GroupError, String)> {
+        validate(req).map_err(|(e, m)| (e, m.to_string()))?;
+        self.gate(&req.group_id).map_err(|e| (e, String::new()))?;
+        let joining = req.member_epoch == consumer::JOIN_EPOCH;
+        // What a durable coordinator answers once the member is gone; the client rejoins with
+        // epoch 0.
+        let unknown = || {
+            (
+                GroupError::UnknownMemberId,
+                "The group has no such member.".to_string(),
             )
         };
-        if let Err((e, m)) = validate(&req) {
-            fail(&mut out, e, m);
-            return out;
-        }
-        if let Err(e) = self.gate(&req.group_id) {
-            fail(&mut out, e, "");
-            return out;
-        }
-        let joining = req.member_epoch == consumer::JOIN_EPOCH;
-        // A classic group that had a generation has a group record: it goes when converted.
-        let mut drop_classic_record = false;
         match self.groups.get_mut(&req.group_id) {
             None => {
                 if !joining {
-                    // What a durable coordinator answers once the member is gone; the client
-                    // rejoins with epoch 0.
-                    fail(
-                        &mut out,
-                        GroupError::UnknownMemberId,
-                        "The group has no such member.",
-                    );
-                    return out;
+                    return Err(unknown());
                 }
                 if self.groups.len() >= self.config.max_groups {
-                    fail(
-                        &mut out,
+                    return Err((
                         GroupError::CoordinatorNotAvailable,
-                        "Too many groups.",
-                    );
-                    return out;
+                        "Too many groups.".to_string(),
+                    ));
                 }
                 let mut g = Group::new(&req.group_id, now);
                 g.become_consumer(&self.config.consumer);
                 self.groups.insert(req.group_id.clone(), g);
+                Ok(false)
             }
             Some(g) if g.consumer.is_none() => {
                 if !g.is_classic_and_empty() {
                     let m = format!("Group {} is not a consumer group.", req.group_id);
-                    fail(&mut out, GroupError::GroupIdNotFound, &m);
-                    return out;
+                    return Err((GroupError::GroupIdNotFound, m));
                 }
                 if !joining {
-                    fail(
-                        &mut out,
-                        GroupError::UnknownMemberId,
-                        "The group has no such member.",
-                    );
-                    return out;
+                    return Err(unknown());
                 }
-                drop_classic_record = g.generation > 0;
                 g.become_consumer(&self.config.consumer);
+                Ok(g.generation > 0)
             }
-            Some(_) => {}
+            Some(_) => Ok(false),
         }
-        let id = req.group_id.clone();
-        let config = self.config.consumer.with_overrides(overrides);
-        let partition = self.partition_of(&id).unwrap();
-        let answer = self
-            .with_group(&id, |c, g| {
-                let group = g.consumer.as_mut().expect("a consumer group");
-                let response = group.heartbeat(&req, topics, &config, now);
-                let mut batch = group.changes();
-                if drop_classic_record {
-                    batch.push((records::group_key(&id), None));
-                }
-                if batch.is_empty() {
-                    return Some(response);
-                }
-                // Answered once the change is written (Kafka answers after its records commit):
-                // a restart or failover never hands out an epoch twice and finds every member
-                // where its last answer left it.
-                g.appends_in_flight += 1;
-                let pending = Pending::ConsumerHeartbeat {
-                    request,
-                    group: id.clone(),
-                    response,
-                };
-                c.append(partition, batch, pending, &mut out);
-                None
-            })
-            .expect("group exists");
-        if let Some(response) = answer {
-            respond(&mut out, request, Response::ConsumerHeartbeat(response));
-        }
-        out
+    }
+
+    /// A heartbeat's change is written (or not): answer it, or tell the member it failed.
+    pub(super) fn consumer_change_written(
+        pending: Pending,
+        error: Option<GroupError>,
+        out: &mut Vec<Action>,
+    ) {
+        let Pending::ConsumerHeartbeat {
+            request, response, ..
+        } = pending
+        else {
+            unreachable!("not a consumer heartbeat")
+        };
+        let response = match error {
+            Some(e) => consumer::HeartbeatResponse::error(
+                e,
+                "The group change could not be written to __consumer_offsets.",
+            ),
+            None => response,
+        };
+        respond(out, request, Response::ConsumerHeartbeat(response));
     }
 
     /// Persists a consumer group's changes no request waits on (a session or rebalance timeout).
@@ -167,12 +170,10 @@ impl Coordinator {
         if batch.is_empty() {
             return;
         }
-        let partition = self.partition_of(&g.id).unwrap();
-        g.appends_in_flight += 1;
         let pending = Pending::GroupRecord {
             group: g.id.clone(),
         };
-        self.append(partition, batch, pending, out);
+        self.append_for(g, batch, pending, out);
     }
 
     /// ConsumerGroupDescribe for one group.
@@ -214,15 +215,5 @@ impl Coordinator {
             .consumer
             .as_ref()?
             .member_epoch(member_id)
-    }
-}
-
-impl Group {
-    pub(super) fn become_consumer(&mut self, config: &consumer::ConsumerConfig) {
-        debug_assert!(self.members.is_empty());
-        self.consumer = Some(Box::new(ConsumerGroup::new(&self.id, config)));
-        self.protocol_type = Some("consumer".to_string());
-        self.protocol = None;
-        self.leader = None;
     }
 }
