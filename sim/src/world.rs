@@ -1072,22 +1072,23 @@ async fn sample_quorum(
     let mut round = 0u64;
     while clock.now_ms() < until_ms && !done.is_some_and(|d| d.load(Ordering::SeqCst)) {
         let at = clock.now_ms();
-        let mut o = observer.lock().unwrap();
-        for m in &nemesis.machines {
-            let broker = m.broker.lock().unwrap().clone();
-            let Some(broker) = broker else { continue };
-            let status = broker.quorum_status();
-            o.observe_status(at, &status);
-            if round % COMMITTED_EVERY == 0 {
-                let node = status.node_id;
-                let records = broker.committed_metadata(o.cursor(node), COMMITTED_BATCH);
-                o.observe_committed(at, node, &records);
-                for event in trace.lock().unwrap().feed(&records) {
-                    nemesis.history.record(at, event);
+        {
+            let mut o = observer.lock().unwrap();
+            for m in &nemesis.machines {
+                let broker = m.broker.lock().unwrap().clone();
+                let Some(broker) = broker else { continue };
+                let status = broker.quorum_status();
+                o.observe_status(at, &status);
+                if round.is_multiple_of(COMMITTED_EVERY) {
+                    let node = status.node_id;
+                    let records = broker.committed_metadata(o.cursor(node), COMMITTED_BATCH);
+                    o.observe_committed(at, node, &records);
+                    for event in trace.lock().unwrap().feed(&records) {
+                        nemesis.history.record(at, event);
+                    }
                 }
             }
         }
-        drop(o);
         nemesis.observe_failovers(at);
         round += 1;
         tokio::time::sleep(SAMPLE_EVERY).await;
