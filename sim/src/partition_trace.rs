@@ -262,9 +262,11 @@ impl PartitionTrace {
                 continue;
             }
             // Its last known leader is elected once back (every node is, after the heal).
+            // Registrations are not in the trace's image (topic records only): the
+            // incarnations seen say which brokers the cluster has.
             if p.last_known_elr
                 .iter()
-                .any(|r| self.image.broker(*r).is_some())
+                .any(|r| self.incarnations.contains_key(r))
             {
                 continue;
             }
