@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod leader_election_command;
+
 use weir::bench;
 use weir::broker::Broker;
 use weir::client::Client;
@@ -100,6 +102,8 @@ enum Command {
         #[command(subcommand)]
         action: GroupAction,
     },
+    /// Elect partition leaders, preferred or unclean (like kafka-leader-election.sh).
+    LeaderElection(leader_election_command::LeaderElectionArgs),
     /// Load generators that print throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -463,6 +467,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
             groups(&mut client, action).await
         }
+        Command::LeaderElection(args) => leader_election_command::run(&io, args).await,
         Command::Bench { which } => match which {
             BenchKind::Produce {
                 bootstrap,

@@ -13,9 +13,13 @@
 //! have lost what it acknowledged. A replica that left the ISR while the ISR stayed at or above
 //! `min.insync.replicas` gets no ELR place either: records committed after it left need not be
 //! on it. When neither set keeps anyone, no replica is eligible and, with unclean election off,
-//! the partition stays leaderless: Kafka's intended outcome, not a liveness bug.
-//! [`PartitionTrace::designed_unavailable`] tells such a partition from an election bug by
-//! checkable facts only: no leader, ISR and ELR both empty, and every replica's last departure
+//! the partition stays leaderless: Kafka's intended outcome, not a liveness bug — but only
+//! until its last known leader (`LastKnownElr`, recorded when the ISR emptied) is back and
+//! unfenced: Kafka 4.x then elects it (an unclean election, RECOVERING), and so does Weir
+//! (issue 17's whole-cluster crash). Every node is back after the heal, so a partition with a
+//! last known leader is never excused. [`PartitionTrace::designed_unavailable`] tells the
+//! remaining case from an election bug by checkable facts only: no leader, ISR and ELR both
+//! empty, no last known leader, and every replica's last departure
 //! from ISR/ELR was one of those two — its own re-registration as a new incarnation, or a
 //! shrink that left at least `min.insync.replicas` in the ISR — with at least one of the first
 //! kind (the replicas that held the last committed records).
@@ -257,6 +261,15 @@ impl PartitionTrace {
             if t != id || p.leader != NO_LEADER || !p.isr.is_empty() || !p.elr.is_empty() {
                 continue;
             }
+            // Its last known leader is elected once back (every node is, after the heal).
+            // Registrations are not in the trace's image (topic records only): the
+            // incarnations seen say which brokers the cluster has.
+            if p.last_known_elr
+                .iter()
+                .any(|r| self.incarnations.contains_key(r))
+            {
+                continue;
+            }
             let departures = self.departures.get(&partition);
             let how = |r: &i32| departures.and_then(|d| d.get(r)).copied();
             let by_design = p
@@ -405,6 +418,24 @@ mod tests {
         let (trace, _) = run(all_unclean);
         let designed = trace.designed_unavailable();
         assert!(designed.contains_key(&0), "{designed:?}");
+    }
+
+    /// Issue 17's whole-cluster crash as the controller records it: the ISR empties with the
+    /// last leader remembered. Once that broker is back Kafka 4.x elects it, so a partition
+    /// still leaderless then is a liveness failure, not designed unavailability.
+    #[test]
+    fn a_partition_with_a_last_known_leader_is_not_excused() {
+        let (trace, _) = run(|topic| {
+            let mut records = all_unclean(topic);
+            records.insert(2, change(topic, |c| c.last_known_elr = Some(vec![1])));
+            records
+        });
+        assert_eq!(
+            trace.registration(0).unwrap().last_known_elr,
+            vec![1],
+            "the setup"
+        );
+        assert!(trace.designed_unavailable().is_empty());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod connection;
 pub mod consumer_member;
 mod describe;
+mod elect;
 pub mod group_member;
 mod groups;
 mod quorum;
@@ -37,6 +38,7 @@ pub use connection::{ClientError, Connection, Result};
 pub use describe::{
     render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
 };
+pub use elect::{ElectionOutcome, ElectionType};
 pub use group_member::Joined;
 pub use groups::{
     ConsumerGroupDescription, ConsumerGroupMember, GroupDescription, GroupListing, GroupMember,

@@ -10,11 +10,17 @@
 //! - without ELR the last ISR member is never removed: the ISR stays, the leader becomes -1;
 //! - ELR (KIP-966): while the target ISR is below min ISR, ELR := (ELR ∪ old ISR) − target ISR
 //!   − replicas that shut down uncleanly; an ISR at or above min ISR clears it;
-//! - when clean election fails and unclean election is enabled: the last known leader first
-//!   (recorded when the ISR became empty, KIP-966's balanced recovery), then the first
-//!   acceptable replica; either way ISR := [leader], leader recovering (KIP-704), ELR cleared;
+//! - when clean election fails, with ELR on: the last known leader (recorded when the ISR
+//!   became empty) once it is acceptable again and ISR and ELR are both empty, whatever
+//!   `unclean.leader.election.enable` says (Kafka 4.x `canElectLastKnownLeader`; after a
+//!   whole-cluster crash every restarted replica left ISR and ELR, and this is what brings the
+//!   partition back by itself). It is an unclean election: its log may have lost an
+//!   unflushed tail;
+//! - then, only when unclean election is enabled (the topic's config, or ElectLeaders
+//!   UNCLEAN): the first acceptable replica in assignment order, whatever its log;
+//! - an unclean election sets ISR := [leader], leader recovering (KIP-704), ELR cleared;
 //! - preferred election: `replicas[0]` if valid, else the current leader, else another valid
-//!   replica.
+//!   replica, else the last known leader as above (never the unclean pick).
 
 use uuid::Uuid;
 
@@ -80,7 +86,6 @@ pub fn change_partition(
         |r: i32| (isr.contains(&r) || (isr.is_empty() && elr.contains(&r))) && acceptable(r);
     let last_known = || {
         (config.elr
-            && config.unclean
             && isr.is_empty()
             && elr.is_empty()
             && p.last_known_elr.len() == 1
@@ -106,7 +111,15 @@ pub fn change_partition(
                     unclean: false,
                 }
             } else {
-                unclean_choice(p, config, acceptable, last_known())
+                unclean_choice(
+                    p,
+                    ElectionConfig {
+                        unclean: false,
+                        ..config
+                    },
+                    acceptable,
+                    last_known(),
+                )
             }
         }
         Election::Online => {

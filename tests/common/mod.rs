@@ -88,6 +88,22 @@ pub async fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Opt
     }
 }
 
+/// Like [`wait_for`] for an async check, polled every 100 ms.
+pub async fn wait_for_async<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    limit: Duration,
+    mut f: impl FnMut() -> F,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Real clock, network and spawner over an in-memory disk (seeded entropy): a one-process
 /// broker whose files the test can inspect or damage.
 pub fn memdisk_io(disk: &MemDisk) -> Io {

@@ -420,3 +420,74 @@ fn a_durable_broker_back_from_an_unclean_shutdown_keeps_its_places_not_its_epoch
     assert_ne!(after.leader, before.leader, "led elsewhere");
     assert!(after.leader_epoch > before.leader_epoch);
 }
+
+/// Issue 17's whole-cluster crash, message by message: each broker is fenced in turn (its
+/// process died), then all three come back as new incarnations with no clean-shutdown epoch.
+/// Default mode: every restart leaves ISR and ELR, the partition keeps only its last known
+/// leader, and Kafka 4.x elects it (uncleanly, RECOVERING) once it unfences — before, it stayed
+/// leaderless for ever. Durable mode (fsync before ack): the restarts keep their ELR places and
+/// the first ELR member back leads cleanly.
+#[test]
+fn a_whole_cluster_crash_is_led_again_once_its_last_known_leader_is_back() {
+    for durable in [false, true] {
+        let mut sessions = BrokerSessions::new(TIMEOUT);
+        let mut image = cluster(&mut sessions);
+        for (id, at) in [(1, 1), (2, 2), (3, 3)] {
+            let mut hb = beat(id, &image);
+            hb.want_fence = true;
+            let d = sessions.heartbeat(&image, &hb, at, &config).unwrap();
+            commit(&mut image, &d.records);
+        }
+        let p = p0(&image).clone();
+        assert_eq!(
+            (p.leader, &p.isr, &p.elr, &p.last_known_elr),
+            (NO_LEADER, &vec![], &vec![2, 3], &vec![3])
+        );
+        let late = TIMEOUT * 2;
+        for id in 1..=3 {
+            let mut r = request(id, 100 + id as u128);
+            r.durable = durable;
+            let records = sessions.register(&image, &r, late, &config).unwrap();
+            commit(&mut image, &records);
+        }
+        let p = p0(&image).clone();
+        let want_elr = if durable { vec![2, 3] } else { vec![] };
+        assert_eq!((p.leader, &p.isr, &p.elr), (NO_LEADER, &vec![], &want_elr));
+        // Broker 1 (in neither set) unfences first: still nobody to elect.
+        let d = sessions
+            .heartbeat(&image, &beat(1, &image), late, &config)
+            .unwrap();
+        commit(&mut image, &d.records);
+        assert_eq!(p0(&image).leader, NO_LEADER);
+        // Then broker 2, in the ELR only when durable.
+        let d = sessions
+            .heartbeat(&image, &beat(2, &image), late, &config)
+            .unwrap();
+        commit(&mut image, &d.records);
+        if durable {
+            let p = p0(&image);
+            assert_eq!(
+                (p.leader, &p.isr, p.leader_recovering),
+                (2, &vec![2], false)
+            );
+            continue;
+        }
+        assert_eq!(p0(&image).leader, NO_LEADER, "2 holds no ELR place");
+        // The last known leader back: elected, uncleanly.
+        let d = sessions
+            .heartbeat(&image, &beat(3, &image), late, &config)
+            .unwrap();
+        commit(&mut image, &d.records);
+        let p = p0(&image);
+        assert_eq!(
+            (
+                p.leader,
+                &p.isr,
+                &p.elr,
+                &p.last_known_elr,
+                p.leader_recovering
+            ),
+            (3, &vec![3], &vec![], &vec![], true)
+        );
+    }
+}

@@ -245,6 +245,68 @@ fn elections_follow_the_rules() {
             Some((state(2, &[2], &[], &[], true), 1)),
         ),
         (
+            "whole-cluster crash (Kafka 4.x): the last known leader, back and acceptable, leads \
+             with unclean election off; an unclean election: ISR = [it], recovering",
+            state(-1, &[], &[], &[2], false),
+            &[],
+            Online,
+            ELR,
+            &[1, 2, 3],
+            &[],
+            Some((state(2, &[2], &[], &[], true), 1)),
+        ),
+        (
+            "whole-cluster crash: a last known leader still fenced is not elected (KAFKA-19522), \
+             and with unclean election off nobody else is",
+            state(-1, &[], &[], &[2], false),
+            &[],
+            Online,
+            ELR,
+            &[1, 3],
+            &[],
+            None,
+        ),
+        (
+            "the last known leader waits while an ELR member may still return",
+            state(-1, &[], &[1], &[2], false),
+            &[],
+            Online,
+            ELR,
+            &[2, 3],
+            &[],
+            None,
+        ),
+        (
+            "without ELR there is no last-known-leader election",
+            state(-1, &[], &[], &[2], false),
+            &[],
+            Online,
+            NO_ELR,
+            &[1, 2, 3],
+            &[],
+            None,
+        ),
+        (
+            "preferred: with nobody valid, the last known leader (uncleanly)",
+            state(-1, &[], &[], &[2], false),
+            &[],
+            Preferred,
+            ELR,
+            &[1, 2, 3],
+            &[],
+            Some((state(2, &[2], &[], &[], true), 1)),
+        ),
+        (
+            "preferred never makes the unclean pick, even with unclean election on",
+            state(-1, &[], &[], &[2], false),
+            &[],
+            Preferred,
+            UNCLEAN,
+            &[1, 3],
+            &[],
+            None,
+        ),
+        (
             "unclean: else the first acceptable replica in assignment order",
             state(-1, &[], &[], &[2], false),
             &[],
@@ -474,6 +536,17 @@ fn elect_leaders_requests_answer_as_kafka_does() {
     change.isr = Some(vec![]);
     image.apply(image.applied(), &MetadataRecord::PartitionChange(change));
     let c = elect_on_request(&image, (T, 1), true, &config)
+        .unwrap()
+        .unwrap();
+    assert_eq!((c.leader, c.leader_recovering), (Some(2), Some(true)));
+    // After a whole-cluster crash (ISR and ELR empty, last known leader 2, replicas [3, 1, 2]):
+    // UNCLEAN prefers the last known leader over assignment order.
+    let mut change = PartitionChange::new(T, 2);
+    change.leader = Some(NO_LEADER);
+    change.isr = Some(vec![]);
+    change.last_known_elr = Some(vec![2]);
+    image.apply(image.applied(), &MetadataRecord::PartitionChange(change));
+    let c = elect_on_request(&image, (T, 2), true, &config)
         .unwrap()
         .unwrap();
     assert_eq!((c.leader, c.leader_recovering), (Some(2), Some(true)));
