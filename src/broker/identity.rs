@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use uuid::Uuid;
 
 use crate::io::{create_dir_all_durable, read_file, write_file_atomic, Io};
@@ -141,7 +143,8 @@ pub fn random_cluster_id(io: &Io) -> String {
 
 fn random_id(io: &Io) -> String {
     let uuid = Uuid::from_u64_pair(io.rng.next_u64(), io.rng.next_u64());
-    base64_url(uuid.as_bytes())
+    // URL-safe base64 without padding: how Kafka prints cluster ids.
+    URL_SAFE_NO_PAD.encode(uuid.as_bytes())
 }
 
 /// Kafka's `Uuid.fromString`: 22 characters of URL-safe base64 (16 bytes).
@@ -156,19 +159,6 @@ pub fn validate_cluster_id(id: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// URL-safe base64 without padding (how Kafka prints cluster ids).
-fn base64_url(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
 }
 
 #[cfg(all(test, not(madsim)))]

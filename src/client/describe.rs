@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -305,16 +307,7 @@ pub fn render(topics: &[TopicDescription]) -> String {
 
 /// How Kafka prints a topic id: URL-safe base64 of the 16 bytes, without padding.
 fn kafka_uuid(id: Uuid) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = id.as_bytes();
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk.iter().fold(0u32, |acc, &b| (acc << 8) | b as u32) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(id.as_bytes())
 }
 
 #[cfg(test)]

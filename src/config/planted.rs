@@ -9,7 +9,11 @@
 //! [`planted!`] macro is the constant `false`, so the buggy branch is dead code and the
 //! optimiser removes it.
 //!
-//! Plant sites below the broker (the log, the replica, the metadata store), which no
+//! A pure core takes its bug from its own configuration: a [`Planted`] field (the Raft core's
+//! `RaftConfig::planted`), which its driver fills from `ServerConfig::planted_bug` and its unit
+//! tests set directly. That is the one way every core should take; the two below are older.
+//!
+//! Other plant sites below the broker (the log, the replica, the group coordinator), which no
 //! `ServerConfig` reaches, ask [`active`] instead: threading a test-only switch through every
 //! constructor would widen production signatures for nothing. It is per thread, and that is per
 //! run: madsim runs a whole simulated world (every broker node and every client) on one thread,
@@ -76,18 +80,14 @@ pub enum PlantedBug {
     /// Quorum: answer votes and act on a new epoch before `quorum-state` is durable, and never
     /// fsync its directory after the rename: a node that loses power may come back with an
     /// older `quorum-state`, forget its vote and vote twice in one epoch.
-    #[cfg(madsim)]
     QuorumVoteBeforePersist,
     /// Quorum: the leader advances the high watermark to what it alone has flushed, without a
     /// majority of voters.
-    #[cfg(madsim)]
     QuorumCommitOnMinority,
     /// Quorum: the leader serves every fetch without checking its last fetched epoch, so a
     /// follower whose log diverges is never told to truncate.
-    #[cfg(madsim)]
     QuorumNoDivergingEpoch,
     /// Quorum: grant votes without comparing the candidate's log with ours.
-    #[cfg(madsim)]
     QuorumGrantShorterLog,
     /// Replication: a pending ISR shrink takes effect in the high watermark at once, before the
     /// controller commits it (notes §1.7): the survivors alone commit offsets while the
@@ -164,22 +164,18 @@ impl PlantedBug {
             "index-lookup-past-target",
             PlantedBug::IndexLookupPastTarget,
         ),
-        #[cfg(madsim)]
         (
             "quorum-vote-before-persist",
             PlantedBug::QuorumVoteBeforePersist,
         ),
-        #[cfg(madsim)]
         (
             "quorum-commit-on-minority",
             PlantedBug::QuorumCommitOnMinority,
         ),
-        #[cfg(madsim)]
         (
             "quorum-no-diverging-epoch",
             PlantedBug::QuorumNoDivergingEpoch,
         ),
-        #[cfg(madsim)]
         (
             "quorum-grant-shorter-log",
             PlantedBug::QuorumGrantShorterLog,
@@ -229,6 +225,24 @@ impl PlantedBug {
     pub fn name(self) -> &'static str {
         let found = PlantedBug::NAMES.iter().find(|(_, b)| *b == self);
         found.map(|(n, _)| *n).expect("every variant is in NAMES")
+    }
+}
+
+/// The bug planted in a core, carried by the core's own configuration (`Planted::default()`:
+/// none). A core asks `self.config.planted.is(PlantedBug::X)` at its plant site; its driver
+/// copies [`ServerConfig::planted_bug`](super::ServerConfig) into it, and a core's unit tests
+/// plant a bug by building the config. The field, like this type, exists only in the simulator
+/// and test builds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Planted(Option<PlantedBug>);
+
+impl Planted {
+    pub fn new(bug: Option<PlantedBug>) -> Planted {
+        Planted(bug)
+    }
+
+    pub fn is(self, bug: PlantedBug) -> bool {
+        self.0 == Some(bug)
     }
 }
 

@@ -38,6 +38,16 @@ pub trait Rng: Send + Sync + 'static {
     fn next_u64(&self) -> u64;
 }
 
+/// The one pseudo-random generator behind every draw of the io layer: [`os::OsRng`] and the
+/// in-memory disk's fault choices. A seed fixes all its output (for a given `rand` version), so
+/// a simulated run replays from its seed.
+pub type Generator = rand::rngs::SmallRng;
+
+/// A [`Generator`] whose every draw follows from `seed` (any value, 0 included).
+pub fn generator(seed: u64) -> Generator {
+    rand::SeedableRng::seed_from_u64(seed)
+}
+
 /// Spawns a detached task on the current runtime (or the current simulated node).
 pub trait Spawn: Send + Sync + 'static {
     fn spawn(&self, task: BoxFuture<'static, ()>);

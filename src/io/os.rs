@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{BoxFuture, BoxStream, Clock, Listener, Network, Rng, Spawn};
+use rand::{RngCore, SeedableRng};
+
+use super::{BoxFuture, BoxStream, Clock, Generator, Listener, Network, Rng, Spawn};
 
 pub struct TokioClock {
     origin: tokio::time::Instant,
@@ -46,28 +48,31 @@ impl Clock for TokioClock {
     }
 }
 
-/// xorshift64* seeded once from the OS. Not for cryptography: ids and jitter only.
+/// The production [`Rng`]: the io layer's one generator ([`super::Generator`]), seeded once from
+/// the OS. Not for cryptography: ids and jitter only. The simulator builds it with
+/// [`OsRng::with_seed`] from the run's seed, so it decides every draw.
 pub struct OsRng {
-    state: Mutex<u64>,
+    state: Mutex<Generator>,
 }
 
 impl OsRng {
     pub fn new() -> OsRng {
-        let mut seed = [0u8; 8];
         // Without OS randomness fall back to the clock: ids must still differ between runs.
-        if getrandom::fill(&mut seed).is_err() {
+        let state = Generator::try_from_os_rng().unwrap_or_else(|_| {
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_nanos() as u64;
-            seed = nanos.to_le_bytes();
+            super::generator(nanos)
+        });
+        OsRng {
+            state: Mutex::new(state),
         }
-        OsRng::with_seed(u64::from_le_bytes(seed))
     }
 
     pub fn with_seed(seed: u64) -> OsRng {
         OsRng {
-            state: Mutex::new(seed | 1),
+            state: Mutex::new(super::generator(seed)),
         }
     }
 }
@@ -80,13 +85,9 @@ impl Default for OsRng {
 
 impl Rng for OsRng {
     fn next_u64(&self) -> u64 {
-        let mut state = self.state.lock().unwrap();
-        let mut x = *state;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        *state = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        // A panic elsewhere while drawing leaves the generator whole: keep drawing.
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        RngCore::next_u64(&mut *state)
     }
 }
 

@@ -323,12 +323,8 @@ impl Raft {
     }
 
     fn planted_grant_shorter_log(&self) -> bool {
-        #[cfg(test)]
-        if self.bugs.grant_shorter_log {
-            return true;
-        }
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::QuorumGrantShorterLog) {
+        #[cfg(any(madsim, test))]
+        if (self.cfg.planted).is(crate::config::PlantedBug::QuorumGrantShorterLog) {
             return true;
         }
         false

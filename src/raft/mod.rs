@@ -48,8 +48,6 @@ pub use message::{
     EndQuorumEpochResponse, FetchRequest, FetchResponse, FetchSnapshotRequest,
     FetchSnapshotResponse, Message, RaftError, VoteRequest, VoteResponse,
 };
-#[cfg(test)]
-pub use node::PlantedBugs;
 pub use node::{Event, NotLeader, QuorumInfo, Raft, MAX_ACTIONS, MAX_OBSERVERS, MAX_OUTBOX};
 pub use types::{
     Batch, Epoch, LogState, NodeId, Offset, OffsetAndEpoch, Payload, QuorumStateRecord, RaftConfig,

@@ -64,20 +64,6 @@ pub struct QuorumInfo {
     pub observers: Vec<(NodeId, Option<Offset>, Option<u64>)>,
 }
 
-/// Switches that plant known bugs, so tests can prove the cluster harness catches them.
-#[cfg(test)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PlantedBugs {
-    /// Send (answer votes, act on a new epoch) before `quorum-state` is persisted.
-    pub send_before_persist: bool,
-    /// Commit what the leader alone has flushed, without a majority.
-    pub commit_on_minority: bool,
-    /// Grant votes without comparing logs.
-    pub grant_shorter_log: bool,
-    /// Serve every fetch without checking its last fetched epoch (no diverging epoch).
-    pub no_fetch_epoch_check: bool,
-}
-
 pub struct Raft {
     pub(super) cfg: RaftConfig,
     pub(super) is_voter: bool,
@@ -105,8 +91,6 @@ pub struct Raft {
     actions: Vec<Action>,
     /// The voter an observer probes next.
     pub(super) probe_next: usize,
-    #[cfg(test)]
-    pub(super) bugs: PlantedBugs,
 }
 
 impl Raft {
@@ -167,8 +151,6 @@ impl Raft {
             actions: Vec::new(),
             probe_next: 0,
             cfg,
-            #[cfg(test)]
-            bugs: PlantedBugs::default(),
         };
         let id = node.cfg.node_id;
         let log_epoch = node.cache.last_epoch();
@@ -348,11 +330,6 @@ impl Raft {
             voters,
             observers,
         }
-    }
-
-    #[cfg(test)]
-    pub fn plant(&mut self, bugs: PlantedBugs) {
-        self.bugs = bugs;
     }
 
     fn enter(&mut self, now: u64, entropy: u64) {
@@ -669,12 +646,8 @@ impl Raft {
     }
 
     pub(super) fn state_is_durable(&self) -> bool {
-        #[cfg(test)]
-        if self.bugs.send_before_persist {
-            return true;
-        }
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::QuorumVoteBeforePersist) {
+        #[cfg(any(madsim, test))]
+        if (self.cfg.planted).is(crate::config::PlantedBug::QuorumVoteBeforePersist) {
             return true;
         }
         self.persisted == self.wanted

@@ -361,24 +361,16 @@ impl Raft {
     }
 
     fn planted_commit_on_minority(&self) -> bool {
-        #[cfg(test)]
-        if self.bugs.commit_on_minority {
-            return true;
-        }
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::QuorumCommitOnMinority) {
+        #[cfg(any(madsim, test))]
+        if (self.cfg.planted).is(crate::config::PlantedBug::QuorumCommitOnMinority) {
             return true;
         }
         false
     }
 
     fn planted_no_fetch_epoch_check(&self) -> bool {
-        #[cfg(test)]
-        if self.bugs.no_fetch_epoch_check {
-            return true;
-        }
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::QuorumNoDivergingEpoch) {
+        #[cfg(any(madsim, test))]
+        if (self.cfg.planted).is(crate::config::PlantedBug::QuorumNoDivergingEpoch) {
             return true;
         }
         false

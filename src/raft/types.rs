@@ -101,6 +101,9 @@ pub struct RaftConfig {
     /// After an empty fetch response a follower waits this long before fetching again (the
     /// stand-in for the leader parking the fetch up to `maxWaitMs`).
     pub fetch_idle_backoff_ms: u64,
+    /// Simulator and tests: the bug planted in this node (the Quorum* ones).
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
 }
 
 impl RaftConfig {
@@ -114,6 +117,8 @@ impl RaftConfig {
             fetch_timeout_ms: 2000,
             request_timeout_ms: 500,
             fetch_idle_backoff_ms: 50,
+            #[cfg(any(madsim, test))]
+            planted: Default::default(),
         }
     }
 

@@ -182,26 +182,24 @@ impl ProducerStates {
 
     /// Records a batch taken from the log or from the leader (replication, rebuilds): no
     /// sequence checks, and a producer epoch that goes back (a zombie's batch the leader
-    /// accepted before it was fenced) only warns and restarts the window at that epoch, as
-    /// Kafka's replication appends do. Producer state is thus a pure function of the log.
-    pub fn record_replicated(&mut self, header: &BatchHeader, now_ms: i64) {
+    /// accepted before it was fenced) restarts the window at that epoch, as Kafka's
+    /// replication appends do. Producer state is thus a pure function of the log. Returns the
+    /// epoch it replaced when the batch's went back: Kafka warns then, and so does the caller.
+    #[must_use = "an epoch that went back is worth a warning"]
+    pub fn record_replicated(&mut self, header: &BatchHeader, now_ms: i64) -> Option<i16> {
         if !header.is_idempotent() {
-            return;
+            return None;
         }
+        let mut went_back = None;
         if let Some(entry) = self.producers.get_mut(&header.producer_id) {
             if header.producer_epoch < entry.epoch {
-                tracing::warn!(
-                    producer_id = header.producer_id,
-                    epoch = header.producer_epoch,
-                    current = entry.epoch,
-                    offset = header.base_offset,
-                    "replicated batch with an older producer epoch"
-                );
+                went_back = Some(entry.epoch);
                 entry.epoch = header.producer_epoch;
                 entry.batches.clear();
             }
         }
         self.record(header, now_ms);
+        went_back
     }
 
     /// How many producers are remembered.
@@ -405,13 +403,13 @@ mod tests {
     #[test]
     fn replicated_batches_skip_the_checks() {
         let mut s = ProducerStates::default();
-        s.record_replicated(&header(1, 3, 0, 2, 0), 0);
+        assert_eq!(s.record_replicated(&header(1, 3, 0, 2, 0), 0), None);
         // A gap and an older epoch are the leader's business: both are taken as they come.
-        s.record_replicated(&header(1, 3, 9, 1, 2), 0);
+        assert_eq!(s.record_replicated(&header(1, 3, 9, 1, 2), 0), None);
         assert!(
             matches!(s.check(&header(1, 3, 9, 1, 7)), SequenceCheck::Duplicate(m) if m.first_offset == 2)
         );
-        s.record_replicated(&header(1, 2, 4, 1, 3), 0);
+        assert_eq!(s.record_replicated(&header(1, 2, 4, 1, 3), 0), Some(3));
         assert!(
             matches!(s.check(&header(1, 2, 4, 1, 7)), SequenceCheck::Duplicate(m) if m.first_offset == 3)
         );

@@ -50,8 +50,8 @@
 //!
 //! # Determinism
 //!
-//! The simulator replays a run from its seed, so every choice comes from one inline splitmix64
-//! generator seeded by [`MemDisk::new`], all state lives in ordered maps, and the generator is only
+//! The simulator replays a run from its seed, so every choice comes from one generator (the io
+//! layer's [`Generator`](crate::io::Generator), from `rand`) seeded by [`MemDisk::new`], all state lives in ordered maps, and the generator is only
 //! drawn from when a fault rate is non-zero, at power loss and at a random bit flip. The same seed
 //! and the same sequence of calls give the same disk, byte for byte.
 
@@ -64,6 +64,8 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use rand::Rng as _;
 
 use super::{BoxFuture, Disk, File, OpenMode};
 use image::FileImage;
@@ -150,24 +152,21 @@ struct Inode {
     open_handles: u64,
 }
 
-/// splitmix64: tiny, full-period, and good enough for picking faults; any seed (even 0) works.
-struct Prng(u64);
+/// The disk's own stream of choices: the io layer's [`Generator`](crate::io::Generator), seeded
+/// by [`MemDisk::new`] (the simulator draws that seed from the run's).
+struct Prng(crate::io::Generator);
 
 impl Prng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Prng {
+        Prng(crate::io::generator(seed))
     }
 
-    /// Uniform in `0..bound` (multiply-shift; the bias is far below anything a test could see).
+    /// Uniform in `0..bound`; 0 when `bound` is 0.
     fn below(&mut self, bound: u64) -> u64 {
         if bound == 0 {
             return 0;
         }
-        ((u128::from(self.next_u64()) * u128::from(bound)) >> 64) as u64
+        self.0.random_range(0..bound)
     }
 
     /// True with probability `p`. Draws nothing when `p` is off or certain, so turning faults on
@@ -179,8 +178,7 @@ impl Prng {
         if p >= 1.0 {
             return true;
         }
-        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        unit < p
+        self.0.random_bool(p)
     }
 }
 
@@ -355,7 +353,7 @@ impl MemDisk {
     pub fn new(seed: u64) -> MemDisk {
         MemDisk {
             state: Arc::new(Mutex::new(State {
-                rng: Prng(seed),
+                rng: Prng::new(seed),
                 generation: 0,
                 next_inode: 1,
                 files: BTreeMap::new(),

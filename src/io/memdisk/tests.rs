@@ -7,14 +7,15 @@ fn ready<F: std::future::Future>(fut: F) -> F::Output {
 }
 
 /// Test-side randomness, independent of the disk's generator.
-struct TestRng(u64);
+struct TestRng(Prng);
 
 impl TestRng {
+    fn new(seed: u64) -> TestRng {
+        TestRng(Prng::new(seed))
+    }
+
     fn below(&mut self, bound: u64) -> u64 {
-        let mut prng = Prng(self.0);
-        let value = prng.below(bound);
-        self.0 = prng.0;
-        value
+        self.0.below(bound)
     }
 
     /// Random bytes, `min..max` of them.
@@ -79,7 +80,7 @@ fn unsynced_write_survives_process_crash_but_handles_die() {
 fn synced_data_always_survives_power_loss() {
     for seed in 0..300 {
         let disk = disk_with_dir(seed);
-        let mut rng = TestRng(seed);
+        let mut rng = TestRng::new(seed);
         let file = create_synced(&disk, "/d/f");
         let synced = rng.bytes(1, 101);
         file.write_at(0, &synced).unwrap();

@@ -12,9 +12,10 @@ use bytes::Bytes;
 use proptest::prelude::Rng;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 
+use crate::config::planted::Planted;
 use crate::raft::{
     Action, Batch, DropReason, Epoch, Event, LogState, Message, NodeId, OffsetAndEpoch, Payload,
-    PlantedBugs, QuorumStateRecord, Raft, RaftConfig, RoleKind,
+    QuorumStateRecord, Raft, RaftConfig, RoleKind,
 };
 
 /// The observer's node id (voters are 1..=n).
@@ -41,7 +42,8 @@ pub struct Options {
     pub max_delay_ms: u64,
     /// Mean gap between faults (crash, restart-all, partition, heal).
     pub fault_gap_ms: u64,
-    pub bugs: PlantedBugs,
+    /// The bug planted in every node (through its `RaftConfig`).
+    pub planted: Planted,
     /// Print every step (for replaying one failing seed by hand).
     pub trace: bool,
 }
@@ -57,7 +59,7 @@ impl Options {
             duplicate_percent: 3,
             max_delay_ms: 40,
             fault_gap_ms: 600,
-            bugs: PlantedBugs::default(),
+            planted: Planted::default(),
             trace: false,
         }
     }
@@ -468,7 +470,8 @@ impl Cluster {
 
     fn start(&mut self, id: NodeId) {
         let entropy = self.rng.next_u64();
-        let cfg = config(id, &self.voters);
+        let mut cfg = config(id, &self.voters);
+        cfg.planted = self.opts.planted;
         let n = self.nodes.get_mut(&id).expect("node exists");
         let mut epochs: Vec<OffsetAndEpoch> = Vec::new();
         for b in &n.log {
@@ -484,8 +487,7 @@ impl Cluster {
             end_offset: n.log.len() as u64,
             ..LogState::default()
         };
-        let mut raft = Raft::new(cfg, n.stored, log, self.now, entropy).expect("valid config");
-        raft.plant(self.opts.bugs);
+        let raft = Raft::new(cfg, n.stored, log, self.now, entropy).expect("valid config");
         n.raft = Some(raft);
         self.perform(id);
     }

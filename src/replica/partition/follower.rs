@@ -143,7 +143,8 @@ impl Partition {
             self.log
                 .append_at_offsets(slice, std::slice::from_ref(header), now_ms)
                 .map_err(FollowerAppendError::Storage)?;
-            self.producers.record_replicated(header, now_ms);
+            let went_back = self.producers.record_replicated(header, now_ms);
+            snapshot::warn_if_epoch_went_back(header, went_back);
             self.last_batch = Some(LastBatch::of(header));
             position += len;
         }

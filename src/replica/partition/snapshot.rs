@@ -132,8 +132,23 @@ pub(super) fn rebuild(
     };
     log.scan_headers(from, |header| {
         if header.base_offset < up_to {
-            producers.record_replicated(header, header.max_timestamp)
+            let went_back = producers.record_replicated(header, header.max_timestamp);
+            warn_if_epoch_went_back(header, went_back);
         }
     })?;
     Ok(producers)
+}
+
+/// Kafka's warning when a replicated (or replayed) batch carries an older producer epoch than
+/// the producer's: a zombie's batch the leader accepted before it was fenced.
+pub(super) fn warn_if_epoch_went_back(header: &BatchHeader, went_back: Option<i16>) {
+    if let Some(current) = went_back {
+        tracing::warn!(
+            producer_id = header.producer_id,
+            epoch = header.producer_epoch,
+            current,
+            offset = header.base_offset,
+            "replicated batch with an older producer epoch"
+        );
+    }
 }

@@ -223,6 +223,10 @@ pub async fn open(
     // The leader parks a fetch at its log end (see `parked`), so a follower need not pause
     // after an empty answer: a short pause only guards against a leader that answers at once.
     cfg.fetch_idle_backoff_ms = 5;
+    #[cfg(any(madsim, test))]
+    {
+        cfg.planted = crate::config::planted::Planted::new(config.planted_bug);
+    }
     let now_wall = io.clock.wall_ms();
     let (log, state, loaded) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
     if let Some(l) = &loaded {

@@ -499,7 +499,12 @@ mod tests {
     fn quorum_state_round_trips() {
         let mem = MemDisk::new(8);
         let dir = Path::new("/q");
-        mem.create_dir_all(&dir.join(METADATA_DIR)).unwrap();
+        // Durable, or a power loss may take the directory (and the file) with it.
+        block_on(crate::io::create_dir_all_durable(
+            &mem,
+            &dir.join(METADATA_DIR),
+        ))
+        .unwrap();
         assert_eq!(read_quorum_state(&mem, dir).unwrap(), None);
         let record = QuorumStateRecord {
             epoch: 5,
