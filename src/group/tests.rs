@@ -67,6 +67,8 @@ impl Harness {
                             self.appends.push((token, partition, records));
                         }
                     }
+                    // Logged by the driver; nothing to play.
+                    Action::MemberExpired { .. } => {}
                 }
             }
             queue = next;

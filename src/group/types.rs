@@ -279,4 +279,7 @@ pub enum Action {
         token: AppendToken,
         records: Vec<OffsetRecord>,
     },
+    /// The coordinator's own timer removed a KIP-848 member (session or rebalance timeout).
+    /// Nothing to do but tell the operator: the core does not log, its driver does.
+    MemberExpired { group: String, member: String },
 }

@@ -197,6 +197,9 @@ impl Broker {
                     }),
                     Err(e) => queue.extend(inner.core.append_done(token, Err(e), now)),
                 },
+                Action::MemberExpired { group, member } => {
+                    tracing::info!(%group, %member, "consumer group member removed: session or rebalance timeout");
+                }
             }
         }
         if let Some(next) = inner.core.next_deadline() {

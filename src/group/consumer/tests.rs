@@ -91,6 +91,8 @@ impl Harness {
                         self.log.entry(partition).or_default().extend(records);
                         next.extend(self.c.append_done(token, Ok(()), self.now));
                     }
+                    // Logged by the driver; nothing to play.
+                    Action::MemberExpired { .. } => {}
                 }
             }
             queue = next;

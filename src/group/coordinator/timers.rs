@@ -53,7 +53,10 @@ impl Coordinator {
         let Some(c) = g.consumer.as_mut() else { return };
         let gone = c.expire(now);
         for member in &gone {
-            tracing::info!(group = %g.id, %member, "consumer group member removed: session or rebalance timeout");
+            out.push(Action::MemberExpired {
+                group: g.id.clone(),
+                member: member.to_string(),
+            });
         }
         if !gone.is_empty() {
             self.persist_consumer(g, out);
