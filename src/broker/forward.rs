@@ -66,6 +66,7 @@ pub(super) async fn forward(
     broker: &Broker,
     frame: &Bytes,
     peer: std::net::SocketAddr,
+    deadline: Duration,
 ) -> Option<BytesMut> {
     let quorum = broker.quorum.as_ref()?;
     if frame.len() < 8 {
@@ -79,7 +80,6 @@ pub(super) async fn forward(
     if !broker.relay_allowed(peer, frame) {
         return None;
     }
-    let deadline = broker.io.clock.monotonic() + FORWARD_TIMEOUT;
     let mut changes = quorum.controller_changes();
     let mut shutdown = broker.shutdown_signal();
     loop {
@@ -122,6 +122,50 @@ pub(super) async fn forward(
             _ = shutdown.wait_for(|stop| *stop) => return None,
         }
     }
+}
+
+/// When a request [`forward`] may wait for a controller until (monotonic): one bound for
+/// every try of one request.
+pub(super) fn deadline(broker: &Broker) -> Duration {
+    broker.io.clock.monotonic() + FORWARD_TIMEOUT
+}
+
+/// After a forwardable request was handled here as the active controller: whether its answer
+/// (`response`, the whole frame) is NOT_CONTROLLER because this node lost the leadership
+/// during the commit, with time left to try the next controller. Kafka's combined node
+/// forwards to its own controller too and retries such an answer; so does this one, after the
+/// quorum has published the change (or the backoff).
+pub(super) async fn lost_control_while_handling(
+    broker: &Broker,
+    frame: &Bytes,
+    response: &[u8],
+    deadline: Duration,
+) -> bool {
+    let Some(quorum) = broker.quorum.as_ref() else {
+        return false;
+    };
+    if frame.len() < 8 || response.len() < 4 {
+        return false;
+    }
+    let Ok(key) = ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])) else {
+        return false;
+    };
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    if !FORWARDED.contains(&key) || !versions::is_supported(key, version) {
+        return false;
+    }
+    let remaining = deadline.saturating_sub(broker.io.clock.monotonic());
+    if remaining.is_zero() || !answered_not_controller(key, version, &response[4..]) {
+        return false;
+    }
+    let mut changes = quorum.controller_changes();
+    if quorum.is_active() {
+        let _ = broker
+            .io
+            .timeout(RETRY_BACKOFF.min(remaining), changes.changed())
+            .await;
+    }
+    true
 }
 
 /// One relay of `frame` to the controller behind `link`: its answer (correlation id restored),

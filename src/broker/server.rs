@@ -186,13 +186,26 @@ async fn dispatch(
         ListenerKind::Controller if broker_rpc::is_session_request(&frame) => {
             broker_rpc::handle(broker, frame, out).await
         }
-        ListenerKind::Client => match forward::forward(broker, &frame, peer).await {
-            Some(relayed) => {
-                *out = relayed;
-                Ok(true)
+        ListenerKind::Client => {
+            // Relayed to the controller, or handled here (this node is it, or none answered
+            // within the bound); handled here and refused because the leadership moved during
+            // the commit, it goes to the next controller (`forward`).
+            let deadline = forward::deadline(broker);
+            loop {
+                if let Some(relayed) = forward::forward(broker, &frame, peer, deadline).await {
+                    *out = relayed;
+                    return Ok(true);
+                }
+                let answered =
+                    handle_frame(broker, kind, frame.clone(), peer, gone.clone(), out).await;
+                if !matches!(answered, Ok(true))
+                    || !forward::lost_control_while_handling(broker, &frame, out, deadline).await
+                {
+                    return answered;
+                }
+                out.clear();
             }
-            None => handle_frame(broker, kind, frame, peer, gone, out).await,
-        },
+        }
         ListenerKind::Controller => handle_frame(broker, kind, frame, peer, gone, out).await,
     }
 }
