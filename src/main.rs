@@ -13,7 +13,7 @@ mod leader_election_command;
 
 use weir::bench;
 use weir::broker::Broker;
-use weir::client::Client;
+use weir::client::{Client, ClusterClient};
 use weir::config::{parse_properties, ServerConfig};
 use weir::io::{read_file, Io};
 use weir::local_cluster;
@@ -330,7 +330,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             ClusterAction::Status { bootstrap } => cluster_status(io, &bootstrap).await,
         },
         Command::Topics { bootstrap, action } => {
-            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            // Any broker: it forwards metadata changes to the active controller.
+            let mut client = connect_any(&io, &bootstrap).await?;
             match action {
                 TopicAction::Create {
                     name,
@@ -373,20 +374,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             acks: a,
         } => {
             let acks = acks(&a)?;
-            let bootstrap = addr(&bootstrap)?;
-            let mut client = Client::connect(&io, bootstrap).await?;
-            // As Kafka's producer: Metadata (creating the topic if the broker allows), then
-            // send to the partition's leader.
-            let leader = client.wait_for_leader(&topic, partition).await?;
-            let host = if leader.host.contains(':') {
-                format!("[{}]", leader.host)
-            } else {
-                leader.host.clone()
-            };
-            let leader_addr = addr(&format!("{host}:{}", leader.port))?;
-            if leader_addr != bootstrap {
-                client = Client::connect(&io, leader_addr).await?;
-            }
+            // As Kafka's producer: Metadata from any broker (creating the topic if the broker
+            // allows), then the partition's leader, following it if it moves.
+            let mut cluster = ClusterClient::connect(&io, bootstrap_addrs(&bootstrap)?).await?;
             let mut input = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
             let now = io.clock.wall_ms();
@@ -403,7 +393,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let count = builder.len();
             let batch = bytes::Bytes::from(builder.finish(-1, -1, -1));
-            let offset = client.produce(&topic, partition, batch, acks).await?;
+            let offset = cluster.produce(&topic, partition, batch, acks).await?;
             match offset {
                 Some(o) => println!(
                     "produced {count} records at offsets {o}..{}",
@@ -420,11 +410,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             offset,
             max,
         } => {
-            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
+            // From the partition's leader, whichever broker is the bootstrap.
+            let mut cluster = ClusterClient::connect(&io, bootstrap_addrs(&bootstrap)?).await?;
             let mut next = offset;
             let mut printed = 0;
             while printed < max {
-                let fetched = client
+                let fetched = cluster
                     .fetch(&topic, partition, next, 1 << 20, Duration::from_millis(500))
                     .await?;
                 if fetched.records.is_empty() {
@@ -464,8 +455,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Groups { bootstrap, action } => {
-            let mut client = Client::connect(&io, addr(&bootstrap)?).await?;
-            groups(&mut client, action).await
+            let mut cluster = ClusterClient::connect(&io, bootstrap_addrs(&bootstrap)?).await?;
+            groups(&mut cluster, action).await
         }
         Command::LeaderElection(args) => leader_election_command::run(&io, args).await,
         Command::Bench { which } => match which {
@@ -652,6 +643,16 @@ async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow:
     Ok(())
 }
 
+/// Every address of a comma-separated `bootstrap` list.
+fn bootstrap_addrs(bootstrap: &str) -> anyhow::Result<Vec<SocketAddr>> {
+    bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(addr)
+        .collect()
+}
+
 /// Connects to the first broker of `bootstrap` that answers.
 async fn connect_any(io: &Io, bootstrap: &str) -> anyhow::Result<Client> {
     let mut last = None;
@@ -742,11 +743,12 @@ async fn wait_for_signal() {
     }
 }
 
-async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> {
+/// Group requests go to the group's coordinator, offsets to each partition's leader
+/// (`ClusterClient`), whichever broker the bootstrap is.
+async fn groups(cluster: &mut ClusterClient, action: GroupAction) -> anyhow::Result<()> {
     match action {
         GroupAction::List => {
-            client.find_coordinator("").await?;
-            for g in client.list_groups().await? {
+            for g in cluster.list_groups().await? {
                 println!(
                     "{}\t{}\t{}\t{}",
                     g.group_id, g.state, g.protocol_type, g.group_type
@@ -754,9 +756,9 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
             }
         }
         GroupAction::Describe { group } => {
-            client.find_coordinator(&group).await?;
             // A consumer-protocol group (KIP-848) first; classic groups answer "not found" there.
-            if let Some(d) = client.describe_consumer_group(&group).await? {
+            let (consumer, classic, committed) = describe_at_coordinator(cluster, &group).await?;
+            if let Some(d) = consumer {
                 println!(
                     "group {group}: {} (type consumer, group epoch {}, assignment epoch {}, \
                      assignor '{}'), {} members",
@@ -790,7 +792,7 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
                     );
                 }
             } else {
-                let Some(d) = client.describe_group(&group).await? else {
+                let Some(d) = classic else {
                     anyhow::bail!("group '{group}' does not exist");
                 };
                 println!(
@@ -809,8 +811,8 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
                 }
             }
             println!("topic\tpartition\tcommitted\tlog-end\tlag");
-            for (topic, partition, committed) in client.committed_offsets(&group, None).await? {
-                let (end, _) = client.list_offset(&topic, partition, -1).await?;
+            for (topic, partition, committed) in committed {
+                let (end, _) = cluster.list_offset(&topic, partition, -1).await?;
                 let lag = if committed >= 0 {
                     (end - committed).max(0).to_string()
                 } else {
@@ -820,13 +822,17 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
             }
         }
         GroupAction::Delete { group } => {
-            client.find_coordinator(&group).await?;
-            client.delete_group(&group).await?;
+            cluster
+                .at_coordinator(&group, |c| {
+                    let group = group.clone();
+                    Box::pin(async move { c.delete_group(&group).await })
+                })
+                .await?;
             println!("deleted group {group}");
         }
         GroupAction::ResetOffsets { group, topic, to } => {
-            client.find_coordinator(&group).await?;
-            if let Some(d) = client.describe_consumer_group(&group).await? {
+            let (consumer, classic, _) = describe_at_coordinator(cluster, &group).await?;
+            if let Some(d) = consumer {
                 if !d.members.is_empty() {
                     anyhow::bail!(
                         "consumer group '{group}' has {} active members ({}): stop them before resetting its offsets",
@@ -834,7 +840,7 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
                         d.state
                     );
                 }
-            } else if let Some(d) = client.describe_group(&group).await? {
+            } else if let Some(d) = classic {
                 if !d.members.is_empty() {
                     anyhow::bail!(
                         "group '{group}' has {} active members ({}): stop them before resetting its offsets",
@@ -843,7 +849,11 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
                     );
                 }
             }
-            let info = client.metadata(Some(&[topic.as_str()])).await?;
+            let info = cluster
+                .any()
+                .await?
+                .metadata(Some(&[topic.as_str()]))
+                .await?;
             let partitions = match info.first() {
                 Some(t) if t.error.is_none() => t.partitions,
                 _ => anyhow::bail!("unknown topic '{topic}'"),
@@ -856,8 +866,8 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
             };
             let mut offsets = Vec::new();
             for p in 0..partitions {
-                let (start, _) = client.list_offset(&topic, p, -2).await?;
-                let (end, _) = client.list_offset(&topic, p, -1).await?;
+                let (start, _) = cluster.list_offset(&topic, p, -2).await?;
+                let (end, _) = cluster.list_offset(&topic, p, -1).await?;
                 let offset = match (to.as_str(), target) {
                     ("earliest", _) => start,
                     ("latest", _) => end,
@@ -866,11 +876,45 @@ async fn groups(client: &mut Client, action: GroupAction) -> anyhow::Result<()> 
                 };
                 offsets.push((p, offset));
             }
-            client.commit_offsets(&group, &topic, &offsets).await?;
+            cluster
+                .at_coordinator(&group, |c| {
+                    let (group, topic, offsets) = (group.clone(), topic.clone(), offsets.clone());
+                    Box::pin(async move { c.commit_offsets(&group, &topic, &offsets).await })
+                })
+                .await?;
             for (p, o) in offsets {
                 println!("{topic}\t{p}\t{o}");
             }
         }
     }
     Ok(())
+}
+
+type GroupDescriptions = (
+    Option<weir::client::ConsumerGroupDescription>,
+    Option<weir::client::GroupDescription>,
+    Vec<(String, i32, i64)>,
+);
+
+/// A group as its coordinator describes it (as a consumer-protocol group, else as a classic
+/// one) with its committed offsets, asked in one visit that follows coordinator moves.
+async fn describe_at_coordinator(
+    cluster: &mut ClusterClient,
+    group: &str,
+) -> anyhow::Result<GroupDescriptions> {
+    let described = cluster
+        .at_coordinator(group, |c| {
+            let group = group.to_string();
+            Box::pin(async move {
+                let consumer = c.describe_consumer_group(&group).await?;
+                let classic = match consumer {
+                    Some(_) => None,
+                    None => c.describe_group(&group).await?,
+                };
+                let committed = c.committed_offsets(&group, None).await?;
+                Ok((consumer, classic, committed))
+            })
+        })
+        .await?;
+    Ok(described)
 }

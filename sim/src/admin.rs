@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use madsim::rand::Rng;
 use weir::client::{ClientError, CONFIG_SOURCE_TOPIC};
 use weir::io::Io;
@@ -155,7 +156,22 @@ pub async fn run_admin(io: Io, spec: AdminSpec, history: History, clock: RunCloc
             Err(e) => {
                 // A refusal from the broker is definite unless it is one a client retries
                 // (a storage error, a time-out on the broker's side): those may have landed.
-                let definite = matches!(e, ClientError::Kafka(..)) && !e.is_retriable();
+                // So may a create of a fresh name refused as existing, or partitions added
+                // refused as already there: the broker retried the request at the next
+                // controller after the first one took it and died (Kafka's forwarding
+                // retries too), so what is there may be this very operation's.
+                let retried_create = matches!(
+                    (&change, &e),
+                    (
+                        AdminChange::CreateTopic { .. },
+                        ClientError::Kafka(ResponseError::TopicAlreadyExists, _)
+                    ) | (
+                        AdminChange::CreatePartitions { .. },
+                        ClientError::Kafka(ResponseError::InvalidPartitions, _)
+                    )
+                );
+                let definite =
+                    matches!(e, ClientError::Kafka(..)) && !e.is_retriable() && !retried_create;
                 history.record(
                     clock.now_ms(),
                     Event::AdminFail {

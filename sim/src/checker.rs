@@ -71,6 +71,8 @@ pub struct Findings {
     pub misordered: Vec<String>,
     /// Admin changes missing or half done at the end (`metadata_check`).
     pub metadata: Vec<String>,
+    /// Admin requests a broker answered NOT_CONTROLLER (`metadata_check::not_controller`).
+    pub admin_not_controller: Vec<String>,
     /// Multi-node worlds: leader and committed-metadata conflicts (`quorum_check`).
     pub quorum: crate::quorum_check::QuorumFindings,
     /// Multi-node worlds: why no leader or no metadata commit came within the bound after
@@ -137,6 +139,11 @@ impl Findings {
             Check::Metadata,
             self.metadata.len(),
             "admin changes lost or half done",
+        );
+        add(
+            Check::AdminAvailability,
+            self.admin_not_controller.len(),
+            "admin requests answered NOT_CONTROLLER (librdkafka surfaces it)",
         );
         add(
             Check::OneLeader,

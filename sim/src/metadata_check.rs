@@ -85,6 +85,21 @@ fn close(states: &mut BTreeSet<Candidate>, changes: &BTreeMap<u64, &AdminChange>
 /// answer came (a time-out, a dropped connection), at any instant after its invoke, even after
 /// later operations were acknowledged: a request stuck on a cut-off broker may still be
 /// forwarded and committed once the network heals.
+/// Admin requests a broker answered NOT_CONTROLLER, with their time: librdkafka hands that
+/// error to the application, where a Kafka broker would have held the request for the next
+/// controller.
+pub fn not_controller(entries: &[Entry]) -> Vec<(u64, String)> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::AdminFail { op, error, .. } if error.contains("NotController") => {
+                Some((e.at_ms, format!("op {op} at {} ms: {error}", e.at_ms)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn check(entries: &[Entry], final_metadata: &FinalMetadata) -> Vec<String> {
     let mut changes: BTreeMap<u64, &AdminChange> = BTreeMap::new();
     let mut states: BTreeMap<&str, BTreeSet<Candidate>> = BTreeMap::new();

@@ -96,6 +96,10 @@ pub enum Check {
     Order,
     /// An acknowledged admin change is missing after the faults heal, or one shows half done.
     Metadata,
+    /// A broker answered an admin request NOT_CONTROLLER, which librdkafka hands to the
+    /// application: a Kafka broker holds a forwarded request until a controller is known.
+    #[serde(rename = "admin-availability")]
+    AdminAvailability,
     /// Two nodes name different leaders for one quorum epoch (multi-node worlds).
     #[serde(rename = "one-leader")]
     OneLeader,
@@ -150,6 +154,7 @@ impl Check {
             Check::Uncommitted,
             Check::Order,
             Check::Metadata,
+            Check::AdminAvailability,
             Check::OneLeader,
             Check::CommittedPrefix,
             Check::QuorumLiveness,

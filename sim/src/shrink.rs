@@ -54,6 +54,7 @@ pub fn check_name(check: Check) -> &'static str {
         Check::Uncommitted => "uncommitted",
         Check::Order => "order",
         Check::Metadata => "metadata",
+        Check::AdminAvailability => "admin-availability",
         Check::Sent => "sent",
         Check::OneLeader => "one-leader",
         Check::CommittedPrefix => "committed-prefix",

@@ -268,6 +268,11 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             findings.evidence_ms.insert(c, t);
         }
     }
+    let refused = metadata_check::not_controller(&entries);
+    if let Some((at, _)) = refused.first() {
+        findings.evidence_ms.insert(Check::AdminAvailability, *at);
+    }
+    findings.admin_not_controller = refused.into_iter().map(|(_, why)| why).collect();
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);
         if !findings.metadata.is_empty() {

@@ -255,13 +255,22 @@ impl Broker {
             replication_events: replication_events::ReplicationEvents::default(),
         });
         // The client listener is bound first so that the registration carries the real port
-        // (port 0 in tests); nothing is accepted before its accept loop starts, below.
+        // (port 0 in tests); nothing is accepted before its accept loop starts, below. A
+        // clustered broker serves clients only once ready (`startup_gate`): a fixed port is
+        // then bound only at that point, as Kafka defers opening it, so that a listening port
+        // means a serving broker; here it is only checked to be free, to fail at start.
+        let gated = clustered && broker.config.is_broker();
         let client_listener = match bind {
+            Some(bind) if gated && bind.port() != 0 => {
+                drop(io.net.bind(bind).await?);
+                *broker.advertised.write().unwrap() = broker.advertised_endpoint(bind);
+                Some((ClientListener::Deferred, bind))
+            }
             Some(bind) => {
                 let listener = io.net.bind(bind).await?;
                 let local_addr = listener.local_addr()?;
                 *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
-                Some((listener, local_addr))
+                Some((ClientListener::Bound(listener), local_addr))
             }
             None => None,
         };
@@ -292,10 +301,10 @@ impl Broker {
         }
         let local_addr = match client_listener {
             Some((listener, local_addr)) => {
-                io.spawn(server::accept_loop(
+                io.spawn(serve_clients_when_ready(
                     broker.clone(),
                     listener,
-                    api::ListenerKind::Client,
+                    local_addr,
                 ));
                 local_addr
             }
@@ -589,6 +598,7 @@ impl Broker {
                 tracing::error!(error = %e, ?record, "applying committed metadata locally failed");
             }
         }
+        self.note_client_readiness();
     }
 
     /// Replaces the image with a snapshot's (loaded at start, or fetched from the quorum
@@ -608,6 +618,7 @@ impl Broker {
             self.offsets_topic_created(t.partitions);
         }
         self.reconfigure_all_topics();
+        self.note_client_readiness();
     }
 
     /// Gives every open partition its topic's current config (after the defaults changed).
@@ -845,6 +856,40 @@ impl Broker {
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
+}
+
+/// The client listener at start: bound, or (a clustered broker's fixed port) to be bound once
+/// the broker is ready for clients.
+enum ClientListener {
+    Bound(Box<dyn crate::io::Listener>),
+    Deferred,
+}
+
+/// Waits for the client gate (`startup_gate`; open at once for a single node), then binds the
+/// client listener if deferred and accepts. A port taken since the start check is retried:
+/// the process stays up for its partitions and the controller it may host.
+async fn serve_clients_when_ready(broker: Arc<Broker>, listener: ClientListener, addr: SocketAddr) {
+    if !broker.wait_ready_for_clients().await {
+        return;
+    }
+    let listener = match listener {
+        ClientListener::Bound(l) => l,
+        ClientListener::Deferred => loop {
+            match broker.io.net.bind(addr).await {
+                Ok(l) => break l,
+                Err(e) => {
+                    tracing::error!(%addr, error = %e, "cannot bind the client listener; retrying");
+                    let mut shutdown = broker.shutdown_signal();
+                    tokio::select! {
+                        _ = broker.io.clock.sleep(Duration::from_secs(1)) => {}
+                        _ = shutdown.wait_for(|stop| *stop) => return,
+                    }
+                }
+            }
+        },
+    };
+    tracing::info!(%addr, "client listener serving");
+    server::accept_loop(broker, listener, api::ListenerKind::Client).await;
 }
 
 /// Periodic work: retention, time-based flushes, recovery-point checkpoints.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::RequestKind;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::api::{self, encode_response, Decoded, ListenerKind, Request, RequestContext};
@@ -168,42 +169,64 @@ async fn dispatch(
     out: &mut BytesMut,
     relay: bool,
 ) -> Result<bool, String> {
-    let request = match api::decode(frame, ROUTES, kind)? {
+    let mut request = match api::decode(frame, ROUTES, kind)? {
         Decoded::Request(request) => request,
         Decoded::Answer(correlation_id, response) => {
             encode_response(out, correlation_id, 0, &response, 0)?;
             return Ok(true);
         }
     };
-    if relay && kind == ListenerKind::Client {
-        if let Some(relayed) = forward::forward(broker, &request, peer).await {
+    if !(relay && kind == ListenerKind::Client && forward::is_forwarded(request.key)) {
+        // Handled once: take the body out instead of copying it (a produce's is large).
+        let placeholder = RequestKind::ApiVersions(Default::default());
+        let body = std::mem::replace(&mut request.body, placeholder);
+        return answer(broker, kind, &request, body, peer, gone, out).await;
+    }
+    // Relayed to the controller, or handled here (this node is it, or none answered within
+    // the bound); handled here and refused because the leadership moved during the commit, it
+    // goes to the next controller (`forward`).
+    let deadline = forward::deadline(broker);
+    loop {
+        if let Some(relayed) = forward::forward(broker, &request, peer, deadline).await {
             *out = relayed;
             return Ok(true);
         }
+        let body = request.body.clone();
+        let answered = answer(broker, kind, &request, body, peer, gone.clone(), out).await;
+        if !matches!(answered, Ok(true))
+            || !forward::lost_control_while_handling(broker, &request, out, deadline).await
+        {
+            return answered;
+        }
+        out.clear();
     }
-    let Request {
-        key,
-        version,
-        correlation_id,
-        client_id,
-        body,
-        route,
-        ..
-    } = *request;
+}
+
+/// Runs `request`'s handler on `body` and encodes its answer into `out`.
+async fn answer(
+    broker: &Broker,
+    kind: ListenerKind,
+    request: &Request<'_, Broker>,
+    body: RequestKind,
+    peer: SocketAddr,
+    gone: ConnectionGone,
+    out: &mut BytesMut,
+) -> Result<bool, String> {
+    let (key, version) = (request.key, request.version);
     let ctx = RequestContext {
         version,
         listener: kind,
         trusted: kind == ListenerKind::Controller,
-        client_id,
+        client_id: request.client_id.clone(),
         peer,
         gone,
     };
-    let Some(response) = (route.run)(broker, &ctx, body).await? else {
+    let Some(response) = (request.route.run)(broker, &ctx, body).await? else {
         return Ok(false);
     };
     encode_response(
         out,
-        correlation_id,
+        request.correlation_id,
         key.response_header_version(version),
         &response,
         version,

@@ -13,15 +13,40 @@
 //!
 //! The gate latches open: once past its registration, the image never goes back before it, and
 //! a later re-registration of the same process (a stale broker epoch) lost no data.
+//!
+//! A second latch, later, gates the client listener (Kafka's BrokerServer enables request
+//! processing only after the controller acknowledged it caught up and unfenced it): a node
+//! whose image does not yet show itself registered and unfenced would answer Metadata with a
+//! controller and no brokers, which librdkafka reads as a partial cluster and backs off from.
+//! Until then the client port is not bound (as Kafka defers opening a fixed port), so a
+//! process that listens is one that serves.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tokio::sync::watch;
+
 use super::Broker;
 
-/// Whether the gate is open (latched).
-#[derive(Default)]
+/// Whether the gates are open (both latched).
 pub struct StartupGate {
     open: AtomicBool,
+    /// Ready for clients: serving partitions and unfenced in its own image.
+    clients: watch::Sender<bool>,
+}
+
+impl Default for StartupGate {
+    fn default() -> Self {
+        StartupGate {
+            open: AtomicBool::new(false),
+            clients: watch::channel(false).0,
+        }
+    }
+}
+
+/// The client gate's rule, pure: past the registration, and the image lists this broker
+/// unfenced (so Metadata names it among the brokers).
+pub fn ready_for_clients(serving_partitions: bool, unfenced_in_image: bool) -> bool {
+    serving_partitions && unfenced_in_image
 }
 
 /// The gate's rule, pure: open once the broker is registered at `epoch` (the offset of its
@@ -51,6 +76,52 @@ impl Broker {
             return true;
         }
         false
+    }
+}
+
+impl Broker {
+    /// Whether clients may be served: always for a single node and a pure controller; a
+    /// clustered broker once its image shows it registered, caught up and unfenced.
+    pub fn ready_for_clients(&self) -> bool {
+        if *self.startup_gate.clients.borrow() {
+            return true;
+        }
+        if !(self.config.is_clustered() && self.config.is_broker()) {
+            return true;
+        }
+        let unfenced = self
+            .image()
+            .broker(self.config.node_id)
+            .is_some_and(|b| !b.fenced);
+        ready_for_clients(self.serving_partitions(), unfenced)
+    }
+
+    /// Re-checks the client gate (after the image or the registration changed) and latches
+    /// it open, waking [`Broker::wait_ready_for_clients`].
+    pub(super) fn note_client_readiness(&self) {
+        if *self.startup_gate.clients.borrow() || !self.ready_for_clients() {
+            return;
+        }
+        self.startup_gate.clients.send_replace(true);
+        tracing::info!(
+            applied = self.image().applied(),
+            "registered, caught up and unfenced: serving clients"
+        );
+    }
+
+    /// Resolves once clients may be served (at once when they may already); `false` if the
+    /// broker shuts down first.
+    pub(super) async fn wait_ready_for_clients(&self) -> bool {
+        self.note_client_readiness();
+        let mut ready = self.startup_gate.clients.subscribe();
+        let mut shutdown = self.shutdown_signal();
+        if self.ready_for_clients() {
+            return true;
+        }
+        tokio::select! {
+            r = ready.wait_for(|open| *open) => r.is_ok(),
+            _ = shutdown.wait_for(|stop| *stop) => false,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! traits so it runs in production (CLI, bench) and in the simulator (workloads) alike. It builds
 //! uncompressed batches itself and reads fetched batches without copying them.
 
+mod cluster;
 pub mod connection;
 pub mod consumer_member;
 mod describe;
@@ -34,6 +35,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+pub use cluster::ClusterClient;
 pub use connection::{ClientError, Connection, Result};
 pub use describe::{
     render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,

@@ -65,9 +65,17 @@ class Node:
                        capture_output=True)
 
     def start(self) -> None:
+        self.spawn()
+        self.wait_listening()
+
+    def spawn(self) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([str(self.binary), "serve", "--config", str(self.config)],
                                          stdout=log, stderr=subprocess.STDOUT)
+
+    def wait_listening(self) -> None:
+        """Until the client port accepts connections: a clustered node opens it only once it
+        is registered, caught up and unfenced (as Kafka does), so this needs a quorum."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while not port_accepts_connections("127.0.0.1", self.client):
             assert self.proc.poll() is None, f"node {self.node_id} exited:\n{self.tail()}"
@@ -162,8 +170,11 @@ def cluster(tmp_path):
     for n in nodes:
         n.format(cluster_id)
     try:
+        # All at once: a node listens only once the quorum has registered it.
         for n in nodes:
-            n.start()
+            n.spawn()
+        for n in nodes:
+            n.wait_listening()
         yield binary, nodes
     finally:
         for n in nodes:

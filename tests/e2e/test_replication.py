@@ -136,8 +136,11 @@ def cluster(request, tmp_path):
         n.format(cluster_id)
     request.node._weir_broker = ClusterLogs(nodes)
     try:
+        # All at once: a node listens only once the quorum has registered it.
         for n in nodes:
-            n.start()
+            n.spawn()
+        for n in nodes:
+            n.wait_listening()
         yield nodes
     finally:
         for n in nodes:

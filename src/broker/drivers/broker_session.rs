@@ -189,6 +189,7 @@ pub(crate) async fn run(broker: Arc<Broker>) {
                     // The image may already hold the registration: hand out partition roles
                     // now rather than at the background loop's next pass (`startup_gate`).
                     broker.reconcile_if_behind().await;
+                    broker.note_client_readiness();
                     Duration::ZERO
                 }
                 Err(e) => {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use uuid::Uuid;
 
-use super::caught_up_past_registration;
+use super::{caught_up_past_registration, ready_for_clients};
 use crate::broker::{Broker, Leadership};
 use crate::config::ServerConfig;
 use crate::controller::image::PartitionRecord;
@@ -23,6 +23,16 @@ fn the_gate_opens_only_past_the_registration_record() {
     assert!(!caught_up_past_registration(Some(40), 0));
     assert!(!caught_up_past_registration(Some(40), 40));
     assert!(caught_up_past_registration(Some(40), 41));
+}
+
+#[test]
+fn clients_are_served_only_past_the_registration_and_unfenced() {
+    assert!(!ready_for_clients(false, false));
+    // An old registration of this broker, unfenced, before the new one is applied.
+    assert!(!ready_for_clients(false, true));
+    // Registered, but still fenced: Metadata would not list it.
+    assert!(!ready_for_clients(true, false));
+    assert!(ready_for_clients(true, true));
 }
 
 const T: Uuid = Uuid::from_u128(5);
@@ -68,6 +78,12 @@ async fn a_restarted_broker_leads_nothing_before_its_registration_is_applied() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_port = dead.local_addr().unwrap().port();
     drop(dead);
+    // A fixed client port: not bound until the broker may serve clients.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let client_port = free.local_addr().unwrap().port();
+    drop(free);
+    let client = std::net::SocketAddr::from(([127, 0, 0, 1], client_port));
+    let listening = || std::net::TcpStream::connect(client).is_ok();
     let props: BTreeMap<String, String> = [
         ("process.roles", "broker".to_string()),
         ("node.id", "1".to_string()),
@@ -75,7 +91,7 @@ async fn a_restarted_broker_leads_nothing_before_its_registration_is_applied() {
             "controller.quorum.voters",
             format!("9@127.0.0.1:{dead_port}"),
         ),
-        ("listeners", "PLAINTEXT://127.0.0.1:0".to_string()),
+        ("listeners", format!("PLAINTEXT://127.0.0.1:{client_port}")),
         ("controller.listener.names", "CONTROLLER".to_string()),
         ("log.dirs", "/data".to_string()),
     ]
@@ -122,16 +138,34 @@ async fn a_restarted_broker_leads_nothing_before_its_registration_is_applied() {
         leader_epoch: 3,
     };
     assert!(!broker.serving_partitions());
+    assert!(
+        !broker.ready_for_clients(),
+        "its old registration does not count"
+    );
     assert_eq!(broker.leadership("g", 0), not_leading);
     // Registered at offset 5, not applied yet: still nothing.
     broker.session.set_registered_for_test(5);
     assert!(!broker.serving_partitions());
+    assert!(!broker.ready_for_clients());
+    assert!(!listening(), "the client port is closed while not ready");
     assert_eq!(broker.leadership("g", 0), not_leading);
     // Its registration (offset 5) is applied: it serves from the image it now has.
     broker
         .apply_committed(&values(4, &[register(3), register(1)]))
         .await;
     assert!(broker.serving_partitions());
+    assert!(
+        broker.ready_for_clients(),
+        "registered unfenced and applied"
+    );
+    assert!(broker.wait_ready_for_clients().await);
+    // The listener task binds once woken: give it its turn (bounded).
+    let mut tries = 0;
+    while !listening() && tries < 200 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        tries += 1;
+    }
+    assert!(listening(), "the client port opens once ready");
     assert_eq!(broker.leadership("g", 0), Leadership::Leader(3));
     broker.halt();
 }

@@ -117,9 +117,26 @@ pub struct QuorumHandle {
     /// fetches behind them past the fetch timeout.
     request_links: BTreeMap<NodeId, Link>,
     voters: BTreeMap<NodeId, SocketAddr>,
+    /// The controller as this node sees it, changed at every leader change and when the
+    /// leader becomes active: what a forwarded request waits on.
+    controller: watch::Sender<ControllerView>,
+}
+
+/// Who the controller is, as this node sees it: the quorum leader (if known), its epoch, and
+/// whether this node is the active controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerView {
+    pub leader: Option<NodeId>,
+    pub epoch: u32,
+    pub active: bool,
 }
 
 impl QuorumHandle {
+    /// Changes of [`ControllerView`] (leader elected, lost, or now active).
+    pub fn controller_changes(&self) -> watch::Receiver<ControllerView> {
+        self.controller.subscribe()
+    }
+
     pub fn node_id(&self) -> NodeId {
         self.node_id
     }
@@ -265,6 +282,12 @@ pub async fn open(
         links,
         request_links,
         voters,
+        controller: watch::channel(ControllerView {
+            leader: None,
+            epoch: core.epoch(),
+            active: false,
+        })
+        .0,
     });
     let driver = Driver {
         io: io.clone(),
@@ -1078,6 +1101,16 @@ impl Driver {
                 && self.core.role() == RoleKind::Leader
         });
         self.handle.active.store(active, Ordering::Release);
+        let view = ControllerView {
+            leader: self.core.leader(),
+            epoch: self.core.epoch(),
+            active,
+        };
+        self.handle.controller.send_if_modified(|v| {
+            let changed = *v != view;
+            *v = view;
+            changed
+        });
         *self.handle.status.lock().unwrap() = QuorumStatus {
             node_id: self.handle.node_id,
             role,

@@ -3,9 +3,10 @@
 //! node that is not the active controller, is relayed byte for byte to the quorum leader's
 //! controller listener and its answer returned to the client (only the correlation id is
 //! rewritten). Kafka's brokers forward these to the controller (KIP-590); relaying the raw
-//! frame keeps every version and field intact. The wait is bounded; when no leader is known
-//! or the relay fails, the request is handled locally, which answers NOT_CONTROLLER (or
-//! NOT_LEADER_OR_FOLLOWER for DescribeQuorum), both retriable. With an authorizer, a request is
+//! frame keeps every version and field intact. While no controller is known, or the relay
+//! fails, the request waits for the next controller (bounded; see [`forward`]); only past the
+//! bound is it handled locally, which answers NOT_CONTROLLER (or NOT_LEADER_OR_FOLLOWER for
+//! DescribeQuorum), both retriable. With an authorizer, a request is
 //! relayed only if this node allows all of it (`Broker::relay_allowed`): the controller
 //! listener does not check what arrives.
 //!
@@ -15,7 +16,7 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
@@ -49,47 +50,182 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterUserScramCredentials,
 ];
 
+/// Whether requests of `key` go to the active controller (and may wait for one).
+pub(crate) fn is_forwarded(key: ApiKey) -> bool {
+    FORWARDED.contains(&key)
+}
+
+/// After a failed relay (connection refused by a dead controller, or an answer that it is no
+/// longer the controller) with the same controller still named, the next try waits for a
+/// controller change or this long, whichever comes first (Kafka's reconnect backoff).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
 /// The relayed response frame (size prefix included), or `None` to handle the request here.
 /// `request` was decoded on the client listener (so its version is one served).
+///
+/// Kafka's broker holds a forwarded request until a controller is known and retries it there
+/// (`NodeToControllerChannelManager`): clients never see NOT_CONTROLLER from a broker during a
+/// controller failover. Here the request waits, as a delayed operation bounded by
+/// [`FORWARD_TIMEOUT`], on the quorum's controller changes: when no leader is known, when the
+/// leader is this node but not active yet, or after a failed relay. Only past the bound is it
+/// handled locally (NOT_CONTROLLER, retriable).
 pub(crate) async fn forward(
     broker: &Broker,
     request: &Request<'_, Broker>,
     peer: std::net::SocketAddr,
+    deadline: Duration,
 ) -> Option<BytesMut> {
     let quorum = broker.quorum.as_ref()?;
-    let (key, frame) = (request.key, &request.frame);
+    let (key, version, frame) = (request.key, request.version, &request.frame);
     if !FORWARDED.contains(&key) {
         return None;
     }
-    let leader_side = if key == ApiKey::DescribeQuorum {
-        quorum.status().leader == Some(quorum.node_id())
-    } else {
-        quorum.is_active()
-    };
-    if leader_side || !broker.relay_allowed(peer, &request.body) {
+    if !broker.relay_allowed(peer, &request.body) {
         return None;
     }
-    let link = quorum.leader_link()?;
-    let correlation = [frame[4], frame[5], frame[6], frame[7]];
-    let rx = link.call(frame.to_vec());
-    let response = match broker.io.timeout(FORWARD_TIMEOUT, rx).await {
-        Some(Ok(Ok(r))) => r,
-        other => {
-            let why = match other {
-                Some(Ok(Err(e))) => e.to_string(),
-                None => "timed out".to_string(),
-                _ => "connection lost".to_string(),
-            };
-            tracing::debug!(?key, leader = %link.addr(), %why, "forwarding to the controller failed");
+    let mut changes = quorum.controller_changes();
+    let mut shutdown = broker.shutdown_signal();
+    loop {
+        changes.borrow_and_update();
+        let leader_side = if key == ApiKey::DescribeQuorum {
+            quorum.status().leader == Some(quorum.node_id())
+        } else {
+            quorum.is_active()
+        };
+        if leader_side {
             return None;
         }
+        let remaining = deadline.saturating_sub(broker.io.clock.monotonic());
+        if remaining.is_zero() {
+            tracing::debug!(?key, "no controller answered within the forwarding bound");
+            return None;
+        }
+        // With no other controller to try yet (none known, or this node about to be active),
+        // wait for the next change; after a failed try, at most the backoff.
+        let mut wait = remaining;
+        if let Some(link) = quorum.leader_link() {
+            let tried = tokio::select! {
+                r = relay(broker, link, key, version, frame, remaining) => Some(r),
+                // The controller changed while this one had the request: try the new one.
+                _ = changes.changed() => None,
+            };
+            match tried {
+                Some(Ok(out)) => return Some(out),
+                Some(Err(why)) => {
+                    tracing::debug!(?key, leader = %link.addr(), %why,
+                        "forwarding to the controller failed; waiting for a controller");
+                    wait = RETRY_BACKOFF.min(remaining);
+                }
+                None => continue,
+            }
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = broker.io.clock.sleep(wait) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return None,
+        }
+    }
+}
+
+/// When a request [`forward`] may wait for a controller until (monotonic): one bound for
+/// every try of one request.
+pub(crate) fn deadline(broker: &Broker) -> Duration {
+    broker.io.clock.monotonic() + FORWARD_TIMEOUT
+}
+
+/// After a forwardable request was handled here as the active controller: whether its answer
+/// (`response`, the whole frame) is NOT_CONTROLLER because this node lost the leadership
+/// during the commit, with time left to try the next controller. Kafka's combined node
+/// forwards to its own controller too and retries such an answer; so does this one, after the
+/// quorum has published the change (or the backoff).
+pub(crate) async fn lost_control_while_handling(
+    broker: &Broker,
+    request: &Request<'_, Broker>,
+    response: &[u8],
+    deadline: Duration,
+) -> bool {
+    let Some(quorum) = broker.quorum.as_ref() else {
+        return false;
     };
+    let (key, version) = (request.key, request.version);
+    if !FORWARDED.contains(&key) || response.len() < 4 {
+        return false;
+    }
+    let remaining = deadline.saturating_sub(broker.io.clock.monotonic());
+    if remaining.is_zero() || !answered_not_controller(key, version, &response[4..]) {
+        return false;
+    }
+    let mut changes = quorum.controller_changes();
+    if quorum.is_active() {
+        let _ = broker
+            .io
+            .timeout(RETRY_BACKOFF.min(remaining), changes.changed())
+            .await;
+    }
+    true
+}
+
+/// One relay of `frame` to the controller behind `link`: its answer (correlation id restored),
+/// or why to try again (no answer, or the controller says it no longer is one).
+async fn relay(
+    broker: &Broker,
+    link: &peer::Link,
+    key: ApiKey,
+    version: i16,
+    frame: &Bytes,
+    limit: Duration,
+) -> Result<BytesMut, String> {
+    let correlation = [frame[4], frame[5], frame[6], frame[7]];
+    let rx = link.call(frame.to_vec());
+    let response = match broker.io.timeout(limit, rx).await {
+        Some(Ok(Ok(r))) => r,
+        Some(Ok(Err(e))) => return Err(e.to_string()),
+        None => return Err("timed out".to_string()),
+        _ => return Err("connection lost".to_string()),
+    };
+    if answered_not_controller(key, version, &response) {
+        return Err("the controller answered that it no longer is one".to_string());
+    }
     let mut out = BytesMut::with_capacity(response.len() + 4);
     start_frame(&mut out);
     out.extend_from_slice(&correlation);
     out.extend_from_slice(&response[4..]);
     finish_frame(&mut out);
-    Some(out)
+    Ok(out)
+}
+
+/// Whether a relayed answer says its node is not the controller (NOT_CONTROLLER; for
+/// DescribeQuorum NOT_LEADER_OR_FOLLOWER): then the request is retried at the next one.
+/// An undecodable answer is passed on as it is.
+fn answered_not_controller(key: ApiKey, version: i16, response: &[u8]) -> bool {
+    let Ok(decoded) = peer::decode_response(key, version, Bytes::copy_from_slice(response)) else {
+        return false;
+    };
+    let codes: Vec<i16> = match decoded {
+        ResponseKind::CreateTopics(r) => r.topics.iter().map(|t| t.error_code).collect(),
+        ResponseKind::DeleteTopics(r) => r.responses.iter().map(|t| t.error_code).collect(),
+        ResponseKind::CreatePartitions(r) => r.results.iter().map(|t| t.error_code).collect(),
+        ResponseKind::AlterConfigs(r) => r.responses.iter().map(|t| t.error_code).collect(),
+        ResponseKind::IncrementalAlterConfigs(r) => {
+            r.responses.iter().map(|t| t.error_code).collect()
+        }
+        ResponseKind::CreateAcls(r) => r.results.iter().map(|t| t.error_code).collect(),
+        ResponseKind::DeleteAcls(r) => r.filter_results.iter().map(|t| t.error_code).collect(),
+        ResponseKind::AlterUserScramCredentials(r) => {
+            r.results.iter().map(|t| t.error_code).collect()
+        }
+        ResponseKind::InitProducerId(r) => vec![r.error_code],
+        ResponseKind::DescribeQuorum(r) => {
+            let mut codes = vec![r.error_code];
+            for t in &r.topics {
+                codes.extend(t.partitions.iter().map(|p| p.error_code));
+            }
+            return codes.contains(&ResponseError::NotLeaderOrFollower.code())
+                || codes.contains(&ResponseError::NotController.code());
+        }
+        _ => return false,
+    };
+    codes.contains(&ResponseError::NotController.code())
 }
 
 /// Creates a topic through the active controller: here when this node is it (or is a single

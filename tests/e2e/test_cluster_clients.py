@@ -1,0 +1,175 @@
+"""End-to-end: everyday client moves against three real `weir serve` processes.
+
+1. Start-up: as soon as the three processes listen, one `AdminClient.create_topics` (no retry
+   loop) succeeds within its timeout. A node opens its client port only once it is registered,
+   caught up and unfenced, as Kafka does; before, librdkafka met a node answering Metadata with
+   a controller and no brokers, and gave up with "Failed while waiting for controller".
+2. Controller failover: with the active controller killed (-9), one CreateTopics to another
+   node succeeds: the broker holds the forwarded request until a controller is elected, as
+   Kafka's does, instead of answering NOT_CONTROLLER (which librdkafka hands to the caller).
+3. The CLI with a bootstrap node that leads nothing asked of it: `weir consume`, `weir produce`
+   and `weir groups` route to the partition's leader or the group's coordinator.
+
+Each prints what it measured (run with -s to see it). Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import pick_free_ports, weir_binary
+from test_cluster import Node, status, wait_for
+from test_replication import ClusterLogs
+
+NODES = 3
+# The whole budget of one admin call: librdkafka's request timeout, and the future's.
+ADMIN_TIMEOUT_S = 15.0
+
+
+@pytest.fixture
+def nodes(request, tmp_path):
+    """Three formatted nodes, not started (each test starts them its own way)."""
+    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
+        pytest.skip("needs to start its own three processes")
+    binary = weir_binary()
+    if not binary.exists():
+        pytest.fail(f"{binary} not found: `cargo build --release` or set WEIR_BIN", pytrace=False)
+    ports = pick_free_ports(2 * NODES)
+    voters = ",".join(f"{i + 1}@127.0.0.1:{ports[2 * i + 1]}" for i in range(NODES))
+    made = [Node(binary, tmp_path, i + 1, ports[2 * i], ports[2 * i + 1], voters)
+            for i in range(NODES)]
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    for n in made:
+        n.format(cluster_id)
+    request.node._weir_broker = ClusterLogs(made)  # log tails on failure (conftest)
+    try:
+        yield made
+    finally:
+        for n in made:
+            if n.proc is not None and n.proc.poll() is None:
+                n.proc.kill()
+                n.proc.wait(timeout=10)
+
+
+def start_all(nodes: list[Node]) -> float:
+    """Starts every node at once; returns the moment the last one listened."""
+    spawned = time.monotonic()
+    for n in nodes:
+        n.spawn()
+    for n in nodes:
+        n.wait_listening()
+    listening = time.monotonic()
+    print(f"\nthree processes spawned -> all listening: {listening - spawned:.2f} s")
+    return listening
+
+
+def wait_registered(nodes: list[Node]) -> None:
+    """Until Metadata lists every broker (so a test of something else starts from a settled
+    cluster, whatever the start-up behaviour)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_of(nodes)})
+    wait_for("every broker registered", 30,
+             lambda: len(admin.list_topics(timeout=5).brokers) == len(nodes))
+
+
+def bootstrap_of(nodes: list[Node]) -> str:
+    return ",".join(f"127.0.0.1:{n.client}" for n in nodes)
+
+
+def create_once(bootstrap: str, name: str, partitions: int, rf: int) -> None:
+    """One CreateTopics through confluent-kafka's AdminClient: no retry here."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                            replication_factor=rf)],
+                                  request_timeout=ADMIN_TIMEOUT_S)
+    futures[name].result(timeout=ADMIN_TIMEOUT_S + 5)
+
+
+def test_create_topics_as_soon_as_three_processes_listen(nodes):
+    listening = start_all(nodes)
+    create_once(bootstrap_of(nodes), "at-start", 3, 3)
+    took = time.monotonic() - listening
+    print(f"\nstart-up: last process listening -> first CreateTopics succeeded: {took:.2f} s")
+
+
+def test_create_topics_right_after_the_active_controller_is_killed(nodes):
+    start_all(nodes)
+    wait_registered(nodes)
+    bootstrap = bootstrap_of(nodes)
+    create_once(bootstrap, "before", 1, 3)
+    controller = status(nodes[0].binary, bootstrap)["leader"]
+    victim = next(n for n in nodes if n.node_id == controller)
+    others = [n for n in nodes if n is not victim]
+    victim.kill9()
+    killed = time.monotonic()
+    # Replication factor 2: the two survivors can hold it whether or not the controller has
+    # fenced the killed broker yet.
+    create_once(bootstrap_of(others), "after", 1, 2)
+    took = time.monotonic() - killed
+    print(f"\nfailover: kill -9 of controller {controller} -> first CreateTopics succeeded: "
+          f"{took:.2f} s")
+
+
+def weir(binary, *args: str, stdin: str | None = None) -> str:
+    out = subprocess.run([str(binary), *args], input=stdin, capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, f"weir {' '.join(args)} failed: {out.stderr.strip()}"
+    return out.stdout
+
+
+def test_cli_with_a_bootstrap_node_that_is_not_the_leader(nodes):
+    start_all(nodes)
+    wait_registered(nodes)
+    binary = nodes[0].binary
+    topic = "cli"
+    # Replication factor 1: each partition lives on one broker only, so a request to another
+    # broker is refused unless the CLI finds the leader.
+    create_once(bootstrap_of(nodes), topic, 3, 1)
+    admin = AdminClient({"bootstrap.servers": bootstrap_of(nodes)})
+
+    def leaders():
+        md = admin.list_topics(topic, timeout=10).topics[topic]
+        found = {p.id: p.leader for p in md.partitions.values()}
+        return found if len(found) == 3 and all(v > 0 for v in found.values()) else None
+
+    leader_of = wait_for("every partition led", 15, leaders)
+    leader = leader_of[0]
+    other = next(n for n in nodes if n.node_id != leader)
+    bootstrap = f"127.0.0.1:{other.client}"
+
+    produced = weir(binary, "produce", "--bootstrap", bootstrap, topic, "--partition", "0",
+                    stdin="k1\tone\nk2\ttwo\nthree\n")
+    assert "produced 3 records at offsets 0..2" in produced, produced
+    consumed = weir(binary, "consume", "--bootstrap", bootstrap, topic, "--partition", "0",
+                    "--max", "3")
+    values = [line.split("\t")[3] for line in consumed.splitlines()]
+    assert values == ["one", "two", "three"], consumed
+
+    # A group with committed offsets, then the group commands from a node that is not its
+    # coordinator (one bootstrap each, so at least two of three are not).
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": bootstrap_of(nodes), "group.id": group,
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    c.close()
+    for n in nodes:
+        b = f"127.0.0.1:{n.client}"
+        listed = weir(binary, "groups", "--bootstrap", b, "list")
+        assert group in listed, listed
+        described = weir(binary, "groups", "--bootstrap", b, "describe", group)
+        assert f"{topic}\t0\t2\t3\t1" in described, described
+    reset = weir(binary, "groups", "--bootstrap", bootstrap, "reset-offsets", group,
+                 "--topic", topic, "--to", "earliest")
+    assert f"{topic}\t0\t0" in reset, reset
+    # The topic commands from any node (they forward to the controller).
+    described = weir(binary, "topics", "--bootstrap", bootstrap, "describe", topic)
+    assert topic in described, described
+    print(f"\nCLI: produce, consume, groups list/describe/reset-offsets via node "
+          f"{other.node_id}; partition 0 led by node {leader}")
