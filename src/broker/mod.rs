@@ -881,8 +881,9 @@ async fn serve_clients_when_ready(broker: Arc<Broker>, listener: ClientListener,
                     tracing::error!(%addr, error = %e, "cannot bind the client listener; retrying");
                     let mut shutdown = broker.shutdown_signal();
                     tokio::select! {
-                        _ = broker.io.clock.sleep(Duration::from_secs(1)) => {}
+                        biased;
                         _ = shutdown.wait_for(|stop| *stop) => return,
+                        _ = broker.io.clock.sleep(Duration::from_secs(1)) => {}
                     }
                 }
             }

@@ -119,8 +119,9 @@ impl Broker {
             return true;
         }
         tokio::select! {
-            r = ready.wait_for(|open| *open) => r.is_ok(),
+            biased;
             _ = shutdown.wait_for(|stop| *stop) => false,
+            r = ready.wait_for(|open| *open) => r.is_ok(),
         }
     }
 }

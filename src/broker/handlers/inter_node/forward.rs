@@ -105,6 +105,7 @@ pub(crate) async fn forward(
         let mut wait = remaining;
         if let Some(link) = quorum.leader_link() {
             let tried = tokio::select! {
+                biased;
                 r = relay(broker, link, key, version, frame, remaining) => Some(r),
                 // The controller changed while this one had the request: try the new one.
                 _ = changes.changed() => None,
@@ -120,9 +121,10 @@ pub(crate) async fn forward(
             }
         }
         tokio::select! {
+            biased;
+            _ = shutdown.wait_for(|stop| *stop) => return None,
             _ = changes.changed() => {}
             _ = broker.io.clock.sleep(wait) => {}
-            _ = shutdown.wait_for(|stop| *stop) => return None,
         }
     }
 }
