@@ -8,7 +8,10 @@
 //! reads the source. Test code (`tests.rs`, `*_tests.rs`, `tests/` folders and `#[cfg(test)]`
 //! modules) and comments are not checked.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod source_walk;
+use source_walk::rust_files;
 
 /// The pure cores: whole folders, or single files where a folder mixes a core and its driver.
 const CORES: &[&str] = &[
@@ -86,25 +89,6 @@ const BANNED_OUTSIDE_IO: &[(&str, &str)] = &[
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    if dir.is_file() {
-        out.push(dir.to_path_buf());
-        return;
-    }
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// Source path relative to the crate root, with `/` separators.

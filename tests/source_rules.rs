@@ -5,25 +5,13 @@
 //! took other branches when it was not the first run in its process (a sweep, a shrink), and
 //! its trace hash changed. `biased;` polls the branches in the order written.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod source_walk;
+use source_walk::rust_files;
 
 /// How many lines after `select! {` the `biased;` may come (a comment may sit between).
 const BIASED_WITHIN: usize = 3;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// `file:line` of each unbiased select in `text`.
 fn unbiased_selects(name: &str, text: &str) -> Vec<String> {
