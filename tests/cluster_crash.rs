@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{free_port, temp_dir, CLUSTER_ID};
-use weir::client::Client;
+use kafka_protocol::error::ResponseError;
+use weir::client::{Client, ElectionOutcome, ElectionType};
 use weir::io::Io;
 use weir::log::batch::{self, BatchBuilder};
 
@@ -467,6 +468,18 @@ async fn staggered_whole_cluster_kill_9_recovers_by_itself_without_loss() {
 
 /// `weir leader-election` against the recovered cluster, as kafka-leader-election.sh answers.
 async fn leader_election_cli(io: &Io, addrs: &[SocketAddr]) {
+    // Every node answers ElectLeaders itself: the active controller decides, the others
+    // forward to it (as Kafka's brokers do), so no client sees NOT_CONTROLLER.
+    for addr in addrs {
+        let mut client = Client::connect(io, *addr).await.unwrap();
+        let outcomes = client
+            .elect_leaders(ElectionType::Preferred, None)
+            .await
+            .unwrap_or_else(|e| panic!("ElectLeaders at {addr}: {e}"));
+        let refused =
+            |o: &ElectionOutcome| matches!(o.error, Some((ResponseError::NotController, _)));
+        assert!(!outcomes.iter().any(refused), "{addr}: {outcomes:?}");
+    }
     let bootstrap = addrs
         .iter()
         .map(|a| a.to_string())

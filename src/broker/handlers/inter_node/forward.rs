@@ -48,6 +48,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::ElectLeaders,
 ];
 
 /// Whether requests of `key` go to the active controller (and may wait for one).
@@ -217,6 +218,13 @@ fn answered_not_controller(key: ApiKey, version: i16, response: &[u8]) -> bool {
             r.results.iter().map(|t| t.error_code).collect()
         }
         ResponseKind::InitProducerId(r) => vec![r.error_code],
+        ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
+            .chain(
+                r.replica_election_results
+                    .iter()
+                    .flat_map(|t| t.partition_result.iter().map(|p| p.error_code)),
+            )
+            .collect(),
         ResponseKind::DescribeQuorum(r) => {
             let mut codes = vec![r.error_code];
             for t in &r.topics {

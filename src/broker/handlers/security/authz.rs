@@ -186,7 +186,8 @@ impl Broker {
             }),
             RequestKind::CreateAcls(_)
             | RequestKind::DeleteAcls(_)
-            | RequestKind::AlterUserScramCredentials(_) => authz.cluster(Operation::Alter),
+            | RequestKind::AlterUserScramCredentials(_)
+            | RequestKind::ElectLeaders(_) => authz.cluster(Operation::Alter),
             RequestKind::DescribeQuorum(_) => authz.cluster(Operation::Describe),
             // InitProducerId is not checked (see docs/COMPATIBILITY.md).
             _ => true,
