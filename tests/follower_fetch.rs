@@ -23,7 +23,7 @@ use weir::io::Io;
 
 mod common;
 
-use common::{free_port, wait_for, CLUSTER_ID};
+use common::{free_port, wait_for, wait_listening, CLUSTER_ID};
 
 const NODES: usize = 3;
 const TOPIC: &str = "racked";
@@ -115,6 +115,8 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
             .then_some(())
     })
     .await;
+    let addrs: Vec<_> = nodes.iter().map(|n| n.local_addr).collect();
+    wait_listening(&addrs).await;
     // Registration carries each broker's rack into the image (and so into Metadata).
     for n in &nodes {
         let image = n.broker.image();

@@ -26,7 +26,7 @@ use weir::io::Io;
 
 mod common;
 
-use common::{free_port, wait_for, CLUSTER_ID};
+use common::{free_port, wait_for, wait_listening, CLUSTER_ID};
 
 const NODES: usize = 3;
 const GROUP: &str = "cluster-group";
@@ -118,6 +118,11 @@ async fn start_cluster(
             .then_some(())
     })
     .await;
+    let addrs: Vec<_> = nodes
+        .iter()
+        .map(|n| n.as_ref().unwrap().local_addr)
+        .collect();
+    wait_listening(&addrs).await;
     let start = Instant::now();
     loop {
         let addr = nodes[0].as_ref().unwrap().local_addr;

@@ -19,7 +19,7 @@ use weir::io::Io;
 
 mod common;
 
-use common::{free_port, wait_for, CLUSTER_ID};
+use common::{free_port, wait_for, wait_listening, CLUSTER_ID};
 
 const NODES: usize = 3;
 const TOPIC: &str = "replicated";
@@ -141,6 +141,11 @@ async fn followers_copy_the_leader_and_a_new_leader_serves_every_acknowledged_re
             .then_some(())
     })
     .await;
+    let addrs: Vec<_> = nodes
+        .iter()
+        .map(|n| n.as_ref().unwrap().local_addr)
+        .collect();
+    wait_listening(&addrs).await;
     create_retrying(
         nodes[0].as_ref().unwrap().local_addr,
         Duration::from_secs(20),

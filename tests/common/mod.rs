@@ -88,6 +88,19 @@ pub async fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Opt
     }
 }
 
+/// Waits until every address accepts connections: a clustered broker binds a fixed client
+/// port only once its own image shows it registered and unfenced (Kafka's start-up order),
+/// a moment after the controller's image says so.
+pub async fn wait_listening(addrs: &[std::net::SocketAddr]) {
+    let listening = |a: &std::net::SocketAddr| {
+        std::net::TcpStream::connect_timeout(a, Duration::from_millis(200)).is_ok()
+    };
+    wait_for("every broker to listen", Duration::from_secs(20), || {
+        addrs.iter().all(listening).then_some(())
+    })
+    .await
+}
+
 /// Like [`wait_for`] for an async check, polled every 100 ms.
 pub async fn wait_for_async<T, F: std::future::Future<Output = Option<T>>>(
     what: &str,
