@@ -19,7 +19,7 @@ use weir::io::Io;
 
 mod common;
 
-use common::{free_port, CLUSTER_ID};
+use common::{free_port, wait_listening, CLUSTER_ID};
 
 const NODES: i32 = 3;
 
@@ -133,13 +133,13 @@ fn active(nodes: &[Node]) -> Option<usize> {
     (active.len() == 1).then(|| active[0])
 }
 
-/// Whether every running node accepts connections: a clustered broker binds its client port
-/// only once its own image shows it registered and unfenced, which may come a little after
-/// the leader's image says so.
-fn all_listening(nodes: &[Node]) -> bool {
-    nodes.iter().filter_map(|n| n.running.as_ref()).all(|r| {
-        std::net::TcpStream::connect_timeout(&r.local_addr, Duration::from_millis(200)).is_ok()
-    })
+/// The client addresses of the running nodes.
+fn listening_addrs(nodes: &[Node]) -> Vec<SocketAddr> {
+    nodes
+        .iter()
+        .filter_map(|n| n.running.as_ref())
+        .map(|r| r.local_addr)
+        .collect()
 }
 
 async fn create(addr: SocketAddr, topic: &str) -> Result<(), String> {
@@ -244,9 +244,10 @@ async fn three_nodes_elect_commit_fail_over_and_catch_up() {
     // Every broker (the observer too) registers and is unfenced by its heartbeats.
     wait_for("four unfenced brokers", Duration::from_secs(20), || {
         let image = nodes[leader].running.as_ref().unwrap().broker.image();
-        (image.live_brokers().count() == nodes.len() && all_listening(&nodes)).then_some(())
+        (image.live_brokers().count() == nodes.len()).then_some(())
     })
     .await;
+    wait_listening(&listening_addrs(&nodes)).await;
     assert_eq!(
         nodes[3]
             .running
@@ -734,9 +735,10 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
     let controller = wait_for("a leader", Duration::from_secs(20), || active(&nodes)).await;
     wait_for("three unfenced brokers", Duration::from_secs(20), || {
         let image = nodes[controller].running.as_ref().unwrap().broker.image();
-        (image.live_brokers().count() == NODES as usize && all_listening(&nodes)).then_some(())
+        (image.live_brokers().count() == NODES as usize).then_some(())
     })
     .await;
+    wait_listening(&listening_addrs(&nodes)).await;
     let addr = nodes[controller].running.as_ref().unwrap().local_addr;
     let mut client = Client::connect(&io, addr).await.unwrap();
     client
