@@ -106,6 +106,27 @@ impl ClusterClient {
         result
     }
 
+    /// One `call` at `node`. A connection that gave no answer is dropped, so that the retry
+    /// of a moved partition or group reconnects.
+    async fn call_at<T>(
+        &mut self,
+        node: &BrokerInfo,
+        call: &mut impl for<'c> FnMut(
+            &'c mut Client,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<T>> + Send + 'c>,
+        >,
+    ) -> Result<T> {
+        let result = match self.broker(node).await {
+            Ok(client) => call(client).await,
+            Err(e) => Err(e),
+        };
+        if result.as_ref().is_err_and(|e| moved(e) && unanswered(e)) {
+            self.drop_connections(Some(node.id), false);
+        }
+        result
+    }
+
     /// Runs `call` against the leader of `topic`-`partition`, following leadership moves.
     async fn at_leader<T>(
         &mut self,
@@ -131,17 +152,8 @@ impl ClusterClient {
                 }
                 Err(e) => return Err(e),
             };
-            let result = match self.broker(&leader).await {
-                Ok(client) => call(client).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Err(e) if moved(&e) => {
-                    if unanswered(&e) {
-                        self.drop_connections(Some(leader.id), false);
-                    }
-                    last = e;
-                }
+            match self.call_at(&leader, &mut call).await {
+                Err(e) if moved(&e) => last = e,
                 other => return other,
             }
         }
@@ -224,17 +236,8 @@ impl ClusterClient {
                 }
                 Err(e) => return Err(e),
             };
-            let result = match self.broker(&coordinator).await {
-                Ok(client) => call(client).await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Err(e) if moved(&e) => {
-                    if unanswered(&e) {
-                        self.drop_connections(Some(coordinator.id), false);
-                    }
-                    last = e;
-                }
+            match self.call_at(&coordinator, &mut call).await {
+                Err(e) if moved(&e) => last = e,
                 other => return other,
             }
         }
