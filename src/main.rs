@@ -392,7 +392,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             let count = builder.len();
-            let batch = bytes::Bytes::from(builder.finish(-1, -1, -1));
+            // As Kafka's producer, whose idempotence is on by default with acks=all: a producer
+            // id, so a batch sent again after a lost answer or a leader move is written once.
+            let (producer_id, epoch, sequence) = if acks == -1 {
+                let (id, epoch) = cluster.any().await?.init_producer_id().await?;
+                (id, epoch, 0)
+            } else {
+                (-1, -1, -1)
+            };
+            let batch = bytes::Bytes::from(builder.finish(producer_id, epoch, sequence));
             let offset = cluster.produce(&topic, partition, batch, acks).await?;
             match offset {
                 Some(o) => println!(

@@ -406,6 +406,7 @@ async fn crash_and_recover(mode: &str, extra: &[(&str, &str)], schedule: &[(u64,
     }
     if mode.starts_with("default") {
         leader_election_cli(&io, &addrs).await;
+        produce_cli(&io, &addrs).await;
     }
     println!(
         "whole-cluster crash ({mode}): every partition led {:.2} s and writable {:.2} s after the \
@@ -467,6 +468,51 @@ async fn staggered_whole_cluster_kill_9_recovers_by_itself_without_loss() {
 }
 
 /// `weir leader-election` against the recovered cluster, as kafka-leader-election.sh answers.
+/// `weir produce` with acks=all writes as Kafka's producer does by default (idempotence on):
+/// its batch carries a producer id and sequence 0, so a send repeated after a lost answer or a
+/// leader move is written once.
+async fn produce_cli(io: &Io, addrs: &[SocketAddr]) {
+    let bootstrap = addrs[0].to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "produce",
+            "--bootstrap",
+            &bootstrap,
+            TOPIC,
+            "--partition",
+            "1",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"cli-a\ncli-b\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "weir produce: {printed}");
+    // "produced 2 records at offsets 7..8"
+    let first: i64 = printed
+        .split("offsets ")
+        .nth(1)
+        .and_then(|r| r.split("..").next())
+        .and_then(|o| o.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no offsets in {printed:?}"));
+    let leader = leaders(io, addrs).await.unwrap()[1].1;
+    let mut c = Client::connect(io, addr_of(addrs, leader).unwrap())
+        .await
+        .unwrap();
+    let fetched = c
+        .fetch(TOPIC, 1, first, 1 << 20, Duration::from_millis(100))
+        .await
+        .unwrap();
+    let (_, header) = batch::iter(&fetched.records)
+        .map(Result::unwrap)
+        .find(|(_, h)| h.base_offset <= first && first < h.next_offset())
+        .expect("the produced batch");
+    assert!(header.producer_id >= 0, "not idempotent: {header:?}");
+    assert_eq!((header.base_sequence, header.record_count), (0, 2));
+}
+
 async fn leader_election_cli(io: &Io, addrs: &[SocketAddr]) {
     // Every node answers ElectLeaders itself: the active controller decides, the others
     // forward to it (as Kafka's brokers do), so no client sees NOT_CONTROLLER.
