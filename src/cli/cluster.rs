@@ -1,0 +1,123 @@
+//! `weir cluster up` (a local cluster on loopback) and `weir cluster status` (the quorum and
+//! the brokers as DescribeQuorum and Metadata show them).
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use weir::io::Io;
+use weir::local_cluster;
+
+use super::connect_any;
+use super::serve::wait_for_signal;
+
+#[derive(Subcommand)]
+pub enum ClusterAction {
+    /// Generate Kafka-style configs under DIR (node-N/server.properties), format every node
+    /// with one cluster id and run the nodes until Ctrl-C, then stop them all cleanly.
+    Up {
+        #[arg(long, default_value_t = 3)]
+        nodes: u32,
+        #[arg(long, default_value = "weir-cluster")]
+        dir: PathBuf,
+        /// Node N serves clients on BASE + 10·(N−1) and the quorum on the port after.
+        #[arg(long, default_value_t = 19092)]
+        base_port: u16,
+    },
+    /// The metadata quorum (leader, epoch, each voter's lag, from DescribeQuorum) and the
+    /// brokers (fenced or not).
+    Status {
+        /// Brokers to ask, comma-separated; the first that answers is used.
+        #[arg(long, default_value = "127.0.0.1:19092")]
+        bootstrap: String,
+    },
+}
+
+pub async fn run(io: Io, action: ClusterAction) -> anyhow::Result<()> {
+    match action {
+        ClusterAction::Up {
+            nodes,
+            dir,
+            base_port,
+        } => cluster_up(io, nodes, dir, base_port).await,
+        ClusterAction::Status { bootstrap } => cluster_status(io, &bootstrap).await,
+    }
+}
+
+async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow::Result<()> {
+    let plans = local_cluster::plan(&dir, nodes, base_port)?;
+    let cluster_id = local_cluster::prepare(&io, &plans).await?;
+    let running = local_cluster::start(&io, &plans).await?;
+    println!(
+        "cluster {cluster_id}: {nodes} node(s), configs under {}",
+        dir.display()
+    );
+    println!("bootstrap: {}", local_cluster::bootstrap(&plans));
+    println!("Ctrl-C stops every node");
+    let offline = weir::io::join_all(
+        running
+            .iter()
+            .map(|r| {
+                let broker = r.broker.clone();
+                async move { (broker.config().node_id, broker.storage_offline().await) }
+            })
+            .collect(),
+    );
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        // One node's log directory failing stops nothing else; the others serve on.
+        _ = offline => {}
+    }
+    println!("stopping {} node(s)", running.len());
+    local_cluster::stop(&running).await;
+    Ok(())
+}
+
+async fn cluster_status(io: Io, bootstrap: &str) -> anyhow::Result<()> {
+    let mut client = connect_any(&io, bootstrap).await?;
+    let quorum = client.describe_quorum().await?;
+    let brokers = client.brokers().await?;
+    println!(
+        "quorum: leader {} epoch {} high watermark {}",
+        quorum.leader_id, quorum.leader_epoch, quorum.high_watermark
+    );
+    let now = io.clock.wall_ms();
+    let describe = |kind: &str, r: &weir::client::QuorumReplica| {
+        let lag = quorum
+            .lag(r)
+            .map_or("unknown".to_string(), |l| l.to_string());
+        let seen = if r.last_fetch_timestamp >= 0 {
+            format!("{} ms ago", (now - r.last_fetch_timestamp).max(0))
+        } else {
+            "never".to_string()
+        };
+        let role = if r.node_id == quorum.leader_id {
+            " (leader)"
+        } else {
+            ""
+        };
+        println!(
+            "  {kind} {}{role}: log end {} lag {lag} last fetch {seen}",
+            r.node_id, r.log_end_offset
+        );
+    };
+    for r in &quorum.voters {
+        describe("voter", r);
+    }
+    for r in &quorum.observers {
+        describe("observer", r);
+    }
+    println!("brokers:");
+    let live: std::collections::BTreeSet<i32> = brokers.iter().map(|b| b.id).collect();
+    for b in &brokers {
+        println!("  {} {}:{} unfenced", b.id, b.host, b.port);
+    }
+    // A voter or observer the quorum knows that Metadata does not list: fenced (or a pure
+    // controller, which serves no clients).
+    for r in quorum.voters.iter().chain(&quorum.observers) {
+        if !live.contains(&r.node_id) {
+            println!("  {} fenced or not a broker", r.node_id);
+        }
+    }
+    Ok(())
+}

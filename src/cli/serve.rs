@@ -1,0 +1,118 @@
+//! `weir serve` and `weir format`: run a node from a Kafka `server.properties`, or format its
+//! data directories for a cluster.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use weir::broker::Broker;
+use weir::config::{parse_properties, ServerConfig};
+use weir::io::{read_file, Io};
+
+use super::key_values;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// A Kafka server.properties file (Kafka's own key names).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one key, as in the file: --override log.dirs=/tmp/data (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct FormatArgs {
+    /// The node's server.properties.
+    #[arg(long)]
+    config: PathBuf,
+    /// The cluster id, the same on every node (`kafka-storage.sh format -t`).
+    #[arg(long, conflicts_with = "random_cluster_id")]
+    cluster_id: Option<String>,
+    /// Make a fresh cluster id, format with it and print it (then format the other nodes
+    /// with `--cluster-id` and that id).
+    #[arg(long)]
+    random_cluster_id: bool,
+    /// Override one key, as in the file (repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+pub async fn format(io: Io, args: FormatArgs) -> anyhow::Result<()> {
+    let config = load_config(&io, Some(args.config), args.overrides)?;
+    let cluster_id = match (args.cluster_id, args.random_cluster_id) {
+        (Some(id), _) => id,
+        (None, true) => weir::broker::identity::random_cluster_id(&io),
+        (None, false) => anyhow::bail!("give --cluster-id ID or --random-cluster-id"),
+    };
+    for dir in &config.log_dirs {
+        weir::broker::format_log_dir(&io, std::path::Path::new(dir), &cluster_id, config.node_id)
+            .await?;
+        eprintln!(
+            "formatted {dir} for cluster.id={cluster_id} node.id={}",
+            config.node_id
+        );
+    }
+    println!("{cluster_id}");
+    Ok(())
+}
+
+fn load_config(
+    io: &Io,
+    path: Option<PathBuf>,
+    overrides: Vec<String>,
+) -> anyhow::Result<ServerConfig> {
+    let mut props = match &path {
+        Some(p) => {
+            let raw = read_file(io.disk.as_ref(), p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+            parse_properties(&String::from_utf8_lossy(&raw))?
+        }
+        None => BTreeMap::new(),
+    };
+    props.extend(key_values(&overrides)?);
+    let (config, warnings) = ServerConfig::from_properties(&props)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    Ok(config)
+}
+
+pub async fn serve(io: Io, args: ServeArgs) -> anyhow::Result<()> {
+    let config = load_config(&io, args.config, args.overrides)?;
+    let running = Broker::start(config, io).await?;
+    tokio::select! {
+        _ = wait_for_signal() => {}
+        reason = running.broker.storage_offline() => {
+            // As Kafka halts when its last log directory fails: exit without a clean shutdown,
+            // so that the next start recovers from what is really on disk.
+            anyhow::bail!("log directory offline ({reason}); exiting so the broker can be restarted");
+        }
+    }
+    tracing::info!("shutting down");
+    running.broker.shutdown().await?;
+    Ok(())
+}
+
+pub(super) async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

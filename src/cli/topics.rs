@@ -1,0 +1,77 @@
+//! `weir topics`: create, list, describe and delete topics (like `kafka-topics.sh`). Any
+//! broker will do: it forwards metadata changes to the active controller.
+
+use clap::{Args, Subcommand};
+
+use weir::io::Io;
+
+use super::{connect_any, key_values};
+
+#[derive(Args)]
+pub struct TopicsArgs {
+    #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    #[command(subcommand)]
+    action: TopicAction,
+}
+
+#[derive(Subcommand)]
+enum TopicAction {
+    Create {
+        name: String,
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i16,
+        /// Topic config, KEY=VALUE (repeatable).
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
+    },
+    List,
+    /// Partitions with leader, replicas, ISR and ELR, and topic configs (like
+    /// `kafka-topics.sh --describe`); every topic without a name.
+    Describe {
+        name: Option<String>,
+    },
+    Delete {
+        name: String,
+    },
+}
+
+pub async fn run(io: &Io, args: TopicsArgs) -> anyhow::Result<()> {
+    let mut client = connect_any(io, &args.bootstrap).await?;
+    match args.action {
+        TopicAction::Create {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+        } => {
+            client
+                .create_topic(
+                    &name,
+                    partitions,
+                    replication_factor,
+                    &key_values(&configs)?,
+                )
+                .await?;
+            println!("created topic {name}");
+        }
+        TopicAction::List => {
+            for topic in client.metadata(None).await? {
+                println!("{}\t{} partitions", topic.name, topic.partitions);
+            }
+        }
+        TopicAction::Describe { name } => {
+            let names: Vec<&str> = name.iter().map(String::as_str).collect();
+            let wanted = (!names.is_empty()).then_some(names.as_slice());
+            let topics = client.describe_topics(wanted).await?;
+            print!("{}", weir::client::render_topic_descriptions(&topics));
+        }
+        TopicAction::Delete { name } => {
+            client.delete_topic(&name).await?;
+            println!("deleted topic {name}");
+        }
+    }
+    Ok(())
+}
