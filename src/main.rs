@@ -8,6 +8,14 @@ use clap::Parser;
 mod cli;
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so a closed pipe (`weir topics list | head`) makes `println!`
+    // panic; a command-line tool should just stop, as `kafka-topics.sh | head` does.
+    #[cfg(unix)]
+    // SAFETY: restoring a signal's default disposition before any thread starts touches no
+    // memory of this process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")

@@ -8,6 +8,7 @@ use weir::client::ClusterClient;
 use weir::io::Io;
 
 use super::bootstrap_addrs;
+use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct GroupsArgs {
@@ -37,8 +38,11 @@ enum GroupAction {
     },
 }
 
-pub async fn run(io: &Io, args: GroupsArgs) -> anyhow::Result<()> {
+pub async fn run(io: &Io, args: GroupsArgs, output: Output) -> anyhow::Result<()> {
     let mut cluster = ClusterClient::connect(io, bootstrap_addrs(&args.bootstrap)?).await?;
+    if let (GroupAction::List, true) = (&args.action, output.json()) {
+        return print_json(&cluster.list_groups().await?);
+    }
     groups(&mut cluster, args.action).await
 }
 

@@ -13,8 +13,12 @@ use weir::io::Io;
 
 mod bench;
 mod cluster;
+mod configs;
+mod get_offsets;
 mod groups;
 mod leader_election;
+mod metadata_quorum;
+mod output;
 mod records;
 mod serve;
 mod topics;
@@ -28,6 +32,9 @@ mod topics;
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How read commands print: text as Kafka's tools do, or one JSON document for scripts.
+    #[arg(long, global = true, value_enum, default_value_t = output::Output::Text)]
+    output: output::Output,
 }
 
 #[derive(Subcommand)]
@@ -54,6 +61,13 @@ enum Command {
     Groups(groups::GroupsArgs),
     /// Elect partition leaders, preferred or unclean (like kafka-leader-election.sh).
     LeaderElection(leader_election::LeaderElectionArgs),
+    /// Describe or alter the configs of topics and brokers (like kafka-configs.sh).
+    Configs(configs::ConfigsArgs),
+    /// The metadata quorum's status or replication (like kafka-metadata-quorum.sh).
+    MetadataQuorum(metadata_quorum::MetadataQuorumArgs),
+    /// Each partition's offset at a time: latest, earliest, max-timestamp or a timestamp
+    /// (like kafka-get-offsets.sh).
+    GetOffsets(get_offsets::GetOffsetsArgs),
     /// Load generators that print throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -67,11 +81,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::serve(io, args).await,
         Command::Format(args) => serve::format(io, args).await,
         Command::Cluster { action } => cluster::run(io, action).await,
-        Command::Topics(args) => topics::run(&io, args).await,
+        Command::Topics(args) => topics::run(&io, args, cli.output).await,
         Command::Produce(args) => records::produce(&io, args).await,
         Command::Consume(args) => records::consume(&io, args).await,
-        Command::Groups(args) => groups::run(&io, args).await,
+        Command::Groups(args) => groups::run(&io, args, cli.output).await,
         Command::LeaderElection(args) => leader_election::run(&io, args).await,
+        Command::Configs(args) => configs::run(&io, args, cli.output).await,
+        Command::MetadataQuorum(args) => metadata_quorum::run(&io, args, cli.output).await,
+        Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,
         Command::Bench { which } => bench::run(&io, which).await,
     }
 }

@@ -5,6 +5,7 @@ use clap::{Args, Subcommand};
 
 use weir::io::Io;
 
+use super::output::{print_json, Output};
 use super::{connect_any, key_values};
 
 #[derive(Args)]
@@ -38,7 +39,7 @@ enum TopicAction {
     },
 }
 
-pub async fn run(io: &Io, args: TopicsArgs) -> anyhow::Result<()> {
+pub async fn run(io: &Io, args: TopicsArgs, output: Output) -> anyhow::Result<()> {
     let mut client = connect_any(io, &args.bootstrap).await?;
     match args.action {
         TopicAction::Create {
@@ -57,6 +58,15 @@ pub async fn run(io: &Io, args: TopicsArgs) -> anyhow::Result<()> {
                 .await?;
             println!("created topic {name}");
         }
+        TopicAction::List if output.json() => {
+            let names: Vec<String> = client
+                .metadata(None)
+                .await?
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            print_json(&names)?;
+        }
         TopicAction::List => {
             for topic in client.metadata(None).await? {
                 println!("{}\t{} partitions", topic.name, topic.partitions);
@@ -66,6 +76,9 @@ pub async fn run(io: &Io, args: TopicsArgs) -> anyhow::Result<()> {
             let names: Vec<&str> = name.iter().map(String::as_str).collect();
             let wanted = (!names.is_empty()).then_some(names.as_slice());
             let topics = client.describe_topics(wanted).await?;
+            if output.json() {
+                return print_json(&topics);
+            }
             print!("{}", weir::client::render_topic_descriptions(&topics));
         }
         TopicAction::Delete { name } => {

@@ -28,7 +28,7 @@ pub struct BrokerInfo {
     pub port: u16,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PartitionDescription {
     pub partition: i32,
     /// -1: none.
@@ -41,7 +41,7 @@ pub struct PartitionDescription {
     pub offline: Vec<i32>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TopicDescription {
     pub name: String,
     pub id: Uuid,
@@ -69,6 +69,12 @@ impl Client {
             }))
             .with_allow_auto_topic_creation(auto_create);
         self.call(&request, METADATA_VERSION).await
+    }
+
+    /// The cluster id Metadata reports.
+    pub async fn cluster_id(&mut self) -> Result<Option<String>> {
+        let response = self.metadata_full(Some(&[]), false).await?;
+        Ok(response.cluster_id.map(|c| c.to_string()))
     }
 
     /// The brokers the cluster lists (live, unfenced), by id.

@@ -24,7 +24,7 @@ const DELETE_GROUPS_VERSION: i16 = 2;
 const OFFSET_FETCH_VERSION: i16 = 7;
 const OFFSET_COMMIT_VERSION: i16 = 8;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct GroupListing {
     pub group_id: String,
     pub protocol_type: String,

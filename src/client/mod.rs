@@ -4,6 +4,7 @@
 //! uncompressed batches itself and reads fetched batches without copying them.
 
 mod cluster;
+mod configs;
 pub mod connection;
 pub mod consumer_member;
 mod describe;
@@ -20,22 +21,19 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, FetchRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
+    FetchRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 pub use cluster::ClusterClient;
+pub use configs::{ConfigEntry, ConfigResource, ConfigSource};
 pub use connection::{ClientError, Connection, Result};
 pub use describe::{
     render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
@@ -62,20 +60,8 @@ const CREATE_TOPICS_VERSION: i16 = 5;
 const DELETE_TOPICS_VERSION: i16 = 5;
 const INIT_PRODUCER_ID_VERSION: i16 = 4;
 const CREATE_PARTITIONS_VERSION: i16 = 3;
-const INCREMENTAL_ALTER_CONFIGS_VERSION: i16 = 1;
-const DESCRIBE_CONFIGS_VERSION: i16 = 4;
-/// Kafka's resource type for a topic (DescribeConfigs, IncrementalAlterConfigs).
-const RESOURCE_TOPIC: i8 = 2;
 /// Kafka's config source for a topic-level override.
 pub const CONFIG_SOURCE_TOPIC: i8 = 1;
-
-/// One entry of a DescribeConfigs answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigEntry {
-    pub value: Option<String>,
-    /// Kafka's `ConfigSource` (1: a topic override, 5: the broker's default, ...).
-    pub source: i8,
-}
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
@@ -231,73 +217,6 @@ impl Client {
             .first()
             .ok_or_else(|| ClientError::Protocol("empty CreatePartitions response".into()))?;
         check(result.error_code, result.error_message.as_ref())
-    }
-
-    /// Sets topic config overrides (IncrementalAlterConfigs, operation SET); `None` deletes an
-    /// override. All of them or none, as one metadata change.
-    pub async fn alter_topic_configs(
-        &mut self,
-        topic: &str,
-        changes: &BTreeMap<String, Option<String>>,
-    ) -> Result<()> {
-        const SET: i8 = 0;
-        const DELETE: i8 = 1;
-        let configs = changes
-            .iter()
-            .map(|(k, v)| {
-                AlterableConfig::default()
-                    .with_name(StrBytes::from_string(k.clone()))
-                    .with_config_operation(if v.is_some() { SET } else { DELETE })
-                    .with_value(v.clone().map(StrBytes::from_string))
-            })
-            .collect();
-        let request = IncrementalAlterConfigsRequest::default()
-            .with_resources(vec![AlterConfigsResource::default()
-                .with_resource_type(RESOURCE_TOPIC)
-                .with_resource_name(StrBytes::from_string(topic.to_string()))
-                .with_configs(configs)])
-            .with_validate_only(false);
-        let response = self
-            .call(&request, INCREMENTAL_ALTER_CONFIGS_VERSION)
-            .await?;
-        let result = response.responses.first().ok_or_else(|| {
-            ClientError::Protocol("empty IncrementalAlterConfigs response".into())
-        })?;
-        check(result.error_code, result.error_message.as_ref())
-    }
-
-    /// Every config of `topic` with its value and source (DescribeConfigs).
-    pub async fn describe_topic_configs(
-        &mut self,
-        topic: &str,
-    ) -> Result<BTreeMap<String, ConfigEntry>> {
-        let request = DescribeConfigsRequest::default()
-            .with_resources(vec![DescribeConfigsResource::default()
-                .with_resource_type(RESOURCE_TOPIC)
-                .with_resource_name(StrBytes::from_string(topic.to_string()))
-                .with_configuration_keys(None)])
-            .with_include_synonyms(false)
-            .with_include_documentation(false);
-        let response = self.call(&request, DESCRIBE_CONFIGS_VERSION).await?;
-        let result = response
-            .results
-            .into_iter()
-            .next()
-            .ok_or_else(|| ClientError::Protocol("empty DescribeConfigs response".into()))?;
-        check(result.error_code, result.error_message.as_ref())?;
-        Ok(result
-            .configs
-            .into_iter()
-            .map(|c| {
-                (
-                    c.name.to_string(),
-                    ConfigEntry {
-                        value: c.value.map(|v| v.to_string()),
-                        source: c.config_source,
-                    },
-                )
-            })
-            .collect())
     }
 
     /// A producer id and epoch for idempotent produce.

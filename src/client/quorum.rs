@@ -13,7 +13,7 @@ const DESCRIBE_QUORUM_VERSION: i16 = 2;
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
 /// One replica of the metadata partition, as the quorum leader sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct QuorumReplica {
     pub node_id: i32,
     /// -1 when the leader has not heard from it.
@@ -23,7 +23,7 @@ pub struct QuorumReplica {
     pub last_caught_up_timestamp: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct QuorumDescription {
     pub leader_id: i32,
     pub leader_epoch: i32,

@@ -16,6 +16,7 @@ Each prints what it measured (run with -s to see it). Every wait is bounded.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import time
@@ -171,5 +172,38 @@ def test_cli_with_a_bootstrap_node_that_is_not_the_leader(nodes):
     # The topic commands from any node (they forward to the controller).
     described = weir(binary, "topics", "--bootstrap", bootstrap, "describe", topic)
     assert topic in described, described
+
+    # Kafka's other tools as weir commands, from the node that leads nothing asked of it.
+    offsets = weir(binary, "get-offsets", "--bootstrap-server", bootstrap, "--topic", topic,
+                   "--partitions", "0")
+    assert offsets.strip() == f"{topic}:0:3", offsets
+    earliest = json.loads(weir(binary, "--output", "json", "get-offsets", "--bootstrap-server",
+                               bootstrap, "--topic", topic, "--time", "earliest"))
+    assert {(o["partition"], o["offset"]) for o in earliest} == {(0, 0), (1, 0), (2, 0)}, earliest
+    quorum = weir(binary, "metadata-quorum", "--bootstrap-server", bootstrap, "describe",
+                  "--status")
+    fields = {k.strip(): v.strip() for k, v in
+              (line.split(":", 1) for line in quorum.splitlines())}
+    assert fields["CurrentVoters"] == "[1,2,3]", quorum
+    assert int(fields["LeaderId"]) in (1, 2, 3) and int(fields["HighWatermark"]) > 0, quorum
+    replication = weir(binary, "metadata-quorum", "--bootstrap-server", bootstrap, "describe",
+                       "--replication").splitlines()
+    assert replication[0].split("\t")[-1] == "Status", replication
+    assert sorted(line.split("\t")[-1] for line in replication[1:]) == \
+        ["Follower", "Follower", "Leader"], replication
+    altered = weir(binary, "configs", "--bootstrap-server", bootstrap, "--entity-type", "topics",
+                   "--entity-name", topic, "--alter", "--add-config",
+                   "retention.ms=86400000,cleanup.policy=[compact,delete]")
+    assert f"Completed updating config for topic {topic}." in altered, altered
+    configs = weir(binary, "configs", "--bootstrap-server", bootstrap, "--entity-type", "topics",
+                   "--entity-name", topic, "--describe")
+    assert "  retention.ms=86400000 sensitive=false" in configs, configs
+    assert "  cleanup.policy=compact,delete sensitive=false" in configs, configs
+    weir(binary, "configs", "--bootstrap-server", bootstrap, "--entity-type", "topics",
+         "--entity-name", topic, "--alter", "--delete-config", "retention.ms")
+    left = json.loads(weir(binary, "--output", "json", "configs", "--bootstrap-server",
+                           bootstrap, "--entity-type", "topics", "--entity-name", topic,
+                           "--describe"))
+    assert [c["name"] for c in left[0]["configs"]] == ["cleanup.policy"], left
     print(f"\nCLI: produce, consume, groups list/describe/reset-offsets via node "
           f"{other.node_id}; partition 0 led by node {leader}")
