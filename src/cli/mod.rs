@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use weir::client::Client;
 use weir::io::Io;
 
+mod acls;
 mod bench;
 mod cluster;
 mod configs;
@@ -61,6 +62,8 @@ enum Command {
     Groups(groups::GroupsArgs),
     /// Elect partition leaders, preferred or unclean (like kafka-leader-election.sh).
     LeaderElection(leader_election::LeaderElectionArgs),
+    /// List, add or remove ACLs (like kafka-acls.sh).
+    Acls(acls::AclsArgs),
     /// Describe or alter the configs of topics and brokers (like kafka-configs.sh).
     Configs(configs::ConfigsArgs),
     /// The metadata quorum's status or replication (like kafka-metadata-quorum.sh).
@@ -86,6 +89,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Consume(args) => records::consume(&io, args).await,
         Command::Groups(args) => groups::run(&io, args, cli.output).await,
         Command::LeaderElection(args) => leader_election::run(&io, args).await,
+        Command::Acls(args) => acls::run(&io, args, cli.output).await,
         Command::Configs(args) => configs::run(&io, args, cli.output).await,
         Command::MetadataQuorum(args) => metadata_quorum::run(&io, args, cli.output).await,
         Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,

@@ -3,6 +3,7 @@
 //! traits so it runs in production (CLI, bench) and in the simulator (workloads) alike. It builds
 //! uncompressed batches itself and reads fetched batches without copying them.
 
+mod acls;
 mod cluster;
 mod configs;
 pub mod connection;
