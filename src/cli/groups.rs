@@ -2,6 +2,8 @@
 //! `kafka-consumer-groups.sh`). Group requests go to the group's coordinator, offsets to each
 //! partition's leader (`ClusterClient`), whichever broker the bootstrap is.
 
+use std::collections::BTreeMap;
+
 use clap::{Args, Subcommand};
 
 use weir::client::ClusterClient;
@@ -22,9 +24,23 @@ pub struct GroupsArgs {
 enum GroupAction {
     /// One line per group: group<TAB>state<TAB>protocol type<TAB>type (classic or consumer).
     List,
-    /// State, members (with member epochs and assignments for a consumer-protocol group), and
-    /// committed offsets with the lag behind the log end.
-    Describe { group: String },
+    /// As kafka-consumer-groups.sh --describe: each partition's committed offset, log end, lag
+    /// and the member holding it (default, --offsets); or the members (--members); or the
+    /// group's state, coordinator and assignor (--state).
+    Describe {
+        group: String,
+        #[arg(long, conflicts_with_all = ["state", "offsets"])]
+        members: bool,
+        #[arg(long, conflicts_with = "offsets")]
+        state: bool,
+        /// The default view.
+        #[arg(long)]
+        offsets: bool,
+        /// With --members: each member's assignment (and epochs, for a consumer-protocol
+        /// group); with --state: the group and assignment epochs.
+        #[arg(long)]
+        verbose: bool,
+    },
     /// Delete a group with no members (classic or consumer), with its committed offsets.
     Delete { group: String },
     /// Set the committed offsets of a group for one topic; refused while it has members.
@@ -43,10 +59,14 @@ pub async fn run(io: &Io, args: GroupsArgs, output: Output) -> anyhow::Result<()
     if let (GroupAction::List, true) = (&args.action, output.json()) {
         return print_json(&cluster.list_groups().await?);
     }
-    groups(&mut cluster, args.action).await
+    groups(&mut cluster, args.action, output).await
 }
 
-async fn groups(cluster: &mut ClusterClient, action: GroupAction) -> anyhow::Result<()> {
+async fn groups(
+    cluster: &mut ClusterClient,
+    action: GroupAction,
+    output: Output,
+) -> anyhow::Result<()> {
     match action {
         GroupAction::List => {
             for g in cluster.list_groups().await? {
@@ -56,71 +76,25 @@ async fn groups(cluster: &mut ClusterClient, action: GroupAction) -> anyhow::Res
                 );
             }
         }
-        GroupAction::Describe { group } => {
-            // A consumer-protocol group (KIP-848) first; classic groups answer "not found" there.
-            let (consumer, classic, committed) = describe_at_coordinator(cluster, &group).await?;
-            if let Some(d) = consumer {
-                println!(
-                    "group {group}: {} (type consumer, group epoch {}, assignment epoch {}, \
-                     assignor '{}'), {} members",
-                    d.state,
-                    d.group_epoch,
-                    d.assignment_epoch,
-                    d.assignor,
-                    d.members.len()
-                );
-                for m in &d.members {
-                    let instance = m.instance_id.as_deref().unwrap_or("-");
-                    let assigned: Vec<String> = m
-                        .assignment
-                        .iter()
-                        .map(|(t, ps)| {
-                            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
-                            format!("{t}:{}", ps.join(","))
-                        })
-                        .collect();
-                    println!(
-                        "member\t{}\t{instance}\t{}\t{}\tepoch {}\t{}",
-                        m.member_id,
-                        m.client_id,
-                        m.client_host,
-                        m.member_epoch,
-                        if assigned.is_empty() {
-                            "-".to_string()
-                        } else {
-                            assigned.join(" ")
-                        }
-                    );
-                }
+        GroupAction::Describe {
+            group,
+            members,
+            state,
+            offsets: _,
+            verbose,
+        } => {
+            let view = describe(cluster, &group).await?;
+            if output.json() {
+                return print_json(&view);
+            }
+            let text = if state {
+                view.render_state(verbose)
+            } else if members {
+                view.render_members(verbose)
             } else {
-                let Some(d) = classic else {
-                    anyhow::bail!("group '{group}' does not exist");
-                };
-                println!(
-                    "group {group}: {} (type classic, protocol type '{}', protocol '{}'), {} members",
-                    d.state,
-                    d.protocol_type,
-                    d.protocol,
-                    d.members.len()
-                );
-                for m in &d.members {
-                    let instance = m.instance_id.as_deref().unwrap_or("-");
-                    println!(
-                        "member\t{}\t{instance}\t{}\t{}",
-                        m.member_id, m.client_id, m.client_host
-                    );
-                }
-            }
-            println!("topic\tpartition\tcommitted\tlog-end\tlag");
-            for (topic, partition, committed) in committed {
-                let (end, _) = cluster.list_offset(&topic, partition, -1).await?;
-                let lag = if committed >= 0 {
-                    (end - committed).max(0).to_string()
-                } else {
-                    "-".into()
-                };
-                println!("{topic}\t{partition}\t{committed}\t{end}\t{lag}");
-            }
+                view.render_offsets()
+            };
+            print!("{text}");
         }
         GroupAction::Delete { group } => {
             cluster
@@ -218,4 +192,284 @@ async fn describe_at_coordinator(
         })
         .await?;
     Ok(described)
+}
+
+/// A partition's committed offset (if any) and the member holding it (if any).
+type Holding<'a> = (Option<i64>, Option<&'a MemberView>);
+
+/// One member, whichever protocol the group speaks.
+#[derive(Debug, serde::Serialize)]
+struct MemberView {
+    consumer_id: String,
+    instance_id: Option<String>,
+    host: String,
+    client_id: String,
+    /// A consumer-protocol member's epoch (KIP-848).
+    member_epoch: Option<i32>,
+    assignment: Vec<(String, Vec<i32>)>,
+}
+
+/// One partition of `--describe --offsets`.
+#[derive(Debug, serde::Serialize)]
+struct OffsetRow {
+    topic: String,
+    partition: i32,
+    /// `None`: nothing committed.
+    current_offset: Option<i64>,
+    log_end_offset: i64,
+    lag: Option<i64>,
+    /// The member holding the partition, if any.
+    consumer_id: Option<String>,
+    host: Option<String>,
+    client_id: Option<String>,
+}
+
+/// A group as `kafka-consumer-groups.sh --describe` shows it.
+#[derive(Debug, serde::Serialize)]
+struct GroupView {
+    group: String,
+    /// `classic` or `consumer` (KIP-848).
+    group_type: &'static str,
+    state: String,
+    coordinator: Option<String>,
+    assignment_strategy: String,
+    group_epoch: Option<i32>,
+    assignment_epoch: Option<i32>,
+    members: Vec<MemberView>,
+    offsets: Vec<OffsetRow>,
+}
+
+async fn describe(cluster: &mut ClusterClient, group: &str) -> anyhow::Result<GroupView> {
+    let (consumer, classic, committed) = describe_at_coordinator(cluster, group).await?;
+    let (group_type, state, strategy, epochs, members) = match (consumer, classic) {
+        (Some(d), _) => (
+            "consumer",
+            d.state,
+            d.assignor,
+            (Some(d.group_epoch), Some(d.assignment_epoch)),
+            d.members
+                .into_iter()
+                .map(|m| MemberView {
+                    consumer_id: m.member_id,
+                    instance_id: m.instance_id,
+                    host: m.client_host,
+                    client_id: m.client_id,
+                    member_epoch: Some(m.member_epoch),
+                    assignment: m.assignment,
+                })
+                .collect::<Vec<_>>(),
+        ),
+        (None, Some(d)) => (
+            "classic",
+            d.state,
+            d.protocol,
+            (None, None),
+            d.members
+                .into_iter()
+                .map(|m| MemberView {
+                    consumer_id: m.member_id,
+                    instance_id: m.instance_id,
+                    host: m.client_host,
+                    client_id: m.client_id,
+                    member_epoch: None,
+                    assignment: m.assignment,
+                })
+                .collect(),
+        ),
+        (None, None) => anyhow::bail!("Consumer group '{group}' does not exist."),
+    };
+    // Every committed partition and every assigned one, with who holds it.
+    let mut rows: BTreeMap<(String, i32), Holding> = committed
+        .into_iter()
+        .map(|(t, p, o)| ((t, p), ((o >= 0).then_some(o), None)))
+        .collect();
+    for m in &members {
+        for (topic, partitions) in &m.assignment {
+            for p in partitions {
+                rows.entry((topic.clone(), *p)).or_insert((None, None)).1 = Some(m);
+            }
+        }
+    }
+    let mut offsets = Vec::new();
+    for ((topic, partition), (current, holder)) in rows {
+        let (end, _) = cluster.list_offset(&topic, partition, -1).await?;
+        offsets.push(OffsetRow {
+            lag: current.map(|c| (end - c).max(0)),
+            current_offset: current,
+            log_end_offset: end,
+            consumer_id: holder.map(|m| m.consumer_id.clone()),
+            host: holder.map(|m| m.host.clone()),
+            client_id: holder.map(|m| m.client_id.clone()),
+            topic,
+            partition,
+        });
+    }
+    let coordinator = cluster
+        .any()
+        .await?
+        .coordinator(group)
+        .await
+        .ok()
+        .map(|c| format!("{}:{} ({})", c.host, c.port, c.id));
+    Ok(GroupView {
+        group: group.to_string(),
+        group_type,
+        state,
+        coordinator,
+        assignment_strategy: strategy,
+        group_epoch: epochs.0,
+        assignment_epoch: epochs.1,
+        members,
+        offsets,
+    })
+}
+
+fn or_dash<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+fn assignment_text(assignment: &[(String, Vec<i32>)]) -> String {
+    if assignment.is_empty() {
+        return "-".to_string();
+    }
+    let parts: Vec<String> = assignment
+        .iter()
+        .map(|(t, ps)| {
+            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+            format!("{t}:{}", ps.join(","))
+        })
+        .collect();
+    parts.join(" ")
+}
+
+impl GroupView {
+    /// Kafka prints this line before the offsets of a group nobody consumes in.
+    fn no_members_note(&self) -> String {
+        if self.members.is_empty() {
+            format!("\nConsumer group '{}' has no active members.\n", self.group)
+        } else {
+            String::new()
+        }
+    }
+
+    fn render_offsets(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .offsets
+            .iter()
+            .map(|o| {
+                vec![
+                    self.group.clone(),
+                    o.topic.clone(),
+                    o.partition.to_string(),
+                    or_dash(o.current_offset),
+                    o.log_end_offset.to_string(),
+                    or_dash(o.lag),
+                    or_dash(o.consumer_id.clone()),
+                    or_dash(o.host.clone()),
+                    or_dash(o.client_id.clone()),
+                ]
+            })
+            .collect();
+        let headers = [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ];
+        format!("{}\n{}", self.no_members_note(), table(&headers, &rows))
+    }
+
+    fn render_members(&self, verbose: bool) -> String {
+        let consumer = self.group_type == "consumer";
+        let mut headers = vec!["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"];
+        if verbose {
+            if consumer {
+                headers.push("CURRENT-EPOCH");
+            }
+            headers.push("ASSIGNMENT");
+        }
+        let rows: Vec<Vec<String>> = self
+            .members
+            .iter()
+            .map(|m| {
+                let count: usize = m.assignment.iter().map(|(_, ps)| ps.len()).sum();
+                let mut row = vec![
+                    self.group.clone(),
+                    m.consumer_id.clone(),
+                    m.host.clone(),
+                    m.client_id.clone(),
+                    count.to_string(),
+                ];
+                if verbose {
+                    if consumer {
+                        row.push(or_dash(m.member_epoch));
+                    }
+                    row.push(assignment_text(&m.assignment));
+                }
+                row
+            })
+            .collect();
+        format!("{}\n{}", self.no_members_note(), table(&headers, &rows))
+    }
+
+    fn render_state(&self, verbose: bool) -> String {
+        let mut headers = vec!["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"];
+        let mut row = vec![
+            self.group.clone(),
+            or_dash(self.coordinator.clone()),
+            if self.assignment_strategy.is_empty() {
+                "-".to_string()
+            } else {
+                self.assignment_strategy.clone()
+            },
+            self.state.clone(),
+        ];
+        if verbose && self.group_type == "consumer" {
+            headers.extend(["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]);
+            row.push(or_dash(self.group_epoch));
+            row.push(or_dash(self.assignment_epoch));
+        }
+        headers.push("#MEMBERS");
+        row.push(self.members.len().to_string());
+        format!("\n{}", table(&headers, &[row]))
+    }
+}
+
+/// Columns padded to their widest cell, one space apart, as Kafka's tools print them.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("{}\n", padded.join(" ").trim_end())
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_pads_every_column_to_its_widest_cell() {
+        let t = table(&["GROUP", "LAG"], &[vec!["g".into(), "12345".into()]]);
+        assert_eq!(t, "GROUP LAG\ng     12345\n");
+    }
 }

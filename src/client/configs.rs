@@ -56,16 +56,24 @@ impl ConfigResource {
 
 /// Kafka's `ConfigSource`: where a described value comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ConfigSource {
+    #[serde(rename = "UNKNOWN")]
     Unknown,
+    #[serde(rename = "DYNAMIC_TOPIC_CONFIG")]
     DynamicTopic,
+    #[serde(rename = "DYNAMIC_BROKER_CONFIG")]
     DynamicBroker,
+    #[serde(rename = "DYNAMIC_DEFAULT_BROKER_CONFIG")]
     DynamicDefaultBroker,
+    #[serde(rename = "STATIC_BROKER_CONFIG")]
     StaticBroker,
+    #[serde(rename = "DEFAULT_CONFIG")]
     Default,
+    #[serde(rename = "DYNAMIC_BROKER_LOGGER_CONFIG")]
     DynamicBrokerLogger,
+    #[serde(rename = "CLIENT_METRICS_CONFIG")]
     ClientMetrics,
+    #[serde(rename = "GROUP_CONFIG")]
     Group,
 }
 

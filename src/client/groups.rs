@@ -39,6 +39,9 @@ pub struct GroupMember {
     pub instance_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
+    /// `(topic, partitions)` of a consumer's assignment (protocol type `consumer`); empty for
+    /// other protocol types or an assignment that does not decode.
+    pub assignment: Vec<(String, Vec<i32>)>,
 }
 
 /// A member of a consumer-protocol group (ConsumerGroupDescribe).
@@ -181,6 +184,13 @@ impl Client {
                     instance_id: m.group_instance_id.map(|i| i.to_string()),
                     client_id: m.client_id.to_string(),
                     client_host: m.client_host.to_string(),
+                    assignment: if g.protocol_type.as_str() == "consumer" {
+                        super::group_member::decode_assignment(&m.member_assignment)
+                            .map(|a| a.into_iter().collect())
+                            .unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    },
                 })
                 .collect(),
         }))

@@ -285,12 +285,23 @@ def test_cli_lists_describes_resets_and_deletes_groups(broker):
         listed = weir_cli(broker, "groups", "list")
         assert listed.returncode == 0, listed.stderr
         assert f"{group}\tStable\tconsumer\tclassic" in listed.stdout.splitlines()
+        # kafka-consumer-groups.sh --describe's views and columns.
         described = weir_cli(broker, "groups", "describe", group)
         assert described.returncode == 0, described.stderr
-        assert "Stable" in described.stdout and "member\t" in described.stdout
-        assert "type classic" in described.stdout
-        for p in range(PARTITIONS):
-            assert f"{topic}\t{p}\t10\t10\t0" in described.stdout.splitlines()
+        lines = described.stdout.splitlines()
+        assert lines[1].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
+                                    "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                                    "CLIENT-ID"], lines
+        rows = {int(r[2]): r for r in (line.split() for line in lines[2:])}
+        assert sorted(rows) == list(range(PARTITIONS)), lines
+        for p, row in rows.items():
+            assert row[:6] == [group, topic, str(p), "10", "10", "0"], row
+            assert row[6] != "-", f"partition {p} is held by the consumer: {row}"
+        state = weir_cli(broker, "groups", "describe", group, "--state").stdout.splitlines()
+        assert state[1].split()[-1] == "#MEMBERS" and state[2].split()[-2:] == ["Stable", "1"]
+        members = weir_cli(broker, "groups", "describe", group, "--members", "--verbose")
+        member = members.stdout.splitlines()[2].split()
+        assert member[4] == str(PARTITIONS), members.stdout
         refused = weir_cli(broker, "groups", "reset-offsets", group, "--topic", topic,
                            "--to", "earliest")
         assert refused.returncode != 0 and "active members" in refused.stderr
