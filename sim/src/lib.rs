@@ -36,6 +36,8 @@ pub mod workload;
 #[cfg(madsim)]
 pub mod disk;
 #[cfg(madsim)]
+pub mod embed;
+#[cfg(madsim)]
 pub mod nemesis;
 #[cfg(madsim)]
 pub mod replica_read;
