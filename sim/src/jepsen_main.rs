@@ -53,6 +53,10 @@ mod cli {
             /// Keep the data directories of passing runs too.
             #[arg(long)]
             keep: bool,
+            /// A Python with confluent-kafka: each run adds one librdkafka producer
+            /// (tests/jepsen/confluent_producer.py) with the scenario's acks and idempotence.
+            #[arg(long)]
+            python: Option<PathBuf>,
         },
         /// Judge a history file (`history.jsonl` of a run) with the scenario's checks.
         Check {
@@ -151,6 +155,7 @@ mod cli {
                 out,
                 junit: junit_path,
                 keep,
+                python,
             } => {
                 let mut cases = Vec::new();
                 let mut failed = false;
@@ -172,6 +177,7 @@ mod cli {
                             seed: s,
                             duration_secs: duration,
                             dir: dir.clone(),
+                            python: python.clone(),
                         };
                         let o = run::run(&scenario, &opts);
                         let rerun = format!(
@@ -181,8 +187,10 @@ mod cli {
                             weir.display(),
                             weir_planted
                                 .as_ref()
-                                .map_or(String::new(), |p| format!(" --weir-planted {}", p.display()))
-                        );
+                                .map_or(String::new(), |p| format!(" --weir-planted {}", p.display())),
+                        ) + &python
+                            .as_ref()
+                            .map_or(String::new(), |p| format!(" --python {}", p.display()));
                         println!(
                             "{} seed {s}: {} in {:.1} s; faults {} [{}]; produce ops {} (acked {}), reads {}; violations: {}{}{}",
                             scenario.name,

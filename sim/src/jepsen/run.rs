@@ -55,7 +55,16 @@ pub struct Options {
     pub duration_secs: Option<u64>,
     /// The run's directory (properties, data, logs, history).
     pub dir: PathBuf,
+    /// A Python with confluent-kafka: adds one librdkafka producer (`CONFLUENT_PRODUCER`).
+    pub python: Option<PathBuf>,
 }
+
+/// The confluent-kafka producer script, and its id in the history (past the simulator's).
+const CONFLUENT_PRODUCER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/jepsen/confluent_producer.py"
+);
+const CONFLUENT_ID: u32 = 1000;
 
 #[derive(Debug)]
 pub struct Outcome {
@@ -166,13 +175,21 @@ fn run_inner(scenario: &Scenario, opts: &Options, outcome: &mut Outcome) -> Resu
         .map_err(|e| e.to_string())?;
     let duration_ms = opts.duration_secs.unwrap_or(scenario.duration_secs) * 1000;
     let history = History::default();
-    let (file, tally) = rt.block_on(workload_and_faults(
+    let (mut file, tally) = rt.block_on(workload_and_faults(
         scenario,
-        opts.seed,
+        opts,
         duration_ms,
         nodes.clone(),
         history,
     ))?;
+    // The librdkafka producer's lines join the history in time order (a stable sort keeps
+    // each client's own order).
+    let confluent = opts.dir.join("confluent-producer.jsonl");
+    if let Ok(f) = std::fs::File::open(&confluent) {
+        let theirs = history_file::read(std::io::BufReader::new(f))?;
+        file.entries.extend(theirs.entries);
+        file.entries.sort_by_key(|e| e.at_ms);
+    }
     let exited = nodes.lock().unwrap().exited();
     drop(cleanup);
 
@@ -270,9 +287,47 @@ async fn create_topic(scenario: &Scenario, addrs: &[std::net::SocketAddr]) -> Re
     ))
 }
 
+/// Starts the confluent-kafka producer for this run (see `CONFLUENT_PRODUCER`).
+fn start_confluent(
+    python: &Path,
+    scenario: &Scenario,
+    addrs: &[std::net::SocketAddr],
+    clock: RunClock,
+    duration_ms: u64,
+    out: &Path,
+) -> Result<std::process::Child, String> {
+    let now_epoch_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_millis() as u64;
+    let origin = now_epoch_ms - clock.now_ms();
+    let bootstrap: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(CONFLUENT_PRODUCER)
+        .args(["--bootstrap", &bootstrap.join(",")])
+        .args(["--topic", &scenario.topic.name])
+        .args(["--acks", &scenario.producers.acks])
+        .args(["--producer", &CONFLUENT_ID.to_string()])
+        .args(["--origin-ms", &origin.to_string()])
+        .args(["--until-ms", &duration_ms.to_string()])
+        .args(["--rate", &scenario.producers.rate.to_string()])
+        .arg("--out")
+        .arg(out)
+        .stdin(std::process::Stdio::null());
+    // librdkafka's own log (connection failures under the faults) goes beside the history.
+    if let Ok(log) = std::fs::File::create(out.with_extension("log")) {
+        cmd.stderr(log);
+    }
+    if scenario.producers.idempotent {
+        cmd.arg("--idempotent");
+    }
+    cmd.spawn()
+        .map_err(|e| format!("{}: {e}", python.display()))
+}
+
 async fn workload_and_faults(
     scenario: &Scenario,
-    seed: u64,
+    opts: &Options,
     duration_ms: u64,
     nodes: Arc<Mutex<Nodes>>,
     history: History,
@@ -280,8 +335,20 @@ async fn workload_and_faults(
     let n = scenario.cluster.nodes() as usize;
     let addrs: Vec<std::net::SocketAddr> = (0..n).map(client_addr).collect();
     create_topic(scenario, &addrs).await?;
+    let seed = opts.seed;
     let topic = &scenario.topic;
     let clock = RunClock::start();
+    let mut confluent = match &opts.python {
+        Some(python) => Some(start_confluent(
+            python,
+            scenario,
+            &addrs,
+            clock,
+            duration_ms,
+            &opts.dir.join("confluent-producer.jsonl"),
+        )?),
+        None => None,
+    };
     history.record(
         0,
         Event::Note(format!(
@@ -359,6 +426,21 @@ async fn workload_and_faults(
                 Event::Note("a client did not finish within the drain bound".into()),
             );
         }
+    }
+    if let Some(child) = confluent.as_mut() {
+        // It stops producing at the deadline and flushes for at most 40 s.
+        let waited = Instant::now();
+        while child.try_wait().ok().flatten().is_none() && waited.elapsed() < DRAIN_BOUND {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if child.try_wait().ok().flatten().is_none() {
+            let _ = child.kill();
+            history.record(
+                clock.now_ms(),
+                Event::Note("the confluent-kafka producer was killed at the drain bound".into()),
+            );
+        }
+        let _ = child.wait();
     }
     let exempt = Exempt::default();
     let probe = |bound| Probe {
