@@ -2,7 +2,8 @@
 //! drawn from the run's seed, applied to processes and packets. One fault at a time (inject,
 //! hold for its duration, heal), on a thread of its own so that `kill`, `nft` and `tc` never
 //! block the clients. Fault kinds a real machine cannot do here (power loss, disk and clock
-//! faults) are left out and named in the report ([`unsupported`]).
+//! faults) are left out and named in the report ([`unsupported`]), as is a scenario's
+//! `timeline` (random faults only, for now).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -319,4 +320,23 @@ async fn partition_leader(addrs: &[SocketAddr], topic: &str, partition: i32) -> 
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_disk_and_clock_faults_are_left_out() {
+        let spec: Spec = toml::from_str(
+            "weights = { kill = 1, power_loss = 2, isolate_partition_leader = 1, disk_eio = 1, clock_jump = 0 }",
+        )
+        .unwrap();
+        assert_eq!(
+            unsupported(&spec),
+            vec![FaultKind::PowerLoss, FaultKind::DiskEio]
+        );
+        assert!(supported(FaultKind::CutPartitionLeaderFromControllers));
+        assert!(!supported(FaultKind::PowerLossAll));
+    }
 }

@@ -145,6 +145,12 @@ fn run_inner(scenario: &Scenario, opts: &Options, outcome: &mut Outcome) -> Resu
     if scenario.cluster.roles != Roles::Combined {
         return Err("real-process runs support combined nodes only".into());
     }
+    if !scenario.nemesis.timeline.is_empty() {
+        outcome.left_out.push(format!(
+            "timeline ({} faults)",
+            scenario.nemesis.timeline.len()
+        ));
+    }
     if scenario.admin.is_some() {
         outcome.left_out.push("admin workload".into());
     }
@@ -497,4 +503,80 @@ async fn workload_and_faults(
         },
         tally,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(text: &str) -> Scenario {
+        let s: Scenario = toml::from_str(text).unwrap();
+        s.validate().unwrap();
+        s
+    }
+
+    /// A history file with one acknowledged write the final read no longer has.
+    fn lossy_history(dir: &Path) -> PathBuf {
+        let path = dir.join("history.jsonl");
+        let text = [
+            r#"{"type":"invoke","at_ms":1,"op":1,"partition":0,"session":0,"values":["p0-0-0"]}"#,
+            r#"{"type":"ack","at_ms":2,"op":1,"offset":0}"#,
+            r#"{"type":"invoke","at_ms":3,"op":2,"partition":0,"session":0,"values":["p0-1-0"]}"#,
+            r#"{"type":"ack","at_ms":4,"op":2,"offset":1}"#,
+            r#"{"type":"final","partition":0,"start":0,"stopped_at":null,"records":[[0,"p0-0-0"]]}"#,
+            r#"{"type":"liveness","failure":null}"#,
+        ]
+        .join("\n");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn judge_flags_a_lost_acknowledged_write_under_the_scenarios_checks() {
+        let dir = std::env::temp_dir().join(format!("weir-jepsen-judge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = lossy_history(&dir);
+        let acks1 = scenario("expect = \"unsafe\"\nchecks = [\"lost\", \"acked-offset\"]");
+        let j = judge(&path, &acks1).unwrap();
+        assert_eq!((j.invoked, j.acked), (2, 2));
+        assert!(
+            j.violations
+                .iter()
+                .any(|v| v.contains("1 lost acknowledged writes")),
+            "{:?}",
+            j.violations
+        );
+        // A scenario that checks only duplicates says nothing about it.
+        let dups = scenario("checks = [\"duplicate\"]");
+        assert!(judge(&path, &dups).unwrap().violations.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_tooth_passes_only_when_caught() {
+        let mut o = Outcome {
+            scenario: "t".into(),
+            seed: 1,
+            expect: Expect::Unsafe,
+            wall_secs: 0.0,
+            faults: 0,
+            fault_kinds: String::new(),
+            invoked: 0,
+            acked: 0,
+            reads: 0,
+            violations: Vec::new(),
+            left_out: Vec::new(),
+            history: PathBuf::new(),
+            error: None,
+        };
+        assert!(o.failed());
+        o.violations.push("1 lost acknowledged writes".into());
+        assert!(!o.failed());
+        o.expect = Expect::Safe;
+        assert!(o.failed());
+        o.violations.clear();
+        assert!(!o.failed());
+        o.error = Some("could not start".into());
+        assert!(o.failed());
+    }
 }
