@@ -74,6 +74,8 @@ pub struct RealNemesis {
 #[derive(Debug, Default)]
 pub struct Tally {
     pub faults: BTreeMap<String, usize>,
+    /// Faults that could not be injected (say, latency on a kernel without `sch_netem`).
+    pub failed: BTreeMap<String, usize>,
 }
 
 impl Tally {
@@ -137,7 +139,10 @@ impl RealNemesis {
             self.note(Event::Inject(kind));
             match self.apply(kind, target, hold, &mut rng) {
                 Ok(()) => *tally.faults.entry(format!("{kind:?}")).or_default() += 1,
-                Err(e) => self.note(Event::Note(format!("fault {kind:?} failed: {e}"))),
+                Err(e) => {
+                    *tally.failed.entry(format!("{kind:?}")).or_default() += 1;
+                    self.note(Event::Note(format!("fault {kind:?} failed: {e}")));
+                }
             }
         }
         self.heal_all();
@@ -249,7 +254,7 @@ impl RealNemesis {
             }
             FaultKind::Loss => {
                 let rate = self.spec.loss_rate;
-                net::netem(i, None, Some(rate))?;
+                net::loss(i, rate)?;
                 self.note(Event::Fault(format!(
                     "{:.0} % loss at node {node} for {ms} ms",
                     rate * 100.0

@@ -120,7 +120,22 @@ pub fn cut(index: usize, peers: &[Ipv4Addr], how: Cut) -> Result<(), String> {
     nft_script(index, &script)
 }
 
+/// Loss: netem when the kernel has it, else nftables' random numbers dropping that share of
+/// what node `index` sends and receives (kernels without `sch_netem`, as some containers).
+pub fn loss(index: usize, rate: f64) -> Result<(), String> {
+    if netem(index, None, Some(rate)).is_ok() {
+        return Ok(());
+    }
+    let per_mille = (rate.clamp(0.0, 1.0) * 1000.0).round() as u32;
+    let script = format!(
+        "add rule inet {TABLE} output numgen random mod 1000 < {per_mille} drop\n\
+         add rule inet {TABLE} input numgen random mod 1000 < {per_mille} drop\n"
+    );
+    nft_script(index, &script)
+}
+
 /// Delay (ms, with 20 % jitter) or loss (a rate in 0..1) on everything node `index` sends.
+/// Needs the kernel's `sch_netem`.
 pub fn netem(index: usize, delay_ms: Option<u64>, loss: Option<f64>) -> Result<(), String> {
     let mut args: Vec<String> = ["qdisc", "replace", "dev", "eth0", "root", "netem"]
         .iter()

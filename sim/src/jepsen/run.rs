@@ -214,6 +214,12 @@ fn run_inner(scenario: &Scenario, opts: &Options, outcome: &mut Outcome) -> Resu
         .faults
         .iter()
         .map(|(k, n)| format!("{k}×{n}"))
+        .chain(
+            tally
+                .failed
+                .iter()
+                .map(|(k, n)| format!("{k}×{n} not injected")),
+        )
         .collect::<Vec<_>>()
         .join(" ");
     Ok(())
