@@ -1,9 +1,8 @@
 //! The real-process nemesis: the scenario's `[nemesis]` weights, intervals and durations,
-//! drawn from the run's seed, applied to processes and packets. One fault at a time (inject,
-//! hold for its duration, heal), on a thread of its own so that `kill`, `nft` and `tc` never
-//! block the clients. Fault kinds a real machine cannot do here (power loss, disk and clock
-//! faults) are left out and named in the report ([`unsupported`]), as is a scenario's
-//! `timeline` (random faults only, for now).
+//! drawn from the run's seed, applied to processes and packets: random faults one at a time
+//! (inject, hold for its duration, heal), the `timeline` at its times, on threads of their own
+//! so that `kill`, `nft` and `tc` never block the clients. Fault kinds a real machine cannot do here (power loss, disk and clock
+//! faults) are left out and named in the report ([`unsupported`]).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -97,10 +96,30 @@ impl RealNemesis {
         self.history.record(self.clock.now_ms(), event);
     }
 
-    /// Random faults until the deadline, then everything healed. Bounded: each round sleeps
-    /// at least `interval_ms[0]` (≥ 1 ms) and holds a fault at most `duration_ms[1]`.
+    /// The scenario's timeline and its random faults until the deadline, then everything
+    /// healed. Random faults come one at a time; each timeline fault runs on a thread of its
+    /// own from its `at_ms`, so timeline faults overlap as they do in the simulator (two cuts
+    /// of one node overlap loosely: the first heal lifts both).
     pub fn run(&self) -> Tally {
-        let mut tally = Tally::default();
+        let tally = Mutex::new(Tally::default());
+        std::thread::scope(|scope| {
+            scope.spawn(|| self.run_timeline(&tally));
+            self.run_random(&tally);
+        });
+        self.heal_all();
+        tally.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for leader look-ups")
+    }
+
+    /// Bounded: each round sleeps at least `interval_ms[0]` (≥ 1 ms) and holds a fault at
+    /// most `duration_ms[1]`, until the deadline, at most 10,000 rounds.
+    fn run_random(&self, tally: &Mutex<Tally>) {
         let mut rng = SmallRng::seed_from_u64(self.seed);
         let kinds: Vec<(FaultKind, u32)> = self
             .spec
@@ -110,10 +129,7 @@ impl RealNemesis {
             .map(|(&k, &w)| (k, w))
             .collect();
         let total: u32 = kinds.iter().map(|(_, w)| w).sum();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime for leader look-ups");
+        let rt = Self::runtime();
         for _round in 0..10_000 {
             let wait = draw(&mut rng, self.spec.interval_ms).max(1);
             if self.clock.now_ms() + wait >= self.until_ms || total == 0 {
@@ -135,30 +151,82 @@ impl RealNemesis {
                 .expect("pick < total");
             let left = self.until_ms.saturating_sub(self.clock.now_ms());
             let hold = Duration::from_millis(draw(&mut rng, self.spec.duration_ms).min(left));
-            let target = self.target(kind, &mut rng, &rt);
-            self.note(Event::Inject(kind));
-            match self.apply(kind, target, hold, &mut rng) {
-                Ok(()) => *tally.faults.entry(format!("{kind:?}")).or_default() += 1,
-                Err(e) => {
-                    *tally.failed.entry(format!("{kind:?}")).or_default() += 1;
-                    self.note(Event::Note(format!("fault {kind:?} failed: {e}")));
-                }
+            let target = self.target(kind, None, &mut rng, &rt);
+            self.inject(kind, target, hold, &mut rng, tally);
+        }
+    }
+
+    /// The timeline's supported faults before the deadline (at most 1,000), each at its time.
+    fn run_timeline(&self, tally: &Mutex<Tally>) {
+        let mut faults: Vec<_> = self
+            .spec
+            .timeline
+            .iter()
+            .filter(|t| supported(t.fault) && t.at_ms < self.until_ms)
+            .take(1_000)
+            .cloned()
+            .collect();
+        faults.sort_by_key(|t| t.at_ms);
+        std::thread::scope(|scope| {
+            for (k, t) in faults.into_iter().enumerate() {
+                let wait = t.at_ms.saturating_sub(self.clock.now_ms());
+                std::thread::sleep(Duration::from_millis(wait));
+                scope.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(self.seed ^ (k as u64 + 1) << 32);
+                    let hold = t
+                        .duration_ms
+                        .unwrap_or_else(|| draw(&mut rng, self.spec.duration_ms));
+                    let n = self.node_count();
+                    let target = if t.fault.at_leader().is_some()
+                        || t.fault.at_partition_leader().is_some()
+                    {
+                        self.target(t.fault, t.partition, &mut rng, &Self::runtime())
+                    } else {
+                        (t.node as usize).min(n - 1)
+                    };
+                    let hold = Duration::from_millis(hold);
+                    self.inject(t.fault, target, hold, &mut rng, tally);
+                });
+            }
+        });
+    }
+
+    fn inject(
+        &self,
+        kind: FaultKind,
+        target: usize,
+        hold: Duration,
+        rng: &mut SmallRng,
+        tally: &Mutex<Tally>,
+    ) {
+        self.note(Event::Inject(kind));
+        let result = self.apply(kind, target, hold, rng);
+        let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(()) => *tally.faults.entry(format!("{kind:?}")).or_default() += 1,
+            Err(e) => {
+                *tally.failed.entry(format!("{kind:?}")).or_default() += 1;
+                self.note(Event::Note(format!("fault {kind:?} failed: {e}")));
             }
         }
-        self.heal_all();
-        tally
     }
 
     /// The node a fault hits: the quorum's or a partition's leader for the kinds aimed at
     /// one (a random node when no leader answers in time), else a random node.
-    fn target(&self, kind: FaultKind, rng: &mut SmallRng, rt: &tokio::runtime::Runtime) -> usize {
+    fn target(
+        &self,
+        kind: FaultKind,
+        partition: Option<i32>,
+        rng: &mut SmallRng,
+        rt: &tokio::runtime::Runtime,
+    ) -> usize {
         let n = self.node_count();
         let random = rng.random_range(0..n);
         let addrs: Vec<SocketAddr> = (0..n).map(client_addr).collect();
         let found = if kind.at_leader().is_some() {
             rt.block_on(quorum_leader(&addrs))
         } else if kind.at_partition_leader().is_some() {
-            let p = rng.random_range(0..self.partitions.max(1));
+            let p = partition.unwrap_or_else(|| rng.random_range(0..self.partitions.max(1)));
             rt.block_on(partition_leader(&addrs, &self.topic, p))
         } else {
             None

@@ -145,12 +145,6 @@ fn run_inner(scenario: &Scenario, opts: &Options, outcome: &mut Outcome) -> Resu
     if scenario.cluster.roles != Roles::Combined {
         return Err("real-process runs support combined nodes only".into());
     }
-    if !scenario.nemesis.timeline.is_empty() {
-        outcome.left_out.push(format!(
-            "timeline ({} faults)",
-            scenario.nemesis.timeline.len()
-        ));
-    }
     if scenario.admin.is_some() {
         outcome.left_out.push("admin workload".into());
     }
