@@ -113,7 +113,7 @@ pub enum Event {
     Partition(crate::partition_trace::PartitionEvent),
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     pub at_ms: u64,
     pub event: Event,

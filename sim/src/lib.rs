@@ -18,12 +18,16 @@ pub mod group_route;
 #[cfg(madsim)]
 pub mod group_workload;
 pub mod history;
+pub mod history_file;
 pub mod html;
+#[cfg(not(madsim))]
+pub mod jepsen;
 pub mod metadata_check;
 pub mod partition_trace;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;
+pub mod read_back;
 pub mod replica_check;
 pub mod report;
 pub mod routing;

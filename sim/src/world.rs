@@ -20,10 +20,9 @@ use weir::config::{PlantedBug, ServerConfig};
 use weir::io::memdisk::MemDisk;
 use weir::io::os::{OsRng, TokioNet, TokioSpawn};
 use weir::io::Io;
-use weir::log::batch::BatchBuilder;
 
 use crate::admin::{self, AdminSpec};
-use crate::checker::{self, FinalRead, PartitionRead};
+use crate::checker::{self, FinalRead};
 use crate::clock::NodeClock;
 use crate::consumer_workload;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
@@ -38,7 +37,7 @@ use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
 use crate::scenario::{Check, GroupProtocol, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
-use crate::{replica_check, replica_read};
+use crate::{read_back, replica_check, replica_read};
 
 /// Simulated time allowed after the workload for healing, liveness and the final read.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -1021,7 +1020,7 @@ async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(
 }
 
 /// The workload partitions left leaderless by design (KIP-966), as the trace proves them.
-type Exempt = Arc<std::sync::Mutex<std::collections::BTreeSet<i32>>>;
+use crate::read_back::Exempt;
 
 /// From healing to the end: replays newly committed metadata into the partition trace every
 /// [`COMMITTED_EVERY`] samples, and (`exempt` given: unclean election off) adds each partition
@@ -1304,9 +1303,7 @@ fn client_io() -> Io {
     }
 }
 
-/// Produces one record per partition and fetches it back (through the partition's leader when
-/// `bootstrap` names a cluster's brokers); `Some(reason)` if that cannot be done within
-/// [`LIVENESS_BOUND`].
+/// The liveness probe on the client machine (see [`read_back::liveness_check`]).
 async fn liveness_check(
     addr: SocketAddr,
     bootstrap: &[SocketAddr],
@@ -1317,89 +1314,16 @@ async fn liveness_check(
     clock: RunClock,
 ) -> Option<String> {
     let io = client_io();
-    let deadline = clock.now_ms() + LIVENESS_BOUND.as_millis() as u64;
-    let mut last_error = String::from("no attempt");
-    for partition in 0..partitions {
-        let value = format!("liveness-{partition}");
-        let op = (u32::MAX as u64) << 32 | partition as u64;
-        history.record(
-            clock.now_ms(),
-            Event::Invoke {
-                op,
-                partition,
-                session: 0,
-                values: vec![value.clone()],
-            },
-        );
-        let mut done = false;
-        let mut lookups = 0u64;
-        while clock.now_ms() < deadline && !done {
-            if exempt.lock().unwrap().contains(&partition) {
-                // Leaderless by design (noted in the trace): its probe stays unanswered.
-                done = true;
-                break;
-            }
-            lookups += 1;
-            let attempt = async {
-                let mut c = if bootstrap.is_empty() {
-                    Client::connect(&io, addr).await?
-                } else {
-                    crate::routing::connect_leader(
-                        &io,
-                        bootstrap,
-                        lookups,
-                        topic,
-                        partition,
-                        Duration::from_secs(5),
-                    )
-                    .await?
-                };
-                c.set_timeout(Duration::from_secs(5));
-                let mut b = BatchBuilder::new(io.clock.wall_ms());
-                b.push(None, Some(value.as_bytes()), io.clock.wall_ms());
-                let offset = c
-                    .produce(topic, partition, Bytes::from(b.finish(-1, -1, -1)), -1)
-                    .await?
-                    .unwrap_or(-1);
-                let fetched = c
-                    .fetch(
-                        topic,
-                        partition,
-                        offset,
-                        1 << 20,
-                        Duration::from_millis(100),
-                    )
-                    .await?;
-                let found = workload::decode(&fetched.records, offset)
-                    .into_iter()
-                    .any(|r| matches!(r, Ok((o, ref v)) if o == offset && *v == value));
-                Ok::<_, ClientError>((offset, found))
-            };
-            match io.timeout(Duration::from_secs(10), attempt).await {
-                Some(Ok((offset, true))) => {
-                    history.record(clock.now_ms(), Event::Ack { op, offset });
-                    done = true;
-                }
-                Some(Ok((offset, false))) => {
-                    last_error = format!("record at {offset} not fetched back")
-                }
-                Some(Err(e)) => last_error = e.to_string(),
-                None => last_error = "timed out".into(),
-            }
-            if !done {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-        if !done {
-            return Some(format!("partition {partition}: {last_error}"));
-        }
-    }
-    None
+    let probe = read_back::Probe {
+        addr,
+        bootstrap,
+        topic,
+        bound: LIVENESS_BOUND,
+    };
+    read_back::liveness_check(&io, probe, partitions, exempt, history, clock).await
 }
 
-/// Reads every partition from its start to its high watermark (from the partition's leader
-/// when `bootstrap` names a cluster's brokers). A partition the broker cannot serve past some
-/// offset (say, a batch rotted on disk) is read up to there, and noted.
+/// The final read on the client machine (see [`read_back::final_read`]).
 async fn final_read(
     addr: SocketAddr,
     bootstrap: &[SocketAddr],
@@ -1410,119 +1334,11 @@ async fn final_read(
     clock: RunClock,
 ) -> Result<FinalRead, String> {
     let io = client_io();
-    let mut last_error = String::new();
-    let deadline = clock.now_ms() + bound.as_millis() as u64;
-    // Bounded retries for connection trouble; broker errors end a partition's read instead.
-    for attempt in 0..50u64 {
-        if clock.now_ms() >= deadline {
-            last_error = format!("{last_error} (gave up after {bound:?})");
-            break;
-        }
-        let result = async {
-            let mut c = Client::connect(&io, addr).await?;
-            c.set_timeout(Duration::from_secs(10));
-            let mut read = FinalRead::new();
-            for p in parts.clone() {
-                if !bootstrap.is_empty() {
-                    c = crate::routing::connect_leader(
-                        &io,
-                        bootstrap,
-                        attempt,
-                        topic,
-                        p,
-                        Duration::from_secs(10),
-                    )
-                    .await?;
-                }
-                let offsets = async {
-                    Ok::<_, ClientError>((
-                        c.list_offset(topic, p, -2).await?.0,
-                        c.list_offset(topic, p, -1).await?.0,
-                    ))
-                }
-                .await;
-                let (start, end) = match offsets {
-                    Ok(o) => o,
-                    // In a cluster a retriable error (the leader moved) means: read again.
-                    Err(ClientError::Kafka(code, _))
-                        if bootstrap.is_empty() || !code.is_retriable() =>
-                    {
-                        history.record(
-                            clock.now_ms(),
-                            Event::Note(format!("final read of partition {p}: {code}")),
-                        );
-                        // Unreadable: no knowledge of it, so no lost-read verdicts either.
-                        continue;
-                    }
-                    Err(e) => return Err(e),
-                };
-                let mut records = Vec::new();
-                let mut offset = start;
-                while offset < end {
-                    let fetched = match c
-                        .fetch(topic, p, offset, 1 << 20, Duration::from_millis(10))
-                        .await
-                    {
-                        Ok(f) => f,
-                        Err(ClientError::Kafka(code, _))
-                            if bootstrap.is_empty() || !code.is_retriable() =>
-                        {
-                            history.record(
-                                clock.now_ms(),
-                                Event::Note(format!(
-                                    "final read of partition {p} stops at {offset}: {code}"
-                                )),
-                            );
-                            break;
-                        }
-                        Err(e) => return Err(e),
-                    };
-                    let before = offset;
-                    for r in workload::decode(&fetched.records, offset) {
-                        match r {
-                            Ok((o, v)) if o < end => {
-                                records.push((o, v));
-                                offset = o + 1;
-                            }
-                            Ok(_) => break,
-                            Err((o, e)) => {
-                                history.record(
-                                    clock.now_ms(),
-                                    Event::CorruptRead {
-                                        consumer: u32::MAX,
-                                        partition: p,
-                                        offset: o,
-                                        error: e,
-                                    },
-                                );
-                                break;
-                            }
-                        }
-                    }
-                    // Every round makes progress or ends the partition.
-                    if offset == before {
-                        break;
-                    }
-                }
-                // Where the read broke off (a batch the broker cannot serve), if it did.
-                let stopped_at = (offset < end).then_some(offset);
-                read.insert(
-                    p,
-                    PartitionRead {
-                        start,
-                        stopped_at,
-                        records,
-                    },
-                );
-            }
-            Ok::<_, ClientError>(read)
-        };
-        match io.timeout(bound, result).await {
-            Some(Ok(read)) => return Ok(read),
-            Some(Err(e)) => last_error = e.to_string(),
-            None => last_error = "timed out".into(),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Err(format!("final read failed: {last_error}"))
+    let probe = read_back::Probe {
+        addr,
+        bootstrap,
+        topic,
+        bound,
+    };
+    read_back::final_read(&io, probe, parts, history, clock).await
 }

@@ -76,6 +76,22 @@ fn load_config(
     for w in warnings {
         tracing::warn!("{w}");
     }
+    #[cfg(feature = "planted")]
+    let config = plant_from_env(config)?;
+    Ok(config)
+}
+
+/// The test-only `planted` build (the real-process fault suite's teeth, `scripts/jepsen`):
+/// plants the bug `WEIR_PLANTED_BUG` names. No other build has the variable, the field or the
+/// bug.
+#[cfg(feature = "planted")]
+fn plant_from_env(mut config: ServerConfig) -> anyhow::Result<ServerConfig> {
+    if let Some(name) = std::env::var_os("WEIR_PLANTED_BUG") {
+        let name = name.to_string_lossy();
+        let bug = weir::config::PlantedBug::parse(&name).map_err(|e| anyhow::anyhow!(e))?;
+        tracing::warn!(bug = %name, "planted bug enabled (test-only build)");
+        config.planted_bug = Some(bug);
+    }
     Ok(config)
 }
 

@@ -20,7 +20,7 @@
 pub mod dynamic_broker;
 pub mod group_configs;
 mod listener;
-#[cfg(any(madsim, test))]
+#[cfg(any(madsim, test, feature = "planted"))]
 pub mod planted;
 mod properties;
 mod server;
@@ -30,7 +30,7 @@ use std::fmt;
 
 pub use group_configs::{GroupConfigBounds, GroupConfigs};
 pub use listener::{Endpoint, Voter};
-#[cfg(any(madsim, test))]
+#[cfg(any(madsim, test, feature = "planted"))]
 pub use planted::PlantedBug;
 pub use properties::parse_properties;
 pub use server::{
@@ -39,8 +39,9 @@ pub use server::{
 pub use topic::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 
 /// Production builds have no planted bugs: every `planted!(config, Bug)` check is `false`, and
-/// the bug's name need not even exist. See `planted.rs` for the simulator and test builds.
-#[cfg(not(any(madsim, test)))]
+/// the bug's name need not even exist. See `planted.rs` for the simulator and test builds (and
+/// the test-only `planted` feature, the real-process fault suite's planted binary).
+#[cfg(not(any(madsim, test, feature = "planted")))]
 #[macro_export]
 macro_rules! planted {
     ($config:expr, $bug:ident) => {

@@ -2,7 +2,10 @@
 //!
 //! This module exists only in the simulator build (`cfg(madsim)`) and in unit tests
 //! (`cfg(test)`): the production binary has no switch, no field and no name for any of them.
-//! No config file can turn one on; only code that builds a [`ServerConfig`] by hand can.
+//! No config file can turn one on; only code that builds a [`ServerConfig`] by hand can. The one
+//! exception is a test binary built with the `planted` feature (the real-process fault suite's
+//! teeth): its `weir serve` plants the bug the `WEIR_PLANTED_BUG` environment variable names,
+//! among those that need no simulator (the variants without `cfg(madsim)`).
 //!
 //! Planting a new bug takes two lines: a variant here (with its name in [`PlantedBug::NAMES`]),
 //! and at the plant site `if planted!(config, Variant) { ... }`. Outside these builds the

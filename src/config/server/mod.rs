@@ -119,7 +119,7 @@ pub struct ServerConfig {
     pub authorizer: AuthorizerConfig,
     /// Simulator and unit tests only: a known bug to plant (set by code, never read from a
     /// file). Absent from production builds; check it with `planted!`.
-    #[cfg(any(madsim, test))]
+    #[cfg(any(madsim, test, feature = "planted"))]
     pub planted_bug: Option<super::PlantedBug>,
     /// Broker-wide topic defaults, from the `log.*` keys (`log.retention.ms`,
     /// `log.segment.bytes`…).

@@ -222,7 +222,7 @@ pub(super) fn parse(
         metadata_snapshot_interval_ms: p.int("metadata.log.max.snapshot.interval.ms")? as u64,
         log_cleaner: cleaner_settings(&mut p)?,
         authorizer: authorizer_config(&mut p)?,
-        #[cfg(any(madsim, test))]
+        #[cfg(any(madsim, test, feature = "planted"))]
         planted_bug: None,
         unclean_leader_election_enable: topic_defaults.unclean_leader_election_enable(),
         topic_defaults,
