@@ -27,7 +27,8 @@
 //! Each finding also notes when its first evidence appeared (`evidence_ms`), so that a sweep
 //! can tell which faults were active around it (fault coverage).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::history::{Entry, Event};
 use crate::scenario::Check;
@@ -221,6 +222,62 @@ fn push_example(list: &mut Vec<String>, example: impl FnOnce() -> String) {
     }
 }
 
+/// FNV-1a for the checker's lookup tables, keyed by short values and offsets: cheaper than a
+/// B-tree's string comparisons (the checker was a tenth of a run's work) and the same in every
+/// process. Nothing is reported in a table's order: what is reported is sorted first.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+type Table<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// The values seen at one offset: almost always one, which needs no set of its own.
+#[derive(Default)]
+struct Seen<'a> {
+    first: Option<&'a str>,
+    others: BTreeSet<&'a str>,
+}
+
+impl<'a> Seen<'a> {
+    fn insert(&mut self, value: &'a str) {
+        match self.first {
+            None => self.first = Some(value),
+            Some(first) if first == value => {}
+            Some(_) => {
+                self.others.insert(value);
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.others.len()
+    }
+
+    /// In order, each once.
+    fn values(self) -> BTreeSet<&'a str> {
+        let mut all = self.others;
+        all.extend(self.first);
+        all
+    }
+}
+
 /// What the checker knows about one produced value.
 struct Written {
     op: u64,
@@ -238,15 +295,15 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     };
     // Everything borrows from the history and the final read: a run has tens of thousands of
     // values, and cloning each into several maps would dominate the checker's time.
-    let mut ops: BTreeMap<u64, (i32, &[String])> = BTreeMap::new();
-    let mut written: BTreeMap<&str, Written> = BTreeMap::new();
+    let mut ops: Table<u64, (i32, &[String])> = Table::default();
+    let mut written: Table<&str, Written> = Table::default();
     // (partition, offset) → values observed there.
-    let mut observed: BTreeMap<(i32, i64), BTreeSet<&str>> = BTreeMap::new();
+    let mut observed: Table<(i32, i64), Seen> = Table::default();
     let mut acked_values: Vec<(&str, u64)> = Vec::new();
     // (value, partition, acknowledged offset, time).
     let mut acked_at: Vec<(&str, i32, i64, u64)> = Vec::new();
     // (partition, offset) → (value, high watermark, time) of reads below the high watermark.
-    let mut committed_reads: BTreeMap<(i32, i64), (&str, i64, u64)> = BTreeMap::new();
+    let mut committed_reads: Table<(i32, i64), (&str, i64, u64)> = Table::default();
     // (consumer, partition) → last offset read in the current session.
     let mut positions: BTreeMap<(u32, i32), i64> = BTreeMap::new();
     let mut failed_ops: BTreeSet<u64> = BTreeSet::new();
@@ -375,7 +432,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
         }
     }
     let end_ms = entries.last().map_or(0, |e| e.at_ms);
-    let mut stored: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut stored: Table<&str, usize> = Table::default();
     for (partition, read) in final_read {
         for (offset, value) in &read.records {
             let seen = observed.entry((*partition, *offset)).or_default();
@@ -401,31 +458,45 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     // Sent and never answered: what a fire-and-forget producer reports as sent. (A producer
     // that waits for answers ends every batch with an ack or a failure; the liveness probe's
     // unanswered batches are liveness's business.)
-    for (v, w) in &written {
-        let liveness = w.op >> 40 == (u32::MAX as u64) >> 8;
-        if w.acked_ms.is_none()
-            && !liveness
-            && !failed_ops.contains(&w.op)
-            && !stored.contains_key(v)
-        {
-            findings.evidence(Check::Sent, end_ms);
-            push_example(&mut findings.sent_lost, || v.to_string());
-        }
+    let mut sent_lost: Vec<&str> = written
+        .iter()
+        .filter(|(v, w)| {
+            let liveness = w.op >> 40 == (u32::MAX as u64) >> 8;
+            w.acked_ms.is_none()
+                && !liveness
+                && !failed_ops.contains(&w.op)
+                && !stored.contains_key(*v)
+        })
+        .map(|(v, _)| *v)
+        .collect();
+    sent_lost.sort_unstable();
+    for v in sent_lost {
+        findings.evidence(Check::Sent, end_ms);
+        push_example(&mut findings.sent_lost, || v.to_string());
     }
     // The liveness probe retries without idempotence (a time-out may hide an append), so
     // two copies of its record are allowed.
-    findings.duplicated = stored
+    let mut duplicated: Vec<&str> = stored
         .iter()
         .filter(|(v, &n)| n > 1 && !v.starts_with("liveness-"))
-        .map(|(v, _)| v.to_string())
+        .map(|(v, _)| *v)
         .collect();
+    duplicated.sort_unstable();
+    findings.duplicated = duplicated.into_iter().map(str::to_string).collect();
     if !findings.duplicated.is_empty() {
         findings.evidence(Check::Duplicate, end_ms);
     }
-    findings.inconsistent = observed
+    let mut inconsistent: Vec<((i32, i64), Seen)> = observed
         .into_iter()
         .filter(|(_, values)| values.len() > 1)
-        .map(|((p, o), values)| (p, o, values.into_iter().map(str::to_string).collect()))
+        .collect();
+    inconsistent.sort_unstable_by_key(|(at, _)| *at);
+    findings.inconsistent = inconsistent
+        .into_iter()
+        .map(|((p, o), values)| {
+            let values = values.values().into_iter().map(str::to_string).collect();
+            (p, o, values)
+        })
         .collect();
     check_committed_reads(&committed_reads, final_read, &mut findings);
     check_order(&written, final_read, end_ms, &mut findings);
@@ -442,8 +513,8 @@ fn check_acked_offsets(
     final_read: &FinalRead,
     findings: &mut Findings,
 ) {
-    let mut at_offset: BTreeMap<(i32, i64), &str> = BTreeMap::new();
-    let mut offset_of: BTreeMap<(i32, &str), i64> = BTreeMap::new();
+    let mut at_offset: Table<(i32, i64), &str> = Table::default();
+    let mut offset_of: Table<(i32, &str), i64> = Table::default();
     for (p, r) in final_read {
         for (o, v) in &r.records {
             at_offset.insert((*p, *o), v.as_str());
@@ -486,7 +557,7 @@ fn check_acked_offsets(
 /// reports the partition). A single broker keeps the stricter rule: what it cannot serve is
 /// gone.
 pub fn forget_unread(findings: &mut Findings, entries: &[Entry], final_read: &FinalRead) {
-    let mut partition_of: BTreeMap<&str, i32> = BTreeMap::new();
+    let mut partition_of: Table<&str, i32> = Table::default();
     for e in entries {
         if let Event::Invoke {
             partition, values, ..
@@ -515,15 +586,18 @@ pub fn forget_unread(findings: &mut Findings, entries: &[Entry], final_read: &Fi
 /// Lost reads: every read below its reported high watermark must still be there at the end,
 /// unless retention has since moved the log start past it.
 fn check_committed_reads(
-    committed_reads: &BTreeMap<(i32, i64), (&str, i64, u64)>,
+    committed_reads: &Table<(i32, i64), (&str, i64, u64)>,
     final_read: &FinalRead,
     findings: &mut Findings,
 ) {
-    let finals: BTreeMap<(i32, i64), &str> = final_read
+    let finals: Table<(i32, i64), &str> = final_read
         .iter()
         .flat_map(|(p, r)| r.records.iter().map(move |(o, v)| ((*p, *o), v.as_str())))
         .collect();
-    for (&(partition, offset), &(value, hw, at_ms)) in committed_reads {
+    // In (partition, offset) order, as reported.
+    let mut reads: Vec<_> = committed_reads.iter().collect();
+    reads.sort_unstable_by_key(|(at, _)| **at);
+    for (&(partition, offset), &(value, hw, at_ms)) in reads {
         let Some(read) = final_read.get(&partition) else {
             // The final read could not read this partition at all: liveness reports that.
             continue;
@@ -545,7 +619,7 @@ fn check_committed_reads(
 /// Order: in each partition's final read, the values of one idempotent session (session > 0)
 /// must appear in the order they were sent: by batch (op), then by position in the batch.
 fn check_order(
-    written: &BTreeMap<&str, Written>,
+    written: &Table<&str, Written>,
     final_read: &FinalRead,
     end_ms: u64,
     findings: &mut Findings,

@@ -110,6 +110,7 @@ mod tests {
             faults: injected.len(),
             simulated_secs: 0.0,
             wall_secs: 0.0,
+            cpu_secs: None,
             panic: None,
             injected,
             evidence_ms,

@@ -884,6 +884,7 @@ mod tests {
             faults: 1,
             simulated_secs: 1.0,
             wall_secs: 0.0,
+            cpu_secs: None,
             panic: None,
             injected: Vec::new(),
             evidence_ms: Some(20),

@@ -12,6 +12,7 @@ pub mod clock;
 #[cfg(madsim)]
 pub mod consumer_workload;
 pub mod coverage;
+pub mod cpu;
 pub mod group_check;
 #[cfg(madsim)]
 pub mod group_route;

@@ -310,13 +310,18 @@ mod cli {
                     )?;
                     let runs = summary.cases.len();
                     let sim: f64 = summary.cases.iter().map(|c| c.outcome.simulated_secs).sum();
+                    let cpu: Option<f64> = summary.cases.iter().map(|c| c.outcome.cpu_secs).sum();
                     println!(
-                        "{runs} runs ({} scenarios x {} seeds) in {:.1} s: {:.0} seeds/min, {:.0} simulated s per wall s",
+                        "{runs} runs ({} scenarios x {} seeds) in {:.1} s: {:.0} seeds/min, {:.0} simulated s per wall s{}",
                         files.len(),
                         seeds.len(),
                         summary.wall_secs,
                         runs as f64 / summary.wall_secs.max(1e-9) * 60.0,
-                        sim / summary.wall_secs.max(1e-9)
+                        sim / summary.wall_secs.max(1e-9),
+                        cpu.map_or(String::new(), |cpu| format!(
+                            ", {:.0} per CPU s ({cpu:.1} CPU s)",
+                            sim / cpu.max(1e-9)
+                        ))
                     );
                     print!("{}", summary.coverage.render());
                     if let Some(bug) = &plant {

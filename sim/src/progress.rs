@@ -79,7 +79,9 @@ pub fn line(done: usize, total: usize, violating: usize, elapsed: Duration) -> S
     format!("{done}/{total} seeds, {violating} violating, {rate:.1} seeds/s, {left}")
 }
 
-/// One scenario's row in the end-of-sweep table.
+/// One scenario's row in the end-of-sweep table. `x cpu` is its speed: simulated seconds per
+/// CPU second of its runs, the figure to compare across days (`x real`, per wall second of the
+/// runs, also counts the time the machine gave to others).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub scenario: String,
@@ -88,6 +90,8 @@ pub struct Row {
     pub first_violating: Option<u64>,
     pub simulated_secs: f64,
     pub wall_secs: f64,
+    /// The runs' CPU time, when every run measured it.
+    pub cpu_secs: Option<f64>,
     pub verdict: String,
 }
 
@@ -101,13 +105,21 @@ pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<width$}  {:>6}  {:>9}  {:>10}  {:>8}  {:>7}  {:>6}  verdict",
-        "scenario", "seeds", "violating", "first seed", "sim s", "wall s", "x real"
+        "{:<width$}  {:>6}  {:>9}  {:>10}  {:>8}  {:>7}  {:>6}  {:>7}  {:>6}  verdict",
+        "scenario",
+        "seeds",
+        "violating",
+        "first seed",
+        "sim s",
+        "wall s",
+        "x real",
+        "cpu s",
+        "x cpu"
     );
     for r in rows {
         let _ = writeln!(
             s,
-            "{:<width$}  {:>6}  {:>9}  {:>10}  {:>8.0}  {:>7.1}  {:>6.0}  {}",
+            "{:<width$}  {:>6}  {:>9}  {:>10}  {:>8.0}  {:>7.1}  {:>6.0}  {:>7}  {:>6}  {}",
             r.scenario,
             r.seeds,
             r.violating,
@@ -116,6 +128,11 @@ pub fn table(rows: &[Row]) -> String {
             r.simulated_secs,
             r.wall_secs,
             r.simulated_secs / r.wall_secs.max(1e-9),
+            r.cpu_secs.map_or("-".to_string(), |c| format!("{c:.1}")),
+            r.cpu_secs.map_or("-".to_string(), |c| format!(
+                "{:.0}",
+                r.simulated_secs / c.max(1e-9)
+            )),
             r.verdict
         );
     }
@@ -151,6 +168,7 @@ mod tests {
                 first_violating: None,
                 simulated_secs: 400.0,
                 wall_secs: 4.0,
+                cpu_secs: Some(2.0),
                 verdict: "ok".into(),
             },
             Row {
@@ -160,6 +178,7 @@ mod tests {
                 first_violating: Some(1),
                 simulated_secs: 400.0,
                 wall_secs: 5.0,
+                cpu_secs: None,
                 verdict: "ok (unsafe configuration caught in 19 seeds)".into(),
             },
         ];
@@ -167,5 +186,14 @@ mod tests {
         assert_eq!(t.lines().count(), 3);
         assert!(t.lines().nth(2).unwrap().contains("      1  "), "{t}");
         assert!(t.starts_with("scenario "));
+        // 400 simulated s in 2 CPU s; the second row measured no CPU time.
+        assert!(
+            t.lines().nth(1).unwrap().contains("    2.0     200  ok"),
+            "{t}"
+        );
+        assert!(
+            t.lines().nth(2).unwrap().contains("        -       -  ok"),
+            "{t}"
+        );
     }
 }

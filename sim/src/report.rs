@@ -21,6 +21,8 @@ pub struct RunOutcome {
     pub faults: usize,
     pub simulated_secs: f64,
     pub wall_secs: f64,
+    /// CPU time of the run's thread (`cpu.rs`): unlike wall time, not slowed by a busy machine.
+    pub cpu_secs: Option<f64>,
     /// A panic inside the simulation (an assertion in the broker, a hang past the time limit).
     pub panic: Option<String>,
     /// Every fault injected: its kind and run time (ms), for fault coverage.
@@ -59,10 +61,14 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:.1} simulated s in {:.2} wall s ({:.0}x real time)",
+        "  {:.1} simulated s in {:.2} wall s ({:.0}x real time){}",
         outcome.simulated_secs,
         outcome.wall_secs,
-        outcome.simulated_secs / outcome.wall_secs.max(1e-9)
+        outcome.simulated_secs / outcome.wall_secs.max(1e-9),
+        outcome.cpu_secs.map_or(String::new(), |cpu| format!(
+            ", {cpu:.2} CPU s ({:.0}x per CPU)",
+            outcome.simulated_secs / cpu.max(1e-9)
+        ))
     );
     for v in &outcome.violations {
         let _ = writeln!(s, "  violation: {v}");
@@ -145,6 +151,7 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "events": outcome.events,
         "simulated_secs": outcome.simulated_secs,
         "wall_secs": outcome.wall_secs,
+        "cpu_secs": outcome.cpu_secs,
         "panic": outcome.panic,
     })
 }
@@ -253,6 +260,7 @@ mod tests {
             faults: 2,
             simulated_secs: 20.0,
             wall_secs: 0.04,
+            cpu_secs: Some(0.02),
             panic: None,
             injected: Vec::new(),
             evidence_ms: None,

@@ -225,6 +225,7 @@ pub fn sweep(
         }
         let sim: f64 = runs.iter().map(|o| o.simulated_secs).sum();
         let wall: f64 = runs.iter().map(|o| o.wall_secs).sum();
+        let cpu: Option<f64> = runs.iter().map(|o| o.cpu_secs).sum();
         let verdict = match scenario.expect {
             _ if plant.is_some() => format!("planted bug caught in {violating} seeds"),
             Expect::Safe if violating == 0 => "ok".to_string(),
@@ -248,6 +249,7 @@ pub fn sweep(
             first_violating: runs.iter().find(|o| !o.passed).map(|o| o.seed),
             simulated_secs: sim,
             wall_secs: wall,
+            cpu_secs: cpu,
             verdict,
         });
         for o in runs {

@@ -154,6 +154,7 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
 /// madsim keeps per-thread state, and HashMap seeds are per thread.
 pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let wall = Instant::now();
+    let cpu = crate::cpu::thread_secs();
     // Plant sites below the broker read the planted bug from this thread (see
     // `weir::config::planted`); a name that does not parse was refused when the scenario loaded.
     let planted = scenario
@@ -335,6 +336,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         faults,
         simulated_secs,
         wall_secs: wall.elapsed().as_secs_f64(),
+        cpu_secs: cpu.zip(crate::cpu::thread_secs()).map(|(a, b)| b - a),
         panic,
         history: entries,
     }

@@ -507,7 +507,9 @@ impl Segment {
             return Ok(());
         };
         let mut position = start;
-        let mut chunk = vec![0u8; SCAN_CHUNK];
+        // No bigger than what is rewritten: the tail is usually a few batches, and a zeroed
+        // chunk of SCAN_CHUNK for each was most of a recovery's work in the simulator.
+        let mut chunk = vec![0u8; (self.size.saturating_sub(position) as usize).min(SCAN_CHUNK)];
         while position < self.size {
             let n = ((self.size - position) as usize).min(SCAN_CHUNK);
             read_exact_at(self.log.as_ref(), position, &mut chunk[..n])?;
