@@ -186,6 +186,42 @@ pub(crate) async fn run(broker: Arc<Broker>) {
     }
 }
 
+/// The AlterPartition the partition's set asked for since the last round, if any, checked
+/// against the set: it is the set's one pending proposal, at its epochs.
+fn take_proposal(p: &mut crate::replica::Partition, topic_id: Uuid) -> Option<Proposal> {
+    let Action::AlterPartition {
+        leader_epoch,
+        partition_epoch,
+        isr,
+    } = p.take_alter_partition()?
+    else {
+        return None;
+    };
+    let set = p.replica_set().expect("only a replicated leader proposes");
+    let members: Vec<i32> = isr.iter().map(|m| m.0).collect();
+    assert_eq!(
+        set.in_flight_isr().as_deref(),
+        Some(&members[..]),
+        "{}-{}: the AlterPartition sent is not the one pending",
+        p.topic(),
+        p.index()
+    );
+    assert_eq!(
+        (set.leader_epoch(), set.partition_epoch()),
+        (leader_epoch, partition_epoch),
+        "{}-{}: an AlterPartition from another epoch",
+        p.topic(),
+        p.index()
+    );
+    Some(Proposal {
+        topic_id,
+        partition: p.index(),
+        leader_epoch,
+        partition_epoch,
+        isr,
+    })
+}
+
 /// One round: tick, drain, send, feed back.
 async fn round(broker: &Broker) {
     let now = broker.io.clock.wall_ms();
@@ -209,36 +245,7 @@ async fn round(broker: &Broker) {
             // Left queued in the partition for the next round.
             continue;
         }
-        if let Some(Action::AlterPartition {
-            leader_epoch,
-            partition_epoch,
-            isr,
-        }) = p.take_alter_partition()
-        {
-            let set = p.replica_set().expect("checked above");
-            // The bookkeeping: what is sent is the set's one pending proposal, at its epochs.
-            let members: Vec<i32> = isr.iter().map(|m| m.0).collect();
-            assert_eq!(
-                set.in_flight_isr().as_deref(),
-                Some(&members[..]),
-                "{}-{}: the AlterPartition sent is not the one pending",
-                p.topic(),
-                p.index()
-            );
-            assert_eq!(
-                (set.leader_epoch(), set.partition_epoch()),
-                (leader_epoch, partition_epoch),
-                "{}-{}: an AlterPartition from another epoch",
-                p.topic(),
-                p.index()
-            );
-            let proposal = Proposal {
-                topic_id: handle.topic_id,
-                partition: p.index(),
-                leader_epoch,
-                partition_epoch,
-                isr,
-            };
+        if let Some(proposal) = take_proposal(&mut p, handle.topic_id) {
             drop(p);
             taken.push((handle, proposal));
         }

@@ -17,6 +17,7 @@
 //! per fetcher, at most [`MAX_PARTITIONS_PER_FETCH`] partitions per request (taken round-robin),
 //! and each partition backs off `replica.fetch.backoff.ms` after an error.
 
+mod local_log;
 pub mod request;
 pub mod response;
 mod task;
