@@ -30,6 +30,21 @@ use uuid::Uuid;
 
 use crate::log::leader_epochs::EpochEnd;
 
+/// KIP-279's cut for the leader's diverging epoch `leader` (its epoch and its end of it), from
+/// our own end of the largest epoch at or below it (`own`, from the local leader-epoch cache)
+/// and our log end: the lower of the two ends when both logs have that epoch, our end of our
+/// older epoch otherwise, the leader's when we have none; never past our log end, never the high
+/// watermark (KIP-101).
+pub fn divergence_cut(leader: EpochEnd, own: EpochEnd, log_end: i64) -> i64 {
+    if own.is_undefined() {
+        leader.end_offset.min(log_end)
+    } else if own.epoch != leader.epoch {
+        own.end_offset.min(log_end)
+    } else {
+        leader.end_offset.min(own.end_offset).min(log_end)
+    }
+}
+
 /// A followed partition: (topic, index).
 pub type Key = (String, i32);
 
@@ -516,13 +531,7 @@ impl Fetcher {
             return;
         };
         self.close_step(&key);
-        let to = if own.is_undefined() {
-            leader.end_offset.min(log_end)
-        } else if own.epoch != leader.epoch {
-            own.end_offset.min(log_end)
-        } else {
-            leader.end_offset.min(own.end_offset).min(log_end)
-        };
+        let to = divergence_cut(leader, own, log_end);
         self.truncate(key, leader_epoch, log_end, to);
     }
 
