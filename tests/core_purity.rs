@@ -20,6 +20,7 @@ const CORES: &[&str] = &[
     "src/acl",
     "src/controller",
     "src/replica/isr.rs",
+    "src/replica/fetcher.rs",
     "src/replica/producer.rs",
     "src/replica/validation.rs",
     "src/replica/read_replica.rs",

@@ -248,6 +248,15 @@ impl ReplicaSet {
         self.pending.is_some()
     }
 
+    /// The ISR of the AlterPartition sent and not answered yet, if one is (for the driver's
+    /// bookkeeping: what it sends and what it feeds back must be this one).
+    pub fn in_flight_isr(&self) -> Option<Vec<i32>> {
+        self.pending
+            .as_ref()
+            .filter(|p| p.in_flight)
+            .map(|p| p.isr.iter().copied().collect())
+    }
+
     /// A follower's log end as last fetched, [`UNKNOWN_OFFSET`] before its first fetch.
     pub fn follower_log_end(&self, replica: i32) -> Option<i64> {
         self.followers.get(&replica).map(|f| f.log_end)

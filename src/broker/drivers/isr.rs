@@ -158,6 +158,18 @@ fn check_proposals(proposals: &[Proposal]) {
     }
 }
 
+/// Whether `proposal` is still the AlterPartition the partition's set has in flight: same
+/// leader and partition epoch, same ISR (Kafka's `partitionState eq proposedIsrState`).
+fn answers_pending(p: &crate::replica::Partition, proposal: &Proposal) -> bool {
+    let Some(set) = p.replica_set() else {
+        return false;
+    };
+    let members: Vec<i32> = proposal.isr.iter().map(|m| m.0).collect();
+    set.leader_epoch() == proposal.leader_epoch
+        && set.partition_epoch() == proposal.partition_epoch
+        && set.in_flight_isr().as_deref() == Some(&members[..])
+}
+
 /// The driver task (cluster brokers): runs until the broker shuts down.
 pub(crate) async fn run(broker: Arc<Broker>) {
     let mut shutdown = broker.shutdown_signal();
@@ -172,6 +184,42 @@ pub(crate) async fn run(broker: Arc<Broker>) {
         }
         round(&broker).await;
     }
+}
+
+/// The AlterPartition the partition's set asked for since the last round, if any, checked
+/// against the set: it is the set's one pending proposal, at its epochs.
+fn take_proposal(p: &mut crate::replica::Partition, topic_id: Uuid) -> Option<Proposal> {
+    let Action::AlterPartition {
+        leader_epoch,
+        partition_epoch,
+        isr,
+    } = p.take_alter_partition()?
+    else {
+        return None;
+    };
+    let set = p.replica_set().expect("only a replicated leader proposes");
+    let members: Vec<i32> = isr.iter().map(|m| m.0).collect();
+    assert_eq!(
+        set.in_flight_isr().as_deref(),
+        Some(&members[..]),
+        "{}-{}: the AlterPartition sent is not the one pending",
+        p.topic(),
+        p.index()
+    );
+    assert_eq!(
+        (set.leader_epoch(), set.partition_epoch()),
+        (leader_epoch, partition_epoch),
+        "{}-{}: an AlterPartition from another epoch",
+        p.topic(),
+        p.index()
+    );
+    Some(Proposal {
+        topic_id,
+        partition: p.index(),
+        leader_epoch,
+        partition_epoch,
+        isr,
+    })
 }
 
 /// One round: tick, drain, send, feed back.
@@ -197,19 +245,7 @@ async fn round(broker: &Broker) {
             // Left queued in the partition for the next round.
             continue;
         }
-        if let Some(Action::AlterPartition {
-            leader_epoch,
-            partition_epoch,
-            isr,
-        }) = p.take_alter_partition()
-        {
-            let proposal = Proposal {
-                topic_id: handle.topic_id,
-                partition: p.index(),
-                leader_epoch,
-                partition_epoch,
-                isr,
-            };
+        if let Some(proposal) = take_proposal(&mut p, handle.topic_id) {
             drop(p);
             taken.push((handle, proposal));
         }
@@ -242,10 +278,28 @@ async fn round(broker: &Broker) {
     for ((handle, proposal), outcome) in taken.into_iter().zip(results) {
         tracing::debug!(partition = proposal.partition, isr = ?proposal.isr, ?outcome,
             "AlterPartition answered");
-        if let Some(mut p) = handle.lock_open() {
-            // The guard's drop wakes produces whose offsets a committed ISR change passed.
-            p.alter_partition_done(outcome);
+        let Some(mut p) = handle.lock_open() else {
+            continue;
+        };
+        if !answers_pending(&p, &proposal) {
+            // Superseded meanwhile (new metadata cleared it, maybe a new one is pending): the
+            // answer is not for the set's proposal, and the image carries what committed.
+            tracing::debug!(
+                partition = proposal.partition,
+                "AlterPartition answer superseded"
+            );
+            continue;
         }
+        let committed = matches!(outcome, AlterOutcome::Committed { .. });
+        // The guard's drop wakes produces whose offsets a committed ISR change passed.
+        p.alter_partition_done(outcome);
+        // A refusal or an error ends the flight (a commit for another epoch is ignored).
+        assert!(
+            committed || p.replica_set().and_then(|s| s.in_flight_isr()).is_none(),
+            "{}-{}: still in flight after its answer",
+            p.topic(),
+            p.index()
+        );
     }
 }
 

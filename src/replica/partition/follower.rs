@@ -13,7 +13,6 @@ use super::snapshot::{self, LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 use super::{Partition, Role};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchHeader};
-use crate::log::leader_epochs::EpochEnd;
 use crate::log::{Checkpoint, FlushPlan, Log};
 
 /// Why the leader's batches were refused. Nothing was appended.
@@ -356,24 +355,6 @@ impl Partition {
         if self.pending_truncation == Some(plan.end_offset) {
             self.pending_truncation = None;
         }
-    }
-
-    /// Where to cut after the leader answered a fetch with a diverging epoch `(E_L, O_L)` (its
-    /// end of the largest epoch at or below our last fetched one), as Kafka's follower does
-    /// (KIP-279, notes §3.6): our own end of `E_L` decides. If our log has no entry at or
-    /// below `E_L`, cut to `O_L`; if our largest epoch at or below `E_L` is another one, cut to
-    /// where that epoch ends here (the next fetch then asks about it); otherwise to the
-    /// smaller of both ends. Never past the log end. Never the high watermark (KIP-101).
-    pub fn divergence_truncation_offset(&self, leader: EpochEnd) -> i64 {
-        let end = self.log.end_offset();
-        let own = self.log.end_offset_for_epoch(leader.epoch);
-        if own.is_undefined() {
-            return leader.end_offset.min(end);
-        }
-        if own.epoch != leader.epoch {
-            return own.end_offset.min(end);
-        }
-        leader.end_offset.min(own.end_offset).min(end)
     }
 
     /// A truncation not yet durable, and where it cut.

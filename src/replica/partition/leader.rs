@@ -113,6 +113,15 @@ impl Partition {
                 }
             }
         }
+        if self
+            .replica_set
+            .as_ref()
+            .is_some_and(|s| s.in_flight_isr().is_none())
+        {
+            // New metadata or an answer ended the proposal before the driver took it: there
+            // is nothing to send any more.
+            self.alter_partition = None;
+        }
         Ok(())
     }
 

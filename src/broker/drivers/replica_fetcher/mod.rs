@@ -7,14 +7,17 @@
 //! it out when this node leads or nobody does. A new leader epoch re-arms a partition that was
 //! backing off. A fetcher left without partitions stops.
 //!
-//! - [`request`]: the Fetch (pure), [`response`]: what each partition's answer means (pure),
-//! - [`task`]: the loop: positions read under the partition locks, one request in flight,
-//!   appends, truncations, high watermarks, backoff.
+//! Every decision (which partitions to fetch, backoff, what each answer means, where to
+//! truncate) is the follower core's, `replica::fetcher`; this driver does its I/O:
+//! - [`request`]: the Fetch (pure), [`response`]: decoding each partition's answer (pure),
+//! - [`task`]: the loop carrying out the core's actions: positions read under the partition
+//!   locks, the Fetch and ListOffsets calls, appends, truncations, high watermarks.
 //!
 //! Bounds: one fetcher per leader broker (at most the cluster's brokers), one request in flight
 //! per fetcher, at most [`MAX_PARTITIONS_PER_FETCH`] partitions per request (taken round-robin),
 //! and each partition backs off `replica.fetch.backoff.ms` after an error.
 
+mod local_log;
 pub mod request;
 pub mod response;
 mod task;
@@ -24,31 +27,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use uuid::Uuid;
-
 use crate::broker::{Broker, Leadership};
+use crate::replica::fetcher as core;
 
 /// Partitions one Fetch names at most; the rest wait for the next round.
 pub const MAX_PARTITIONS_PER_FETCH: usize = 500;
 
-/// A followed partition in its fetcher.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Assigned {
-    topic_id: Uuid,
-    /// The leader epoch the image named the leader at.
-    leader_epoch: i32,
-    /// Not fetched before this (monotonic clock): backing off after an error.
-    retry_at: Option<Duration>,
-    /// Planted `no-diverging-epoch-check`: after its one truncation, fetch without the epoch.
-    epoch_unchecked: bool,
-    /// Planted `truncate-to-hw-on-restart`: cut to the high watermark before fetching.
-    truncate_to_hw: bool,
-}
-
-/// One fetcher's partitions, shared between the membership calls and its task.
+/// One fetcher: its core (the partitions it follows and every decision about them), shared
+/// between the membership calls and its task.
 struct Fetcher {
     leader: i32,
-    partitions: Mutex<BTreeMap<(String, i32), Assigned>>,
+    core: Mutex<core::Fetcher>,
     /// Woken when partitions are added or re-armed, or the fetcher stops.
     changed: tokio::sync::Notify,
     stopped: AtomicBool,
@@ -59,25 +48,12 @@ impl Fetcher {
         self.stopped.load(Ordering::Acquire)
     }
 
-    fn assigned(&self, key: &(String, i32)) -> Option<Assigned> {
-        self.partitions.lock().unwrap().get(key).cloned()
-    }
-
-    /// Backs `key` off until `until`, if it is still at `leader_epoch` here.
-    fn back_off(&self, key: &(String, i32), leader_epoch: i32, until: Duration) {
-        if let Some(a) = self.partitions.lock().unwrap().get_mut(key) {
-            if a.leader_epoch == leader_epoch {
-                a.retry_at = Some(until);
-            }
-        }
-    }
-
-    fn update(&self, key: &(String, i32), leader_epoch: i32, f: impl FnOnce(&mut Assigned)) {
-        if let Some(a) = self.partitions.lock().unwrap().get_mut(key) {
-            if a.leader_epoch == leader_epoch {
-                f(a);
-            }
-        }
+    /// Steps the core with `event`, reading the clock under its lock (so steps from the
+    /// membership calls and the task see time in order), and returns what it asks for.
+    fn step(&self, clock: &dyn crate::io::Clock, event: core::Event) -> Vec<core::Action> {
+        let mut c = self.core.lock().unwrap();
+        c.step(clock.monotonic(), event);
+        c.take_actions()
     }
 }
 
@@ -91,16 +67,18 @@ impl ReplicaFetchers {
     /// Takes `key` out of every fetcher but `except`'s; stops the fetchers left empty.
     fn remove_except(
         by_leader: &mut BTreeMap<i32, Arc<Fetcher>>,
+        clock: &dyn crate::io::Clock,
         key: &(String, i32),
         except: i32,
     ) {
         let mut emptied = Vec::new();
         for (leader, fetcher) in by_leader.iter() {
-            if *leader == except {
+            if *leader == except || fetcher.core.lock().unwrap().leader_epoch(key).is_none() {
                 continue;
             }
-            let mut partitions = fetcher.partitions.lock().unwrap();
-            if partitions.remove(key).is_some() && partitions.is_empty() {
+            let actions = fetcher.step(clock, core::Event::Unassign { key: key.clone() });
+            assert!(actions.is_empty(), "membership asks for no I/O");
+            if fetcher.core.lock().unwrap().is_empty() {
                 emptied.push(*leader);
             }
         }
@@ -110,6 +88,12 @@ impl ReplicaFetchers {
                 f.changed.notify_one();
             }
         }
+        for (leader, fetcher) in by_leader.iter() {
+            assert!(
+                *leader == except || fetcher.core.lock().unwrap().leader_epoch(key).is_none(),
+                "{key:?} followed from two leaders"
+            );
+        }
     }
 
     /// The partitions each fetcher holds (leader id → partitions), for tests and status.
@@ -118,7 +102,7 @@ impl ReplicaFetchers {
             .lock()
             .unwrap()
             .iter()
-            .map(|(l, f)| (*l, f.partitions.lock().unwrap().keys().cloned().collect()))
+            .map(|(l, f)| (*l, f.core.lock().unwrap().keys()))
             .collect()
     }
 }
@@ -141,12 +125,13 @@ impl Broker {
             ) if leader >= 0 && leader != node => Some((leader, leader_epoch, h.topic_id)),
             _ => None,
         };
+        let clock = self.io.clock.as_ref();
         let mut by_leader = self.replica_fetchers.by_leader.lock().unwrap();
         let Some((leader, leader_epoch, topic_id)) = target else {
-            ReplicaFetchers::remove_except(&mut by_leader, &key, -1);
+            ReplicaFetchers::remove_except(&mut by_leader, clock, &key, -1);
             return;
         };
-        ReplicaFetchers::remove_except(&mut by_leader, &key, leader);
+        ReplicaFetchers::remove_except(&mut by_leader, clock, &key, leader);
         let fetcher = match by_leader.get(&leader) {
             Some(f) => f.clone(),
             None => {
@@ -155,7 +140,7 @@ impl Broker {
                 };
                 let f = Arc::new(Fetcher {
                     leader,
-                    partitions: Mutex::new(BTreeMap::new()),
+                    core: Mutex::new(core::Fetcher::new(self.fetcher_config())),
                     changed: tokio::sync::Notify::new(),
                     stopped: AtomicBool::new(false),
                 });
@@ -164,23 +149,32 @@ impl Broker {
                 f
             }
         };
-        let mut partitions = fetcher.partitions.lock().unwrap();
-        let fresh = partitions
-            .get(&key)
-            .is_none_or(|a| a.leader_epoch != leader_epoch || a.topic_id != topic_id);
-        if fresh {
-            partitions.insert(
-                key,
-                Assigned {
-                    topic_id,
-                    leader_epoch,
-                    retry_at: None,
-                    epoch_unchecked: false,
-                    truncate_to_hw: crate::planted!(self.config, TruncateToHwOnRestart),
-                },
-            );
-            drop(partitions);
-            fetcher.changed.notify_one();
+        let before = fetcher.core.lock().unwrap().leader_epoch(&key);
+        if before == Some((topic_id, leader_epoch)) {
+            return;
+        }
+        let assign = core::Event::Assign {
+            key: key.clone(),
+            topic_id,
+            leader_epoch,
+        };
+        let actions = fetcher.step(clock, assign);
+        assert!(actions.is_empty(), "membership asks for no I/O");
+        assert_eq!(
+            fetcher.core.lock().unwrap().leader_epoch(&key),
+            Some((topic_id, leader_epoch)),
+            "{key:?} assigned"
+        );
+        fetcher.changed.notify_one();
+    }
+
+    /// The follower core's configuration, from `replica.fetch.backoff.ms`.
+    fn fetcher_config(&self) -> core::FetcherConfig {
+        core::FetcherConfig {
+            backoff: Duration::from_millis(self.config.replica_fetch_backoff_ms),
+            max_partitions: MAX_PARTITIONS_PER_FETCH,
+            #[cfg(any(madsim, test))]
+            planted: crate::config::planted::Planted::new(self.config.planted_bug),
         }
     }
 
@@ -188,7 +182,7 @@ impl Broker {
     pub(crate) fn stop_following(&self, topic: &str, index: i32) {
         let key = (topic.to_string(), index);
         let mut by_leader = self.replica_fetchers.by_leader.lock().unwrap();
-        ReplicaFetchers::remove_except(&mut by_leader, &key, -1);
+        ReplicaFetchers::remove_except(&mut by_leader, self.io.clock.as_ref(), &key, -1);
     }
 
     /// Which partitions this node fetches from which leader.

@@ -7,25 +7,11 @@
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::{BrokerId, FetchRequest};
-use uuid::Uuid;
+
+pub use crate::replica::fetcher::Position;
 
 /// The Fetch version a follower sends: the first with `ReplicaState` (broker epoch, KIP-903).
 pub const FETCH_VERSION: i16 = 15;
-
-/// Where one followed partition stands, read under its lock just before the request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Position {
-    pub topic: String,
-    pub topic_id: Uuid,
-    pub partition: i32,
-    /// The leader epoch of the image that named the leader.
-    pub leader_epoch: i32,
-    /// The local log end: the leader counts everything below it as held here.
-    pub fetch_offset: i64,
-    /// The epoch of the local log's last batch (-1: none, or not to be checked).
-    pub last_fetched_epoch: i32,
-    pub log_start_offset: i64,
-}
 
 /// What every follower fetch of this broker carries (`replica.fetch.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +59,8 @@ pub fn build(settings: &FetchSettings, positions: &[Position]) -> FetchRequest {
 #[cfg(test)]
 mod tests {
     use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use uuid::Uuid;
 
     use super::*;
 

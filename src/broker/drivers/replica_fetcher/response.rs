@@ -1,32 +1,21 @@
-//! What a follower does with each partition of its leader's Fetch response, decided without
-//! I/O, as Kafka's `AbstractFetcherThread` sorts them:
-//! - a diverging epoch (KIP-320): truncate (the cut is `Partition::divergence_truncation_offset`)
+//! Each partition of the leader's Fetch response, decoded into the follower core's
+//! [`Answer`](crate::replica::fetcher::Answer), sorted as Kafka's `AbstractFetcherThread`
+//! sorts them (the core decides what each one leads to):
+//! - a diverging epoch (KIP-320): truncate (at the lower of the leader's and our own end of that epoch)
 //!   and take nothing else from the answer, not even its high watermark;
 //! - records (maybe none): append them at the leader's offsets, follow its high watermark;
-//! - OFFSET_OUT_OF_RANGE: ask the leader for its log start and end ([`out_of_range`]);
+//! - OFFSET_OUT_OF_RANGE: ask the leader for its log start and end;
 //! - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, unknown topic or
 //!   partition: this broker or the leader is behind on metadata; back off, and a newer image
 //!   re-arms the partition at once;
 //! - anything else: back off (`replica.fetch.backoff.ms`) and fetch again.
 
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
 
 use crate::log::leader_epochs::EpochEnd;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Records {
-        records: Bytes,
-        high_watermark: i64,
-        log_start_offset: i64,
-    },
-    Diverging(EpochEnd),
-    OutOfRange,
-    WaitForMetadata(i16),
-    Retry(i16),
-}
+pub use crate::replica::fetcher::Answer as Outcome;
 
 /// Sorts one partition of the answer.
 pub fn classify(data: &PartitionData) -> Outcome {
@@ -59,31 +48,11 @@ pub fn classify(data: &PartitionData) -> Outcome {
     }
 }
 
-/// Kafka's answer to OFFSET_OUT_OF_RANGE (`fetchOffsetAndTruncate`), from the leader's log
-/// start and end and the local end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutOfRangeAction {
-    /// The leader's log ends before ours (only after an unclean election): cut to its end.
-    TruncateTo(i64),
-    /// Ours ends before the leader's log starts (it deleted what we miss): start over there.
-    StartAt(i64),
-    /// Neither: the leader's log moved meanwhile; fetch again.
-    Retry,
-}
-
-pub fn out_of_range(local_end: i64, leader_start: i64, leader_end: i64) -> OutOfRangeAction {
-    if leader_end < local_end {
-        OutOfRangeAction::TruncateTo(leader_end)
-    } else if local_end < leader_start {
-        OutOfRangeAction::StartAt(leader_start)
-    } else {
-        OutOfRangeAction::Retry
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use kafka_protocol::messages::fetch_response::EpochEndOffset;
+
+    use bytes::Bytes;
 
     use super::*;
 
@@ -135,13 +104,5 @@ mod tests {
         assert_eq!(classify(&code(storage)), Outcome::Retry(storage.code()));
         // A code this build does not know is retried, never trusted.
         assert_eq!(classify(&data().with_error_code(999)), Outcome::Retry(999));
-    }
-
-    #[test]
-    fn out_of_range_truncates_only_past_the_leaders_end() {
-        assert_eq!(out_of_range(50, 0, 40), OutOfRangeAction::TruncateTo(40));
-        assert_eq!(out_of_range(5, 10, 40), OutOfRangeAction::StartAt(10));
-        assert_eq!(out_of_range(20, 10, 40), OutOfRangeAction::Retry);
-        assert_eq!(out_of_range(40, 40, 40), OutOfRangeAction::Retry);
     }
 }

@@ -215,6 +215,12 @@ fn bad_truncations_change_nothing_and_appends_wait_for_durability() {
     assert_eq!(f.log_end_offset(), 13);
 }
 
+/// The follower core's cut for a leader's diverging epoch, from this partition's own log.
+fn cut_of(p: &Partition, leader: crate::log::leader_epochs::EpochEnd) -> i64 {
+    let own = p.log().end_offset_for_epoch(leader.epoch);
+    crate::replica::fetcher::divergence_cut(leader, own, p.log_end_offset())
+}
+
 #[test]
 fn the_divergence_cut_follows_our_own_end_of_the_leaders_epoch() {
     use crate::log::leader_epochs::EpochEnd;
@@ -228,10 +234,13 @@ fn the_divergence_cut_follows_our_own_end_of_the_leaders_epoch() {
         .unwrap();
     // C (cache {1: 0, 3: 5}) answers B's last fetched epoch 2 with (1, 5): B's epoch 1 ends at
     // 2, so x goes (pre-KIP-279 logic would cut at min(5, 3) and keep it).
-    let cut = b.divergence_truncation_offset(EpochEnd {
-        epoch: 1,
-        end_offset: 5,
-    });
+    let cut = cut_of(
+        &b,
+        EpochEnd {
+            epoch: 1,
+            end_offset: 5,
+        },
+    );
     assert_eq!(cut, 2);
     // Our largest epoch at or below the leader's is another one: cut where ours ends, then the
     // next fetch asks about it.
@@ -241,24 +250,33 @@ fn the_divergence_cut_follows_our_own_end_of_the_leaders_epoch() {
         .unwrap();
     c.append_as_follower(&leader_batch(1, 3, &[b"y", b"z"], None), 1)
         .unwrap();
-    let cut = c.divergence_truncation_offset(EpochEnd {
-        epoch: 2,
-        end_offset: 4,
-    });
+    let cut = cut_of(
+        &c,
+        EpochEnd {
+            epoch: 2,
+            end_offset: 4,
+        },
+    );
     assert_eq!(cut, 1, "epoch 1 ends at 1 here");
     // Never past our own end, and an empty log cuts nothing.
-    let cut = c.divergence_truncation_offset(EpochEnd {
-        epoch: 3,
-        end_offset: 9,
-    });
+    let cut = cut_of(
+        &c,
+        EpochEnd {
+            epoch: 3,
+            end_offset: 9,
+        },
+    );
     assert_eq!(cut, 3);
     let mut empty = open_at(&disk, "/data/d/t-0");
     empty.become_follower(4).unwrap();
     assert_eq!(
-        empty.divergence_truncation_offset(EpochEnd {
-            epoch: 3,
-            end_offset: 9
-        }),
+        cut_of(
+            &empty,
+            EpochEnd {
+                epoch: 3,
+                end_offset: 9
+            }
+        ),
         0
     );
 }

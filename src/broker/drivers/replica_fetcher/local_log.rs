@@ -1,0 +1,267 @@
+//! What a follower's steps do to its local partition, each checked under the partition's lock
+//! against the position the core decided on: reading positions, appending the leader's batches
+//! (and following its high watermark), truncating durably. Results go back to the core as
+//! [`StepResult`]s; the driver's bookkeeping is asserted here (an append never shrinks the log,
+//! a truncation never lengthens it, the high watermark stays within the log).
+
+use std::sync::Arc;
+
+use crate::broker::replication_events::ReplicationEvent;
+use crate::broker::{Broker, PartitionHandle};
+use crate::replica::fetcher::{Position, StepResult, ToRead};
+use crate::replica::partition::{FollowerAppendError, Role, TruncateError};
+
+type Key = (String, i32);
+
+/// File (planted `truncate-to-hw-on-restart` only) standing in for Kafka's
+/// `replication-offset-checkpoint`: the follower's high watermark, for its next start.
+const HW_CHECKPOINT: &str = "replication-offset-checkpoint";
+
+/// Where each partition to read stands, read under its lock. A partition not (yet) a follower
+/// at the fetcher's epoch, or with a truncation not yet durable, is left out this round.
+pub(super) async fn positions(broker: &Broker, list: &[ToRead]) -> Vec<Position> {
+    let mut out = Vec::with_capacity(list.len());
+    for r in list {
+        let key = &r.key;
+        let Some(handle) = broker
+            .partition(&key.0, key.1)
+            .filter(|h| h.topic_id == r.topic_id)
+        else {
+            continue;
+        };
+        if r.truncate_to_hw_first {
+            // Planted: the pre-KIP-101 follower cuts its log to its high watermark when it
+            // starts following (on restart, to the one it checkpointed).
+            let target = planted_checkpointed_hw(broker, &handle, key);
+            truncate(broker, &handle, r.leader_epoch, None, target).await;
+        }
+        if broker.config.fsync_before_ack {
+            // Durable mode: the fetch offset tells the leader what is held here durably, so
+            // what an earlier append left unsynced (its flush failed) is synced first.
+            let (durable, end) = {
+                let p = handle.lock();
+                (p.durable_log_end(), p.log_end_offset())
+            };
+            if durable < end && broker.flush_partition(&handle, end).await.is_err() {
+                continue;
+            }
+        }
+        let Some(p) = handle.lock_open() else {
+            continue;
+        };
+        if broker.config.fsync_before_ack && p.durable_log_end() < p.log_end_offset() {
+            continue;
+        }
+        if p.role() != Role::Follower
+            || p.leader_epoch() != r.leader_epoch
+            || p.pending_truncation().is_some()
+        {
+            continue;
+        }
+        out.push(Position {
+            topic: key.0.clone(),
+            topic_id: r.topic_id,
+            partition: key.1,
+            leader_epoch: r.leader_epoch,
+            fetch_offset: p.log_end_offset(),
+            last_fetched_epoch: p.log().latest_epoch(),
+            log_start_offset: p.log_start_offset(),
+        });
+    }
+    out
+}
+
+/// The partition's handle if it is still open under the position's topic id.
+pub(super) fn handle_at(broker: &Broker, pos: &Position) -> Option<Arc<PartitionHandle>> {
+    broker
+        .partition(&pos.topic, pos.partition)
+        .filter(|h| h.topic_id == pos.topic_id)
+}
+
+/// Whether the partition is still where `pos` says (a follower at that epoch, same log end).
+pub(super) fn at_position(p: &crate::replica::Partition, pos: &Position) -> bool {
+    p.role() == Role::Follower
+        && p.leader_epoch() == pos.leader_epoch
+        && p.log_end_offset() == pos.fetch_offset
+        && p.pending_truncation().is_none()
+}
+
+/// Appends the leader's batches and follows its high watermark.
+pub(super) async fn append(
+    broker: &Broker,
+    handle: &PartitionHandle,
+    pos: &Position,
+    records: &[u8],
+    leader_high_watermark: i64,
+) -> StepResult {
+    let mut appended_to = None;
+    // Twice at most: once more after the log was made to accept offset gaps.
+    for _ in 0..2 {
+        let marker = {
+            let Some(mut p) = handle.lock_open() else {
+                return StepResult::Stale;
+            };
+            if !at_position(&p, pos) {
+                return StepResult::Stale;
+            }
+            match p.append_as_follower(records, broker.io.clock.wall_ms()) {
+                Ok(done) => {
+                    appended_to = done.map(|a| a.last_offset + 1);
+                    p.follow_high_watermark(leader_high_watermark);
+                    // The driver's bookkeeping: the log only grew from the fetch offset, and
+                    // the high watermark followed no further than it.
+                    assert!(
+                        p.log_end_offset() >= pos.fetch_offset,
+                        "an append shrank the log"
+                    );
+                    assert!(p.high_watermark() <= p.log_end_offset());
+                    #[cfg(any(madsim, test))]
+                    if crate::planted!(broker.config, TruncateToHwOnRestart) {
+                        planted_note_hw(broker, &p);
+                    }
+                    None
+                }
+                Err(FollowerAppendError::NeedsGapMarker) => {
+                    Some((p.log().gap_marker(), p.log().dir().to_path_buf()))
+                }
+                Err(FollowerAppendError::Storage(e)) => {
+                    drop(p);
+                    broker.storage_failed("a follower append", &e);
+                    return StepResult::Failed;
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %pos.topic, partition = pos.partition, error = %e,
+                        "the leader's batches were refused");
+                    return StepResult::Failed;
+                }
+            }
+        };
+        let Some((marker, dir)) = marker else { break };
+        // The first gap (a compacted leader): recovery must accept gaps before any gapped
+        // batch can be on disk.
+        let _gate = handle.flush_gate.lock().await;
+        if let Err(e) = marker.write(broker.io.disk.as_ref(), &dir).await {
+            broker.storage_failed("the follower's gap marker", &e);
+            return StepResult::Failed;
+        }
+        match handle.lock_open() {
+            Some(mut p) => p.log_mut().allow_gaps(),
+            None => return StepResult::Stale,
+        }
+    }
+    if let Some(end) = appended_to {
+        if broker.config.fsync_before_ack {
+            // Durable mode: the next fetch offset (which the leader counts towards its high
+            // watermark) covers only what is fsynced here.
+            if let Err(e) = broker.flush_partition(handle, end).await {
+                tracing::warn!(topic = %pos.topic, partition = pos.partition, error = %e,
+                    "follower flush failed");
+                return StepResult::Failed;
+            }
+        }
+    }
+    StepResult::Done
+}
+
+/// Cuts the log to `to` if it is still a follower at `leader_epoch` ending at `from` (`None`:
+/// the planted cut, unchecked), and makes the cut durable (under the flush gate, so no
+/// checkpoint of the old state lands after it) before anything is appended again.
+pub(super) async fn truncate(
+    broker: &Broker,
+    handle: &PartitionHandle,
+    leader_epoch: i32,
+    expected_end: Option<i64>,
+    to: i64,
+) -> StepResult {
+    let _gate = handle.flush_gate.lock().await;
+    let (plan, from) = {
+        let Some(mut p) = handle.lock_open() else {
+            return StepResult::Stale;
+        };
+        let from = p.log_end_offset();
+        if expected_end.is_some_and(|end| {
+            p.role() != Role::Follower
+                || p.leader_epoch() != leader_epoch
+                || from != end
+                || p.pending_truncation().is_some()
+        }) {
+            return StepResult::Stale;
+        }
+        tracing::info!(
+            topic = p.topic(),
+            partition = p.index(),
+            from,
+            to,
+            "log diverges from the leader's; truncating"
+        );
+        match p.truncate_to(to) {
+            Ok(Some(plan)) => (plan, from),
+            Ok(None) => return StepResult::Done,
+            Err(TruncateError::Storage(e)) => {
+                drop(p);
+                broker.storage_failed("a follower truncation", &e);
+                return StepResult::Failed;
+            }
+            Err(e) => {
+                tracing::warn!(topic = p.topic(), partition = p.index(), to, error = %e,
+                    "truncation refused");
+                return StepResult::Failed;
+            }
+        }
+    };
+    if let Err(e) = plan.make_durable().await {
+        broker.storage_failed("a follower truncation", &e);
+        return StepResult::Failed;
+    }
+    {
+        let mut p = handle.lock();
+        p.truncation_durable(&plan, broker.io.clock.wall_ms());
+        // The driver's bookkeeping: a truncation never lengthens the log.
+        assert!(
+            p.log_end_offset() <= from,
+            "a truncation lengthened the log"
+        );
+    }
+    broker.replication_events.emit(|| {
+        let p = handle.lock();
+        ReplicationEvent::Truncated {
+            topic: p.topic().to_string(),
+            partition: p.index(),
+            leader_epoch,
+            from,
+            to,
+        }
+    });
+    StepResult::Done
+}
+
+/// Planted `truncate-to-hw-on-restart`: the high watermark this follower checkpointed (none:
+/// no cut), capped at its log end.
+fn planted_checkpointed_hw(broker: &Broker, handle: &PartitionHandle, key: &Key) -> i64 {
+    let end = handle.lock().log_end_offset();
+    let path = broker.partition_dir(&key.0, key.1).join(HW_CHECKPOINT);
+    let stored = crate::io::read_file(broker.io.disk.as_ref(), &path)
+        .ok()
+        .and_then(|raw| String::from_utf8(raw).ok())
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    stored.unwrap_or(end).min(end)
+}
+
+/// Planted `truncate-to-hw-on-restart`: checkpoints the follower's high watermark (page cache
+/// only, as Kafka's periodic checkpoint lags the truth).
+#[cfg(any(madsim, test))]
+fn planted_note_hw(broker: &Broker, p: &crate::replica::Partition) {
+    let path = p.log().dir().join(HW_CHECKPOINT);
+    let text = p.high_watermark().to_string();
+    let written = broker
+        .io
+        .disk
+        .open(&path, crate::io::OpenMode::Create)
+        .and_then(|f| {
+            f.set_len(0)?;
+            f.write_at(0, text.as_bytes())
+        });
+    if let Err(e) = written {
+        tracing::debug!(error = %e, "planted HW checkpoint not written");
+    }
+}
