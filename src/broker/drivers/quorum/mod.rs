@@ -15,6 +15,7 @@
 
 pub mod batches;
 pub mod codec;
+pub mod legacy;
 pub mod raft_log;
 pub mod snapshot_file;
 
@@ -245,6 +246,8 @@ pub async fn open(
         cfg.planted = crate::config::planted::Planted::new(config.planted_bug);
     }
     let now_wall = io.clock.wall_ms();
+    // A metadata log written by a single node before it ran as a quorum becomes a snapshot.
+    legacy::migrate(io.disk.clone(), &log_dir, now_wall).await?;
     let (log, state, loaded) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
     if let Some(l) = &loaded {
         tracing::info!(snapshot = %snapshot_file::file_name(l.meta.id), log_start = log.start_offset(),
