@@ -129,6 +129,28 @@ async fn change(running: &RunningBroker) {
         .unwrap();
 }
 
+/// The metadata log is the quorum's: a snapshot of the old log, every batch with an epoch.
+fn assert_upgraded(dir: &Path) {
+    let meta = dir.join("__cluster_metadata-0");
+    let mut snapshots = 0;
+    for entry in std::fs::read_dir(&meta).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        snapshots += name.ends_with(".checkpoint") as usize;
+        if name.ends_with(".log") {
+            let bytes = std::fs::read(meta.join(&name)).unwrap();
+            for item in batch::iter(&bytes) {
+                let (_, header) = item.unwrap();
+                assert!(
+                    header.partition_leader_epoch >= 0,
+                    "{name}: a batch without a raft epoch at {}",
+                    header.base_offset
+                );
+            }
+        }
+    }
+    assert!(snapshots >= 1, "no snapshot of the old log");
+}
+
 async fn upgrade(fixture: &str) {
     let dir = temp_dir("upgrade", fixture);
     copy_dir(&Path::new(FIXTURES).join(fixture), &dir);
@@ -136,6 +158,7 @@ async fn upgrade(fixture: &str) {
     for round in 0..3 {
         let running = Broker::start(config(&dir), Io::os()).await.unwrap();
         check(&running, round > 0).await;
+        assert_upgraded(&dir);
         match round {
             0 => {
                 change(&running).await;

@@ -16,9 +16,10 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::applied::METADATA_DIR;
+use super::raft_log::QUORUM_STATE;
 use super::snapshot_file;
 use crate::controller::image::{MetadataImage, MetadataRecord};
-use crate::controller::store::METADATA_DIR;
 use crate::io::Disk;
 use crate::log::batch;
 use crate::log::{Log, LogConfig};
@@ -47,7 +48,8 @@ fn invalid(dir: &Path, msg: impl std::fmt::Display) -> io::Error {
 /// Runs before the quorum's log is opened.
 pub async fn migrate(disk: Arc<dyn Disk>, log_dir: &Path, now_ms: i64) -> io::Result<Migration> {
     let dir = log_dir.join(METADATA_DIR);
-    if !disk.exists(&dir) {
+    // `quorum-state` is written by the quorum only, after any upgrade: the log is its own.
+    if !disk.exists(&dir) || disk.exists(&dir.join(QUORUM_STATE)) {
         return Ok(Migration::NotNeeded);
     }
     let (mut log, recovery) = Log::open(disk.clone(), &dir, LogConfig::default(), now_ms).await?;
@@ -60,6 +62,8 @@ pub async fn migrate(disk: Arc<dyn Disk>, log_dir: &Path, now_ms: i64) -> io::Re
         }
     })?;
     if without == 0 {
+        // Recovered (if it had to be) and closed again, so the quorum's open finds it clean.
+        log.close(now_ms).await?;
         return Ok(Migration::NotNeeded);
     }
     if with > 0 {
