@@ -207,7 +207,7 @@ impl Broker {
             return;
         }
         // Serialised with commits, so local effects keep commit order.
-        let _store = self.metadata.lock().await;
+        let _writers = self.metadata.lock().await;
         let _gate = self.reconcile_gate.lock().await;
         if let Err(e) = self.reconcile().await {
             tracing::debug!(error = %e, "reconciliation still failing");
