@@ -34,13 +34,12 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
-use crate::controller::{
-    ConfigResource, Controller, ControllerError, MetadataImage, MetadataRecord,
-};
+use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
 use drivers::quorum::applied::{AppliedRecords, METADATA_DIR};
+use drivers::reconcile::plan::{effects, Delta, Effect};
 pub use drivers::reconcile::Leadership;
 pub use drivers::{quorum, quorum_status, replica_fetcher};
 use health::LogDirHealth;
@@ -523,9 +522,8 @@ impl Broker {
         }
     }
 
-    /// Committed records from the quorum, in order (the driver calls this): the image, then
-    /// local effects (partitions opened or removed). A record this version cannot read is
-    /// logged and skipped, never guessed at.
+    /// Committed records from the quorum, in order (the driver calls this), published as the
+    /// new image. A record this version cannot read is logged and skipped, never guessed at.
     pub(crate) async fn apply_committed(&self, values: &[(u64, Bytes)]) {
         if values.is_empty() {
             return;
@@ -544,40 +542,42 @@ impl Broker {
                 }
             }
         }
-        *self.image.write().unwrap() = Arc::new(image);
-        {
-            // Serialised with the background loop's retries. A failed reconciliation is
-            // retried by the background loop; the records are committed.
-            let _gate = self.reconcile_gate.lock().await;
-            if let Err(e) = self.reconcile().await {
-                tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
-            }
-        }
-        for record in &parsed {
-            if let Err(e) = self.apply_locally(record).await {
-                tracing::error!(error = %e, ?record, "applying committed metadata locally failed");
-            }
-        }
-        self.note_client_readiness();
+        self.publish(Arc::new(image), Delta::Records(&parsed)).await;
     }
 
     /// Replaces the image with a snapshot's (loaded at start, or fetched from the quorum
-    /// leader): everything below `end` is in it. Then reconciles and redoes the local effects
-    /// of what the image holds (the offsets topic, topic configs), as `apply_committed` does
-    /// for records.
+    /// leader): everything below `end` is in it.
     pub(crate) async fn install_snapshot(&self, image: Arc<MetadataImage>, end: u64) {
-        *self.image.write().unwrap() = image.clone();
         self.committed.advance_to(end);
+        self.publish(image, Delta::Snapshot).await;
+    }
+
+    /// The one place a new image takes effect here: readers see it, the local partitions are
+    /// reconciled with it (`reconcile::plan`, retried by the background loop if a pass fails:
+    /// the change itself is committed), then the other local effects of `delta` are carried
+    /// out (`reconcile::plan::effects`: the offsets topic, topic configs).
+    async fn publish(&self, new: Arc<MetadataImage>, delta: Delta<'_>) {
+        *self.image.write().unwrap() = new.clone();
         {
+            // Serialised with the background loop's retries.
             let _gate = self.reconcile_gate.lock().await;
             if let Err(e) = self.reconcile().await {
-                tracing::warn!(error = %e, "reconciliation after a snapshot failed; will retry");
+                tracing::warn!(error = %e, "reconciliation after a new image failed; will retry");
             }
         }
-        if let Some(t) = image.topic(crate::group::OFFSETS_TOPIC) {
-            self.offsets_topic_created(t.partitions);
+        for effect in effects(&new, self.config.node_id, &delta) {
+            match effect {
+                Effect::OffsetsTopic { partitions } => self.offsets_topic_created(partitions),
+                Effect::ReconfigureTopic(name) => {
+                    if let Some(config) = self.topic_config(&name) {
+                        for handle in self.topic_partitions(&name) {
+                            handle.lock().set_config(config.clone());
+                        }
+                    }
+                }
+                Effect::ReconfigureAll => self.reconfigure_all_topics(),
+            }
         }
-        self.reconfigure_all_topics();
         self.note_client_readiness();
     }
 
@@ -597,34 +597,6 @@ impl Broker {
     /// applied (a single node from its start on).
     pub fn is_active_controller(&self) -> bool {
         self.quorum.is_active()
-    }
-
-    /// Local effects of a committed record beyond reconciliation (which opens and deletes
-    /// partitions).
-    async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
-        match record {
-            MetadataRecord::Topic { name, id, .. } if name == crate::group::OFFSETS_TOPIC => {
-                let image = self.image();
-                let partitions = image.topic_by_id(*id).map_or(0, |t| t.partitions);
-                self.offsets_topic_created(partitions);
-            }
-            MetadataRecord::TopicConfig { name, .. } => {
-                if let Some(config) = self.topic_config(name) {
-                    for handle in self.topic_partitions(name) {
-                        handle.lock().set_config(config.clone());
-                    }
-                }
-            }
-            // The cluster default or this broker's own: the `log.*` defaults may have moved.
-            MetadataRecord::ResourceConfig {
-                resource: ConfigResource::Broker(name),
-                ..
-            } if name.is_empty() || *name == self.config.node_id.to_string() => {
-                self.reconfigure_all_topics();
-            }
-            _ => {}
-        }
-        Ok(())
     }
 
     fn topic_partitions(&self, topic: &str) -> Vec<Arc<PartitionHandle>> {

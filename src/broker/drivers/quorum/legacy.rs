@@ -335,7 +335,7 @@ mod tests {
         write_old_log(&mem, &commits(), false);
         mem.process_crash();
         mem.flip_bit(&checkpoint, 0, 0).unwrap();
-        let e = migrate_on(Arc::new(mem.clone())).err().expect("refused");
+        let e = migrate_on(Arc::new(mem.clone())).expect_err("refused");
         assert!(e.to_string().contains("checkpoint is damaged"), "{e}");
     }
 
