@@ -16,7 +16,6 @@ pub mod identity;
 mod peer;
 pub mod replication_events;
 mod server;
-mod single_node;
 mod startup_gate;
 mod state;
 #[cfg(test)]
@@ -35,13 +34,12 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};
-use crate::controller::store::{AppliedRecords, MetadataStore, METADATA_DIR};
-use crate::controller::{
-    ConfigResource, Controller, ControllerError, MetadataImage, MetadataRecord,
-};
+use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
 use crate::io::{read_file, write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
+use drivers::quorum::applied::{AppliedRecords, METADATA_DIR};
+use drivers::reconcile::plan::{effects, Delta, Effect};
 pub use drivers::reconcile::Leadership;
 pub use drivers::{quorum, quorum_status, replica_fetcher};
 use health::LogDirHealth;
@@ -97,11 +95,10 @@ pub struct Broker {
     log_dir: PathBuf,
     cluster_id: String,
     controller: Controller,
-    /// Writers serialise here (commits await an fsync, or the quorum's commit). The store is
-    /// absent in a cluster: the quorum driver owns the metadata log.
-    metadata: tokio::sync::Mutex<Option<MetadataStore>>,
-    /// The metadata quorum's driver, in a cluster (voters other than this node).
-    quorum: Option<Arc<drivers::quorum::QuorumHandle>>,
+    /// Writers serialise here (a commit awaits the quorum's commit and its application here).
+    metadata: tokio::sync::Mutex<()>,
+    /// The metadata quorum's driver: it owns the metadata log (of one voter on a single node).
+    quorum: Arc<drivers::quorum::QuorumHandle>,
     /// What readers see: replaced after each commit.
     image: RwLock<Arc<MetadataImage>>,
     /// The committed metadata records, in order (`committed_metadata`).
@@ -149,9 +146,11 @@ pub struct RunningBroker {
 }
 
 impl Broker {
-    /// Opens the data directory (recovering it), binds the listeners and starts serving. In a
-    /// cluster (voters other than this node) the metadata comes from the quorum driver, which
-    /// starts here too; otherwise the node is its own quorum of one.
+    /// Opens the data directory (recovering it), binds the listeners and starts serving. The
+    /// metadata comes from the quorum driver, which starts here too: in a cluster (voters other
+    /// than this node) the image fills as commits are learned; a single node is its own quorum
+    /// of one, elects itself at once, and is registered and serving its partitions when this
+    /// returns.
     pub async fn start(config: ServerConfig, io: Io) -> anyhow::Result<RunningBroker> {
         let log_dir = PathBuf::from(config.log_dirs.first().cloned().unwrap_or_default());
         if config.log_dirs.len() > 1 {
@@ -165,38 +164,25 @@ impl Broker {
             identity::load_identity(&io, &log_dir, config.node_id, !config.needs_formatting())
                 .await?
                 .cluster_id;
-        let now = io.clock.wall_ms();
         let (shutdown, _) = watch::channel(false);
         let clustered = config.is_clustered();
-        let (store, quorum) = if clustered {
-            let (handle, starter) = drivers::quorum::open(
-                &io,
-                &config,
-                log_dir.clone(),
-                cluster_id.clone(),
-                shutdown.subscribe(),
-            )
-            .await?;
-            (None, Some((handle, starter)))
-        } else {
-            (
-                Some(MetadataStore::open(io.disk.clone(), &log_dir, now).await?),
-                None,
-            )
-        };
-        // A clustered node starts from the metadata snapshot it loaded (if any); the records
-        // after it are applied as their commit is learned.
-        let loaded = quorum
-            .as_ref()
-            .and_then(|(_, starter)| starter.initial_image());
-        let committed = store.as_ref().map(|s| s.applied()).unwrap_or_default();
-        let image = Arc::new(match (&store, loaded) {
-            (Some(s), _) => s.image().clone(),
-            (None, Some((image, end))) => {
+        let (quorum, starter) = drivers::quorum::open(
+            &io,
+            &config,
+            log_dir.clone(),
+            cluster_id.clone(),
+            shutdown.subscribe(),
+        )
+        .await?;
+        // The node starts from the metadata snapshot it loaded (if any); the records after it
+        // are applied as their commit is learned.
+        let committed = AppliedRecords::default();
+        let image = Arc::new(match starter.initial_image() {
+            Some((image, end)) => {
                 committed.advance_to(end);
                 image
             }
-            (None, None) => MetadataImage::default(),
+            None => MetadataImage::default(),
         });
         let mut controller = Controller::new(
             config.num_partitions,
@@ -223,10 +209,6 @@ impl Broker {
             .as_ref()
             .map(|e| (e.host.clone(), e.port))
             .unwrap_or_default();
-        let (quorum, starter) = match quorum {
-            Some((h, s)) => (Some(h), Some(s)),
-            None => (None, None),
-        };
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             producer_ids: drivers::producer_ids::ProducerIds::new(image.producer_ids_reserved()),
@@ -237,7 +219,7 @@ impl Broker {
             cluster_id,
             controller,
             committed,
-            metadata: tokio::sync::Mutex::new(store),
+            metadata: tokio::sync::Mutex::new(()),
             quorum,
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
@@ -274,12 +256,6 @@ impl Broker {
             }
             None => None,
         };
-        if !clustered {
-            // In a cluster the image starts empty and fills as commits are learned: removing
-            // directories it does not know yet would delete live data.
-            broker.register_single_node().await?;
-            broker.open_partitions().await?;
-        }
         let controller_addr = match controller_bind {
             Some(addr) => {
                 let listener = io.net.bind(addr).await.map_err(|e| {
@@ -296,8 +272,14 @@ impl Broker {
             }
             None => None,
         };
-        if let Some(starter) = starter {
-            starter.start(broker.clone());
+        starter.start(broker.clone());
+        if !clustered {
+            // Its own quorum of one: once elected, its image holds the whole log, so
+            // directories it does not know are stale (in a cluster the image fills as commits
+            // are learned: removing them would delete live data).
+            broker.wait_sole_voter_active().await?;
+            broker.register_single_node().await?;
+            broker.open_partitions().await?;
         }
         let local_addr = match client_listener {
             Some((listener, local_addr)) => {
@@ -407,6 +389,8 @@ impl Broker {
 
     /// Opens every partition the metadata knows; removes directories of deleted topics.
     async fn open_partitions(&self) -> io::Result<()> {
+        // Serialised with the quorum's applier, which reconciles after each commit.
+        let _gate = self.reconcile_gate.lock().await;
         let image = self.image();
         let known: BTreeMap<String, Uuid> = image
             .partitions_hosted_on(self.config.node_id)
@@ -495,38 +479,13 @@ impl Broker {
             &MetadataImage,
         ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
     ) -> Result<T, CommitError> {
-        let mut store = self.metadata.lock().await;
-        let Some(store) = store.as_mut() else {
-            return self.commit_through_quorum(validate_only, decide).await;
-        };
-        let (records, out) =
-            decide(&self.controller, store.image()).map_err(CommitError::Rejected)?;
-        if validate_only || records.is_empty() {
-            return Ok(out);
-        }
-        let now = self.io.clock.wall_ms();
-        self.check_online().map_err(CommitError::Storage)?;
-        if let Err(e) = store.commit(&records, now).await {
-            self.storage_failed("a metadata commit", &e);
-            return Err(CommitError::Storage(e));
-        }
-        *self.image.write().unwrap() = Arc::new(store.image().clone());
-        // Still under the lock: local effects apply in commit order. A failed reconciliation
-        // is retried by the background loop; the change itself is committed.
-        if let Err(e) = self.reconcile().await {
-            tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
-        }
-        for record in &records {
-            self.apply_locally(record)
-                .await
-                .map_err(CommitError::Storage)?;
-        }
-        Ok(out)
+        let _writer = self.metadata.lock().await;
+        self.commit_through_quorum(validate_only, decide).await
     }
 
-    /// `change_metadata` in a cluster (the caller holds the metadata lock, so writes are
-    /// serial): on the active controller only, decide against the committed image, propose,
-    /// and answer once the quorum has committed and this node applied the records.
+    /// `change_metadata` (the caller holds the metadata lock, so writes are serial): on the
+    /// active controller only, decide against the committed image, propose, and answer once
+    /// the quorum has committed and this node applied the records.
     async fn commit_through_quorum<T>(
         &self,
         validate_only: bool,
@@ -535,7 +494,7 @@ impl Broker {
             &MetadataImage,
         ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
     ) -> Result<T, CommitError> {
-        let quorum = self.quorum.as_ref().expect("no store means a quorum");
+        let quorum = &self.quorum;
         if !quorum.is_active() {
             return Err(CommitError::NotController);
         }
@@ -563,9 +522,8 @@ impl Broker {
         }
     }
 
-    /// Committed records from the quorum, in order (the driver calls this): the image, then
-    /// local effects (partitions opened or removed). A record this version cannot read is
-    /// logged and skipped, never guessed at.
+    /// Committed records from the quorum, in order (the driver calls this), published as the
+    /// new image. A record this version cannot read is logged and skipped, never guessed at.
     pub(crate) async fn apply_committed(&self, values: &[(u64, Bytes)]) {
         if values.is_empty() {
             return;
@@ -584,40 +542,42 @@ impl Broker {
                 }
             }
         }
-        *self.image.write().unwrap() = Arc::new(image);
-        {
-            // Serialised with the background loop's retries. A failed reconciliation is
-            // retried by the background loop; the records are committed.
-            let _gate = self.reconcile_gate.lock().await;
-            if let Err(e) = self.reconcile().await {
-                tracing::warn!(error = %e, "reconciliation after a commit failed; will retry");
-            }
-        }
-        for record in &parsed {
-            if let Err(e) = self.apply_locally(record).await {
-                tracing::error!(error = %e, ?record, "applying committed metadata locally failed");
-            }
-        }
-        self.note_client_readiness();
+        self.publish(Arc::new(image), Delta::Records(&parsed)).await;
     }
 
     /// Replaces the image with a snapshot's (loaded at start, or fetched from the quorum
-    /// leader): everything below `end` is in it. Then reconciles and redoes the local effects
-    /// of what the image holds (the offsets topic, topic configs), as `apply_committed` does
-    /// for records.
+    /// leader): everything below `end` is in it.
     pub(crate) async fn install_snapshot(&self, image: Arc<MetadataImage>, end: u64) {
-        *self.image.write().unwrap() = image.clone();
         self.committed.advance_to(end);
+        self.publish(image, Delta::Snapshot).await;
+    }
+
+    /// The one place a new image takes effect here: readers see it, the local partitions are
+    /// reconciled with it (`reconcile::plan`, retried by the background loop if a pass fails:
+    /// the change itself is committed), then the other local effects of `delta` are carried
+    /// out (`reconcile::plan::effects`: the offsets topic, topic configs).
+    async fn publish(&self, new: Arc<MetadataImage>, delta: Delta<'_>) {
+        *self.image.write().unwrap() = new.clone();
         {
+            // Serialised with the background loop's retries.
             let _gate = self.reconcile_gate.lock().await;
             if let Err(e) = self.reconcile().await {
-                tracing::warn!(error = %e, "reconciliation after a snapshot failed; will retry");
+                tracing::warn!(error = %e, "reconciliation after a new image failed; will retry");
             }
         }
-        if let Some(t) = image.topic(crate::group::OFFSETS_TOPIC) {
-            self.offsets_topic_created(t.partitions);
+        for effect in effects(&new, self.config.node_id, &delta) {
+            match effect {
+                Effect::OffsetsTopic { partitions } => self.offsets_topic_created(partitions),
+                Effect::ReconfigureTopic(name) => {
+                    if let Some(config) = self.topic_config(&name) {
+                        for handle in self.topic_partitions(&name) {
+                            handle.lock().set_config(config.clone());
+                        }
+                    }
+                }
+                Effect::ReconfigureAll => self.reconfigure_all_topics(),
+            }
         }
-        self.reconfigure_all_topics();
         self.note_client_readiness();
     }
 
@@ -633,38 +593,10 @@ impl Broker {
         }
     }
 
-    /// Whether this node decides metadata: a single node always; in a cluster, the quorum
-    /// leader once its epoch's LeaderChange is applied.
+    /// Whether this node decides metadata: the quorum leader once its epoch's LeaderChange is
+    /// applied (a single node from its start on).
     pub fn is_active_controller(&self) -> bool {
-        self.quorum.as_ref().is_none_or(|q| q.is_active())
-    }
-
-    /// Local effects of a committed record beyond reconciliation (which opens and deletes
-    /// partitions).
-    async fn apply_locally(&self, record: &MetadataRecord) -> io::Result<()> {
-        match record {
-            MetadataRecord::Topic { name, id, .. } if name == crate::group::OFFSETS_TOPIC => {
-                let image = self.image();
-                let partitions = image.topic_by_id(*id).map_or(0, |t| t.partitions);
-                self.offsets_topic_created(partitions);
-            }
-            MetadataRecord::TopicConfig { name, .. } => {
-                if let Some(config) = self.topic_config(name) {
-                    for handle in self.topic_partitions(name) {
-                        handle.lock().set_config(config.clone());
-                    }
-                }
-            }
-            // The cluster default or this broker's own: the `log.*` defaults may have moved.
-            MetadataRecord::ResourceConfig {
-                resource: ConfigResource::Broker(name),
-                ..
-            } if name.is_empty() || *name == self.config.node_id.to_string() => {
-                self.reconfigure_all_topics();
-            }
-            _ => {}
-        }
-        Ok(())
+        self.quorum.is_active()
     }
 
     fn topic_partitions(&self, topic: &str) -> Vec<Arc<PartitionHandle>> {
@@ -777,7 +709,7 @@ impl Broker {
     /// An offline log directory is left as it is: marking it clean would make the next start
     /// trust data a failed fsync may have dropped.
     pub async fn shutdown(&self) -> io::Result<()> {
-        if self.quorum.is_some() && self.config.is_broker() && !self.is_storage_offline() {
+        if self.config.is_clustered() && self.config.is_broker() && !self.is_storage_offline() {
             // Controlled shutdown: leaderships move away before this broker stops.
             if !self
                 .controlled_shutdown(Duration::from_millis(CONTROLLED_SHUTDOWN_MS))
@@ -786,10 +718,11 @@ impl Broker {
                 tracing::warn!("controlled shutdown not granted in time; stopping anyway");
             }
         }
-        if let Some(quorum) = &self.quorum {
-            // Resign first (EndQuorumEpoch lets the others elect at once), while links run.
-            quorum.shutdown(&self.io, Duration::from_millis(2000)).await;
-        }
+        // Resign first (EndQuorumEpoch lets the others elect at once), while links run; the
+        // driver then closes the metadata log.
+        self.quorum
+            .shutdown(&self.io, Duration::from_millis(2000))
+            .await;
         let _ = self.shutdown.send(true);
         self.check_online()?;
         let handles = self.all_partitions();
@@ -802,12 +735,9 @@ impl Broker {
             self.flush_partition(&handle, end).await?;
             self.checkpoint_partition(&handle, true).await?;
         }
-        if self.quorum.is_some() && self.config.is_broker() {
+        if self.config.is_clustered() && self.config.is_broker() {
             // Every log is clean: the next start may say so (KIP-966).
             self.write_clean_shutdown_epoch().await?;
-        }
-        if let Some(store) = self.metadata.lock().await.as_mut() {
-            store.close(self.io.clock.wall_ms()).await?;
         }
         tracing::info!("weir broker stopped cleanly");
         Ok(())

@@ -1,5 +1,5 @@
 //! The controller: decides metadata changes (brokers, topics, partitions, configs, producer
-//! ids) and records them. Everything here but `store` is pure: requests in, records out,
+//! ids) and records them. Everything here is pure: requests in, records out,
 //! validated against the committed image; the driver passes `now` and entropy.
 //!
 //! - [`Controller`] (this file): topics, partitions, topic/broker/group configs, producer-id
@@ -9,8 +9,10 @@
 //! - `alter_partition`: a leader's ISR change requests;
 //! - `acls`, `scram`: ACL bindings and SCRAM credentials (CreateAcls, DeleteAcls,
 //!   AlterUserScramCredentials);
-//! - `image`: the records and the state they replay into;
-//! - [`store::MetadataStore`]: the single node's durable metadata log.
+//! - `image`: the records and the state they replay into.
+//!
+//! The records are made durable by the metadata quorum (`broker::drivers::quorum`), of one
+//! voter on a single node.
 
 pub mod acls;
 pub mod alter_partition;
@@ -19,7 +21,6 @@ pub mod election;
 pub mod image;
 pub mod placement;
 pub mod scram;
-pub mod store;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -423,7 +423,10 @@ impl Raft {
     }
 
     pub(super) fn reset_unattached_timer(&mut self) {
-        let deadline = if self.is_voter {
+        let deadline = if self.sole_voter() {
+            // No other voter can lead or split the vote: waiting would only delay the start.
+            Some(self.now)
+        } else if self.is_voter {
             Some(self.now + self.election_timeout())
         } else {
             None
@@ -553,7 +556,12 @@ impl Raft {
             .copied()
             .filter(|v| *v != self.cfg.node_id)
             .collect();
-        let deadline = self.now + self.election_timeout();
+        // A sole voter has no successor to wait for: it may stand again at once.
+        let deadline = if self.sole_voter() {
+            self.now
+        } else {
+            self.now + self.election_timeout()
+        };
         let resend_at = self.now + self.cfg.request_timeout_ms;
         self.leader = Some(self.cfg.node_id);
         self.set_role(Role::Resigned {
@@ -708,6 +716,12 @@ impl Raft {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         (z ^ (z >> 31)) % n
+    }
+
+    /// Whether this node is the only voter (a single node's quorum of one): it stands for
+    /// election as soon as it has no leader, as Kafka's sole voter does.
+    pub(super) fn sole_voter(&self) -> bool {
+        self.is_voter && self.cfg.voters.len() == 1
     }
 
     /// Uniform in `[T, 2T)`, T = `controller.quorum.election.timeout.ms`.

@@ -157,8 +157,7 @@ pub(crate) async fn call(
             .await
             .ok_or_else(|| "no answer".to_string());
     }
-    let quorum = broker.quorum.as_ref().ok_or("no quorum")?;
-    let link = quorum.leader_link().ok_or("no controller known")?;
+    let link = broker.quorum.leader_link().ok_or("no controller known")?;
     let client_id = format!("weir-broker-{}", broker.config.node_id);
     let frame =
         peer::encode_request(key, version, &client_id, &request).map_err(|e| e.to_string())?;

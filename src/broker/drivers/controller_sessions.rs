@@ -44,7 +44,7 @@ impl Broker {
 
     /// The sessions of this leadership term (afresh when the quorum epoch changed).
     fn with_sessions<T>(&self, f: impl FnOnce(&mut BrokerSessions) -> T) -> T {
-        let epoch = self.quorum.as_ref().map_or(0, |q| q.status().epoch);
+        let epoch = self.quorum.status().epoch;
         let timeout = self.config.broker_session_timeout_ms.min(i64::MAX as u64) as i64;
         self.sessions.with(epoch, timeout, f)
     }
@@ -84,9 +84,10 @@ impl Broker {
         .await
     }
 
-    /// On the active controller of a cluster: fences a broker whose session expired.
+    /// On the active controller of a cluster: fences a broker whose session expired (a single
+    /// node runs no session with itself).
     pub(crate) async fn tick_broker_sessions(&self) {
-        if self.quorum.is_none() || !self.is_active_controller() {
+        if !self.config.is_clustered() || !self.is_active_controller() {
             return;
         }
         let now = self.session_clock_ms();

@@ -28,8 +28,9 @@ fn tick(session_timeout_ms: u64) -> Duration {
 }
 
 pub(crate) async fn run(broker: Arc<Broker>) {
-    if broker.quorum.is_none() {
-        // A single node is its own only broker: nothing to fence, nobody else to elect.
+    if !broker.config.is_clustered() {
+        // A single node is its own only broker (it runs no session with itself): nothing to
+        // fence, nobody else to elect.
         return;
     }
     let mut shutdown = broker.shutdown_signal();

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use crate::broker::{Broker, CommitError};
 
 /// The next id to hand out, and the quorum epoch in which it was last moved past the image's
-/// reserved blocks (`None`: never, or a single node).
+/// reserved blocks (`None`: never).
 pub(crate) struct ProducerIds {
     cursor: Mutex<(i64, Option<u32>)>,
 }
@@ -46,7 +46,7 @@ impl Broker {
     pub(crate) async fn allocate_producer_id(&self) -> io::Result<i64> {
         let allocated = self
             .change_metadata(false, |controller, image| {
-                let epoch = self.quorum.as_ref().map(|q| q.status().epoch);
+                let epoch = Some(self.quorum.status().epoch);
                 let id = self.producer_ids.take(epoch, image.producer_ids_reserved());
                 let reserve = controller.reserve_producer_ids(image, id);
                 Ok((reserve.into_iter().collect(), id))

@@ -3,8 +3,8 @@
 //! replica's progress; and the committed metadata records it applied, in order, for the
 //! simulator's "every node's committed metadata is a prefix of one sequence" check.
 //!
-//! A node without a quorum (no `controller.quorum.voters`, or only itself) is its own quorum
-//! of one: always Leader of epoch 1, everything it wrote committed.
+//! A node without other voters (no `controller.quorum.voters`, or only itself) is its own
+//! quorum of one: Leader from its start, of an epoch one past its previous run's.
 
 use bytes::Bytes;
 
@@ -66,26 +66,7 @@ pub struct QuorumStatus {
 impl Broker {
     /// This node's view of the metadata quorum.
     pub fn quorum_status(&self) -> QuorumStatus {
-        if let Some(quorum) = &self.quorum {
-            return quorum.status();
-        }
-        let end = self.committed.end();
-        QuorumStatus {
-            node_id: self.config.node_id,
-            role: QuorumRole::Leader,
-            epoch: 1,
-            leader: Some(self.config.node_id),
-            high_watermark: end,
-            log_end: end,
-            log_start: 0,
-            snapshot: None,
-            replicas: vec![ReplicaProgress {
-                node_id: self.config.node_id,
-                voter: true,
-                end_offset: end,
-                last_fetch_ms: None,
-            }],
-        }
+        self.quorum.status()
     }
 
     /// Committed metadata records this node applied, from offset `from`, at most `max`:

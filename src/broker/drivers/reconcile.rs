@@ -21,6 +21,8 @@ use crate::broker::{Broker, Lifecycle, PartitionHandle};
 use crate::replica::isr::{BrokerView, Leadership as IsrLeadership};
 use crate::replica::LeaderView;
 
+pub(crate) mod plan;
+
 /// This node's relation to a partition, from the image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Leadership {
@@ -60,40 +62,30 @@ impl Broker {
     /// only while a pass has failed or the image moved on.
     pub(crate) async fn reconcile(&self) -> io::Result<()> {
         let image = self.image();
-        let node = self.config.node_id;
-        let wanted: BTreeMap<(String, i32), Uuid> = image
-            .partitions_hosted_on(node)
-            .filter_map(|((id, index), _)| {
-                image.topic_by_id(id).map(|t| ((t.name.clone(), index), id))
-            })
-            .collect();
-        let local: Vec<((String, i32), Arc<PartitionHandle>)> = self
+        let local: BTreeMap<plan::PartitionKey, Uuid> = self
             .partitions
             .read()
             .unwrap()
             .iter()
-            .map(|(k, h)| (k.clone(), h.clone()))
+            .map(|(k, h)| (k.clone(), h.topic_id))
             .collect();
         let mut first_error = None;
-        for (key, handle) in &local {
-            if wanted.get(key) != Some(&handle.topic_id) {
-                self.close_and_delete(&key.0, key.1, handle).await;
-            }
-        }
-        for ((topic, index), id) in &wanted {
-            let open = self
-                .partition(topic, *index)
-                .is_some_and(|h| h.topic_id == *id);
-            if !open {
-                if let Err(e) = self.open_partition(topic, *id, *index).await {
-                    tracing::warn!(topic, partition = index, error = %e,
-                        "could not open a partition the metadata places here; will retry");
-                    first_error.get_or_insert(e);
+        for change in plan::plan(&image, self.config.node_id, &local) {
+            match change {
+                plan::Change::Remove((topic, index)) => {
+                    if let Some(handle) = self.partition(&topic, index) {
+                        self.close_and_delete(&topic, index, &handle).await;
+                    }
                 }
+                plan::Change::Open((topic, index), id) => {
+                    if let Err(e) = self.open_partition(&topic, id, index).await {
+                        tracing::warn!(topic, partition = index, error = %e,
+                            "could not open a partition the metadata places here; will retry");
+                        first_error.get_or_insert(e);
+                    }
+                }
+                plan::Change::SyncRole((topic, index)) => self.sync_role(&topic, index),
             }
-        }
-        for (topic, index) in wanted.keys() {
-            self.sync_role(topic, *index);
         }
         // The group coordinator follows the offsets partitions' leadership (load / unload).
         self.sync_offsets_roles();
@@ -207,7 +199,7 @@ impl Broker {
             return;
         }
         // Serialised with commits, so local effects keep commit order.
-        let _store = self.metadata.lock().await;
+        let _writers = self.metadata.lock().await;
         let _gate = self.reconcile_gate.lock().await;
         if let Err(e) = self.reconcile().await {
             tracing::debug!(error = %e, "reconciliation still failing");

@@ -601,6 +601,10 @@ fn a_single_voter_elects_itself_once_its_vote_is_durable() {
     let mut raft = Raft::new(RaftConfig::new(1, voters), None, LogState::default(), 0, 1).unwrap();
     raft.take_actions();
     let deadline = raft.next_deadline().unwrap();
+    assert_eq!(
+        deadline, 0,
+        "a sole voter stands at once, no election timeout"
+    );
     raft.step(deadline, 2, Event::Tick);
     let actions = raft.take_actions();
     assert_eq!(raft.role(), RoleKind::Candidate);
@@ -615,6 +619,31 @@ fn a_single_voter_elects_itself_once_its_vote_is_durable() {
     );
     raft.step(deadline, 5, Event::Flushed { end_offset: 1 });
     assert_eq!(commits(&raft.take_actions()), vec![1]);
+}
+
+#[test]
+fn a_sole_voter_that_led_before_a_restart_stands_again_at_once() {
+    let voters: BTreeSet<NodeId> = [1].into_iter().collect();
+    let log = LogState {
+        epochs: vec![oe(3, 0)],
+        end_offset: 5,
+        ..LogState::default()
+    };
+    let stored = Some(record(3, Some(1), Some(1)));
+    let mut raft = Raft::new(RaftConfig::new(1, voters.clone()), stored, log, 500, 1).unwrap();
+    assert_eq!(raft.role(), RoleKind::Resigned);
+    raft.take_actions();
+    assert_eq!(raft.next_deadline(), Some(500));
+    raft.step(500, 2, Event::Tick);
+    assert_eq!((raft.role(), raft.epoch()), (RoleKind::Candidate, 4));
+    let record = persists(&raft.take_actions())[0];
+    raft.step(500, 3, Event::QuorumStatePersisted(record));
+    assert_eq!(raft.role(), RoleKind::Leader);
+    // One of three voters, by contrast, waits out an election timeout.
+    let many: BTreeSet<NodeId> = [1, 2, 3].into_iter().collect();
+    let raft = Raft::new(RaftConfig::new(1, many), None, LogState::default(), 500, 1).unwrap();
+    let t = RaftConfig::new(1, [1].into_iter().collect()).election_timeout_ms;
+    assert!(raft.next_deadline().unwrap() >= 500 + t);
 }
 
 #[test]

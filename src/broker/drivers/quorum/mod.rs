@@ -13,10 +13,13 @@
 //!
 //! [`peer::Link`]: crate::broker::peer::Link
 
+pub mod applied;
 pub mod batches;
 pub mod codec;
+pub mod legacy;
 pub mod raft_log;
 pub mod snapshot_file;
+mod sole_voter;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -229,8 +232,13 @@ pub async fn open(
     cluster_id: String,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<(Arc<QuorumHandle>, Starter)> {
-    let voters = voter_addrs(io, config).await?;
+    let mut voters = voter_addrs(io, config).await?;
     let node_id = config.node_id;
+    if voters.is_empty() {
+        // A single node is its own quorum of one. A sole voter never sends to itself, so its
+        // address is never dialled.
+        voters.insert(node_id, SocketAddr::from(([127, 0, 0, 1], 0)));
+    }
     let mut cfg = RaftConfig::new(node_id, voters.keys().copied().collect());
     cfg.election_timeout_ms = config.quorum_election_timeout_ms;
     cfg.fetch_timeout_ms = config.quorum_fetch_timeout_ms;
@@ -245,6 +253,8 @@ pub async fn open(
         cfg.planted = crate::config::planted::Planted::new(config.planted_bug);
     }
     let now_wall = io.clock.wall_ms();
+    // A metadata log written by a single node before it ran as a quorum becomes a snapshot.
+    legacy::migrate(io.disk.clone(), &log_dir, now_wall).await?;
     let (log, state, loaded) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
     if let Some(l) = &loaded {
         tracing::info!(snapshot = %snapshot_file::file_name(l.meta.id), log_start = log.start_offset(),

@@ -1,4 +1,4 @@
-//! A single broker whose image names other brokers (records committed through its own store,
+//! A single broker whose image names other brokers (records committed through its own quorum,
 //! as the quorum will deliver them): Metadata lists them, the partitions placed here open as
 //! leader or follower, a non-leader refuses produce and consumer fetch, and a replica moved
 //! away is deleted.

@@ -76,7 +76,7 @@ pub(crate) async fn forward(
     peer: std::net::SocketAddr,
     deadline: Duration,
 ) -> Option<BytesMut> {
-    let quorum = broker.quorum.as_ref()?;
+    let quorum = &broker.quorum;
     let (key, version, frame) = (request.key, request.version, &request.frame);
     if !FORWARDED.contains(&key) {
         return None;
@@ -147,9 +147,7 @@ pub(crate) async fn lost_control_while_handling(
     response: &[u8],
     deadline: Duration,
 ) -> bool {
-    let Some(quorum) = broker.quorum.as_ref() else {
-        return false;
-    };
+    let quorum = &broker.quorum;
     let (key, version) = (request.key, request.version);
     if !FORWARDED.contains(&key) || response.len() < 4 {
         return false;
@@ -238,8 +236,8 @@ fn answered_not_controller(key: ApiKey, version: i16, response: &[u8]) -> bool {
     codes.contains(&ResponseError::NotController.code())
 }
 
-/// Creates a topic through the active controller: here when this node is it (or is a single
-/// node), else by a CreateTopics request to it. Its refusal comes back as the controller's
+/// Creates a topic through the active controller: here when this node is it (always on a
+/// single node), else by a CreateTopics request to it. Its refusal comes back as the controller's
 /// error code (TOPIC_ALREADY_EXISTS as [`ControllerError::TopicAlreadyExists`], so callers
 /// that tolerate a race see the same error either way).
 pub(crate) async fn create_topic(
@@ -247,9 +245,10 @@ pub(crate) async fn create_topic(
     new: NewTopic,
     validate_only: bool,
 ) -> Result<(), CommitError> {
-    let Some(quorum) = broker.quorum.as_ref().filter(|q| !q.is_active()) else {
+    let quorum = &broker.quorum;
+    if quorum.is_active() {
         return broker.create_topic(new, validate_only).await;
-    };
+    }
     let link = quorum.leader_link().ok_or(CommitError::NotController)?;
     let topic = CreatableTopic::default()
         .with_name(TopicName(StrBytes::from_string(new.name.clone())))

@@ -1,15 +1,16 @@
-//! A node with no `controller.quorum.voters` is its own quorum of one: before serving, it
-//! registers itself through the same broker-session rules a cluster's controller applies
-//! (a new incarnation, registered fenced, then unfenced by a heartbeat that has seen its own
-//! registration) unless the image already has it unfenced at the same endpoints, and
-//! registers on itself the partitions of a metadata log written before partitions had their
-//! own records.
+//! A single node (no `controller.quorum.voters`, or only itself) is a quorum of one voter: it
+//! elects itself at once, and once its image holds the whole log it registers itself through
+//! the same broker-session rules a cluster's controller applies (a new incarnation, registered
+//! fenced, then unfenced by a heartbeat that has seen its own registration) unless the image
+//! already has it unfenced at the same endpoints, and registers on itself the partitions of a
+//! metadata log written before partitions had their own records. It runs no session loop with
+//! itself afterwards: it is the only broker, nobody fences it.
 
 use std::io;
 
 use uuid::Uuid;
 
-use super::{Broker, CommitError};
+use crate::broker::{Broker, CommitError};
 use crate::controller::brokers::{BrokerSessions, HeartbeatRequest, RegistrationRequest};
 use crate::controller::BrokerEndpoint;
 
@@ -34,7 +35,28 @@ impl Broker {
             .collect()
     }
 
-    pub(super) async fn register_single_node(&self) -> io::Result<()> {
+    /// Waits until the sole voter leads and has applied its log (the whole of it: nobody else
+    /// could have written). Fails if the quorum stops first (a storage failure).
+    pub(crate) async fn wait_sole_voter_active(&self) -> io::Result<()> {
+        let mut changes = self.quorum.controller_changes();
+        let mut offline = std::pin::pin!(self.storage_offline());
+        loop {
+            if changes.borrow_and_update().active {
+                return Ok(());
+            }
+            tokio::select! {
+                biased;
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Err(io::Error::other("the metadata quorum stopped"));
+                    }
+                }
+                reason = &mut offline => return Err(io::Error::other(reason)),
+            }
+        }
+    }
+
+    pub(crate) async fn register_single_node(&self) -> io::Result<()> {
         let node = self.config.node_id;
         let now = self.io.clock.wall_ms();
         let storage = |e: CommitError| match e {
