@@ -86,6 +86,13 @@ pub(crate) async fn handle(
                     ResponseError::TransactionalIdAuthorizationFailed,
                     "transactions are not supported",
                 ))
+            } else if data.records.as_deref().is_some_and(is_transactional) {
+                // As Kafka: transactional records need a transactional id the producer may
+                // write as (an absent one never is).
+                Err(Failure::new(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "transactional records need a transactional id",
+                ))
             } else if !writable {
                 Err(Failure::new(
                     ResponseError::TopicAuthorizationFailed,
@@ -427,6 +434,11 @@ pub(crate) async fn init_producer_id(
                 .with_producer_epoch(-1)
         }
     }
+}
+
+/// Whether a produce's records are a transactional batch (header only; checked fully later).
+fn is_transactional(records: &[u8]) -> bool {
+    batch::BatchHeader::parse(records).is_ok_and(|h| h.is_transactional())
 }
 
 /// Whether a produce's records are a zstd batch (read from the header; checked fully later).
