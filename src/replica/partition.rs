@@ -588,6 +588,11 @@ impl Partition {
         Ok((records, aborted))
     }
 
+    /// Whether `producer_id` has a transaction open on this replica.
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.producers.has_open_transaction(producer_id)
+    }
+
     /// How many transactions are open on this replica.
     pub fn open_transactions(&self) -> usize {
         self.producers.open_transactions()

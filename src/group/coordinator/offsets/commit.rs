@@ -159,6 +159,10 @@ fn commit_verdict(g: &mut Group, req: &CommitRequest, now: i64) -> Result<(), Gr
     if g.state == GroupState::Dead {
         return Err(GroupError::CoordinatorNotAvailable);
     }
+    if req.transactional {
+        // A committed transaction's offsets (Kafka materializes them at the marker, unchecked).
+        return Ok(());
+    }
     if let Some(c) = &g.consumer {
         // The generation field carries the member epoch (OffsetCommit v9).
         return c.validate_commit(&req.member_id, req.generation);
