@@ -452,6 +452,7 @@ impl Broker {
         .map_err(|e| e.to_string())?;
         let link = peer::Link::new(&self.io, addr, self.shutdown_signal());
         let reply = tokio::select! {
+            biased;
             r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
             _ = self.io.clock.sleep(COMMIT_TIMEOUT) => return Err("timed out".into()),
         };

@@ -224,8 +224,12 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 36);
+        assert_eq!(client.len(), 41);
         assert!(served(ApiKey::Produce, 9));
+        // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.
+        assert!(served(ApiKey::EndTxn, 3) && !served(ApiKey::EndTxn, 4));
+        assert!(served(ApiKey::AddPartitionsToTxn, 3));
+        assert!(!served(ApiKey::AddPartitionsToTxn, 4));
         assert!(!served(ApiKey::Produce, 2));
         assert!(served(ApiKey::JoinGroup, 0));
         // KIP-848: librdkafka's group.protocol=consumer needs v1.

@@ -73,7 +73,7 @@ pub(crate) async fn init_producer_id(
     }
     // A producer id for the core to use if the transactional id is new (or its epoch
     // exhausted); wasted otherwise, as ids are plentiful.
-    let fresh = match broker.allocate_producer_id().await {
+    let fresh = match reserve_producer_id(broker).await {
         Ok(pid) => pid,
         Err(e) => {
             tracing::warn!(error = %e, "no producer id for a transactional producer");
@@ -353,6 +353,48 @@ pub(crate) async fn write_txn_markers(
         );
     }
     WriteTxnMarkersResponse::default().with_markers(markers)
+}
+
+/// A new producer id: reserved here on the active controller, else asked of it (an
+/// InitProducerId without a transactional id, as a forwarded one would be).
+async fn reserve_producer_id(broker: &Broker) -> Result<i64, String> {
+    let Some(quorum) = broker.quorum.as_ref().filter(|q| !q.is_active()) else {
+        return broker
+            .allocate_producer_id()
+            .await
+            .map_err(|e| e.to_string());
+    };
+    let link = quorum.leader_link().ok_or("no controller known")?;
+    let frame = crate::broker::peer::encode_request(
+        kafka_protocol::messages::ApiKey::InitProducerId,
+        0,
+        "weir-txn-coordinator",
+        &kafka_protocol::messages::RequestKind::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(-1),
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let reply = tokio::select! {
+        biased;
+        r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
+        _ = broker.io.clock.sleep(std::time::Duration::from_secs(5)) => {
+            return Err("the controller did not answer".into())
+        }
+    };
+    match crate::broker::peer::decode_response(
+        kafka_protocol::messages::ApiKey::InitProducerId,
+        0,
+        reply,
+    )
+    .map_err(|e| e.to_string())?
+    {
+        kafka_protocol::messages::ResponseKind::InitProducerId(r) if r.error_code == 0 => {
+            Ok(r.producer_id.0)
+        }
+        other => Err(format!("the controller refused a producer id: {other:?}")),
+    }
 }
 
 impl Broker {
