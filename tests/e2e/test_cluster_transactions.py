@@ -10,13 +10,17 @@ import uuid
 
 from confluent_kafka import Producer
 
-from test_cluster_clients import bootstrap_of, create_once, nodes, start_all, wait_registered  # noqa: F401
+import test_cluster_clients
+from test_cluster_clients import bootstrap_of, create_once, start_all, wait_registered
 from test_transactions import TIMEOUT_S, read_all
 
 PARTITIONS = 6
 
+# The three-node fixture (formatted, not started).
+nodes = test_cluster_clients.nodes
 
-def test_transactions_across_three_brokers(nodes):  # noqa: F811
+
+def test_transactions_across_three_brokers(nodes):
     start_all(nodes)
     wait_registered(nodes)
     bootstrap = bootstrap_of(nodes)

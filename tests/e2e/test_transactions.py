@@ -188,3 +188,22 @@ def test_a_second_producer_fences_the_first(broker):
         first.commit_transaction(TIMEOUT_S)
     assert raised.value.args[0].fatal() or raised.value.args[0].txn_requires_abort()
     assert read_all(broker.bootstrap, topic, 1, "read_committed", 1) == ["live"]
+
+
+def test_an_open_transaction_survives_kill9_and_is_aborted_by_the_next_producer(broker):
+    topic = f"txn-kill-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 1)
+    txn_id = f"tx-{topic}"
+    first = txn_producer(broker.bootstrap, txn_id)
+    first.begin_transaction()
+    first.produce(topic, value=b"lost")
+    first.flush(TIMEOUT_S)
+    broker.kill9()  # and start again
+    # The restarted broker rebuilds the open transaction (it still holds the LSO) and the
+    # coordinator reloads it as Ongoing: the next producer with the id aborts it.
+    second = txn_producer(broker.bootstrap, txn_id)
+    second.begin_transaction()
+    second.produce(topic, value=b"kept")
+    second.commit_transaction(TIMEOUT_S)
+    assert read_all(broker.bootstrap, topic, 1, "read_committed", 1) == ["kept"]
+    assert sorted(read_all(broker.bootstrap, topic, 1, "read_uncommitted", 2)) == ["kept", "lost"]
