@@ -54,9 +54,10 @@ fn reply_code(reply: &Reply, fenced_since: i16, version: i16) -> i16 {
 
 pub(crate) async fn init_producer_id(
     broker: &Broker,
-    version: i16,
+    ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
+    let version = ctx.version;
     let failed = |e: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(e.code())
@@ -70,6 +71,9 @@ pub(crate) async fn init_producer_id(
         .unwrap_or_default();
     if id.is_empty() {
         return failed(ResponseError::InvalidRequest);
+    }
+    if !broker.authz(ctx).transactional_id(&id) {
+        return failed(ResponseError::TransactionalIdAuthorizationFailed);
     }
     // A producer id for the core to use if the transactional id is new (or its epoch
     // exhausted); wasted otherwise, as ids are plentiful.
@@ -116,6 +120,31 @@ pub(crate) async fn add_partitions(
                 .map(|p| TopicPartition::new(t.name.as_str(), *p))
         })
         .collect();
+    if !broker
+        .authz(ctx)
+        .transactional_id(&req.v3_and_below_transactional_id)
+    {
+        let denied = ResponseError::TransactionalIdAuthorizationFailed.code();
+        let results = req
+            .v3_and_below_topics
+            .iter()
+            .map(|t| {
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_results_by_partition(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*p)
+                                    .with_partition_error_code(denied)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
     let image = broker.image();
     let unknown: Vec<&TopicPartition> = partitions
         .iter()
@@ -178,6 +207,15 @@ pub(crate) async fn add_offsets(
     ctx: &RequestContext,
     req: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
+    let authz = broker.authz(ctx);
+    if !authz.transactional_id(&req.transactional_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    if !authz.group(crate::acl::Operation::Read, &req.group_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     // The group's `__consumer_offsets` partition joins the transaction.
     if let Err(why) = broker.ensure_offsets_topic().await {
         tracing::debug!(%why, "AddOffsetsToTxn before the offsets topic exists");
@@ -206,6 +244,12 @@ pub(crate) async fn end_txn(
     ctx: &RequestContext,
     req: EndTxnRequest,
 ) -> EndTxnResponse {
+    if !broker.authz(ctx).transactional_id(&req.transactional_id) {
+        return EndTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
     let reply = broker
         .txn_call(|request| Event::EndTxn {
             request,
@@ -225,10 +269,11 @@ pub(crate) async fn end_txn(
 /// marker on the group's `__consumer_offsets` partition (see the driver).
 pub(crate) async fn txn_offset_commit(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group_id = req.group_id.to_string();
+    let authz = broker.authz(ctx);
     let partitions = broker.image().topic(OFFSETS_TOPIC).map(|t| t.partitions);
     // The group gate: this broker must coordinate the group (it leads its offsets partition).
     let gate = match partitions {
@@ -244,6 +289,12 @@ pub(crate) async fn txn_offset_commit(
     };
     // The offsets partition must be in the transaction (KIP-890 verification).
     let verdict = match gate {
+        _ if !authz.transactional_id(&req.transactional_id) => {
+            Err(ResponseError::TransactionalIdAuthorizationFailed)
+        }
+        _ if !authz.group(crate::acl::Operation::Read, &group_id) => {
+            Err(ResponseError::GroupAuthorizationFailed)
+        }
         Err(e) => Err(e),
         Ok(p) => {
             let reply = broker
@@ -310,9 +361,14 @@ pub(crate) async fn txn_offset_commit(
 /// or Admin's abortTransaction).
 pub(crate) async fn write_txn_markers(
     broker: &Broker,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     req: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
+    // As Kafka: CLUSTER_ACTION on the cluster (with an authorizer, the brokers' principal
+    // needs it, as for replication in Kafka).
+    let allowed = broker
+        .authz(ctx)
+        .cluster(crate::acl::Operation::ClusterAction);
     let mut markers = Vec::with_capacity(req.markers.len());
     for m in req.markers {
         let marker = Marker {
@@ -325,6 +381,7 @@ pub(crate) async fn write_txn_markers(
             for p in t.partition_indexes {
                 let tp = TopicPartition::new(t.name.as_str(), p);
                 let code = match broker.partition(&tp.topic, p) {
+                    _ if !allowed => ResponseError::ClusterAuthorizationFailed.code(),
                     None => ResponseError::UnknownTopicOrPartition.code(),
                     Some(_) => match broker
                         .write_marker_here(&tp, m.producer_id.0, m.producer_epoch, marker)

@@ -81,6 +81,15 @@ pub(crate) async fn handle(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks={acks} is not -1, 0 or 1"),
                 ))
+            } else if req
+                .transactional_id
+                .as_ref()
+                .is_some_and(|id| !authz.transactional_id(id))
+            {
+                Err(Failure::new(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "Transactional Id authorization failed.",
+                ))
             } else if let Err(failure) = verify_transactional(
                 broker,
                 ctx.version,
@@ -418,8 +427,7 @@ pub(crate) async fn init_producer_id(
 ) -> InitProducerIdResponse {
     if req.transactional_id.is_some() {
         // The transaction coordinator's (the client sent it there).
-        return crate::broker::handlers::transactions::init_producer_id(broker, ctx.version, req)
-            .await;
+        return crate::broker::handlers::transactions::init_producer_id(broker, ctx, req).await;
     }
     match broker.allocate_producer_id().await {
         Ok(id) => InitProducerIdResponse::default()
