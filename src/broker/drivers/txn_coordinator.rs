@@ -314,12 +314,16 @@ impl Broker {
         };
         let mut left = partitions;
         while !left.is_empty() {
+            // All partitions at once: the next transaction waits for the slowest marker.
+            let results = crate::io::join_all(
+                left.iter()
+                    .map(|tp| self.write_marker_anywhere(tp, producer_id, producer_epoch, marker))
+                    .collect(),
+            )
+            .await;
             let mut failed = Vec::new();
-            for tp in left {
-                if let Err(why) = self
-                    .write_marker_anywhere(&tp, producer_id, producer_epoch, marker)
-                    .await
-                {
+            for (tp, result) in left.into_iter().zip(results) {
+                if let Err(why) = result {
                     tracing::debug!(topic = %tp.topic, partition = tp.partition, %why,
                         "transaction marker not written yet; retrying");
                     failed.push(tp);
