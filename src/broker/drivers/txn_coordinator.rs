@@ -367,10 +367,20 @@ impl Broker {
         match leader {
             // A deleted topic has nothing left to mark.
             None => Ok(()),
-            Some(l) if l == self.config.node_id => self
-                .write_marker_here(tp, producer_id, producer_epoch, marker)
-                .await
-                .map_err(|e| format!("{e:?}")),
+            Some(l) if l == self.config.node_id => {
+                match self
+                    .write_marker_here(tp, producer_id, producer_epoch, marker)
+                    .await
+                {
+                    // A newer epoch or coordinator owns the producer's state here: nothing
+                    // more to write (as for the same errors from another leader, below).
+                    Ok(())
+                    | Err(ProduceError::InvalidProducerEpoch | ProduceError::CoordinatorFenced) => {
+                        Ok(())
+                    }
+                    Err(e) => Err(format!("{e:?}")),
+                }
+            }
             Some(l) if l < 0 => Err("no leader".into()),
             Some(l) => {
                 self.write_marker_remote(l, tp, producer_id, producer_epoch, marker)
