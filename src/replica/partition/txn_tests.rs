@@ -192,3 +192,44 @@ fn transactions_survive_a_restart_with_or_without_a_snapshot() {
         );
     }
 }
+
+#[test]
+fn a_follower_tracks_transactions_and_truncation_reopens_one() {
+    use super::follower::tests::{pair, tail};
+    let disk = MemDisk::new(3);
+    let (mut leader, mut follower) = pair(&disk); // 12 plain and idempotent batches
+    let start = leader.log_end_offset();
+    leader.append(&data(1, 0, 0, 2, true), 100).unwrap();
+    leader.append(&data(2, 0, 0, 1, true), 100).unwrap();
+    leader.append_marker(1, 0, abort(0), 100).unwrap();
+    let marker = leader.log_end_offset() - 1;
+    follower
+        .append_as_follower(&tail(&leader, 0), 200)
+        .unwrap()
+        .unwrap();
+    assert_eq!(follower.open_transactions(), 1);
+    follower.follow_high_watermark(leader.log_end_offset());
+    assert_eq!(
+        follower.last_stable_offset(),
+        start + 2,
+        "producer 2 is open"
+    );
+    // (Reads go one segment at a time: read where the transactions are.)
+    let (_, aborted) = follower.read_committed(start, 1 << 20).unwrap();
+    assert_eq!(
+        aborted
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+            .collect::<Vec<_>>(),
+        [(1, start, marker)]
+    );
+    // Cutting the marker off reopens producer 1's transaction on the follower.
+    let plan = follower.truncate_to(marker).unwrap().unwrap();
+    crate::io::memdisk::block_on(plan.make_durable()).unwrap();
+    follower.truncation_durable(&plan, 300);
+    assert_eq!(follower.open_transactions(), 2);
+    assert_eq!(
+        follower.last_stable_offset(),
+        start.min(follower.high_watermark())
+    );
+}
