@@ -287,6 +287,18 @@ pub(crate) async fn txn_offset_commit(
             }
         }
     };
+    let fenced = (ctx.version >= 3)
+        .then(|| {
+            broker.groups.read(|c| {
+                c.validate_txn_commit(
+                    &group_id,
+                    &req.member_id,
+                    req.group_instance_id.as_ref().map(|i| i.as_str()),
+                    req.generation_id,
+                )
+            })
+        })
+        .and_then(Result::err);
     // The offsets partition must be in the transaction (KIP-890 verification).
     let verdict = match gate {
         _ if !authz.transactional_id(&req.transactional_id) => {
@@ -296,6 +308,8 @@ pub(crate) async fn txn_offset_commit(
             Err(ResponseError::GroupAuthorizationFailed)
         }
         Err(e) => Err(e),
+        // KIP-447 (v3+ names the member): a zombie of an older generation is fenced.
+        Ok(_) if fenced.is_some() => Err(errors::group(fenced.expect("checked"))),
         Ok(p) => {
             let reply = broker
                 .txn_verify(
