@@ -24,6 +24,8 @@ const CORES: &[&str] = &[
     "src/replica/producer.rs",
     "src/replica/validation.rs",
     "src/replica/read_replica.rs",
+    "src/replica/transactions.rs",
+    "src/txn",
     "src/log/cleaner/plan.rs",
 ];
 

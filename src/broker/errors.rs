@@ -57,6 +57,8 @@ pub fn produce(e: &ProduceError) -> ResponseError {
         ProduceError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         ProduceError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         ProduceError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
+        ProduceError::InvalidTxnState => ResponseError::InvalidTxnState,
+        ProduceError::CoordinatorFenced => ResponseError::TransactionCoordinatorFenced,
         ProduceError::NotLeader => ResponseError::NotLeaderOrFollower,
         ProduceError::Storage(_) => ResponseError::KafkaStorageError,
     }

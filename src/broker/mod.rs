@@ -109,6 +109,8 @@ pub struct Broker {
     wait_budget: Arc<delayed::WaitBudget>,
     /// The consumer-group coordinator and its driver state.
     groups: drivers::group_coordinator::Groups,
+    /// The transaction coordinator and its driver state.
+    txns: drivers::txn_coordinator::Txns,
     /// The active controller's producer-id cursor (`drivers::producer_ids`).
     producer_ids: drivers::producer_ids::ProducerIds,
     /// The address clients are told to use (known once the listener is bound).
@@ -225,6 +227,7 @@ impl Broker {
             partitions: RwLock::new(BTreeMap::new()),
             wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
             groups: drivers::group_coordinator::Groups::new(group_config),
+            txns: drivers::txn_coordinator::Txns::new(),
             advertised: RwLock::new(advertised),
             shutdown,
             health: LogDirHealth::new(),
@@ -306,6 +309,7 @@ impl Broker {
         io.spawn(drivers::controller_timer::run(broker.clone()));
         io.spawn(drivers::cleaning::cleaner_loop(broker.clone()));
         io.spawn(drivers::group_coordinator::timer_loop(broker.clone()));
+        io.spawn(drivers::txn_coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {
             broker,
             local_addr,

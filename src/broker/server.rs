@@ -181,7 +181,10 @@ async fn dispatch(
             return Ok(true);
         }
     };
-    if !(relay && kind == ListenerKind::Client && forward::is_forwarded(request.key)) {
+    if !(relay
+        && kind == ListenerKind::Client
+        && forward::is_forwarded_request(request.key, &request.body))
+    {
         // Handled once: take the body out instead of copying it (a produce's is large).
         let placeholder = RequestKind::ApiVersions(Default::default());
         let body = std::mem::replace(&mut request.body, placeholder);

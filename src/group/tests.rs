@@ -193,6 +193,7 @@ impl Harness {
                 leader_epoch: -1,
                 metadata: None,
             }],
+            transactional: false,
         };
         let actions = self.c.commit(id, req, self.now);
         self.apply(actions);
@@ -574,6 +575,7 @@ fn commit_in_completing_rebalance_is_refused_and_metadata_is_bounded() {
                 metadata: None,
             },
         ],
+        transactional: false,
     };
     let a = h.c.commit(id, req, h.now);
     h.apply(a);
@@ -1010,6 +1012,7 @@ fn a_member_commit_to_an_unknown_group_gets_the_error_the_driver_names() {
             leader_epoch: -1,
             metadata: None,
         }],
+        transactional: false,
     };
     let actions = h.c.commit(id, req, h.now);
     h.apply(actions);

@@ -203,6 +203,9 @@ pub struct CommitRequest {
     /// answers ILLEGAL_GENERATION before OffsetCommit v9 and GROUP_ID_NOT_FOUND from v9.
     pub unknown_group: GroupError,
     pub offsets: Vec<OffsetToCommit>,
+    /// The offsets of a committed transaction (TxnOffsetCommit), checked when they were sent:
+    /// written whatever the group's generation now.
+    pub transactional: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

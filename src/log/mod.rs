@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod cleaner;
 pub mod codec;
+pub mod control;
 mod gapped_append;
 pub mod index;
 pub mod leader_epochs;

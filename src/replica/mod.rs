@@ -6,6 +6,7 @@ pub mod isr;
 pub mod partition;
 pub mod producer;
 pub mod read_replica;
+pub mod transactions;
 pub mod validation;
 
 pub use partition::{

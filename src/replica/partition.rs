@@ -13,6 +13,8 @@ mod follower;
 mod leader;
 mod leader_epoch;
 mod snapshot;
+#[cfg(test)]
+mod txn_tests;
 
 use std::io;
 use std::path::Path;
@@ -20,12 +22,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::producer::{ProducerStates, SequenceCheck};
+use super::producer::{ProducerStates, SequenceCheck, TxnRefusal};
+use super::transactions::AbortedTxn;
 use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
 use crate::log::cleaner::{CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
+use crate::log::control::{self, Marker};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
 pub use leader::{LeaderRefused, LeaderView, DEFAULT_REPLICA_LAG_TIME_MAX_MS};
@@ -46,6 +50,10 @@ pub enum ProduceError {
         found: i32,
     },
     InvalidProducerEpoch,
+    /// A non-transactional batch from a producer with a transaction open here.
+    InvalidTxnState,
+    /// A marker from a transaction coordinator older than the last one that wrote here.
+    CoordinatorFenced,
     /// Records that break the topic's rules (a keyless record on a compacted topic).
     RecordErrors(Vec<RecordError>),
     /// This replica is a follower: only the leader takes produces.
@@ -77,6 +85,14 @@ pub struct Appended {
 }
 
 use snapshot::{LastBatch, Snapshot, PRODUCER_SNAPSHOT};
+
+fn txn_refusal(refusal: TxnRefusal) -> ProduceError {
+    match refusal {
+        TxnRefusal::InvalidTxnState => ProduceError::InvalidTxnState,
+        TxnRefusal::StaleEpoch { .. } => ProduceError::InvalidProducerEpoch,
+        TxnRefusal::CoordinatorFenced { .. } => ProduceError::CoordinatorFenced,
+    }
+}
 
 pub fn log_config(config: &TopicConfig) -> LogConfig {
     // A compacted topic rolls by max.compaction.lag.ms too (KIP-354): the active segment is
@@ -388,9 +404,15 @@ impl Partition {
                 "the delete-horizon attribute is set only by the log cleaner".into(),
             ));
         }
-        if header.is_transactional() || header.is_control() {
+        if header.is_control() {
+            // Markers come from the transaction coordinator (WriteTxnMarkers), never a client.
             return Err(ProduceError::InvalidRecord(
-                "transactional and control batches are not supported".into(),
+                "clients may not write control batches".into(),
+            ));
+        }
+        if header.is_transactional() && !header.is_idempotent() {
+            return Err(ProduceError::InvalidRecord(
+                "a transactional batch needs a producer id".into(),
             ));
         }
         match self.producers.check(&header) {
@@ -421,6 +443,9 @@ impl Partition {
             }
             SequenceCheck::StaleEpoch { .. } => return Err(ProduceError::InvalidProducerEpoch),
         }
+        self.producers
+            .check_transaction(&header)
+            .map_err(txn_refusal)?;
         // Topics whose config looks inside batches (compaction keys, compression.type) may
         // refuse records or hand back a recompressed batch; all others keep the bytes as sent.
         let topic_partition = format!("{}-{}", self.topic, self.index);
@@ -474,6 +499,103 @@ impl Partition {
             log_start_offset: self.log.start_offset(),
             duplicate: false,
         })
+    }
+
+    /// Writes a transaction marker (WriteTxnMarkers, on the leader) for producer
+    /// (`producer_id`, `producer_epoch`): the control batch closes the producer's open
+    /// transaction here, if any. Refused when the epoch is older than the producer's
+    /// (INVALID_PRODUCER_EPOCH) or the coordinator older than the last marker's
+    /// (TRANSACTION_COORDINATOR_FENCED).
+    pub fn append_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+        now_ms: i64,
+    ) -> Result<Appended, ProduceError> {
+        if self.role != Role::Leader {
+            return Err(ProduceError::NotLeader);
+        }
+        if let Some(at) = self.pending_truncation {
+            return Err(ProduceError::Storage(io::Error::other(format!(
+                "the truncation to {at} is not durable yet"
+            ))));
+        }
+        if producer_id < 0 || producer_epoch < 0 {
+            return Err(ProduceError::InvalidRecord(
+                "a marker needs a producer id and epoch".into(),
+            ));
+        }
+        self.producers
+            .check_marker(producer_id, producer_epoch, marker)
+            .map_err(txn_refusal)?;
+        let mut owned = control::marker_batch(producer_id, producer_epoch, marker, now_ms);
+        let mut header = batch::check(&owned).expect("a marker batch is well formed");
+        batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
+        header.partition_leader_epoch = self.leader_epoch;
+        let (base_offset, last_offset) = self
+            .log
+            .append(&mut owned, std::slice::from_mut(&mut header), now_ms)
+            .map_err(ProduceError::Storage)?;
+        assert_eq!(base_offset, last_offset, "a marker takes one offset");
+        self.producers
+            .record_marker(&header, marker, now_ms, self.high_watermark);
+        let stored = batch::BatchHeader::parse(&owned).expect("an appended batch parses");
+        self.last_batch = Some(LastBatch::of(&stored));
+        if !self.durable_reads && !self.hw_from_replicas {
+            self.advance_high_watermark(self.log.end_offset());
+        }
+        self.leader_end_moved();
+        Ok(Appended {
+            base_offset,
+            last_offset,
+            log_append_time: -1,
+            log_start_offset: self.log.start_offset(),
+            duplicate: false,
+        })
+    }
+
+    /// The last stable offset: the first offset of a transaction still open or whose marker
+    /// the high watermark has not passed, else the high watermark (KIP-98).
+    pub fn last_stable_offset(&self) -> i64 {
+        let lso = self
+            .producers
+            .last_stable_offset(self.log.start_offset(), self.high_watermark);
+        debug_assert!(lso <= self.high_watermark);
+        lso
+    }
+
+    /// A `read_committed` read: whole batches from `offset` below the last stable offset,
+    /// with the aborted transactions the reader must drop from them (the broker never
+    /// filters; clients do, as Kafka's contract says).
+    pub fn read_committed(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<(Bytes, Vec<AbortedTxn>), ReadError> {
+        let lso = self.last_stable_offset();
+        let records = self.log.read(offset, max_bytes, lso)?;
+        // The aborted transactions that overlap what is returned: up to its end.
+        let upper_bound = batch::iter(&records)
+            .filter_map(Result::ok)
+            .last()
+            .map_or(offset, |(_, h)| h.next_offset());
+        let aborted = if records.is_empty() {
+            Vec::new()
+        } else {
+            self.producers.aborted_between(offset, upper_bound)
+        };
+        Ok((records, aborted))
+    }
+
+    /// Whether `producer_id` has a transaction open on this replica.
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.producers.has_open_transaction(producer_id)
+    }
+
+    /// How many transactions are open on this replica.
+    pub fn open_transactions(&self) -> usize {
+        self.producers.open_transactions()
     }
 
     /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`); returns how
@@ -541,11 +663,13 @@ impl Partition {
         );
         self.log.advance_start_offset(offset)?;
         assert!(self.log.start_offset() <= self.high_watermark);
+        self.producers.log_start_moved(self.log.start_offset());
         Ok(())
     }
 
     /// A log-cleaner pass over this partition, when its policy compacts and one is due. It
-    /// never reaches the high watermark, and keeps every active producer's last batch.
+    /// never reaches the last stable offset (an open transaction's data is not yet decided),
+    /// and keeps every active producer's last batch.
     pub fn clean_job(&self, now_ms: i64) -> io::Result<Option<CleanJob>> {
         if !self.config.is_compacted() {
             return Ok(None);
@@ -559,7 +683,7 @@ impl Partition {
             segment_bytes: self.config.segment_bytes,
         };
         self.log.clean_job(
-            self.high_watermark,
+            self.last_stable_offset(),
             self.producers.last_batch_offsets(),
             policy,
             now_ms,
@@ -603,6 +727,7 @@ impl Partition {
         )?;
         // Retention stops below the high watermark, which therefore stays inside the log.
         assert!(self.high_watermark >= self.log.start_offset());
+        self.producers.log_start_moved(self.log.start_offset());
         Ok(deleted)
     }
 }

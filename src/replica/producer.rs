@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::transactions::{AbortedTxn, Transactions};
 use crate::log::batch::BatchHeader;
+use crate::log::control::Marker;
 
 /// How many recent batches per producer are remembered for duplicate detection.
 pub const BATCHES_KEPT: usize = 5;
@@ -40,6 +42,29 @@ struct Entry {
     /// such an entry the first to go, which costs at most one missed retry detection.
     #[serde(default)]
     last_activity_ms: i64,
+    /// The first offset of this producer's open transaction here (Kafka's
+    /// `currentTxnFirstOffset`): set by its first transactional batch, cleared by a marker.
+    #[serde(default)]
+    txn_first_offset: Option<i64>,
+    /// The coordinator epoch of the last marker written for it: an older coordinator's marker
+    /// is refused (TRANSACTION_COORDINATOR_FENCED).
+    #[serde(default = "no_coordinator_epoch")]
+    coordinator_epoch: i32,
+}
+
+fn no_coordinator_epoch() -> i32 {
+    -1
+}
+
+/// Why a transactional or marker write is refused by the producer state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnRefusal {
+    /// A non-transactional batch from a producer with an open transaction here.
+    InvalidTxnState,
+    /// A marker older than the producer's epoch.
+    StaleEpoch { current: i16 },
+    /// A marker from a coordinator older than the last one that wrote here.
+    CoordinatorFenced { current: i32 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +86,9 @@ pub struct ProducerStates {
     /// so not written to snapshots; [`ProducerStates::reindex`] rebuilds it after loading.
     #[serde(skip)]
     by_activity: BTreeSet<(i64, i64)>,
+    /// Open and recently ended transactions, and the aborted index.
+    #[serde(default)]
+    transactions: Transactions,
 }
 
 fn next_sequence(sequence: i32) -> i32 {
@@ -126,22 +154,14 @@ impl ProducerStates {
         if !header.is_idempotent() {
             return;
         }
+        assert!(!header.is_control(), "markers go through record_marker");
         let pid = header.producer_id;
-        if !self.producers.contains_key(&pid) && self.producers.len() >= MAX_PRODUCERS {
-            self.evict_least_recent();
+        let entry = self.touch(pid, header.producer_epoch, now_ms);
+        if header.is_transactional() && entry.txn_first_offset.is_none() {
+            entry.txn_first_offset = Some(header.base_offset);
+            self.transactions.opened(pid, header.base_offset);
         }
-        let entry = self.producers.entry(pid).or_insert_with(|| Entry {
-            epoch: header.producer_epoch,
-            batches: VecDeque::with_capacity(BATCHES_KEPT + 1),
-            last_activity_ms: i64::MIN,
-        });
-        if entry.last_activity_ms != i64::MIN {
-            let removed = self.by_activity.remove(&(entry.last_activity_ms, pid));
-            assert!(removed, "the activity index covers every producer");
-        }
-        // A clock that steps back must not make an active producer look idle.
-        entry.last_activity_ms = entry.last_activity_ms.max(now_ms);
-        self.by_activity.insert((entry.last_activity_ms, pid));
+        let entry = self.producers.get_mut(&pid).expect("just touched");
         if header.producer_epoch > entry.epoch {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
@@ -170,6 +190,136 @@ impl ProducerStates {
         assert_eq!(self.by_activity.len(), self.producers.len());
     }
 
+    /// The entry of `pid` (created at `epoch` if new, evicting the least recent producer when
+    /// full), its activity moved to `now_ms`.
+    fn touch(&mut self, pid: i64, epoch: i16, now_ms: i64) -> &mut Entry {
+        if !self.producers.contains_key(&pid) && self.producers.len() >= MAX_PRODUCERS {
+            self.evict_least_recent();
+        }
+        let entry = self.producers.entry(pid).or_insert_with(|| Entry {
+            epoch,
+            batches: VecDeque::with_capacity(BATCHES_KEPT + 1),
+            last_activity_ms: i64::MIN,
+            txn_first_offset: None,
+            coordinator_epoch: -1,
+        });
+        if entry.last_activity_ms != i64::MIN {
+            let removed = self.by_activity.remove(&(entry.last_activity_ms, pid));
+            assert!(removed, "the activity index covers every producer");
+        }
+        // A clock that steps back must not make an active producer look idle.
+        entry.last_activity_ms = entry.last_activity_ms.max(now_ms);
+        self.by_activity.insert((entry.last_activity_ms, pid));
+        entry
+    }
+
+    /// Checks a data batch against the producer's transaction here (after [`Self::check`]):
+    /// a non-transactional batch while a transaction is open is refused (INVALID_TXN_STATE).
+    pub fn check_transaction(&self, header: &BatchHeader) -> Result<(), TxnRefusal> {
+        let open = self
+            .producers
+            .get(&header.producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some());
+        if header.is_idempotent() && !header.is_transactional() && open {
+            return Err(TxnRefusal::InvalidTxnState);
+        }
+        Ok(())
+    }
+
+    /// Whether `producer_id` has a transaction open here (a transactional batch without one
+    /// needs the coordinator's word first, KIP-890).
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// Checks a marker from a leader's coordinator (Kafka's `appendEndTxnMarker` checks, TV1:
+    /// the marker epoch may equal the producer's).
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        marker: Marker,
+    ) -> Result<(), TxnRefusal> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if epoch < entry.epoch {
+            return Err(TxnRefusal::StaleEpoch {
+                current: entry.epoch,
+            });
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return Err(TxnRefusal::CoordinatorFenced {
+                current: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a marker now in the log at `header.base_offset`: it closes the producer's open
+    /// transaction here (an ABORT enters the aborted index), if there is one. Replicas and
+    /// replays call it unchecked, as they do [`Self::record_replicated`]. `high_watermark`
+    /// retires completions it has passed.
+    pub fn record_marker(
+        &mut self,
+        header: &BatchHeader,
+        marker: Marker,
+        now_ms: i64,
+        high_watermark: i64,
+    ) {
+        assert!(header.is_control() && header.is_idempotent());
+        let pid = header.producer_id;
+        let offset = header.base_offset;
+        let entry = self.touch(pid, header.producer_epoch, now_ms);
+        if header.producer_epoch != entry.epoch {
+            // A marker at a bumped epoch (the coordinator fenced the producer) restarts the
+            // sequence window, as Kafka's `maybeUpdateProducerEpoch` does.
+            entry.epoch = header.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        if let Some(first) = entry.txn_first_offset.take() {
+            self.transactions
+                .ended(pid, first, offset, !marker.commit, high_watermark);
+        } else {
+            self.transactions.retire(high_watermark);
+        }
+        self.check_transactions();
+    }
+
+    /// The last stable offset, given the partition's log start and high watermark.
+    pub fn last_stable_offset(&self, log_start: i64, high_watermark: i64) -> i64 {
+        self.transactions
+            .last_stable_offset(log_start, high_watermark)
+    }
+
+    /// The aborted transactions a `read_committed` fetch from `fetch_offset` whose data ends
+    /// before `upper_bound` reports.
+    pub fn aborted_between(&self, fetch_offset: i64, upper_bound: i64) -> Vec<AbortedTxn> {
+        self.transactions.aborted_between(fetch_offset, upper_bound)
+    }
+
+    /// The log start moved (retention, DeleteRecords): aborted-index entries below it go.
+    /// Producer entries stay (KIP-360 expects them kept).
+    pub fn log_start_moved(&mut self, log_start: i64) {
+        self.transactions.log_start_moved(log_start);
+    }
+
+    /// How many transactions are open here.
+    pub fn open_transactions(&self) -> usize {
+        self.transactions.open_count()
+    }
+
+    /// Every open transaction belongs to a remembered producer that names it.
+    fn check_transactions(&self) {
+        debug_assert!(self.transactions.ongoing().all(|(first, pid)| self
+            .producers
+            .get(&pid)
+            .is_some_and(|e| e.txn_first_offset == Some(first))));
+    }
+
     /// The last offset of every remembered producer's last batch: the log cleaner keeps those
     /// batches (emptied if need be), so that the state rebuilt from the log after compaction
     /// still knows each producer's last sequence.
@@ -187,7 +337,7 @@ impl ProducerStates {
     /// epoch it replaced when the batch's went back: Kafka warns then, and so does the caller.
     #[must_use = "an epoch that went back is worth a warning"]
     pub fn record_replicated(&mut self, header: &BatchHeader, now_ms: i64) -> Option<i16> {
-        if !header.is_idempotent() {
+        if !header.is_idempotent() || header.is_control() {
             return None;
         }
         let mut went_back = None;
@@ -216,30 +366,41 @@ impl ProducerStates {
     pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         assert!(expiration_ms > 0);
         let cutoff = now_ms.saturating_sub(expiration_ms);
-        let mut expired = 0;
-        // Bounded: each step removes one of at most MAX_PRODUCERS entries.
-        while let Some(&(last, pid)) = self.by_activity.first() {
-            if last > cutoff {
-                break;
-            }
-            self.by_activity.pop_first();
-            let removed = self.producers.remove(&pid);
-            assert!(
-                removed.is_some(),
-                "the activity index names only known producers"
-            );
-            expired += 1;
+        // A producer with an open transaction here is never forgotten (Kafka's
+        // `isProducerExpired`): its transaction's first offset holds the LSO.
+        let idle: Vec<i64> = self
+            .by_activity
+            .range(..(cutoff.saturating_add(1), i64::MIN))
+            .map(|&(_, pid)| pid)
+            .filter(|pid| !self.has_open_transaction(*pid))
+            .collect();
+        let expired = idle.len();
+        for pid in idle {
+            let entry = self
+                .producers
+                .remove(&pid)
+                .expect("the activity index names only known producers");
+            assert!(self.by_activity.remove(&(entry.last_activity_ms, pid)));
         }
         assert_eq!(self.by_activity.len(), self.producers.len());
         expired
     }
 
     fn evict_least_recent(&mut self) {
-        let (_, pid) = self
+        // The least recent producer without an open transaction (one with an open transaction
+        // holds the LSO and must stay); if every one has one, the least recent goes anyway.
+        let victim = self
             .by_activity
-            .pop_first()
+            .iter()
+            .find(|(_, pid)| !self.has_open_transaction(*pid))
+            .or_else(|| self.by_activity.first())
+            .copied()
             .expect("a full producer table is not empty");
-        assert!(self.producers.remove(&pid).is_some());
+        self.by_activity.remove(&victim);
+        let entry = self.producers.remove(&victim.1).expect("indexed");
+        if let Some(first) = entry.txn_first_offset {
+            self.transactions.forget_open(first);
+        }
     }
 
     /// Rebuilds the derived activity index after deserialising, and applies the count bound
@@ -250,10 +411,16 @@ impl ProducerStates {
             .iter()
             .map(|(&pid, e)| (e.last_activity_ms, pid))
             .collect();
+        self.transactions.reindex(
+            self.producers
+                .iter()
+                .filter_map(|(&pid, e)| e.txn_first_offset.map(|f| (pid, f))),
+        );
         while self.producers.len() > MAX_PRODUCERS {
             self.evict_least_recent();
         }
         assert_eq!(self.by_activity.len(), self.producers.len());
+        self.check_transactions();
     }
 }
 
@@ -414,6 +581,28 @@ mod tests {
             matches!(s.check(&header(1, 2, 4, 1, 7)), SequenceCheck::Duplicate(m) if m.first_offset == 3)
         );
         assert_eq!(s.check(&header(1, 2, 5, 1, 7)), SequenceCheck::Append);
+    }
+
+    #[test]
+    fn a_producer_with_an_open_transaction_never_expires() {
+        let mut s = ProducerStates::default();
+        let mut txn = header(1, 0, 0, 1, 0);
+        txn.attributes = 0x10;
+        s.record(&txn, 1_000);
+        s.record(&header(2, 0, 0, 1, 1), 1_000);
+        assert_eq!(s.expire(100_000, 10_000), 1);
+        assert_eq!((s.len(), s.open_transactions()), (1, 1));
+        assert_eq!(s.last_stable_offset(0, 5), 0);
+        let mut marker = header(1, 0, -1, 1, 2);
+        marker.attributes = 0x30;
+        let m = Marker {
+            commit: true,
+            coordinator_epoch: 0,
+        };
+        s.record_marker(&marker, m, 2_000, 3);
+        assert_eq!(s.last_stable_offset(0, 3), 3);
+        assert_eq!(s.expire(100_000, 10_000), 1);
+        assert!(s.is_empty());
     }
 
     #[test]

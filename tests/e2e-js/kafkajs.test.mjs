@@ -140,3 +140,35 @@ test('group consumer with eachMessage commits and resumes', { timeout: 90000 }, 
   await producer.disconnect()
   await admin.disconnect()
 })
+
+test('transactions: committed records are read, aborted ones are not', { timeout: 90000 }, async () => {
+  const admin = kafka.admin()
+  await admin.connect()
+  await admin.createTopics({ topics: [{ topic: 'jstx', numPartitions: 2 }], waitForLeaders: true })
+  const producer = kafka.producer({ transactionalId: 'js-tx', idempotent: true, maxInFlightRequests: 1 })
+  await producer.connect()
+  const expected = []
+  for (let round = 0; round < 4; round++) {
+    const txn = await producer.transaction()
+    const messages = Array.from({ length: 10 }, (_, i) => ({ partition: i % 2, value: `t${round}-${i}` }))
+    await txn.send({ topic: 'jstx', messages })
+    if (round % 2 === 0) {
+      await txn.commit()
+      expected.push(...messages.map(m => m.value))
+    } else {
+      await txn.abort()
+    }
+  }
+  await producer.disconnect()
+  // Four markers per partition: 20 records + 4 markers.
+  const offsets = await admin.fetchTopicOffsets('jstx')
+  assert.equal(offsets.reduce((n, p) => n + Number(p.high), 0), 40 + 8)
+
+  const consumer = kafka.consumer({ groupId: 'js-tx-reader', sessionTimeout: 10000, heartbeatInterval: 500 })
+  await consumer.connect()
+  await consumer.subscribe({ topic: 'jstx', fromBeginning: true })
+  const got = await collect(consumer, 'jstx', expected.length, 60000)
+  assert.deepEqual(got.map(m => m.value).sort(), expected.sort())
+  await consumer.disconnect()
+  await admin.disconnect()
+})

@@ -1,7 +1,7 @@
 //! The drivers of the cores: each runs one protocol core (or a loop of the broker's own) and
 //! does its I/O. The quorum (`quorum`, with `quorum_status`), the follower's replica fetchers
 //! (`replica_fetcher`), the leader's ISR driver (`isr`), the group coordinator's driver
-//! (`group_coordinator`), the active controller's broker sessions and timer
+//! (`group_coordinator`), the transaction coordinator's (`txn_coordinator`), the active controller's broker sessions and timer
 //! (`controller_sessions`, `controller_timer`) and producer-id cursor (`producer_ids`), this broker's own session with the controller
 //! (`broker_session`), the log cleaner (`cleaning`) and the local partitions' reconciliation
 //! with the image (`reconcile`). Handlers call into them; they never import a handler's
@@ -18,3 +18,4 @@ pub mod quorum;
 pub mod quorum_status;
 pub(crate) mod reconcile;
 pub mod replica_fetcher;
+pub(crate) mod txn_coordinator;

@@ -20,6 +20,7 @@ pub(crate) mod inter_node;
 pub(crate) mod records;
 pub(crate) mod security;
 pub(crate) mod topics;
+pub(crate) mod transactions;
 
 /// A route: `$key` at `$versions` on `$serves`, answered by `$body` (an expression of
 /// `Option<ResponseKind>`, or `Result<Option<ResponseKind>, String>` after `try`) with the
@@ -89,8 +90,26 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(DeleteTopics, Range(1, 6), Both, |b, c, r| Some(
         ResponseKind::DeleteTopics(admin::delete_topics(b, c, r).await)
     )),
-    route!(InitProducerId, Range(0, 4), Both, |b, _, r| Some(
-        ResponseKind::InitProducerId(produce::init_producer_id(b, r).await)
+    route!(InitProducerId, Range(0, 4), Both, |b, c, r| Some(
+        ResponseKind::InitProducerId(produce::init_producer_id(b, c, r).await)
+    )),
+    // Transactions v1 (KIP-98 with KIP-890 part 1's verification). Not the v2 versions
+    // (EndTxn 5, TxnOffsetCommit 5, AddPartitionsToTxn 4+ from brokers), and no
+    // `transaction.version` feature is advertised, so clients stay on v1.
+    route!(AddPartitionsToTxn, Range(0, 3), Both, |b, c, r| Some(
+        ResponseKind::AddPartitionsToTxn(transactions::add_partitions(b, c, r).await)
+    )),
+    route!(AddOffsetsToTxn, Range(0, 3), Both, |b, c, r| Some(
+        ResponseKind::AddOffsetsToTxn(transactions::add_offsets(b, c, r).await)
+    )),
+    route!(EndTxn, Range(0, 3), Both, |b, c, r| Some(
+        ResponseKind::EndTxn(transactions::end_txn(b, c, r).await)
+    )),
+    route!(TxnOffsetCommit, Range(0, 3), Both, |b, c, r| Some(
+        ResponseKind::TxnOffsetCommit(transactions::txn_offset_commit(b, c, r).await)
+    )),
+    route!(WriteTxnMarkers, Range(1, 1), Both, |b, c, r| Some(
+        ResponseKind::WriteTxnMarkers(transactions::write_txn_markers(b, c, r).await)
     )),
     route!(DescribeConfigs, Range(1, 4), Both, |b, c, r| Some(
         ResponseKind::DescribeConfigs(configs::describe(b, c, r))
@@ -205,8 +224,12 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 36);
+        assert_eq!(client.len(), 41);
         assert!(served(ApiKey::Produce, 9));
+        // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.
+        assert!(served(ApiKey::EndTxn, 3) && !served(ApiKey::EndTxn, 4));
+        assert!(served(ApiKey::AddPartitionsToTxn, 3));
+        assert!(!served(ApiKey::AddPartitionsToTxn, 4));
         assert!(!served(ApiKey::Produce, 2));
         assert!(served(ApiKey::JoinGroup, 0));
         // KIP-848: librdkafka's group.protocol=consumer needs v1.

@@ -355,10 +355,17 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     stored("ssl.truststore.type", Text, PerListener, "TLS; Weir has none."),
     used("super.users", Text, "", "`;`-separated principals (`User:admin`) the authorizer always allows.")
         .shows(|c| Some(c.authorizer.super_users.join(";"))),
-    stored("transaction.partition.verification.enable", Bool, ClusterWide, "Transactions; Weir has none."),
-    accepted("transaction.state.log.min.isr", Int(1, I32), ReadOnly, "Transactions; Weir has none."),
-    accepted("transaction.state.log.num.partitions", Int(1, I32), ReadOnly, "Transactions; Weir has none."),
-    accepted("transaction.state.log.replication.factor", Int(1, I16), ReadOnly, "Transactions; Weir has none."),
+    used("transaction.abort.timed.out.transaction.cleanup.interval.ms", Int(1, I32), "10000", "How often the transaction coordinator aborts transactions open past their timeout.")
+        .shows(|c| Some(c.transaction_abort_interval_ms.to_string())),
+    used("transaction.max.timeout.ms", Int(1, I32), "900000", "Longest `transaction.timeout.ms` a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it).")
+        .shows(|c| Some(c.transaction_max_timeout_ms.to_string())),
+    stored("transaction.partition.verification.enable", Bool, ClusterWide, "KIP-890 verification; Weir always verifies a producer's first transactional write to a partition."),
+    used("transaction.state.log.min.isr", Int(1, I32), "2", "`min.insync.replicas` of `__transaction_state`, clamped to its replication factor.")
+        .shows(|c| Some(c.transaction_state_log_min_isr.to_string())),
+    used("transaction.state.log.num.partitions", Int(1, I32), "50", "Partitions of `__transaction_state` when it is created (never changed after).")
+        .shows(|c| Some(c.transaction_state_log_num_partitions.to_string())),
+    used("transaction.state.log.replication.factor", Int(1, I16), "3", "Replication factor of `__transaction_state`, clamped to the live brokers when it is created.")
+        .shows(|c| Some(c.transaction_state_log_replication_factor.to_string())),
     accepted("transaction.state.log.segment.bytes", Int(1, I32), ReadOnly, "Transactions; Weir has none."),
     used("weir.fsync.before.ack", Bool, "false", "Weir's own: acknowledge a produce only after its data is fsynced (group commit).")
         .shows(|c| Some(c.fsync_before_ack.to_string())),

@@ -96,6 +96,11 @@ pub struct ServerConfig {
     pub offset_metadata_max_bytes: i32,
     pub offsets_topic_replication_factor: i16,
     pub offsets_topic_segment_bytes: i32,
+    pub transaction_state_log_num_partitions: i32,
+    pub transaction_state_log_replication_factor: i16,
+    pub transaction_state_log_min_isr: i32,
+    pub transaction_max_timeout_ms: i32,
+    pub transaction_abort_interval_ms: i32,
     /// `controller.quorum.election.timeout.ms`.
     pub quorum_election_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`.

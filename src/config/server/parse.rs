@@ -208,6 +208,15 @@ pub(super) fn parse(
         offset_metadata_max_bytes: p.int("offset.metadata.max.bytes")? as i32,
         offsets_topic_replication_factor: p.int("offsets.topic.replication.factor")? as i16,
         offsets_topic_segment_bytes: p.int("offsets.topic.segment.bytes")? as i32,
+        transaction_state_log_num_partitions: p.int("transaction.state.log.num.partitions")? as i32,
+        transaction_state_log_replication_factor: p
+            .int("transaction.state.log.replication.factor")?
+            as i16,
+        transaction_state_log_min_isr: p.int("transaction.state.log.min.isr")? as i32,
+        transaction_max_timeout_ms: p.int("transaction.max.timeout.ms")? as i32,
+        transaction_abort_interval_ms: p
+            .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?
+            as i32,
         fsync_before_ack: p.bool("weir.fsync.before.ack")?,
         replica_lag_time_max_ms: p.int("replica.lag.time.max.ms")?,
         broker_heartbeat_interval_ms: p.int("broker.heartbeat.interval.ms")? as u64,

@@ -199,6 +199,7 @@ impl Harness {
                 leader_epoch: -1,
                 metadata: None,
             }],
+            transactional: false,
         };
         let actions = self.c.commit(id, req, self.now);
         match self.answer(actions, id) {

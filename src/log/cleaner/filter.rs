@@ -139,7 +139,8 @@ pub fn filter_batch<'a>(
     ctx: &FilterContext<'_>,
 ) -> Result<Filtered<'a>, FilterError> {
     if header.is_control() {
-        // The broker refuses transactional produces, so a control batch is foreign: keep it.
+        // Transaction markers are kept: producer state rebuilt from the log needs every one
+        // (Kafka drops a marker only once its transaction's data is gone, KIP-534).
         return Ok(Filtered::Unchanged(bytes));
     }
     let (codec, plain) = plain_section(bytes, header)?;

@@ -142,8 +142,13 @@ impl Partition {
             self.log
                 .append_at_offsets(slice, std::slice::from_ref(header), now_ms)
                 .map_err(FollowerAppendError::Storage)?;
-            let went_back = self.producers.record_replicated(header, now_ms);
-            snapshot::warn_if_epoch_went_back(header, went_back);
+            snapshot::replay(
+                &mut self.producers,
+                &owned[position..position + len],
+                header,
+                now_ms,
+                self.high_watermark,
+            );
             self.last_batch = Some(LastBatch::of(header));
             position += len;
         }

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::super::producer::ProducerStates;
 use crate::io::Disk;
 use crate::log::batch::BatchHeader;
+use crate::log::control;
 use crate::log::Log;
 
 /// The snapshot file in the partition directory.
@@ -130,13 +131,65 @@ pub(super) fn rebuild(
         Some(s) if s.fits(log, up_to)? => (s.producers, s.offset),
         _ => (ProducerStates::default(), log.start_offset()),
     };
+    let mut failed = None;
     log.scan_headers(from, |header| {
-        if header.base_offset < up_to {
+        if header.base_offset >= up_to || failed.is_some() {
+            return;
+        }
+        if header.is_control() && header.is_idempotent() {
+            // Only a marker's record says commit or abort: read its (small) batch.
+            match log.read(header.base_offset, header.total_len(), log.end_offset()) {
+                Ok(bytes) => {
+                    let at_log_start = log.start_offset();
+                    replay(
+                        &mut producers,
+                        &bytes,
+                        header,
+                        header.max_timestamp,
+                        at_log_start,
+                    );
+                }
+                Err(e) => failed = Some(e),
+            }
+        } else {
             let went_back = producers.record_replicated(header, header.max_timestamp);
             warn_if_epoch_went_back(header, went_back);
         }
     })?;
+    if let Some(e) = failed {
+        return Err(io::Error::other(format!(
+            "reading a transaction marker to rebuild producer state: {e:?}"
+        )));
+    }
     Ok(producers)
+}
+
+/// Applies one batch from the log or the leader (`bytes` holds it whole) to the producer state,
+/// unchecked: data through [`ProducerStates::record_replicated`], a transaction marker through
+/// [`ProducerStates::record_marker`]. A marker whose record cannot be read is logged and
+/// skipped (the leader wrote it; its transaction then stays open here, holding the LSO, which
+/// is the safe side).
+pub(super) fn replay(
+    producers: &mut ProducerStates,
+    bytes: &[u8],
+    header: &BatchHeader,
+    now_ms: i64,
+    high_watermark: i64,
+) {
+    if !header.is_control() {
+        let went_back = producers.record_replicated(header, now_ms);
+        warn_if_epoch_went_back(header, went_back);
+        return;
+    }
+    if !header.is_idempotent() {
+        return;
+    }
+    match control::parse_marker(bytes, header) {
+        Ok(Some(marker)) => producers.record_marker(header, marker, now_ms, high_watermark),
+        Ok(None) => {}
+        Err(e) => tracing::error!(offset = header.base_offset, error = %e,
+            "unreadable transaction marker"),
+    }
 }
 
 /// Kafka's warning when a replicated (or replayed) batch carries an older producer epoch than

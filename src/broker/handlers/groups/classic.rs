@@ -46,10 +46,10 @@ pub(crate) async fn find_coordinator(
             Ok(()) => Ok(()),
             Err(e) => Err((ResponseError::CoordinatorNotAvailable, e)),
         },
-        1 => Err((
-            ResponseError::CoordinatorNotAvailable,
-            "Weir does not implement transactions yet".to_string(),
-        )),
+        1 => match broker.ensure_transaction_topic().await {
+            Ok(()) => Ok(()),
+            Err(e) => Err((ResponseError::CoordinatorNotAvailable, e)),
+        },
         other => Err((
             ResponseError::InvalidRequest,
             format!("unsupported coordinator key type {other}"),
@@ -61,9 +61,12 @@ pub(crate) async fn find_coordinator(
             return Err((GROUP_DENIED, "Group authorization failed.".into()));
         }
         answer.clone()?;
-        broker
-            .coordinator_endpoint(key)
-            .map_err(|why| (ResponseError::CoordinatorNotAvailable, why))
+        let endpoint = if req.key_type == 1 {
+            broker.txn_coordinator_endpoint(key)
+        } else {
+            broker.coordinator_endpoint(key)
+        };
+        endpoint.map_err(|why| (ResponseError::CoordinatorNotAvailable, why))
     };
     let mut response = FindCoordinatorResponse::default();
     if ctx.version >= 4 {
@@ -393,6 +396,7 @@ pub(crate) async fn offset_commit(
             GroupError::IllegalGeneration
         },
         offsets,
+        transactional: false,
     };
     let mut errors_by_partition: std::collections::BTreeMap<(String, i32), i16> = unknown
         .into_iter()
@@ -515,6 +519,15 @@ pub(crate) fn offset_fetch(
     let v = ctx.version;
     let authz = broker.authz(ctx);
     let topic_denied = ResponseError::TopicAuthorizationFailed.code();
+    // RequireStable (v7+, librdkafka's default): a partition with a transactional commit not
+    // yet settled answers UNSTABLE_OFFSET_COMMIT, and the client retries.
+    let unstable = |group: &str, topic: &str, partition: i32| -> i16 {
+        if v >= 7 && req.require_stable && broker.has_pending_txn_offset(group, topic, partition) {
+            ResponseError::UnstableOffsetCommit.code()
+        } else {
+            0
+        }
+    };
     if v >= 8 {
         let groups = req
             .groups
@@ -557,7 +570,13 @@ pub(crate) fn offset_fetch(
                         fetched
                             .into_iter()
                             .map(|(t, list)| {
-                                let list = list.into_iter().map(|o| wire_partition(o, 0)).collect();
+                                let list = list
+                                    .into_iter()
+                                    .map(|o| {
+                                        let e = unstable(&g.group_id, &t, o.partition);
+                                        wire_partition(o, e)
+                                    })
+                                    .collect();
                                 wire_topic(t, list)
                             })
                             .chain(denied.into_iter().map(|(t, ps)| {
@@ -619,7 +638,16 @@ pub(crate) fn offset_fetch(
         Fetch::Fetched(Ok(fetched), denied) => OffsetFetchResponse::default().with_topics(
             fetched
                 .into_iter()
-                .map(|(t, list)| topic(t, list.into_iter().map(|o| partition(o, 0)).collect()))
+                .map(|(t, list)| {
+                    let list = list
+                        .into_iter()
+                        .map(|o| {
+                            let e = unstable(&req.group_id, &t, o.partition);
+                            partition(o, e)
+                        })
+                        .collect();
+                    topic(t, list)
+                })
                 .chain(denied.into_iter().map(|(t, ps)| {
                     let list = ps
                         .into_iter()

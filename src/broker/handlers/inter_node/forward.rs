@@ -56,6 +56,15 @@ pub(crate) fn is_forwarded(key: ApiKey) -> bool {
     FORWARDED.contains(&key)
 }
 
+/// Whether this request goes to the active controller: a transactional InitProducerId is the
+/// transaction coordinator's, answered where the client sent it.
+pub(crate) fn is_forwarded_request(key: ApiKey, body: &RequestKind) -> bool {
+    match body {
+        RequestKind::InitProducerId(r) if r.transactional_id.is_some() => false,
+        _ => is_forwarded(key),
+    }
+}
+
 /// After a failed relay (connection refused by a dead controller, or an answer that it is no
 /// longer the controller) with the same controller still named, the next try waits for a
 /// controller change or this long, whichever comes first (Kafka's reconnect backoff).

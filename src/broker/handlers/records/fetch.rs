@@ -19,13 +19,14 @@ use bytes::Bytes;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, ProducerId,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -215,11 +216,22 @@ pub(crate) async fn handle(
     } else {
         Isolation::HighWatermark
     };
+    // READ_COMMITTED (v4+): up to the last stable offset, with the aborted transactions. Its
+    // waiters wake on the high watermark: the LSO moves only when it does (a marker becomes
+    // stable once the high watermark passes it).
+    let read_committed = !from_replica && ctx.version >= 4 && req.isolation_level == 1;
     let wake = FetchWake::new();
     let mut registrations: Option<Vec<FetchRegistration>> = None;
     loop {
-        let (partitions, bytes, answer_now) =
-            read_all(broker, ctx, &wanted, max_bytes, replica, client.as_ref());
+        let (partitions, bytes, answer_now) = read_all(
+            broker,
+            ctx,
+            &wanted,
+            max_bytes,
+            replica,
+            client.as_ref(),
+            read_committed,
+        );
         let done = bytes >= min_bytes
             || answer_now
             || wanted.is_empty()
@@ -287,6 +299,7 @@ fn read_all(
     max_bytes: usize,
     replica: Option<Replica>,
     client: Option<&ClientMetadata>,
+    read_committed: bool,
 ) -> (Vec<PartitionData>, usize, bool) {
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
@@ -347,7 +360,7 @@ fn read_all(
                     .with_epoch(end.epoch)
                     .with_end_offset(end.end_offset);
                 data.high_watermark = partition.high_watermark();
-                data.last_stable_offset = partition.high_watermark();
+                data.last_stable_offset = partition.last_stable_offset();
                 data.log_start_offset = partition.log_start_offset();
                 answer_now = true;
                 out.push(data);
@@ -367,7 +380,7 @@ fn read_all(
             // `hasPreferredReadReplica`); the offsets tell the consumer where the log stands.
             data.preferred_read_replica = BrokerId(preferred);
             data.high_watermark = partition.high_watermark();
-            data.last_stable_offset = partition.high_watermark();
+            data.last_stable_offset = partition.last_stable_offset();
             data.log_start_offset = partition.log_start_offset();
             answer_now = true;
             out.push(data);
@@ -397,6 +410,23 @@ fn read_all(
             // A follower reads up to the log end, a consumer up to the high watermark.
             let read = match replica {
                 Some(_) => partition.read_for_replica(w.offset, budget),
+                None if read_committed => {
+                    partition
+                        .read_committed(w.offset, budget)
+                        .map(|(records, aborted)| {
+                            data.aborted_transactions = Some(
+                                aborted
+                                    .iter()
+                                    .map(|a| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(a.producer_id))
+                                            .with_first_offset(a.first_offset)
+                                    })
+                                    .collect(),
+                            );
+                            records
+                        })
+                }
                 None => partition.read(w.offset, budget),
             };
             match read {
@@ -405,6 +435,9 @@ fn read_all(
                 // connection whose response exceeds the request's max_bytes).
                 Ok(records) if !first_with_data && records.len() > budget => {
                     data.records = Some(Bytes::new());
+                    if read_committed {
+                        data.aborted_transactions = Some(Vec::new());
+                    }
                 }
                 Ok(records) if ctx.version < ZSTD_MIN_FETCH_VERSION && holds_zstd(&records) => {
                     // As Kafka: a client too old to know zstd gets an error, not the batch.
@@ -430,7 +463,7 @@ fn read_all(
             }
         }
         data.high_watermark = partition.high_watermark();
-        data.last_stable_offset = partition.high_watermark();
+        data.last_stable_offset = partition.last_stable_offset();
         if ctx.version >= 5 {
             data.log_start_offset = partition.log_start_offset();
         }
@@ -542,6 +575,7 @@ pub(crate) fn list_offsets(
     // A follower asking its leader (Kafka's replica id ≥ 0) learns the log end, not the high
     // watermark: it needs it to resolve OFFSET_OUT_OF_RANGE.
     let from_replica = req.replica_id.0 >= 0;
+    let read_committed = ctx.version >= 2 && req.isolation_level == 1;
     let authz = broker.authz(ctx);
     let topics = req
         .topics
@@ -576,8 +610,11 @@ pub(crate) fn list_offsets(
                         return r;
                     }
                     let partition = handle.lock();
+                    // READ_COMMITTED (v2+) sees up to the last stable offset.
                     let visible = if from_replica {
                         partition.log_end_offset()
+                    } else if read_committed {
+                        partition.last_stable_offset()
                     } else {
                         partition.high_watermark()
                     };

@@ -81,11 +81,26 @@ pub(crate) async fn handle(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks={acks} is not -1, 0 or 1"),
                 ))
-            } else if req.transactional_id.is_some() {
+            } else if req
+                .transactional_id
+                .as_ref()
+                .is_some_and(|id| !authz.transactional_id(id))
+            {
                 Err(Failure::new(
                     ResponseError::TransactionalIdAuthorizationFailed,
-                    "transactions are not supported",
+                    "Transactional Id authorization failed.",
                 ))
+            } else if let Err(failure) = verify_transactional(
+                broker,
+                ctx.version,
+                req.transactional_id.as_ref().map(|t| t.as_str()),
+                &name,
+                data.index,
+                data.records.as_deref(),
+            )
+            .await
+            {
+                Err(failure)
             } else if !writable {
                 Err(Failure::new(
                     ResponseError::TopicAuthorizationFailed,
@@ -407,13 +422,12 @@ fn partition_response(version: i16, outcome: Outcome) -> PartitionProduceRespons
 /// Idempotent producers get a fresh id every time (as Kafka does without a transactional id).
 pub(crate) async fn init_producer_id(
     broker: &Broker,
+    ctx: &RequestContext,
     req: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     if req.transactional_id.is_some() {
-        return InitProducerIdResponse::default()
-            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
+        // The transaction coordinator's (the client sent it there).
+        return crate::broker::handlers::transactions::init_producer_id(broker, ctx, req).await;
     }
     match broker.allocate_producer_id().await {
         Ok(id) => InitProducerIdResponse::default()
@@ -426,6 +440,68 @@ pub(crate) async fn init_producer_id(
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1)
         }
+    }
+}
+
+/// Checks a transactional produce before it is appended. Transactional records need a
+/// transactional id (as Kafka: an absent one is never authorized). KIP-890 part 1: a
+/// producer's first transactional batch on a partition (no transaction open there yet) is
+/// appended only once the coordinator confirms the partition is in its ongoing transaction, so
+/// a late write from an ended transaction cannot open a hanging one.
+async fn verify_transactional(
+    broker: &Broker,
+    version: i16,
+    transactional_id: Option<&str>,
+    topic: &str,
+    index: i32,
+    records: Option<&[u8]>,
+) -> Result<(), Failure> {
+    let Some(header) = records.and_then(|r| batch::BatchHeader::parse(r).ok()) else {
+        return Ok(());
+    };
+    if !header.is_transactional() {
+        return Ok(());
+    }
+    let Some(transactional_id) = transactional_id else {
+        return Err(Failure::new(
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "transactional records need a transactional id",
+        ));
+    };
+    let open = broker
+        .partition(topic, index)
+        .is_some_and(|h| h.lock().has_open_transaction(header.producer_id));
+    if open {
+        return Ok(());
+    }
+    let verified = broker
+        .txn_verify(
+            transactional_id,
+            header.producer_id,
+            header.producer_epoch,
+            crate::txn::TopicPartition::new(topic, index),
+        )
+        .await;
+    use crate::txn::TxnError;
+    match verified {
+        Ok(()) => Ok(()),
+        Err(TxnError::NotInTransaction | TxnError::InvalidProducerIdMapping) => Err(Failure::new(
+            if version >= 11 {
+                ResponseError::TransactionAbortable
+            } else {
+                ResponseError::InvalidTxnState
+            },
+            "the partition is not in the producer's transaction",
+        )),
+        Err(TxnError::ProducerFenced) => Err(Failure::new(
+            ResponseError::InvalidProducerEpoch,
+            "the producer was fenced",
+        )),
+        // Retriable for every client (Kafka's mapping of coordinator trouble).
+        Err(_) => Err(Failure::new(
+            ResponseError::NotEnoughReplicas,
+            "the transaction coordinator could not verify the write",
+        )),
     }
 }
 

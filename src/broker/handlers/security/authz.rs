@@ -68,6 +68,11 @@ impl Authz {
         self.allows(operation, ResourceType::Topic, name)
     }
 
+    /// WRITE on a transactional id: every transactional request and produce needs it.
+    pub fn transactional_id(&self, name: &str) -> bool {
+        self.allows(Operation::Write, ResourceType::TransactionalId, name)
+    }
+
     pub fn group(&self, operation: Operation, name: &str) -> bool {
         self.allows(operation, ResourceType::Group, name)
     }

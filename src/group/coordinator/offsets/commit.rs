@@ -159,6 +159,10 @@ fn commit_verdict(g: &mut Group, req: &CommitRequest, now: i64) -> Result<(), Gr
     if g.state == GroupState::Dead {
         return Err(GroupError::CoordinatorNotAvailable);
     }
+    if req.transactional {
+        // A committed transaction's offsets (Kafka materializes them at the marker, unchecked).
+        return Ok(());
+    }
     if let Some(c) = &g.consumer {
         // The generation field carries the member epoch (OffsetCommit v9).
         return c.validate_commit(&req.member_id, req.generation);
@@ -190,5 +194,46 @@ fn commit_verdict(g: &mut Group, req: &CommitRequest, now: i64) -> Result<(), Gr
         }
         GroupState::Empty => Ok(()),
         GroupState::Dead => unreachable!(),
+    }
+}
+
+impl Coordinator {
+    /// TxnOffsetCommit's fencing (KIP-447, v3+), checked when the offsets are sent (they are
+    /// written unchecked when the transaction commits): applies only when the request names a
+    /// member, an instance or a generation; then the member must exist and the generation be
+    /// the group's (a consumer-protocol group: its member epoch). A group that does not exist
+    /// or is empty accepts it without a generation.
+    pub fn validate_txn_commit(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: i32,
+    ) -> Result<(), GroupError> {
+        if generation < 0 && member_id.is_empty() && instance_id.is_none() {
+            return Ok(());
+        }
+        let Some(g) = self.groups.get(group_id) else {
+            // Kafka creates it Empty, where only a commit without a generation passes.
+            return if generation < 0 {
+                Ok(())
+            } else {
+                Err(GroupError::UnknownMemberId)
+            };
+        };
+        if g.state == GroupState::Dead {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        if let Some(c) = &g.consumer {
+            return c.validate_commit(member_id, generation);
+        }
+        if generation < 0 && g.state == GroupState::Empty {
+            return Ok(());
+        }
+        g.validate(member_id, instance_id)?;
+        if generation != g.generation {
+            return Err(GroupError::IllegalGeneration);
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,818 @@
+//! The driver of the transaction coordinator core (`crate::txn::TxnCoordinator`): it owns the
+//! core behind a short-held lock (never across an await), performs its actions — appends to
+//! `__transaction_state` (counted once the high watermark passes them, as acks=all), writes
+//! transaction markers to partition leaders (here through `Partition::append_marker`, on
+//! another broker with WriteTxnMarkers), answers requests — runs its timer (timeouts, marker
+//! resends), and loads and unloads `__transaction_state` partitions as this node comes to lead
+//! them or stops, as the group coordinator's driver does for `__consumer_offsets`.
+//!
+//! Transactional offset commits (TxnOffsetCommit) wait here, per producer id, until the
+//! COMMIT marker reaches their `__consumer_offsets` partition, then go to the group
+//! coordinator as a commit; an ABORT drops them. They are held in memory only (see
+//! docs/ARCHITECTURE.md: a failover of the group coordinator between TxnOffsetCommit and
+//! the marker loses them).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ProducerId, RequestKind, ResponseKind, TopicName, WriteTxnMarkersRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::oneshot;
+
+use crate::broker::{delayed, peer, Broker};
+use crate::group::OFFSETS_TOPIC;
+use crate::log::batch::{self, BatchBuilder};
+use crate::log::control::Marker;
+use crate::replica::ProduceError;
+use crate::txn::coordinator::{RequestId, Token};
+use crate::txn::{
+    Action, Event, Reply, TopicPartition, TxnConfig, TxnCoordinator, TxnError,
+    TRANSACTION_STATE_TOPIC,
+};
+
+/// Bound on requests waiting for an answer.
+const MAX_WAITING: usize = 100_000;
+/// How long an append or a marker may wait for its high watermark.
+const COMMIT_TIMEOUT: Duration = Duration::from_millis(5000);
+/// Between marker attempts to a partition that failed (leader moving, say).
+const MARKER_RETRY: Duration = Duration::from_millis(100);
+/// The timer looks at least this often (load changes, missed wake-ups).
+const MAX_TIMER_SLEEP_MS: i64 = 500;
+const LOAD_CHUNK_BYTES: usize = 1 << 20;
+
+/// An offset a TxnOffsetCommit asked for, held until its transaction ends.
+#[derive(Clone, Debug)]
+pub(crate) struct PendingOffset {
+    pub group_id: String,
+    pub offset: crate::group::OffsetToCommit,
+}
+
+#[derive(Default)]
+struct Inner {
+    core: Option<TxnCoordinator>,
+    waiting: BTreeMap<RequestId, oneshot::Sender<Reply>>,
+    next_request: RequestId,
+    loads: BTreeMap<i32, u64>,
+    next_load: u64,
+    /// Transactional offset commits by producer id, waiting for their marker.
+    pending_offsets: BTreeMap<i64, Vec<PendingOffset>>,
+}
+
+pub(crate) struct Txns {
+    inner: Mutex<Inner>,
+}
+
+impl Txns {
+    pub(crate) fn new() -> Txns {
+        Txns {
+            inner: Mutex::new(Inner {
+                next_request: 1,
+                next_load: 1,
+                ..Inner::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An append the core asked for, made, waiting to count.
+struct Appending {
+    token: Token,
+    handle: Option<Arc<crate::broker::PartitionHandle>>,
+    up_to: i64,
+    fsync: bool,
+    /// Failed before it was written.
+    failed: Option<TxnError>,
+}
+
+fn wait_error(e: delayed::WaitError) -> TxnError {
+    match e {
+        delayed::WaitError::NotLeader | delayed::WaitError::Closed(_) => TxnError::NotCoordinator,
+        _ => TxnError::CoordinatorNotAvailable,
+    }
+}
+
+impl Broker {
+    /// Runs one request through the transaction coordinator and waits for its answer.
+    pub(crate) async fn txn_call(&self, event: impl FnOnce(RequestId) -> Event) -> Reply {
+        let now = self.io.clock.wall_ms();
+        let (tx, rx) = oneshot::channel();
+        let work = {
+            let mut inner = self.txns.lock();
+            if inner.core.is_none() {
+                return Reply::Error(TxnError::CoordinatorNotAvailable);
+            }
+            if inner.waiting.len() >= MAX_WAITING {
+                return Reply::Error(TxnError::CoordinatorNotAvailable);
+            }
+            let id = inner.next_request;
+            inner.next_request += 1;
+            inner.waiting.insert(id, tx);
+            let actions = inner.core.as_mut().expect("checked").step(now, event(id));
+            self.run_txn_actions(&mut inner, actions, now)
+        };
+        self.finish_txn_appends(work).await;
+        rx.await
+            .unwrap_or(Reply::Error(TxnError::CoordinatorNotAvailable))
+    }
+
+    async fn txn_event(&self, event: Event) {
+        let now = self.io.clock.wall_ms();
+        let work = {
+            let mut inner = self.txns.lock();
+            let Some(core) = inner.core.as_mut() else {
+                return;
+            };
+            let actions = core.step(now, event);
+            self.run_txn_actions(&mut inner, actions, now)
+        };
+        self.finish_txn_appends(work).await;
+    }
+
+    /// Performs the core's actions under the lock: answers, appends (made here, counted
+    /// later), marker writes (spawned).
+    fn run_txn_actions(&self, inner: &mut Inner, actions: Vec<Action>, now: i64) -> Vec<Appending> {
+        let mut queue: VecDeque<Action> = actions.into();
+        let mut appends = Vec::new();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Respond(id, reply) => {
+                    if let Some(tx) = inner.waiting.remove(&id) {
+                        let _ = tx.send(reply);
+                    }
+                }
+                Action::Append {
+                    token,
+                    partition,
+                    key,
+                    value,
+                } => appends.push(self.append_txn_record(token, partition, &key, &value, now)),
+                Action::WriteMarkers {
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    partitions,
+                } => {
+                    if let Some(broker) = self.this.upgrade() {
+                        self.io.spawn(async move {
+                            broker
+                                .write_markers(
+                                    transactional_id,
+                                    producer_id,
+                                    producer_epoch,
+                                    Marker {
+                                        commit,
+                                        coordinator_epoch,
+                                    },
+                                    partitions,
+                                )
+                                .await;
+                        });
+                    }
+                }
+            }
+        }
+        appends
+    }
+
+    fn append_txn_record(
+        &self,
+        token: Token,
+        partition: i32,
+        key: &[u8],
+        value: &[u8],
+        now: i64,
+    ) -> Appending {
+        let failed = |e| Appending {
+            token,
+            handle: None,
+            up_to: 0,
+            fsync: false,
+            failed: Some(e),
+        };
+        let Some(handle) = self.partition(TRANSACTION_STATE_TOPIC, partition) else {
+            return failed(TxnError::NotCoordinator);
+        };
+        let mut builder = BatchBuilder::with_capacity(now, key.len() + value.len() + 16);
+        builder.push(Some(key), Some(value), now);
+        let bytes = builder.finish(-1, -1, -1);
+        let Some(mut p) = handle.lock_open() else {
+            return failed(TxnError::NotCoordinator);
+        };
+        if self.is_storage_offline() {
+            return failed(TxnError::NotCoordinator);
+        }
+        let appended = match p.append(&bytes, now) {
+            Ok(a) => a,
+            Err(ProduceError::NotLeader) => return failed(TxnError::NotCoordinator),
+            Err(e) => {
+                tracing::error!(error = ?e, "append to {TRANSACTION_STATE_TOPIC} failed");
+                return failed(TxnError::CoordinatorNotAvailable);
+            }
+        };
+        let config = p.config();
+        let fsync = self.config.fsync_before_ack
+            || p.log()
+                .flush_due(config.flush_messages, config.flush_ms, now);
+        drop(p);
+        Appending {
+            token,
+            handle: Some(handle),
+            up_to: appended.last_offset + 1,
+            fsync,
+            failed: None,
+        }
+    }
+
+    async fn finish_txn_appends(&self, mut appends: Vec<Appending>) {
+        while !appends.is_empty() {
+            let results =
+                crate::io::join_all(appends.iter().map(|a| self.commit_txn_append(a)).collect())
+                    .await;
+            let now = self.io.clock.wall_ms();
+            let mut inner = self.txns.lock();
+            let mut next = Vec::new();
+            for (a, result) in appends.iter().zip(results) {
+                let Some(core) = inner.core.as_mut() else {
+                    break;
+                };
+                let actions = core.step(
+                    now,
+                    Event::AppendDone {
+                        token: a.token,
+                        result,
+                    },
+                );
+                next.extend(self.run_txn_actions(&mut inner, actions, now));
+            }
+            appends = next;
+        }
+    }
+
+    async fn commit_txn_append(&self, a: &Appending) -> Result<(), TxnError> {
+        if let Some(e) = a.failed {
+            return Err(e);
+        }
+        let handle = a.handle.as_ref().expect("made");
+        self.wait_committed(handle, a.up_to, a.fsync).await
+    }
+
+    /// Waits until `up_to` is below the partition's high watermark (after an fsync when asked).
+    async fn wait_committed(
+        &self,
+        handle: &crate::broker::PartitionHandle,
+        up_to: i64,
+        fsync: bool,
+    ) -> Result<(), TxnError> {
+        if fsync {
+            self.flush_partition(handle, up_to)
+                .await
+                .map_err(|_| TxnError::CoordinatorNotAvailable)?;
+        }
+        let reservation = handle.waiters.reserve_produce().map_err(wait_error)?;
+        let mut waits = [reservation.wait_for(up_to)];
+        let deadline = self.io.clock.monotonic() + COMMIT_TIMEOUT;
+        let never = delayed::ConnectionGone::never();
+        let [result] = delayed::wait_produce(self.io.clock.as_ref(), &mut waits, deadline, &never)
+            .await
+            .try_into()
+            .expect("one wait, one result");
+        match result {
+            Ok(delayed::Committed::InSync) => Ok(()),
+            Ok(delayed::Committed::BelowMinIsr) => Err(TxnError::CoordinatorNotAvailable),
+            Err(e) => Err(wait_error(e)),
+        }
+    }
+
+    /// Writes one transaction's markers to all its partitions, retrying each until it is
+    /// written or this node stops coordinating the transaction; then tells the core.
+    async fn write_markers(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+        partitions: Vec<TopicPartition>,
+    ) {
+        let state_partition = {
+            let inner = self.txns.lock();
+            let Some(core) = inner.core.as_ref() else {
+                return;
+            };
+            crate::txn::partition_for(&transactional_id, core.config().partitions)
+        };
+        let mut left = partitions;
+        while !left.is_empty() {
+            // All partitions at once: the next transaction waits for the slowest marker.
+            let results = crate::io::join_all(
+                left.iter()
+                    .map(|tp| self.write_marker_anywhere(tp, producer_id, producer_epoch, marker))
+                    .collect(),
+            )
+            .await;
+            let mut failed = Vec::new();
+            for (tp, result) in left.into_iter().zip(results) {
+                if let Err(why) = result {
+                    tracing::debug!(topic = %tp.topic, partition = tp.partition, %why,
+                        "transaction marker not written yet; retrying");
+                    failed.push(tp);
+                }
+            }
+            left = failed;
+            if left.is_empty() {
+                break;
+            }
+            let still_ours = self
+                .txns
+                .lock()
+                .core
+                .as_ref()
+                .is_some_and(|c| c.holds(state_partition));
+            if !still_ours || *self.shutdown_signal().borrow() {
+                return;
+            }
+            self.io.clock.sleep(MARKER_RETRY).await;
+        }
+        self.txn_event(Event::MarkersWritten {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+        })
+        .await;
+    }
+
+    async fn write_marker_anywhere(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+    ) -> Result<(), String> {
+        let image = self.image();
+        let leader = image
+            .topic(&tp.topic)
+            .and_then(|t| image.partition(t.id, tp.partition))
+            .map(|p| p.leader);
+        match leader {
+            // A deleted topic has nothing left to mark.
+            None => Ok(()),
+            Some(l) if l == self.config.node_id => {
+                match self
+                    .write_marker_here(tp, producer_id, producer_epoch, marker)
+                    .await
+                {
+                    // A newer epoch or coordinator owns the producer's state here: nothing
+                    // more to write (as for the same errors from another leader, below).
+                    Ok(())
+                    | Err(ProduceError::InvalidProducerEpoch | ProduceError::CoordinatorFenced) => {
+                        Ok(())
+                    }
+                    Err(e) => Err(format!("{e:?}")),
+                }
+            }
+            Some(l) if l < 0 => Err("no leader".into()),
+            Some(l) => {
+                self.write_marker_remote(l, tp, producer_id, producer_epoch, marker)
+                    .await
+            }
+        }
+    }
+
+    /// Writes a marker on this node (it leads the partition) and waits until it is committed
+    /// (acks=all, as Kafka's markers); a COMMIT or ABORT reaching `__consumer_offsets` settles
+    /// the producer's transactional offsets there.
+    pub(crate) async fn write_marker_here(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+    ) -> Result<(), ProduceError> {
+        let Some(handle) = self.partition(&tp.topic, tp.partition) else {
+            return Err(ProduceError::NotLeader);
+        };
+        let now = self.io.clock.wall_ms();
+        let (up_to, fsync) = {
+            let Some(mut p) = handle.lock_open() else {
+                return Err(ProduceError::NotLeader);
+            };
+            if self.is_storage_offline() {
+                return Err(ProduceError::Storage(std::io::Error::other("offline")));
+            }
+            let appended = p.append_marker(producer_id, producer_epoch, marker, now)?;
+            let config = p.config();
+            let fsync = self.config.fsync_before_ack
+                || p.log()
+                    .flush_due(config.flush_messages, config.flush_ms, now);
+            (appended.last_offset + 1, fsync)
+        };
+        self.wait_committed(&handle, up_to, fsync)
+            .await
+            .map_err(|_| ProduceError::NotLeader)?;
+        if tp.topic == OFFSETS_TOPIC {
+            self.settle_txn_offsets(tp.partition, producer_id, marker.commit)
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn write_marker_remote(
+        &self,
+        leader: i32,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+    ) -> Result<(), String> {
+        const VERSION: i16 = 1;
+        let image = self.image();
+        let registration = image.broker(leader).ok_or("unknown leader")?;
+        let endpoint = registration
+            .endpoint(&self.config.inter_broker_listener_name)
+            .or_else(|| registration.listeners.first())
+            .ok_or("the leader has no endpoint")?;
+        let addr = self
+            .io
+            .net
+            .resolve(&endpoint.host, endpoint.port)
+            .await
+            .map_err(|e| e.to_string())?;
+        let request =
+            WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch)
+                .with_transaction_result(marker.commit)
+                .with_coordinator_epoch(marker.coordinator_epoch)
+                .with_topics(vec![WritableTxnMarkerTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                    .with_partition_indexes(vec![tp.partition])])]);
+        let frame = peer::encode_request(
+            ApiKey::WriteTxnMarkers,
+            VERSION,
+            "weir-txn-coordinator",
+            &RequestKind::WriteTxnMarkers(request),
+        )
+        .map_err(|e| e.to_string())?;
+        let link = peer::Link::new(&self.io, addr, self.shutdown_signal());
+        let reply = tokio::select! {
+            biased;
+            r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
+            _ = self.io.clock.sleep(COMMIT_TIMEOUT) => return Err("timed out".into()),
+        };
+        let ResponseKind::WriteTxnMarkers(response) =
+            peer::decode_response(ApiKey::WriteTxnMarkers, VERSION, reply)
+                .map_err(|e| e.to_string())?
+        else {
+            return Err("an answer of another kind".into());
+        };
+        let code = response
+            .markers
+            .iter()
+            .flat_map(|m| m.topics.iter())
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.error_code)
+            .find(|&c| c != 0)
+            .unwrap_or(0);
+        match code {
+            0 => Ok(()),
+            // INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: a newer coordinator or
+            // epoch owns the partition's state; nothing more to write (Kafka stops too).
+            47 | 52 => Ok(()),
+            c => Err(format!("error code {c}")),
+        }
+    }
+
+    /// Holds a TxnOffsetCommit's offsets until the producer's transaction ends.
+    pub(crate) fn hold_txn_offsets(&self, producer_id: i64, offsets: Vec<PendingOffset>) {
+        let mut inner = self.txns.lock();
+        inner
+            .pending_offsets
+            .entry(producer_id)
+            .or_default()
+            .extend(offsets);
+    }
+
+    /// Whether a transactional commit of `group_id` for (`topic`, `partition`) waits for its
+    /// transaction to end (OffsetFetch's UNSTABLE_OFFSET_COMMIT).
+    pub(crate) fn has_pending_txn_offset(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> bool {
+        self.txns
+            .lock()
+            .pending_offsets
+            .values()
+            .flatten()
+            .any(|o| {
+                o.group_id == group_id && o.offset.topic == topic && o.offset.partition == partition
+            })
+    }
+
+    /// A marker reached `__consumer_offsets-partition` for `producer_id`: its held offsets of
+    /// groups placed there are committed (COMMIT) or dropped (ABORT).
+    async fn settle_txn_offsets(&self, partition: i32, producer_id: i64, commit: bool) {
+        let partitions = self
+            .image()
+            .topic(OFFSETS_TOPIC)
+            .map_or(1, |t| t.partitions);
+        let here = |o: &PendingOffset| {
+            crate::group::placement::partition_for(&o.group_id, partitions) == partition
+        };
+        // Dropped only once committed: meanwhile OffsetFetch answers UNSTABLE_OFFSET_COMMIT.
+        // No newer commit of this producer can arrive before the marker is done (its next
+        // AddOffsetsToTxn waits for the transaction to complete).
+        let forget = || {
+            let mut inner = self.txns.lock();
+            if let Some(all) = inner.pending_offsets.get_mut(&producer_id) {
+                all.retain(|o| !here(o));
+                if all.is_empty() {
+                    inner.pending_offsets.remove(&producer_id);
+                }
+            }
+        };
+        let settled: Vec<PendingOffset> = {
+            let inner = self.txns.lock();
+            let Some(all) = inner.pending_offsets.get(&producer_id) else {
+                return;
+            };
+            all.iter().filter(|o| here(o)).cloned().collect()
+        };
+        if !commit {
+            return forget();
+        }
+        let mut by_group: BTreeMap<String, Vec<crate::group::OffsetToCommit>> = BTreeMap::new();
+        for o in settled {
+            by_group.entry(o.group_id).or_default().push(o.offset);
+        }
+        for (group_id, offsets) in by_group {
+            let req = crate::group::CommitRequest {
+                group_id: group_id.clone(),
+                member_id: String::new(),
+                instance_id: None,
+                generation: -1,
+                retention_ms: -1,
+                unknown_group: crate::group::GroupError::IllegalGeneration,
+                offsets,
+                transactional: true,
+            };
+            if let Err(e) = self.group_call(|c, id, now| c.commit(id, req, now)).await {
+                tracing::warn!(%group_id, error = ?e, "transactional offsets not committed");
+            }
+        }
+        forget();
+    }
+
+    /// Creates `__transaction_state` on first use (FindCoordinator key type 1, a
+    /// transactional InitProducerId), its replication factor and `min.insync.replicas`
+    /// clamped to the live brokers.
+    pub(crate) async fn ensure_transaction_topic(&self) -> Result<(), String> {
+        if self.image().topic(TRANSACTION_STATE_TOPIC).is_some() {
+            return Ok(());
+        }
+        let live = self.image().live_brokers().count().max(1) as i16;
+        let replication_factor = self
+            .config
+            .transaction_state_log_replication_factor
+            .min(live);
+        let mut configs = BTreeMap::new();
+        configs.insert("cleanup.policy".to_string(), "compact".to_string());
+        configs.insert("compression.type".to_string(), "uncompressed".to_string());
+        configs.insert(
+            "unclean.leader.election.enable".to_string(),
+            "false".to_string(),
+        );
+        configs.insert(
+            "min.insync.replicas".to_string(),
+            self.config
+                .transaction_state_log_min_isr
+                .min(replication_factor as i32)
+                .to_string(),
+        );
+        let new = crate::controller::NewTopic {
+            name: TRANSACTION_STATE_TOPIC.to_string(),
+            partitions: self.config.transaction_state_log_num_partitions,
+            replication_factor,
+            configs,
+            ..Default::default()
+        };
+        match crate::broker::handlers::inter_node::forward::create_topic(self, new, false).await {
+            Ok(()) => {
+                tracing::info!("created {TRANSACTION_STATE_TOPIC}");
+                Ok(())
+            }
+            Err(crate::broker::CommitError::Rejected(
+                crate::controller::ControllerError::TopicAlreadyExists(_),
+            )) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The coordinator of `transactional_id`: the leader of its `__transaction_state`
+    /// partition, with its client endpoint.
+    pub(crate) fn txn_coordinator_endpoint(
+        &self,
+        transactional_id: &str,
+    ) -> Result<(i32, String, u16), String> {
+        let image = self.image();
+        let Some(topic) = image.topic(TRANSACTION_STATE_TOPIC) else {
+            return Err("the transaction state topic is not ready".to_string());
+        };
+        let index = crate::txn::partition_for(transactional_id, topic.partitions);
+        let leader = image
+            .partition(topic.id, index)
+            .map_or(crate::controller::NO_LEADER, |p| p.leader);
+        if leader < 0 {
+            return Err(format!("{TRANSACTION_STATE_TOPIC}-{index} has no leader"));
+        }
+        if leader == self.config.node_id {
+            let (host, port) = self.advertised.read().unwrap().clone();
+            return Ok((leader, host, port));
+        }
+        let listener = crate::broker::handlers::topics::metadata::client_listener(self);
+        image
+            .broker(leader)
+            .filter(|b| !b.fenced)
+            .and_then(|b| b.endpoint(&listener))
+            .map(|e| (leader, e.host.clone(), e.port))
+            .ok_or_else(|| {
+                format!("the leader {leader} of {TRANSACTION_STATE_TOPIC}-{index} is not reachable")
+            })
+    }
+
+    /// Makes the core hold exactly the `__transaction_state` partitions this node leads (a
+    /// newly led one is replayed from its log, COORDINATOR_LOAD_IN_PROGRESS meanwhile; one led
+    /// elsewhere now is unloaded). Called from the timer loop. Idempotent.
+    fn sync_txn_roles(&self) {
+        let image = self.image();
+        let Some(topic) = image.topic(TRANSACTION_STATE_TOPIC) else {
+            return;
+        };
+        let serving = self.serving_partitions();
+        let leads: Vec<Option<i32>> = (0..topic.partitions)
+            .map(|p| {
+                let meta = image.partition(topic.id, p)?;
+                (serving
+                    && meta.leader == self.config.node_id
+                    && self.partition(TRANSACTION_STATE_TOPIC, p).is_some())
+                .then_some(meta.leader_epoch)
+            })
+            .collect();
+        let mut to_load = Vec::new();
+        {
+            let now = self.io.clock.wall_ms();
+            let mut inner = self.txns.lock();
+            let core = inner.core.get_or_insert_with(|| {
+                TxnCoordinator::new(TxnConfig {
+                    max_timeout_ms: self.config.transaction_max_timeout_ms,
+                    partitions: topic.partitions,
+                })
+            });
+            let mut actions = Vec::new();
+            let mut begins = Vec::new();
+            for (p, leads) in leads.iter().enumerate() {
+                let p = p as i32;
+                let holds = core.holds(p);
+                match (leads, holds) {
+                    (Some(epoch), false) => {
+                        actions.extend(core.step(
+                            now,
+                            Event::LoadBegin {
+                                partition: p,
+                                coordinator_epoch: *epoch,
+                            },
+                        ));
+                        begins.push(p);
+                    }
+                    (None, true) => {
+                        tracing::info!(
+                            partition = p,
+                            "no longer leads {TRANSACTION_STATE_TOPIC}-{p}"
+                        );
+                        actions.extend(core.step(now, Event::Unload { partition: p }));
+                    }
+                    _ => {}
+                }
+            }
+            for p in begins {
+                let id = inner.next_load;
+                inner.next_load += 1;
+                inner.loads.insert(p, id);
+                to_load.push((p, id));
+            }
+            let appends = self.run_txn_actions(&mut inner, actions, now);
+            assert!(appends.is_empty(), "loading appends nothing");
+        }
+        for (p, id) in to_load {
+            self.load_txn_partition(p, id);
+        }
+    }
+
+    /// Replays one partition to its log end into the core, then finishes its load (which
+    /// resends the markers of every transaction caught in Prepare*).
+    fn load_txn_partition(&self, partition: i32, load: u64) {
+        if let Some(handle) = self.partition(TRANSACTION_STATE_TOPIC, partition) {
+            let (mut offset, end) = {
+                let p = handle.lock();
+                (p.log_start_offset(), p.log_end_offset())
+            };
+            while offset < end {
+                let chunk = match handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES) {
+                    Ok(chunk) if !chunk.is_empty() => chunk,
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::error!(partition, offset, error = ?e,
+                            "cannot read {TRANSACTION_STATE_TOPIC}; the rest is skipped");
+                        break;
+                    }
+                };
+                let now = self.io.clock.wall_ms();
+                let mut inner = self.txns.lock();
+                if inner.loads.get(&partition) != Some(&load) {
+                    return;
+                }
+                let before = offset;
+                let core = inner.core.as_mut().expect("loading");
+                for item in batch::iter(&chunk) {
+                    let Ok((at, header)) = item else { break };
+                    offset = header.next_offset();
+                    if header.is_control() {
+                        continue;
+                    }
+                    let bytes = &chunk[at..at + header.total_len()];
+                    let Some(Ok(records)) = batch::records(bytes, &header) else {
+                        continue;
+                    };
+                    for r in records {
+                        let Some(key) = r.key else { continue };
+                        core.step(
+                            now,
+                            Event::Load {
+                                partition,
+                                key: key.to_vec(),
+                                value: r.value.map(<[u8]>::to_vec),
+                            },
+                        );
+                    }
+                }
+                if offset == before {
+                    break;
+                }
+            }
+        }
+        let now = self.io.clock.wall_ms();
+        let mut inner = self.txns.lock();
+        if inner.loads.get(&partition) != Some(&load) {
+            return;
+        }
+        inner.loads.remove(&partition);
+        let actions = inner
+            .core
+            .as_mut()
+            .expect("loading")
+            .step(now, Event::LoadFinished { partition });
+        let appends = self.run_txn_actions(&mut inner, actions, now);
+        assert!(appends.is_empty(), "finishing a load appends nothing");
+    }
+}
+
+/// Keeps the coordinator's partitions in step with leadership, and ticks it: transaction
+/// timeouts (every `transaction.abort.timed.out.transaction.cleanup.interval.ms`, or at the
+/// next deadline) and marker resends.
+pub(crate) async fn timer_loop(broker: Arc<Broker>) {
+    let mut shutdown = broker.shutdown_signal();
+    let interval = broker.config.transaction_abort_interval_ms.max(1) as i64;
+    loop {
+        let now = broker.io.clock.wall_ms();
+        let next = broker
+            .txns
+            .lock()
+            .core
+            .as_ref()
+            .and_then(|c| c.next_deadline())
+            .unwrap_or(i64::MAX)
+            .max(now)
+            .min(now + MAX_TIMER_SLEEP_MS)
+            .min(now + interval);
+        let wait = Duration::from_millis((next - now).max(1) as u64);
+        tokio::select! {
+            biased;
+            _ = shutdown.changed() => return,
+            _ = broker.io.clock.sleep(wait) => {}
+        }
+        broker.sync_txn_roles();
+        broker.txn_event(Event::Tick).await;
+    }
+}

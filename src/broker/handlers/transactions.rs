@@ -1,0 +1,501 @@
+//! Transactions v1 on the wire: InitProducerId with a transactional id, AddPartitionsToTxn
+//! (v0–3, the client's form), AddOffsetsToTxn, EndTxn, TxnOffsetCommit, WriteTxnMarkers, and
+//! KIP-890 part 1's verification of a producer's first transactional write to a partition.
+//! The coordinator's decisions are the core's (`crate::txn`); this layer maps the wire to its
+//! events and its errors to Kafka's codes.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ProducerId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+};
+
+use crate::broker::api::RequestContext;
+use crate::broker::drivers::txn_coordinator::PendingOffset;
+use crate::broker::{errors, Broker};
+use crate::group::OFFSETS_TOPIC;
+use crate::log::control::Marker;
+use crate::txn::{Event, Reply, TopicPartition, TxnError};
+
+/// A coordinator error as the client's version expects it (PRODUCER_FENCED is
+/// INVALID_PRODUCER_EPOCH before InitProducerId v4 and EndTxn / AddPartitionsToTxn /
+/// AddOffsetsToTxn v2).
+fn code(e: TxnError, fenced_since: i16, version: i16) -> ResponseError {
+    match e {
+        TxnError::NotCoordinator => ResponseError::NotCoordinator,
+        TxnError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+        TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+        TxnError::ProducerFenced if version < fenced_since => ResponseError::InvalidProducerEpoch,
+        TxnError::ProducerFenced => ResponseError::ProducerFenced,
+        TxnError::InvalidTxnState | TxnError::NotInTransaction => ResponseError::InvalidTxnState,
+        TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+    }
+}
+
+fn reply_code(reply: &Reply, fenced_since: i16, version: i16) -> i16 {
+    match reply {
+        Reply::Error(e) => code(*e, fenced_since, version).code(),
+        _ => 0,
+    }
+}
+
+pub(crate) async fn init_producer_id(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let version = ctx.version;
+    let failed = |e: ResponseError| {
+        InitProducerIdResponse::default()
+            .with_error_code(e.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    let id = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    if id.is_empty() {
+        return failed(ResponseError::InvalidRequest);
+    }
+    if !broker.authz(ctx).transactional_id(&id) {
+        return failed(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    // A producer id for the core to use if the transactional id is new (or its epoch
+    // exhausted); wasted otherwise, as ids are plentiful.
+    let fresh = match reserve_producer_id(broker).await {
+        Ok(pid) => pid,
+        Err(e) => {
+            tracing::warn!(error = %e, "no producer id for a transactional producer");
+            return failed(ResponseError::CoordinatorNotAvailable);
+        }
+    };
+    let expected = (version >= 3).then_some((req.producer_id.0, req.producer_epoch));
+    let reply = broker
+        .txn_call(|request| Event::InitProducerId {
+            request,
+            transactional_id: id,
+            timeout_ms: req.transaction_timeout_ms,
+            fresh_producer_id: fresh,
+            expected,
+        })
+        .await;
+    match reply {
+        Reply::ProducerId {
+            producer_id,
+            producer_epoch,
+        } => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch),
+        Reply::Error(e) => failed(code(e, 4, version)),
+        Reply::Done => unreachable!("InitProducerId answers with an id"),
+    }
+}
+
+pub(crate) async fn add_partitions(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    let partitions: Vec<TopicPartition> = req
+        .v3_and_below_topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| TopicPartition::new(t.name.as_str(), *p))
+        })
+        .collect();
+    if !broker
+        .authz(ctx)
+        .transactional_id(&req.v3_and_below_transactional_id)
+    {
+        let denied = ResponseError::TransactionalIdAuthorizationFailed.code();
+        let results = req
+            .v3_and_below_topics
+            .iter()
+            .map(|t| {
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_results_by_partition(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*p)
+                                    .with_partition_error_code(denied)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    let image = broker.image();
+    let unknown: Vec<&TopicPartition> = partitions
+        .iter()
+        .filter(|tp| {
+            image
+                .topic(&tp.topic)
+                .is_none_or(|t| tp.partition < 0 || tp.partition >= t.partitions)
+        })
+        .collect();
+    // As Kafka: any unknown partition fails the request (UNKNOWN_TOPIC_OR_PARTITION for it,
+    // OPERATION_NOT_ATTEMPTED for the rest).
+    let result_for: Box<dyn Fn(&TopicPartition) -> i16> = if !unknown.is_empty() {
+        let unknown: Vec<TopicPartition> = unknown.into_iter().cloned().collect();
+        Box::new(move |tp| {
+            if unknown.contains(tp) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else {
+                ResponseError::OperationNotAttempted.code()
+            }
+        })
+    } else {
+        let reply = broker
+            .txn_call(|request| Event::AddPartitions {
+                request,
+                transactional_id: req.v3_and_below_transactional_id.to_string(),
+                producer_id: req.v3_and_below_producer_id.0,
+                producer_epoch: req.v3_and_below_producer_epoch,
+                partitions: partitions.clone(),
+            })
+            .await;
+        let c = reply_code(&reply, 2, ctx.version);
+        Box::new(move |_| c)
+    };
+    let results = req
+        .v3_and_below_topics
+        .iter()
+        .map(|t| {
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(t.name.clone())
+                .with_results_by_partition(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(*p)
+                                .with_partition_error_code(result_for(&TopicPartition::new(
+                                    t.name.as_str(),
+                                    *p,
+                                )))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+}
+
+pub(crate) async fn add_offsets(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
+    let authz = broker.authz(ctx);
+    if !authz.transactional_id(&req.transactional_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
+    }
+    if !authz.group(crate::acl::Operation::Read, &req.group_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    // The group's `__consumer_offsets` partition joins the transaction.
+    if let Err(why) = broker.ensure_offsets_topic().await {
+        tracing::debug!(%why, "AddOffsetsToTxn before the offsets topic exists");
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+    }
+    let Some(partitions) = broker.image().topic(OFFSETS_TOPIC).map(|t| t.partitions) else {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+    };
+    let partition = crate::group::placement::partition_for(&req.group_id, partitions);
+    let reply = broker
+        .txn_call(|request| Event::AddPartitions {
+            request,
+            transactional_id: req.transactional_id.to_string(),
+            producer_id: req.producer_id.0,
+            producer_epoch: req.producer_epoch,
+            partitions: vec![TopicPartition::new(OFFSETS_TOPIC, partition)],
+        })
+        .await;
+    AddOffsetsToTxnResponse::default().with_error_code(reply_code(&reply, 2, ctx.version))
+}
+
+pub(crate) async fn end_txn(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: EndTxnRequest,
+) -> EndTxnResponse {
+    if !broker.authz(ctx).transactional_id(&req.transactional_id) {
+        return EndTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1);
+    }
+    let reply = broker
+        .txn_call(|request| Event::EndTxn {
+            request,
+            transactional_id: req.transactional_id.to_string(),
+            producer_id: req.producer_id.0,
+            producer_epoch: req.producer_epoch,
+            commit: req.committed,
+        })
+        .await;
+    EndTxnResponse::default()
+        .with_error_code(reply_code(&reply, 2, ctx.version))
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+}
+
+/// TxnOffsetCommit at the group coordinator: the offsets wait for the transaction's COMMIT
+/// marker on the group's `__consumer_offsets` partition (see the driver).
+pub(crate) async fn txn_offset_commit(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let group_id = req.group_id.to_string();
+    let authz = broker.authz(ctx);
+    let partitions = broker.image().topic(OFFSETS_TOPIC).map(|t| t.partitions);
+    // The group gate: this broker must coordinate the group (it leads its offsets partition).
+    let gate = match partitions {
+        None => Err(ResponseError::CoordinatorNotAvailable),
+        Some(n) => {
+            let p = crate::group::placement::partition_for(&group_id, n);
+            match broker.coordinator_endpoint(&group_id) {
+                Ok((node, _, _)) if node == broker.config.node_id => Ok(p),
+                Ok(_) => Err(ResponseError::NotCoordinator),
+                Err(_) => Err(ResponseError::CoordinatorNotAvailable),
+            }
+        }
+    };
+    let fenced = (ctx.version >= 3)
+        .then(|| {
+            broker.groups.read(|c| {
+                c.validate_txn_commit(
+                    &group_id,
+                    &req.member_id,
+                    req.group_instance_id.as_ref().map(|i| i.as_str()),
+                    req.generation_id,
+                )
+            })
+        })
+        .and_then(Result::err);
+    // The offsets partition must be in the transaction (KIP-890 verification).
+    let verdict = match gate {
+        _ if !authz.transactional_id(&req.transactional_id) => {
+            Err(ResponseError::TransactionalIdAuthorizationFailed)
+        }
+        _ if !authz.group(crate::acl::Operation::Read, &group_id) => {
+            Err(ResponseError::GroupAuthorizationFailed)
+        }
+        Err(e) => Err(e),
+        // KIP-447 (v3+ names the member): a zombie of an older generation is fenced.
+        Ok(_) if fenced.is_some() => Err(errors::group(fenced.expect("checked"))),
+        Ok(p) => {
+            let reply = broker
+                .txn_verify(
+                    &req.transactional_id,
+                    req.producer_id.0,
+                    req.producer_epoch,
+                    TopicPartition::new(OFFSETS_TOPIC, p),
+                )
+                .await;
+            match reply {
+                Ok(()) => Ok(()),
+                Err(TxnError::ProducerFenced) => Err(ResponseError::InvalidProducerEpoch),
+                Err(TxnError::NotInTransaction) | Err(TxnError::InvalidProducerIdMapping) => {
+                    Err(ResponseError::InvalidTxnState)
+                }
+                Err(_) => Err(ResponseError::CoordinatorNotAvailable),
+            }
+        }
+    };
+    if verdict.is_ok() {
+        let held = req
+            .topics
+            .iter()
+            .flat_map(|t| {
+                let group_id = group_id.clone();
+                t.partitions.iter().map(move |p| PendingOffset {
+                    group_id: group_id.clone(),
+                    offset: crate::group::OffsetToCommit {
+                        topic: t.name.to_string(),
+                        partition: p.partition_index,
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    },
+                })
+            })
+            .collect();
+        broker.hold_txn_offsets(req.producer_id.0, held);
+    }
+    let code = verdict.err().map_or(0, |e| e.code());
+    TxnOffsetCommitResponse::default().with_topics(
+        req.topics
+            .iter()
+            .map(|t| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
+/// WriteTxnMarkers at a partition leader (from a transaction coordinator on another broker,
+/// or Admin's abortTransaction).
+pub(crate) async fn write_txn_markers(
+    broker: &Broker,
+    ctx: &RequestContext,
+    req: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    // As Kafka: CLUSTER_ACTION on the cluster (with an authorizer, the brokers' principal
+    // needs it, as for replication in Kafka).
+    let allowed = broker
+        .authz(ctx)
+        .cluster(crate::acl::Operation::ClusterAction);
+    let mut markers = Vec::with_capacity(req.markers.len());
+    for m in req.markers {
+        let marker = Marker {
+            commit: m.transaction_result,
+            coordinator_epoch: m.coordinator_epoch,
+        };
+        let mut topics = Vec::with_capacity(m.topics.len());
+        for t in m.topics {
+            let mut partitions = Vec::with_capacity(t.partition_indexes.len());
+            for p in t.partition_indexes {
+                let tp = TopicPartition::new(t.name.as_str(), p);
+                let code = match broker.partition(&tp.topic, p) {
+                    _ if !allowed => ResponseError::ClusterAuthorizationFailed.code(),
+                    None => ResponseError::UnknownTopicOrPartition.code(),
+                    Some(_) => match broker
+                        .write_marker_here(&tp, m.producer_id.0, m.producer_epoch, marker)
+                        .await
+                    {
+                        Ok(()) => 0,
+                        Err(e) => errors::produce(&e).code(),
+                    },
+                };
+                partitions.push(
+                    WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_error_code(code),
+                );
+            }
+            topics.push(
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions),
+            );
+        }
+        markers.push(
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics),
+        );
+    }
+    WriteTxnMarkersResponse::default().with_markers(markers)
+}
+
+/// A new producer id: reserved here on the active controller, else asked of it (an
+/// InitProducerId without a transactional id, as a forwarded one would be).
+async fn reserve_producer_id(broker: &Broker) -> Result<i64, String> {
+    let Some(quorum) = broker.quorum.as_ref().filter(|q| !q.is_active()) else {
+        return broker
+            .allocate_producer_id()
+            .await
+            .map_err(|e| e.to_string());
+    };
+    let link = quorum.leader_link().ok_or("no controller known")?;
+    let frame = crate::broker::peer::encode_request(
+        kafka_protocol::messages::ApiKey::InitProducerId,
+        0,
+        "weir-txn-coordinator",
+        &kafka_protocol::messages::RequestKind::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(-1),
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let reply = tokio::select! {
+        biased;
+        r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
+        _ = broker.io.clock.sleep(std::time::Duration::from_secs(5)) => {
+            return Err("the controller did not answer".into())
+        }
+    };
+    match crate::broker::peer::decode_response(
+        kafka_protocol::messages::ApiKey::InitProducerId,
+        0,
+        reply,
+    )
+    .map_err(|e| e.to_string())?
+    {
+        kafka_protocol::messages::ResponseKind::InitProducerId(r) if r.error_code == 0 => {
+            Ok(r.producer_id.0)
+        }
+        other => Err(format!("the controller refused a producer id: {other:?}")),
+    }
+}
+
+impl Broker {
+    /// KIP-890 part 1: asks the coordinator of `transactional_id` whether `partition` is in the
+    /// producer's ongoing transaction. Served only when this broker coordinates the id; a
+    /// coordinator elsewhere is not asked yet (the write is let through, as before KIP-890).
+    pub(crate) async fn txn_verify(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: TopicPartition,
+    ) -> Result<(), TxnError> {
+        match self.txn_coordinator_endpoint(transactional_id) {
+            Ok((node, _, _)) if node == self.config.node_id => {}
+            Ok(_) => return Ok(()),
+            Err(_) => return Err(TxnError::CoordinatorNotAvailable),
+        }
+        match self
+            .txn_call(|request| Event::Verify {
+                request,
+                transactional_id: transactional_id.to_string(),
+                producer_id,
+                producer_epoch,
+                partition,
+            })
+            .await
+        {
+            Reply::Error(e) => Err(e),
+            _ => Ok(()),
+        }
+    }
+}

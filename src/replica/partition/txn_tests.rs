@@ -1,0 +1,235 @@
+//! The partition side of transactions: markers, the last stable offset, the aborted index and
+//! producer state that tracks open transactions across restarts.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::io::memdisk::MemDisk;
+use crate::log::batch::BatchBuilder;
+
+fn open(disk: &MemDisk) -> Partition {
+    let config = crate::config::ServerConfig::default_single_node().topic_defaults;
+    let open = Partition::open(
+        Arc::new(disk.clone()),
+        Path::new("/data/t-0"),
+        "t",
+        0,
+        config,
+        0,
+    );
+    crate::io::memdisk::block_on(open).unwrap().0
+}
+
+fn fresh() -> (MemDisk, Partition) {
+    let disk = MemDisk::new(7);
+    disk.create_dir_all(Path::new("/data")).unwrap();
+    let p = open(&disk);
+    (disk, p)
+}
+
+/// A batch of `count` records from producer (`pid`, `epoch`) starting at sequence `seq`,
+/// transactional or not.
+fn data(pid: i64, epoch: i16, seq: i32, count: usize, transactional: bool) -> Vec<u8> {
+    let mut b = BatchBuilder::new(10);
+    for _ in 0..count {
+        b.push(None, Some(b"v"), 10);
+    }
+    let mut bytes = b.finish(pid, epoch, seq);
+    if transactional {
+        bytes[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+        let crc = batch::compute_crc(&bytes);
+        bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    }
+    bytes
+}
+
+fn commit(coordinator_epoch: i32) -> Marker {
+    Marker {
+        commit: true,
+        coordinator_epoch,
+    }
+}
+
+fn abort(coordinator_epoch: i32) -> Marker {
+    Marker {
+        commit: false,
+        coordinator_epoch,
+    }
+}
+
+/// (producer id, first offset) of the aborted transactions a read_committed read from
+/// `offset` reports, and the offsets of the batches it returns.
+fn committed_read(p: &Partition, offset: i64) -> (Vec<(i64, i64)>, Vec<i64>) {
+    let (records, aborted) = p.read_committed(offset, 1 << 20).unwrap();
+    let batches = batch::iter(&records)
+        .map(|b| b.unwrap().1.base_offset)
+        .collect();
+    (
+        aborted
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset))
+            .collect(),
+        batches,
+    )
+}
+
+#[test]
+fn markers_move_the_lso_and_aborts_are_indexed() {
+    let (_disk, mut p) = fresh();
+    p.append(&data(1, 0, 0, 2, true), 1).unwrap(); // 0..=1
+    p.append(&data(9, 0, 0, 1, false), 1).unwrap(); // 2, idempotent, no transaction
+    p.append(&data(2, 0, 0, 1, true), 1).unwrap(); // 3
+    assert_eq!((p.high_watermark(), p.last_stable_offset()), (4, 0));
+    assert_eq!(p.open_transactions(), 2);
+    // Nothing below the LSO yet: a read_committed reader sees nothing.
+    assert_eq!(committed_read(&p, 0), (vec![], vec![]));
+    let m = p.append_marker(1, 0, commit(0), 2).unwrap();
+    assert_eq!((m.base_offset, m.last_offset), (4, 4));
+    assert_eq!(p.last_stable_offset(), 3, "producer 2 is still open");
+    let m = p.append_marker(2, 0, abort(0), 3).unwrap();
+    assert_eq!(m.base_offset, 5);
+    assert_eq!(p.last_stable_offset(), 6);
+    assert_eq!(p.open_transactions(), 0);
+    // Every batch is returned (the client filters), with producer 2's aborted transaction.
+    assert_eq!(committed_read(&p, 0), (vec![(2, 3)], vec![0, 2, 3, 4, 5]));
+    assert_eq!(committed_read(&p, 4), (vec![(2, 3)], vec![4, 5]));
+    assert_eq!(committed_read(&p, 6), (vec![], vec![]));
+    // The next transaction of producer 1 opens at its first batch.
+    p.append(&data(1, 0, 2, 1, true), 4).unwrap();
+    assert_eq!(p.last_stable_offset(), 6);
+    // A marker for a producer with no open transaction still takes an offset, changes nothing.
+    assert_eq!(p.append_marker(3, 0, commit(0), 5).unwrap().base_offset, 7);
+    assert_eq!(p.last_stable_offset(), 6);
+}
+
+#[test]
+fn refusals() {
+    let (_disk, mut p) = fresh();
+    p.append(&data(1, 2, 0, 1, true), 1).unwrap();
+    // A non-transactional write inside an open transaction.
+    assert!(matches!(
+        p.append(&data(1, 2, 1, 1, false), 1),
+        Err(ProduceError::InvalidTxnState)
+    ));
+    // A client may not write a control batch.
+    let forged = control::marker_batch(1, 2, commit(0), 1);
+    assert!(matches!(
+        p.append(&forged, 1),
+        Err(ProduceError::InvalidRecord(_))
+    ));
+    // A transactional batch without a producer id.
+    assert!(matches!(
+        p.append(&data(-1, -1, -1, 1, true), 1),
+        Err(ProduceError::InvalidRecord(_))
+    ));
+    // Markers: an older epoch, then an older coordinator than the last marker's.
+    assert!(matches!(
+        p.append_marker(1, 1, commit(0), 1),
+        Err(ProduceError::InvalidProducerEpoch)
+    ));
+    p.append_marker(1, 2, abort(5), 1).unwrap();
+    p.append(&data(1, 2, 1, 1, true), 1).unwrap();
+    assert!(matches!(
+        p.append_marker(1, 2, commit(4), 1),
+        Err(ProduceError::CoordinatorFenced)
+    ));
+    // A marker at a bumped epoch (the coordinator fenced the producer) closes it, and the
+    // zombie's next write at the old epoch is refused.
+    p.append_marker(1, 3, abort(5), 1).unwrap();
+    assert_eq!(p.last_stable_offset(), p.high_watermark());
+    assert!(matches!(
+        p.append(&data(1, 2, 2, 1, true), 1),
+        Err(ProduceError::InvalidProducerEpoch)
+    ));
+    // The retry of a transactional batch is still a duplicate.
+    p.append(&data(1, 3, 0, 1, true), 1).unwrap();
+    assert!(p.append(&data(1, 3, 0, 1, true), 1).unwrap().duplicate);
+}
+
+#[test]
+fn transactions_survive_a_restart_with_or_without_a_snapshot() {
+    for with_snapshot in [false, true] {
+        let (disk, mut p) = fresh();
+        p.append(&data(1, 0, 0, 1, true), 1).unwrap(); // 0
+        p.append(&data(2, 0, 0, 1, true), 1).unwrap(); // 1
+        p.append_marker(1, 0, abort(0), 1).unwrap(); // 2
+        if with_snapshot {
+            let (path, snapshot) = p.producer_snapshot();
+            crate::io::memdisk::block_on(crate::io::write_file_atomic(&disk, &path, &snapshot))
+                .unwrap();
+        }
+        p.append(&data(3, 0, 0, 1, true), 1).unwrap(); // 3
+        p.append_marker(3, 0, abort(0), 1).unwrap(); // 4
+        drop(p);
+        disk.process_crash();
+        let p = open(&disk);
+        assert_eq!(p.open_transactions(), 1, "snapshot: {with_snapshot}");
+        // Producer 2's transaction (at 1) is still open and holds the LSO.
+        assert_eq!(p.last_stable_offset(), 1.min(p.high_watermark()));
+        let (records, aborted) = p.read_committed(0, 1 << 20).unwrap();
+        if p.high_watermark() > 0 {
+            assert!(!records.is_empty());
+            assert_eq!(
+                aborted.iter().map(|a| a.producer_id).collect::<Vec<_>>(),
+                [1]
+            );
+        }
+        let mut p = p;
+        assert!(matches!(
+            p.append(&data(2, 0, 1, 1, false), 1),
+            Err(ProduceError::InvalidTxnState)
+        ));
+        p.append_marker(2, 0, commit(0), 1).unwrap();
+        assert_eq!(p.last_stable_offset(), p.high_watermark());
+        let (_, aborted) = p.read_committed(0, 1 << 20).unwrap();
+        assert_eq!(
+            aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect::<Vec<_>>(),
+            [(1, 0), (3, 3)]
+        );
+    }
+}
+
+#[test]
+fn a_follower_tracks_transactions_and_truncation_reopens_one() {
+    use super::follower::tests::{pair, tail};
+    let disk = MemDisk::new(3);
+    let (mut leader, mut follower) = pair(&disk); // 12 plain and idempotent batches
+    let start = leader.log_end_offset();
+    leader.append(&data(1, 0, 0, 2, true), 100).unwrap();
+    leader.append(&data(2, 0, 0, 1, true), 100).unwrap();
+    leader.append_marker(1, 0, abort(0), 100).unwrap();
+    let marker = leader.log_end_offset() - 1;
+    follower
+        .append_as_follower(&tail(&leader, 0), 200)
+        .unwrap()
+        .unwrap();
+    assert_eq!(follower.open_transactions(), 1);
+    follower.follow_high_watermark(leader.log_end_offset());
+    assert_eq!(
+        follower.last_stable_offset(),
+        start + 2,
+        "producer 2 is open"
+    );
+    // (Reads go one segment at a time: read where the transactions are.)
+    let (_, aborted) = follower.read_committed(start, 1 << 20).unwrap();
+    assert_eq!(
+        aborted
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+            .collect::<Vec<_>>(),
+        [(1, start, marker)]
+    );
+    // Cutting the marker off reopens producer 1's transaction on the follower.
+    let plan = follower.truncate_to(marker).unwrap().unwrap();
+    crate::io::memdisk::block_on(plan.make_durable()).unwrap();
+    follower.truncation_durable(&plan, 300);
+    assert_eq!(follower.open_transactions(), 2);
+    assert_eq!(
+        follower.last_stable_offset(),
+        start.min(follower.high_watermark())
+    );
+}
