@@ -429,12 +429,13 @@ pub(crate) async fn write_txn_markers(
 /// A new producer id: reserved here on the active controller, else asked of it (an
 /// InitProducerId without a transactional id, as a forwarded one would be).
 async fn reserve_producer_id(broker: &Broker) -> Result<i64, String> {
-    let Some(quorum) = broker.quorum.as_ref().filter(|q| !q.is_active()) else {
+    let quorum = &broker.quorum;
+    if quorum.is_active() {
         return broker
             .allocate_producer_id()
             .await
             .map_err(|e| e.to_string());
-    };
+    }
     let link = quorum.leader_link().ok_or("no controller known")?;
     let frame = crate::broker::peer::encode_request(
         kafka_protocol::messages::ApiKey::InitProducerId,
