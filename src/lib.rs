@@ -20,3 +20,4 @@ pub mod log;
 pub mod protocol;
 pub mod raft;
 pub mod replica;
+pub mod security;
