@@ -24,6 +24,8 @@ const CORES: &[&str] = &[
     "src/replica/validation.rs",
     "src/replica/read_replica.rs",
     "src/log/cleaner/plan.rs",
+    "src/security/sasl",
+    "src/security/principal.rs",
 ];
 
 /// Files inside a core folder that are drivers, with the reason.

@@ -8,20 +8,9 @@ pub mod tls;
 
 use crate::io::Io;
 
-/// Fresh random bytes for a SCRAM server nonce: the OS's CSPRNG in production, the io
-/// generator in the simulator (so a seed replays the exchange).
+/// Fresh random bytes for a SCRAM server nonce (see [`crate::io::secure_random`]).
 pub fn entropy(io: &Io) -> [u8; 18] {
     let mut out = [0u8; 18];
-    #[cfg(not(madsim))]
-    {
-        use ring::rand::SecureRandom;
-        if ring::rand::SystemRandom::new().fill(&mut out).is_ok() {
-            return out;
-        }
-    }
-    for chunk in out.chunks_mut(8) {
-        let bytes = io.rng.next_u64().to_le_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
-    }
+    crate::io::secure_random(io.rng.as_ref(), &mut out);
     out
 }
