@@ -79,6 +79,11 @@ impl Secure {
                 };
                 let tls = match io.timeout(limit, TlsStream::accept(stream, conn)).await {
                     Some(Ok(tls)) => tls,
+                    // A port probe (connect, then close) is not worth a line.
+                    Some(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake: peer left");
+                        return None;
+                    }
                     Some(Err(e)) => {
                         tracing::info!(%peer, error = %e, "TLS handshake failed; closing");
                         return None;

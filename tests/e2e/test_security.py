@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka import KafkaException, Producer  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType,
     ResourceType, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion,
@@ -113,7 +113,7 @@ ssl.truststore.location={d}/ca.pem
 def produce(conf, topic):
     """Delivers one record; the error (or None)."""
     errors = []
-    p = Producer({**conf, "message.timeout.ms": 8000, "socket.timeout.ms": 5000})
+    p = Producer({**conf, "message.timeout.ms": 4000, "socket.timeout.ms": 3000})
     p.produce(topic, b"v", callback=lambda e, m: errors.append(e))
     p.flush(15)
     return errors[0] if errors else "not delivered"
