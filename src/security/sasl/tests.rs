@@ -20,7 +20,13 @@ impl Credentials for Users {
     }
 }
 
+/// Built once: PBKDF2 at 4096 rounds is slow in a debug build.
 fn users() -> Users {
+    static USERS: std::sync::OnceLock<BTreeMap<String, Credential>> = std::sync::OnceLock::new();
+    Users(USERS.get_or_init(|| build_users().0).clone())
+}
+
+fn build_users() -> Users {
     let salt = b"QSXCR+Q6sek8bf92".to_vec();
     let salted_password = salted(Hash::Sha512, "alice-secret", &salt, 4096);
     let alice = Credential {
@@ -286,4 +292,52 @@ fn sessions_expire_and_reauthenticate_as_the_same_principal() {
     auth.step(Duration::ZERO, token(b"\0bob\0bob-secret"), &creds);
     auth.step(t, handshake("PLAIN"), &creds);
     assert!(failed(&auth.step(t, token(b"\0eve\0eve-secret"), &creds)));
+}
+
+/// Hostile sequences: whatever a client sends in whatever order, the core answers without a
+/// panic, never names a principal without a finished exchange, and stops at the first close.
+mod hostile {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn input() -> impl Strategy<Value = (u8, i16, Vec<u8>)> {
+        (
+            0u8..5,
+            0i16..3,
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_sequence_is_answered_without_panic(steps in proptest::collection::vec(input(), 1..12)) {
+            let creds = users();
+            let mut auth = Authenticator::new(settings(Some(Duration::from_secs(5))));
+            for (i, (kind, version, bytes)) in steps.iter().enumerate() {
+                let now = Duration::from_millis(i as u64 * 700);
+                let text = String::from_utf8_lossy(bytes).into_owned();
+                let mechanism = match bytes.first() {
+                    Some(b) if b % 3 == 0 => "PLAIN",
+                    Some(b) if b % 3 == 1 => "SCRAM-SHA-512",
+                    _ => text.as_str(),
+                };
+                let input = match kind {
+                    0 => Input::ApiVersions,
+                    1 => Input::Handshake { version: *version, mechanism },
+                    2 => Input::Token { bytes, entropy: [1; 18], raw: auth.expects_raw_token() },
+                    3 => Input::Token { bytes: b"\0bob\0bob-secret", entropy: [1; 18], raw: auth.expects_raw_token() },
+                    _ => Input::Other,
+                };
+                let step = auth.step(now, input, &creds);
+                if let Some(p) = auth.principal() {
+                    prop_assert_eq!(p, "User:bob");
+                }
+                if matches!(step.then, Then::CloseAfter(_)) {
+                    break;
+                }
+            }
+        }
+    }
 }
