@@ -20,4 +20,5 @@ pub mod log;
 pub mod protocol;
 pub mod raft;
 pub mod replica;
+pub mod security;
 pub mod txn;

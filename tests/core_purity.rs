@@ -27,6 +27,8 @@ const CORES: &[&str] = &[
     "src/replica/transactions.rs",
     "src/txn",
     "src/log/cleaner/plan.rs",
+    "src/security/sasl",
+    "src/security/principal.rs",
 ];
 
 /// Files inside a core folder that are drivers, with the reason (none left: the single-node

@@ -15,6 +15,7 @@ mod health;
 pub mod identity;
 mod peer;
 pub mod replication_events;
+mod secure_connection;
 mod server;
 mod startup_gate;
 mod state;
@@ -194,6 +195,9 @@ impl Broker {
         );
         controller.set_unclean_leader_election(config.unclean_leader_election_enable);
         controller.set_group_bounds(config.group_config_bounds.clone());
+        // Key and trust stores are read now, so a bad one stops the start.
+        secure_connection::Secure::for_listener(&config, &io, api::ListenerKind::Client)
+            .map_err(|e| anyhow::anyhow!("client listener security: {e}"))?;
         let endpoint = config.broker_endpoints().into_iter().next();
         if endpoint.is_none() && config.is_broker() {
             anyhow::bail!("no broker listener in 'listeners'");

@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::api::{self, encode_response, Decoded, ListenerKind, Request, RequestContext};
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::handlers::ROUTES;
+use super::secure_connection::{Admit, Secure};
 use super::{handlers::inter_node::forward, Broker};
 use crate::io::{BoxStream, Listener};
 use crate::protocol::frame::{read_frame, write_frame};
@@ -36,6 +37,14 @@ pub(super) async fn accept_loop(
     kind: ListenerKind,
 ) {
     let mut shutdown = broker.shutdown_signal();
+    // Checked at start (`check_listener_security`); a key file gone since is logged here.
+    let secure = match Secure::for_listener(&broker.config, &broker.io, kind) {
+        Ok(secure) => Arc::new(secure),
+        Err(e) => {
+            tracing::error!(error = %e, "listener security unusable; not serving");
+            return;
+        }
+    };
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     loop {
         let accepted = tokio::select! {
@@ -52,8 +61,9 @@ pub(super) async fn accept_loop(
                 open.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let broker = broker.clone();
                 let open = open.clone();
+                let secure = secure.clone();
                 broker.io.clone().spawn(async move {
-                    serve_connection(broker, stream, peer, kind).await;
+                    serve_connection(broker, stream, peer, kind, secure).await;
                     open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 });
             }
@@ -70,14 +80,18 @@ async fn serve_connection(
     stream: BoxStream,
     peer: SocketAddr,
     kind: ListenerKind,
+    secure: Arc<Secure>,
 ) {
+    let idle = Duration::from_millis(broker.config.connections_max_idle_ms.max(1));
+    let Some((stream, mut session)) = secure.open(&broker.io, stream, peer, idle).await else {
+        return;
+    };
     let (read_half, mut write_half) = tokio::io::split(stream);
     let mut reader = BufReader::with_capacity(READ_BUFFER, read_half);
     let mut shutdown = broker.shutdown_signal();
-    let idle = Duration::from_millis(broker.config.connections_max_idle_ms.max(1));
-    let max_frame = broker.config.socket_request_max_bytes;
     let mut out = BytesMut::with_capacity(64 * 1024);
     loop {
+        let max_frame = session.max_frame(broker.config.socket_request_max_bytes);
         let frame = tokio::select! {
             biased;
             f = broker.io.timeout(idle, read_frame(&mut reader, max_frame)) => f,
@@ -99,9 +113,37 @@ async fn serve_connection(
                 break;
             }
         };
+        match session.admit(&broker, kind, &frame, &mut out) {
+            Admit::Route => {}
+            Admit::Answered => {
+                if let Err(e) = write_frame(&mut write_half, &out).await {
+                    tracing::debug!(%peer, error = %e, "write failed");
+                    break;
+                }
+                continue;
+            }
+            Admit::Close(delay) => {
+                // KIP-306: a failed authentication is answered (if at all) after the delay.
+                tracing::info!(%peer, "authentication failed or refused; closing");
+                broker.io.clock.sleep(delay).await;
+                if !out.is_empty() {
+                    let _ = write_frame(&mut write_half, &out).await;
+                }
+                break;
+            }
+        }
         let watch = ConnectionWatch::new();
+        let principal = session.principal();
         let handled = {
-            let handling = dispatch(&broker, kind, frame, peer, watch.signal(), &mut out, true);
+            let handling = dispatch(
+                &broker,
+                kind,
+                frame,
+                (peer, principal),
+                watch.signal(),
+                &mut out,
+                true,
+            );
             tokio::pin!(handling);
             let mut watching = true;
             loop {
@@ -154,7 +196,8 @@ impl Broker {
         let mut out = BytesMut::new();
         let kind = ListenerKind::Client;
         let gone = ConnectionGone::never();
-        match dispatch(self, kind, frame, peer, gone, &mut out, false).await? {
+        let caller = (peer, crate::acl::ANONYMOUS);
+        match dispatch(self, kind, frame, caller, gone, &mut out, false).await? {
             true => Ok(Some(out.freeze())),
             false => Ok(None),
         }
@@ -169,7 +212,7 @@ async fn dispatch(
     broker: &Broker,
     kind: ListenerKind,
     frame: Bytes,
-    peer: SocketAddr,
+    (peer, principal): (SocketAddr, &str),
     gone: ConnectionGone,
     out: &mut BytesMut,
     relay: bool,
@@ -188,7 +231,7 @@ async fn dispatch(
         // Handled once: take the body out instead of copying it (a produce's is large).
         let placeholder = RequestKind::ApiVersions(Default::default());
         let body = std::mem::replace(&mut request.body, placeholder);
-        return answer(broker, kind, &request, body, peer, gone, out).await;
+        return answer(broker, kind, &request, body, (peer, principal), gone, out).await;
     }
     // Relayed to the controller, or handled here (this node is it, or none answered within
     // the bound); handled here and refused because the leadership moved during the commit, it
@@ -200,7 +243,8 @@ async fn dispatch(
             return Ok(true);
         }
         let body = request.body.clone();
-        let answered = answer(broker, kind, &request, body, peer, gone.clone(), out).await;
+        let caller = (peer, principal);
+        let answered = answer(broker, kind, &request, body, caller, gone.clone(), out).await;
         if !matches!(answered, Ok(true))
             || !forward::lost_control_while_handling(broker, &request, out, deadline).await
         {
@@ -216,7 +260,7 @@ async fn answer(
     kind: ListenerKind,
     request: &Request<'_, Broker>,
     body: RequestKind,
-    peer: SocketAddr,
+    (peer, principal): (SocketAddr, &str),
     gone: ConnectionGone,
     out: &mut BytesMut,
 ) -> Result<bool, String> {
@@ -227,6 +271,7 @@ async fn answer(
         trusted: kind == ListenerKind::Controller,
         client_id: request.client_id.clone(),
         peer,
+        principal: principal.to_string(),
         gone,
     };
     let Some(response) = (request.route.run)(broker, &ctx, body).await? else {

@@ -135,44 +135,40 @@ pub(super) fn parse_listeners(value: &str) -> Result<Vec<Endpoint>, ConfigError>
     Ok(listeners)
 }
 
-/// Every listener must end up PLAINTEXT, whether through `listener.security.protocol.map` or,
-/// without one, through Kafka's rule that a listener named after a protocol uses it. Map entries
-/// for listeners that are not configured may name any protocol: Kafka's stock files map SSL and
-/// SASL names they never use.
-pub(super) fn check_security_protocols(
+/// Each listener's security protocol (upper case), through `listener.security.protocol.map`
+/// or, without one, through Kafka's rule that a listener named after a protocol uses it (any
+/// other name is PLAINTEXT). Map entries for listeners that are not configured may name any
+/// protocol: Kafka's stock files map SSL and SASL names they never use.
+pub(super) fn security_protocols(
     listeners: &[Endpoint],
     listeners_raw: &str,
     map_raw: Option<&str>,
-) -> Result<(), ConfigError> {
+) -> Result<BTreeMap<String, (&'static str, String)>, ConfigError> {
     const MAP_KEY: &str = "listener.security.protocol.map";
     let map = match map_raw {
         Some(raw) => Some((raw, parse_protocol_map(raw)?)),
         None => None,
     };
+    let _ = listeners_raw;
+    let mut out = BTreeMap::new();
     for listener in listeners {
         let name = &listener.listener_name;
-        let (key, value, protocol) = match &map {
+        let (key, protocol) = match &map {
             Some((raw, map)) => {
                 let reason = || format!("no security protocol for listener '{name}'");
                 let protocol = map
                     .get(name)
                     .ok_or_else(|| invalid(MAP_KEY, raw, reason()))?;
-                (MAP_KEY, *raw, protocol.as_str())
+                (MAP_KEY, protocol.clone())
             }
             None => {
                 let implied = SECURITY_PROTOCOLS.iter().find(|p| *p == name).copied();
-                ("listeners", listeners_raw, implied.unwrap_or("PLAINTEXT"))
+                ("listeners", implied.unwrap_or("PLAINTEXT").to_string())
             }
         };
-        if protocol != "PLAINTEXT" {
-            let reason = format!(
-                "listener '{name}' uses {protocol}, but Weir supports only PLAINTEXT \
-                 (no TLS or SASL yet)"
-            );
-            return Err(invalid(key, value, reason));
-        }
+        out.insert(name.clone(), (key, protocol));
     }
-    Ok(())
+    Ok(out)
 }
 
 /// `host:port`, `[ipv6]:port`, or an unbracketed IPv6 address followed by `:port` (Kafka's

@@ -48,6 +48,22 @@ pub fn generator(seed: u64) -> Generator {
     rand::SeedableRng::seed_from_u64(seed)
 }
 
+/// Fills `buf` with bytes for cryptography (SCRAM nonces): the OS's CSPRNG in production
+/// (the [`Generator`] is not one), `rng` in the simulator, so a seed replays the exchange.
+pub fn secure_random(rng: &dyn Rng, buf: &mut [u8]) {
+    #[cfg(not(madsim))]
+    {
+        use ring::rand::SecureRandom;
+        if ring::rand::SystemRandom::new().fill(buf).is_ok() {
+            return;
+        }
+    }
+    for chunk in buf.chunks_mut(8) {
+        let bytes = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+}
+
 /// Spawns a detached task on the current runtime (or the current simulated node).
 pub trait Spawn: Send + Sync + 'static {
     fn spawn(&self, task: BoxFuture<'static, ()>);

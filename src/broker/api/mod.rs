@@ -42,6 +42,8 @@ pub struct RequestContext {
     /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
     pub client_id: String,
     pub peer: SocketAddr,
+    /// Who asks: `User:ANONYMOUS`, a certificate's or a SASL principal (`User:alice`).
+    pub principal: String,
     /// Fires when the client closed the connection: waits end early.
     pub gone: ConnectionGone,
 }

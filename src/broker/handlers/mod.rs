@@ -84,6 +84,23 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(ApiVersions, Range(0, 4), Both, |_, c, _r| Some(
         ResponseKind::ApiVersions(api::api_versions(ROUTES, c.listener))
     )),
+    // On a SASL listener the authenticator answers these before authentication
+    // (`secure_connection`); here, after it or on another listener: ILLEGAL_SASL_STATE.
+    route!(SaslHandshake, Range(0, 1), ClientOnly, |_, _, _r| Some(
+        ResponseKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(kafka_protocol::error::ResponseError::IllegalSaslState.code())
+        )
+    )),
+    route!(SaslAuthenticate, Range(0, 2), ClientOnly, |_, _, _r| Some(
+        ResponseKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_code(kafka_protocol::error::ResponseError::IllegalSaslState.code())
+                .with_error_message(Some(
+                    "Unexpected SASL request: the connection is not authenticating".into()
+                ))
+        )
+    )),
     route!(CreateTopics, Range(2, 7), Both, |b, c, r| Some(
         ResponseKind::CreateTopics(admin::create_topics(b, c, r).await)
     )),
@@ -224,7 +241,7 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 41);
+        assert_eq!(client.len(), 43);
         assert!(served(ApiKey::Produce, 9));
         // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.
         assert!(served(ApiKey::EndTxn, 3) && !served(ApiKey::EndTxn, 4));

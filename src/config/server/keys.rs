@@ -163,8 +163,11 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("broker.rack", Text, "", "The broker's rack: registered, reported in Metadata, matched against a consumer's `client.rack` by the replica selector.")
         .no_default().shows(|c| c.broker_rack.clone()),
     used("broker.session.timeout.ms", Int(1, I32), "9000", "A broker silent this long is fenced by the controller."),
+    used("connection.failed.authentication.delay.ms", Int(0, I32), "100", "A failed SASL authentication closes the connection after this delay (KIP-306). Listener-prefixable."),
     used("connections.max.idle.ms", Int(i64::MIN, I64), "600000", "Idle connections are closed after this long; -1: never.")
         .shows(|c| Some(match c.connections_max_idle_ms { u64::MAX => "-1".to_string(), ms => ms.to_string() })),
+    used("connections.max.reauth.ms", Int(0, I64), "0", "SASL session lifetime: clients re-authenticate before it ends (KIP-368); a request after it closes the connection; 0: no expiry. Listener-prefixable.")
+        .shows(|c| Some(c.broker_endpoints().first().and_then(|e| c.security_of(&e.listener_name).sasl?.reauth).map_or(0, |d| d.as_millis()).to_string())),
     accepted("controlled.shutdown.enable", Bool, ReadOnly, "Weir always shuts down in a controlled way on SIGTERM."),
     used("controller.listener.names", List, "CONTROLLER", "Listener names that carry the controller (quorum) protocol.")
         .shows(|c| Some(c.controller_listener_names.join(","))),
@@ -227,7 +230,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("inter.broker.listener.name", Text, "PLAINTEXT", "The listener brokers reach each other on: a non-controller listener in `advertised.listeners`.")
         .shows(|c| Some(c.inter_broker_listener_name.clone())),
     used("leader.imbalance.check.interval.seconds", Int(1, I32), "300", "How often the controller looks for partitions led by other than their preferred replica."),
-    used("listener.security.protocol.map", List, "", "Every listener must map to PLAINTEXT (Kafka's implicit mapping when unset).")
+    used("listener.security.protocol.map", List, "", "`NAME:PROTOCOL` pairs: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's implicit mapping when unset). Weir serves clients on the first non-controller listener; the controller listener (and in a cluster the client listener) must be PLAINTEXT for now.")
         .no_default().dynamic(PerBroker).shows(|c| Some(protocol_map(c))),
     used("listeners", List, "PLAINTEXT://127.0.0.1:9092", "Addresses to bind: the first non-controller listener serves clients, the controller listener the quorum. An empty host binds 0.0.0.0; port 0 lets the OS pick.")
         .dynamic(PerBroker).shows(|c| Some(join(&c.listeners))),
@@ -312,8 +315,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.replica_lag_time_max_ms.to_string())),
     used("replica.selector.class", Text, "", "Fetch from follower (KIP-392): only `org.apache.kafka.common.replica.RackAwareReplicaSelector`, which sends a Fetch v11+ consumer to an in-sync replica in its `client.rack`; unset, consumers are not redirected.")
         .no_default().shows(|c| c.replica_selector.map(|ReplicaSelector::RackAware| RACK_AWARE_SELECTOR.to_string())),
-    stored("sasl.enabled.mechanisms", List, PerBroker, "SASL; Weir has none.").default_is("GSSAPI"),
-    stored("sasl.jaas.config", Password, PerBroker, "SASL; Weir has none."),
+    used("sasl.enabled.mechanisms", List, "GSSAPI", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (no GSSAPI: a SASL listener must set it). Listener-prefixable (`listener.name.<name>.`).").dynamic(PerBroker),
+    used("sasl.jaas.config", Password, "", "PLAIN's users as `PlainLoginModule required user_<name>=\"<password>\" ...;`, best as `listener.name.<name>.plain.sasl.jaas.config`. SCRAM users are stored through the quorum (AlterUserScramCredentials).").no_default().dynamic(PerBroker),
     stored("sasl.kerberos.kinit.cmd", Text, PerBroker, "SASL; Weir has none."),
     stored("sasl.kerberos.min.time.before.relogin", Int(i64::MIN, I64), PerBroker, "SASL; Weir has none."),
     stored("sasl.kerberos.principal.to.local.rules", List, PerBroker, "SASL; Weir has none.").default_is("DEFAULT"),
@@ -325,6 +328,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     stored("sasl.login.refresh.window.factor", Double(None), PerBroker, "SASL; Weir has none."),
     stored("sasl.login.refresh.window.jitter", Double(None), PerBroker, "SASL; Weir has none."),
     stored("sasl.mechanism.inter.broker.protocol", Text, PerBroker, "SASL; Weir has none."),
+    used("sasl.server.max.receive.size", Int(1, I32), "524288", "Largest frame before SASL authentication completes; a larger one closes the connection."),
     used("security.inter.broker.protocol", Text, "PLAINTEXT", "The older way to name the inter-broker listener; only PLAINTEXT, and not together with `inter.broker.listener.name`.").no_default(),
     accepted("share.coordinator.state.topic.min.isr", Int(1, I16), ReadOnly, "Share groups; Weir has none."),
     accepted("share.coordinator.state.topic.replication.factor", Int(1, I16), ReadOnly, "Share groups; Weir has none."),
@@ -334,25 +338,26 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.socket_request_max_bytes.to_string())),
     accepted("socket.send.buffer.bytes", Int(-1, I32), ReadOnly, "Kafka's socket buffer size; ignored by Weir."),
     stored("ssl.cipher.suites", List, PerBroker, "TLS; Weir has none.").default_is(""),
-    stored("ssl.client.auth", Text, PerBroker, "TLS; Weir has none."),
+    used("ssl.client.auth", Text, "none", "`none`, `requested` or `required`: client certificates on SSL listeners (on SASL_SSL only with the listener prefix, KIP-684).").dynamic(PerBroker),
     stored("ssl.enabled.protocols", List, PerBroker, "TLS; Weir has none.").default_is("TLSv1.2,TLSv1.3"),
     stored("ssl.endpoint.identification.algorithm", Text, PerBroker, "TLS; Weir has none."),
     stored("ssl.engine.factory.class", Text, PerBroker, "TLS; Weir has none."),
-    stored("ssl.key.password", Password, PerListener, "TLS; Weir has none."),
+    used("ssl.key.password", Password, "", "Refused: decrypt the key (PEM, PKCS#8).").no_default().dynamic(PerListener),
     stored("ssl.keymanager.algorithm", Text, PerBroker, "TLS; Weir has none."),
-    stored("ssl.keystore.certificate.chain", Text, PerListener, "TLS; Weir has none."),
-    stored("ssl.keystore.key", Password, PerListener, "TLS; Weir has none."),
-    stored("ssl.keystore.location", Text, PerListener, "TLS; Weir has none."),
-    stored("ssl.keystore.password", Password, PerListener, "TLS; Weir has none."),
-    stored("ssl.keystore.type", Text, PerListener, "TLS; Weir has none."),
+    used("ssl.keystore.certificate.chain", Text, "", "Inline PEM certificate chain (KIP-651), with `ssl.keystore.key`. Listener-prefixable (`listener.name.<name>.`).").no_default().dynamic(PerListener),
+    used("ssl.keystore.key", Password, "", "Inline PEM private key (PKCS#8, SEC1 or PKCS#1). Listener-prefixable (`listener.name.<name>.`).").no_default().dynamic(PerListener),
+    used("ssl.keystore.location", Text, "", "One PEM file with the private key and the certificate chain of a TLS listener. Listener-prefixable (`listener.name.<name>.`).").no_default().dynamic(PerListener),
+    used("ssl.keystore.password", Password, "", "Refused: PEM stores take no password.").no_default().dynamic(PerListener),
+    used("ssl.keystore.type", Text, "PEM", "Only `PEM` (JKS and PKCS12 are refused with the command that converts them).").dynamic(PerListener),
+    used("ssl.principal.mapping.rules", Text, "DEFAULT", "Kafka's rules from a client certificate's subject (RFC 2253) to a principal name: `RULE:pattern/replacement/[LU]`, `DEFAULT`. No back-references or lookaround.").dynamic(PerBroker),
     stored("ssl.protocol", Text, PerBroker, "TLS; Weir has none."),
     stored("ssl.provider", Text, PerBroker, "TLS; Weir has none."),
     stored("ssl.secure.random.implementation", Text, PerBroker, "TLS; Weir has none."),
     stored("ssl.trustmanager.algorithm", Text, PerBroker, "TLS; Weir has none."),
-    stored("ssl.truststore.certificates", Text, PerListener, "TLS; Weir has none."),
-    stored("ssl.truststore.location", Text, PerListener, "TLS; Weir has none."),
-    stored("ssl.truststore.password", Password, PerListener, "TLS; Weir has none."),
-    stored("ssl.truststore.type", Text, PerListener, "TLS; Weir has none."),
+    used("ssl.truststore.certificates", Text, "", "Inline PEM CA certificates that client certificates must chain to. Listener-prefixable (`listener.name.<name>.`).").no_default().dynamic(PerListener),
+    used("ssl.truststore.location", Text, "", "A PEM file of CA certificates that client certificates must chain to. Listener-prefixable (`listener.name.<name>.`).").no_default().dynamic(PerListener),
+    used("ssl.truststore.password", Password, "", "Refused: PEM stores take no password.").no_default().dynamic(PerListener),
+    used("ssl.truststore.type", Text, "PEM", "Only `PEM`.").dynamic(PerListener),
     used("super.users", Text, "", "`;`-separated principals (`User:admin`) the authorizer always allows.")
         .shows(|c| Some(c.authorizer.super_users.join(";"))),
     used("transaction.abort.timed.out.transaction.cleanup.interval.ms", Int(1, I32), "10000", "How often the transaction coordinator aborts transactions open past their timeout.")

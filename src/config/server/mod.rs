@@ -13,6 +13,7 @@ mod parse;
 #[cfg(test)]
 mod readme;
 mod roles;
+mod security;
 #[cfg(test)]
 mod tests;
 pub(super) mod topic_defaults;
@@ -25,6 +26,7 @@ use super::topic::{TopicConfig, FIELDS};
 use super::ConfigError;
 use super::{Endpoint, Voter};
 pub use parse::check;
+pub use security::{ListenerSecurity, SecurityProtocol};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -61,6 +63,8 @@ pub struct ServerConfig {
     /// no quorum is configured: a node with the controller role is then a quorum of one by
     /// itself and needs no controller listener, which is what plain `weir serve` runs.
     pub controller_quorum_voters: Vec<Voter>,
+    /// Each listener's protocol and its TLS and SASL settings, by listener name.
+    pub listener_security: BTreeMap<String, ListenerSecurity>,
     pub log_dirs: Vec<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -224,6 +228,34 @@ impl ServerConfig {
             .iter()
             .find(|e| self.controller_listener_names.contains(&e.listener_name))
             .cloned()
+    }
+
+    /// The security of listener `name` (PLAINTEXT for a name not configured).
+    pub fn security_of(&self, name: &str) -> ListenerSecurity {
+        self.listener_security
+            .get(name)
+            .cloned()
+            .unwrap_or_else(ListenerSecurity::plaintext)
+    }
+
+    /// What Weir does not secure yet: its own outbound connections (quorum, broker sessions,
+    /// replica fetches) speak PLAINTEXT, so the controller listener must be PLAINTEXT, and in
+    /// a cluster so must the client listener the followers fetch from.
+    fn check_listener_security(&self) -> Result<(), ConfigError> {
+        let key = "listener.security.protocol.map";
+        for name in &self.controller_listener_names {
+            let protocol = self.security_of(name).protocol;
+            if protocol != SecurityProtocol::Plaintext {
+                return Err(super::invalid(key, protocol.name(), format!("controller listener '{name}' must be PLAINTEXT: Weir does not yet secure its inter-node connections")));
+            }
+        }
+        if let Some(client) = self.broker_endpoints().first() {
+            let protocol = self.security_of(&client.listener_name).protocol;
+            if self.is_clustered() && protocol != SecurityProtocol::Plaintext {
+                return Err(super::invalid(key, protocol.name(), format!("client listener '{}' is also the replicas' listener in a cluster and must be PLAINTEXT: Weir does not yet secure its inter-node connections", client.listener_name)));
+            }
+        }
+        Ok(())
     }
 
     /// The listeners that serve clients, i.e. all but the controller listeners.

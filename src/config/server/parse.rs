@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::listener::{
-    check_security_protocols, parse_bootstrap_servers, parse_endpoints, parse_listeners,
-    parse_names, parse_voters,
+    parse_bootstrap_servers, parse_endpoints, parse_listeners, parse_names, parse_voters,
+    security_protocols,
 };
 use super::super::topic::FIELDS;
 use super::super::{invalid, parse_bool, parse_int, parse_list, ConfigError, Endpoint};
@@ -20,6 +20,8 @@ use super::{
 pub(super) struct Props<'a> {
     pub(super) map: &'a BTreeMap<String, String>,
     pub(super) read: BTreeSet<&'static str>,
+    /// Keys read under a listener prefix (`listener.name.x.ssl.keystore.location`).
+    prefixed: BTreeSet<String>,
 }
 
 impl<'a> Props<'a> {
@@ -27,7 +29,27 @@ impl<'a> Props<'a> {
         Props {
             map,
             read: BTreeSet::new(),
+            prefixed: BTreeSet::new(),
         }
+    }
+
+    /// A listener's value of `key`: `listener.name.<listener>.<key>`, else `key`.
+    pub(super) fn listener_value(&mut self, listener: &str, key: &'static str) -> Option<&'a str> {
+        self.listener_only(listener, key).or_else(|| self.get(key))
+    }
+
+    /// Only `listener.name.<listener>.<key>` (the table's `key` counts as read).
+    pub(super) fn listener_only(&mut self, listener: &str, key: &'static str) -> Option<&'a str> {
+        self.read.insert(key);
+        let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
+        self.dynamic(prefixed)
+    }
+
+    /// A key whose name is built (listener and mechanism prefixes).
+    pub(super) fn dynamic(&mut self, key: String) -> Option<&'a str> {
+        let value = self.map.get(&key).map(String::as_str);
+        self.prefixed.insert(key);
+        value
     }
 
     /// The value as written, if any (any key: the `log.*` topic defaults are read here too).
@@ -172,6 +194,7 @@ pub(super) fn parse(
         broker_rack: net.broker_rack,
         replica_selector: net.replica_selector,
         controller_quorum_voters: net.controller_quorum_voters,
+        listener_security: net.listener_security,
         log_dirs,
         num_partitions: p.int("num.partitions")? as i32,
         default_replication_factor: p.int("default.replication.factor")? as i16,
@@ -239,10 +262,11 @@ pub(super) fn parse(
     let parsed = p.read.clone();
     p.check_accepted()?;
     config.check_roles(props)?;
+    config.check_listener_security()?;
 
     let warnings = props
         .keys()
-        .filter(|k| !p.read.contains(k.as_str()))
+        .filter(|k| !p.read.contains(k.as_str()) && !p.prefixed.contains(k.as_str()))
         .map(|k| match FIELDS.iter().find(|f| f.0 == k) {
             // A topic-level key in server.properties is a common slip; point at the broker key.
             Some((_, broker_key, _)) => format!(
@@ -265,6 +289,7 @@ struct Network {
     broker_rack: Option<String>,
     replica_selector: Option<ReplicaSelector>,
     controller_quorum_voters: Vec<super::Voter>,
+    listener_security: BTreeMap<String, super::security::ListenerSecurity>,
 }
 
 impl Network {
@@ -295,11 +320,12 @@ impl Network {
                 "must name at least one listener",
             ));
         }
-        check_security_protocols(
+        let protocols = security_protocols(
             &listeners,
             listeners_raw.unwrap_or_default(),
             p.get("listener.security.protocol.map"),
         )?;
+        let listener_security = super::security::read(p, &listeners, &protocols)?;
         let inter_broker_listener_name = inter_broker_listener(p)?;
 
         let is_controller_listener =
@@ -367,6 +393,7 @@ impl Network {
             broker_rack,
             replica_selector,
             controller_quorum_voters,
+            listener_security,
         })
     }
 }

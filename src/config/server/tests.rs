@@ -432,7 +432,7 @@ fn zookeeper_is_refused() {
 #[test]
 fn unknown_keys_warn() {
     let (c, warnings) =
-        load("num.partitions=2\nnum.partitons=3\nretention.ms=5\nssl.keystore.location=/x")
+        load("num.partitions=2\nnum.partitons=3\nretention.ms=5\nsasl.kerberos.service.name=x")
             .unwrap();
     assert_eq!(c.num_partitions, 2);
     assert_eq!(
@@ -441,7 +441,7 @@ fn unknown_keys_warn() {
             "unknown config key 'num.partitons' ignored",
             "unknown config key 'retention.ms' ignored \
              (the broker-wide default is 'log.retention.ms')",
-            "unknown config key 'ssl.keystore.location' ignored",
+            "unknown config key 'sasl.kerberos.service.name' ignored",
         ]
     );
     // Both spellings of the log directory and of the node id are known keys.
@@ -557,16 +557,20 @@ fn advertised_listeners() {
 
 #[test]
 fn security_protocols() {
+    // A TLS listener needs a key store; the error names it.
     let (key, msg) = error(
         "listeners=PLAINTEXT://:9092,SECURE://:9093\n\
          listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SECURE:SSL",
     );
-    assert_eq!(key, "listener.security.protocol.map");
-    assert!(msg.contains("listener 'SECURE' uses SSL"), "{msg}");
+    assert_eq!(key, "ssl.keystore.location");
+    assert!(
+        msg.contains("listener 'SECURE' (SSL) needs a key store"),
+        "{msg}"
+    );
     // A listener named after a protocol implies it when there is no map.
     assert_eq!(
         error("listeners=SSL://:9093,PLAINTEXT://:9092").0,
-        "listeners"
+        "ssl.keystore.location"
     );
     // ... and a listener missing from an explicit map is an error.
     assert_eq!(
@@ -940,4 +944,91 @@ fn keys_the_test_harnesses_write_are_known() {
     for key in keys {
         assert!(known.contains(key), "{key}");
     }
+}
+
+#[test]
+fn secure_listeners() {
+    use crate::config::SecurityProtocol;
+    use crate::security::tls::{ClientAuth, PemSource};
+    let c = config(
+        "listeners=CLIENT://:9093,MTLS://:9094,CONTROLLER://:9095\n\
+         listener.security.protocol.map=CLIENT:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT\n\
+         inter.broker.listener.name=CLIENT\n\
+         sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN\n\
+         listener.name.client.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"a\";\n\
+         listener.name.client.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n\
+         ssl.keystore.type=PEM\nssl.keystore.location=/etc/broker.pem\n\
+         ssl.truststore.type=PEM\nssl.truststore.location=/etc/ca.pem\n\
+         ssl.client.auth=required\n\
+         listener.name.client.connections.max.reauth.ms=60000\n\
+         ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+    );
+    let client = c.security_of("CLIENT");
+    assert_eq!(client.protocol, SecurityProtocol::SaslSsl);
+    // Unprefixed ssl.client.auth does not apply to SASL_SSL (KIP-684).
+    assert_eq!(client.tls.as_ref().unwrap().client_auth, ClientAuth::None);
+    let sasl = client.sasl.unwrap();
+    assert_eq!(sasl.plain_users["alice"], "a");
+    assert_eq!(sasl.reauth, Some(std::time::Duration::from_secs(60)));
+    let mtls = c.security_of("MTLS");
+    let tls = mtls.tls.unwrap();
+    assert_eq!(tls.client_auth, ClientAuth::Required);
+    assert_eq!(tls.chain, PemSource::File("/etc/broker.pem".into()));
+    assert_eq!(
+        mtls.principal_mapping.map("CN=alice,O=x"),
+        Some("alice".into())
+    );
+    assert_eq!(
+        c.security_of("CONTROLLER").protocol,
+        SecurityProtocol::Plaintext
+    );
+
+    let base = "listeners=S://:9093\nlistener.security.protocol.map=S:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\ninter.broker.listener.name=S\n";
+    for (extra, key) in [
+        ("", "sasl.enabled.mechanisms"),
+        ("sasl.enabled.mechanisms=GSSAPI", "sasl.enabled.mechanisms"),
+        (
+            "sasl.enabled.mechanisms=PLAIN",
+            "listener.name.s.plain.sasl.jaas.config",
+        ),
+        (
+            "sasl.enabled.mechanisms=PLAIN\nlistener.name.s.plain.sasl.jaas.config=x",
+            "listener.name.s.plain.sasl.jaas.config",
+        ),
+    ] {
+        assert_eq!(error(&format!("{base}{extra}")).0, key, "{extra}");
+    }
+    let tls = "listeners=S://:9093\nlistener.security.protocol.map=S:SSL,CONTROLLER:PLAINTEXT\ninter.broker.listener.name=S\n";
+    for (extra, key) in [
+        (
+            "ssl.keystore.type=JKS\nssl.keystore.location=/k",
+            "ssl.keystore.type",
+        ),
+        (
+            "ssl.keystore.location=/k\nssl.keystore.password=x",
+            "ssl.keystore.password",
+        ),
+        (
+            "ssl.keystore.location=/k\nssl.client.auth=required",
+            "ssl.client.auth",
+        ),
+        (
+            "ssl.keystore.location=/k\nssl.client.auth=maybe",
+            "ssl.client.auth",
+        ),
+        (
+            "ssl.keystore.location=/k\nssl.principal.mapping.rules=RULE:(?=a)/x/",
+            "ssl.principal.mapping.rules",
+        ),
+    ] {
+        assert_eq!(error(&format!("{tls}{extra}")).0, key, "{extra}");
+    }
+    // Inter-node connections are not secured yet: the controller listener stays PLAINTEXT.
+    let (key, msg) = error(
+        "listeners=PLAINTEXT://:9092,CONTROLLER://:9093\n\
+         listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\n\
+         ssl.keystore.location=/k",
+    );
+    assert_eq!(key, "listener.security.protocol.map");
+    assert!(msg.contains("controller listener"), "{msg}");
 }

@@ -2,8 +2,8 @@
 //! the questions handlers ask the pure authorizer (`crate::acl`) against the ACLs in the
 //! current image.
 //!
-//! Principal: Weir's listeners are all PLAINTEXT (no SASL, no TLS), so every client is
-//! `User:ANONYMOUS`, as in Kafka. Inter-node traffic is never checked: it arrives on the
+//! Principal: the connection's (`RequestContext::principal`): `User:ANONYMOUS` on PLAINTEXT,
+//! the mapped certificate subject on SSL, the SASL user on SASL listeners. Inter-node traffic is never checked: it arrives on the
 //! controller listener (quorum RPCs, broker sessions, AlterPartition, the CreateTopics a broker
 //! sends for auto-creation, and client requests relayed by another node, which that node
 //! authorized before relaying), and a follower's Fetch on the client listener carries a
@@ -43,6 +43,7 @@ struct Deciding {
     settings: Arc<AuthorizerSettings>,
     image: Arc<MetadataImage>,
     host: String,
+    principal: String,
 }
 
 impl Authz {
@@ -51,7 +52,7 @@ impl Authz {
             return true;
         };
         let caller = Caller {
-            principal: acl::ANONYMOUS,
+            principal: &d.principal,
             host: &d.host,
         };
         acl::authorize(
@@ -123,7 +124,7 @@ impl Authz {
             return acl::all_operations(resource_type);
         };
         let caller = Caller {
-            principal: acl::ANONYMOUS,
+            principal: &d.principal,
             host: &d.host,
         };
         acl::authorized_operations(&d.settings, d.image.acls(), &caller, resource_type, name)
@@ -133,16 +134,17 @@ impl Authz {
 impl Broker {
     /// The authorization view for one request.
     pub(crate) fn authz(&self, ctx: &RequestContext) -> Authz {
-        self.authz_at(ctx.trusted, ctx.peer)
+        self.authz_at(ctx.trusted, ctx.peer, &ctx.principal)
     }
 
-    fn authz_at(&self, trusted: bool, peer: SocketAddr) -> Authz {
+    fn authz_at(&self, trusted: bool, peer: SocketAddr, principal: &str) -> Authz {
         let settings = self.authorizer.as_ref().filter(|_| !trusted);
         Authz {
             deciding: settings.map(|settings| Deciding {
                 settings: settings.clone(),
                 image: self.image(),
                 host: peer.ip().to_string(),
+                principal: principal.to_string(),
             }),
         }
     }
@@ -156,7 +158,8 @@ impl Broker {
         if self.authorizer.is_none() {
             return true;
         }
-        let authz = self.authz_at(false, peer);
+        // Relaying happens in a cluster only, whose client listener is PLAINTEXT (for now).
+        let authz = self.authz_at(false, peer, acl::ANONYMOUS);
         match body {
             RequestKind::CreateTopics(r) => {
                 r.topics.iter().all(|t| authz.may_create_topic(&t.name))

@@ -2,7 +2,7 @@
 //! local image (mechanism and iterations only, never salts or keys); Alter is decided by the
 //! active controller (`controller::scram`, forwarded like other metadata writes) and
 //! committed as `UserScramCredential` records. With an authorizer they need DESCRIBE and ALTER
-//! on the cluster. Weir has no SASL listener yet: the credentials are stored for one.
+//! on the cluster. SASL listeners check SCRAM logins against them (`security::sasl::scram`).
 
 use std::collections::BTreeMap;
 

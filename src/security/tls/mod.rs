@@ -1,0 +1,120 @@
+//! TLS listeners on rustls (ring provider, no OpenSSL): the server config built from Kafka's
+//! PEM key and trust stores (KIP-651), and the stream that runs it over the io layer.
+//! Randomness and time come through [`crate::io`] so the simulator replays a handshake's
+//! control flow from its seed (see [`provider`]).
+
+mod provider;
+pub mod stream;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+
+use crate::io::Io;
+
+/// PEM text, inline in the config or in a file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PemSource {
+    File(String),
+    Inline(String),
+}
+
+/// `ssl.client.auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    None,
+    Requested,
+    Required,
+}
+
+impl ClientAuth {
+    pub fn parse(value: &str) -> Option<ClientAuth> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "none" | "" => Some(ClientAuth::None),
+            "requested" => Some(ClientAuth::Requested),
+            "required" => Some(ClientAuth::Required),
+            _ => None,
+        }
+    }
+}
+
+/// One TLS listener's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TlsSettings {
+    /// The certificate chain, end entity first.
+    pub chain: PemSource,
+    pub key: PemSource,
+    /// CAs a client certificate must chain to.
+    pub truststore: Option<PemSource>,
+    pub client_auth: ClientAuth,
+}
+
+fn load(io: &Io, source: &PemSource) -> Result<Vec<u8>, String> {
+    match source {
+        PemSource::Inline(text) => Ok(text.clone().into_bytes()),
+        PemSource::File(path) => crate::io::read_file(io.disk.as_ref(), Path::new(path))
+            .map_err(|e| format!("cannot read '{path}': {e}")),
+    }
+}
+
+fn certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{what}: bad PEM: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{what}: no CERTIFICATE in PEM"));
+    }
+    Ok(certs)
+}
+
+/// The rustls server config of a TLS listener.
+pub fn server_config(settings: &TlsSettings, io: &Io) -> Result<Arc<ServerConfig>, String> {
+    let chain = certificates(&load(io, &settings.chain)?, "keystore certificate chain")?;
+    let key_pem = load(io, &settings.key)?;
+    if key_pem
+        .windows(b"ENCRYPTED PRIVATE KEY".len())
+        .any(|w| w == b"ENCRYPTED PRIVATE KEY")
+    {
+        return Err(
+            "encrypted private keys (ssl.key.password) are not supported: \
+                    decrypt it with `openssl pkcs8 -in key.pem -out plain.pem`"
+                .into(),
+        );
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| format!("keystore key: no PKCS#8, SEC1 or PKCS#1 private key: {e}"))?;
+    let provider = Arc::new(provider::provider(io));
+    let builder = ServerConfig::builder_with_details(provider.clone(), provider::time(io))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = match settings.client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => {
+            let source = settings
+                .truststore
+                .as_ref()
+                .ok_or("ssl.client.auth needs a truststore (ssl.truststore.location or ssl.truststore.certificates)")?;
+            let mut roots = RootCertStore::empty();
+            for ca in certificates(&load(io, source)?, "truststore")? {
+                roots.add(ca).map_err(|e| format!("truststore: {e}"))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match auth {
+                ClientAuth::Requested => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("TLS: {e}"))?)
+        }
+    };
+    let config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("keystore: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests;
