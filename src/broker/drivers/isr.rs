@@ -243,8 +243,15 @@ async fn round(broker: &Broker) {
         tracing::debug!(partition = proposal.partition, isr = ?proposal.isr, ?outcome,
             "AlterPartition answered");
         if let Some(mut p) = handle.lock_open() {
+            let before = p.isr_size();
+            let refused = !matches!(outcome, AlterOutcome::Committed { .. });
             // The guard's drop wakes produces whose offsets a committed ISR change passed.
             p.alter_partition_done(outcome);
+            if refused {
+                broker.metrics.isr_update_failed();
+            } else {
+                broker.metrics.isr_changed(before, p.isr_size());
+            }
         }
     }
 }
