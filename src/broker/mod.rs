@@ -739,7 +739,8 @@ impl Broker {
         }
         let started = self.io.clock.monotonic();
         let synced = Log::sync_files(&plan).await;
-        self.metrics.fsync(self.io.clock.monotonic().saturating_sub(started));
+        self.metrics
+            .fsync(self.io.clock.monotonic().saturating_sub(started));
         if let Err(e) = synced {
             // Still under the gate, so no later flush of this partition runs first.
             self.storage_failed("fsync of a partition", &e);

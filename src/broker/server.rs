@@ -240,8 +240,7 @@ async fn dispatch(
             return Ok(true);
         }
         let body = request.body.clone();
-        let answered =
-            answer(broker, kind, &request, body, peer, gone.clone(), out, note).await;
+        let answered = answer(broker, kind, &request, body, peer, gone.clone(), out, note).await;
         if !matches!(answered, Ok(true))
             || !forward::lost_control_while_handling(broker, &request, out, deadline).await
         {

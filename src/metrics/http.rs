@@ -45,7 +45,11 @@ pub async fn serve(
                 open.fetch_add(1, Ordering::SeqCst);
                 let (open, render, task_io) = (open.clone(), render.clone(), io.clone());
                 io.spawn(async move {
-                    if task_io.timeout(TIMEOUT, exchange(stream, &render)).await.is_none() {
+                    if task_io
+                        .timeout(TIMEOUT, exchange(stream, &render))
+                        .await
+                        .is_none()
+                    {
                         tracing::debug!(%peer, "metrics endpoint: request timed out");
                     }
                     open.fetch_sub(1, Ordering::SeqCst);
@@ -78,7 +82,12 @@ async fn exchange(mut stream: BoxStream, render: &Render) {
     let answer = if complete {
         respond(&head, render)
     } else {
-        reply(431, "Request Header Fields Too Large", "text/plain", "request head too large\n")
+        reply(
+            431,
+            "Request Header Fields Too Large",
+            "text/plain",
+            "request head too large\n",
+        )
     };
     let _ = stream.write_all(&answer).await;
     let _ = stream.shutdown().await;

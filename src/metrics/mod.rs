@@ -210,25 +210,101 @@ impl Metrics {
 
     fn register(&self, r: &mut Registry) {
         use names::*;
-        r.register(REQUESTS, "Requests answered, per API and version", self.requests.clone());
-        r.register(TOTAL_TIME, "Request time, read to written (ms)", self.total_time.clone());
-        r.register(QUEUE_TIME, "Request decode time before the handler (ms)", self.queue_time.clone());
-        r.register(LOCAL_TIME, "Request time in the handler outside waits (ms)", self.local_time.clone());
-        r.register(REMOTE_TIME, "Request time waiting for replicas or data (ms)", self.remote_time.clone());
-        r.register(SEND_TIME, "Response write time (ms)", self.send_time.clone());
-        r.register(REQUEST_ERRORS, "Requests that closed their connection", self.request_errors.clone());
-        r.register(BYTES_IN, "Record bytes appended by produces", self.bytes_in.clone());
-        r.register(MESSAGES_IN, "Records appended by produces", self.messages_in.clone());
-        r.register(BYTES_OUT, "Record bytes fetched by consumers", self.bytes_out.clone());
-        r.register(REPLICATION_BYTES_OUT, "Record bytes fetched by followers", self.replication_bytes_out.clone());
-        r.register(PRODUCE_REQUESTS, "Produce requests per topic", self.produce_requests.clone());
-        r.register(FAILED_PRODUCE_REQUESTS, "Produce requests that failed per topic", self.failed_produce_requests.clone());
-        r.register(ISR_SHRINKS, "ISR shrinks of partitions led here", self.isr_shrinks.clone());
-        r.register(ISR_EXPANDS, "ISR expansions of partitions led here", self.isr_expands.clone());
-        r.register(FAILED_ISR_UPDATES, "ISR changes refused or unanswered", self.failed_isr_updates.clone());
-        r.register(FSYNC_SECONDS, "Partition fsync latency (s)", self.fsync.clone());
-        r.register(LOG_OPEN_SECONDS, "Time to open (and recover) a partition's log (s)", self.log_open.clone());
-        r.register(LOGS_RECOVERED, "Partition logs recovered after an unclean shutdown", self.logs_recovered.clone());
+        r.register(
+            REQUESTS,
+            "Requests answered, per API and version",
+            self.requests.clone(),
+        );
+        r.register(
+            TOTAL_TIME,
+            "Request time, read to written (ms)",
+            self.total_time.clone(),
+        );
+        r.register(
+            QUEUE_TIME,
+            "Request decode time before the handler (ms)",
+            self.queue_time.clone(),
+        );
+        r.register(
+            LOCAL_TIME,
+            "Request time in the handler outside waits (ms)",
+            self.local_time.clone(),
+        );
+        r.register(
+            REMOTE_TIME,
+            "Request time waiting for replicas or data (ms)",
+            self.remote_time.clone(),
+        );
+        r.register(
+            SEND_TIME,
+            "Response write time (ms)",
+            self.send_time.clone(),
+        );
+        r.register(
+            REQUEST_ERRORS,
+            "Requests that closed their connection",
+            self.request_errors.clone(),
+        );
+        r.register(
+            BYTES_IN,
+            "Record bytes appended by produces",
+            self.bytes_in.clone(),
+        );
+        r.register(
+            MESSAGES_IN,
+            "Records appended by produces",
+            self.messages_in.clone(),
+        );
+        r.register(
+            BYTES_OUT,
+            "Record bytes fetched by consumers",
+            self.bytes_out.clone(),
+        );
+        r.register(
+            REPLICATION_BYTES_OUT,
+            "Record bytes fetched by followers",
+            self.replication_bytes_out.clone(),
+        );
+        r.register(
+            PRODUCE_REQUESTS,
+            "Produce requests per topic",
+            self.produce_requests.clone(),
+        );
+        r.register(
+            FAILED_PRODUCE_REQUESTS,
+            "Produce requests that failed per topic",
+            self.failed_produce_requests.clone(),
+        );
+        r.register(
+            ISR_SHRINKS,
+            "ISR shrinks of partitions led here",
+            self.isr_shrinks.clone(),
+        );
+        r.register(
+            ISR_EXPANDS,
+            "ISR expansions of partitions led here",
+            self.isr_expands.clone(),
+        );
+        r.register(
+            FAILED_ISR_UPDATES,
+            "ISR changes refused or unanswered",
+            self.failed_isr_updates.clone(),
+        );
+        r.register(
+            FSYNC_SECONDS,
+            "Partition fsync latency (s)",
+            self.fsync.clone(),
+        );
+        r.register(
+            LOG_OPEN_SECONDS,
+            "Time to open (and recover) a partition's log (s)",
+            self.log_open.clone(),
+        );
+        r.register(
+            LOGS_RECOVERED,
+            "Partition logs recovered after an unclean shutdown",
+            self.logs_recovered.clone(),
+        );
     }
 }
 
@@ -306,41 +382,207 @@ fn gauge_family(r: &mut Registry, name: &str, help: &str, rows: Vec<(Labels, i64
 impl Snapshot {
     fn register(&self, r: &mut Registry) {
         use names::*;
-        gauge(r, LEADER_COUNT, "Partitions led by this broker", self.leaders);
-        gauge(r, PARTITION_COUNT, "Partitions with a replica on this broker", self.partitions);
-        gauge(r, UNDER_REPLICATED, "Partitions led here whose ISR is smaller than their replicas", self.under_replicated);
-        gauge(r, UNDER_MIN_ISR, "Partitions led here whose ISR is below min.insync.replicas", self.under_min_isr);
-        gauge(r, AT_MIN_ISR, "Partitions led here whose ISR is exactly min.insync.replicas", self.at_min_isr);
-        gauge(r, OFFLINE_REPLICAS, "Replicas on this broker that cannot be served", self.offline_replicas);
-        gauge(r, OFFLINE_LOG_DIRS, "Log directories offline", self.offline_log_dirs);
-        gauge(r, REMAINING_LOGS, "Partition logs placed here and not open yet", self.remaining_logs_to_recover);
-        gauge(r, ACTIVE_CONTROLLER, "1 on the active controller", self.active_controller as i64);
-        gauge(r, OFFLINE_PARTITIONS, "Partitions without a leader", self.offline_partitions);
-        gauge(r, GLOBAL_PARTITIONS, "Partitions in the cluster", self.global_partitions);
-        gauge(r, GLOBAL_TOPICS, "Topics in the cluster", self.global_topics);
-        gauge(r, FENCED_BROKERS, "Registered brokers that are fenced", self.fenced_brokers);
-        gauge(r, ACTIVE_BROKERS, "Registered brokers that are unfenced", self.active_brokers);
-        gauge(r, PREFERRED_IMBALANCE, "Partitions not led by their preferred replica", self.preferred_replica_imbalance);
-        gauge(r, LAST_APPLIED_OFFSET, "Offset of the last metadata record applied", self.last_applied_offset);
-        gauge(r, LAST_COMMITTED_OFFSET, "Metadata log high watermark", self.last_committed_offset);
-        gauge(r, BROKER_LAST_APPLIED_OFFSET, "Offset of the last metadata record applied", self.last_applied_offset);
-        gauge_family(r, RAFT_STATE, "This node's metadata quorum role", vec![(vec![("current_state", self.raft_state.to_lowercase())], 1)]);
-        gauge(r, RAFT_LEADER, "The metadata quorum leader (-1: none known)", self.raft_leader);
+        gauge(
+            r,
+            LEADER_COUNT,
+            "Partitions led by this broker",
+            self.leaders,
+        );
+        gauge(
+            r,
+            PARTITION_COUNT,
+            "Partitions with a replica on this broker",
+            self.partitions,
+        );
+        gauge(
+            r,
+            UNDER_REPLICATED,
+            "Partitions led here whose ISR is smaller than their replicas",
+            self.under_replicated,
+        );
+        gauge(
+            r,
+            UNDER_MIN_ISR,
+            "Partitions led here whose ISR is below min.insync.replicas",
+            self.under_min_isr,
+        );
+        gauge(
+            r,
+            AT_MIN_ISR,
+            "Partitions led here whose ISR is exactly min.insync.replicas",
+            self.at_min_isr,
+        );
+        gauge(
+            r,
+            OFFLINE_REPLICAS,
+            "Replicas on this broker that cannot be served",
+            self.offline_replicas,
+        );
+        gauge(
+            r,
+            OFFLINE_LOG_DIRS,
+            "Log directories offline",
+            self.offline_log_dirs,
+        );
+        gauge(
+            r,
+            REMAINING_LOGS,
+            "Partition logs placed here and not open yet",
+            self.remaining_logs_to_recover,
+        );
+        gauge(
+            r,
+            ACTIVE_CONTROLLER,
+            "1 on the active controller",
+            self.active_controller as i64,
+        );
+        gauge(
+            r,
+            OFFLINE_PARTITIONS,
+            "Partitions without a leader",
+            self.offline_partitions,
+        );
+        gauge(
+            r,
+            GLOBAL_PARTITIONS,
+            "Partitions in the cluster",
+            self.global_partitions,
+        );
+        gauge(
+            r,
+            GLOBAL_TOPICS,
+            "Topics in the cluster",
+            self.global_topics,
+        );
+        gauge(
+            r,
+            FENCED_BROKERS,
+            "Registered brokers that are fenced",
+            self.fenced_brokers,
+        );
+        gauge(
+            r,
+            ACTIVE_BROKERS,
+            "Registered brokers that are unfenced",
+            self.active_brokers,
+        );
+        gauge(
+            r,
+            PREFERRED_IMBALANCE,
+            "Partitions not led by their preferred replica",
+            self.preferred_replica_imbalance,
+        );
+        gauge(
+            r,
+            LAST_APPLIED_OFFSET,
+            "Offset of the last metadata record applied",
+            self.last_applied_offset,
+        );
+        gauge(
+            r,
+            LAST_COMMITTED_OFFSET,
+            "Metadata log high watermark",
+            self.last_committed_offset,
+        );
+        gauge(
+            r,
+            BROKER_LAST_APPLIED_OFFSET,
+            "Offset of the last metadata record applied",
+            self.last_applied_offset,
+        );
+        gauge_family(
+            r,
+            RAFT_STATE,
+            "This node's metadata quorum role",
+            vec![(vec![("current_state", self.raft_state.to_lowercase())], 1)],
+        );
+        gauge(
+            r,
+            RAFT_LEADER,
+            "The metadata quorum leader (-1: none known)",
+            self.raft_leader,
+        );
         gauge(r, RAFT_EPOCH, "The metadata quorum epoch", self.raft_epoch);
-        gauge(r, RAFT_HIGH_WATERMARK, "The metadata log high watermark", self.raft_high_watermark);
+        gauge(
+            r,
+            RAFT_HIGH_WATERMARK,
+            "The metadata log high watermark",
+            self.raft_high_watermark,
+        );
         gauge(r, NUM_GROUPS, "Groups coordinated here", self.groups_total);
         for (state, name) in GROUP_STATES {
-            let n = self.groups.iter().filter(|(s, _)| *s == state).map(|(_, n)| n).sum();
+            let n = self
+                .groups
+                .iter()
+                .filter(|(s, _)| *s == state)
+                .map(|(_, n)| n)
+                .sum();
             gauge(r, name, "Groups coordinated here in this state", n);
         }
-        let label = |p: &PartitionGauge| vec![("topic", p.topic.clone()), ("partition", p.partition.to_string())];
-        gauge_family(r, PARTITION_ISR, "ISR size of partitions led here", self.partition_gauges.iter().map(|p| (label(p), p.isr as i64)).collect());
-        gauge_family(r, PARTITION_ELR, "ELR size of partitions led here", self.partition_gauges.iter().map(|p| (label(p), p.elr as i64)).collect());
-        gauge_family(r, PARTITION_RECOVERY, "1 while a partition led here is RECOVERING (unclean election)", self.partition_gauges.iter().map(|p| (label(p), p.recovering as i64)).collect());
-        let lag_label = |l: &LagGauge| vec![("group", l.group.clone()), ("topic", l.topic.clone()), ("partition", l.partition.to_string())];
-        gauge_family(r, GROUP_OFFSET, "Committed offset per group and partition (groups coordinated here)", self.lag.iter().map(|l| (lag_label(l), l.committed)).collect());
-        gauge_family(r, GROUP_LAG, "High watermark minus committed offset (where this node holds a replica)", self.lag.iter().filter_map(|l| Some((lag_label(l), l.lag?))).collect());
-        gauge_family(r, BUILD_INFO, "Weir's version", vec![(vec![("version", self.version.to_string())], 1)]);
+        let label = |p: &PartitionGauge| {
+            vec![
+                ("topic", p.topic.clone()),
+                ("partition", p.partition.to_string()),
+            ]
+        };
+        gauge_family(
+            r,
+            PARTITION_ISR,
+            "ISR size of partitions led here",
+            self.partition_gauges
+                .iter()
+                .map(|p| (label(p), p.isr as i64))
+                .collect(),
+        );
+        gauge_family(
+            r,
+            PARTITION_ELR,
+            "ELR size of partitions led here",
+            self.partition_gauges
+                .iter()
+                .map(|p| (label(p), p.elr as i64))
+                .collect(),
+        );
+        gauge_family(
+            r,
+            PARTITION_RECOVERY,
+            "1 while a partition led here is RECOVERING (unclean election)",
+            self.partition_gauges
+                .iter()
+                .map(|p| (label(p), p.recovering as i64))
+                .collect(),
+        );
+        let lag_label = |l: &LagGauge| {
+            vec![
+                ("group", l.group.clone()),
+                ("topic", l.topic.clone()),
+                ("partition", l.partition.to_string()),
+            ]
+        };
+        gauge_family(
+            r,
+            GROUP_OFFSET,
+            "Committed offset per group and partition (groups coordinated here)",
+            self.lag
+                .iter()
+                .map(|l| (lag_label(l), l.committed))
+                .collect(),
+        );
+        gauge_family(
+            r,
+            GROUP_LAG,
+            "High watermark minus committed offset (where this node holds a replica)",
+            self.lag
+                .iter()
+                .filter_map(|l| Some((lag_label(l), l.lag?)))
+                .collect(),
+        );
+        gauge_family(
+            r,
+            BUILD_INFO,
+            "Weir's version",
+            vec![(vec![("version", self.version.to_string())], 1)],
+        );
     }
 }
 

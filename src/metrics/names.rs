@@ -67,7 +67,10 @@ pub const RAFT_HIGH_WATERMARK: &str = "kafka_server_raftmetrics_high_watermark";
 pub const NUM_GROUPS: &str = "kafka_server_groupmetadatamanager_numgroups";
 /// (state as `GroupState::name` gives it, the gauge counting groups in it)
 pub const GROUP_STATES: [(&str, &str); 5] = [
-    ("Stable", "kafka_server_groupmetadatamanager_numgroupsstable"),
+    (
+        "Stable",
+        "kafka_server_groupmetadatamanager_numgroupsstable",
+    ),
     (
         "PreparingRebalance",
         "kafka_server_groupmetadatamanager_numgroupspreparingrebalance",

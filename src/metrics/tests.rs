@@ -14,16 +14,46 @@ fn value(text: &str, series: &str) -> Option<f64> {
 fn counters_render_with_exporter_names_and_move() {
     let m = Metrics::new();
     let before = render(&m, &Snapshot::default());
-    assert_eq!(value(&before, "kafka_server_brokertopicmetrics_bytesin_total"), None);
+    assert_eq!(
+        value(&before, "kafka_server_brokertopicmetrics_bytesin_total"),
+        None
+    );
     m.produced("t", 100, 3, false);
     m.produced("t", 50, 2, false);
     m.produced("u", 7, 1, true);
     let text = render(&m, &Snapshot::default());
-    assert_eq!(value(&text, "kafka_server_brokertopicmetrics_bytesin_total{topic=\"t\"}"), Some(150.0));
-    assert_eq!(value(&text, "kafka_server_brokertopicmetrics_bytesin_total"), Some(150.0));
-    assert_eq!(value(&text, "kafka_server_brokertopicmetrics_messagesin_total{topic=\"t\"}"), Some(5.0));
-    assert_eq!(value(&text, "kafka_server_brokertopicmetrics_failedproducerequests_total{topic=\"u\"}"), Some(1.0));
-    assert_eq!(value(&text, "kafka_server_brokertopicmetrics_totalproducerequests_total"), Some(3.0));
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_brokertopicmetrics_bytesin_total{topic=\"t\"}"
+        ),
+        Some(150.0)
+    );
+    assert_eq!(
+        value(&text, "kafka_server_brokertopicmetrics_bytesin_total"),
+        Some(150.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_brokertopicmetrics_messagesin_total{topic=\"t\"}"
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_brokertopicmetrics_failedproducerequests_total{topic=\"u\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_brokertopicmetrics_totalproducerequests_total"
+        ),
+        Some(3.0)
+    );
 }
 
 #[test]
@@ -40,14 +70,41 @@ fn request_times_are_histograms_per_api() {
     m.request("FetchConsumer", 12, &RequestTimes::default());
     let text = render(&m, &Snapshot::default());
     assert_eq!(
-        value(&text, "kafka_network_requestmetrics_requests_total{request=\"Produce\",version=\"9\"}"),
+        value(
+            &text,
+            "kafka_network_requestmetrics_requests_total{request=\"Produce\",version=\"9\"}"
+        ),
         Some(2.0)
     );
-    assert_eq!(value(&text, "kafka_network_requestmetrics_totaltimems_count{request=\"Produce\"}"), Some(2.0));
+    assert_eq!(
+        value(
+            &text,
+            "kafka_network_requestmetrics_totaltimems_count{request=\"Produce\"}"
+        ),
+        Some(2.0)
+    );
     // 32 ms: above the 25 ms bound, within 50.
-    assert_eq!(value(&text, "kafka_network_requestmetrics_totaltimems_bucket{request=\"Produce\",le=\"25\"}"), Some(0.0));
-    assert_eq!(value(&text, "kafka_network_requestmetrics_totaltimems_bucket{request=\"Produce\",le=\"50\"}"), Some(2.0));
-    assert_eq!(value(&text, "kafka_network_requestmetrics_remotetimems_count{request=\"FetchConsumer\"}"), Some(1.0));
+    assert_eq!(
+        value(
+            &text,
+            "kafka_network_requestmetrics_totaltimems_bucket{request=\"Produce\",le=\"25\"}"
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_network_requestmetrics_totaltimems_bucket{request=\"Produce\",le=\"50\"}"
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_network_requestmetrics_remotetimems_count{request=\"FetchConsumer\"}"
+        ),
+        Some(1.0)
+    );
 }
 
 #[test]
@@ -68,11 +125,38 @@ fn snapshot_gauges_render() {
         ..Snapshot::default()
     };
     let text = render(&Metrics::new(), &s);
-    assert_eq!(value(&text, "kafka_server_replicamanager_underreplicatedpartitions"), Some(2.0));
-    assert_eq!(value(&text, "kafka_controller_kafkacontroller_activecontrollercount"), Some(1.0));
-    assert_eq!(value(&text, "kafka_server_raftmetrics_current_state{current_state=\"leader\"}"), Some(1.0));
-    assert_eq!(value(&text, "kafka_server_groupmetadatamanager_numgroupsempty"), Some(2.0));
-    assert_eq!(value(&text, "weir_consumergroup_lag{group=\"g\",topic=\"t\",partition=\"0\"}"), Some(7.0));
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_replicamanager_underreplicatedpartitions"
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_controller_kafkacontroller_activecontrollercount"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_raftmetrics_current_state{current_state=\"leader\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "kafka_server_groupmetadatamanager_numgroupsempty"),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "weir_consumergroup_lag{group=\"g\",topic=\"t\",partition=\"0\"}"
+        ),
+        Some(7.0)
+    );
 }
 
 #[test]
@@ -83,12 +167,22 @@ fn isr_changes_count_by_direction() {
     m.isr_changed(2, 3);
     m.isr_changed(3, 3);
     let text = render(&m, &Snapshot::default());
-    assert_eq!(value(&text, "kafka_server_replicamanager_isrshrinks_total"), Some(1.0));
-    assert_eq!(value(&text, "kafka_server_replicamanager_isrexpands_total"), Some(2.0));
+    assert_eq!(
+        value(&text, "kafka_server_replicamanager_isrshrinks_total"),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "kafka_server_replicamanager_isrexpands_total"),
+        Some(2.0)
+    );
 }
 
 fn status_of(answer: &[u8]) -> String {
-    String::from_utf8_lossy(answer).lines().next().unwrap_or("").to_string()
+    String::from_utf8_lossy(answer)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
 }
 
 #[test]
@@ -100,8 +194,20 @@ fn http_answers_get_metrics_and_refuses_the_rest() {
     assert!(String::from_utf8_lossy(&ok).contains("Content-Length: 4\r\n"));
     let query = respond(b"GET /metrics?name[]=x HTTP/1.0\r\n\r\n", &render);
     assert_eq!(status_of(&query), "HTTP/1.1 200 OK");
-    assert_eq!(status_of(&respond(b"GET /other HTTP/1.1\r\n\r\n", &render)), "HTTP/1.1 404 Not Found");
-    assert_eq!(status_of(&respond(b"POST /metrics HTTP/1.1\r\n\r\n", &render)), "HTTP/1.1 405 Method Not Allowed");
-    assert_eq!(status_of(&respond(b"garbage\r\n\r\n", &render)), "HTTP/1.1 400 Bad Request");
-    assert_eq!(status_of(&respond(b"\xff\xfe\r\n\r\n", &render)), "HTTP/1.1 400 Bad Request");
+    assert_eq!(
+        status_of(&respond(b"GET /other HTTP/1.1\r\n\r\n", &render)),
+        "HTTP/1.1 404 Not Found"
+    );
+    assert_eq!(
+        status_of(&respond(b"POST /metrics HTTP/1.1\r\n\r\n", &render)),
+        "HTTP/1.1 405 Method Not Allowed"
+    );
+    assert_eq!(
+        status_of(&respond(b"garbage\r\n\r\n", &render)),
+        "HTTP/1.1 400 Bad Request"
+    );
+    assert_eq!(
+        status_of(&respond(b"\xff\xfe\r\n\r\n", &render)),
+        "HTTP/1.1 400 Bad Request"
+    );
 }

@@ -85,7 +85,9 @@ impl RequestTally {
                 let mut topics: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
                 for t in &r.responses {
                     let topic = topic_ref(t.name.as_str(), t.topic_id);
-                    let Some(name) = resolve(&topic) else { continue };
+                    let Some(name) = resolve(&topic) else {
+                        continue;
+                    };
                     let entry = topics.entry(name).or_default();
                     for p in &t.partition_responses {
                         let sent = self.produce.get(&(topic.clone(), p.index));

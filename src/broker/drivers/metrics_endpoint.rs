@@ -21,17 +21,11 @@ pub(crate) async fn start(broker: &Arc<Broker>) -> anyhow::Result<()> {
     tracing::info!(%bound, "metrics endpoint listening (GET /metrics)");
     // Weak: the endpoint never keeps a stopped broker alive.
     let weak = Arc::downgrade(broker);
-    let render: Render = Arc::new(move || {
-        weak.upgrade()
-            .map(|b| b.metrics_text())
-            .unwrap_or_default()
-    });
+    let render: Render =
+        Arc::new(move || weak.upgrade().map(|b| b.metrics_text()).unwrap_or_default());
     let io = broker.io.clone();
-    broker.io.spawn(http::serve(
-        io,
-        listener,
-        render,
-        broker.shutdown_signal(),
-    ));
+    broker
+        .io
+        .spawn(http::serve(io, listener, render, broker.shutdown_signal()));
     Ok(())
 }
