@@ -207,6 +207,8 @@ impl RequestNote {
 /// The route table says which handler answers on this listener (quorum RPCs and broker
 /// sessions on the controller listener only); on a client listener of a node that is not the
 /// active controller, metadata changes are relayed to the active controller when `relay`.
+// The request's parts and the connection's outputs (answer frame, metrics note), passed once.
+#[allow(clippy::too_many_arguments)]
 async fn dispatch(
     broker: &Broker,
     kind: ListenerKind,
@@ -251,6 +253,7 @@ async fn dispatch(
 }
 
 /// Runs `request`'s handler on `body` and encodes its answer into `out`.
+#[allow(clippy::too_many_arguments)]
 async fn answer(
     broker: &Broker,
     kind: ListenerKind,
