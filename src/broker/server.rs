@@ -278,12 +278,12 @@ async fn answer(
         peer,
         gone,
     };
+    let name_of = |id| broker.image().topic_by_id(id).map(|t| t.name.clone());
     let Some(response) = (request.route.run)(broker, &ctx, body).await? else {
+        tally.count_unanswered(&broker.metrics, &name_of);
         return Ok(false);
     };
-    tally.count(&broker.metrics, &response, &|id| {
-        broker.image().topic_by_id(id).map(|t| t.name.clone())
-    });
+    tally.count(&broker.metrics, &response, &name_of);
     encode_response(
         out,
         request.correlation_id,

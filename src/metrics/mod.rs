@@ -155,14 +155,13 @@ impl Metrics {
             .inc();
     }
 
-    /// A produce's outcome for one topic: `bytes` and `messages` appended (zero when it
-    /// failed), counted for the topic and the broker.
+    /// A produce's outcome for one topic: `bytes` and `messages` appended (by the partitions
+    /// that succeeded), and whether any partition failed; counted for the topic and the broker.
     pub fn produced(&self, topic: &str, bytes: u64, messages: u64, failed: bool) {
         for labels in [vec![("topic", topic.to_string())], Vec::new()] {
             self.produce_requests.get_or_create(&labels).inc();
             if failed {
                 self.failed_produce_requests.get_or_create(&labels).inc();
-                continue;
             }
             self.bytes_in.get_or_create(&labels).inc_by(bytes);
             self.messages_in.get_or_create(&labels).inc_by(messages);

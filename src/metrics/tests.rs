@@ -20,7 +20,7 @@ fn counters_render_with_exporter_names_and_move() {
     );
     m.produced("t", 100, 3, false);
     m.produced("t", 50, 2, false);
-    m.produced("u", 7, 1, true);
+    m.produced("u", 0, 0, true);
     let text = render(&m, &Snapshot::default());
     assert_eq!(
         value(

@@ -126,6 +126,28 @@ impl RequestTally {
     }
 }
 
+impl RequestTally {
+    /// An acks=0 produce gets no response to read: its partitions count as appended, as a
+    /// Kafka broker counts what it appends without telling the producer.
+    pub fn count_unanswered(&self, metrics: &Metrics, name_of: &dyn Fn(Uuid) -> Option<String>) {
+        let mut topics: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for ((topic, _), (bytes, records)) in &self.produce {
+            let name = match topic {
+                TopicRef::Name(n) => Some(n.clone()),
+                TopicRef::Id(id) => name_of(*id),
+            };
+            if let Some(name) = name {
+                let entry = topics.entry(name).or_default();
+                entry.0 += bytes;
+                entry.1 += records;
+            }
+        }
+        for (topic, (bytes, records)) in topics {
+            metrics.produced(&topic, bytes, records, false);
+        }
+    }
+}
+
 /// (bytes, records) of the record batches in `buf`, from their headers; a malformed tail
 /// ends the walk (the handler refuses such a batch anyway).
 fn batch_totals(buf: &[u8]) -> (u64, u64) {
@@ -157,5 +179,69 @@ mod tests {
         buf.extend_from_slice(&two.finish(-1, -1, -1));
         assert_eq!(batch_totals(&buf), (buf.len() as u64, 3));
         assert_eq!(batch_totals(&buf[..10]), (10, 0));
+    }
+
+    fn batch(records: usize) -> Vec<u8> {
+        let mut b = BatchBuilder::new(0);
+        for _ in 0..records {
+            b.push(None, Some(b"v"), 0);
+        }
+        b.finish(-1, -1, -1)
+    }
+
+    /// Bytes and messages in count only partitions whose append the response confirms.
+    #[test]
+    fn a_produce_counts_what_its_response_confirms() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::produce_response::{
+            PartitionProduceResponse, TopicProduceResponse,
+        };
+        use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+
+        let (ok, failed) = (batch(4), batch(9));
+        let name = TopicName(StrBytes::from_static_str("t"));
+        let req = ProduceRequest::default().with_topic_data(vec![TopicProduceData::default()
+            .with_name(name.clone())
+            .with_partition_data(vec![
+                PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(ok.clone().into())),
+                PartitionProduceData::default()
+                    .with_index(1)
+                    .with_records(Some(failed.into())),
+            ])]);
+        let tally = RequestTally::of(&RequestKind::Produce(req), 9);
+        let resp = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
+            .with_name(name)
+            .with_partition_responses(vec![
+                PartitionProduceResponse::default().with_index(0),
+                PartitionProduceResponse::default()
+                    .with_index(1)
+                    .with_error_code(6),
+            ])]);
+        let m = Metrics::new();
+        tally.count(&m, &ResponseKind::Produce(resp), &|_| None);
+        let text = super::super::render(&m, &Default::default());
+        let line = |series: &str| {
+            text.lines()
+                .find(|l| l.starts_with(series))
+                .map(str::to_string)
+        };
+        assert_eq!(
+            line("kafka_server_brokertopicmetrics_messagesin_total{topic=\"t\"}"),
+            Some("kafka_server_brokertopicmetrics_messagesin_total{topic=\"t\"} 4".into())
+        );
+        assert_eq!(
+            line("kafka_server_brokertopicmetrics_bytesin_total{topic=\"t\"}"),
+            Some(format!(
+                "kafka_server_brokertopicmetrics_bytesin_total{{topic=\"t\"}} {}",
+                ok.len()
+            ))
+        );
+        assert!(
+            line("kafka_server_brokertopicmetrics_failedproducerequests_total{topic=\"t\"} 1")
+                .is_some()
+        );
     }
 }
