@@ -1,6 +1,7 @@
 //! Whether a request's connection is still there. The connection loop watches its socket while
 //! a request is being handled; once the peer has closed it, the request's waits end early
-//! (nobody is left to read the answer) and give their slots back.
+//! (nobody is left to read the answer) and give their slots back. The same per-request handle
+//! adds up the time its waits took (`add_waited`): the request metrics' remote time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
