@@ -4,6 +4,7 @@
 //! `main.rs` (CLI) → [`broker`] (wire protocol, request handling) → [`replica`], [`controller`],
 //! [`group`], [`raft`] (protocol state machines) → [`log`] (segmented log) → [`io`] (effects
 //! behind traits). [`acl`] (the authorizer) and [`config`] are leaves the layers above use.
+//! [`metrics`] (counters and the Prometheus endpoint) is a leaf the broker uses.
 //! [`client`] is a Kafka client used by the CLI, the bench and the simulator's workloads.
 //! See `docs/ARCHITECTURE.md`.
 
@@ -17,6 +18,7 @@ pub mod group;
 pub mod io;
 pub mod local_cluster;
 pub mod log;
+pub mod metrics;
 pub mod protocol;
 pub mod raft;
 pub mod replica;

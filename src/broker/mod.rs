@@ -137,6 +137,8 @@ pub struct Broker {
     replication_events: replication_events::ReplicationEvents,
     /// The ACL authorizer's settings, when `authorizer.class.name` configures one.
     authorizer: Option<Arc<crate::acl::AuthorizerSettings>>,
+    /// Counters and histograms (the gauges are computed per scrape: `metrics_scrape`).
+    metrics: crate::metrics::Metrics,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -242,6 +244,7 @@ impl Broker {
             replica_fetchers: drivers::replica_fetcher::ReplicaFetchers::default(),
             startup_gate: startup_gate::StartupGate::default(),
             replication_events: replication_events::ReplicationEvents::default(),
+            metrics: crate::metrics::Metrics::new(),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below. A
@@ -308,6 +311,7 @@ impl Broker {
         }
         tracing::info!(%local_addr, cluster_id = %broker.cluster_id, node_id = broker.config.node_id,
             clustered, "weir node listening");
+        drivers::metrics_endpoint::start(&broker).await?;
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
         io.spawn(drivers::controller_timer::run(broker.clone()));
@@ -438,8 +442,11 @@ impl Broker {
             .topic_config(topic)
             .unwrap_or_else(|| self.topic_defaults());
         let now = self.io.clock.wall_ms();
+        let started = self.io.clock.monotonic();
         let (mut partition, recovery) =
             Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
+        let took = self.io.clock.monotonic().saturating_sub(started);
+        self.metrics.log_opened(took, !recovery.clean);
         partition.set_durable_reads(self.config.fsync_before_ack);
         let replicated = self
             .image()
@@ -670,7 +677,11 @@ impl Broker {
         if crate::planted!(self.config, RecoveryPointBeforeFsync) {
             handle.lock().flushed(&plan, self.io.clock.wall_ms());
         }
-        if let Err(e) = Log::sync_files(&plan).await {
+        let started = self.io.clock.monotonic();
+        let synced = Log::sync_files(&plan).await;
+        self.metrics
+            .fsync(self.io.clock.monotonic().saturating_sub(started));
+        if let Err(e) = synced {
             // Still under the gate, so no later flush of this partition runs first.
             self.storage_failed("fsync of a partition", &e);
             return Err(e);

@@ -7,6 +7,7 @@
 //! their slots until their deadline. Bytes that arrive instead (a pipelined request) stay in
 //! the read buffer for the next turn, and the watch stops for this request.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,8 @@ use super::handlers::ROUTES;
 use super::secure_connection::{Admit, Secure};
 use super::{handlers::inter_node::forward, Broker};
 use crate::io::{BoxStream, Listener};
+use crate::metrics::wire::RequestTally;
+use crate::metrics::RequestTimes;
 use crate::protocol::frame::{read_frame, write_frame};
 
 /// Bound on concurrent connections: past it, new ones are closed at once.
@@ -132,6 +135,8 @@ async fn serve_connection(
                 break;
             }
         }
+        let read_at = broker.io.clock.monotonic();
+        let mut note = RequestNote::default();
         let watch = ConnectionWatch::new();
         let principal = session.principal();
         let handled = {
@@ -143,6 +148,7 @@ async fn serve_connection(
                 watch.signal(),
                 &mut out,
                 true,
+                &mut note,
             );
             tokio::pin!(handling);
             let mut watching = true;
@@ -164,6 +170,7 @@ async fn serve_connection(
                 }
             }
         };
+        let handled_at = broker.io.clock.monotonic();
         match handled {
             Ok(true) => {
                 if let Err(e) = write_frame(&mut write_half, &out).await {
@@ -174,10 +181,14 @@ async fn serve_connection(
             }
             Ok(false) => {} // acks=0: no response
             Err(reason) => {
+                if let Some((name, _)) = &note.request {
+                    broker.metrics.request_error(name);
+                }
                 tracing::warn!(%peer, %reason, "closing connection");
                 break;
             }
         }
+        note.record(&broker, read_at, handled_at, watch.waited());
     }
     let _ = write_half.shutdown().await;
 }
@@ -197,10 +208,38 @@ impl Broker {
         let kind = ListenerKind::Client;
         let gone = ConnectionGone::never();
         let caller = (peer, crate::acl::ANONYMOUS);
-        match dispatch(self, kind, frame, caller, gone, &mut out, false).await? {
+        let mut note = RequestNote::default();
+        match dispatch(self, kind, frame, caller, gone, &mut out, false, &mut note).await? {
             true => Ok(Some(out.freeze())),
             false => Ok(None),
         }
+    }
+}
+
+/// What the connection loop learns of a request for the request metrics: set by `answer`.
+#[derive(Default)]
+struct RequestNote {
+    /// The `request` label and version, once decoded.
+    request: Option<(Cow<'static, str>, i16)>,
+    /// When the handler started (the first time, for a request relayed and then handled).
+    handler_started: Option<Duration>,
+}
+
+impl RequestNote {
+    /// Counts and times an answered request; `waited`: its delayed waits (remote time).
+    fn record(&self, broker: &Broker, read_at: Duration, handled_at: Duration, waited: Duration) {
+        let Some((name, version)) = &self.request else {
+            return; // answered by the decoder (ApiVersions fallback) or not decoded
+        };
+        let started = self.handler_started.unwrap_or(read_at);
+        let remote = waited.min(handled_at.saturating_sub(started));
+        let times = RequestTimes {
+            queue: started.saturating_sub(read_at),
+            local: handled_at.saturating_sub(started).saturating_sub(remote),
+            remote,
+            send: broker.io.clock.monotonic().saturating_sub(handled_at),
+        };
+        broker.metrics.request(name, *version, &times);
     }
 }
 
@@ -208,6 +247,8 @@ impl Broker {
 /// The route table says which handler answers on this listener (quorum RPCs and broker
 /// sessions on the controller listener only); on a client listener of a node that is not the
 /// active controller, metadata changes are relayed to the active controller when `relay`.
+// The request's parts and the connection's outputs (answer frame, metrics note), passed once.
+#[allow(clippy::too_many_arguments)]
 async fn dispatch(
     broker: &Broker,
     kind: ListenerKind,
@@ -216,6 +257,7 @@ async fn dispatch(
     gone: ConnectionGone,
     out: &mut BytesMut,
     relay: bool,
+    note: &mut RequestNote,
 ) -> Result<bool, String> {
     let mut request = match api::decode(frame, ROUTES, kind)? {
         Decoded::Request(request) => request,
@@ -231,7 +273,7 @@ async fn dispatch(
         // Handled once: take the body out instead of copying it (a produce's is large).
         let placeholder = RequestKind::ApiVersions(Default::default());
         let body = std::mem::replace(&mut request.body, placeholder);
-        return answer(broker, kind, &request, body, (peer, principal), gone, out).await;
+        return answer(broker, kind, &request, body, (peer, principal), gone, out, note).await;
     }
     // Relayed to the controller, or handled here (this node is it, or none answered within
     // the bound); handled here and refused because the leadership moved during the commit, it
@@ -244,7 +286,7 @@ async fn dispatch(
         }
         let body = request.body.clone();
         let caller = (peer, principal);
-        let answered = answer(broker, kind, &request, body, caller, gone.clone(), out).await;
+        let answered = answer(broker, kind, &request, body, caller, gone.clone(), out, note).await;
         if !matches!(answered, Ok(true))
             || !forward::lost_control_while_handling(broker, &request, out, deadline).await
         {
@@ -255,6 +297,7 @@ async fn dispatch(
 }
 
 /// Runs `request`'s handler on `body` and encodes its answer into `out`.
+#[allow(clippy::too_many_arguments)]
 async fn answer(
     broker: &Broker,
     kind: ListenerKind,
@@ -263,8 +306,14 @@ async fn answer(
     (peer, principal): (SocketAddr, &str),
     gone: ConnectionGone,
     out: &mut BytesMut,
+    note: &mut RequestNote,
 ) -> Result<bool, String> {
     let (key, version) = (request.key, request.version);
+    // Read before the body moves into the handler: one look at each produce batch's header.
+    let tally = RequestTally::of(&body, version);
+    note.request = Some((tally.request_name(key), version));
+    note.handler_started
+        .get_or_insert_with(|| broker.io.clock.monotonic());
     let ctx = RequestContext {
         version,
         listener: kind,
@@ -274,9 +323,12 @@ async fn answer(
         principal: principal.to_string(),
         gone,
     };
+    let name_of = |id| broker.image().topic_by_id(id).map(|t| t.name.clone());
     let Some(response) = (request.route.run)(broker, &ctx, body).await? else {
+        tally.count_unanswered(&broker.metrics, &name_of);
         return Ok(false);
     };
+    tally.count(&broker.metrics, &response, &name_of);
     encode_response(
         out,
         request.correlation_id,

@@ -173,7 +173,7 @@ pub(super) fn security_protocols(
 
 /// `host:port`, `[ipv6]:port`, or an unbracketed IPv6 address followed by `:port` (Kafka's
 /// pattern allows it). The host may be empty.
-fn parse_host_port(address: &str) -> Result<(String, u16), &'static str> {
+pub(super) fn parse_host_port(address: &str) -> Result<(String, u16), &'static str> {
     let (host, port) = match address.strip_prefix('[') {
         Some(rest) => {
             let (host, after) = rest

@@ -31,12 +31,14 @@ pub async fn wait_produce(
             out.push(Err(WaitError::Cancelled));
             continue;
         }
+        let started = clock.monotonic();
         let result = tokio::select! {
             biased;
             r = wait.result() => Some(r),
             _ = clock.sleep(left) => None,
             _ = gone.gone() => Some(Err(WaitError::Cancelled)),
         };
+        gone.add_waited(clock.monotonic().saturating_sub(started));
         // At the deadline, an outcome that arrived meanwhile still counts.
         let result = result
             .or_else(|| wait.try_result())
@@ -58,10 +60,13 @@ pub async fn wait_fetch(
     if left.is_zero() {
         return Err(WaitError::TimedOut);
     }
-    tokio::select! {
+    let started = clock.monotonic();
+    let result = tokio::select! {
         biased;
         _ = wake.woken() => Ok(()),
         _ = clock.sleep(left) => Err(WaitError::TimedOut),
         _ = gone.gone() => Err(WaitError::Cancelled),
-    }
+    };
+    gone.add_waited(clock.monotonic().saturating_sub(started));
+    result
 }

@@ -232,7 +232,9 @@ async fn round(broker: &Broker) {
         .values()
         .cloned()
         .collect();
-    let mut taken: Vec<(Arc<PartitionHandle>, Proposal)> = Vec::new();
+    // With the committed ISR's size when proposed (for the shrink/expand counters: the commit
+    // may reach the partition through the metadata before the answer does).
+    let mut taken: Vec<(Arc<PartitionHandle>, Proposal, usize)> = Vec::new();
     for handle in handles {
         let Some(mut p) = handle.lock_open() else {
             continue;
@@ -246,14 +248,15 @@ async fn round(broker: &Broker) {
             continue;
         }
         if let Some(proposal) = take_proposal(&mut p, handle.topic_id) {
+            let before = p.isr_size();
             drop(p);
-            taken.push((handle, proposal));
+            taken.push((handle, proposal, before));
         }
     }
     if taken.is_empty() {
         return;
     }
-    let proposals: Vec<Proposal> = taken.iter().map(|(_, p)| p.clone()).collect();
+    let proposals: Vec<Proposal> = taken.iter().map(|(_, p, _)| p.clone()).collect();
     check_proposals(&proposals);
     let node = broker.config.node_id;
     let broker_epoch = broker.image().broker(node).map_or(-1, |b| b.epoch);
@@ -275,7 +278,7 @@ async fn round(broker: &Broker) {
     };
     let results = outcomes(&proposals, answer.as_ref());
     assert_eq!(results.len(), proposals.len(), "one outcome per proposal");
-    for ((handle, proposal), outcome) in taken.into_iter().zip(results) {
+    for ((handle, proposal, before), outcome) in taken.into_iter().zip(results) {
         tracing::debug!(partition = proposal.partition, isr = ?proposal.isr, ?outcome,
             "AlterPartition answered");
         let Some(mut p) = handle.lock_open() else {
@@ -289,6 +292,11 @@ async fn round(broker: &Broker) {
                 "AlterPartition answer superseded"
             );
             continue;
+        }
+        // Kafka's IsrShrinks/IsrExpands: changes this leader asked for and got.
+        match &outcome {
+            AlterOutcome::Committed { isr, .. } => broker.metrics.isr_changed(before, isr.len()),
+            _ => broker.metrics.isr_update_failed(),
         }
         let committed = matches!(outcome, AlterOutcome::Committed { .. });
         // The guard's drop wakes produces whose offsets a committed ISR change passed.

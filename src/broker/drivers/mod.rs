@@ -3,7 +3,8 @@
 //! (`replica_fetcher`), the leader's ISR driver (`isr`), the group coordinator's driver
 //! (`group_coordinator`), the transaction coordinator's (`txn_coordinator`), the active controller's broker sessions and timer
 //! (`controller_sessions`, `controller_timer`) and producer-id cursor (`producer_ids`), this broker's own session with the controller
-//! (`broker_session`), the log cleaner (`cleaning`) and the local partitions' reconciliation
+//! (`broker_session`), the metrics endpoint and its scrapes (`metrics_endpoint`,
+//! `metrics_scrape`), the log cleaner (`cleaning`) and the local partitions' reconciliation
 //! with the image (`reconcile`). Handlers call into them; they never import a handler's
 //! module at the top level.
 
@@ -13,6 +14,8 @@ pub(crate) mod controller_sessions;
 pub(crate) mod controller_timer;
 pub(crate) mod group_coordinator;
 pub(crate) mod isr;
+pub(crate) mod metrics_endpoint;
+pub(crate) mod metrics_scrape;
 pub(crate) mod producer_ids;
 pub mod quorum;
 pub mod quorum_status;

@@ -374,6 +374,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     accepted("transaction.state.log.segment.bytes", Int(1, I32), ReadOnly, "Transactions; Weir has none."),
     used("weir.fsync.before.ack", Bool, "false", "Weir's own: acknowledge a produce only after its data is fsynced (group commit).")
         .shows(|c| Some(c.fsync_before_ack.to_string())),
+    used("weir.metrics.address", Text, "", "Weir's own: `host:port` of the HTTP endpoint serving Prometheus metrics at `/metrics`; empty: no endpoint.")
+        .shows(|c| Some(c.metrics_address.as_ref().map(|(h, p)| format!("{h}:{p}")).unwrap_or_default())),
 ];
 
 fn protocol_map(c: &ServerConfig) -> String {

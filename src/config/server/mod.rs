@@ -122,6 +122,8 @@ pub struct ServerConfig {
     pub unclean_leader_election_enable: bool,
     /// `weir.fsync.before.ack`.
     pub fsync_before_ack: bool,
+    /// `weir.metrics.address`: where the Prometheus endpoint listens; `None`: it is off.
+    pub metrics_address: Option<(String, u16)>,
     /// The `log.cleaner.*` keys (log compaction).
     pub log_cleaner: CleanerSettings,
     /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.

@@ -241,6 +241,7 @@ pub(super) fn parse(
             .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?
             as i32,
         fsync_before_ack: p.bool("weir.fsync.before.ack")?,
+        metrics_address: metrics_address(&mut p)?,
         replica_lag_time_max_ms: p.int("replica.lag.time.max.ms")?,
         broker_heartbeat_interval_ms: p.int("broker.heartbeat.interval.ms")? as u64,
         broker_session_timeout_ms: p.int("broker.session.timeout.ms")? as u64,
@@ -276,6 +277,18 @@ pub(super) fn parse(
         })
         .collect();
     Ok((config, warnings, parsed))
+}
+
+/// `weir.metrics.address`: empty (the default) means no endpoint.
+fn metrics_address(p: &mut Props) -> Result<Option<(String, u16)>, ConfigError> {
+    const KEY: &str = "weir.metrics.address";
+    let value = p.text(KEY).trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    super::super::listener::parse_host_port(value)
+        .map(Some)
+        .map_err(|reason| invalid(KEY, value, reason))
 }
 
 /// The node's identity, roles, listeners and quorum: the keys KRaft checks together.
