@@ -273,7 +273,17 @@ async fn dispatch(
         // Handled once: take the body out instead of copying it (a produce's is large).
         let placeholder = RequestKind::ApiVersions(Default::default());
         let body = std::mem::replace(&mut request.body, placeholder);
-        return answer(broker, kind, &request, body, (peer, principal), gone, out, note).await;
+        return answer(
+            broker,
+            kind,
+            &request,
+            body,
+            (peer, principal),
+            gone,
+            out,
+            note,
+        )
+        .await;
     }
     // Relayed to the controller, or handled here (this node is it, or none answered within
     // the bound); handled here and refused because the leadership moved during the commit, it
@@ -286,7 +296,17 @@ async fn dispatch(
         }
         let body = request.body.clone();
         let caller = (peer, principal);
-        let answered = answer(broker, kind, &request, body, caller, gone.clone(), out, note).await;
+        let answered = answer(
+            broker,
+            kind,
+            &request,
+            body,
+            caller,
+            gone.clone(),
+            out,
+            note,
+        )
+        .await;
         if !matches!(answered, Ok(true))
             || !forward::lost_control_while_handling(broker, &request, out, deadline).await
         {
