@@ -64,6 +64,7 @@ async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow:
             .collect(),
     );
     tokio::select! {
+        biased;
         _ = wait_for_signal() => {}
         // One node's log directory failing stops nothing else; the others serve on.
         _ = offline => {}

@@ -99,6 +99,7 @@ pub async fn serve(io: Io, args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(&io, args.config, args.overrides)?;
     let running = Broker::start(config, io).await?;
     tokio::select! {
+        biased;
         _ = wait_for_signal() => {}
         reason = running.broker.storage_offline() => {
             // As Kafka halts when its last log directory fails: exit without a clean shutdown,
@@ -118,6 +119,7 @@ pub(super) async fn wait_for_signal() {
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
+                    biased;
                     _ = tokio::signal::ctrl_c() => {}
                     _ = term.recv() => {}
                 }
