@@ -14,6 +14,8 @@ pub mod broker;
 pub mod client;
 pub mod config;
 pub mod controller;
+#[cfg(test)]
+mod data_driven;
 pub mod group;
 pub mod io;
 pub mod local_cluster;

@@ -313,63 +313,9 @@ impl Runner {
     }
 }
 
-/// Runs one script; returns it with the actual outputs in place of the expected ones.
-fn run_script(text: &str) -> (String, Vec<String>) {
-    let mut runner = Runner::new();
-    let mut rewritten = String::new();
-    let mut mismatches = Vec::new();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
-        if line.trim().is_empty() || line.starts_with('#') {
-            rewritten.push_str(line);
-            rewritten.push('\n');
-            continue;
-        }
-        let command = line;
-        assert_eq!(lines.next(), Some("----"), "`{command}` has no ---- line");
-        let mut expected = String::new();
-        while let Some(l) = lines.peek() {
-            if l.trim().is_empty() {
-                break;
-            }
-            expected.push_str(l);
-            expected.push('\n');
-            lines.next();
-        }
-        let actual = runner.run(command);
-        if actual != expected {
-            mismatches.push(format!("{command}\nexpected:\n{expected}actual:\n{actual}"));
-        }
-        rewritten.push_str(command);
-        rewritten.push_str("\n----\n");
-        rewritten.push_str(&actual);
-    }
-    (rewritten, mismatches)
-}
-
 #[test]
 fn data_driven() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/replica/fetcher/testdata");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty());
-    let mut failures = Vec::new();
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let (rewritten, mismatches) = run_script(&text);
-        if std::env::var_os("REWRITE").is_some() {
-            std::fs::write(&path, rewritten).unwrap();
-        } else {
-            for m in mismatches {
-                failures.push(format!("{}:\n{m}", path.display()));
-            }
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    crate::data_driven::check_dir("src/replica/fetcher/testdata", Runner::new, |r, c| r.run(c));
 }
 
 #[test]
