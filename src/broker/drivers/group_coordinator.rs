@@ -330,16 +330,7 @@ impl Broker {
             configs,
             ..Default::default()
         };
-        match crate::broker::handlers::inter_node::forward::create_topic(self, new, false).await {
-            Ok(()) => {
-                tracing::info!("created {OFFSETS_TOPIC}");
-                Ok(())
-            }
-            Err(crate::broker::CommitError::Rejected(
-                crate::controller::ControllerError::TopicAlreadyExists(_),
-            )) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        }
+        self.create_internal_topic(new).await
     }
 
     /// The coordinator of `group_id`: the broker that leads its `__consumer_offsets`
@@ -350,30 +341,13 @@ impl Broker {
         &self,
         group_id: &str,
     ) -> Result<(i32, String, u16), String> {
-        let image = self.image();
-        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
-            return Err("the offsets topic is not ready".to_string());
-        };
-        let index = crate::group::placement::partition_for(group_id, topic.partitions);
-        let leader = image
-            .partition(topic.id, index)
-            .map_or(crate::controller::NO_LEADER, |p| p.leader);
-        if leader < 0 {
-            return Err(format!("{OFFSETS_TOPIC}-{index} has no leader"));
-        }
-        if leader == self.config.node_id {
-            let (host, port) = self.advertised.read().unwrap().clone();
-            return Ok((leader, host, port));
-        }
-        let listener = crate::broker::handlers::topics::metadata::client_listener(self);
-        image
-            .broker(leader)
-            .filter(|b| !b.fenced)
-            .and_then(|b| b.endpoint(&listener))
-            .map(|e| (leader, e.host.clone(), e.port))
-            .ok_or_else(|| {
-                format!("the leader {leader} of {OFFSETS_TOPIC}-{index} is not reachable")
-            })
+        let partitions = self
+            .image()
+            .topic(OFFSETS_TOPIC)
+            .map(|t| t.partitions)
+            .ok_or_else(|| "the offsets topic is not ready".to_string())?;
+        let index = crate::group::placement::partition_for(group_id, partitions);
+        self.internal_partition_leader(OFFSETS_TOPIC, index)
     }
 
     /// The offsets topic was just created: the partitions this node leads are loaded.

@@ -608,16 +608,7 @@ impl Broker {
             configs,
             ..Default::default()
         };
-        match crate::broker::handlers::inter_node::forward::create_topic(self, new, false).await {
-            Ok(()) => {
-                tracing::info!("created {TRANSACTION_STATE_TOPIC}");
-                Ok(())
-            }
-            Err(crate::broker::CommitError::Rejected(
-                crate::controller::ControllerError::TopicAlreadyExists(_),
-            )) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        }
+        self.create_internal_topic(new).await
     }
 
     /// The coordinator of `transactional_id`: the leader of its `__transaction_state`
@@ -626,30 +617,13 @@ impl Broker {
         &self,
         transactional_id: &str,
     ) -> Result<(i32, String, u16), String> {
-        let image = self.image();
-        let Some(topic) = image.topic(TRANSACTION_STATE_TOPIC) else {
-            return Err("the transaction state topic is not ready".to_string());
-        };
-        let index = crate::txn::partition_for(transactional_id, topic.partitions);
-        let leader = image
-            .partition(topic.id, index)
-            .map_or(crate::controller::NO_LEADER, |p| p.leader);
-        if leader < 0 {
-            return Err(format!("{TRANSACTION_STATE_TOPIC}-{index} has no leader"));
-        }
-        if leader == self.config.node_id {
-            let (host, port) = self.advertised.read().unwrap().clone();
-            return Ok((leader, host, port));
-        }
-        let listener = crate::broker::handlers::topics::metadata::client_listener(self);
-        image
-            .broker(leader)
-            .filter(|b| !b.fenced)
-            .and_then(|b| b.endpoint(&listener))
-            .map(|e| (leader, e.host.clone(), e.port))
-            .ok_or_else(|| {
-                format!("the leader {leader} of {TRANSACTION_STATE_TOPIC}-{index} is not reachable")
-            })
+        let partitions = self
+            .image()
+            .topic(TRANSACTION_STATE_TOPIC)
+            .map(|t| t.partitions)
+            .ok_or_else(|| "the transaction state topic is not ready".to_string())?;
+        let index = crate::txn::partition_for(transactional_id, partitions);
+        self.internal_partition_leader(TRANSACTION_STATE_TOPIC, index)
     }
 
     /// Makes the core hold exactly the `__transaction_state` partitions this node leads (a
