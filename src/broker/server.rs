@@ -18,9 +18,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::api::{self, encode_response, Decoded, ListenerKind, Request, RequestContext};
 use super::delayed::{ConnectionGone, ConnectionWatch};
+use super::handlers::inter_node::{forward, timed_out};
 use super::handlers::ROUTES;
 use super::secure_connection::{Admit, Secure};
-use super::{handlers::inter_node::forward, Broker};
+use super::Broker;
 use crate::io::{BoxStream, Listener};
 use crate::metrics::wire::RequestTally;
 use crate::metrics::RequestTimes;
@@ -288,11 +289,26 @@ async fn dispatch(
     // Relayed to the controller, or handled here (this node is it, or none answered within
     // the bound); handled here and refused because the leadership moved during the commit, it
     // goes to the next controller (`forward`).
-    let deadline = forward::deadline(broker);
+    let deadline = forward::deadline(broker, &request.body);
     loop {
         if let Some(relayed) = forward::forward(broker, &request, peer, deadline).await {
             *out = relayed;
             return Ok(true);
+        }
+        if forward::expired(broker, deadline) {
+            // The request's own bound passed while it waited for a controller: answered
+            // REQUEST_TIMED_OUT, never carried out late.
+            if let Some(response) = timed_out::response(&request.body) {
+                let (key, version) = (request.key, request.version);
+                encode_response(
+                    out,
+                    request.correlation_id,
+                    key.response_header_version(version),
+                    &response,
+                    version,
+                )?;
+                return Ok(true);
+            }
         }
         let body = request.body.clone();
         let caller = (peer, principal);

@@ -139,10 +139,32 @@ pub(crate) async fn forward(
     }
 }
 
-/// When a request [`forward`] may wait for a controller until (monotonic): one bound for
-/// every try of one request.
-pub(crate) fn deadline(broker: &Broker) -> Duration {
-    broker.io.clock.monotonic() + FORWARD_TIMEOUT
+/// Until when (monotonic) a request may be carried out, relayed or here: its own `timeout_ms`
+/// where it has one (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders), at most the
+/// forwarding bound, as Kafka's controller drops an event whose deadline passed. Past it the
+/// request is answered REQUEST_TIMED_OUT and never carried out: a client that gave up and
+/// retried elsewhere must not see its first try applied later (the simulator caught a topic
+/// created again after its deletion, by a CreateTopics held through a controller failover).
+pub(crate) fn deadline(broker: &Broker, body: &RequestKind) -> Duration {
+    let own = match body {
+        RequestKind::CreateTopics(r) => r.timeout_ms,
+        RequestKind::DeleteTopics(r) => r.timeout_ms,
+        RequestKind::CreatePartitions(r) => r.timeout_ms,
+        RequestKind::ElectLeaders(r) => r.timeout_ms,
+        _ => 0,
+    };
+    // 0 (or less) asks for no wait on the outcome, not for no bound.
+    let bound = if own > 0 {
+        FORWARD_TIMEOUT.min(Duration::from_millis(own as u64))
+    } else {
+        FORWARD_TIMEOUT
+    };
+    broker.io.clock.monotonic() + bound
+}
+
+/// Whether `deadline` ([`deadline`]) has passed.
+pub(crate) fn expired(broker: &Broker, deadline: Duration) -> bool {
+    broker.io.clock.monotonic() >= deadline
 }
 
 /// After a forwardable request was handled here as the active controller: whether its answer

@@ -5,3 +5,4 @@
 pub(crate) mod broker_rpc;
 pub(crate) mod forward;
 pub(crate) mod quorum_rpc;
+pub(crate) mod timed_out;
