@@ -4,9 +4,9 @@
 //! controller listener and its answer returned to the client (only the correlation id is
 //! rewritten). Kafka's brokers forward these to the controller (KIP-590); relaying the raw
 //! frame keeps every version and field intact. While no controller is known, or the relay
-//! fails, the request waits for the next controller (bounded; see [`forward`]); only past the
-//! bound is it handled locally, which answers NOT_CONTROLLER (or NOT_LEADER_OR_FOLLOWER for
-//! DescribeQuorum), both retriable. With an authorizer, a request is
+//! fails, the request waits for the next controller (bounded by its own timeout; see
+//! [`deadline`]); past the bound it is answered REQUEST_TIMED_OUT (`timed_out`) and never
+//! carried out. With an authorizer, a request is
 //! relayed only if this node allows all of it (`Broker::relay_allowed`): the controller
 //! listener does not check what arrives.
 //!
