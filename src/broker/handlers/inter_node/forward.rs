@@ -77,8 +77,8 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// (`NodeToControllerChannelManager`): clients never see NOT_CONTROLLER from a broker during a
 /// controller failover. Here the request waits, as a delayed operation bounded by
 /// [`FORWARD_TIMEOUT`], on the quorum's controller changes: when no leader is known, when the
-/// leader is this node but not active yet, or after a failed relay. Only past the bound is it
-/// handled locally (NOT_CONTROLLER, retriable).
+/// leader is this node but not active yet, or after a failed relay. `None` past the bound too:
+/// the caller then answers REQUEST_TIMED_OUT ([`expired`]).
 pub(crate) async fn forward(
     broker: &Broker,
     request: &Request<'_, Broker>,
