@@ -494,7 +494,36 @@ impl Broker {
             &MetadataImage,
         ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
     ) -> Result<T, CommitError> {
-        let _writer = self.metadata.lock().await;
+        self.change_metadata_until(None, validate_only, decide)
+            .await
+    }
+
+    /// [`Broker::change_metadata`] for a client's request with its `deadline` (monotonic,
+    /// `RequestContext::deadline`): it waits for the metadata lock at most until then, and once
+    /// the deadline has passed decides nothing (REQUEST_TIMED_OUT), as Kafka's controller drops
+    /// an event past its deadline. A request queued behind a stuck commit (a controller cut off
+    /// from its quorum holds the lock up to the commit bound) must not be carried out seconds
+    /// after its client gave up: the sweep caught one re-creating a topic deleted meanwhile.
+    async fn change_metadata_until<T>(
+        &self,
+        deadline: Option<Duration>,
+        validate_only: bool,
+        decide: impl FnOnce(
+            &Controller,
+            &MetadataImage,
+        ) -> Result<(Vec<MetadataRecord>, T), ControllerError>,
+    ) -> Result<T, CommitError> {
+        let _writer = match deadline {
+            None => self.metadata.lock().await,
+            Some(deadline) => {
+                let wait = deadline.saturating_sub(self.io.clock.monotonic());
+                let locked = self.io.timeout(wait, self.metadata.lock()).await;
+                match locked {
+                    Some(guard) if self.io.clock.monotonic() < deadline => guard,
+                    _ => return Err(CommitError::Timeout),
+                }
+            }
+        };
         self.commit_through_quorum(validate_only, decide).await
     }
 
@@ -649,9 +678,20 @@ impl Broker {
         new: crate::controller::NewTopic,
         validate_only: bool,
     ) -> Result<(), CommitError> {
+        self.create_topic_until(None, new, validate_only).await
+    }
+
+    /// [`Broker::create_topic`] for a client's request with its deadline
+    /// ([`Broker::change_metadata_until`]).
+    async fn create_topic_until(
+        &self,
+        deadline: Option<Duration>,
+        new: crate::controller::NewTopic,
+        validate_only: bool,
+    ) -> Result<(), CommitError> {
         let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
         let entropy = self.io.rng.next_u64();
-        self.change_metadata(validate_only, |controller, image| {
+        self.change_metadata_until(deadline, validate_only, |controller, image| {
             Ok((controller.create_topic(image, &new, id, entropy)?, ()))
         })
         .await

@@ -358,6 +358,7 @@ async fn answer(
         peer,
         principal: principal.to_string(),
         gone,
+        deadline: forward::deadline(broker, &body),
     };
     let name_of = |id| broker.image().topic_by_id(id).map(|t| t.name.clone());
     let Some(response) = (request.route.run)(broker, &ctx, body).await? else {

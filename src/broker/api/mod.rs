@@ -46,4 +46,7 @@ pub struct RequestContext {
     pub principal: String,
     /// Fires when the client closed the connection: waits end early.
     pub gone: ConnectionGone,
+    /// Until when (monotonic) a metadata change it asks for may still be carried out: its
+    /// own `timeout_ms` where it has one, else the forwarding bound (`forward::deadline`).
+    pub deadline: std::time::Duration,
 }

@@ -287,6 +287,7 @@ pub(crate) fn describe(
 /// Applies config changes of one resource (or only validates them) through the controller.
 async fn change(
     broker: &Broker,
+    ctx: &RequestContext,
     resource_type: i8,
     name: &str,
     changes: BTreeMap<String, Option<String>>,
@@ -302,7 +303,7 @@ async fn change(
         ));
     }
     broker
-        .change_metadata(validate_only, |controller, image| {
+        .change_metadata_until(Some(ctx.deadline), validate_only, |controller, image| {
             let record = match resource_type {
                 RESOURCE_TOPIC => controller.alter_topic_config(image, name, changes)?,
                 RESOURCE_BROKER => controller.alter_broker_config(image, name, changes)?,
@@ -426,6 +427,7 @@ pub(crate) async fn alter(
                     }
                     change(
                         broker,
+                        ctx,
                         resource.resource_type,
                         &name,
                         changes,
@@ -541,7 +543,7 @@ pub(crate) async fn incremental_alter(
             })
         };
         let outcome = match prepared {
-            Ok(changes) => change(broker, kind, &name, changes, req.validate_only).await,
+            Ok(changes) => change(broker, ctx, kind, &name, changes, req.validate_only).await,
             Err(refusal) => Err(refusal),
         };
         // Same fields as AlterConfigs' answer, but a distinct generated type.

@@ -180,6 +180,12 @@ async fn run(
                     .send(Err(io::Error::other("peer connection lost")));
                 break;
             }
+            if call.reply.is_closed() {
+                // Its caller gave up (a relay abandoned for the next controller, a timeout):
+                // never sent late, as Kafka's channel to the controller drops a request past
+                // its deadline unsent. A late relay re-created a topic deleted meanwhile.
+                continue;
+            }
             let mut frame = call.frame;
             correlation = correlation.wrapping_add(1);
             frame[4..8].copy_from_slice(&correlation.to_be_bytes());

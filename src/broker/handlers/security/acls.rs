@@ -146,7 +146,7 @@ pub(crate) async fn create(
         .collect();
     let rng = broker.io.rng.clone();
     let decided = broker
-        .change_metadata(false, move |_, image| {
+        .change_metadata_until(Some(ctx.deadline), false, move |_, image| {
             let ids = || Uuid::from_u64_pair(rng.next_u64(), rng.next_u64());
             decide::create_acls(image, creations, ids)
         })
@@ -203,7 +203,9 @@ pub(crate) async fn delete(
         })
         .collect();
     let decided = broker
-        .change_metadata(false, move |_, image| decide::delete_acls(image, filters))
+        .change_metadata_until(Some(ctx.deadline), false, move |_, image| {
+            decide::delete_acls(image, filters)
+        })
         .await;
     match decided {
         Ok(results) => DeleteAclsResponse::default().with_filter_results(

@@ -157,7 +157,7 @@ pub(crate) async fn alter(
         })
         .collect();
     let decided = broker
-        .change_metadata(false, move |_, image| {
+        .change_metadata_until(Some(ctx.deadline), false, move |_, image| {
             Ok(decide::alter_credentials(image, deletions, upsertions))
         })
         .await;

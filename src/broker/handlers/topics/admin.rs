@@ -83,7 +83,9 @@ pub(crate) async fn create_topics(
             results.push(result);
             continue;
         }
-        let outcome = broker.create_topic(new.clone(), req.validate_only).await;
+        let outcome = broker
+            .create_topic_until(Some(ctx.deadline), new.clone(), req.validate_only)
+            .await;
         match outcome {
             Ok(()) => {
                 // As Kafka: a null message on success (the schema default is "").
@@ -209,7 +211,7 @@ pub(crate) async fn delete_topics(
             }
             Some(n) => {
                 broker
-                    .change_metadata(false, |controller, image| {
+                    .change_metadata_until(Some(ctx.deadline), false, |controller, image| {
                         Ok((vec![controller.delete_topic(image, n)?], ()))
                     })
                     .await
@@ -269,18 +271,22 @@ pub(crate) async fn create_partitions(
             ))
         } else {
             broker
-                .change_metadata(req.validate_only, |controller, image| {
-                    Ok((
-                        controller.create_partitions(
-                            image,
-                            &name,
-                            topic.count,
-                            assignments.as_deref(),
-                            entropy,
-                        )?,
-                        (),
-                    ))
-                })
+                .change_metadata_until(
+                    Some(ctx.deadline),
+                    req.validate_only,
+                    |controller, image| {
+                        Ok((
+                            controller.create_partitions(
+                                image,
+                                &name,
+                                topic.count,
+                                assignments.as_deref(),
+                                entropy,
+                            )?,
+                            (),
+                        ))
+                    },
+                )
                 .await
                 .map_err(|e| (errors::commit(&e), e.to_string()))
         };

@@ -59,7 +59,7 @@ pub(crate) async fn handle(
         return response;
     }
     let decided = broker
-        .change_metadata(false, |controller, image| {
+        .change_metadata_until(Some(ctx.deadline), false, |controller, image| {
             let wanted: Vec<(String, i32)> = match &named {
                 Some(list) => list
                     .iter()
