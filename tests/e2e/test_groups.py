@@ -6,6 +6,7 @@ Every wait is bounded; the broker runs with group.initial.rebalance.delay.ms=0 (
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -413,20 +414,14 @@ def test_consumer_protocol_two_then_three_members_every_record_and_commits_survi
 
 
 def describe_848(broker, group: str) -> tuple[int, dict[str, int], str]:
-    """`weir groups describe` of a consumer-protocol group: its group epoch, each member's
-    epoch by member id, and the whole output."""
-    out = weir_cli(broker, "groups", "describe", group)
+    """`weir groups describe` of a consumer-protocol group (its JSON form): its group epoch,
+    each member's epoch by member id, and the whole output."""
+    out = weir_cli(broker, "groups", "describe", group, "--output", "json")
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    header = lines[0]
-    assert "type consumer" in header, out.stdout
-    group_epoch = int(header.split("group epoch ")[1].split(",")[0])
-    members = {}
-    for line in lines:
-        if line.startswith("member\t"):
-            fields = line.split("\t")
-            members[fields[1]] = int(fields[5].removeprefix("epoch "))
-    return group_epoch, members, out.stdout
+    described = json.loads(out.stdout)
+    assert described["group_type"] == "consumer", out.stdout
+    members = {m["consumer_id"]: m["member_epoch"] for m in described["members"]}
+    return described["group_epoch"], members, out.stdout
 
 
 @pytest.mark.parametrize("stop", ["restart", "kill9"])
