@@ -142,9 +142,9 @@ pub(crate) async fn forward(
 /// Until when (monotonic) a request may be carried out, relayed or here: its own `timeout_ms`
 /// where it has one (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders), at most the
 /// forwarding bound, as Kafka's controller drops an event whose deadline passed. Past it the
-/// request is answered REQUEST_TIMED_OUT and never carried out: a client that gave up and
-/// retried elsewhere must not see its first try applied later (the simulator caught a topic
-/// created again after its deletion, by a CreateTopics held through a controller failover).
+/// request is answered REQUEST_TIMED_OUT and not carried out by this broker, so a client that
+/// gave up and retried elsewhere does not see its first try applied later through this path.
+/// (A relay already on the wire is not covered: relays carry no controller epoch yet.)
 pub(crate) fn deadline(broker: &Broker, body: &RequestKind) -> Duration {
     let own = match body {
         RequestKind::CreateTopics(r) => r.timeout_ms,
