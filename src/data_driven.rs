@@ -3,7 +3,25 @@
 //! `.txt` file of a directory runs against a fresh runner; `REWRITE=1` writes the actual
 //! outputs back (review the diff).
 
+use std::collections::BTreeMap;
 use std::path::Path;
+
+/// A command's `key=value` words, by key (other words ignored).
+pub(crate) fn args(words: &[&str]) -> BTreeMap<String, String> {
+    words
+        .iter()
+        .filter_map(|w| w.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The number under `key`; a missing or bad one fails the script with its name.
+pub(crate) fn num(a: &BTreeMap<String, String>, key: &str) -> i64 {
+    a.get(key)
+        .unwrap_or_else(|| panic!("missing {key}="))
+        .parse()
+        .unwrap_or_else(|_| panic!("bad {key}="))
+}
 
 /// Runs every `.txt` script under `dir` (relative to the crate root): `new` makes a runner per
 /// file, `run` answers one command with its output (one or more lines, each ending in `\n`).

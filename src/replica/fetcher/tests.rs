@@ -16,28 +16,13 @@
 //! - `offsets now=MS t-0 start=S end=E local=N` | `offsets now=MS t-0 none local=N`
 //! - `done now=MS t-0 ok|stale|failed`
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::*;
+use crate::data_driven::{args, num};
 
 struct Runner {
     core: Fetcher,
-}
-
-fn args(words: &[&str]) -> BTreeMap<String, String> {
-    words
-        .iter()
-        .filter_map(|w| w.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn num(a: &BTreeMap<String, String>, key: &str) -> i64 {
-    a.get(key)
-        .unwrap_or_else(|| panic!("missing {key}="))
-        .parse()
-        .unwrap_or_else(|_| panic!("bad {key}="))
 }
 
 fn key(word: &str) -> Key {

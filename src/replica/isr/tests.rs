@@ -17,25 +17,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::*;
+use crate::data_driven::{args, num};
 
 struct Runner {
     set: ReplicaSet,
     log_end: i64,
-}
-
-fn args(words: &[&str]) -> BTreeMap<String, String> {
-    words
-        .iter()
-        .filter_map(|w| w.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn num(a: &BTreeMap<String, String>, key: &str) -> i64 {
-    a.get(key)
-        .unwrap_or_else(|| panic!("missing {key}="))
-        .parse()
-        .unwrap_or_else(|_| panic!("bad {key}="))
 }
 
 fn ids(a: &BTreeMap<String, String>, key: &str) -> Vec<i32> {
