@@ -13,10 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::RequestKind;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::api::{self, encode_response, Decoded, ListenerKind, Request, RequestContext};
+use super::api::{self, encode_response, envelope, Decoded, ListenerKind, Request, RequestContext};
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::handlers::inter_node::{forward, timed_out};
 use super::handlers::ROUTES;
@@ -267,6 +268,9 @@ async fn dispatch(
             return Ok(true);
         }
     };
+    if request.key == ApiKey::Envelope {
+        return open_envelope(broker, *request, (peer, principal), gone, out, note).await;
+    }
     if !(relay
         && kind == ListenerKind::Client
         && forward::is_forwarded_request(request.key, &request.body))
@@ -291,7 +295,8 @@ async fn dispatch(
     // goes to the next controller (`forward`).
     let deadline = forward::deadline(broker, &request.body);
     loop {
-        if let Some(relayed) = forward::forward(broker, &request, peer, deadline).await {
+        let caller = (peer, principal);
+        if let Some(relayed) = forward::forward(broker, &request, caller, deadline).await {
             *out = relayed;
             return Ok(true);
         }
@@ -329,6 +334,89 @@ async fn dispatch(
             return answered;
         }
         out.clear();
+    }
+}
+
+/// An Envelope (served on the controller listener only): a client's request another broker
+/// relayed (`forward`). Carried out here only while this node is the active controller of the
+/// epoch it was sealed for, else refused NOT_CONTROLLER (`api::envelope`); the inner answer
+/// goes back inside the envelope's. A malformed envelope or inner request is refused
+/// INVALID_REQUEST: the connection is the relaying broker's and carries others' requests.
+async fn open_envelope(
+    broker: &Broker,
+    mut request: Request<'_, Broker>,
+    (peer, principal): (SocketAddr, &str),
+    gone: ConnectionGone,
+    out: &mut BytesMut,
+    note: &mut RequestNote,
+) -> Result<bool, String> {
+    let placeholder = RequestKind::ApiVersions(Default::default());
+    let RequestKind::Envelope(sealed) = std::mem::replace(&mut request.body, placeholder) else {
+        return Err("an Envelope route with another body".to_string());
+    };
+    let inner = match envelope::open(sealed) {
+        Err(reason) => {
+            tracing::debug!(%peer, %reason, "malformed envelope refused");
+            Err(ResponseError::InvalidRequest)
+        }
+        Ok(opened) if opened.fenced(serving_epoch(broker, &opened.frame)) => {
+            tracing::debug!(%peer, sealed_for = ?opened.epoch, "envelope for another controller epoch refused");
+            Err(ResponseError::NotController)
+        }
+        Ok(opened)
+            if opened.frame.len() < 2
+                || opened.frame[..2] == (ApiKey::Envelope as i16).to_be_bytes() =>
+        {
+            Err(ResponseError::InvalidRequest)
+        }
+        Ok(opened) => {
+            let client = opened.client.map_or(peer, |ip| SocketAddr::new(ip, 0));
+            let principal = opened.principal.as_deref().unwrap_or(principal);
+            let mut answer = BytesMut::new();
+            let kind = ListenerKind::Controller;
+            let caller = (client, principal);
+            let handling = dispatch(
+                broker,
+                kind,
+                opened.frame,
+                caller,
+                gone,
+                &mut answer,
+                false,
+                note,
+            );
+            match Box::pin(handling).await {
+                // The answer without its size prefix.
+                Ok(true) => Ok(answer.freeze().split_off(4)),
+                Ok(false) => Err(ResponseError::InvalidRequest),
+                Err(reason) => {
+                    tracing::debug!(%peer, %reason, "enveloped request refused");
+                    Err(ResponseError::InvalidRequest)
+                }
+            }
+        }
+    };
+    let response = ResponseKind::Envelope(envelope::answer(inner));
+    let (key, version) = (request.key, request.version);
+    encode_response(
+        out,
+        request.correlation_id,
+        key.response_header_version(version),
+        &response,
+        version,
+    )?;
+    Ok(true)
+}
+
+/// The epoch in which this node serves the enveloped request `frame`: DescribeQuorum is the
+/// quorum leader's to answer (active or not yet), everything else the active controller's.
+fn serving_epoch(broker: &Broker, frame: &[u8]) -> Option<u32> {
+    let describes_quorum =
+        frame.len() >= 2 && frame[..2] == (ApiKey::DescribeQuorum as i16).to_be_bytes();
+    if describes_quorum {
+        broker.quorum.leader_epoch()
+    } else {
+        broker.quorum.active_epoch()
     }
 }
 

@@ -8,6 +8,7 @@
 //! with the handlers (`handlers::ROUTES`) and is passed in, generic over the state handlers
 //! run against.
 
+pub mod envelope;
 mod frame;
 mod request;
 mod routes;

@@ -157,7 +157,8 @@ pub(crate) async fn call(
             .await
             .ok_or_else(|| "no answer".to_string());
     }
-    let link = broker.quorum.leader_link().ok_or("no controller known")?;
+    // Sessions and AlterPartition carry their own epochs: sent as they are, not in an envelope.
+    let (link, _) = broker.quorum.leader_link().ok_or("no controller known")?;
     let client_id = format!("weir-broker-{}", broker.config.node_id);
     let frame =
         peer::encode_request(key, version, &client_id, &request).map_err(|e| e.to_string())?;

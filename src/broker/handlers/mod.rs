@@ -67,6 +67,10 @@ pub static ROUTES: &[Route<Broker>] = &[
     // client's range in the controller listener's ApiVersions).
     route!(Fetch, Codec, ControllerOnly, hidden, try |b, c, r| quorum_rpc::answer(b, c, RequestKind::Fetch(r)).await),
     route!(FetchSnapshot, Codec, ControllerOnly, hidden, try |b, c, r| quorum_rpc::answer(b, c, RequestKind::FetchSnapshot(r)).await),
+    // A client request another broker relays to the active controller (KIP-590): opened by
+    // the connection loop, which answers the inner request as it would any (`server`), so
+    // this handler never runs.
+    route!(Envelope, Range(0, 0), ControllerOnly, try |_, _, _r| Err("an Envelope is opened by the connection loop, not routed".to_string())),
     // The client APIs (both listeners).
     route!(Produce, Range(3, 11), Both, try |b, c, r| Ok(produce::handle(b, c, r).await.map(ResponseKind::Produce))),
     route!(Fetch, Range(4, 16), ClientOnly, |b, c, r| Some(

@@ -23,6 +23,7 @@ use kafka_protocol::messages::{
 
 use crate::broker::api::RequestContext;
 use crate::broker::drivers::txn_coordinator::PendingOffset;
+use crate::broker::handlers::inter_node::forward;
 use crate::broker::{errors, Broker};
 use crate::group::OFFSETS_TOPIC;
 use crate::log::control::Marker;
@@ -436,31 +437,16 @@ async fn reserve_producer_id(broker: &Broker) -> Result<i64, String> {
             .await
             .map_err(|e| e.to_string());
     }
-    let link = quorum.leader_link().ok_or("no controller known")?;
-    let frame = crate::broker::peer::encode_request(
-        kafka_protocol::messages::ApiKey::InitProducerId,
-        0,
-        "weir-txn-coordinator",
-        &kafka_protocol::messages::RequestKind::InitProducerId(
-            InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(-1),
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let reply = tokio::select! {
-        biased;
-        r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
-        _ = broker.io.clock.sleep(std::time::Duration::from_secs(5)) => {
-            return Err("the controller did not answer".into())
-        }
-    };
-    match crate::broker::peer::decode_response(
-        kafka_protocol::messages::ApiKey::InitProducerId,
-        0,
-        reply,
-    )
-    .map_err(|e| e.to_string())?
+    let body = kafka_protocol::messages::RequestKind::InitProducerId(
+        InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(-1),
+    );
+    let key = kafka_protocol::messages::ApiKey::InitProducerId;
+    let limit = std::time::Duration::from_secs(5);
+    match forward::ask_controller(broker, key, 0, &body, limit)
+        .await
+        .map_err(|e| e.to_string())?
     {
         kafka_protocol::messages::ResponseKind::InitProducerId(r) if r.error_code == 0 => {
             Ok(r.producer_id.0)

@@ -155,12 +155,26 @@ impl QuorumHandle {
     }
 
     /// A link to the leader for requests that wait for commits (forwarding, broker
-    /// sessions), when a leader other than this node is known.
-    pub fn leader_link(&self) -> Option<&Link> {
-        let leader = self.status.lock().unwrap().leader?;
+    /// sessions), with the epoch it leads, when a leader other than this node is known.
+    pub fn leader_link(&self) -> Option<(&Link, u32)> {
+        let view = *self.controller.borrow();
+        let leader = view.leader?;
         (leader != self.node_id)
             .then(|| self.request_links.get(&leader))
             .flatten()
+            .map(|link| (link, view.epoch))
+    }
+
+    /// The epoch in which this node leads the quorum (active controller yet or not), if it does.
+    pub fn leader_epoch(&self) -> Option<u32> {
+        let view = *self.controller.borrow();
+        (view.leader == Some(self.node_id)).then_some(view.epoch)
+    }
+
+    /// The epoch in which this node is the active controller, if it is one.
+    pub fn active_epoch(&self) -> Option<u32> {
+        let view = *self.controller.borrow();
+        view.active.then_some(view.epoch)
     }
 
     pub fn voters(&self) -> &BTreeMap<NodeId, SocketAddr> {

@@ -1,19 +1,22 @@
 //! Forwarding: a client request that changes metadata (or asks DescribeQuorum, or a producer
 //! id: InitProducerId reserves ids in the metadata log), arriving at a
-//! node that is not the active controller, is relayed byte for byte to the quorum leader's
-//! controller listener and its answer returned to the client (only the correlation id is
-//! rewritten). Kafka's brokers forward these to the controller (KIP-590); relaying the raw
-//! frame keeps every version and field intact. While no controller is known, or the relay
-//! fails, the request waits for the next controller (bounded by its own timeout; see
-//! [`deadline`]); past the bound it is answered REQUEST_TIMED_OUT (`timed_out`) and never
-//! carried out. With an authorizer, a request is
-//! relayed only if this node allows all of it (`Broker::relay_allowed`): the controller
-//! listener does not check what arrives.
+//! node that is not the active controller, is relayed to the quorum leader's controller
+//! listener in an Envelope (KIP-590, `api::envelope`) and its answer returned to the client
+//! (only the correlation id is rewritten). The envelope carries the client's frame byte for
+//! byte (every version and field intact), who asked, and the controller epoch it was sent
+//! for: a controller carries it out only in that epoch, so a relay that arrives late, after
+//! this broker gave up on it, is refused rather than applied over what happened meanwhile.
+//! While no controller is known, or the relay fails, the request waits for the next
+//! controller (bounded by its own timeout; see [`deadline`]); past the bound it is answered
+//! REQUEST_TIMED_OUT (`timed_out`). With an authorizer, a request is relayed only if this
+//! node allows all of it (`Broker::relay_allowed`): the controller listener does not check
+//! what arrives.
 //!
 //! Topics this broker creates on its own account (auto-creation on Metadata, as a producer
 //! asks it; the offsets topic) go to the active controller as a CreateTopics request of
 //! their own ([`create_topic`]), as Kafka's `AutoTopicCreationManager` sends them.
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -26,7 +29,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::api::Request;
+use crate::broker::api::{envelope, Request};
 use crate::broker::{peer, Broker, CommitError};
 use crate::controller::{ControllerError, NewTopic};
 use crate::protocol::frame::{finish_frame, start_frame};
@@ -82,11 +85,11 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 pub(crate) async fn forward(
     broker: &Broker,
     request: &Request<'_, Broker>,
-    peer: std::net::SocketAddr,
+    (peer, principal): (SocketAddr, &str),
     deadline: Duration,
 ) -> Option<BytesMut> {
     let quorum = &broker.quorum;
-    let (key, version, frame) = (request.key, request.version, &request.frame);
+    let key = request.key;
     if !FORWARDED.contains(&key) {
         return None;
     }
@@ -113,17 +116,18 @@ pub(crate) async fn forward(
         // With no other controller to try yet (none known, or this node about to be active),
         // wait for the next change; after a failed try, at most the backoff.
         let mut wait = remaining;
-        if let Some(link) = quorum.leader_link() {
+        if let Some(controller) = quorum.leader_link() {
+            let caller = (principal, peer.ip());
             let tried = tokio::select! {
                 biased;
-                r = relay(broker, link, key, version, frame, remaining) => Some(r),
+                r = relay(broker, controller, request, caller, remaining) => Some(r),
                 // The controller changed while this one had the request: try the new one.
                 _ = changes.changed() => None,
             };
             match tried {
                 Some(Ok(out)) => return Some(out),
                 Some(Err(why)) => {
-                    tracing::debug!(?key, leader = %link.addr(), %why,
+                    tracing::debug!(?key, leader = %controller.0.addr(), %why,
                         "forwarding to the controller failed; waiting for a controller");
                     wait = RETRY_BACKOFF.min(remaining);
                 }
@@ -144,7 +148,7 @@ pub(crate) async fn forward(
 /// forwarding bound, as Kafka's controller drops an event whose deadline passed. Past it the
 /// request is answered REQUEST_TIMED_OUT and not carried out by this broker, so a client that
 /// gave up and retried elsewhere does not see its first try applied later through this path.
-/// (A relay already on the wire is not covered: relays carry no controller epoch yet.)
+/// (A relay already on the wire is fenced by its envelope's epoch instead.)
 pub(crate) fn deadline(broker: &Broker, body: &RequestKind) -> Duration {
     let own = match body {
         RequestKind::CreateTopics(r) => r.timeout_ms,
@@ -197,24 +201,21 @@ pub(crate) async fn lost_control_while_handling(
     true
 }
 
-/// One relay of `frame` to the controller behind `link`: its answer (correlation id restored),
-/// or why to try again (no answer, or the controller says it no longer is one).
+/// One relay of `request` to the controller behind `link`, leader in `epoch`: its answer
+/// (correlation id restored), or why to try again (no answer, or the controller says it is
+/// not the active one, in that epoch or at all).
 async fn relay(
     broker: &Broker,
-    link: &peer::Link,
-    key: ApiKey,
-    version: i16,
-    frame: &Bytes,
+    controller: (&peer::Link, u32),
+    request: &Request<'_, Broker>,
+    caller: (&str, IpAddr),
     limit: Duration,
 ) -> Result<BytesMut, String> {
+    let (key, version, frame) = (request.key, request.version, &request.frame);
     let correlation = [frame[4], frame[5], frame[6], frame[7]];
-    let rx = link.call(frame.to_vec());
-    let response = match broker.io.timeout(limit, rx).await {
-        Some(Ok(Ok(r))) => r,
-        Some(Ok(Err(e))) => return Err(e.to_string()),
-        None => return Err("timed out".to_string()),
-        _ => return Err("connection lost".to_string()),
-    };
+    let response = call(broker, controller, frame, caller, limit)
+        .await
+        .map_err(|why| why.to_string())?;
     if answered_not_controller(key, version, &response) {
         return Err("the controller answered that it no longer is one".to_string());
     }
@@ -224,6 +225,82 @@ async fn relay(
     out.extend_from_slice(&response[4..]);
     finish_frame(&mut out);
     Ok(out)
+}
+
+/// Sends `frame` (a request frame, no size prefix) in an envelope sealed for the controller
+/// of `epoch` behind `link`, on behalf of `caller` (principal, address); its answer (the
+/// inner response frame, correlation id first) within `limit`, or why not.
+async fn call(
+    broker: &Broker,
+    (link, epoch): (&peer::Link, u32),
+    frame: &[u8],
+    (principal, client): (&str, IpAddr),
+    limit: Duration,
+) -> Result<Bytes, Failed> {
+    let client_id = format!("weir-broker-{}", broker.config.node_id);
+    let sealed =
+        envelope::seal(frame, epoch, principal, client, &client_id).map_err(Failed::Other)?;
+    let answer = match broker.io.timeout(limit, link.call(sealed)).await {
+        Some(Ok(Ok(r))) => r,
+        Some(Ok(Err(e))) => return Err(Failed::Other(e.to_string())),
+        None => return Err(Failed::TimedOut),
+        _ => return Err(Failed::Other("connection lost".to_string())),
+    };
+    match envelope::open_answer(answer).map_err(Failed::Other)? {
+        Ok(inner) => Ok(inner),
+        Err(ResponseError::NotController) => Err(Failed::Other(format!(
+            "not the active controller of epoch {epoch}"
+        ))),
+        Err(code) => Err(Failed::Other(format!(
+            "the controller refused the envelope: {code:?}"
+        ))),
+    }
+}
+
+/// Why a call to the controller brought no answer.
+#[derive(Debug)]
+enum Failed {
+    TimedOut,
+    Other(String),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::TimedOut => f.write_str("timed out"),
+            Failed::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Asks the active controller (this node, or the leader it knows) to carry out `body`, a
+/// request of this broker's own (auto-created topics, producer ids): its decoded answer,
+/// within `limit`; NOT_CONTROLLER (or a timeout) when none is known or none answered.
+pub(crate) async fn ask_controller(
+    broker: &Broker,
+    key: ApiKey,
+    version: i16,
+    body: &RequestKind,
+    limit: Duration,
+) -> Result<ResponseKind, CommitError> {
+    let controller = broker
+        .quorum
+        .leader_link()
+        .ok_or(CommitError::NotController)?;
+    let client_id = format!("weir-broker-{}", broker.config.node_id);
+    let frame = peer::encode_request(key, version, &client_id, body)
+        .map_err(|e| CommitError::Storage(std::io::Error::other(e.to_string())))?;
+    let own = (crate::acl::ANONYMOUS, controller.0.addr().ip());
+    let response = call(broker, controller, &frame, own, limit)
+        .await
+        .map_err(|why| {
+            tracing::debug!(?key, %why, "the controller did not carry out this broker's request");
+            match why {
+                Failed::TimedOut => CommitError::Timeout,
+                Failed::Other(_) => CommitError::NotController,
+            }
+        })?;
+    peer::decode_response(key, version, response).map_err(|_| CommitError::NotController)
 }
 
 /// Whether a relayed answer says its node is not the controller (NOT_CONTROLLER; for
@@ -280,7 +357,6 @@ pub(crate) async fn create_topic(
     if quorum.is_active() {
         return broker.create_topic(new, validate_only).await;
     }
-    let link = quorum.leader_link().ok_or(CommitError::NotController)?;
     let topic = CreatableTopic::default()
         .with_name(TopicName(StrBytes::from_string(new.name.clone())))
         .with_num_partitions(new.partitions)
@@ -310,22 +386,11 @@ pub(crate) async fn create_topic(
         .with_topics(vec![topic])
         .with_timeout_ms(FORWARD_TIMEOUT.as_millis() as i32)
         .with_validate_only(validate_only);
-    let client_id = format!("weir-broker-{}", broker.config.node_id);
-    let frame = peer::encode_request(
-        ApiKey::CreateTopics,
-        CREATE_TOPICS_VERSION,
-        &client_id,
-        &RequestKind::CreateTopics(request),
-    )
-    .map_err(|e| CommitError::Storage(std::io::Error::other(e.to_string())))?;
-    let rx = link.call(frame);
-    let response = match broker.io.timeout(FORWARD_TIMEOUT, rx).await {
-        Some(Ok(Ok(r))) => r,
-        None => return Err(CommitError::Timeout),
-        _ => return Err(CommitError::NotController),
-    };
-    let decoded = peer::decode_response(ApiKey::CreateTopics, CREATE_TOPICS_VERSION, response);
-    let Ok(ResponseKind::CreateTopics(answer)) = decoded else {
+    let body = RequestKind::CreateTopics(request);
+    let (key, version) = (ApiKey::CreateTopics, CREATE_TOPICS_VERSION);
+    let ResponseKind::CreateTopics(answer) =
+        ask_controller(broker, key, version, &body, FORWARD_TIMEOUT).await?
+    else {
         return Err(CommitError::NotController);
     };
     let Some(result) = answer.topics.first() else {
