@@ -304,14 +304,7 @@ async fn dispatch(
             // The request's own bound passed while it waited for a controller: answered
             // REQUEST_TIMED_OUT, never carried out late.
             if let Some(response) = timed_out::response(&request.body) {
-                let (key, version) = (request.key, request.version);
-                encode_response(
-                    out,
-                    request.correlation_id,
-                    key.response_header_version(version),
-                    &response,
-                    version,
-                )?;
+                request.encode_answer(out, &response)?;
                 return Ok(true);
             }
         }
@@ -397,14 +390,7 @@ async fn open_envelope(
         }
     };
     let response = ResponseKind::Envelope(envelope::answer(inner));
-    let (key, version) = (request.key, request.version);
-    encode_response(
-        out,
-        request.correlation_id,
-        key.response_header_version(version),
-        &response,
-        version,
-    )?;
+    request.encode_answer(out, &response)?;
     Ok(true)
 }
 
@@ -454,12 +440,6 @@ async fn answer(
         return Ok(false);
     };
     tally.count(&broker.metrics, &response, &name_of);
-    encode_response(
-        out,
-        request.correlation_id,
-        key.response_header_version(version),
-        &response,
-        version,
-    )?;
+    request.encode_answer(out, &response)?;
     Ok(true)
 }

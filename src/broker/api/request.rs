@@ -23,6 +23,25 @@ pub struct Request<'r, B> {
     pub route: &'r Route<B>,
 }
 
+impl<B> Request<'_, B> {
+    /// Appends the whole frame answering this request with `response` to `out`: its
+    /// correlation id, the response header version of its API and version.
+    pub fn encode_answer(
+        &self,
+        out: &mut bytes::BytesMut,
+        response: &kafka_protocol::messages::ResponseKind,
+    ) -> Result<(), String> {
+        let header_version = self.key.response_header_version(self.version);
+        super::encode_response(
+            out,
+            self.correlation_id,
+            header_version,
+            response,
+            self.version,
+        )
+    }
+}
+
 /// What a frame decodes to.
 pub enum Decoded<'r, B> {
     Request(Box<Request<'r, B>>),
