@@ -137,6 +137,7 @@ class Member(threading.Thread):
         self.a, self.log, self.index, self.shared = a, log, index, shared
         self.name_ = f"m{index}"
         self.processed = {}  # partition -> next offset to process, since the last commit
+        self.position = {}  # partition -> the next offset it expects to read
         self.commits = 0
         self.done = False
 
@@ -204,6 +205,8 @@ class Member(threading.Thread):
             "socket.timeout.ms": 5000,
             "topic.metadata.refresh.interval.ms": 2000,
         }
+        if os.environ.get("JEPSEN_RDKAFKA_DEBUG"):
+            conf["debug"] = os.environ["JEPSEN_RDKAFKA_DEBUG"]  # e.g. cgrp,fetch (to stderr)
         if a.protocol == "classic":
             conf.update({
                 "partition.assignment.strategy": "range",
@@ -219,6 +222,14 @@ class Member(threading.Thread):
                 if m.error():
                     continue
                 p, o = m.partition(), m.offset()
+                last = self.position.get(p)
+                if last is not None and o < last:
+                    # librdkafka moved its position back (an offset reset after a committed
+                    # offset fetch or an out-of-range answer): the evidence for what follows.
+                    self.log.line(type="note", what=(
+                        f"group {a.id} {self.name_}: librdkafka moved partition {p} back from "
+                        f"{last} to {o} (epoch {self.gen()})"))
+                self.position[p] = o + 1
                 self.log.group(kind="read", group=a.id, member=self.name_,
                                generation=self.gen(), partition=p, offset=o,
                                value=(m.value() or b"").decode(errors="replace"))
