@@ -252,7 +252,29 @@ class Member(threading.Thread):
         self.c.close()
 
 
+def start_at_zero(a, log):
+    """Commits offset 0 for every partition before any member joins, so that members start
+    from a committed offset rather than a logical BEGINNING query. librdkafka 2.16 keeps that
+    query's state: a ListOffsets retried across a leader move left a partition in offset-wait,
+    and the next leader move re-ran the query for BEGINNING, moving an active member's
+    position back to 0 (no rebalance, no broker error; seen as committed offsets going
+    backwards in replication-3-kills seeds 1 and 4, with JEPSEN_RDKAFKA_DEBUG=fetch logs)."""
+    c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": f"jepsen-{a.protocol}-{a.id}",
+                  "enable.auto.commit": False})
+    started = time.time()
+    while time.time() - started < 30:
+        try:
+            c.commit(offsets=[TopicPartition(a.topic, p, 0) for p in range(a.partitions)],
+                     asynchronous=False)
+            break
+        except KafkaException as e:
+            log.line(type="note", what=f"group {a.id}: committing the start offsets: {e}")
+            time.sleep(0.5)
+    c.close()
+
+
 def run_group(a, log):
+    start_at_zero(a, log)
     shared = {"stop": False, "lock": threading.Lock(), "pos": {}, "owned": {}}
     members = [Member(a, log, i, shared) for i in range(a.members)]
     for m in members:
