@@ -28,7 +28,8 @@ use crate::history::{Entry, Event};
 use crate::scenario::Check;
 
 /// How a member stopped being one (churn the workload injects before healing).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Churn {
     /// Sent LeaveGroup and went away; comes back later as a new member.
     Leave,
@@ -39,7 +40,9 @@ pub enum Churn {
     Stall,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Serialized for history files (`history_file`), tagged by `kind`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum GroupEvent {
     /// A member's SyncGroup was answered: its partitions in `generation`.
     Assigned {
@@ -169,7 +172,7 @@ impl GroupFindings {
 }
 
 /// What the settle check needs to know about the workload.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Expected {
     pub groups: u32,
     pub members: u32,

@@ -14,7 +14,9 @@ pub fn value(producer: u32, batch: u64, record: u32) -> String {
 }
 
 /// A metadata change an admin client asks for (on its own topics, never the workload's).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Serialized for history files (`history_file`), tagged by `kind`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AdminChange {
     CreateTopic {
         topic: String,

@@ -1,19 +1,28 @@
 //! The history as a file: one JSON object a line, so that a run outside the simulator (the
 //! real-process fault suite, `jepsen`) hands the simulator's checker the very events a
 //! simulated run records. The record-level events only (produce invoked, acknowledged, failed;
-//! reads, resets, corrupt reads; faults, heals, notes), then the final read and the liveness
-//! verdict; groups, admin changes and partition traces have no line here (yet).
+//! reads, resets, corrupt reads; faults, heals, notes), consumer-group steps (`group`, the
+//! events of `group_check`, tagged by `kind`) and admin changes (`admin_invoke` with the change
+//! tagged by `kind`, `admin_ack`, `admin_fail`), then the final read, the admin topics' final
+//! metadata, what the group checks expect, and the liveness verdict. Partition traces and
+//! the simulator's schedule entries have no line.
 //!
 //! `{"at_ms":12,"type":"invoke","op":3,"partition":0,"session":1,"values":["p0-0-0"]}`
 //! `{"type":"final","partition":0,"start":0,"stopped_at":null,"records":[[0,"p0-0-0"]]}`
 //! `{"type":"liveness","failure":null}`
+//! `{"type":"group","at_ms":40,"event":{"kind":"commit_ack","op":9}}`
+//! `{"type":"admin_invoke","at_ms":50,"op":1,"change":{"kind":"delete_topic","topic":"admin-1"}}`
+//! `{"type":"final_metadata","topics":{"admin-2":[3,{"retention.ms":"3600000"}]}}`
+//! `{"type":"groups","groups":2,"members":2,"partitions":3,"settle_bound_ms":30000}`
 
 use std::io::{BufRead, Write};
 
 use serde::{Deserialize, Serialize};
 
 use crate::checker::{FinalRead, PartitionRead};
-use crate::history::{Entry, Event};
+use crate::group_check::{self, GroupEvent};
+use crate::history::{AdminChange, Entry, Event};
+use crate::metadata_check::FinalMetadata;
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -69,6 +78,34 @@ enum Line {
         at_ms: u64,
         what: String,
     },
+    Group {
+        at_ms: u64,
+        event: GroupEvent,
+    },
+    AdminInvoke {
+        at_ms: u64,
+        op: u64,
+        change: AdminChange,
+    },
+    AdminAck {
+        at_ms: u64,
+        op: u64,
+    },
+    AdminFail {
+        at_ms: u64,
+        op: u64,
+        definite: bool,
+        error: String,
+    },
+    FinalMetadata {
+        topics: FinalMetadata,
+    },
+    Groups {
+        groups: u32,
+        members: u32,
+        partitions: i32,
+        settle_bound_ms: u64,
+    },
     Final {
         partition: i32,
         start: i64,
@@ -80,12 +117,16 @@ enum Line {
     },
 }
 
-/// What a history file holds: the events, the final read and the liveness verdict.
+/// What a history file holds: the events, the final read and the liveness verdict; with an
+/// admin client, the admin topics' metadata at the end; with group consumers, what the group
+/// checks expect of them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HistoryFile {
     pub entries: Vec<Entry>,
     pub final_read: FinalRead,
     pub liveness: Option<String>,
+    pub final_metadata: Option<FinalMetadata>,
+    pub groups: Option<group_check::Expected>,
 }
 
 fn line_of(entry: &Entry) -> Option<Line> {
@@ -146,6 +187,19 @@ fn line_of(entry: &Entry) -> Option<Line> {
         Event::Fault(what) => Line::Fault { at_ms, what },
         Event::Heal(what) => Line::Heal { at_ms, what },
         Event::Note(what) => Line::Note { at_ms, what },
+        Event::Group(event) => Line::Group { at_ms, event },
+        Event::AdminInvoke { op, change } => Line::AdminInvoke { at_ms, op, change },
+        Event::AdminAck { op } => Line::AdminAck { at_ms, op },
+        Event::AdminFail {
+            op,
+            definite,
+            error,
+        } => Line::AdminFail {
+            at_ms,
+            op,
+            definite,
+            error,
+        },
         _ => return None,
     })
 }
@@ -219,13 +273,32 @@ fn entry_of(line: Line) -> Option<Entry> {
         Line::Fault { at_ms, what } => (at_ms, Event::Fault(what)),
         Line::Heal { at_ms, what } => (at_ms, Event::Heal(what)),
         Line::Note { at_ms, what } => (at_ms, Event::Note(what)),
-        Line::Final { .. } | Line::Liveness { .. } => return None,
+        Line::Group { at_ms, event } => (at_ms, Event::Group(event)),
+        Line::AdminInvoke { at_ms, op, change } => (at_ms, Event::AdminInvoke { op, change }),
+        Line::AdminAck { at_ms, op } => (at_ms, Event::AdminAck { op }),
+        Line::AdminFail {
+            at_ms,
+            op,
+            definite,
+            error,
+        } => (
+            at_ms,
+            Event::AdminFail {
+                op,
+                definite,
+                error,
+            },
+        ),
+        Line::Final { .. }
+        | Line::Liveness { .. }
+        | Line::FinalMetadata { .. }
+        | Line::Groups { .. } => return None,
     };
     Some(Entry { at_ms, event })
 }
 
-/// Writes `h`; events without a line (groups, admin, traces) are left out. Returns how many
-/// events were.
+/// Writes `h`; events without a line (partition traces, schedule entries) are left out.
+/// Returns how many events were.
 pub fn write(h: &HistoryFile, out: &mut impl Write) -> std::io::Result<usize> {
     let mut left_out = 0;
     let put = |line: &Line, out: &mut dyn Write| -> std::io::Result<()> {
@@ -246,6 +319,25 @@ pub fn write(h: &HistoryFile, out: &mut impl Write) -> std::io::Result<usize> {
             records: r.records.clone(),
         };
         put(&line, out)?;
+    }
+    if let Some(topics) = &h.final_metadata {
+        put(
+            &Line::FinalMetadata {
+                topics: topics.clone(),
+            },
+            out,
+        )?;
+    }
+    if let Some(g) = h.groups {
+        put(
+            &Line::Groups {
+                groups: g.groups,
+                members: g.members,
+                partitions: g.partitions,
+                settle_bound_ms: g.settle_bound_ms,
+            },
+            out,
+        )?;
     }
     put(
         &Line::Liveness {
@@ -283,6 +375,20 @@ pub fn read(input: impl BufRead) -> Result<HistoryFile, String> {
                 );
             }
             Line::Liveness { failure } => h.liveness = failure,
+            Line::FinalMetadata { topics } => h.final_metadata = Some(topics),
+            Line::Groups {
+                groups,
+                members,
+                partitions,
+                settle_bound_ms,
+            } => {
+                h.groups = Some(group_check::Expected {
+                    groups,
+                    members,
+                    partitions,
+                    settle_bound_ms,
+                })
+            }
             other => h.entries.extend(entry_of(other)),
         }
     }
@@ -346,6 +452,48 @@ mod tests {
                 at(7, Event::Fault("kill node 2".into())),
                 at(8, Event::Heal("restart node 2".into())),
                 at(9, Event::Note("final read".into())),
+                at(
+                    10,
+                    Event::Group(GroupEvent::Commit {
+                        op: 3,
+                        group: 1,
+                        member: "m0".into(),
+                        generation: 4,
+                        offsets: vec![(0, 12), (2, 7)],
+                    }),
+                ),
+                at(
+                    11,
+                    Event::Group(GroupEvent::Final {
+                        group: 1,
+                        member: "m0".into(),
+                        generation: None,
+                        partitions: vec![0, 2],
+                    }),
+                ),
+                at(
+                    12,
+                    Event::AdminInvoke {
+                        op: 1,
+                        change: AdminChange::AlterConfigs {
+                            topic: "admin-1".into(),
+                            changes: [
+                                ("retention.ms".to_string(), Some("1000".to_string())),
+                                ("segment.ms".to_string(), None),
+                            ]
+                            .into(),
+                        },
+                    },
+                ),
+                at(13, Event::AdminAck { op: 1 }),
+                at(
+                    14,
+                    Event::AdminFail {
+                        op: 2,
+                        definite: true,
+                        error: "InvalidPartitions".into(),
+                    },
+                ),
             ],
             final_read: FinalRead::from([(
                 1,
@@ -356,11 +504,45 @@ mod tests {
                 },
             )]),
             liveness: Some("partition 0: timed out".into()),
+            final_metadata: Some(FinalMetadata::from([(
+                "admin-2".to_string(),
+                (3, [("retention.ms".to_string(), "5".to_string())].into()),
+            )])),
+            groups: Some(group_check::Expected {
+                groups: 2,
+                members: 2,
+                partitions: 3,
+                settle_bound_ms: 30_000,
+            }),
         };
         let mut bytes = Vec::new();
         assert_eq!(write(&h, &mut bytes).unwrap(), 0);
         let back = read(bytes.as_slice()).unwrap();
         assert_eq!(back, h);
+    }
+
+    /// The lines the Python and node clients write, as they write them.
+    #[test]
+    fn reads_the_foreign_clients_lines() {
+        let text = [
+            r#"{"type": "group", "event": {"kind": "read", "group": 0, "member": "m1", "generation": 3, "partition": 2, "offset": 5, "value": "p0-1-0"}, "at_ms": 7}"#,
+            r#"{"type": "group", "event": {"kind": "owns", "group": 1, "member": "m0", "member_id": "x", "epoch": 2, "partitions": [0, 1]}, "at_ms": 8}"#,
+            r#"{"type": "admin_invoke", "op": 1, "change": {"kind": "create_topic", "topic": "admin-1", "partitions": 2, "configs": {}}, "at_ms": 9}"#,
+            r#"{"type": "admin_fail", "op": 1, "definite": false, "error": "_TIMED_OUT", "at_ms": 10}"#,
+            r#"{"type": "reset", "consumer": 1000, "partition": 0, "to": 3, "from": 9, "at_ms": 11}"#,
+            r#"{"type": "final_metadata", "topics": {"admin-1": [2, {}]}}"#,
+        ]
+        .join("\n");
+        let h = read(text.as_bytes()).unwrap();
+        assert_eq!(h.entries.len(), 5);
+        assert_eq!(h.final_metadata.unwrap()["admin-1"].0, 2);
+        assert!(matches!(
+            &h.entries[2].event,
+            Event::AdminInvoke {
+                change: AdminChange::CreateTopic { partitions: 2, .. },
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -53,10 +53,16 @@ mod cli {
             /// Keep the data directories of passing runs too.
             #[arg(long)]
             keep: bool,
-            /// A Python with confluent-kafka: each run adds one librdkafka producer
-            /// (tests/jepsen/confluent_producer.py) with the scenario's acks and idempotence.
+            /// A Python with confluent-kafka: each run adds the librdkafka clients
+            /// (tests/jepsen/confluent_*.py): a producer with the scenario's acks and
+            /// idempotence, an assign() consumer, a classic and a KIP-848 consumer group, an
+            /// AdminClient.
             #[arg(long)]
             python: Option<PathBuf>,
+            /// A node with kafkajs installed in tests/jepsen (npm ci): each run adds an
+            /// idempotent acks=all kafkajs producer (tests/jepsen/kafkajs_producer.mjs).
+            #[arg(long)]
+            node: Option<PathBuf>,
         },
         /// Judge a history file (`history.jsonl` of a run) with the scenario's checks.
         Check {
@@ -156,6 +162,7 @@ mod cli {
                 junit: junit_path,
                 keep,
                 python,
+                node,
             } => {
                 let mut cases = Vec::new();
                 let mut failed = false;
@@ -178,6 +185,7 @@ mod cli {
                             duration_secs: duration,
                             dir: dir.clone(),
                             python: python.clone(),
+                            node: node.clone(),
                         };
                         let o = run::run(&scenario, &opts);
                         let rerun = format!(
@@ -190,7 +198,10 @@ mod cli {
                                 .map_or(String::new(), |p| format!(" --weir-planted {}", p.display())),
                         ) + &python
                             .as_ref()
-                            .map_or(String::new(), |p| format!(" --python {}", p.display()));
+                            .map_or(String::new(), |p| format!(" --python {}", p.display()))
+                            + &node
+                                .as_ref()
+                                .map_or(String::new(), |p| format!(" --node {}", p.display()));
                         println!(
                             "{} seed {s}: {} in {:.1} s; faults {} [{}]; produce ops {} (acked {}), reads {}; violations: {}{}{}",
                             scenario.name,
@@ -210,6 +221,9 @@ mod cli {
                             o.error.as_ref().map_or(String::new(), |e| format!("; error: {e}")),
                             if o.left_out.is_empty() { String::new() } else { format!("; left out: {}", o.left_out.join(", ")) },
                         );
+                        for c in &o.clients {
+                            println!("  {c}");
+                        }
                         let this_failed =
                             o.error.is_some() || (scenario.expect == Expect::Safe && o.failed());
                         if this_failed {

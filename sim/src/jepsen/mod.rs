@@ -5,6 +5,7 @@
 //! simulator's checker on it. `weir-jepsen` is its command; `scripts/jepsen` the wrapper that
 //! builds, cleans up and runs the CI slice or the long run (docs/JEPSEN.md). Root only.
 
+pub mod clients;
 pub mod nemesis;
 pub mod net;
 pub mod nodes;

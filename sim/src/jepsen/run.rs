@@ -1,7 +1,8 @@
 //! One real-process run of a scenario: namespaces, `weir serve` processes, the simulator's
-//! own producers and consumers (Weir's client over real sockets) under the real nemesis, then
-//! heal, the liveness probe, the final read, the history file, and the simulator's checker on
-//! what that file holds. Everything it starts it stops, on success, error or panic
+//! own producers and consumers (Weir's client over real sockets) and the foreign clients
+//! (`clients`: librdkafka and kafkajs, each its own process writing history lines) under the
+//! real nemesis, then heal, the liveness probe, the final read, the history file, and the
+//! simulator's checker on what that file holds. Everything it starts it stops, on success, error or panic
 //! ([`Cleanup`]); the wrapper script's trap is the backstop for a killed runner.
 
 use std::path::{Path, PathBuf};
@@ -11,20 +12,24 @@ use std::time::{Duration, Instant};
 use weir::client::{Client, ClientError};
 use weir::io::Io;
 
+use super::clients::{self, Foreign};
 use super::nemesis::{self, RealNemesis};
 use super::net;
 use super::nodes::{client_addr, Nodes};
 use crate::checker;
+use crate::group_check::{self, GroupEvent};
 use crate::history::{Event, History};
 use crate::history_file::{self, HistoryFile};
+use crate::metadata_check;
 use crate::producer::{self, ProducerSpec};
 use crate::read_back::{self, Exempt, Probe};
 use crate::scenario::{Check, Expect, Roles, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
 
-/// The checks a real-process history can feed: the record-level ones. The others need the
-/// simulator's view inside the nodes (quorum, replicas) or workloads not run here (groups,
-/// admin).
+/// The checks a real-process history can feed from the scenario's list: the record-level ones.
+/// The others need the simulator's view inside the nodes (quorum, replicas) or its own group
+/// and admin workloads; the foreign clients' group and admin checks (`GROUP_CHECKS`,
+/// `ADMIN_CHECKS`) apply whenever those clients ran.
 pub const REAL_CHECKS: &[Check] = &[
     Check::Lost,
     Check::Duplicate,
@@ -37,6 +42,17 @@ pub const REAL_CHECKS: &[Check] = &[
     Check::Order,
     Check::AckedOffset,
 ];
+
+/// Judged when the history has group consumers (the librdkafka groups).
+pub const GROUP_CHECKS: &[Check] = &[
+    Check::GroupOwnership,
+    Check::GroupOffsets,
+    Check::GroupDelivery,
+    Check::GroupSettle,
+];
+
+/// Judged when the history has admin changes (the librdkafka AdminClient).
+pub const ADMIN_CHECKS: &[Check] = &[Check::Metadata, Check::AdminAvailability];
 
 /// After healing: the bounds on the produce-and-fetch probe, and on the final read.
 const LIVENESS_BOUND: Duration = Duration::from_secs(30);
@@ -55,16 +71,12 @@ pub struct Options {
     pub duration_secs: Option<u64>,
     /// The run's directory (properties, data, logs, history).
     pub dir: PathBuf,
-    /// A Python with confluent-kafka: adds one librdkafka producer (`CONFLUENT_PRODUCER`).
+    /// A Python with confluent-kafka: adds the librdkafka clients (a producer, an assign()
+    /// consumer, a classic and a KIP-848 group, an AdminClient: `clients`).
     pub python: Option<PathBuf>,
+    /// A node with kafkajs in tests/jepsen/node_modules: adds the kafkajs producer.
+    pub node: Option<PathBuf>,
 }
-
-/// The confluent-kafka producer script, and its id in the history (past the simulator's).
-const CONFLUENT_PRODUCER: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../tests/jepsen/confluent_producer.py"
-);
-const CONFLUENT_ID: u32 = 1000;
 
 #[derive(Debug)]
 pub struct Outcome {
@@ -78,8 +90,10 @@ pub struct Outcome {
     pub acked: usize,
     pub reads: usize,
     pub violations: Vec<String>,
-    /// Scenario fault kinds and checks the suite left out.
+    /// Scenario fault kinds, checks and clients the suite left out.
     pub left_out: Vec<String>,
+    /// Per foreign client: its name and what it did ("kafkajs-producer 410 invoked 398 acked").
+    pub clients: Vec<String>,
     pub history: PathBuf,
     /// The run itself could not be done (set-up, start, final read).
     pub error: Option<String>,
@@ -127,6 +141,7 @@ pub fn run(scenario: &Scenario, opts: &Options) -> Outcome {
         acked: 0,
         reads: 0,
         violations: Vec::new(),
+        clients: Vec::new(),
         left_out: nemesis::unsupported(&scenario.nemesis)
             .iter()
             .map(|k| format!("fault {k:?}"))
@@ -175,21 +190,37 @@ fn run_inner(scenario: &Scenario, opts: &Options, outcome: &mut Outcome) -> Resu
         .map_err(|e| e.to_string())?;
     let duration_ms = opts.duration_secs.unwrap_or(scenario.duration_secs) * 1000;
     let history = History::default();
+    let (foreign, skipped) = clients::plan(scenario, opts);
+    outcome.left_out.extend(skipped);
     let (mut file, tally) = rt.block_on(workload_and_faults(
         scenario,
         opts,
         duration_ms,
         nodes.clone(),
         history,
+        &foreign,
     ))?;
-    // The librdkafka producer's lines join the history in time order (a stable sort keeps
-    // each client's own order).
-    let confluent = opts.dir.join("confluent-producer.jsonl");
-    if let Ok(f) = std::fs::File::open(&confluent) {
-        let theirs = history_file::read(std::io::BufReader::new(f))?;
+    // The foreign clients' lines join the history in time order (a stable sort keeps each
+    // client's own order).
+    for client in &foreign {
+        let Ok(f) = std::fs::File::open(client.out(&opts.dir)) else {
+            outcome
+                .clients
+                .push(format!("{}: no history", client.name()));
+            continue;
+        };
+        let theirs = history_file::read(std::io::BufReader::new(f))
+            .map_err(|e| format!("{}: {e}", client.name()))?;
+        outcome
+            .clients
+            .push(clients::summary(client.name(), &theirs));
         file.entries.extend(theirs.entries);
-        file.entries.sort_by_key(|e| e.at_ms);
+        if theirs.final_metadata.is_some() {
+            file.final_metadata = theirs.final_metadata;
+        }
     }
+    file.entries.sort_by_key(|e| e.at_ms);
+    file.groups = clients::expected_groups(&foreign, scenario);
     let exited = nodes.lock().unwrap().exited();
     drop(cleanup);
 
@@ -234,13 +265,58 @@ pub fn judge(path: &Path, scenario: &Scenario) -> Result<Judged, String> {
     let file = history_file::read(std::io::BufReader::new(input))?;
     let mut findings = checker::check(&file.entries, &file.final_read, file.liveness.clone());
     checker::forget_unread(&mut findings, &file.entries, &file.final_read);
-    let checks: Vec<Check> = scenario
+    let mut checks: Vec<Check> = scenario
         .checks
         .iter()
         .copied()
         .filter(|c| REAL_CHECKS.contains(c))
         .collect();
+    if let Some(expected) = file.groups {
+        findings.groups = group_check::check(&file.entries, Some(&file.final_read), expected);
+        checks.extend(GROUP_CHECKS);
+    }
+    let admin = file
+        .entries
+        .iter()
+        .any(|e| matches!(e.event, Event::AdminInvoke { .. }));
+    let mut unread_metadata = None;
+    if admin {
+        checks.extend(ADMIN_CHECKS);
+        findings.admin_not_controller = metadata_check::not_controller(&file.entries)
+            .into_iter()
+            .map(|(_, why)| why)
+            .collect();
+        match &file.final_metadata {
+            Some(m) => findings.metadata = metadata_check::check(&file.entries, m),
+            None => {
+                unread_metadata =
+                    Some("metadata: the admin client could not read the final metadata".into())
+            }
+        }
+    }
     let mut violations = findings.violations(&checks);
+    violations.extend(unread_metadata);
+    let g = &findings.groups;
+    for (check, examples) in [
+        (Check::GroupOffsets, &g.offsets),
+        (Check::GroupOwnership, &g.ownership),
+        (Check::GroupSettle, &g.unsettled),
+        (Check::Metadata, &findings.metadata),
+        (Check::AdminAvailability, &findings.admin_not_controller),
+    ] {
+        if checks.contains(&check) && !examples.is_empty() {
+            violations.push(format!("{check:?}: {}", examples[0]));
+        }
+    }
+    if checks.contains(&Check::GroupDelivery) && !g.undelivered_examples.is_empty() {
+        let few: Vec<&str> = g
+            .undelivered_examples
+            .iter()
+            .take(3)
+            .map(String::as_str)
+            .collect();
+        violations.push(format!("GroupDelivery e.g. {}", few.join(", ")));
+    }
     for (check, examples) in [
         (Check::Lost, &findings.lost),
         (Check::AckedOffset, &findings.acked_moved),
@@ -293,50 +369,13 @@ async fn create_topic(scenario: &Scenario, addrs: &[std::net::SocketAddr]) -> Re
     ))
 }
 
-/// Starts the confluent-kafka producer for this run (see `CONFLUENT_PRODUCER`).
-fn start_confluent(
-    python: &Path,
-    scenario: &Scenario,
-    addrs: &[std::net::SocketAddr],
-    clock: RunClock,
-    duration_ms: u64,
-    out: &Path,
-) -> Result<std::process::Child, String> {
-    let now_epoch_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
-        .as_millis() as u64;
-    let origin = now_epoch_ms - clock.now_ms();
-    let bootstrap: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-    let mut cmd = std::process::Command::new(python);
-    cmd.arg(CONFLUENT_PRODUCER)
-        .args(["--bootstrap", &bootstrap.join(",")])
-        .args(["--topic", &scenario.topic.name])
-        .args(["--acks", &scenario.producers.acks])
-        .args(["--producer", &CONFLUENT_ID.to_string()])
-        .args(["--origin-ms", &origin.to_string()])
-        .args(["--until-ms", &duration_ms.to_string()])
-        .args(["--rate", &scenario.producers.rate.to_string()])
-        .arg("--out")
-        .arg(out)
-        .stdin(std::process::Stdio::null());
-    // librdkafka's own log (connection failures under the faults) goes beside the history.
-    if let Ok(log) = std::fs::File::create(out.with_extension("log")) {
-        cmd.stderr(log);
-    }
-    if scenario.producers.idempotent {
-        cmd.arg("--idempotent");
-    }
-    cmd.spawn()
-        .map_err(|e| format!("{}: {e}", python.display()))
-}
-
 async fn workload_and_faults(
     scenario: &Scenario,
     opts: &Options,
     duration_ms: u64,
     nodes: Arc<Mutex<Nodes>>,
     history: History,
+    foreign: &[Foreign],
 ) -> Result<(HistoryFile, nemesis::Tally), String> {
     let n = scenario.cluster.nodes() as usize;
     let addrs: Vec<std::net::SocketAddr> = (0..n).map(client_addr).collect();
@@ -344,17 +383,12 @@ async fn workload_and_faults(
     let seed = opts.seed;
     let topic = &scenario.topic;
     let clock = RunClock::start();
-    let mut confluent = match &opts.python {
-        Some(python) => Some(start_confluent(
-            python,
-            scenario,
-            &addrs,
-            clock,
-            duration_ms,
-            &opts.dir.join("confluent-producer.jsonl"),
-        )?),
-        None => None,
-    };
+    let stop = opts.dir.join("clients.stop");
+    let mut running = Vec::new();
+    for client in foreign {
+        let child = client.spawn(opts, scenario, &addrs, clock.now_ms(), duration_ms, &stop)?;
+        running.push((client, child));
+    }
     history.record(
         0,
         Event::Note(format!(
@@ -425,6 +459,9 @@ async fn workload_and_faults(
     let tally = faults
         .join()
         .map_err(|_| "the nemesis panicked".to_string())?;
+    if foreign.iter().any(Foreign::is_group) {
+        history.record(clock.now_ms(), Event::Group(GroupEvent::Healed));
+    }
     for t in tasks {
         if tokio::time::timeout(DRAIN_BOUND, t).await.is_err() {
             history.record(
@@ -433,21 +470,13 @@ async fn workload_and_faults(
             );
         }
     }
-    if let Some(child) = confluent.as_mut() {
-        // It stops producing at the deadline and flushes for at most 40 s.
-        let waited = Instant::now();
-        while child.try_wait().ok().flatten().is_none() && waited.elapsed() < DRAIN_BOUND {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        if child.try_wait().ok().flatten().is_none() {
-            let _ = child.kill();
-            history.record(
-                clock.now_ms(),
-                Event::Note("the confluent-kafka producer was killed at the drain bound".into()),
-            );
-        }
-        let _ = child.wait();
-    }
+    // The producers stop at the deadline and flush (at most 40 s); then the consumers and the
+    // admin client, told that everything has healed and been written, drain and read back.
+    let (producers, readers): (Vec<_>, Vec<_>) =
+        running.into_iter().partition(|(c, _)| c.is_producer());
+    clients::wait(producers, DRAIN_BOUND, &history, clock).await;
+    std::fs::write(&stop, b"").map_err(|e| format!("{}: {e}", stop.display()))?;
+    clients::wait(readers, DRAIN_BOUND, &history, clock).await;
     let exempt = Exempt::default();
     let probe = |bound| Probe {
         addr: addrs[0],
@@ -500,6 +529,7 @@ async fn workload_and_faults(
             entries: history.take(),
             final_read,
             liveness,
+            ..HistoryFile::default()
         },
         tally,
     ))
@@ -552,6 +582,53 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// The foreign clients' lines: a group commit accepted below one already acknowledged, and
+    /// an acknowledged topic creation the final metadata does not show. The group and admin
+    /// checks apply though the scenario lists neither.
+    #[test]
+    fn judge_applies_the_group_and_admin_checks_to_foreign_clients() {
+        let dir = std::env::temp_dir().join(format!("weir-jepsen-clients-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.jsonl");
+        let commit = |op: u64, at: u64, offset: i64| {
+            [
+                format!(
+                    r#"{{"type":"group","at_ms":{at},"event":{{"kind":"commit","op":{op},"group":0,"member":"m0","generation":1,"offsets":[[0,{offset}]]}}}}"#
+                ),
+                format!(
+                    r#"{{"type":"group","at_ms":{},"event":{{"kind":"commit_ack","op":{op}}}}}"#,
+                    at + 1
+                ),
+            ]
+        };
+        let mut lines: Vec<String> = Vec::new();
+        lines.extend(commit(1, 10, 5));
+        lines.extend(commit(2, 20, 3));
+        lines.extend([
+            r#"{"type":"admin_invoke","at_ms":30,"op":1,"change":{"kind":"create_topic","topic":"admin-1","partitions":2,"configs":{}}}"#.to_string(),
+            r#"{"type":"admin_ack","at_ms":31,"op":1}"#.to_string(),
+            r#"{"type":"final_metadata","topics":{}}"#.to_string(),
+            r#"{"type":"groups","groups":1,"members":1,"partitions":1,"settle_bound_ms":30000}"#.to_string(),
+            r#"{"type":"liveness","failure":null}"#.to_string(),
+        ]);
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let j = judge(&path, &scenario("checks = [\"lost\"]")).unwrap();
+        let has = |what: &str| j.violations.iter().any(|v| v.contains(what));
+        assert!(
+            has("1 committed offsets gone backwards"),
+            "{:?}",
+            j.violations
+        );
+        assert!(
+            has("1 admin changes lost or half done"),
+            "{:?}",
+            j.violations
+        );
+        // Ends in no generation: the settle check says so.
+        assert!(has("groups not settled"), "{:?}", j.violations);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_tooth_passes_only_when_caught() {
         let mut o = Outcome {
@@ -566,6 +643,7 @@ mod tests {
             reads: 0,
             violations: Vec::new(),
             left_out: Vec::new(),
+            clients: Vec::new(),
             history: PathBuf::new(),
             error: None,
         };
