@@ -86,6 +86,14 @@ pub struct Appended {
 
 use snapshot::{LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 
+/// Who wrote a batch: a client (sequence numbers checked) or a coordinator on a producer's
+/// behalf (none carried).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Client,
+    Coordinator,
+}
+
 fn txn_refusal(refusal: TxnRefusal) -> ProduceError {
     match refusal {
         TxnRefusal::InvalidTxnState => ProduceError::InvalidTxnState,
@@ -365,6 +373,27 @@ impl Partition {
     /// Validates one produce's records (exactly one v2 batch, as Kafka requires from v3 on),
     /// checks the producer's sequence, and appends.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<Appended, ProduceError> {
+        self.append_from(records, now_ms, Origin::Client)
+    }
+
+    /// Appends a batch a coordinator wrote for a producer (the group coordinator's
+    /// transactional offset commits): Kafka's `AppendOrigin.COORDINATOR`, checked like a
+    /// client's batch except for sequence numbers (it carries none), an older epoch than the
+    /// producer's still refused (INVALID_PRODUCER_EPOCH).
+    pub fn append_from_coordinator(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<Appended, ProduceError> {
+        self.append_from(records, now_ms, Origin::Coordinator)
+    }
+
+    fn append_from(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+        origin: Origin,
+    ) -> Result<Appended, ProduceError> {
         if self.role != Role::Leader {
             return Err(ProduceError::NotLeader);
         }
@@ -416,6 +445,10 @@ impl Partition {
             ));
         }
         match self.producers.check(&header) {
+            SequenceCheck::StaleEpoch { .. } if origin == Origin::Coordinator => {
+                return Err(ProduceError::InvalidProducerEpoch)
+            }
+            _ if origin == Origin::Coordinator => {}
             SequenceCheck::Append => {}
             #[cfg(madsim)]
             SequenceCheck::Duplicate(_)

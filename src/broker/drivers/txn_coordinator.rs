@@ -6,11 +6,9 @@
 //! resends), and loads and unloads `__transaction_state` partitions as this node comes to lead
 //! them or stops, as the group coordinator's driver does for `__consumer_offsets`.
 //!
-//! Transactional offset commits (TxnOffsetCommit) wait here, per producer id, until the
-//! COMMIT marker reaches their `__consumer_offsets` partition, then go to the group
-//! coordinator as a commit; an ABORT drops them. They are held in memory only (see
-//! docs/ARCHITECTURE.md: a failover of the group coordinator between TxnOffsetCommit and
-//! the marker loses them).
+//! A marker committed on a `__consumer_offsets` partition this node leads settles the
+//! transaction's pending offsets there (the group coordinator holds them; TxnOffsetCommit wrote
+//! them to that partition as the producer's transactional batch).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,13 +44,6 @@ const MARKER_RETRY: Duration = Duration::from_millis(100);
 const MAX_TIMER_SLEEP_MS: i64 = 500;
 const LOAD_CHUNK_BYTES: usize = 1 << 20;
 
-/// An offset a TxnOffsetCommit asked for, held until its transaction ends.
-#[derive(Clone, Debug)]
-pub(crate) struct PendingOffset {
-    pub group_id: String,
-    pub offset: crate::group::OffsetToCommit,
-}
-
 #[derive(Default)]
 struct Inner {
     core: Option<TxnCoordinator>,
@@ -60,8 +51,6 @@ struct Inner {
     next_request: RequestId,
     loads: BTreeMap<i32, u64>,
     next_load: u64,
-    /// Transactional offset commits by producer id, waiting for their marker.
-    pending_offsets: BTreeMap<i64, Vec<PendingOffset>>,
 }
 
 pub(crate) struct Txns {
@@ -491,88 +480,6 @@ impl Broker {
             47 | 52 => Ok(()),
             c => Err(format!("error code {c}")),
         }
-    }
-
-    /// Holds a TxnOffsetCommit's offsets until the producer's transaction ends.
-    pub(crate) fn hold_txn_offsets(&self, producer_id: i64, offsets: Vec<PendingOffset>) {
-        let mut inner = self.txns.lock();
-        inner
-            .pending_offsets
-            .entry(producer_id)
-            .or_default()
-            .extend(offsets);
-    }
-
-    /// Whether a transactional commit of `group_id` for (`topic`, `partition`) waits for its
-    /// transaction to end (OffsetFetch's UNSTABLE_OFFSET_COMMIT).
-    pub(crate) fn has_pending_txn_offset(
-        &self,
-        group_id: &str,
-        topic: &str,
-        partition: i32,
-    ) -> bool {
-        self.txns
-            .lock()
-            .pending_offsets
-            .values()
-            .flatten()
-            .any(|o| {
-                o.group_id == group_id && o.offset.topic == topic && o.offset.partition == partition
-            })
-    }
-
-    /// A marker reached `__consumer_offsets-partition` for `producer_id`: its held offsets of
-    /// groups placed there are committed (COMMIT) or dropped (ABORT).
-    async fn settle_txn_offsets(&self, partition: i32, producer_id: i64, commit: bool) {
-        let partitions = self
-            .image()
-            .topic(OFFSETS_TOPIC)
-            .map_or(1, |t| t.partitions);
-        let here = |o: &PendingOffset| {
-            crate::group::placement::partition_for(&o.group_id, partitions) == partition
-        };
-        // Dropped only once committed: meanwhile OffsetFetch answers UNSTABLE_OFFSET_COMMIT.
-        // No newer commit of this producer can arrive before the marker is done (its next
-        // AddOffsetsToTxn waits for the transaction to complete).
-        let forget = || {
-            let mut inner = self.txns.lock();
-            if let Some(all) = inner.pending_offsets.get_mut(&producer_id) {
-                all.retain(|o| !here(o));
-                if all.is_empty() {
-                    inner.pending_offsets.remove(&producer_id);
-                }
-            }
-        };
-        let settled: Vec<PendingOffset> = {
-            let inner = self.txns.lock();
-            let Some(all) = inner.pending_offsets.get(&producer_id) else {
-                return;
-            };
-            all.iter().filter(|o| here(o)).cloned().collect()
-        };
-        if !commit {
-            return forget();
-        }
-        let mut by_group: BTreeMap<String, Vec<crate::group::OffsetToCommit>> = BTreeMap::new();
-        for o in settled {
-            by_group.entry(o.group_id).or_default().push(o.offset);
-        }
-        for (group_id, offsets) in by_group {
-            let req = crate::group::CommitRequest {
-                group_id: group_id.clone(),
-                member_id: String::new(),
-                instance_id: None,
-                generation: -1,
-                retention_ms: -1,
-                unknown_group: crate::group::GroupError::IllegalGeneration,
-                offsets,
-                transactional: true,
-            };
-            if let Err(e) = self.group_call(|c, id, now| c.commit(id, req, now)).await {
-                tracing::warn!(%group_id, error = ?e, "transactional offsets not committed");
-            }
-        }
-        forget();
     }
 
     /// Creates `__transaction_state` on first use (FindCoordinator key type 1, a

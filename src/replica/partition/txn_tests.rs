@@ -233,3 +233,34 @@ fn a_follower_tracks_transactions_and_truncation_reopens_one() {
         start.min(follower.high_watermark())
     );
 }
+
+#[test]
+fn a_coordinators_transactional_batches_carry_no_sequence_and_are_fenced_by_epoch() {
+    let (_disk, mut p) = fresh();
+    // The group coordinator's TxnOffsetCommit batches: producer 5, epoch 2, no sequence.
+    let offsets = || {
+        let mut b = BatchBuilder::new(10);
+        b.push(Some(b"k"), Some(b"v"), 10);
+        b.finish_transactional(5, 2)
+    };
+    let header = batch::check(&offsets()).unwrap();
+    assert!(header.is_transactional() && !header.is_control());
+    assert_eq!(header.base_sequence, -1);
+    let first = p.append_from_coordinator(&offsets(), 10).unwrap();
+    // A second one in the same transaction is appended, not taken for a retry.
+    let second = p.append_from_coordinator(&offsets(), 10).unwrap();
+    assert!(!second.duplicate && second.base_offset == first.base_offset + 1);
+    assert!(p.has_open_transaction(5));
+    // From a client the same bytes would be a retry of the first: the sequence check.
+    assert!(p.append(&offsets(), 10).unwrap().duplicate);
+    p.append_marker(5, 2, commit(0), 10).unwrap();
+    assert!(!p.has_open_transaction(5));
+    // A zombie of an older epoch is refused.
+    let mut b = BatchBuilder::new(10);
+    b.push(Some(b"k"), Some(b"v"), 10);
+    let stale = b.finish_transactional(5, 1);
+    assert!(matches!(
+        p.append_from_coordinator(&stale, 10),
+        Err(ProduceError::InvalidProducerEpoch)
+    ));
+}
