@@ -449,8 +449,7 @@ impl Broker {
         let mut offset = handle.as_ref().map_or(0, |h| h.lock().log_start_offset());
         // An empty read short of the log end (a gap) is retried once, then ends the replay.
         let mut stalled = false;
-        loop {
-            let Some(handle) = handle.as_ref() else { break };
+        while let Some(handle) = handle.as_ref() {
             // To the log end, not the high watermark (`Partition::read`): the watermark of
             // a replica that just reopened its log starts at the log start, a new leader's
             // trails the old one's, and what this leader holds is what it will commit.
