@@ -28,7 +28,7 @@ use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
-use crate::log::cleaner::{CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
+use crate::log::cleaner::{AbortedRange, CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
 use crate::log::control::{self, Marker};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
@@ -702,7 +702,8 @@ impl Partition {
 
     /// A log-cleaner pass over this partition, when its policy compacts and one is due. It
     /// never reaches the last stable offset (an open transaction's data is not yet decided),
-    /// and keeps every active producer's last batch.
+    /// keeps every active producer's last batch, and never lets an aborted transaction's
+    /// record shadow its key's older value.
     pub fn clean_job(&self, now_ms: i64) -> io::Result<Option<CleanJob>> {
         if !self.config.is_compacted() {
             return Ok(None);
@@ -715,12 +716,25 @@ impl Partition {
             delete_retention_ms: c.delete_retention_ms,
             segment_bytes: self.config.segment_bytes,
         };
-        self.log.clean_job(
+        let job = self.log.clean_job(
             self.last_stable_offset(),
             self.producers.last_batch_offsets(),
             policy,
             now_ms,
-        )
+        )?;
+        Ok(job.map(|mut job| {
+            job.aborted = self
+                .producers
+                .aborted_between(self.log.start_offset(), i64::MAX)
+                .into_iter()
+                .map(|a| AbortedRange {
+                    producer_id: a.producer_id,
+                    first_offset: a.first_offset,
+                    last_offset: a.last_offset,
+                })
+                .collect();
+            job
+        }))
     }
 
     /// Swaps a finished pass in (see [`Log::install_cleaned`]). Compaction moves no offset:
