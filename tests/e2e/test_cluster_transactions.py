@@ -98,7 +98,8 @@ def test_transactional_offsets_survive_a_kill9_of_the_group_coordinator(nodes):
         producer.init_transactions(TIMEOUT_S)
         return consumer, producer
 
-    def one_round(consumer, producer, size: int, before_commit=None) -> int:
+    def one_round(consumer, producer, size: int, before_commit=None,
+                  commit_timeout: float = TIMEOUT_S) -> int:
         """Processes up to `size` inputs in one transaction; returns how many committed."""
         deadline = time.monotonic() + TIMEOUT_S
         batch = []
@@ -117,7 +118,7 @@ def test_transactional_offsets_survive_a_kill9_of_the_group_coordinator(nodes):
         if before_commit is not None:
             before_commit()
         try:
-            producer.commit_transaction(TIMEOUT_S)
+            producer.commit_transaction(commit_timeout)
         except KafkaException as e:
             # The commit may fail over the failover; abort: no output, no offsets.
             assert e.args[0].txn_requires_abort(), e
@@ -139,8 +140,11 @@ def test_transactional_offsets_survive_a_kill9_of_the_group_coordinator(nodes):
         victim.kill9()
         killed_at["t"] = time.monotonic()
 
-    # TxnOffsetCommit done, EndTxn not yet sent: the group coordinator's node dies.
-    done += one_round(consumer, producer, 10, before_commit=kill_coordinator)
+    # TxnOffsetCommit done, EndTxn not yet sent: the group coordinator's node dies. The commit
+    # waits for the failover (the dead broker is fenced after its session timeout, then its
+    # partitions get new leaders): 10-18 s measured, so a longer bound than other calls.
+    done += one_round(consumer, producer, 10, before_commit=kill_coordinator,
+                      commit_timeout=2 * TIMEOUT_S)
     took = time.monotonic() - killed_at["t"]
     print(f"\nkill -9 of group coordinator {coordinator} -> EndTxn answered: {took:.2f} s "
           f"({done} inputs committed so far)")
