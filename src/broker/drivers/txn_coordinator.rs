@@ -144,7 +144,13 @@ impl Broker {
                     partition,
                     key,
                     value,
-                } => appends.push(self.append_txn_record(token, partition, &key, &value, now)),
+                } => appends.push(self.append_txn_record(
+                    token,
+                    partition,
+                    &key,
+                    value.as_deref(),
+                    now,
+                )),
                 Action::WriteMarkers {
                     transactional_id,
                     producer_id,
@@ -180,7 +186,7 @@ impl Broker {
         token: Token,
         partition: i32,
         key: &[u8],
-        value: &[u8],
+        value: Option<&[u8]>,
         now: i64,
     ) -> Appending {
         let failed = |e| Appending {
@@ -193,8 +199,9 @@ impl Broker {
         let Some(handle) = self.partition(TRANSACTION_STATE_TOPIC, partition) else {
             return failed(TxnError::NotCoordinator);
         };
-        let mut builder = BatchBuilder::with_capacity(now, key.len() + value.len() + 16);
-        builder.push(Some(key), Some(value), now);
+        let size = key.len() + value.map_or(0, <[u8]>::len) + 16;
+        let mut builder = BatchBuilder::with_capacity(now, size);
+        builder.push(Some(key), value, now);
         let bytes = builder.finish(-1, -1, -1);
         let Some(mut p) = handle.lock_open() else {
             return failed(TxnError::NotCoordinator);
@@ -559,6 +566,7 @@ impl Broker {
                 TxnCoordinator::new(TxnConfig {
                     max_timeout_ms: self.config.transaction_max_timeout_ms,
                     partitions: topic.partitions,
+                    id_expiration_ms: self.config.transactional_id_expiration_ms as i64,
                 })
             });
             let mut actions = Vec::new();
@@ -671,10 +679,13 @@ impl Broker {
 
 /// Keeps the coordinator's partitions in step with leadership, and ticks it: transaction
 /// timeouts (every `transaction.abort.timed.out.transaction.cleanup.interval.ms`, or at the
-/// next deadline) and marker resends.
+/// next deadline), marker resends, and expiry of idle transactional ids (every
+/// `transaction.remove.expired.transaction.cleanup.interval.ms`).
 pub(crate) async fn timer_loop(broker: Arc<Broker>) {
     let mut shutdown = broker.shutdown_signal();
     let interval = broker.config.transaction_abort_interval_ms.max(1) as i64;
+    let expire_every = broker.config.transaction_remove_expired_interval_ms.max(1) as i64;
+    let mut next_expiry = broker.io.clock.wall_ms() + expire_every;
     loop {
         let now = broker.io.clock.wall_ms();
         let next = broker
@@ -695,5 +706,9 @@ pub(crate) async fn timer_loop(broker: Arc<Broker>) {
         }
         broker.sync_txn_roles();
         broker.txn_event(Event::Tick).await;
+        if broker.io.clock.wall_ms() >= next_expiry {
+            next_expiry = broker.io.clock.wall_ms() + expire_every;
+            broker.txn_event(Event::ExpireIds).await;
+        }
     }
 }
