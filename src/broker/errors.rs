@@ -105,6 +105,7 @@ pub fn group(e: GroupError) -> ResponseError {
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         GroupError::InvalidCommitOffsetSize => ResponseError::InvalidCommitOffsetSize,
+        GroupError::InvalidProducerEpoch => ResponseError::InvalidProducerEpoch,
         GroupError::UnknownServerError => ResponseError::UnknownServerError,
     }
 }

@@ -19,6 +19,8 @@ pub mod placement;
 pub mod records;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 mod types;
 
 pub use coordinator::{Coordinator, Event, GroupConfig, MAX_MEMBERS};

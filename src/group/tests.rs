@@ -59,6 +59,7 @@ impl Harness {
                         partition,
                         token,
                         records,
+                        ..
                     } => {
                         if self.auto_commit {
                             self.log.entry(partition).or_default().extend(records);
@@ -193,7 +194,6 @@ impl Harness {
                 leader_epoch: -1,
                 metadata: None,
             }],
-            transactional: false,
         };
         let actions = self.c.commit(id, req, self.now);
         self.apply(actions);
@@ -575,7 +575,6 @@ fn commit_in_completing_rebalance_is_refused_and_metadata_is_bounded() {
                 metadata: None,
             },
         ],
-        transactional: false,
     };
     let a = h.c.commit(id, req, h.now);
     h.apply(a);
@@ -1012,7 +1011,6 @@ fn a_member_commit_to_an_unknown_group_gets_the_error_the_driver_names() {
             leader_epoch: -1,
             metadata: None,
         }],
-        transactional: false,
     };
     let actions = h.c.commit(id, req, h.now);
     h.apply(actions);

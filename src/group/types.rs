@@ -36,6 +36,8 @@ pub enum GroupError {
     GroupSubscribedToTopic,
     OffsetMetadataTooLarge,
     InvalidCommitOffsetSize,
+    /// A transactional commit of an epoch older than the producer's on the offsets partition.
+    InvalidProducerEpoch,
     UnknownServerError,
 }
 
@@ -50,6 +52,8 @@ pub enum AppendError {
     TooLarge,
     /// Not replicated in time (kept for replication; never produced on one node).
     Timeout,
+    /// A transactional batch of a producer epoch older than the partition knows (a zombie).
+    ProducerFenced,
 }
 
 impl AppendError {
@@ -59,6 +63,7 @@ impl AppendError {
             AppendError::NotLeader | AppendError::Storage => GroupError::NotCoordinator,
             AppendError::Timeout => GroupError::CoordinatorNotAvailable,
             AppendError::TooLarge => GroupError::InvalidCommitOffsetSize,
+            AppendError::ProducerFenced => GroupError::InvalidProducerEpoch,
         }
     }
 }
@@ -203,9 +208,17 @@ pub struct CommitRequest {
     /// answers ILLEGAL_GENERATION before OffsetCommit v9 and GROUP_ID_NOT_FOUND from v9.
     pub unknown_group: GroupError,
     pub offsets: Vec<OffsetToCommit>,
-    /// The offsets of a committed transaction (TxnOffsetCommit), checked when they were sent:
-    /// written whatever the group's generation now.
-    pub transactional: bool,
+}
+
+/// TxnOffsetCommit: a commit written as part of producer (`producer_id`, `producer_epoch`)'s
+/// transaction. It is fenced like a commit (KIP-447: only when it names a member, an instance
+/// or a generation), written as a transactional batch, and stays pending (invisible to
+/// OffsetFetch) until the transaction's marker reaches the group's offsets partition.
+#[derive(Clone, Debug)]
+pub struct TxnCommitRequest {
+    pub commit: CommitRequest,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -269,6 +282,13 @@ pub enum Response {
     Delete(Result<Vec<(String, i32, Option<GroupError>)>, GroupError>),
 }
 
+/// The producer a transactional append is written for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
 /// What the driver must do after an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -281,6 +301,9 @@ pub enum Action {
         partition: i32,
         token: AppendToken,
         records: Vec<OffsetRecord>,
+        /// A transactional batch of this producer (TxnOffsetCommit): its id and epoch, no
+        /// sequence, the transactional attribute (Kafka's coordinator-origin append).
+        transaction: Option<TxnProducer>,
     },
     /// The coordinator's own timer removed a KIP-848 member (session or rebalance timeout).
     /// Nothing to do but tell the operator: the core does not log, its driver does.

@@ -369,6 +369,20 @@ impl BatchBuilder {
         self.max_timestamp = self.max_timestamp.max(timestamp);
     }
 
+    /// Finishes a transactional batch of producer (`producer_id`, `producer_epoch`) written by a
+    /// coordinator on its behalf: no sequence (-1), the transactional attribute set.
+    pub fn finish_transactional(self, producer_id: i64, producer_epoch: i16) -> Vec<u8> {
+        assert!(
+            producer_id >= 0 && producer_epoch >= 0,
+            "a transactional producer"
+        );
+        let mut b = self.finish(producer_id, producer_epoch, -1);
+        b[21..23].copy_from_slice(&ATTR_TRANSACTIONAL.to_be_bytes());
+        let crc = compute_crc(&b);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
     /// Finishes the batch: base offset 0, the given producer id, epoch and base sequence (use
     /// `(-1, -1, -1)` for a non-idempotent producer). Panics on an empty batch.
     pub fn finish(mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Vec<u8> {

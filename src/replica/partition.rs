@@ -28,7 +28,7 @@ use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
 use crate::io::Disk;
 use crate::log::batch::{self, BatchError};
-use crate::log::cleaner::{CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
+use crate::log::cleaner::{AbortedRange, CleanJob, CleanPolicy, Cleaned, CleanerCheckpoint};
 use crate::log::control::{self, Marker};
 use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
@@ -85,6 +85,14 @@ pub struct Appended {
 }
 
 use snapshot::{LastBatch, Snapshot, PRODUCER_SNAPSHOT};
+
+/// Who wrote a batch: a client (sequence numbers checked) or a coordinator on a producer's
+/// behalf (none carried).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Client,
+    Coordinator,
+}
 
 fn txn_refusal(refusal: TxnRefusal) -> ProduceError {
     match refusal {
@@ -365,6 +373,27 @@ impl Partition {
     /// Validates one produce's records (exactly one v2 batch, as Kafka requires from v3 on),
     /// checks the producer's sequence, and appends.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<Appended, ProduceError> {
+        self.append_from(records, now_ms, Origin::Client)
+    }
+
+    /// Appends a batch a coordinator wrote for a producer (the group coordinator's
+    /// transactional offset commits): Kafka's `AppendOrigin.COORDINATOR`, checked like a
+    /// client's batch except for sequence numbers (it carries none), an older epoch than the
+    /// producer's still refused (INVALID_PRODUCER_EPOCH).
+    pub fn append_from_coordinator(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<Appended, ProduceError> {
+        self.append_from(records, now_ms, Origin::Coordinator)
+    }
+
+    fn append_from(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+        origin: Origin,
+    ) -> Result<Appended, ProduceError> {
         if self.role != Role::Leader {
             return Err(ProduceError::NotLeader);
         }
@@ -416,6 +445,10 @@ impl Partition {
             ));
         }
         match self.producers.check(&header) {
+            SequenceCheck::StaleEpoch { .. } if origin == Origin::Coordinator => {
+                return Err(ProduceError::InvalidProducerEpoch)
+            }
+            _ if origin == Origin::Coordinator => {}
             SequenceCheck::Append => {}
             #[cfg(madsim)]
             SequenceCheck::Duplicate(_)
@@ -669,7 +702,8 @@ impl Partition {
 
     /// A log-cleaner pass over this partition, when its policy compacts and one is due. It
     /// never reaches the last stable offset (an open transaction's data is not yet decided),
-    /// and keeps every active producer's last batch.
+    /// keeps every active producer's last batch, and never lets an aborted transaction's
+    /// record shadow its key's older value.
     pub fn clean_job(&self, now_ms: i64) -> io::Result<Option<CleanJob>> {
         if !self.config.is_compacted() {
             return Ok(None);
@@ -682,12 +716,25 @@ impl Partition {
             delete_retention_ms: c.delete_retention_ms,
             segment_bytes: self.config.segment_bytes,
         };
-        self.log.clean_job(
+        let job = self.log.clean_job(
             self.last_stable_offset(),
             self.producers.last_batch_offsets(),
             policy,
             now_ms,
-        )
+        )?;
+        Ok(job.map(|mut job| {
+            job.aborted = self
+                .producers
+                .aborted_between(self.log.start_offset(), i64::MAX)
+                .into_iter()
+                .map(|a| AbortedRange {
+                    producer_id: a.producer_id,
+                    first_offset: a.first_offset,
+                    last_offset: a.last_offset,
+                })
+                .collect();
+            job
+        }))
     }
 
     /// Swaps a finished pass in (see [`Log::install_cleaned`]). Compaction moves no offset:

@@ -26,6 +26,9 @@ pub struct TxnConfig {
     pub max_timeout_ms: i32,
     /// `transaction.state.log.num.partitions` (as the topic was created).
     pub partitions: i32,
+    /// `transactional.id.expiration.ms`: an id with no transaction open (Empty, Complete*)
+    /// and no update for this long is forgotten (a tombstone in `__transaction_state`).
+    pub id_expiration_ms: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +95,9 @@ pub enum Event {
     },
     /// Time passed: abort expired transactions, resend markers not in flight.
     Tick,
+    /// Forget transactional ids idle past `transactional.id.expiration.ms` (the driver sends it
+    /// every `transaction.remove.expired.transaction.cleanup.interval.ms`).
+    ExpireIds,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,7 +117,8 @@ pub enum Action {
         token: Token,
         partition: i32,
         key: Vec<u8>,
-        value: Vec<u8>,
+        /// `None`: a tombstone (an expired transactional id).
+        value: Option<Vec<u8>>,
     },
     WriteMarkers {
         transactional_id: String,
@@ -143,7 +150,8 @@ struct Txn {
 
 struct PendingAppend {
     transactional_id: String,
-    next: Txn,
+    /// `None`: the id's tombstone; once committed the id is forgotten.
+    next: Option<Txn>,
     /// The request answered once the record is committed, and with what.
     then: Option<(RequestId, Reply)>,
 }
@@ -274,6 +282,7 @@ impl TxnCoordinator {
                 &mut out,
             ),
             Event::Tick => self.tick(now, &mut out),
+            Event::ExpireIds => self.expire_ids(now, &mut out),
         }
         self.check_invariants();
         out
@@ -619,16 +628,58 @@ impl TxnCoordinator {
             token,
             partition,
             key: records::encode_key(transactional_id),
-            value: records::encode_value(&record),
+            value: Some(records::encode_value(&record)),
         });
         self.appends.insert(
             token,
             PendingAppend {
                 transactional_id: transactional_id.to_string(),
-                next,
+                next: Some(next),
                 then,
             },
         );
+    }
+
+    /// Kafka's `removeExpiredTransactionalIds`: every held id with no transaction open, no
+    /// transition in flight and no update for `id_expiration_ms` gets a tombstone; it is
+    /// forgotten once the tombstone is committed (requests meanwhile: CONCURRENT_TRANSACTIONS).
+    /// Its next InitProducerId starts afresh with a new producer id.
+    fn expire_ids(&mut self, now: i64, out: &mut Vec<Action>) {
+        let expiration = self.config.id_expiration_ms;
+        let expired: Vec<String> = self
+            .txns
+            .iter()
+            .filter(|(id, t)| {
+                self.gate(id).is_ok()
+                    && t.pending.is_none()
+                    && matches!(
+                        t.state,
+                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                    )
+                    && t.last_update_ms.saturating_add(expiration) <= now
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            let partition = self.gate(&id).expect("filtered on it");
+            let token = self.next_token;
+            self.next_token += 1;
+            self.txns.get_mut(&id).expect("listed").pending = Some(token);
+            out.push(Action::Append {
+                token,
+                partition,
+                key: records::encode_key(&id),
+                value: None,
+            });
+            self.appends.insert(
+                token,
+                PendingAppend {
+                    transactional_id: id,
+                    next: None,
+                    then: None,
+                },
+            );
+        }
     }
 
     fn append_done(&mut self, token: Token, result: Result<(), TxnError>, out: &mut Vec<Action>) {
@@ -648,7 +699,11 @@ impl TxnCoordinator {
             }
             return;
         }
-        let mut next = append.next;
+        let Some(mut next) = append.next else {
+            // The tombstone is committed: the id is gone.
+            self.txns.remove(&id);
+            return;
+        };
         next.pending = None;
         next.markers_in_flight = txn.markers_in_flight;
         if next.producer_id == txn.producer_id {

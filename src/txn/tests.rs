@@ -7,6 +7,8 @@ use super::{partition_for, TopicPartition, TxnError, TxnState};
 
 const PARTITIONS: i32 = 4;
 const ID: &str = "tx";
+/// `transactional.id.expiration.ms` of the tests.
+const EXPIRATION_MS: i64 = 1_000_000;
 
 /// What one event must produce, in a form tables can state.
 #[derive(Debug, PartialEq, Eq)]
@@ -17,6 +19,8 @@ enum Out {
     Append(TxnState),
     /// Markers: commit?, epoch, partition count.
     Markers(bool, i16, usize),
+    /// A tombstone for the id (expired).
+    Tombstone,
 }
 
 fn summarize(actions: &[Action]) -> Vec<Out> {
@@ -24,9 +28,10 @@ fn summarize(actions: &[Action]) -> Vec<Out> {
         .iter()
         .map(|a| match a {
             Action::Respond(r, reply) => Out::Reply(*r, reply.clone()),
-            Action::Append { value, .. } => {
-                Out::Append(super::records::decode_value(value).unwrap().state)
-            }
+            Action::Append {
+                value: Some(value), ..
+            } => Out::Append(super::records::decode_value(value).unwrap().state),
+            Action::Append { value: None, .. } => Out::Tombstone,
             Action::WriteMarkers {
                 commit,
                 producer_epoch,
@@ -49,6 +54,7 @@ impl Harness {
         let mut core = TxnCoordinator::new(TxnConfig {
             max_timeout_ms: 900_000,
             partitions: PARTITIONS,
+            id_expiration_ms: EXPIRATION_MS,
         });
         let partition = partition_for(ID, PARTITIONS);
         core.step(
@@ -379,7 +385,7 @@ fn load_resends_markers_and_unload_answers_waiters() {
         Event::Load {
             partition,
             key,
-            value: Some(value),
+            value,
         },
     );
     let out = h.core.step(0, Event::LoadFinished { partition });
@@ -395,5 +401,81 @@ fn load_resends_markers_and_unload_answers_waiters() {
     assert_eq!(
         summarize(&h.core.step(0, markers_written(0))),
         vec![Append(TxnState::CompleteCommit)]
+    );
+}
+
+#[test]
+fn an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id() {
+    let mut h = run(vec![
+        At(10),
+        E(init(1, None), vec![Append(TxnState::Empty)]),
+        Commit(vec![Reply(1, pid(0))]),
+        E(add(2, 0, &[("t", 0)]), vec![Append(TxnState::Ongoing)]),
+        Commit(vec![Reply(2, Reply::Done)]),
+        // Not idle long enough, or a transaction open: nothing expires.
+        At(10 + EXPIRATION_MS - 1),
+        E(super::coordinator::Event::ExpireIds, vec![]),
+        At(10 + EXPIRATION_MS),
+        E(super::coordinator::Event::ExpireIds, vec![]),
+        E(end(3, 0, true), vec![Append(TxnState::PrepareCommit)]),
+        Commit(vec![Reply(3, Reply::Done), Markers(true, 0, 1)]),
+        E(markers_written(0), vec![Append(TxnState::CompleteCommit)]),
+        Commit(vec![]),
+        At(20 + 2 * EXPIRATION_MS),
+        E(super::coordinator::Event::ExpireIds, vec![Tombstone]),
+        // While the tombstone is written, the id is busy.
+        E(
+            add(4, 0, &[("t", 0)]),
+            vec![Reply(4, err(TxnError::ConcurrentTransactions))],
+        ),
+        Commit(vec![]),
+    ]);
+    // Forgotten: its producer id is unknown now, and InitProducerId starts afresh.
+    let out = h.step(add(5, 0, &[("t", 0)]));
+    assert_eq!(out, vec![Reply(5, err(TxnError::InvalidProducerIdMapping))]);
+    let out = h.step(Event::InitProducerId {
+        request: 6,
+        transactional_id: ID.into(),
+        timeout_ms: 60_000,
+        fresh_producer_id: 555,
+        expected: None,
+    });
+    assert_eq!(out, vec![Append(TxnState::Empty)]);
+    assert_eq!(
+        h.ok(),
+        vec![Reply(
+            6,
+            Reply::ProducerId {
+                producer_id: 555,
+                producer_epoch: 0
+            }
+        )]
+    );
+    // A replay of the tombstone forgets the id too.
+    let mut c = TxnCoordinator::new(TxnConfig {
+        max_timeout_ms: 900_000,
+        partitions: PARTITIONS,
+        id_expiration_ms: EXPIRATION_MS,
+    });
+    let partition = partition_for(ID, PARTITIONS);
+    c.step(
+        0,
+        Event::LoadBegin {
+            partition,
+            coordinator_epoch: 1,
+        },
+    );
+    c.step(
+        0,
+        Event::Load {
+            partition,
+            key: super::records::encode_key(ID),
+            value: None,
+        },
+    );
+    c.step(0, Event::LoadFinished { partition });
+    assert_eq!(
+        summarize(&c.step(0, end(7, 0, true))),
+        vec![Reply(7, err(TxnError::InvalidProducerIdMapping))]
     );
 }

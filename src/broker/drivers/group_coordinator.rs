@@ -22,9 +22,10 @@ use tokio::sync::{oneshot, Notify};
 use crate::broker::{delayed, Broker, PartitionHandle};
 use crate::group::{
     Action, AppendError, AppendToken, Coordinator, GroupConfig, GroupError, OffsetRecord,
-    RequestId, Response, OFFSETS_TOPIC,
+    RequestId, Response, TxnProducer, OFFSETS_TOPIC,
 };
 use crate::log::batch::{self, BatchBuilder};
+use crate::log::control;
 use crate::replica::ProduceError;
 
 /// Bound on requests waiting for an answer (parked joins and syncs, commits waiting on fsync).
@@ -157,8 +158,8 @@ impl Broker {
         rx.await.map_err(|_| GroupError::CoordinatorNotAvailable)
     }
 
-    /// Runs a core event that answers no request of its own (a tick, expiry).
-    async fn group_event(&self, f: impl FnOnce(&mut Coordinator, i64) -> Vec<Action>) {
+    /// Runs a core event that answers no request of its own (a tick, expiry, a marker).
+    pub(crate) async fn group_event(&self, f: impl FnOnce(&mut Coordinator, i64) -> Vec<Action>) {
         let now = self.io.clock.wall_ms();
         let flushes = {
             let mut inner = self.groups.lock();
@@ -185,7 +186,8 @@ impl Broker {
                     partition,
                     token,
                     records,
-                } => match self.append_offsets(partition, &records, now) {
+                    transaction,
+                } => match self.append_offsets(partition, &records, transaction, now) {
                     Ok(appended) if !appended.fsync && appended.committed => {
                         queue.extend(inner.core.append_done(token, Ok(()), now));
                     }
@@ -254,11 +256,13 @@ impl Broker {
         }
     }
 
-    /// Appends group records as one batch to `__consumer_offsets-partition`.
+    /// Appends group records as one batch to `__consumer_offsets-partition` (a transactional
+    /// one of the producer for a TxnOffsetCommit).
     fn append_offsets(
         &self,
         partition: i32,
         records: &[OffsetRecord],
+        transaction: Option<TxnProducer>,
         now: i64,
     ) -> Result<OffsetsAppended, AppendError> {
         let Some(handle) = self.partition(OFFSETS_TOPIC, partition) else {
@@ -272,7 +276,10 @@ impl Broker {
         for (key, value) in records {
             builder.push(Some(key), value.as_deref(), now);
         }
-        let bytes = builder.finish(-1, -1, -1);
+        let bytes = match transaction {
+            Some(t) => builder.finish_transactional(t.producer_id, t.producer_epoch),
+            None => builder.finish(-1, -1, -1),
+        };
         // Checked and used under one lock: a delete or shutdown cannot come in between.
         let Some(mut p) = handle.lock_open() else {
             return Err(AppendError::NotLeader);
@@ -282,8 +289,13 @@ impl Broker {
         if self.is_storage_offline() {
             return Err(AppendError::Storage);
         }
-        let appended = p.append(&bytes, now).map_err(|e| match e {
+        let appended = match transaction {
+            Some(_) => p.append_from_coordinator(&bytes, now),
+            None => p.append(&bytes, now),
+        };
+        let appended = appended.map_err(|e| match e {
             ProduceError::MessageTooLarge { .. } => AppendError::TooLarge,
+            ProduceError::InvalidProducerEpoch => AppendError::ProducerFenced,
             ProduceError::NotLeader => AppendError::NotLeader,
             ProduceError::Storage(e) => {
                 tracing::error!(error = %e, "append to __consumer_offsets failed");
@@ -427,62 +439,79 @@ impl Broker {
 
     /// Replays one partition from its start to its log end: a new leader's high watermark may
     /// trail records the old leader had already committed (it learns the HW a fetch later).
+    /// Transactional offset batches stay pending until the replay reaches their marker. The
+    /// load finishes only once it has read the whole log under the coordinator's lock, so a
+    /// marker appended during the replay is either replayed or settled live afterwards.
     fn load_offsets_partition(&self, partition: i32, load: u64) {
         let started = self.io.clock.monotonic();
         let mut records_loaded = 0u64;
-        if let Some(handle) = self.partition(OFFSETS_TOPIC, partition) {
-            let (mut offset, end) = {
-                let p = handle.lock();
-                (p.log_start_offset(), p.log_end_offset())
+        let handle = self.partition(OFFSETS_TOPIC, partition);
+        let mut offset = handle.as_ref().map_or(0, |h| h.lock().log_start_offset());
+        // An empty read short of the log end (a gap) is retried once, then ends the replay.
+        let mut stalled = false;
+        while let Some(handle) = handle.as_ref() {
+            // To the log end, not the high watermark (`Partition::read`): the watermark of
+            // a replica that just reopened its log starts at the log start, a new leader's
+            // trails the old one's, and what this leader holds is what it will commit.
+            let chunk = match handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES) {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    tracing::error!(partition, offset, error = ?e,
+                        "cannot read __consumer_offsets; the rest of the partition is skipped");
+                    break;
+                }
             };
-            // Bounded: every step moves `offset` forward by at least one batch.
-            while offset < end {
-                // To the log end, not the high watermark (`Partition::read`): the watermark of
-                // a replica that just reopened its log starts at the log start, a new leader's
-                // trails the old one's, and what this leader holds is what it will commit.
-                let chunk = match handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES) {
-                    Ok(chunk) => chunk,
-                    Err(e) => {
-                        tracing::error!(partition, offset, error = ?e,
-                            "cannot read __consumer_offsets; the rest of the partition is skipped");
-                        break;
+            let mut inner = self.groups.lock();
+            if inner.loads.get(&partition) != Some(&load) {
+                return;
+            }
+            if chunk.is_empty() {
+                // Caught up, checked under the coordinator's lock (a marker's live settling
+                // takes it after the marker is in the log).
+                if stalled || handle.lock().log_end_offset() <= offset {
+                    break;
+                }
+                stalled = true;
+                continue;
+            }
+            stalled = false;
+            let before = offset;
+            for item in batch::iter(&chunk) {
+                let Ok((at, header)) = item else { break };
+                let bytes = &chunk[at..at + header.total_len()];
+                offset = header.next_offset();
+                if header.is_control() {
+                    if let Ok(Some(marker)) = control::parse_marker(bytes, &header) {
+                        inner
+                            .core
+                            .load_marker(partition, header.producer_id, marker.commit);
                     }
+                    continue;
+                }
+                let Some(Ok(records)) = batch::records(bytes, &header) else {
+                    tracing::warn!(
+                        partition,
+                        base = header.base_offset,
+                        "skipping an unreadable (compressed or malformed) offsets batch"
+                    );
+                    continue;
                 };
-                if chunk.is_empty() {
-                    break;
-                }
-                let mut inner = self.groups.lock();
-                if inner.loads.get(&partition) != Some(&load) {
-                    return;
-                }
-                let before = offset;
-                for item in batch::iter(&chunk) {
-                    let Ok((at, header)) = item else { break };
-                    let bytes = &chunk[at..at + header.total_len()];
-                    offset = header.next_offset();
-                    if header.is_control() {
-                        continue;
-                    }
-                    let Some(Ok(records)) = batch::records(bytes, &header) else {
-                        tracing::warn!(
-                            partition,
-                            base = header.base_offset,
-                            "skipping an unreadable (compressed or malformed) offsets batch"
-                        );
-                        continue;
+                let transactional = header.is_transactional().then_some(header.producer_id);
+                for r in records {
+                    let Some(key) = r.key else { continue };
+                    records_loaded += 1;
+                    let loaded = match transactional {
+                        Some(pid) => inner.core.load_txn_record(partition, pid, key, r.value),
+                        None => inner.core.load_record(partition, key, r.value),
                     };
-                    for r in records {
-                        let Some(key) = r.key else { continue };
-                        records_loaded += 1;
-                        if let Err(e) = inner.core.load_record(partition, key, r.value) {
-                            tracing::warn!(partition, offset = r.offset, error = %e,
-                                "skipping a record of __consumer_offsets");
-                        }
+                    if let Err(e) = loaded {
+                        tracing::warn!(partition, offset = r.offset, error = %e,
+                            "skipping a record of __consumer_offsets");
                     }
                 }
-                if offset == before {
-                    break;
-                }
+            }
+            if offset == before {
+                break;
             }
         }
         let now = self.io.clock.wall_ms();
@@ -506,6 +535,31 @@ impl Broker {
                 "loaded __consumer_offsets partition"
             );
         }
+    }
+
+    /// A transaction marker of `producer_id` is committed on `__consumer_offsets-partition`
+    /// (this node leads it): the transaction's pending offsets there are committed or dropped.
+    pub(crate) async fn settle_txn_offsets(&self, partition: i32, producer_id: i64, commit: bool) {
+        self.group_event(|core, now| {
+            if core.holds_partition(partition) {
+                core.txn_marker(partition, producer_id, commit, now)
+            } else {
+                Vec::new()
+            }
+        })
+        .await;
+    }
+
+    /// Whether a transactional commit of `group_id` for (`topic`, `partition`) waits for its
+    /// transaction to end (OffsetFetch's UNSTABLE_OFFSET_COMMIT).
+    pub(crate) fn has_pending_txn_offset(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> bool {
+        self.groups
+            .read(|c| c.has_pending_txn_offset(group_id, topic, partition))
     }
 }
 

@@ -6,11 +6,9 @@
 //! resends), and loads and unloads `__transaction_state` partitions as this node comes to lead
 //! them or stops, as the group coordinator's driver does for `__consumer_offsets`.
 //!
-//! Transactional offset commits (TxnOffsetCommit) wait here, per producer id, until the
-//! COMMIT marker reaches their `__consumer_offsets` partition, then go to the group
-//! coordinator as a commit; an ABORT drops them. They are held in memory only (see
-//! docs/ARCHITECTURE.md: a failover of the group coordinator between TxnOffsetCommit and
-//! the marker loses them).
+//! A marker committed on a `__consumer_offsets` partition this node leads settles the
+//! transaction's pending offsets there (the group coordinator holds them; TxnOffsetCommit wrote
+//! them to that partition as the producer's transactional batch).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -46,13 +44,6 @@ const MARKER_RETRY: Duration = Duration::from_millis(100);
 const MAX_TIMER_SLEEP_MS: i64 = 500;
 const LOAD_CHUNK_BYTES: usize = 1 << 20;
 
-/// An offset a TxnOffsetCommit asked for, held until its transaction ends.
-#[derive(Clone, Debug)]
-pub(crate) struct PendingOffset {
-    pub group_id: String,
-    pub offset: crate::group::OffsetToCommit,
-}
-
 #[derive(Default)]
 struct Inner {
     core: Option<TxnCoordinator>,
@@ -60,8 +51,6 @@ struct Inner {
     next_request: RequestId,
     loads: BTreeMap<i32, u64>,
     next_load: u64,
-    /// Transactional offset commits by producer id, waiting for their marker.
-    pending_offsets: BTreeMap<i64, Vec<PendingOffset>>,
 }
 
 pub(crate) struct Txns {
@@ -155,7 +144,13 @@ impl Broker {
                     partition,
                     key,
                     value,
-                } => appends.push(self.append_txn_record(token, partition, &key, &value, now)),
+                } => appends.push(self.append_txn_record(
+                    token,
+                    partition,
+                    &key,
+                    value.as_deref(),
+                    now,
+                )),
                 Action::WriteMarkers {
                     transactional_id,
                     producer_id,
@@ -191,7 +186,7 @@ impl Broker {
         token: Token,
         partition: i32,
         key: &[u8],
-        value: &[u8],
+        value: Option<&[u8]>,
         now: i64,
     ) -> Appending {
         let failed = |e| Appending {
@@ -204,8 +199,9 @@ impl Broker {
         let Some(handle) = self.partition(TRANSACTION_STATE_TOPIC, partition) else {
             return failed(TxnError::NotCoordinator);
         };
-        let mut builder = BatchBuilder::with_capacity(now, key.len() + value.len() + 16);
-        builder.push(Some(key), Some(value), now);
+        let size = key.len() + value.map_or(0, <[u8]>::len) + 16;
+        let mut builder = BatchBuilder::with_capacity(now, size);
+        builder.push(Some(key), value, now);
         let bytes = builder.finish(-1, -1, -1);
         let Some(mut p) = handle.lock_open() else {
             return failed(TxnError::NotCoordinator);
@@ -493,88 +489,6 @@ impl Broker {
         }
     }
 
-    /// Holds a TxnOffsetCommit's offsets until the producer's transaction ends.
-    pub(crate) fn hold_txn_offsets(&self, producer_id: i64, offsets: Vec<PendingOffset>) {
-        let mut inner = self.txns.lock();
-        inner
-            .pending_offsets
-            .entry(producer_id)
-            .or_default()
-            .extend(offsets);
-    }
-
-    /// Whether a transactional commit of `group_id` for (`topic`, `partition`) waits for its
-    /// transaction to end (OffsetFetch's UNSTABLE_OFFSET_COMMIT).
-    pub(crate) fn has_pending_txn_offset(
-        &self,
-        group_id: &str,
-        topic: &str,
-        partition: i32,
-    ) -> bool {
-        self.txns
-            .lock()
-            .pending_offsets
-            .values()
-            .flatten()
-            .any(|o| {
-                o.group_id == group_id && o.offset.topic == topic && o.offset.partition == partition
-            })
-    }
-
-    /// A marker reached `__consumer_offsets-partition` for `producer_id`: its held offsets of
-    /// groups placed there are committed (COMMIT) or dropped (ABORT).
-    async fn settle_txn_offsets(&self, partition: i32, producer_id: i64, commit: bool) {
-        let partitions = self
-            .image()
-            .topic(OFFSETS_TOPIC)
-            .map_or(1, |t| t.partitions);
-        let here = |o: &PendingOffset| {
-            crate::group::placement::partition_for(&o.group_id, partitions) == partition
-        };
-        // Dropped only once committed: meanwhile OffsetFetch answers UNSTABLE_OFFSET_COMMIT.
-        // No newer commit of this producer can arrive before the marker is done (its next
-        // AddOffsetsToTxn waits for the transaction to complete).
-        let forget = || {
-            let mut inner = self.txns.lock();
-            if let Some(all) = inner.pending_offsets.get_mut(&producer_id) {
-                all.retain(|o| !here(o));
-                if all.is_empty() {
-                    inner.pending_offsets.remove(&producer_id);
-                }
-            }
-        };
-        let settled: Vec<PendingOffset> = {
-            let inner = self.txns.lock();
-            let Some(all) = inner.pending_offsets.get(&producer_id) else {
-                return;
-            };
-            all.iter().filter(|o| here(o)).cloned().collect()
-        };
-        if !commit {
-            return forget();
-        }
-        let mut by_group: BTreeMap<String, Vec<crate::group::OffsetToCommit>> = BTreeMap::new();
-        for o in settled {
-            by_group.entry(o.group_id).or_default().push(o.offset);
-        }
-        for (group_id, offsets) in by_group {
-            let req = crate::group::CommitRequest {
-                group_id: group_id.clone(),
-                member_id: String::new(),
-                instance_id: None,
-                generation: -1,
-                retention_ms: -1,
-                unknown_group: crate::group::GroupError::IllegalGeneration,
-                offsets,
-                transactional: true,
-            };
-            if let Err(e) = self.group_call(|c, id, now| c.commit(id, req, now)).await {
-                tracing::warn!(%group_id, error = ?e, "transactional offsets not committed");
-            }
-        }
-        forget();
-    }
-
     /// Creates `__transaction_state` on first use (FindCoordinator key type 1, a
     /// transactional InitProducerId), its replication factor and `min.insync.replicas`
     /// clamped to the live brokers.
@@ -652,6 +566,7 @@ impl Broker {
                 TxnCoordinator::new(TxnConfig {
                     max_timeout_ms: self.config.transaction_max_timeout_ms,
                     partitions: topic.partitions,
+                    id_expiration_ms: self.config.transactional_id_expiration_ms as i64,
                 })
             });
             let mut actions = Vec::new();
@@ -764,10 +679,13 @@ impl Broker {
 
 /// Keeps the coordinator's partitions in step with leadership, and ticks it: transaction
 /// timeouts (every `transaction.abort.timed.out.transaction.cleanup.interval.ms`, or at the
-/// next deadline) and marker resends.
+/// next deadline), marker resends, and expiry of idle transactional ids (every
+/// `transaction.remove.expired.transaction.cleanup.interval.ms`).
 pub(crate) async fn timer_loop(broker: Arc<Broker>) {
     let mut shutdown = broker.shutdown_signal();
     let interval = broker.config.transaction_abort_interval_ms.max(1) as i64;
+    let expire_every = broker.config.transaction_remove_expired_interval_ms.max(1) as i64;
+    let mut next_expiry = broker.io.clock.wall_ms() + expire_every;
     loop {
         let now = broker.io.clock.wall_ms();
         let next = broker
@@ -788,5 +706,9 @@ pub(crate) async fn timer_loop(broker: Arc<Broker>) {
         }
         broker.sync_txn_roles();
         broker.txn_event(Event::Tick).await;
+        if broker.io.clock.wall_ms() >= next_expiry {
+            next_expiry = broker.io.clock.wall_ms() + expire_every;
+            broker.txn_event(Event::ExpireIds).await;
+        }
     }
 }

@@ -22,7 +22,6 @@ use kafka_protocol::messages::{
 };
 
 use crate::broker::api::RequestContext;
-use crate::broker::drivers::txn_coordinator::PendingOffset;
 use crate::broker::handlers::inter_node::forward;
 use crate::broker::{errors, Broker};
 use crate::group::OFFSETS_TOPIC;
@@ -266,8 +265,10 @@ pub(crate) async fn end_txn(
         .with_producer_epoch(-1)
 }
 
-/// TxnOffsetCommit at the group coordinator: the offsets wait for the transaction's COMMIT
-/// marker on the group's `__consumer_offsets` partition (see the driver).
+/// TxnOffsetCommit at the group coordinator: once the offsets partition is verified to be in
+/// the transaction, the group core fences the member (KIP-447) and writes the offsets as the
+/// producer's transactional batch; they stay pending until the transaction's marker reaches
+/// the group's `__consumer_offsets` partition.
 pub(crate) async fn txn_offset_commit(
     broker: &Broker,
     ctx: &RequestContext,
@@ -288,18 +289,6 @@ pub(crate) async fn txn_offset_commit(
             }
         }
     };
-    let fenced = (ctx.version >= 3)
-        .then(|| {
-            broker.groups.read(|c| {
-                c.validate_txn_commit(
-                    &group_id,
-                    &req.member_id,
-                    req.group_instance_id.as_ref().map(|i| i.as_str()),
-                    req.generation_id,
-                )
-            })
-        })
-        .and_then(Result::err);
     // The offsets partition must be in the transaction (KIP-890 verification).
     let verdict = match gate {
         _ if !authz.transactional_id(&req.transactional_id) => {
@@ -309,8 +298,6 @@ pub(crate) async fn txn_offset_commit(
             Err(ResponseError::GroupAuthorizationFailed)
         }
         Err(e) => Err(e),
-        // KIP-447 (v3+ names the member): a zombie of an older generation is fenced.
-        Ok(_) if fenced.is_some() => Err(errors::group(fenced.expect("checked"))),
         Ok(p) => {
             let reply = broker
                 .txn_verify(
@@ -330,27 +317,63 @@ pub(crate) async fn txn_offset_commit(
             }
         }
     };
-    if verdict.is_ok() {
-        let held = req
-            .topics
-            .iter()
-            .flat_map(|t| {
-                let group_id = group_id.clone();
-                t.partitions.iter().map(move |p| PendingOffset {
-                    group_id: group_id.clone(),
-                    offset: crate::group::OffsetToCommit {
-                        topic: t.name.to_string(),
-                        partition: p.partition_index,
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                    },
-                })
+    let offsets: Vec<crate::group::OffsetToCommit> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| crate::group::OffsetToCommit {
+                topic: t.name.to_string(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
             })
-            .collect();
-        broker.hold_txn_offsets(req.producer_id.0, held);
-    }
-    let code = verdict.err().map_or(0, |e| e.code());
+        })
+        .collect();
+    // One code per partition in request order.
+    let codes: Vec<i16> = match verdict {
+        Err(e) => vec![e.code(); offsets.len()],
+        Ok(()) => {
+            // Before v3 the request names no member: unfenced (kafkajs sends v0-1).
+            let named = ctx.version >= 3;
+            let commit = crate::group::CommitRequest {
+                group_id: group_id.clone(),
+                member_id: if named {
+                    req.member_id.to_string()
+                } else {
+                    String::new()
+                },
+                instance_id: req
+                    .group_instance_id
+                    .as_ref()
+                    .filter(|_| named)
+                    .map(|i| i.to_string()),
+                generation: if named { req.generation_id } else { -1 },
+                retention_ms: -1,
+                unknown_group: crate::group::GroupError::UnknownMemberId,
+                offsets,
+            };
+            let n = commit.offsets.len();
+            let txn = crate::group::TxnCommitRequest {
+                commit,
+                producer_id: req.producer_id.0,
+                producer_epoch: req.producer_epoch,
+            };
+            match broker
+                .group_call(|c, id, now| c.txn_commit(id, txn, now))
+                .await
+            {
+                Ok(crate::group::Response::Commit(r)) => r
+                    .partitions
+                    .iter()
+                    .map(|(_, _, e)| errors::group_code(*e))
+                    .collect(),
+                Ok(other) => unreachable!("a commit answered with {other:?}"),
+                Err(e) => vec![errors::group(e).code(); n],
+            }
+        }
+    };
+    let mut codes = codes.into_iter();
     TxnOffsetCommitResponse::default().with_topics(
         req.topics
             .iter()
@@ -363,7 +386,7 @@ pub(crate) async fn txn_offset_commit(
                             .map(|p| {
                                 TxnOffsetCommitResponsePartition::default()
                                     .with_partition_index(p.partition_index)
-                                    .with_error_code(code)
+                                    .with_error_code(codes.next().unwrap_or(0))
                             })
                             .collect(),
                     )

@@ -365,6 +365,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("transaction.max.timeout.ms", Int(1, I32), "900000", "Longest `transaction.timeout.ms` a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it).")
         .shows(|c| Some(c.transaction_max_timeout_ms.to_string())),
     stored("transaction.partition.verification.enable", Bool, ClusterWide, "KIP-890 verification; Weir always verifies a producer's first transactional write to a partition."),
+    used("transaction.remove.expired.transaction.cleanup.interval.ms", Int(1, I32), "3600000", "How often the transaction coordinator forgets transactional ids idle past `transactional.id.expiration.ms`.")
+        .shows(|c| Some(c.transaction_remove_expired_interval_ms.to_string())),
     used("transaction.state.log.min.isr", Int(1, I32), "2", "`min.insync.replicas` of `__transaction_state`, clamped to its replication factor.")
         .shows(|c| Some(c.transaction_state_log_min_isr.to_string())),
     used("transaction.state.log.num.partitions", Int(1, I32), "50", "Partitions of `__transaction_state` when it is created (never changed after).")
@@ -372,6 +374,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("transaction.state.log.replication.factor", Int(1, I16), "3", "Replication factor of `__transaction_state`, clamped to the live brokers when it is created.")
         .shows(|c| Some(c.transaction_state_log_replication_factor.to_string())),
     accepted("transaction.state.log.segment.bytes", Int(1, I32), ReadOnly, "Transactions; Weir has none."),
+    used("transactional.id.expiration.ms", Int(1, I32), "604800000", "A transactional id with no transaction open and no update for this long is forgotten (its next producer gets a new producer id).")
+        .shows(|c| Some(c.transactional_id_expiration_ms.to_string())),
     used("weir.fsync.before.ack", Bool, "false", "Weir's own: acknowledge a produce only after its data is fsynced (group commit).")
         .shows(|c| Some(c.fsync_before_ack.to_string())),
     used("weir.metrics.address", Text, "", "Weir's own: `host:port` of the HTTP endpoint serving Prometheus metrics at `/metrics`; empty: no endpoint.")

@@ -105,6 +105,8 @@ pub struct ServerConfig {
     pub transaction_state_log_min_isr: i32,
     pub transaction_max_timeout_ms: i32,
     pub transaction_abort_interval_ms: i32,
+    pub transaction_remove_expired_interval_ms: i32,
+    pub transactional_id_expiration_ms: i32,
     /// `controller.quorum.election.timeout.ms`.
     pub quorum_election_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`.

@@ -240,6 +240,10 @@ pub(super) fn parse(
         transaction_abort_interval_ms: p
             .int("transaction.abort.timed.out.transaction.cleanup.interval.ms")?
             as i32,
+        transaction_remove_expired_interval_ms: p
+            .int("transaction.remove.expired.transaction.cleanup.interval.ms")?
+            as i32,
+        transactional_id_expiration_ms: p.int("transactional.id.expiration.ms")? as i32,
         fsync_before_ack: p.bool("weir.fsync.before.ack")?,
         metrics_address: metrics_address(&mut p)?,
         replica_lag_time_max_ms: p.int("replica.lag.time.max.ms")?,

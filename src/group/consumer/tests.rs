@@ -87,6 +87,7 @@ impl Harness {
                         partition,
                         token,
                         records,
+                        ..
                     } => {
                         self.log.entry(partition).or_default().extend(records);
                         next.extend(self.c.append_done(token, Ok(()), self.now));
@@ -199,7 +200,6 @@ impl Harness {
                 leader_epoch: -1,
                 metadata: None,
             }],
-            transactional: false,
         };
         let actions = self.c.commit(id, req, self.now);
         match self.answer(actions, id) {

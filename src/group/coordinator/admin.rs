@@ -58,9 +58,14 @@ impl Coordinator {
             GroupState::Empty => {}
             _ => return deny(out, GroupError::NonEmptyGroup),
         }
-        let mut batch: Vec<OffsetRecord> = g
+        // Pending transactional offsets go too (a tombstone of their key drops them on replay).
+        let keys: BTreeSet<&(String, i32)> = g
             .offsets
             .keys()
+            .chain(g.pending_txn.values().flat_map(|o| o.keys()))
+            .collect();
+        let mut batch: Vec<OffsetRecord> = keys
+            .into_iter()
             .map(|(t, p)| (records::offset_key(group_id, t, *p), None))
             .collect();
         batch.push((records::group_key(group_id), None));

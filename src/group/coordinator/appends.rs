@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::offsets::txn::TxnWritten;
 use super::*;
 use crate::group::consumer;
 use crate::group::records;
@@ -54,6 +55,17 @@ pub(super) enum Pending {
         group: String,
         keys: Vec<((String, i32), u64)>,
     },
+    /// A TxnOffsetCommit: answered once written; its offsets stay pending until the marker.
+    TxnCommit {
+        request: RequestId,
+        group: String,
+        producer_id: i64,
+        seq: u64,
+        written: Vec<TxnWritten>,
+        response: CommitResponse,
+        /// Indexes into `response.partitions` of the offsets written.
+        accepted: Vec<usize>,
+    },
 }
 
 impl Pending {
@@ -65,7 +77,8 @@ impl Pending {
             | Pending::GroupRecord { group }
             | Pending::ConsumerHeartbeat { group, .. }
             | Pending::Delete { group, .. }
-            | Pending::Expire { group, .. } => group,
+            | Pending::Expire { group, .. }
+            | Pending::TxnCommit { group, .. } => group,
         }
     }
 
@@ -75,7 +88,8 @@ impl Pending {
             Pending::Commit { request, .. }
             | Pending::StaticReplace { request, .. }
             | Pending::ConsumerHeartbeat { request, .. }
-            | Pending::Delete { request, .. } => Some(*request),
+            | Pending::Delete { request, .. }
+            | Pending::TxnCommit { request, .. } => Some(*request),
             Pending::Assignment { .. } | Pending::GroupRecord { .. } | Pending::Expire { .. } => {
                 None
             }
@@ -103,6 +117,18 @@ impl Coordinator {
         pending: Pending,
         out: &mut Vec<Action>,
     ) {
+        self.append_as(partition, records, pending, None, out);
+    }
+
+    /// [`Self::append`], as a transactional batch of `transaction` when one is given.
+    pub(super) fn append_as(
+        &mut self,
+        partition: i32,
+        records: Vec<OffsetRecord>,
+        pending: Pending,
+        transaction: Option<TxnProducer>,
+        out: &mut Vec<Action>,
+    ) {
         assert!(!records.is_empty(), "an empty append");
         let token = self.next_token;
         self.next_token += 1;
@@ -111,6 +137,7 @@ impl Coordinator {
             partition,
             token,
             records,
+            transaction,
         });
     }
 
@@ -180,6 +207,7 @@ impl Coordinator {
             Pending::ConsumerHeartbeat { .. } => Self::consumer_change_written(pending, error, out),
             Pending::Delete { .. } => Self::delete_written(g, pending, error, now, out),
             Pending::Expire { .. } => Self::expiry_written(g, pending, error, now),
+            Pending::TxnCommit { .. } => Self::txn_commit_written(g, pending, error, out),
         }
     }
 }

@@ -19,6 +19,14 @@ pub enum Event<'a> {
         members: Vec<LeavingMember>,
     },
     Commit(RequestId, CommitRequest),
+    /// TxnOffsetCommit (after the broker verified the offsets partition is in the transaction).
+    TxnCommit(RequestId, TxnCommitRequest),
+    /// A transaction marker of `producer_id` is committed on offsets partition `partition`.
+    TxnMarker {
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+    },
     /// DeleteGroups, for one group.
     DeleteGroup(RequestId, &'a str),
     /// OffsetDelete (KIP-496).
@@ -64,6 +72,12 @@ impl Coordinator {
                 members,
             } => self.on_leave(request, group_id, members, now, &mut out),
             Event::Commit(request, req) => self.on_commit(request, req, now, &mut out),
+            Event::TxnCommit(request, req) => self.on_txn_commit(request, req, now, &mut out),
+            Event::TxnMarker {
+                partition,
+                producer_id,
+                commit,
+            } => self.on_txn_marker(partition, producer_id, commit),
             Event::DeleteGroup(request, group_id) => {
                 self.on_delete_group(request, group_id, &mut out)
             }
@@ -97,6 +111,7 @@ impl Coordinator {
             | Event::Sync(request, _)
             | Event::Heartbeat(request, _)
             | Event::Commit(request, _)
+            | Event::TxnCommit(request, _)
             | Event::DeleteGroup(request, _)
             | Event::Leave { request, .. }
             | Event::DeleteOffsets { request, .. }
@@ -107,7 +122,8 @@ impl Coordinator {
             ),
             Event::LoadBegin(partition)
             | Event::LoadFinish(partition)
-            | Event::Unload(partition) => {
+            | Event::Unload(partition)
+            | Event::TxnMarker { partition, .. } => {
                 let count = self
                     .partition_count
                     .expect("offsets partitions before the offsets topic exists");
@@ -156,6 +172,33 @@ impl Coordinator {
 
     pub fn commit(&mut self, request: RequestId, req: CommitRequest, now: i64) -> Vec<Action> {
         self.step(now, Event::Commit(request, req))
+    }
+
+    /// TxnOffsetCommit: the offsets are written as the producer's transactional batch and
+    /// stay pending until [`Coordinator::txn_marker`].
+    pub fn txn_commit(
+        &mut self,
+        request: RequestId,
+        req: TxnCommitRequest,
+        now: i64,
+    ) -> Vec<Action> {
+        self.step(now, Event::TxnCommit(request, req))
+    }
+
+    /// A COMMIT (`commit`) or ABORT marker of `producer_id` is committed on `partition`.
+    pub fn txn_marker(
+        &mut self,
+        partition: i32,
+        producer_id: i64,
+        commit: bool,
+        now: i64,
+    ) -> Vec<Action> {
+        let event = Event::TxnMarker {
+            partition,
+            producer_id,
+            commit,
+        };
+        self.step(now, event)
     }
 
     /// DeleteGroups for one group: only an Empty group goes, with all its offsets.

@@ -30,6 +30,7 @@ impl Group {
             awaiting_sync: BTreeSet::new(),
             assignment_in_flight: None,
             offsets: BTreeMap::new(),
+            pending_txn: BTreeMap::new(),
             appends_in_flight: 0,
             consumer: None,
             #[cfg(madsim)]
@@ -222,6 +223,7 @@ impl Group {
             && self.members.is_empty()
             && self.pending.is_empty()
             && self.offsets.is_empty()
+            && self.pending_txn.is_empty()
             && self.appends_in_flight == 0
             && self.generation == 0
             && self

@@ -157,6 +157,12 @@ impl Group {
             self.offsets.values().all(|c| c.seq < next_seq),
             "group {id}: offset sequence from the future"
         );
+        assert!(
+            self.pending_txn
+                .values()
+                .all(|o| !o.is_empty() && o.values().all(|c| c.seq < next_seq)),
+            "group {id}: empty or future pending transactional offsets"
+        );
         if let Some(c) = &self.consumer {
             assert!(
                 self.members.is_empty(),

@@ -2,6 +2,7 @@
 //! takes one (last write per key wins, as Kafka's `GroupCoordinatorShard.replay`), dropping
 //! its groups when it loses one, and the gate every request passes first.
 
+use super::offsets::txn;
 use super::*;
 use crate::group::consumer::{self, ConsumerGroup};
 use crate::group::placement::partition_for;
@@ -19,12 +20,18 @@ pub(super) struct Loaded {
     group: Option<GroupValue>,
     /// The records of a KIP-848 consumer group.
     consumer: consumer::Replay,
-    offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// Committed offsets, each with a sequence number in log order.
+    offsets: BTreeMap<(String, i32), Committed>,
+    /// Transactional offsets whose marker the replay has not reached yet, by producer id.
+    pending_txn: BTreeMap<i64, BTreeMap<(String, i32), Committed>>,
 }
 
 impl Loaded {
     fn is_empty(&self) -> bool {
-        self.group.is_none() && self.offsets.is_empty() && self.consumer.is_empty()
+        self.group.is_none()
+            && self.offsets.is_empty()
+            && self.pending_txn.is_empty()
+            && self.consumer.is_empty()
     }
 }
 
@@ -82,22 +89,74 @@ impl Coordinator {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<(), records::DecodeError> {
+        self.load_any_record(partition, None, key, value)
+    }
+
+    /// A record of a transactional batch of `producer_id`, replayed in log order: an offset
+    /// commit stays pending until the replay reaches the producer's marker
+    /// ([`Coordinator::load_marker`]), or the end (then the coordinator's marker settles it).
+    pub fn load_txn_record(
+        &mut self,
+        partition: i32,
+        producer_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), records::DecodeError> {
+        self.load_any_record(partition, Some(producer_id), key, value)
+    }
+
+    /// A transaction marker of `producer_id`, replayed in log order: the pending offsets of
+    /// its transaction are committed or dropped, as the live marker does.
+    pub fn load_marker(&mut self, partition: i32, producer_id: i64, commit: bool) {
         assert_eq!(self.partitions.get(&partition), Some(&Load::Loading));
         let loading = self
             .loading
             .get_mut(&partition)
+            .expect("load_marker outside load_begin/load_finish");
+        for l in loading.values_mut() {
+            txn::settle(&mut l.pending_txn, &mut l.offsets, producer_id, commit);
+        }
+    }
+
+    fn load_any_record(
+        &mut self,
+        partition: i32,
+        producer_id: Option<i64>,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), records::DecodeError> {
+        assert_eq!(self.partitions.get(&partition), Some(&Load::Loading));
+        let raw_key = key;
+        let key = records::decode_key(raw_key)?;
+        // Log order, so that a marker commits a pending offset only over older commits.
+        let seq = self.take_seq();
+        let loading = self
+            .loading
+            .get_mut(&partition)
             .expect("load_record outside load_begin/load_finish");
-        match records::decode_key(key)? {
+        match key {
             RecordKey::Offset {
                 group,
                 topic,
                 partition: p,
             } => {
-                let offsets = &mut loading.entry(group).or_default().offsets;
-                match value {
-                    Some(v) => offsets.insert((topic, p), records::decode_offset_value(v)?),
-                    None => offsets.remove(&(topic, p)),
-                };
+                let entry = loading.entry(group).or_default();
+                let key = (topic, p);
+                match (value, producer_id) {
+                    (Some(v), None) => {
+                        let value = records::decode_offset_value(v)?;
+                        entry.offsets.insert(key, Committed { value, seq });
+                    }
+                    (Some(v), Some(pid)) => {
+                        let value = records::decode_offset_value(v)?;
+                        let pending = entry.pending_txn.entry(pid).or_default();
+                        pending.insert(key, Committed { value, seq });
+                    }
+                    (None, _) => {
+                        entry.offsets.remove(&key);
+                        txn::forget_pending(&mut entry.pending_txn, &key);
+                    }
+                }
             }
             RecordKey::Group { group } => {
                 let entry = loading.entry(group).or_default();
@@ -111,7 +170,7 @@ impl Coordinator {
                 let entry = loading.entry(group).or_default();
                 entry
                     .consumer
-                    .record(version, member.as_deref(), key, value)?;
+                    .record(version, member.as_deref(), raw_key, value)?;
             }
             RecordKey::Other(_) => {}
         }
@@ -150,10 +209,8 @@ impl Coordinator {
             let c = ConsumerGroup::restore(id, &self.config.consumer, l.consumer, now);
             g.consumer = Some(Box::new(c));
         }
-        for (key, value) in l.offsets {
-            let seq = self.take_seq();
-            g.offsets.insert(key, Committed { value, seq });
-        }
+        g.offsets = l.offsets;
+        g.pending_txn = l.pending_txn;
         g
     }
 

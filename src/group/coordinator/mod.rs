@@ -87,6 +87,9 @@ struct Group {
     /// SyncGroup would stay parked until the clients time out).
     assignment_in_flight: Option<i32>,
     offsets: BTreeMap<(String, i32), Committed>,
+    /// Transactional offsets waiting for their transaction's marker, by producer id (never an
+    /// empty map). Their sequence numbers place them in log order among the commits.
+    pending_txn: BTreeMap<i64, BTreeMap<(String, i32), Committed>>,
     appends_in_flight: usize,
     /// Set when the group speaks the consumer protocol (KIP-848): then the classic fields stay
     /// empty (state Empty, no members) and only the offsets above are shared.
@@ -116,7 +119,8 @@ struct Group {
 /// - Consumer groups (KIP-848, `ConsumerGroup::check`): member epoch ≤ assignment epoch ≤ group
 ///   epoch, each partition held by at most one member (assignments disjoint), the owners map
 ///   exactly what members hold; such a group's classic side is Empty (or Dead) with no members.
-/// - Offsets: every committed offset's sequence number is below `next_seq`.
+/// - Offsets: every committed or pending transactional offset's sequence number is below
+///   `next_seq`; no producer holds an empty set of pending offsets.
 /// - Requests: a request id is parked at most once, and a step answers each request at most
 ///   once and never leaves an answered request parked.
 /// - Loading: a partition being replayed is held as `Loading`, and only such partitions have a

@@ -95,6 +95,25 @@ pub struct SegmentSnapshot {
     pub file: Arc<dyn File>,
 }
 
+/// An aborted transaction of the partition (its aborted-index entry): data batches of
+/// `producer_id` from `first_offset` up to its ABORT marker at `last_offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedRange {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
+
+impl AbortedRange {
+    /// Whether the data batch with this header belongs to the aborted transaction.
+    pub fn holds(&self, header: &crate::log::batch::BatchHeader) -> bool {
+        header.is_transactional()
+            && !header.is_control()
+            && header.producer_id == self.producer_id
+            && (self.first_offset..self.last_offset).contains(&header.base_offset)
+    }
+}
+
 /// Everything a pass needs, taken under the partition lock.
 pub struct CleanJob {
     pub(crate) disk: Arc<dyn Disk>,
@@ -103,6 +122,9 @@ pub struct CleanJob {
     pub(crate) segments: Vec<SegmentSnapshot>,
     pub range: CleanRange,
     pub(crate) producer_last: BTreeSet<i64>,
+    /// Aborted transactions: their records never shadow a key's older value (Kafka's
+    /// `buildOffsetMap` skips aborted data), so a read_committed reader keeps that value.
+    pub(crate) aborted: Vec<AbortedRange>,
     pub(crate) policy: CleanPolicy,
     pub(crate) index_interval: u64,
     pub(crate) checkpoint: CleanerCheckpoint,

@@ -54,7 +54,8 @@ fn build_map(job: &CleanJob, map: &mut OffsetMap, stats: &mut PassStats) -> io::
         let mut full = false;
         let stop = scan_file(seg.file.as_ref(), 0, seg.info.size, |_, header, bytes| {
             stats.bytes_read += bytes.len() as u64;
-            if header.last_offset() < first_dirty || header.is_control() {
+            let aborted = job.aborted.iter().any(|a| a.holds(header));
+            if header.last_offset() < first_dirty || header.is_control() || aborted {
                 map.advance(header.last_offset().max(map.latest()));
                 return true;
             }
@@ -287,6 +288,7 @@ impl Log {
             segments,
             range,
             producer_last,
+            aborted: Vec::new(),
             policy,
             index_interval: self.config.index_interval_bytes,
             checkpoint: self.cleaner,

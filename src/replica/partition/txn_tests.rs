@@ -233,3 +233,110 @@ fn a_follower_tracks_transactions_and_truncation_reopens_one() {
         start.min(follower.high_watermark())
     );
 }
+
+#[test]
+fn a_coordinators_transactional_batches_carry_no_sequence_and_are_fenced_by_epoch() {
+    let (_disk, mut p) = fresh();
+    // The group coordinator's TxnOffsetCommit batches: producer 5, epoch 2, no sequence.
+    let offsets = || {
+        let mut b = BatchBuilder::new(10);
+        b.push(Some(b"k"), Some(b"v"), 10);
+        b.finish_transactional(5, 2)
+    };
+    let header = batch::check(&offsets()).unwrap();
+    assert!(header.is_transactional() && !header.is_control());
+    assert_eq!(header.base_sequence, -1);
+    let first = p.append_from_coordinator(&offsets(), 10).unwrap();
+    // A second one in the same transaction is appended, not taken for a retry.
+    let second = p.append_from_coordinator(&offsets(), 10).unwrap();
+    assert!(!second.duplicate && second.base_offset == first.base_offset + 1);
+    assert!(p.has_open_transaction(5));
+    // From a client the same bytes would be a retry of the first: the sequence check.
+    assert!(p.append(&offsets(), 10).unwrap().duplicate);
+    p.append_marker(5, 2, commit(0), 10).unwrap();
+    assert!(!p.has_open_transaction(5));
+    // A zombie of an older epoch is refused.
+    let mut b = BatchBuilder::new(10);
+    b.push(Some(b"k"), Some(b"v"), 10);
+    let stale = b.finish_transactional(5, 1);
+    assert!(matches!(
+        p.append_from_coordinator(&stale, 10),
+        Err(ProduceError::InvalidProducerEpoch)
+    ));
+}
+
+#[test]
+fn compaction_never_lets_an_aborted_record_shadow_the_committed_value() {
+    use crate::io::memdisk::block_on;
+    struct StillClock;
+    impl crate::io::Clock for StillClock {
+        fn monotonic(&self) -> std::time::Duration {
+            std::time::Duration::ZERO
+        }
+        fn wall_ms(&self) -> i64 {
+            0
+        }
+        fn sleep(&self, _: std::time::Duration) -> crate::io::BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+    let disk = MemDisk::new(3);
+    block_on(crate::io::create_dir_all_durable(&disk, Path::new("/data"))).unwrap();
+    let mut config = crate::config::ServerConfig::default_single_node().topic_defaults;
+    config.cleanup_policy = crate::config::CleanupPolicy::Compact;
+    config.segment_bytes = 300;
+    let mut p = crate::io::memdisk::block_on(Partition::open(
+        Arc::new(disk.clone()),
+        Path::new("/data/c-0"),
+        "c",
+        0,
+        config,
+        0,
+    ))
+    .unwrap()
+    .0;
+    let keyed = |key: &str, value: &str| {
+        let mut b = BatchBuilder::new(10);
+        b.push(Some(key.as_bytes()), Some(value.as_bytes()), 10);
+        b
+    };
+    // "k" committed (a group coordinator's plain commit), then a transaction writes "k" and
+    // aborts (a TxnOffsetCommit whose transaction aborted); other keys fill segments.
+    p.append(&keyed("k", "committed").finish(-1, -1, -1), 1)
+        .unwrap();
+    p.append_from_coordinator(&keyed("k", "aborted").finish_transactional(5, 0), 1)
+        .unwrap();
+    p.append_marker(5, 0, abort(0), 1).unwrap();
+    for i in 0..20 {
+        p.append(&keyed(&format!("f{}", i % 3), "x").finish(-1, -1, -1), 1)
+            .unwrap();
+    }
+    let plan = p.log().flush_plan();
+    block_on(crate::log::Log::sync_files(&plan)).unwrap();
+    p.flushed(&plan, 1);
+    let job = p.clean_job(100).unwrap().expect("a pass is due");
+    let mut throttle = crate::log::cleaner::Throttle::new(f64::MAX, std::time::Duration::ZERO);
+    let cleaned = block_on(job.run(1 << 20, 100, &StillClock, &mut throttle))
+        .unwrap()
+        .unwrap();
+    block_on(cleaned.write_intent()).unwrap();
+    let checkpoint = p.install_cleaned(&cleaned).unwrap();
+    block_on(cleaned.commit(checkpoint)).unwrap();
+    assert!(cleaned.stats.batches_dropped > 0, "the pass compacted");
+    // The committed value of "k" is still there for a read_committed reader.
+    let (records, aborted) = p.read_committed(0, 1 << 20).unwrap();
+    let mut values = Vec::new();
+    for item in batch::iter(&records) {
+        let (at, header) = item.unwrap();
+        let bytes = &records[at..at + header.total_len()];
+        if header.is_control() || aborted.iter().any(|a| a.producer_id == header.producer_id) {
+            continue;
+        }
+        for r in batch::records(bytes, &header).unwrap().unwrap() {
+            if r.key == Some(b"k") {
+                values.push(r.value.unwrap().to_vec());
+            }
+        }
+    }
+    assert_eq!(values, vec![b"committed".to_vec()]);
+}

@@ -396,7 +396,6 @@ pub(crate) async fn offset_commit(
             GroupError::IllegalGeneration
         },
         offsets,
-        transactional: false,
     };
     let mut errors_by_partition: std::collections::BTreeMap<(String, i32), i16> = unknown
         .into_iter()

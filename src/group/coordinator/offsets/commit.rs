@@ -6,10 +6,10 @@ use crate::group::records;
 
 /// The commit's records and what each accepted partition will hold once written.
 #[derive(Default)]
-struct Batch {
-    response: CommitResponse,
-    accepted: Vec<(usize, OffsetValue)>,
-    records: Vec<OffsetRecord>,
+pub(super) struct Batch {
+    pub(super) response: CommitResponse,
+    pub(super) accepted: Vec<(usize, OffsetValue)>,
+    pub(super) records: Vec<OffsetRecord>,
 }
 
 impl Coordinator {
@@ -55,7 +55,7 @@ impl Coordinator {
 
     /// The checks before the group is touched; creates a simple group (commits only: `assign()`
     /// users, admin tools) for a commit outside any generation.
-    fn admit_commit(&mut self, req: &CommitRequest, now: i64) -> Result<(), GroupError> {
+    pub(super) fn admit_commit(&mut self, req: &CommitRequest, now: i64) -> Result<(), GroupError> {
         self.gate(&req.group_id)?;
         if req.offsets.len() > MAX_PARTITIONS_PER_REQUEST {
             return Err(GroupError::InvalidCommitOffsetSize);
@@ -75,7 +75,7 @@ impl Coordinator {
     }
 
     /// One record per partition whose metadata fits `offset.metadata.max.bytes`.
-    fn commit_batch(&self, req: &CommitRequest, now: i64) -> Batch {
+    pub(super) fn commit_batch(&self, req: &CommitRequest, now: i64) -> Batch {
         let mut batch = Batch::default();
         for (i, o) in req.offsets.iter().enumerate() {
             let metadata = o.metadata.clone().unwrap_or_default();
@@ -141,7 +141,12 @@ impl Coordinator {
 }
 
 /// Every partition of the commit fails with `e`.
-fn refuse(out: &mut Vec<Action>, request: RequestId, req: &CommitRequest, e: GroupError) {
+pub(super) fn refuse(
+    out: &mut Vec<Action>,
+    request: RequestId,
+    req: &CommitRequest,
+    e: GroupError,
+) {
     let partitions = req
         .offsets
         .iter()
@@ -158,10 +163,6 @@ fn refuse(out: &mut Vec<Action>, request: RequestId, req: &CommitRequest, e: Gro
 fn commit_verdict(g: &mut Group, req: &CommitRequest, now: i64) -> Result<(), GroupError> {
     if g.state == GroupState::Dead {
         return Err(GroupError::CoordinatorNotAvailable);
-    }
-    if req.transactional {
-        // A committed transaction's offsets (Kafka materializes them at the marker, unchecked).
-        return Ok(());
     }
     if let Some(c) = &g.consumer {
         // The generation field carries the member epoch (OffsetCommit v9).

@@ -84,10 +84,12 @@ impl Coordinator {
             Some(keys) => {
                 for k in keys {
                     g.offsets.remove(&k);
+                    super::txn::forget_pending(&mut g.pending_txn, &k);
                 }
             }
             None => {
                 g.offsets.clear();
+                g.pending_txn.clear();
                 if g.state == GroupState::Empty {
                     g.transition(GroupState::Dead, now);
                 }

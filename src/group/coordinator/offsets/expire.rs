@@ -48,7 +48,11 @@ impl Coordinator {
                 g.offsets.remove(&k);
             }
         }
-        if g.state == GroupState::Empty && g.offsets.is_empty() && g.appends_in_flight == 0 {
+        if g.state == GroupState::Empty
+            && g.offsets.is_empty()
+            && g.pending_txn.is_empty()
+            && g.appends_in_flight == 0
+        {
             g.transition(GroupState::Dead, now);
         }
     }
@@ -60,10 +64,12 @@ fn expired_offsets(g: &Group, now: i64, retention: i64) -> ExpiredKeys {
         Some(at) => now >= at,
         None => now - base >= retention,
     };
+    // Never an offset a transaction may still commit over (Kafka's rule).
+    let pending = |k: &(String, i32)| g.pending_txn.values().any(|o| o.contains_key(k));
     let pick = |keep: &dyn Fn(&(String, i32), &Committed) -> bool| -> ExpiredKeys {
         g.offsets
             .iter()
-            .filter(|(k, c)| keep(k, c))
+            .filter(|(k, c)| !pending(k) && keep(k, c))
             .map(|(k, c)| (k.clone(), c.seq))
             .collect()
     };
@@ -90,7 +96,7 @@ fn expired_offsets(g: &Group, now: i64, retention: i64) -> ExpiredKeys {
 /// The tombstones for `keys`, plus the group's own records when nothing is left of it;
 /// `None` when there is nothing to write.
 fn expiry_batch(g: &mut Group, keys: &ExpiredKeys) -> Option<Vec<OffsetRecord>> {
-    let all_gone = keys.len() == g.offsets.len();
+    let all_gone = keys.len() == g.offsets.len() && g.pending_txn.is_empty();
     // An empty consumer group left with no offsets is deleted: its records become tombstones.
     let consumer_gone = g.consumer.as_ref().is_some_and(|c| c.is_empty()) && all_gone;
     let consumer_records = consumer_gone && g.consumer.as_ref().unwrap().has_records();

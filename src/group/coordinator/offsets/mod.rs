@@ -5,3 +5,4 @@ mod commit;
 mod delete;
 mod expire;
 mod fetch;
+pub(super) mod txn;
