@@ -1,6 +1,7 @@
 //! Who may do what: the request-side authorizer (`authz`), the ACL APIs (`acls`) and the
-//! SCRAM credential APIs (`scram`).
+//! SCRAM credential APIs (`scram`), the client quota APIs (`quotas`).
 
 pub(crate) mod acls;
 pub(crate) mod authz;
+pub(crate) mod quotas;
 pub(crate) mod scram;
