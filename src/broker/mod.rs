@@ -139,6 +139,8 @@ pub struct Broker {
     authorizer: Option<Arc<crate::acl::AuthorizerSettings>>,
     /// Counters and histograms (the gauges are computed per scrape: `metrics_scrape`).
     metrics: crate::metrics::Metrics,
+    /// Client quota rates (`handlers::security::throttle`).
+    quotas: std::sync::Mutex<crate::quota::ClientQuotaCore>,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -217,6 +219,10 @@ impl Broker {
             .as_ref()
             .map(|e| (e.host.clone(), e.port))
             .unwrap_or_default();
+        let quota_windows = crate::quota::QuotaWindows {
+            samples: config.quota_window_num,
+            window: Duration::from_secs(config.quota_window_size_seconds.into()),
+        };
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             producer_ids: drivers::producer_ids::ProducerIds::new(image.producer_ids_reserved()),
@@ -245,6 +251,7 @@ impl Broker {
             startup_gate: startup_gate::StartupGate::default(),
             replication_events: replication_events::ReplicationEvents::default(),
             metrics: crate::metrics::Metrics::new(),
+            quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below. A

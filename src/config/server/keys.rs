@@ -296,6 +296,10 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("producer.id.expiration.ms", Int(1, I32), "86400000", "An idempotent producer that has not written to a partition this long is forgotten there (read at start); each partition also keeps at most 100 000 producers, least recently active out first.")
         .dynamic(ClusterWide).shows(|c| Some(c.producer_id_expiration_ms.to_string())),
     accepted("queued.max.requests", Int(1, I32), ReadOnly, "Kafka's request queue bound; ignored by Weir."),
+    used("quota.window.num", Int(1, I32), "11", "Client quota rates are measured over this many windows.")
+        .shows(|c| Some(c.quota_window_num.to_string())),
+    used("quota.window.size.seconds", Int(1, I32), "1", "The length of one client quota window.")
+        .shows(|c| Some(c.quota_window_size_seconds.to_string())),
     stored("remote.fetch.max.wait.ms", Int(1, I32), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.list.offsets.request.timeout.ms", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.log.index.file.cache.total.size.bytes", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),

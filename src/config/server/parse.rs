@@ -202,6 +202,8 @@ pub(super) fn parse(
         delete_topic_enable: p.bool("delete.topic.enable")?,
         socket_request_max_bytes: p.int("socket.request.max.bytes")? as usize,
         connections_max_idle_ms,
+        quota_window_num: p.int("quota.window.num")? as u32,
+        quota_window_size_seconds: p.int("quota.window.size.seconds")? as u32,
         log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
         log_flush_offset_checkpoint_interval_ms: p.int("log.flush.offset.checkpoint.interval.ms")?
             as u64,
