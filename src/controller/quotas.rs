@@ -37,6 +37,9 @@ pub struct QuotaAlteration {
     pub ops: Vec<QuotaOp>,
 }
 
+/// An entity described, with its quota values by key.
+pub type Described = (QuotaEntity, BTreeMap<String, f64>);
+
 /// Why an entry or a filter is refused: always INVALID_REQUEST, with this message.
 pub type Invalid = String;
 
@@ -162,7 +165,7 @@ pub fn describe(
     image: &MetadataImage,
     components: &[FilterComponent],
     strict: bool,
-) -> Result<Vec<(QuotaEntity, BTreeMap<String, f64>)>, Invalid> {
+) -> Result<Vec<Described>, Invalid> {
     let mut by_type: BTreeMap<&str, &FilterComponent> = BTreeMap::new();
     for c in components {
         match c.entity_type.as_str() {

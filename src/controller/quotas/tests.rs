@@ -22,7 +22,8 @@ fn apply(image: &mut MetadataImage, records: &[MetadataRecord]) {
 #[test]
 fn each_entry_is_validated_as_kafka_does() {
     // (entity, ops, accepted)
-    let cases: Vec<(Vec<(String, Option<String>)>, Vec<QuotaOp>, bool)> = vec![
+    type Case = (Vec<(String, Option<String>)>, Vec<QuotaOp>, bool);
+    let cases: Vec<Case> = vec![
         (
             vec![part("user", Some("alice"))],
             vec![set("producer_byte_rate", 1024.0)],
