@@ -195,3 +195,41 @@ async fn a_producer_over_its_quota_is_throttled_and_muted_and_a_fetch_comes_back
 fn weir_broker_id(id: i32) -> kafka_protocol::messages::BrokerId {
     kafka_protocol::messages::BrokerId(id)
 }
+
+#[tokio::test]
+async fn connections_over_the_per_ip_limit_are_closed_at_accept() {
+    let disk = MemDisk::new(11);
+    let io = io(&disk);
+    let props = BTreeMap::from([
+        (
+            "listeners".to_string(),
+            "PLAINTEXT://127.0.0.1:0".to_string(),
+        ),
+        ("log.dirs".to_string(), "/data".to_string()),
+        ("max.connections.per.ip".to_string(), "5".to_string()),
+        (
+            "max.connections.per.ip.overrides".to_string(),
+            "127.0.0.1:2".to_string(),
+        ),
+    ]);
+    let config = ServerConfig::from_properties(&props).unwrap().0;
+    let running = Broker::start(config, io.clone()).await.unwrap();
+    let first = Client::connect(&io, running.local_addr).await.unwrap();
+    let _second = Client::connect(&io, running.local_addr).await.unwrap();
+    assert!(
+        Client::connect(&io, running.local_addr).await.is_err(),
+        "a third connection from 127.0.0.1 is closed"
+    );
+    // A closed connection frees its slot (once the broker has seen it close).
+    drop(first);
+    let mut reconnected = false;
+    for _ in 0..100 {
+        if Client::connect(&io, running.local_addr).await.is_ok() {
+            reconnected = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reconnected, "the slot was never freed");
+    running.broker.shutdown().await.unwrap();
+}

@@ -7,6 +7,7 @@
 //! (`tests/broker_rooms.rs`).
 
 mod api;
+mod connection_slot;
 pub mod delayed;
 mod drivers;
 mod errors;
@@ -141,6 +142,8 @@ pub struct Broker {
     metrics: crate::metrics::Metrics,
     /// Client quota rates (`handlers::security::throttle`).
     quotas: std::sync::Mutex<crate::quota::ClientQuotaCore>,
+    /// Open client connections against `max.connections*` (`connection_slot`).
+    connections: connection_slot::Counts,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -223,6 +226,13 @@ impl Broker {
             samples: config.quota_window_num,
             window: Duration::from_secs(config.quota_window_size_seconds.into()),
         };
+        let connection_limits = crate::quota::connections::ConnectionCounts::new(
+            crate::quota::connections::ConnectionLimits {
+                max: config.max_connections,
+                per_ip: config.max_connections_per_ip,
+                overrides: config.max_connections_per_ip_overrides.clone(),
+            },
+        );
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             producer_ids: drivers::producer_ids::ProducerIds::new(image.producer_ids_reserved()),
@@ -252,6 +262,7 @@ impl Broker {
             replication_events: replication_events::ReplicationEvents::default(),
             metrics: crate::metrics::Metrics::new(),
             quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
+            connections: Arc::new(std::sync::Mutex::new(connection_limits)),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below. A

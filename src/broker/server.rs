@@ -60,6 +60,13 @@ pub(super) async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let slot = match broker.connection_slot(kind, peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(refused) => {
+                        tracing::info!(%peer, ?refused, "connection limit reached; closing new one");
+                        continue;
+                    }
+                };
                 if open.load(std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
                     tracing::warn!(%peer, "too many connections; closing new one");
                     continue;
@@ -71,6 +78,7 @@ pub(super) async fn accept_loop(
                 broker.io.clone().spawn(async move {
                     serve_connection(broker, stream, peer, kind, secure).await;
                     open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    drop(slot);
                 });
             }
             Err(e) => {

@@ -12,6 +12,7 @@
 //! Invariants (checked after every step): every rate's windows are consistent (`rate`) and
 //! its measure finite; a throttle is zero when no quota applies.
 
+pub mod connections;
 pub mod rate;
 
 use std::collections::BTreeMap;
