@@ -204,6 +204,7 @@ async fn serve_connection(
             // KIP-219: answered at once, then muted: no request is read until the throttle
             // ends (the client holds back too, having read throttle_time_ms).
             tokio::select! {
+                biased;
                 _ = broker.io.clock.sleep(note.throttle) => {}
                 _ = shutdown.changed() => break,
             }
