@@ -22,6 +22,7 @@ pub mod local_cluster;
 pub mod log;
 pub mod metrics;
 pub mod protocol;
+pub mod quota;
 pub mod raft;
 pub mod replica;
 pub mod security;

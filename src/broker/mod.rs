@@ -7,6 +7,7 @@
 //! (`tests/broker_rooms.rs`).
 
 mod api;
+mod connection_slot;
 pub mod delayed;
 mod drivers;
 mod errors;
@@ -139,6 +140,10 @@ pub struct Broker {
     authorizer: Option<Arc<crate::acl::AuthorizerSettings>>,
     /// Counters and histograms (the gauges are computed per scrape: `metrics_scrape`).
     metrics: crate::metrics::Metrics,
+    /// Client quota rates (`handlers::security::throttle`).
+    quotas: std::sync::Mutex<crate::quota::ClientQuotaCore>,
+    /// Open client connections against `max.connections*` (`connection_slot`).
+    connections: connection_slot::Counts,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -217,6 +222,17 @@ impl Broker {
             .as_ref()
             .map(|e| (e.host.clone(), e.port))
             .unwrap_or_default();
+        let quota_windows = crate::quota::QuotaWindows {
+            samples: config.quota_window_num,
+            window: Duration::from_secs(config.quota_window_size_seconds.into()),
+        };
+        let connection_limits = crate::quota::connections::ConnectionCounts::new(
+            crate::quota::connections::ConnectionLimits {
+                max: config.max_connections,
+                per_ip: config.max_connections_per_ip,
+                overrides: config.max_connections_per_ip_overrides.clone(),
+            },
+        );
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             producer_ids: drivers::producer_ids::ProducerIds::new(image.producer_ids_reserved()),
@@ -245,6 +261,8 @@ impl Broker {
             startup_gate: startup_gate::StartupGate::default(),
             replication_events: replication_events::ReplicationEvents::default(),
             metrics: crate::metrics::Metrics::new(),
+            quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
+            connections: Arc::new(std::sync::Mutex::new(connection_limits)),
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below. A

@@ -20,6 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::api::{self, encode_response, envelope, Decoded, ListenerKind, Request, RequestContext};
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::handlers::inter_node::{forward, timed_out};
+use super::handlers::security::throttle;
 use super::handlers::ROUTES;
 use super::secure_connection::{Admit, Secure};
 use super::Broker;
@@ -59,6 +60,13 @@ pub(super) async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let slot = match broker.connection_slot(kind, peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(refused) => {
+                        tracing::info!(%peer, ?refused, "connection limit reached; closing new one");
+                        continue;
+                    }
+                };
                 if open.load(std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
                     tracing::warn!(%peer, "too many connections; closing new one");
                     continue;
@@ -70,6 +78,7 @@ pub(super) async fn accept_loop(
                 broker.io.clone().spawn(async move {
                     serve_connection(broker, stream, peer, kind, secure).await;
                     open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    drop(slot);
                 });
             }
             Err(e) => {
@@ -191,6 +200,15 @@ async fn serve_connection(
             }
         }
         note.record(&broker, read_at, handled_at, watch.waited());
+        if !note.throttle.is_zero() {
+            // KIP-219: answered at once, then muted: no request is read until the throttle
+            // ends (the client holds back too, having read throttle_time_ms).
+            tokio::select! {
+                biased;
+                _ = broker.io.clock.sleep(note.throttle) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
     }
     let _ = write_half.shutdown().await;
 }
@@ -225,6 +243,8 @@ struct RequestNote {
     request: Option<(Cow<'static, str>, i16)>,
     /// When the handler started (the first time, for a request relayed and then handled).
     handler_started: Option<Duration>,
+    /// How long the client is over its quota: nothing more is read from it for this long.
+    throttle: Duration,
 }
 
 impl RequestNote {
@@ -421,6 +441,7 @@ async fn answer(
     let (key, version) = (request.key, request.version);
     // Read before the body moves into the handler: one look at each produce batch's header.
     let tally = RequestTally::of(&body, version);
+    let charge = throttle::Charge::of(&body, version, request.frame.len());
     note.request = Some((tally.request_name(key), version));
     note.handler_started
         .get_or_insert_with(|| broker.io.clock.monotonic());
@@ -435,10 +456,13 @@ async fn answer(
         deadline: forward::deadline(broker, &body),
     };
     let name_of = |id| broker.image().topic_by_id(id).map(|t| t.name.clone());
-    let Some(response) = (request.route.run)(broker, &ctx, body).await? else {
+    let Some(mut response) = (request.route.run)(broker, &ctx, body).await? else {
+        // acks=0: no answer, but a producer over its quota is still muted.
+        note.throttle = throttle::apply(broker, &ctx, charge, None);
         tally.count_unanswered(&broker.metrics, &name_of);
         return Ok(false);
     };
+    note.throttle = throttle::apply(broker, &ctx, charge, Some(&mut response));
     tally.count(&broker.metrics, &response, &name_of);
     request.encode_answer(out, &response)?;
     Ok(true)

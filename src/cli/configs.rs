@@ -1,5 +1,6 @@
-//! `weir configs`: describe and alter the configs of topics and brokers, with
-//! `kafka-configs.sh`'s options and output lines (`--entity-type topics|brokers`,
+//! `weir configs`: describe and alter the configs of topics and brokers, and client quotas
+//! (`quotas`: users and client ids), with
+//! `kafka-configs.sh`'s options and output lines (`--entity-type topics|brokers|users|clients`,
 //! `--entity-name` or `--entity-default`, `--describe [--all]`, `--alter --add-config
 //! k=v,k2=[a,b] --delete-config k`). Any broker will do: it forwards changes to the active
 //! controller.
@@ -12,12 +13,18 @@ use weir::client::{Client, ConfigEntry, ConfigResource, ConfigSource};
 use weir::io::Io;
 
 use super::connect_any;
+
+mod quotas;
 use super::output::{print_json, Output};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum EntityType {
     Topics,
     Brokers,
+    /// Client quotas of users (KIP-55); with `--entity-type clients` too, of a user's client.
+    Users,
+    /// Client quotas of client ids.
+    Clients,
 }
 
 #[derive(Args)]
@@ -30,14 +37,29 @@ pub struct ConfigsArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// topics, brokers, users or clients; for a user's client id give `--entity-type users
+    /// --entity-name U --entity-type clients --entity-name C` (names and defaults pair up
+    /// with types in order), or use --user/--client.
     #[arg(long = "entity-type", value_enum)]
-    entity_type: EntityType,
-    /// A topic name or broker id (every topic or broker when describing without it).
-    #[arg(long = "entity-name", conflicts_with = "entity_default")]
-    entity_name: Option<String>,
-    /// The cluster-wide default of every broker (brokers only).
+    entity_type: Vec<EntityType>,
+    /// A topic name, broker id, user or client id (every one when describing without it).
+    #[arg(long = "entity-name")]
+    entity_name: Vec<String>,
+    /// The cluster-wide default of every broker, or the default user or client id.
     #[arg(long = "entity-default")]
     entity_default: bool,
+    /// Quotas of this user (as `--entity-type users --entity-name`).
+    #[arg(long)]
+    user: Option<String>,
+    /// Quotas of this client id (as `--entity-type clients --entity-name`).
+    #[arg(long)]
+    client: Option<String>,
+    /// Quotas of the default user.
+    #[arg(long = "user-defaults", conflicts_with = "user")]
+    user_defaults: bool,
+    /// Quotas of the default client id.
+    #[arg(long = "client-defaults", conflicts_with = "client")]
+    client_defaults: bool,
     /// List the configs set on the entity (with --all, every config and where it comes from).
     #[arg(long)]
     describe: bool,
@@ -101,13 +123,27 @@ struct DescribedConfig {
 }
 
 pub async fn run(io: &Io, args: ConfigsArgs, output: Output) -> anyhow::Result<()> {
-    if args.entity_default && args.entity_type == EntityType::Topics {
+    if quotas::is_quota_command(&args) {
+        return quotas::run(io, &args, output).await;
+    }
+    let entity_type = match args.entity_type.as_slice() {
+        [t] => *t,
+        [] => anyhow::bail!("--entity-type is required"),
+        _ => anyhow::bail!("only users and clients take two --entity-type"),
+    };
+    if args.entity_name.len() > 1 {
+        anyhow::bail!("one --entity-name for {entity_type:?}");
+    }
+    if args.entity_default && !args.entity_name.is_empty() {
+        anyhow::bail!("--entity-name and --entity-default name different entities");
+    }
+    if args.entity_default && entity_type == EntityType::Topics {
         anyhow::bail!(
             "--entity-default is for --entity-type brokers; topics have no default entity"
         );
     }
     let mut client = connect_any(io, &args.bootstrap).await?;
-    let entities = entities(&mut client, &args).await?;
+    let entities = entities(&mut client, &args, entity_type).await?;
     if args.alter {
         let [entity] = entities.as_slice() else {
             anyhow::bail!("--alter needs one entity: --entity-name or --entity-default");
@@ -159,8 +195,12 @@ pub async fn run(io: &Io, args: ConfigsArgs, output: Output) -> anyhow::Result<(
 }
 
 /// The entities the arguments name: one, or every topic or broker.
-async fn entities(client: &mut Client, args: &ConfigsArgs) -> anyhow::Result<Vec<Entity>> {
-    Ok(match (args.entity_type, &args.entity_name) {
+async fn entities(
+    client: &mut Client,
+    args: &ConfigsArgs,
+    entity_type: EntityType,
+) -> anyhow::Result<Vec<Entity>> {
+    Ok(match (entity_type, args.entity_name.first()) {
         (EntityType::Brokers, _) if args.entity_default => vec![Entity::broker_default()],
         (EntityType::Topics, Some(name)) => vec![Entity::topic(name)],
         (EntityType::Brokers, Some(id)) => {
@@ -181,6 +221,9 @@ async fn entities(client: &mut Client, args: &ConfigsArgs) -> anyhow::Result<Vec
             .into_iter()
             .map(|b| Entity::broker(b.id))
             .collect(),
+        (EntityType::Users | EntityType::Clients, _) => {
+            unreachable!("quota entities go to `quotas::run`")
+        }
     })
 }
 

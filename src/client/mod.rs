@@ -13,6 +13,7 @@ mod elect;
 pub mod group_member;
 mod groups;
 mod quorum;
+mod quotas;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -45,6 +46,7 @@ pub use groups::{
     ConsumerGroupDescription, ConsumerGroupMember, GroupDescription, GroupListing, GroupMember,
 };
 pub use quorum::{QuorumDescription, QuorumReplica};
+pub use quotas::{QuotaEntityParts, QuotaMatch};
 
 use crate::io::Io;
 

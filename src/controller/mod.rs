@@ -9,6 +9,7 @@
 //! - `alter_partition`: a leader's ISR change requests;
 //! - `acls`, `scram`: ACL bindings and SCRAM credentials (CreateAcls, DeleteAcls,
 //!   AlterUserScramCredentials);
+//! - `quotas`: client quotas (AlterClientQuotas, and DescribeClientQuotas' filter);
 //! - `image`: the records and the state they replay into.
 //!
 //! The records are made durable by the metadata quorum (`broker::drivers::quorum`), of one
@@ -20,6 +21,7 @@ pub mod brokers;
 pub mod election;
 pub mod image;
 pub mod placement;
+pub mod quotas;
 pub mod scram;
 
 use std::collections::BTreeMap;

@@ -11,7 +11,7 @@ use crate::broker::Broker;
 use groups::{classic, consumer};
 use inter_node::{broker_rpc, quorum_rpc};
 use records::{delete_records, fetch, offset_for_leader_epoch, produce};
-use security::{acls, scram};
+use security::{acls, quotas, scram};
 use topics::{admin, elect_leaders, metadata, topic_partitions};
 
 pub(crate) mod configs;
@@ -175,6 +175,12 @@ pub static ROUTES: &[Route<Broker>] = &[
             scram::alter(b, c, r).await
         ))
     ),
+    route!(DescribeClientQuotas, Range(0, 1), Both, |b, c, r| Some(
+        ResponseKind::DescribeClientQuotas(quotas::describe(b, c, r))
+    )),
+    route!(AlterClientQuotas, Range(0, 1), Both, |b, c, r| Some(
+        ResponseKind::AlterClientQuotas(quotas::alter(b, c, r).await)
+    )),
     route!(DescribeCluster, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::DescribeCluster(metadata::describe_cluster(b, c, r))
     )),
@@ -245,7 +251,8 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 43);
+        assert_eq!(client.len(), 45);
+        assert!(served(ApiKey::DescribeClientQuotas, 1) && served(ApiKey::AlterClientQuotas, 1));
         assert!(served(ApiKey::Produce, 9));
         // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.
         assert!(served(ApiKey::EndTxn, 3) && !served(ApiKey::EndTxn, 4));

@@ -260,9 +260,12 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("log.roll.hours", Int(1, I32), "168", "`segment.ms` default in hours, when `log.roll.ms` is not set."),
     accepted("log.roll.jitter.hours", Int(0, I32), ReadOnly, "Kafka's segment roll jitter in hours; Weir does not jitter rolls."),
     stored("max.connection.creation.rate", Int(0, I32), ClusterWide, "Kafka's connection rate limit; Weir has none."),
-    accepted("max.connections", Int(0, I32), ClusterWide, "Kafka's connection limit; not configurable in Weir (its accept loop takes at most 10 000 connections)."),
-    accepted("max.connections.per.ip", Int(0, I32), ClusterWide, "Kafka's per-IP connection limit; Weir has none."),
-    stored("max.connections.per.ip.overrides", Text, ClusterWide, "Kafka's per-IP connection limits; Weir has none."),
+    used("max.connections", Int(0, I32), "2147483647", "Client connections over this many (across client listeners) are closed at accept; each listener also takes at most 10 000. Read at start.")
+        .dynamic(ClusterWide).shows(|c| Some(c.max_connections.to_string())),
+    used("max.connections.per.ip", Int(0, I32), "2147483647", "Client connections from one address over this many are closed at accept. Read at start.")
+        .dynamic(ClusterWide).shows(|c| Some(c.max_connections_per_ip.to_string())),
+    used("max.connections.per.ip.overrides", Text, "", "`ip:N,ip:N`: per-address limits over `max.connections.per.ip` (addresses only, no host names). Read at start.")
+        .dynamic(ClusterWide).shows(|c| Some(c.max_connections_per_ip_overrides.iter().map(|(ip, n)| format!("{ip}:{n}")).collect::<Vec<_>>().join(","))),
     accepted("metadata.log.dir", Text, ReadOnly, "Weir keeps the metadata log (`__cluster_metadata-0`) in the data directory."),
     used("metadata.log.max.record.bytes.between.snapshots", Int(1, I64), "20971520", "A node snapshots its metadata image once this many bytes of records were applied since the last snapshot."),
     used("metadata.log.max.snapshot.interval.ms", Int(0, I64), "3600000", "Or once this long passed with anything new (0: never by time)."),
@@ -296,6 +299,10 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("producer.id.expiration.ms", Int(1, I32), "86400000", "An idempotent producer that has not written to a partition this long is forgotten there (read at start); each partition also keeps at most 100 000 producers, least recently active out first.")
         .dynamic(ClusterWide).shows(|c| Some(c.producer_id_expiration_ms.to_string())),
     accepted("queued.max.requests", Int(1, I32), ReadOnly, "Kafka's request queue bound; ignored by Weir."),
+    used("quota.window.num", Int(1, I32), "11", "Client quota rates are measured over this many windows.")
+        .shows(|c| Some(c.quota_window_num.to_string())),
+    used("quota.window.size.seconds", Int(1, I32), "1", "The length of one client quota window.")
+        .shows(|c| Some(c.quota_window_size_seconds.to_string())),
     stored("remote.fetch.max.wait.ms", Int(1, I32), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.list.offsets.request.timeout.ms", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.log.index.file.cache.total.size.bytes", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),

@@ -73,6 +73,13 @@ pub struct ServerConfig {
     pub socket_request_max_bytes: usize,
     /// Kafka's -1 ("never") is `u64::MAX`.
     pub connections_max_idle_ms: u64,
+    /// Client quota windows (`quota.window.num` of `quota.window.size.seconds`).
+    pub quota_window_num: u32,
+    pub quota_window_size_seconds: u32,
+    /// Connection limits on the client listeners (`max.connections*`).
+    pub max_connections: u32,
+    pub max_connections_per_ip: u32,
+    pub max_connections_per_ip_overrides: BTreeMap<std::net::IpAddr, u32>,
     pub log_retention_check_interval_ms: u64,
     pub log_flush_offset_checkpoint_interval_ms: u64,
     pub log_flush_scheduler_interval_ms: u64,

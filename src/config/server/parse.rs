@@ -202,6 +202,13 @@ pub(super) fn parse(
         delete_topic_enable: p.bool("delete.topic.enable")?,
         socket_request_max_bytes: p.int("socket.request.max.bytes")? as usize,
         connections_max_idle_ms,
+        quota_window_num: p.int("quota.window.num")? as u32,
+        quota_window_size_seconds: p.int("quota.window.size.seconds")? as u32,
+        max_connections: p.int("max.connections")? as u32,
+        max_connections_per_ip: p.int("max.connections.per.ip")? as u32,
+        max_connections_per_ip_overrides: per_ip_overrides(
+            p.text("max.connections.per.ip.overrides"),
+        )?,
         log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
         log_flush_offset_checkpoint_interval_ms: p.int("log.flush.offset.checkpoint.interval.ms")?
             as u64,
@@ -552,4 +559,35 @@ fn parse_log_dirs(key: &str, value: &str) -> Result<Vec<String>, ConfigError> {
         return Err(invalid(key, value, "must name at least one directory"));
     }
     Ok(dirs)
+}
+
+/// `max.connections.per.ip.overrides`: `ip:N` pairs, comma-separated (an IPv6 address keeps
+/// its colons: the count follows the last one). Kafka also resolves host names; Weir takes
+/// addresses only and says so.
+fn per_ip_overrides(text: &str) -> Result<BTreeMap<std::net::IpAddr, u32>, ConfigError> {
+    let key = "max.connections.per.ip.overrides";
+    let invalid = |reason: String| ConfigError::Invalid {
+        key: key.to_string(),
+        value: text.to_string(),
+        reason,
+    };
+    let mut out = BTreeMap::new();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (host, count) = item
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(format!("'{item}' is not address:count")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let ip = host.parse().map_err(|_| {
+            invalid(format!(
+                "'{host}' is not an IP address (host names are not resolved)"
+            ))
+        })?;
+        let count = count
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n <= i32::MAX as u32)
+            .ok_or_else(|| invalid(format!("'{count}' is not a connection count")))?;
+        out.insert(ip, count);
+    }
+    Ok(out)
 }

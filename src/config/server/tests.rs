@@ -1032,3 +1032,20 @@ fn secure_listeners() {
     assert_eq!(key, "listener.security.protocol.map");
     assert!(msg.contains("controller listener"), "{msg}");
 }
+
+#[test]
+fn connection_limits_and_per_ip_overrides_are_read() {
+    let c = config("max.connections=100\nmax.connections.per.ip=10\nmax.connections.per.ip.overrides=10.0.0.1:3,[::1]:0,127.0.0.1:5");
+    assert_eq!((c.max_connections, c.max_connections_per_ip), (100, 10));
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    assert_eq!(c.max_connections_per_ip_overrides[&ip("10.0.0.1")], 3);
+    assert_eq!(c.max_connections_per_ip_overrides[&ip("::1")], 0);
+    assert_eq!(c.max_connections_per_ip_overrides.len(), 3);
+    let defaults = config("");
+    assert_eq!(defaults.max_connections, i32::MAX as u32);
+    assert!(defaults.max_connections_per_ip_overrides.is_empty());
+    for bad in ["broker1:3", "10.0.0.1", "10.0.0.1:-1", "10.0.0.1:x"] {
+        let (key, _) = error(&format!("max.connections.per.ip.overrides={bad}"));
+        assert_eq!(key, "max.connections.per.ip.overrides", "{bad}");
+    }
+}

@@ -1,6 +1,6 @@
 //! The cluster metadata as a replayable state machine: records in, image out. Every change to
-//! brokers, topics, partitions, topic, broker and group configs, producer-id blocks, ACLs and
-//! SCRAM credentials is a [`MetadataRecord`];
+//! brokers, topics, partitions, topic, broker and group configs, producer-id blocks, ACLs,
+//! SCRAM credentials and client quotas is a [`MetadataRecord`];
 //! the image is whatever applying them in order gives (KRaft's shape: the records travel
 //! through the metadata quorum's log unchanged, and every node replays the same ones).
 //!
@@ -9,6 +9,7 @@
 
 mod brokers;
 mod partitions;
+pub mod quotas;
 mod records;
 pub mod scram;
 mod snapshot;
@@ -39,6 +40,8 @@ pub struct MetadataImage {
     acls: crate::acl::AclTable,
     /// SCRAM credentials by user and mechanism.
     scram: scram::ScramCredentials,
+    /// Client quotas by entity and key (KIP-546).
+    quotas: quotas::ClientQuotas,
     /// The offset after the last applied record.
     applied: i64,
 }
@@ -161,6 +164,9 @@ impl MetadataImage {
             MetadataRecord::RemoveUserScramCredential { name, mechanism } => {
                 self.scram.remove(name, *mechanism)
             }
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                self.quotas.set(entity, key, value.map(|v| v.0))
+            }
         }
         self.applied = offset + 1;
     }
@@ -262,6 +268,10 @@ impl MetadataImage {
 
     pub fn scram(&self) -> &scram::ScramCredentials {
         &self.scram
+    }
+
+    pub fn quotas(&self) -> &quotas::ClientQuotas {
+        &self.quotas
     }
 
     pub fn producer_ids_reserved(&self) -> i64 {

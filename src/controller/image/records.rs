@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::quotas::{QuotaEntity, QuotaValue};
 use super::scram::ScramMechanism;
 use crate::acl::AclBinding;
 
@@ -187,6 +188,14 @@ pub enum MetadataRecord {
     RemoveUserScramCredential {
         name: String,
         mechanism: ScramMechanism,
+    },
+    /// Kafka's ClientQuotaRecord (KIP-546): sets one quota key of one entity, or removes it
+    /// (`value` absent).
+    ClientQuota {
+        entity: QuotaEntity,
+        key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<QuotaValue>,
     },
 }
 

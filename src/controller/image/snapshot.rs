@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::quotas::{QuotaEntity, QuotaValue};
 use super::records::{ConfigResource, PartitionRecord, ScramRecord};
 use super::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicMeta};
 use crate::acl::AclBinding;
@@ -31,6 +32,9 @@ struct ImageTables {
     acls: Vec<(Uuid, AclBinding)>,
     #[serde(default)]
     scram: Vec<ScramRecord>,
+    /// Client quotas (absent in snapshots written before them).
+    #[serde(default)]
+    quotas: Vec<(QuotaEntity, BTreeMap<String, QuotaValue>)>,
 }
 
 impl MetadataImage {
@@ -53,6 +57,11 @@ impl MetadataImage {
                 .collect(),
             acls: self.acls.all().map(|(id, b)| (id, b.clone())).collect(),
             scram: self.scram.all().cloned().collect(),
+            quotas: self
+                .quotas
+                .all()
+                .map(|(e, keys)| (e.clone(), keys.clone()))
+                .collect(),
         };
         serde_json::to_vec(&tables).expect("the image serialises")
     }
@@ -139,6 +148,19 @@ impl MetadataImage {
                 ));
             }
             image.scram.upsert(&record);
+        }
+        for (entity, keys) in tables.quotas {
+            let bad_value = keys.values().any(|v| !(v.0.is_finite() && v.0 > 0.0));
+            if !entity.is_valid_shape()
+                || keys.is_empty()
+                || bad_value
+                || image.quotas.of(&entity).is_some()
+            {
+                return Err(format!("quotas of {entity:?} twice, empty or invalid"));
+            }
+            for (key, value) in keys {
+                image.quotas.set(&entity, &key, Some(value.0));
+            }
         }
         Ok(image)
     }
@@ -239,6 +261,14 @@ mod tests {
                 salted_password: vec![3, 4],
                 iterations: 8192,
             }),
+            MetadataRecord::ClientQuota {
+                entity: QuotaEntity::user_client(
+                    super::super::quotas::EntityName::Named("alice".into()),
+                    super::super::quotas::EntityName::Default,
+                ),
+                key: "producer_byte_rate".into(),
+                value: Some(QuotaValue(1024.0)),
+            },
         ];
         for (offset, r) in records.iter().enumerate() {
             image.apply(offset as i64 + 3, r);
@@ -252,7 +282,7 @@ mod tests {
         let body = image.to_snapshot();
         let back = MetadataImage::from_snapshot(&body).expect("reads back");
         assert_eq!(back, image);
-        assert_eq!(back.applied(), 15);
+        assert_eq!(back.applied(), 16);
         assert_eq!(
             back.resource_configs(&ConfigResource::Group("g".into()))
                 ["consumer.session.timeout.ms"],
@@ -261,6 +291,7 @@ mod tests {
         assert_eq!(back.all_resource_configs().count(), 2);
         assert_eq!(back.acls().len(), 1);
         assert_eq!(back.scram().users(), vec!["alice"]);
+        assert_eq!(back.quotas().all().count(), 1);
         assert!(back.broker(2).is_some_and(|b| b.in_controlled_shutdown));
         // The empty image too.
         let empty = MetadataImage::default();

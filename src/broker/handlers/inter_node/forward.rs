@@ -51,6 +51,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::AlterClientQuotas,
     ApiKey::ElectLeaders,
 ];
 
@@ -323,6 +324,7 @@ fn answered_not_controller(key: ApiKey, version: i16, response: &[u8]) -> bool {
         ResponseKind::AlterUserScramCredentials(r) => {
             r.results.iter().map(|t| t.error_code).collect()
         }
+        ResponseKind::AlterClientQuotas(r) => r.entries.iter().map(|e| e.error_code).collect(),
         ResponseKind::InitProducerId(r) => vec![r.error_code],
         ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
             .chain(

@@ -4,6 +4,9 @@
 //! `getErrorResponse(TimeoutException)` answers it.
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_client_quotas_response::{
+    EntityData as AlterClientQuotasEntity, EntryData as AlterClientQuotasEntry,
+};
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
@@ -13,10 +16,10 @@ use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalResult;
 use kafka_protocol::messages::{
-    AlterConfigsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse, DeleteTopicsResponse,
-    DescribeQuorumResponse, ElectLeadersResponse, IncrementalAlterConfigsResponse,
-    InitProducerIdResponse, RequestKind, ResponseKind,
+    AlterClientQuotasResponse, AlterConfigsResponse, AlterUserScramCredentialsResponse,
+    CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse,
+    DeleteTopicsResponse, DescribeQuorumResponse, ElectLeadersResponse,
+    IncrementalAlterConfigsResponse, InitProducerIdResponse, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -156,6 +159,28 @@ pub(crate) fn response(request: &RequestKind) -> Option<ResponseKind> {
                 ),
             )
         }
+        RequestKind::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(
+            AlterClientQuotasResponse::default().with_entries(
+                r.entries
+                    .iter()
+                    .map(|e| {
+                        AlterClientQuotasEntry::default()
+                            .with_entity(
+                                e.entity
+                                    .iter()
+                                    .map(|p| {
+                                        AlterClientQuotasEntity::default()
+                                            .with_entity_type(p.entity_type.clone())
+                                            .with_entity_name(p.entity_name.clone())
+                                    })
+                                    .collect(),
+                            )
+                            .with_error_code(code)
+                            .with_error_message(message())
+                    })
+                    .collect(),
+            ),
+        ),
         RequestKind::ElectLeaders(_) => {
             ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }

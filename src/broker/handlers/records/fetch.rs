@@ -114,7 +114,7 @@ fn fetch_limits(config: &ServerConfig, req: &FetchRequest, version: i16) -> (usi
 }
 
 /// The fetching replica's id (-1 for consumers); it moved into ReplicaState in v15.
-fn replica_id(req: &FetchRequest, version: i16) -> i32 {
+pub(crate) fn replica_id(req: &FetchRequest, version: i16) -> i32 {
     if version >= 15 {
         req.replica_state.replica_id.0
     } else {

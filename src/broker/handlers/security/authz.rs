@@ -196,6 +196,7 @@ impl Broker {
             | RequestKind::DeleteAcls(_)
             | RequestKind::AlterUserScramCredentials(_)
             | RequestKind::ElectLeaders(_) => authz.cluster(Operation::Alter),
+            RequestKind::AlterClientQuotas(_) => authz.cluster(Operation::AlterConfigs),
             RequestKind::DescribeQuorum(_) => authz.cluster(Operation::Describe),
             // InitProducerId is not checked (see docs/COMPATIBILITY.md).
             _ => true,

@@ -1,6 +1,9 @@
 //! Who may do what: the request-side authorizer (`authz`), the ACL APIs (`acls`) and the
-//! SCRAM credential APIs (`scram`).
+//! SCRAM credential APIs (`scram`), the client quota APIs (`quotas`)
+//! and their enforcement (`throttle`).
 
 pub(crate) mod acls;
 pub(crate) mod authz;
+pub(crate) mod quotas;
 pub(crate) mod scram;
+pub(crate) mod throttle;
