@@ -82,7 +82,10 @@ fn global_plant_switches(name: &str, text: &str) -> Vec<String> {
             || trimmed.starts_with("pub(crate) static ")
             || trimmed.contains("thread_local!");
         // The declaration and the few lines after it (a `thread_local!` block's body).
-        let near = lines[i..lines.len().min(i + 4)].join("\n").to_lowercase();
+        let near: String = lines[i..lines.len().min(i + 4)]
+            .iter()
+            .map(|l| l.split("//").next().unwrap_or("").to_lowercase())
+            .collect();
         let switch_call = code.split("planted::").skip(1).any(|rest| {
             let ident: String = rest
                 .chars()
