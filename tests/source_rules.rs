@@ -63,3 +63,106 @@ fn the_rule_sees_an_unbiased_select() {
         "    tokio::select! {\n        // why\n        biased;\n        _ = a => {}\n    }\n";
     assert!(unbiased_selects("x.rs", text).is_empty());
 }
+
+/// `file:line` of each place in `text` (the file `name`) that keeps a planted bug in global or
+/// per-thread state, or reads one from there: a `static` or `thread_local!` that mentions a
+/// planted bug, a call of a free function of `config::planted` (a switch: `planted::active(`),
+/// and, in `src/config/planted.rs` itself, any `static`, `thread_local!`, cell or free function.
+/// A planted bug must reach the code that acts on it through that code's configuration
+/// (`config.planted.is(..)`), so a core's unit tests can plant it by building the config.
+fn global_plant_switches(name: &str, text: &str) -> Vec<String> {
+    let catalogue = name.ends_with("config/planted.rs");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let trimmed = code.trim_start();
+        let global = trimmed.starts_with("static ")
+            || trimmed.starts_with("pub static ")
+            || trimmed.starts_with("pub(crate) static ")
+            || trimmed.contains("thread_local!");
+        // The declaration and the few lines after it (a `thread_local!` block's body).
+        let near: String = lines[i..lines.len().min(i + 4)]
+            .iter()
+            .map(|l| l.split("//").next().unwrap_or("").to_lowercase())
+            .collect();
+        let switch_call = code.split("planted::").skip(1).any(|rest| {
+            let ident: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            ident.starts_with(|c: char| c.is_lowercase()) && rest[ident.len()..].starts_with('(')
+        });
+        let in_catalogue = catalogue
+            && (global
+                || ["Cell<", "Atomic", "OnceLock", "Mutex<"]
+                    .iter()
+                    .any(|w| code.contains(w))
+                || (trimmed.starts_with("pub fn ") || trimmed.starts_with("fn "))
+                    && !line.starts_with(' '));
+        if (global && near.contains("planted")) || switch_call || in_catalogue {
+            found.push(format!("{name}:{}", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn planted_bugs_come_only_through_a_config() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("sim/src"), &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("src/config/planted.rs")),
+        "the planted-bug catalogue was not found"
+    );
+    let mut switches = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(root).unwrap().display().to_string();
+        switches.extend(global_plant_switches(&name, &text));
+    }
+    assert!(
+        switches.is_empty(),
+        "a planted bug kept in or read from global state (give the core a `planted` field in \
+         its config instead): {switches:?}"
+    );
+}
+
+#[test]
+fn the_rule_sees_a_global_plant_switch() {
+    // What `config::planted` held before every plant came through a config.
+    let old = "thread_local! {\n    static ACTIVE: Cell<Option<PlantedBug>> = const { Cell::new(None) };\n}\n\npub fn active(bug: PlantedBug) -> bool {\n    ACTIVE.with(|a| a.get()) == Some(bug)\n}\n";
+    assert_eq!(
+        global_plant_switches("src/config/planted.rs", old),
+        vec![
+            "src/config/planted.rs:1",
+            "src/config/planted.rs:2",
+            "src/config/planted.rs:5"
+        ]
+    );
+    let site = "    if crate::config::planted::active(crate::config::PlantedBug::SkipDirFsync) {\n";
+    assert_eq!(
+        global_plant_switches("src/log/mod.rs", site),
+        vec!["src/log/mod.rs:1"]
+    );
+    let set = "    weir::config::planted::set(planted);\n";
+    assert_eq!(
+        global_plant_switches("sim/src/world.rs", set),
+        vec!["sim/src/world.rs:1"]
+    );
+    let static_bug = "static BUG: AtomicU8 = AtomicU8::new(0); // the planted bug\n";
+    assert!(global_plant_switches("src/log/mod.rs", static_bug).is_empty());
+    let static_planted = "static PLANTED: AtomicU8 = AtomicU8::new(0);\n";
+    assert_eq!(
+        global_plant_switches("src/x.rs", static_planted),
+        vec!["src/x.rs:1"]
+    );
+    // Reading the bug from a config is the way.
+    let ok =
+        "        if (self.cfg.planted).is(crate::config::PlantedBug::QuorumGrantShorterLog) {\n";
+    assert!(global_plant_switches("src/raft/election.rs", ok).is_empty());
+    let ok = "            planted: crate::config::planted::Planted::new(config.planted_bug),\n";
+    assert!(global_plant_switches("src/broker/drivers/group_coordinator.rs", ok).is_empty());
+}

@@ -155,13 +155,6 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
 pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let wall = Instant::now();
     let cpu = crate::cpu::thread_secs();
-    // Plant sites below the broker read the planted bug from this thread (see
-    // `weir::config::planted`); a name that does not parse was refused when the scenario loaded.
-    let planted = scenario
-        .planted_bug
-        .as_deref()
-        .and_then(|b| PlantedBug::parse(b).ok());
-    weir::config::planted::set(planted);
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
     let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs);
@@ -194,7 +187,6 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             }
         });
     }
-    weir::config::planted::set(None);
     let (final_read, liveness, panic, final_metadata, quorum, replicas) = match result {
         Ok(Ok((final_read, liveness, metadata, quorum, replicas))) => {
             (Some(final_read), liveness, None, metadata, quorum, replicas)

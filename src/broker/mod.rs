@@ -202,6 +202,8 @@ impl Broker {
         );
         controller.set_unclean_leader_election(config.unclean_leader_election_enable);
         controller.set_group_bounds(config.group_config_bounds.clone());
+        #[cfg(any(madsim, test))]
+        controller.set_planted(crate::config::planted::Planted::new(config.planted_bug));
         // Key and trust stores are read now, so a bad one stops the start.
         secure_connection::Secure::for_listener(&config, &io, api::ListenerKind::Client)
             .map_err(|e| anyhow::anyhow!("client listener security: {e}"))?;
@@ -461,8 +463,22 @@ impl Broker {
             .unwrap_or_else(|| self.topic_defaults());
         let now = self.io.clock.wall_ms();
         let started = self.io.clock.monotonic();
-        let (mut partition, recovery) =
-            Partition::open(self.io.disk.clone(), &dir, topic, index, config, now).await?;
+        #[allow(unused_mut)]
+        let mut options = crate::replica::partition::OpenOptions::default();
+        #[cfg(any(madsim, test))]
+        {
+            options.planted = crate::config::planted::Planted::new(self.config.planted_bug);
+        }
+        let (mut partition, recovery) = Partition::open(
+            self.io.disk.clone(),
+            &dir,
+            topic,
+            index,
+            config,
+            options,
+            now,
+        )
+        .await?;
         let took = self.io.clock.monotonic().saturating_sub(started);
         self.metrics.log_opened(took, !recovery.clean);
         partition.set_durable_reads(self.config.fsync_before_ack);

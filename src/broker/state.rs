@@ -181,7 +181,15 @@ mod tests {
     fn handle() -> PartitionHandle {
         let disk = MemDisk::new(1);
         let config = crate::config::ServerConfig::default_single_node().topic_defaults;
-        let open = Partition::open(Arc::new(disk), Path::new("/d/t-0"), "t", 0, config, 0);
+        let open = Partition::open(
+            Arc::new(disk),
+            Path::new("/d/t-0"),
+            "t",
+            0,
+            config,
+            Default::default(),
+            0,
+        );
         let budget = WaitBudget::new(10);
         PartitionHandle::new(block_on(open).unwrap().0, Uuid::nil(), &budget)
     }

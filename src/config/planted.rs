@@ -5,24 +5,20 @@
 //! No config file can turn one on; only code that builds a [`ServerConfig`] by hand can. The one
 //! exception is a test binary built with the `planted` feature (the real-process fault suite's
 //! teeth): its `weir serve` plants the bug the `WEIR_PLANTED_BUG` environment variable names,
-//! among those that need no simulator (the variants without `cfg(madsim)`).
+//! among those its broker-level sites check (the variants without `cfg(any(madsim, test))`).
 //!
-//! Planting a new bug takes two lines: a variant here (with its name in [`PlantedBug::NAMES`]),
-//! and at the plant site `if planted!(config, Variant) { ... }`. Outside these builds the
-//! [`planted!`] macro is the constant `false`, so the buggy branch is dead code and the
-//! optimiser removes it.
-//!
-//! A pure core takes its bug from its own configuration: a [`Planted`] field (the Raft core's
-//! `RaftConfig::planted`), which its driver fills from `ServerConfig::planted_bug` and its unit
-//! tests set directly. That is the one way every core should take; the two below are older.
-//!
-//! Other plant sites below the broker (the log, the replica, the group coordinator), which no
-//! `ServerConfig` reaches, ask [`active`] instead: threading a test-only switch through every
-//! constructor would widen production signatures for nothing. It is per thread, and that is per
-//! run: madsim runs a whole simulated world (every broker node and every client) on one thread,
-//! and the simulator gives each seed a fresh thread. Those sites exist only under `cfg(madsim)`.
+//! One way in: a bug reaches the code that acts on it only through that code's own
+//! configuration. [`ServerConfig::planted_bug`] is where the simulator (or the `planted` build)
+//! names it; whoever builds a core's or component's configuration from the broker's copies it
+//! into a [`Planted`] field there (`RaftConfig`, `FetcherConfig`, `IsrConfig`, `GroupConfig`,
+//! `ConsumerConfig`, `LogConfig`, the controller's), and the plant site asks
+//! `config.planted.is(PlantedBug::X)` under `#[cfg(any(madsim, test))]`. The broker's own sites
+//! ask [`planted!`] of its `ServerConfig`. There is no global or per-thread switch
+//! (`tests/source_rules.rs` keeps it so), so a core's unit tests plant a bug by building its
+//! config, and two brokers in one process could run different bugs.
 //!
 //! [`ServerConfig`]: super::ServerConfig
+//! [`ServerConfig::planted_bug`]: super::ServerConfig::planted_bug
 
 /// One plantable bug; its scenario name (kebab-case) is in [`PlantedBug::NAMES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,33 +48,33 @@ pub enum PlantedBug {
     NoDivergingEpochCheck,
     /// Idempotence: remember only the last four batches per producer instead of five, so a
     /// retry of the fifth-newest batch is refused (or worse, re-appended) instead of answered.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     DedupWindowFour,
     /// Idempotence: a retried batch recognised as a duplicate is appended again.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     DuplicateAppended,
     /// Reads: serve up to the log end instead of the high watermark.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     ReadPastHighWatermark,
     /// Retention: delete segments regardless of the high watermark.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     RetentionPastHighWatermark,
     /// Metadata: a commit is applied and acknowledged without its fsync.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     MetadataNotSynced,
     /// Flushing: a flush syncs only the active segment, forgetting segments rolled since the
     /// last flush.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     FlushActiveSegmentOnly,
     /// Recovery: the cut of a torn tail is not fsynced before new data is written after it.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     RecoveryCutNotSynced,
     /// Recovery: a producer-state snapshot is trusted even when it covers offsets the
     /// recovered log no longer holds.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     SnapshotBeyondLog,
     /// Reads: the offset index lookup returns the entry after the target instead of before.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     IndexLookupPastTarget,
     /// Quorum: answer votes and act on a new epoch before `quorum-state` is durable, and never
     /// fsync its directory after the rename: a node that loses power may come back with an
@@ -95,32 +91,32 @@ pub enum PlantedBug {
     /// Replication: a pending ISR shrink takes effect in the high watermark at once, before the
     /// controller commits it (notes §1.7): the survivors alone commit offsets while the
     /// controller may still elect the follower being removed.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     IsrShrinkAdvancesHw,
     /// Controller: elections without eligible leader replicas (Kafka before KIP-966): the
     /// last ISR member is never removed, so a broker that comes back from an unclean
     /// shutdown with a lost suffix is re-elected from that ISR, and the replicas that held
     /// the committed data truncate to it ("last replica standing").
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     NoEligibleLeaderReplicas,
     /// Groups: a member commit from an earlier generation is accepted (the member may even
     /// have been removed), so a fenced consumer's late commit overwrites the new owner's.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     GroupCommitStaleGeneration,
     /// Groups: a removed member (left or expired) stays in the member list handed to the
     /// leader, so later rebalances assign its partitions to nobody alive.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     GroupKeepsDepartedMember,
     /// Consumer groups (KIP-848): a member commit at an epoch older than the member's, or from
     /// a member no longer in the group (its session expired), is accepted, so a fenced
     /// consumer's late commit lands on a partition that has moved to another member.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     ConsumerGroupCommitStaleEpoch,
     /// Consumer groups (KIP-848): reconciliation takes a member's revocation as done the moment
     /// it is asked for (the member moves to the new epoch and its revoked partitions are free
     /// for their next owner) instead of waiting for a heartbeat that leaves them out, so a
     /// partition reaches its new owner while the old one is still committing it.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     ConsumerGroupAssignBeforeRevoke,
 }
 
@@ -143,26 +139,26 @@ impl PlantedBug {
             "no-diverging-epoch-check",
             PlantedBug::NoDivergingEpochCheck,
         ),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("dedup-window-four", PlantedBug::DedupWindowFour),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("duplicate-appended", PlantedBug::DuplicateAppended),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("read-past-hw", PlantedBug::ReadPastHighWatermark),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("retention-past-hw", PlantedBug::RetentionPastHighWatermark),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("metadata-not-synced", PlantedBug::MetadataNotSynced),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         (
             "flush-active-segment-only",
             PlantedBug::FlushActiveSegmentOnly,
         ),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("recovery-cut-not-synced", PlantedBug::RecoveryCutNotSynced),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("snapshot-beyond-log", PlantedBug::SnapshotBeyondLog),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         (
             "index-lookup-past-target",
             PlantedBug::IndexLookupPastTarget,
@@ -183,29 +179,29 @@ impl PlantedBug {
             "quorum-grant-shorter-log",
             PlantedBug::QuorumGrantShorterLog,
         ),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         ("isr-shrink-advances-hw", PlantedBug::IsrShrinkAdvancesHw),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         (
             "no-eligible-leader-replicas",
             PlantedBug::NoEligibleLeaderReplicas,
         ),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         (
             "group-commit-stale-generation",
             PlantedBug::GroupCommitStaleGeneration,
         ),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         (
             "group-keeps-departed-member",
             PlantedBug::GroupKeepsDepartedMember,
         ),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         (
             "consumer-group-commit-stale-epoch",
             PlantedBug::ConsumerGroupCommitStaleEpoch,
         ),
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         (
             "consumer-group-assign-before-revoke",
             PlantedBug::ConsumerGroupAssignBeforeRevoke,
@@ -247,20 +243,6 @@ impl Planted {
     pub fn is(self, bug: PlantedBug) -> bool {
         self.0 == Some(bug)
     }
-}
-
-thread_local! {
-    static ACTIVE: std::cell::Cell<Option<PlantedBug>> = const { std::cell::Cell::new(None) };
-}
-
-/// Sets the bug planted for the run on this thread (`None`: a correct broker).
-pub fn set(bug: Option<PlantedBug>) {
-    ACTIVE.with(|a| a.set(bug));
-}
-
-/// Whether `bug` is planted in the run on this thread (for plant sites below the broker).
-pub fn active(bug: PlantedBug) -> bool {
-    ACTIVE.with(|a| a.get()) == Some(bug)
 }
 
 /// `planted!(config, Variant)`: is this bug planted in this broker? `config` is a

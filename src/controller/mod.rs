@@ -153,6 +153,9 @@ pub struct Controller {
     unclean_leader_election: bool,
     /// What group configs are checked against (`group.consumer.min.session.timeout.ms`...).
     group_bounds: GroupConfigBounds,
+    /// Simulator and tests: the bug planted here (`NoEligibleLeaderReplicas`).
+    #[cfg(any(madsim, test))]
+    planted: crate::config::planted::Planted,
 }
 
 impl Controller {
@@ -170,7 +173,15 @@ impl Controller {
             eligible_leader_replicas: true,
             unclean_leader_election: false,
             group_bounds: GroupConfigBounds::default(),
+            #[cfg(any(madsim, test))]
+            planted: Default::default(),
         }
+    }
+
+    /// Simulator and tests: plants a bug (the broker copies `ServerConfig::planted_bug`).
+    #[cfg(any(madsim, test))]
+    pub fn set_planted(&mut self, planted: crate::config::planted::Planted) {
+        self.planted = planted;
     }
 
     pub fn set_group_bounds(&mut self, bounds: GroupConfigBounds) {
@@ -187,6 +198,15 @@ impl Controller {
 
     pub fn set_unclean_leader_election(&mut self, enabled: bool) {
         self.unclean_leader_election = enabled;
+    }
+
+    /// Planted `no-eligible-leader-replicas`: every topic elects as Kafka did before KIP-966.
+    fn planted_no_elr(&self) -> bool {
+        #[cfg(any(madsim, test))]
+        if (self.planted).is(crate::config::PlantedBug::NoEligibleLeaderReplicas) {
+            return true;
+        }
+        false
     }
 
     /// A topic's election settings: min ISR from its `min.insync.replicas` (capped at its
@@ -206,7 +226,7 @@ impl Controller {
             .map(|v| v.trim().eq_ignore_ascii_case("true"))
             .unwrap_or(self.unclean_leader_election);
         ElectionConfig {
-            elr: self.eligible_leader_replicas && !planted_no_elr(),
+            elr: self.eligible_leader_replicas && !self.planted_no_elr(),
             min_isr: (config.min_insync_replicas.max(1) as usize)
                 .min(topic.replication_factor.max(1) as usize),
             unclean,
@@ -540,16 +560,6 @@ fn merge(
         };
     }
     merged
-}
-
-/// Planted `no-eligible-leader-replicas` (simulator only): every topic elects as Kafka did
-/// before KIP-966.
-fn planted_no_elr() -> bool {
-    #[cfg(madsim)]
-    if crate::config::planted::active(crate::config::PlantedBug::NoEligibleLeaderReplicas) {
-        return true;
-    }
-    false
 }
 
 /// Brokers that may take new replicas: unfenced and not shutting down.

@@ -16,6 +16,7 @@ fn config() -> LogConfig {
         segment_bytes: 512,
         segment_ms: i64::MAX,
         index_interval_bytes: 64,
+        planted: Default::default(),
     }
 }
 

@@ -85,13 +85,20 @@ impl OffsetIndex {
         let idx = self
             .entries
             .partition_point(|e| e.relative_offset <= relative_offset);
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::IndexLookupPastTarget) {
-            if let Some(past) = self.entries.get(idx) {
-                return Some(*past);
-            }
-        }
         idx.checked_sub(1).map(|i| self.entries[i])
+    }
+
+    /// Planted `index-lookup-past-target`: the first entry after `relative_offset` (if any)
+    /// instead of the last one at or below it.
+    #[cfg(any(madsim, test))]
+    pub fn lookup_past_target(&self, relative_offset: u32) -> Option<OffsetEntry> {
+        let idx = self
+            .entries
+            .partition_point(|e| e.relative_offset <= relative_offset);
+        match self.entries.get(idx) {
+            Some(past) => Some(*past),
+            None => self.lookup(relative_offset),
+        }
     }
 
     /// Drops entries for positions at or past `position` (the segment was truncated there).

@@ -41,6 +41,12 @@ pub struct LogConfig {
     pub segment_bytes: u64,
     pub segment_ms: i64,
     pub index_interval_bytes: u64,
+    /// Simulator and tests: the bug planted in this log (`IndexLookupPastTarget`,
+    /// `RecoveryCutNotSynced`, `FlushActiveSegmentOnly`, `SkipDirFsync`), and, for a
+    /// partition's or the metadata quorum's log, in what keeps it (see `replica::partition`
+    /// and the quorum driver's `RaftLog`).
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
 }
 
 impl Default for LogConfig {
@@ -49,6 +55,8 @@ impl Default for LogConfig {
             segment_bytes: 1 << 30,
             segment_ms: 7 * 24 * 3600 * 1000,
             index_interval_bytes: 4096,
+            #[cfg(any(madsim, test))]
+            planted: Default::default(),
         }
     }
 }
@@ -240,7 +248,7 @@ impl Log {
                 recovery.truncated_at = Some((base, stop.position, stop.reason));
                 cut = true;
             }
-            log.segments.insert(base, segment);
+            log.insert_segment(base, segment);
         }
         if log.segments.is_empty() {
             let start = checkpoint.unwrap_or(0).max(0);
@@ -251,7 +259,7 @@ impl Log {
                 log.config.index_interval_bytes,
                 now_ms,
             )?;
-            log.segments.insert(start, segment);
+            log.insert_segment(start, segment);
             log.dir_changes += 1;
         }
         log.apply_stored_start_offset(start_offset::read(disk.as_ref(), dir), now_ms)?;
@@ -263,10 +271,10 @@ impl Log {
                 .clamp(log.first_base(), log.end_offset())
         };
         recovery.checkpointed = log.recovery_point;
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         let planted_skip_cut =
-            crate::config::planted::active(crate::config::PlantedBug::RecoveryCutNotSynced);
-        #[cfg(not(madsim))]
+            (log.config.planted).is(crate::config::PlantedBug::RecoveryCutNotSynced);
+        #[cfg(not(any(madsim, test)))]
         let planted_skip_cut = false;
         if !clean {
             log.make_recovered_tail_durable(first_to_scan).await?;
@@ -472,7 +480,7 @@ impl Log {
                 self.config.index_interval_bytes,
                 now_ms,
             )?;
-            self.segments.insert(start, segment);
+            self.insert_segment(start, segment);
             self.dir_changes += 1;
         }
         self.start_offset = start;
@@ -508,7 +516,7 @@ impl Log {
             self.config.index_interval_bytes,
             now_ms,
         )?;
-        self.segments.insert(offset, segment);
+        self.insert_segment(offset, segment);
         self.dir_changes += 1;
         self.start_offset = offset;
         self.recovery_point = offset;
@@ -641,6 +649,17 @@ impl Log {
         &self.disk
     }
 
+    /// Adds a segment, with the bugs planted in this log.
+    fn insert_segment(&mut self, base: i64, segment: Segment) {
+        #[cfg(any(madsim, test))]
+        let segment = {
+            let mut segment = segment;
+            segment.plant(self.config.planted);
+            segment
+        };
+        self.segments.insert(base, segment);
+    }
+
     pub fn config(&self) -> &LogConfig {
         &self.config
     }
@@ -770,7 +789,7 @@ impl Log {
                 self.config.index_interval_bytes,
                 now_ms,
             )?;
-            self.segments.insert(base, segment);
+            self.insert_segment(base, segment);
             self.dir_changes += 1;
         }
         Ok(())
@@ -896,8 +915,8 @@ impl Log {
             .unwrap_or(i64::MIN);
         #[allow(unused_mut)]
         let mut first = first;
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::FlushActiveSegmentOnly) {
+        #[cfg(any(madsim, test))]
+        if (self.config.planted).is(crate::config::PlantedBug::FlushActiveSegmentOnly) {
             first = self.active().base_offset();
         }
         let files = self
@@ -908,8 +927,8 @@ impl Log {
         #[allow(unused_mut)]
         let mut dir = (self.dir_changes > self.dir_changes_synced)
             .then(|| (self.disk.clone(), self.dir.clone()));
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::SkipDirFsync) {
+        #[cfg(any(madsim, test))]
+        if (self.config.planted).is(crate::config::PlantedBug::SkipDirFsync) {
             dir = None;
         }
         FlushPlan {

@@ -102,7 +102,7 @@ impl Log {
             recovery.truncated_at = Some((base, stop.position, stop.reason.clone()));
         }
         let files = segment.files();
-        self.segments.insert(base, segment);
+        self.insert_segment(base, segment);
         for file in files {
             file.sync().await?;
         }

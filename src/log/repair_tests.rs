@@ -20,6 +20,7 @@ fn config() -> LogConfig {
         segment_bytes: 1 << 20,
         segment_ms: i64::MAX,
         index_interval_bytes: 128,
+        planted: Default::default(),
     }
 }
 

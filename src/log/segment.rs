@@ -78,9 +78,19 @@ pub struct Segment {
     /// Offsets may jump forward between batches: the segment was rewritten by the log cleaner,
     /// which removes batches but never renumbers. Elsewhere a jump is damage.
     gaps: bool,
+    /// Simulator and tests: the planted `index-lookup-past-target`, from the log's config.
+    #[cfg(any(madsim, test))]
+    lookup_past_target: bool,
 }
 
 impl Segment {
+    /// Simulator and tests: plants the log's bugs that live in a segment (the log does this
+    /// for every segment it holds).
+    #[cfg(any(madsim, test))]
+    pub fn plant(&mut self, planted: crate::config::planted::Planted) {
+        self.lookup_past_target = planted.is(crate::config::PlantedBug::IndexLookupPastTarget);
+    }
+
     pub fn paths(dir: &Path, base_offset: i64) -> [PathBuf; 3] {
         Self::paths_with_suffix(dir, base_offset, "")
     }
@@ -130,6 +140,8 @@ impl Segment {
             bytes_since_index: 0,
             index_interval,
             gaps: false,
+            #[cfg(any(madsim, test))]
+            lookup_past_target: false,
         })
     }
 
@@ -187,6 +199,8 @@ impl Segment {
             bytes_since_index: 0,
             index_interval,
             gaps,
+            #[cfg(any(madsim, test))]
+            lookup_past_target: false,
         };
         match loaded {
             Some((offset_index, time_index)) => {
@@ -408,6 +422,11 @@ impl Segment {
     fn locate(&self, offset: i64) -> io::Result<Option<(u64, BatchHeader)>> {
         let relative = (offset.max(self.base_offset) - self.base_offset) as u32;
         let entry = self.offset_index.lookup(relative);
+        #[cfg(any(madsim, test))]
+        let entry = match self.lookup_past_target {
+            true => self.offset_index.lookup_past_target(relative),
+            false => entry,
+        };
         let mut position = entry.map(|e| e.position as u64).unwrap_or(0);
         // Offsets must follow on from batch to batch: a lost or misdirected write shows up as a
         // jump, and serving past it would hand out records out of order.

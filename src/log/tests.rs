@@ -18,6 +18,7 @@ fn small_config() -> LogConfig {
         segment_bytes: 1024,
         segment_ms: i64::MAX,
         index_interval_bytes: 128,
+        planted: Default::default(),
     }
 }
 

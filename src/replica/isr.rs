@@ -31,6 +31,9 @@ pub struct IsrConfig {
     pub replica_lag_time_max_ms: i64,
     /// The topic's `min.insync.replicas`.
     pub min_insync_replicas: usize,
+    /// Simulator and tests: the bug planted here (`IsrShrinkAdvancesHw`).
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
 }
 
 /// What the image says about a replica's broker.
@@ -297,12 +300,8 @@ impl ReplicaSet {
         match &self.pending {
             Some(p) if p.isr.len() > self.isr.len() => p.isr.clone(),
             // The planted bug: a pending shrink already counts (§1.7).
-            #[cfg(madsim)]
-            Some(p)
-                if crate::config::planted::active(
-                    crate::config::PlantedBug::IsrShrinkAdvancesHw,
-                ) =>
-            {
+            #[cfg(any(madsim, test))]
+            Some(p) if (self.config.planted).is(crate::config::PlantedBug::IsrShrinkAdvancesHw) => {
                 p.isr.clone()
             }
             _ => self.isr.clone(),

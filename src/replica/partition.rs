@@ -116,6 +116,8 @@ pub fn log_config(config: &TopicConfig) -> LogConfig {
         segment_bytes: config.segment_bytes,
         segment_ms,
         index_interval_bytes: config.index_interval_bytes.max(1) as u64,
+        #[cfg(any(madsim, test))]
+        planted: Default::default(),
     }
 }
 
@@ -160,6 +162,15 @@ pub struct StaleLeaderEpoch {
     pub current: i32,
 }
 
+/// What opening a partition takes besides its topic config. Production builds carry nothing
+/// here; the simulator's and the tests' carry the bug planted in the partition (its log, its
+/// producer state, its replica set), which then lives in the log's config.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenOptions {
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
+}
+
 impl Partition {
     pub async fn open(
         disk: Arc<dyn Disk>,
@@ -167,10 +178,17 @@ impl Partition {
         topic: &str,
         index: i32,
         config: TopicConfig,
+        options: OpenOptions,
         now_ms: i64,
     ) -> io::Result<(Partition, Recovery)> {
-        let (mut log, mut recovery) =
-            Log::open(disk.clone(), dir, log_config(&config), now_ms).await?;
+        #[allow(unused_mut)]
+        let mut log_config = log_config(&config);
+        #[cfg(any(madsim, test))]
+        {
+            log_config.planted = options.planted;
+        }
+        let _ = options;
+        let (mut log, mut recovery) = Log::open(disk.clone(), dir, log_config, now_ms).await?;
         // Start from the snapshot when it is sound and the log still holds everything it
         // covers; otherwise rebuild from the whole log. Damage this walk meets in a segment
         // open trusted sends that segment through full recovery, and the walk runs again.
@@ -209,6 +227,12 @@ impl Partition {
             durable_reads: false,
         };
         Ok((partition, recovery))
+    }
+
+    /// Simulator and tests: whether `bug` is planted here (it travels in the log's config).
+    #[cfg(any(madsim, test))]
+    fn planted(&self, bug: crate::config::PlantedBug) -> bool {
+        self.log.config().planted.is(bug)
     }
 
     pub fn topic(&self) -> &str {
@@ -298,7 +322,13 @@ impl Partition {
     }
 
     pub fn set_config(&mut self, config: TopicConfig) {
-        self.log.set_config(log_config(&config));
+        #[allow(unused_mut)]
+        let mut log_config = log_config(&config);
+        #[cfg(any(madsim, test))]
+        {
+            log_config.planted = self.log.config().planted;
+        }
+        self.log.set_config(log_config);
         self.config = config;
         self.reconfigure_replicas();
     }
@@ -450,10 +480,9 @@ impl Partition {
             }
             _ if origin == Origin::Coordinator => {}
             SequenceCheck::Append => {}
-            #[cfg(madsim)]
+            #[cfg(any(madsim, test))]
             SequenceCheck::Duplicate(_)
-                if crate::config::planted::active(crate::config::PlantedBug::DuplicateAppended) => {
-            }
+                if self.planted(crate::config::PlantedBug::DuplicateAppended) => {}
             SequenceCheck::Duplicate(meta) => {
                 // The retry gets the original answer: under LogAppendTime, the time the
                 // original was stamped with (its max timestamp), as Kafka answers.
@@ -653,8 +682,8 @@ impl Partition {
 
     /// Committed data from `offset` (consumers never see past the high watermark).
     pub fn read(&self, offset: i64, max_bytes: usize) -> Result<Bytes, ReadError> {
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::ReadPastHighWatermark) {
+        #[cfg(any(madsim, test))]
+        if self.planted(crate::config::PlantedBug::ReadPastHighWatermark) {
             return self.log.read(offset, max_bytes, self.log.end_offset());
         }
         self.log.read(offset, max_bytes, self.high_watermark)
@@ -762,8 +791,8 @@ impl Partition {
         }
         #[allow(unused_mut)]
         let mut upper_bound = self.high_watermark;
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::RetentionPastHighWatermark) {
+        #[cfg(any(madsim, test))]
+        if self.planted(crate::config::PlantedBug::RetentionPastHighWatermark) {
             upper_bound = i64::MAX;
         }
         let deleted = self.log.apply_retention(
@@ -793,6 +822,7 @@ mod tests {
             "t",
             0,
             config,
+            Default::default(),
             0,
         );
         crate::io::memdisk::block_on(open).unwrap().0
@@ -834,6 +864,7 @@ mod tests {
                 "c",
                 0,
                 config.clone(),
+                Default::default(),
                 0,
             ))
             .unwrap()

@@ -89,6 +89,11 @@ pub struct ProducerStates {
     /// Open and recently ended transactions, and the aborted index.
     #[serde(default)]
     transactions: Transactions,
+    /// Simulator and tests: the bug planted here (`DedupWindowFour`), from the partition's log
+    /// config; not in snapshots.
+    #[cfg(any(madsim, test))]
+    #[serde(skip)]
+    planted: crate::config::planted::Planted,
 }
 
 fn next_sequence(sequence: i32) -> i32 {
@@ -100,6 +105,12 @@ fn next_sequence(sequence: i32) -> i32 {
 }
 
 impl ProducerStates {
+    /// Simulator and tests: plants a bug (the partition does, from its log config).
+    #[cfg(any(madsim, test))]
+    pub fn set_planted(&mut self, planted: crate::config::planted::Planted) {
+        self.planted = planted;
+    }
+
     pub fn check(&self, header: &BatchHeader) -> SequenceCheck {
         if !header.is_idempotent() {
             return SequenceCheck::Append;
@@ -179,8 +190,8 @@ impl ProducerStates {
         });
         #[allow(unused_mut)]
         let mut kept = BATCHES_KEPT;
-        #[cfg(madsim)]
-        if crate::config::planted::active(crate::config::PlantedBug::DedupWindowFour) {
+        #[cfg(any(madsim, test))]
+        if (self.planted).is(crate::config::PlantedBug::DedupWindowFour) {
             kept = BATCHES_KEPT - 1;
         }
         while entry.batches.len() > kept {

@@ -82,7 +82,11 @@ pub(crate) fn group_config(config: &crate::config::ServerConfig) -> GroupConfig 
                 .filter_map(|n| crate::group::consumer::Assignor::parse(n))
                 .collect(),
             max_size: (config.group_consumer_max_size as usize).min(crate::group::MAX_MEMBERS),
+            #[cfg(any(madsim, test))]
+            planted: crate::config::planted::Planted::new(config.planted_bug),
         },
+        #[cfg(any(madsim, test))]
+        planted: crate::config::planted::Planted::new(config.planted_bug),
         ..GroupConfig::default()
     }
 }

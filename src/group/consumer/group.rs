@@ -76,6 +76,9 @@ pub struct ConsumerGroup {
     pub(super) all_dirty: bool,
     /// Members whose own records may have changed since the last `changes`.
     pub(super) touched: BTreeSet<String>,
+    /// Simulator and tests: the bug planted here, from [`ConsumerConfig::planted`].
+    #[cfg(any(madsim, test))]
+    planted: crate::config::planted::Planted,
 }
 
 impl ConsumerGroup {
@@ -97,6 +100,8 @@ impl ConsumerGroup {
             written: BTreeMap::new(),
             all_dirty: false,
             touched: BTreeSet::new(),
+            #[cfg(any(madsim, test))]
+            planted: config.planted,
         }
     }
 
@@ -238,6 +243,15 @@ impl ConsumerGroup {
         let target = self.target.get(id).unwrap_or(&empty);
         let m = &self.members[id];
         let owners = &self.owners;
+        // Planted `consumer-group-assign-before-revoke`: take every revocation as done at once
+        // (a member that reports owning nothing holds nothing to revoke).
+        #[cfg(any(madsim, test))]
+        let owned = if (self.planted).is(crate::config::PlantedBug::ConsumerGroupAssignBeforeRevoke)
+        {
+            Some(&empty)
+        } else {
+            owned
+        };
         let next = reconcile::next(&m.now, self.assignment_epoch, target, owned, |t, p| {
             owners.get(&(t, p)).is_none_or(|o| o == id)
         });
@@ -296,11 +310,9 @@ impl ConsumerGroup {
         if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         if epoch > JOIN_EPOCH
-            && crate::config::planted::active(
-                crate::config::PlantedBug::ConsumerGroupCommitStaleEpoch,
-            )
+            && (self.planted).is(crate::config::PlantedBug::ConsumerGroupCommitStaleEpoch)
             && self
                 .members
                 .get(member_id)

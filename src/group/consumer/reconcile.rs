@@ -20,10 +20,6 @@ pub(super) struct Reconciled {
 /// Whether the member, by its own report, still holds any of `revoking` (`None`: it did not say,
 /// so assume it does).
 fn still_holds(owned: Option<&Assignment>, revoking: &Assignment) -> bool {
-    #[cfg(madsim)]
-    if crate::config::planted::active(crate::config::PlantedBug::ConsumerGroupAssignBeforeRevoke) {
-        return false;
-    }
     let Some(owned) = owned else {
         return !revoking.is_empty();
     };

@@ -38,6 +38,10 @@ pub struct ConsumerConfig {
     pub assignors: Vec<Assignor>,
     /// `group.consumer.max.size`.
     pub max_size: usize,
+    /// Simulator and tests: the bug planted in the consumer protocol
+    /// (`ConsumerGroupCommitStaleEpoch`, `ConsumerGroupAssignBeforeRevoke`).
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
 }
 
 impl Default for ConsumerConfig {
@@ -47,6 +51,8 @@ impl Default for ConsumerConfig {
             heartbeat_interval_ms: 5_000,
             assignors: vec![Assignor::Uniform, Assignor::Range],
             max_size: crate::group::MAX_MEMBERS,
+            #[cfg(any(madsim, test))]
+            planted: Default::default(),
         }
     }
 }

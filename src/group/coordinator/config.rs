@@ -21,6 +21,10 @@ pub struct GroupConfig {
     pub max_groups: usize,
     /// The consumer protocol's settings (KIP-848).
     pub consumer: ConsumerConfig,
+    /// Simulator and tests: the bug planted in the classic protocol and offsets
+    /// (`GroupKeepsDepartedMember`, `GroupCommitStaleGeneration`).
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
 }
 
 impl Default for GroupConfig {
@@ -34,6 +38,8 @@ impl Default for GroupConfig {
             offsets_retention_ms: 7 * 24 * 3600 * 1000,
             max_groups: 100_000,
             consumer: ConsumerConfig::default(),
+            #[cfg(any(madsim, test))]
+            planted: Default::default(),
         }
     }
 }

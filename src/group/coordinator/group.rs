@@ -33,7 +33,7 @@ impl Group {
             pending_txn: BTreeMap::new(),
             appends_in_flight: 0,
             consumer: None,
-            #[cfg(madsim)]
+            #[cfg(any(madsim, test))]
             departed: Vec::new(),
         }
     }
@@ -167,7 +167,7 @@ impl Group {
     pub(super) fn member_list(&self, protocol: &str) -> Vec<JoinedMember> {
         let mut members: Vec<&Member> = self.members.values().collect();
         members.sort_by_key(|m| m.seq);
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         members.extend(self.departed.iter());
         members
             .into_iter()

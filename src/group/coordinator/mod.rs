@@ -95,7 +95,7 @@ struct Group {
     /// empty (state Empty, no members) and only the offsets above are shared.
     consumer: Option<Box<ConsumerGroup>>,
     /// Planted `group-keeps-departed-member`: removed members still listed to the leader.
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     departed: Vec<Member>,
 }
 

@@ -348,7 +348,7 @@ impl Log {
                     group.base, stop.position, stop.reason
                 )));
             }
-            self.segments.insert(group.base, segment);
+            self.insert_segment(group.base, segment);
         }
         if complete {
             self.cleaner.first_dirty = Some(

@@ -25,6 +25,7 @@ fn config() -> LogConfig {
         segment_bytes: 400,
         segment_ms: i64::MAX,
         index_interval_bytes: 100,
+        planted: Default::default(),
     }
 }
 
@@ -562,6 +563,7 @@ async fn bench_one(disk: Arc<dyn Disk>, dir: &Path, keys: usize, value_len: usiz
         segment_bytes: 16 << 20,
         segment_ms: i64::MAX,
         index_interval_bytes: 4096,
+        planted: Default::default(),
     };
     let mut log = Log::open(disk, dir, cfg, 0).await.unwrap().0;
     let value = vec![b'x'; value_len];

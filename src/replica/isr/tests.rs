@@ -40,6 +40,7 @@ impl Runner {
         let config = IsrConfig {
             replica_lag_time_max_ms: 30_000,
             min_insync_replicas: 2,
+            planted: Default::default(),
         };
         Runner {
             set: ReplicaSet::new(1, config),
@@ -55,6 +56,7 @@ impl Runner {
                 self.set.set_config(IsrConfig {
                     replica_lag_time_max_ms: num(&a, "lag"),
                     min_insync_replicas: num(&a, "min-isr") as usize,
+                    planted: Default::default(),
                 });
                 return self.state();
             }
@@ -213,7 +215,11 @@ mod random {
         /// on a pending shrink's say-so, notes §8 invariant 7).
         #[test]
         fn the_high_watermark_is_sound(ops in proptest::collection::vec(op(), 1..120)) {
-            let config = IsrConfig { replica_lag_time_max_ms: 10_000, min_insync_replicas: 2 };
+            let config = IsrConfig {
+                replica_lag_time_max_ms: 10_000,
+                min_insync_replicas: 2,
+                planted: Default::default(),
+            };
             let mut set = ReplicaSet::new(1, config);
             let mut brokers: BTreeMap<i32, BrokerView> = (1..5)
                 .map(|r| (r, BrokerView { broker_epoch: r as i64 * 10, eligible: true }))

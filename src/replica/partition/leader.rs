@@ -152,6 +152,8 @@ impl Partition {
         IsrConfig {
             replica_lag_time_max_ms,
             min_insync_replicas: self.config.min_insync_replicas.max(1) as usize,
+            #[cfg(any(madsim, test))]
+            planted: self.log.config().planted,
         }
     }
 

@@ -108,8 +108,8 @@ pub(super) fn rebuild_at_open(
 ) -> io::Result<ProducerStates> {
     #[allow(unused_mut)]
     let mut snapshot = Snapshot::load(disk, dir);
-    #[cfg(madsim)]
-    if crate::config::planted::active(crate::config::PlantedBug::SnapshotBeyondLog) {
+    #[cfg(any(madsim, test))]
+    if (log.config().planted).is(crate::config::PlantedBug::SnapshotBeyondLog) {
         // The planted bug takes a snapshot past the log end as if it ended there.
         if let Some(s) = snapshot.as_mut().filter(|s| s.offset > log.end_offset()) {
             s.offset = log.end_offset();
@@ -131,6 +131,8 @@ pub(super) fn rebuild(
         Some(s) if s.fits(log, up_to)? => (s.producers, s.offset),
         _ => (ProducerStates::default(), log.start_offset()),
     };
+    #[cfg(any(madsim, test))]
+    producers.set_planted(log.config().planted);
     let mut failed = None;
     log.scan_headers(from, |header| {
         if header.base_offset >= up_to || failed.is_some() {

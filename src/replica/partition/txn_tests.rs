@@ -16,6 +16,7 @@ fn open(disk: &MemDisk) -> Partition {
         "t",
         0,
         config,
+        Default::default(),
         0,
     );
     crate::io::memdisk::block_on(open).unwrap().0

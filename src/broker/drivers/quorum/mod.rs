@@ -269,7 +269,14 @@ pub async fn open(
     let now_wall = io.clock.wall_ms();
     // A metadata log written by a single node before it ran as a quorum becomes a snapshot.
     legacy::migrate(io.disk.clone(), &log_dir, now_wall).await?;
-    let (log, state, loaded) = RaftLog::open(io.disk.clone(), &log_dir, now_wall).await?;
+    #[allow(unused_mut)]
+    let mut log_config = crate::log::LogConfig::default();
+    #[cfg(any(madsim, test))]
+    {
+        log_config.planted = crate::config::planted::Planted::new(config.planted_bug);
+    }
+    let (log, state, loaded) =
+        RaftLog::open_with(io.disk.clone(), &log_dir, log_config, now_wall).await?;
     if let Some(l) = &loaded {
         tracing::info!(snapshot = %snapshot_file::file_name(l.meta.id), log_start = log.start_offset(),
             log_end = log.end_offset(), "loaded the metadata snapshot");
@@ -319,7 +326,6 @@ pub async fn open(
         is_voter: handle.voters.contains_key(&node_id),
         core,
         log,
-        log_dir,
         cluster_id,
         client_id: format!("weir-quorum-{node_id}"),
         tx,
@@ -517,7 +523,6 @@ struct Driver {
     is_voter: bool,
     core: Raft,
     log: RaftLog,
-    log_dir: PathBuf,
     cluster_id: String,
     client_id: String,
     tx: mpsc::Sender<Input>,
@@ -744,8 +749,11 @@ impl Driver {
             if actions.is_empty() {
                 return Ok(dropped);
             }
-            #[cfg(madsim)]
-            if crate::config::planted::active(crate::config::PlantedBug::QuorumVoteBeforePersist) {
+            #[cfg(any(madsim, test))]
+            if self
+                .log
+                .planted(crate::config::PlantedBug::QuorumVoteBeforePersist)
+            {
                 // Planted (with the core's barrier off): sends go out before `quorum-state` is
                 // written, so a vote may be answered and then forgotten at power loss.
                 actions.sort_by_key(|a| matches!(a, Action::PersistQuorumState(_)));
@@ -852,7 +860,8 @@ impl Driver {
                             .map_err(|e| Fatal(format!("truncating the metadata log: {e}")))?;
                     }
                     Action::PersistQuorumState(record) => {
-                        raft_log::write_quorum_state(self.io.disk.as_ref(), &self.log_dir, &record)
+                        self.log
+                            .write_quorum_state(&record)
                             .await
                             .map_err(|e| Fatal(format!("writing quorum-state: {e}")))?;
                         follow.push(Event::QuorumStatePersisted(record));

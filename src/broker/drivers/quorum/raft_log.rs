@@ -40,16 +40,26 @@ fn invalid(msg: String) -> io::Error {
 }
 
 impl RaftLog {
-    /// Opens (recovering) the metadata log under `log_dir`, loads its newest valid snapshot
-    /// and rebuilds its epoch cache.
+    /// [`RaftLog::open_with`] the default log config.
     pub async fn open(
         disk: Arc<dyn Disk>,
         log_dir: &Path,
         now_ms: i64,
     ) -> io::Result<(RaftLog, LogState, Option<LoadedSnapshot>)> {
+        RaftLog::open_with(disk, log_dir, LogConfig::default(), now_ms).await
+    }
+
+    /// Opens (recovering) the metadata log under `log_dir`, loads its newest valid snapshot
+    /// and rebuilds its epoch cache. `config` is the log's (the simulator's carries the bug
+    /// planted in the log and in this store).
+    pub async fn open_with(
+        disk: Arc<dyn Disk>,
+        log_dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> io::Result<(RaftLog, LogState, Option<LoadedSnapshot>)> {
         let dir = log_dir.join(METADATA_DIR);
-        let (mut log, recovery) =
-            Log::open(disk.clone(), &dir, LogConfig::default(), now_ms).await?;
+        let (mut log, recovery) = Log::open(disk.clone(), &dir, config, now_ms).await?;
         if !recovery.clean {
             tracing::info!(dir = %dir.display(), ?recovery, "recovered the metadata log");
         }
@@ -148,13 +158,42 @@ impl RaftLog {
         Ok(())
     }
 
+    /// Simulator and tests: whether `bug` is planted in this store (from its log's config).
+    #[cfg(any(madsim, test))]
+    pub fn planted(&self, bug: crate::config::PlantedBug) -> bool {
+        self.log.config().planted.is(bug)
+    }
+
+    /// Writes `quorum-state` (atomically, durably) next to this log.
+    pub async fn write_quorum_state(&self, record: &QuorumStateRecord) -> io::Result<()> {
+        #[cfg(any(madsim, test))]
+        if self.planted(crate::config::PlantedBug::QuorumVoteBeforePersist) {
+            // Planted: the new state is fsynced and renamed into place, but the directory is
+            // not fsynced, so the rename survives a crash (the page cache) but not always a
+            // power loss: the node comes back with an older, whole `quorum-state`.
+            let path = self.dir.join(QUORUM_STATE);
+            let tmp = path.with_extension("tmp");
+            let file = self.disk.open(&tmp, crate::io::OpenMode::Create)?;
+            file.set_len(0)?;
+            file.write_at(0, quorum_state_text(record).as_bytes())?;
+            file.sync().await?;
+            drop(file);
+            return self.disk.rename(&tmp, &path);
+        }
+        let log_dir = self
+            .dir
+            .parent()
+            .expect("the metadata log is under the log dir");
+        write_quorum_state(self.disk.as_ref(), log_dir, record).await
+    }
+
     /// fsyncs everything appended; returns the durable end.
     pub async fn flush(&mut self, now_ms: i64) -> io::Result<Offset> {
         let plan = self.log.flush_plan();
         // Planted: the appended records count as durable without their fsync.
-        #[cfg(madsim)]
-        let skip = crate::config::planted::active(crate::config::PlantedBug::MetadataNotSynced);
-        #[cfg(not(madsim))]
+        #[cfg(any(madsim, test))]
+        let skip = self.planted(crate::config::PlantedBug::MetadataNotSynced);
+        #[cfg(not(any(madsim, test)))]
         let skip = false;
         if !skip {
             Log::sync_files(&plan).await?;
@@ -338,28 +377,20 @@ pub async fn write_quorum_state(
     record: &QuorumStateRecord,
 ) -> io::Result<()> {
     let path = log_dir.join(METADATA_DIR).join(QUORUM_STATE);
-    let text = serde_json::json!({
+    write_file_atomic(disk, &path, quorum_state_text(record).as_bytes()).await
+}
+
+/// `quorum-state` as Kafka writes it (JSON).
+fn quorum_state_text(record: &QuorumStateRecord) -> String {
+    serde_json::json!({
         "leaderId": record.leader.unwrap_or(-1),
         "leaderEpoch": record.epoch,
         "votedId": record.voted_for.unwrap_or(-1),
         "appliedOffset": 0,
         "currentVoters": null,
         "data_version": 0,
-    });
-    #[cfg(madsim)]
-    if crate::config::planted::active(crate::config::PlantedBug::QuorumVoteBeforePersist) {
-        // Planted: the new state is fsynced and renamed into place, but the directory is not
-        // fsynced, so the rename survives a crash (the page cache) but not always a power
-        // loss: the node comes back with an older, whole `quorum-state`.
-        let tmp = path.with_extension("tmp");
-        let file = disk.open(&tmp, crate::io::OpenMode::Create)?;
-        file.set_len(0)?;
-        file.write_at(0, text.to_string().as_bytes())?;
-        file.sync().await?;
-        drop(file);
-        return disk.rename(&tmp, &path);
-    }
-    write_file_atomic(disk, &path, text.to_string().as_bytes()).await
+    })
+    .to_string()
 }
 
 #[cfg(test)]

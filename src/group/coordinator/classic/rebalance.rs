@@ -130,10 +130,10 @@ impl Coordinator {
         let Some(m) = g.members.remove(id) else {
             return;
         };
-        #[cfg(madsim)]
+        #[cfg(any(madsim, test))]
         if m.instance_id.is_none()
             && g.departed.len() < 8
-            && crate::config::planted::active(crate::config::PlantedBug::GroupKeepsDepartedMember)
+            && (self.config.planted).is(crate::config::PlantedBug::GroupKeepsDepartedMember)
         {
             g.departed.push(m.clone());
         }

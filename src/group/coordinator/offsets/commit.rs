@@ -27,8 +27,8 @@ impl Coordinator {
         let id = req.group_id.clone();
         let will_append = !batch.records.is_empty();
         let verdict = self
-            .with_group(&id, |_, g| {
-                let verdict = commit_verdict(g, &req, now);
+            .with_group(&id, |c, g| {
+                let verdict = commit_verdict(&c.config, g, &req, now);
                 if verdict.is_ok() && will_append {
                     // Counted before `with_group` decides whether to forget the group.
                     g.appends_in_flight += 1;
@@ -160,7 +160,13 @@ pub(super) fn refuse(
 }
 
 /// Whether a commit may be written (`validateOffsetCommit`); refreshes the session.
-fn commit_verdict(g: &mut Group, req: &CommitRequest, now: i64) -> Result<(), GroupError> {
+#[cfg_attr(not(any(madsim, test)), allow(unused_variables))]
+fn commit_verdict(
+    config: &GroupConfig,
+    g: &mut Group,
+    req: &CommitRequest,
+    now: i64,
+) -> Result<(), GroupError> {
     if g.state == GroupState::Dead {
         return Err(GroupError::CoordinatorNotAvailable);
     }
@@ -168,10 +174,10 @@ fn commit_verdict(g: &mut Group, req: &CommitRequest, now: i64) -> Result<(), Gr
         // The generation field carries the member epoch (OffsetCommit v9).
         return c.validate_commit(&req.member_id, req.generation);
     }
-    #[cfg(madsim)]
+    #[cfg(any(madsim, test))]
     if req.generation >= 0
         && req.generation < g.generation
-        && crate::config::planted::active(crate::config::PlantedBug::GroupCommitStaleGeneration)
+        && (config.planted).is(crate::config::PlantedBug::GroupCommitStaleGeneration)
     {
         return Ok(());
     }

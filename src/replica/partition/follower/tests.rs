@@ -11,7 +11,15 @@ use crate::log::batch::testing::batch;
 pub(in crate::replica) fn open_at(disk: &MemDisk, dir: &str) -> Partition {
     let mut config = crate::config::ServerConfig::default_single_node().topic_defaults;
     config.segment_bytes = 700;
-    let open = Partition::open(Arc::new(disk.clone()), Path::new(dir), "t", 0, config, 0);
+    let open = Partition::open(
+        Arc::new(disk.clone()),
+        Path::new(dir),
+        "t",
+        0,
+        config,
+        Default::default(),
+        0,
+    );
     block_on(open).unwrap().0
 }
 

@@ -20,6 +20,7 @@ fn open(disk: &MemDisk, min_isr: i32) -> Partition {
         "t",
         0,
         config,
+        Default::default(),
         0,
     );
     block_on(open).unwrap().0
@@ -316,6 +317,7 @@ fn a_follower_serves_consumers_up_to_the_high_watermark_it_learned() {
             "t",
             0,
             config,
+            Default::default(),
             0,
         );
         block_on(open).unwrap().0
