@@ -196,6 +196,13 @@ impl Broker {
             config.topic_defaults.clone(),
         );
         controller.set_unclean_leader_election(config.unclean_leader_election_enable);
+        controller.set_recovery(crate::controller::RecoverySettings {
+            enabled: config.unclean_recovery_manager_enabled,
+            timeout_ms: config.unclean_recovery_timeout_ms,
+            strategy: crate::controller::election::RecoveryStrategy::parse(
+                config.topic_defaults.unclean_recovery_strategy(),
+            ),
+        });
         controller.set_group_bounds(config.group_config_bounds.clone());
         // Key and trust stores are read now, so a bad one stops the start.
         secure_connection::Secure::for_listener(&config, &io, api::ListenerKind::Client)

@@ -372,6 +372,10 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("transaction.state.log.replication.factor", Int(1, I16), "3", "Replication factor of `__transaction_state`, clamped to the live brokers when it is created.")
         .shows(|c| Some(c.transaction_state_log_replication_factor.to_string())),
     accepted("transaction.state.log.segment.bytes", Int(1, I32), ReadOnly, "Transactions; Weir has none."),
+    used("unclean.recovery.manager.enabled", Bool, "false", "KIP-966 part 2 (planned in Kafka): a partition whose ISR and ELR are empty is elected by comparing its replicas' last epochs and log ends (`unclean.recovery.strategy`), not by Kafka 4.x's last-known-leader rule.")
+        .shows(|c| Some(c.unclean_recovery_manager_enabled.to_string())),
+    used("unclean.recovery.timeout.ms", Int(0, I64), "300000", "With the recovery manager, how long a Balanced recovery waits for every last-known ELR member before electing the best of those back.")
+        .shows(|c| Some(c.unclean_recovery_timeout_ms.to_string())),
     used("weir.fsync.before.ack", Bool, "false", "Weir's own: acknowledge a produce only after its data is fsynced (group commit).")
         .shows(|c| Some(c.fsync_before_ack.to_string())),
     used("weir.metrics.address", Text, "", "Weir's own: `host:port` of the HTTP endpoint serving Prometheus metrics at `/metrics`; empty: no endpoint.")

@@ -10,6 +10,7 @@ fn config(_: &TopicMeta) -> ElectionConfig {
         elr: true,
         min_isr: 2,
         unclean: false,
+        recovery: None,
     }
 }
 
@@ -42,6 +43,7 @@ fn beat(id: i32, image: &MetadataImage) -> HeartbeatRequest {
         metadata_offset: image.applied() - 1,
         want_fence: false,
         want_shutdown: false,
+        replica_logs: Vec::new(),
     }
 }
 
@@ -315,6 +317,7 @@ fn the_last_replica_standing_is_not_re_elected_after_an_unclean_restart() {
             elr,
             min_isr: 2,
             unclean: false,
+            recovery: None,
         };
         let mut sessions = BrokerSessions::new(TIMEOUT);
         let mut image = cluster(&mut sessions);
