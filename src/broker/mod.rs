@@ -201,6 +201,13 @@ impl Broker {
             config.topic_defaults.clone(),
         );
         controller.set_unclean_leader_election(config.unclean_leader_election_enable);
+        controller.set_recovery(crate::controller::RecoverySettings {
+            enabled: config.unclean_recovery_manager_enabled,
+            timeout_ms: config.unclean_recovery_timeout_ms,
+            strategy: crate::controller::election::RecoveryStrategy::parse(
+                config.topic_defaults.unclean_recovery_strategy(),
+            ),
+        });
         controller.set_group_bounds(config.group_config_bounds.clone());
         #[cfg(any(madsim, test))]
         controller.set_planted(crate::config::planted::Planted::new(config.planted_bug));

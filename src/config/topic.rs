@@ -138,6 +138,8 @@ pub(super) enum InertKind {
     Bool,
     /// Kafka's LIST: any comma-separated text.
     List,
+    /// One of these words (any case, surrounding blanks ignored), stored as spelled here.
+    Choice(&'static [&'static str]),
 }
 
 /// Kafka topic keys Weir stores as validated text: most it accepts, stores and reports but does
@@ -219,6 +221,15 @@ pub(super) const INERT: &[(&str, &str, InertKind, &str)] = &[
         InertKind::Bool,
         "false",
     ),
+    // KIP-966 part 2, read by the controller (`Controller::election_config`) when
+    // `unclean.recovery.manager.enabled`; empty (the default), it follows
+    // `unclean.leader.election.enable` as the KIP maps it (true: Aggressive, false: Balanced).
+    (
+        "unclean.recovery.strategy",
+        "unclean.recovery.strategy",
+        InertKind::Choice(&["", "None", "Balanced", "Aggressive"]),
+        "",
+    ),
 ];
 
 /// The settings a topic carries. Broker-wide defaults come from [`super::ServerConfig`]'s
@@ -299,6 +310,11 @@ impl TopicConfig {
     /// `unclean.leader.election.enable` (validated when set).
     pub fn unclean_leader_election_enable(&self) -> bool {
         self.inert_value("unclean.leader.election.enable") == "true"
+    }
+
+    /// `unclean.recovery.strategy` (validated when set).
+    pub fn unclean_recovery_strategy(&self) -> &str {
+        self.inert_value("unclean.recovery.strategy")
     }
 
     /// Whether the cleaner compacts this topic (`compact` or `compact,delete`).
@@ -471,6 +487,11 @@ pub(super) const FIELDS: &[(&str, &str, Field)] = &[
         "unclean.leader.election.enable",
         Field::Inert(12),
     ),
+    (
+        "unclean.recovery.strategy",
+        "unclean.recovery.strategy",
+        Field::Inert(13),
+    ),
 ];
 
 const I32_MAX: i64 = i32::MAX as i64;
@@ -506,6 +527,7 @@ impl TopicConfig {
         "segment.jitter.ms",
         "segment.ms",
         "unclean.leader.election.enable",
+        "unclean.recovery.strategy",
     ];
 
     /// Applies topic-level overrides (topic key names) on top of `self`, all or nothing.
@@ -584,6 +606,20 @@ impl TopicConfig {
                         _ => return Err(invalid(key, value, "must be a number between 0 and 1")),
                     },
                     InertKind::List => parse_list(value).join(","),
+                    InertKind::Choice(words) => words
+                        .iter()
+                        .find(|w| w.eq_ignore_ascii_case(value.trim()))
+                        .map(|w| w.to_string())
+                        .ok_or_else(|| {
+                            let named: Vec<&str> =
+                                words.iter().copied().filter(|w| !w.is_empty()).collect();
+                            let empty = if words.contains(&"") { " or empty" } else { "" };
+                            invalid(
+                                key,
+                                value,
+                                format!("must be one of {}{empty}", named.join(", ")),
+                            )
+                        })?,
                 }
             }
             Field::FlushMessages => self.flush_messages = int(1, i64::MAX)?,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::election::{self, ElectionConfig};
+use super::election::{self, ElectionConfig, ReplicaLog, ReplicaReports};
 use super::image::{BrokerEndpoint, MetadataImage, MetadataRecord, TopicMeta};
 use super::ControllerError;
 
@@ -41,7 +41,7 @@ pub struct RegistrationRequest {
 pub const DURABLE_FEATURE: &str = "weir.fsync.before.ack";
 
 /// A BrokerHeartbeat request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeartbeatRequest {
     pub id: i32,
     pub epoch: i64,
@@ -50,6 +50,9 @@ pub struct HeartbeatRequest {
     pub metadata_offset: i64,
     pub want_fence: bool,
     pub want_shutdown: bool,
+    /// Weir's tagged field: the last epoch and log end of every hosted partition its image
+    /// shows awaiting recovery (no leader, ISR and ELR empty), for KIP-966 part 2.
+    pub replica_logs: Vec<((Uuid, i32), ReplicaLog)>,
 }
 
 /// What a heartbeat is answered, as of after its records commit.
@@ -94,6 +97,8 @@ impl Session {
 pub struct BrokerSessions {
     session_timeout_ms: i64,
     sessions: BTreeMap<i32, Session>,
+    /// Replica log reports and leaderless times for recovery elections (KIP-966 part 2).
+    reports: ReplicaReports,
 }
 
 impl BrokerSessions {
@@ -102,6 +107,7 @@ impl BrokerSessions {
         BrokerSessions {
             session_timeout_ms,
             sessions: BTreeMap::new(),
+            reports: ReplicaReports::default(),
         }
     }
 
@@ -220,6 +226,8 @@ impl BrokerSessions {
         self.touch(id, now);
         let session = self.sessions.get_mut(&id).expect("touched above");
         session.metadata_offset = session.metadata_offset.max(request.metadata_offset);
+        self.reports
+            .report(id, request.epoch, &request.replica_logs);
         let change = |fenced: Option<bool>, shutdown: Option<bool>| MetadataRecord::BrokerChange {
             id,
             epoch: broker.epoch,
@@ -279,6 +287,8 @@ impl BrokerSessions {
 
     /// Fences the unfenced broker silent the longest, if it has been silent for longer than
     /// the session timeout: out of every ISR, its leaderships moved. At most one per call.
+    /// When none is fenced: the recovery elections now due (KIP-966 part 2, for topics with
+    /// `unclean.recovery.manager.enabled`), at most [`MAX_PERIODIC_ELECTIONS`](super::MAX_PERIODIC_ELECTIONS).
     pub fn tick(
         &mut self,
         image: &MetadataImage,
@@ -298,7 +308,12 @@ impl BrokerSessions {
             .filter(|(last, _, _)| now - last > self.session_timeout_ms)
             .min();
         let Some((_, id, epoch)) = expired else {
-            return Vec::new();
+            return self
+                .reports
+                .elect(image, now, super::MAX_PERIODIC_ELECTIONS, elections)
+                .into_iter()
+                .map(MetadataRecord::PartitionChange)
+                .collect();
         };
         let mut records: Vec<MetadataRecord> = election::remove_broker(image, id, elections)
             .into_iter()

@@ -19,10 +19,17 @@
 //! - then, only when unclean election is enabled (the topic's config, or ElectLeaders
 //!   UNCLEAN): the first acceptable replica in assignment order, whatever its log;
 //! - an unclean election sets ISR := [leader], leader recovering (KIP-704), ELR cleared;
+//! - with `unclean.recovery.manager.enabled` (KIP-966 part 2, [`recovery`]) the last-known
+//!   leader and unclean rungs give way, for a partition with ISR and ELR empty, to the recovery
+//!   election, which compares the replicas' logs; the last known ELR then also collects every
+//!   ELR member removed by an unclean shutdown while the ISR is empty;
 //! - preferred election: `replicas[0]` if valid, else the current leader, else another valid
 //!   replica, else the last known leader as above (never the unclean pick).
 
 use uuid::Uuid;
+
+pub mod recovery;
+pub use recovery::{Recovery, RecoveryStrategy, ReplicaLog, ReplicaReports};
 
 use super::image::{MetadataImage, PartitionChange, PartitionRegistration, TopicMeta, NO_LEADER};
 use super::ControllerError;
@@ -36,6 +43,8 @@ pub struct ElectionConfig {
     pub min_isr: usize,
     /// `unclean.leader.election.enable` for the topic.
     pub unclean: bool,
+    /// KIP-966 part 2 (`unclean.recovery.manager.enabled`): the topic's strategy and timeout.
+    pub recovery: Option<Recovery>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,11 +90,16 @@ pub fn change_partition(
         }
     }
     let mut change = PartitionChange::new(key.0, key.1);
+    // With the recovery manager, a partition with ISR and ELR empty waits for the recovery
+    // election (which compares logs) instead of the last-known-leader and unclean rungs.
+    let awaiting_recovery =
+        config.elr && config.recovery.is_some() && isr.is_empty() && elr.is_empty();
     // Election.
     let valid =
         |r: i32| (isr.contains(&r) || (isr.is_empty() && elr.contains(&r))) && acceptable(r);
     let last_known = || {
         (config.elr
+            && config.recovery.is_none()
             && isr.is_empty()
             && elr.is_empty()
             && p.last_known_elr.len() == 1
@@ -133,6 +147,11 @@ pub fn change_partition(
                     leader: r,
                     unclean: false,
                 }
+            } else if awaiting_recovery {
+                Outcome {
+                    leader: NO_LEADER,
+                    unclean: false,
+                }
             } else {
                 unclean_choice(p, config, acceptable, last_known())
             }
@@ -171,6 +190,22 @@ pub fn change_partition(
         }
     } else if leader_after != NO_LEADER && !p.last_known_elr.is_empty() {
         change.last_known_elr = Some(Vec::new());
+    } else if config.elr
+        && config.recovery.is_some()
+        && change.isr.as_ref().unwrap_or(&p.isr).is_empty()
+    {
+        // The full last-known ELR: ELR members an unclean shutdown removed join it.
+        let lke: Vec<i32> = p
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| {
+                p.last_known_elr.contains(r) || (p.elr.contains(r) && unclean_shutdown.contains(r))
+            })
+            .collect();
+        if lke != p.last_known_elr {
+            change.last_known_elr = Some(lke);
+        }
     }
     (!change.is_empty()).then_some(change)
 }
@@ -359,8 +394,11 @@ pub fn elect_on_request(
         if p.leader != NO_LEADER {
             return Ok(None);
         }
+        // The operator's unclean election: Kafka 4.x's rungs (last known leader, else any
+        // live replica), whatever the recovery manager would wait for.
         let config = ElectionConfig {
             unclean: true,
+            recovery: None,
             ..config(topic)
         };
         let change = change_partition(

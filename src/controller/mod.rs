@@ -151,11 +151,35 @@ pub struct Controller {
     eligible_leader_replicas: bool,
     /// The broker default of `unclean.leader.election.enable`.
     unclean_leader_election: bool,
+    /// `unclean.recovery.manager.enabled`, `unclean.recovery.timeout.ms` and the static broker
+    /// default of `unclean.recovery.strategy` (KIP-966 part 2).
+    recovery: RecoverySettings,
     /// What group configs are checked against (`group.consumer.min.session.timeout.ms`...).
     group_bounds: GroupConfigBounds,
     /// Simulator and tests: the bug planted here (`NoEligibleLeaderReplicas`).
     #[cfg(any(madsim, test))]
     planted: crate::config::planted::Planted,
+}
+
+/// The broker's KIP-966 part 2 settings, as the controller reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoverySettings {
+    /// `unclean.recovery.manager.enabled`.
+    pub enabled: bool,
+    /// `unclean.recovery.timeout.ms`.
+    pub timeout_ms: i64,
+    /// `unclean.recovery.strategy` in `server.properties`, if set (not empty).
+    pub strategy: Option<election::RecoveryStrategy>,
+}
+
+impl Default for RecoverySettings {
+    fn default() -> Self {
+        RecoverySettings {
+            enabled: false,
+            timeout_ms: 300_000,
+            strategy: None,
+        }
+    }
 }
 
 impl Controller {
@@ -172,6 +196,7 @@ impl Controller {
             topic_defaults,
             eligible_leader_replicas: true,
             unclean_leader_election: false,
+            recovery: RecoverySettings::default(),
             group_bounds: GroupConfigBounds::default(),
             #[cfg(any(madsim, test))]
             planted: Default::default(),
@@ -209,6 +234,10 @@ impl Controller {
         false
     }
 
+    pub fn set_recovery(&mut self, recovery: RecoverySettings) {
+        self.recovery = recovery;
+    }
+
     /// A topic's election settings: min ISR from its `min.insync.replicas` (capped at its
     /// replication factor), unclean election from its override, else the cluster-wide dynamic
     /// broker default, else the static one (KRaft's controller reads the cluster default, not a
@@ -225,11 +254,24 @@ impl Controller {
             .or_else(|| cluster.get(key))
             .map(|v| v.trim().eq_ignore_ascii_case("true"))
             .unwrap_or(self.unclean_leader_election);
+        // `unclean.recovery.strategy` the same way; unset everywhere, KIP-966's mapping.
+        let key = "unclean.recovery.strategy";
+        let strategy = topic
+            .configs
+            .get(key)
+            .or_else(|| cluster.get(key))
+            .and_then(|v| election::RecoveryStrategy::parse(v))
+            .or(self.recovery.strategy)
+            .unwrap_or_else(|| election::RecoveryStrategy::derived(unclean));
         ElectionConfig {
             elr: self.eligible_leader_replicas && !self.planted_no_elr(),
             min_isr: (config.min_insync_replicas.max(1) as usize)
                 .min(topic.replication_factor.max(1) as usize),
             unclean,
+            recovery: self.recovery.enabled.then_some(election::Recovery {
+                strategy,
+                timeout_ms: self.recovery.timeout_ms,
+            }),
         }
     }
 

@@ -259,7 +259,8 @@ fn election_config_follows_topic_overrides() {
         ElectionConfig {
             elr: true,
             min_isr: 2,
-            unclean: true
+            unclean: true,
+            recovery: None,
         }
     );
 }

@@ -29,7 +29,8 @@ use uuid::Uuid;
 
 use crate::controller::brokers::DURABLE_FEATURE;
 
-use crate::broker::{handlers::inter_node::broker_rpc, peer, Broker};
+use crate::broker::handlers::inter_node::{broker_rpc, replica_logs};
+use crate::broker::{peer, Broker};
 
 const REGISTRATION_VERSION: i16 = 3;
 /// Kafka's clean-shutdown file name, holding `{"version":0,"brokerEpoch":N}`.
@@ -268,12 +269,18 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
 /// One heartbeat. `Err(Some(code))` for a refusal, `Err(None)` when nobody answered.
 async fn heartbeat(broker: &Broker, epoch: i64) -> Result<(), Option<ResponseError>> {
     let want_shutdown = broker.session.want_shutdown.load(Ordering::Acquire);
-    let request = BrokerHeartbeatRequest::default()
+    let mut request = BrokerHeartbeatRequest::default()
         .with_broker_id(BrokerId(broker.config.node_id))
         .with_broker_epoch(epoch)
         .with_current_metadata_offset(broker.image().applied() - 1)
         .with_want_fence(false)
         .with_want_shut_down(want_shutdown);
+    // KIP-966 part 2: the logs of partitions awaiting recovery (Weir's tagged field).
+    let logs = replica_logs::local_report(broker);
+    if !logs.is_empty() {
+        request = request
+            .with_unknown_tagged_field(replica_logs::REPLICA_LOGS_TAG, replica_logs::encode(&logs));
+    }
     let response = call(
         broker,
         ApiKey::BrokerHeartbeat,

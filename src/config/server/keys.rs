@@ -383,6 +383,10 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     accepted("transaction.state.log.segment.bytes", Int(1, I32), ReadOnly, "Transactions; Weir has none."),
     used("transactional.id.expiration.ms", Int(1, I32), "604800000", "A transactional id with no transaction open and no update for this long is forgotten (its next producer gets a new producer id).")
         .shows(|c| Some(c.transactional_id_expiration_ms.to_string())),
+    used("unclean.recovery.manager.enabled", Bool, "false", "KIP-966 part 2 (planned in Kafka): a partition whose ISR and ELR are empty is elected by comparing its replicas' last epochs and log ends (`unclean.recovery.strategy`), not by Kafka 4.x's last-known-leader rule.")
+        .shows(|c| Some(c.unclean_recovery_manager_enabled.to_string())),
+    used("unclean.recovery.timeout.ms", Int(0, I64), "300000", "With the recovery manager, how long a Balanced recovery waits for every last-known ELR member before electing the best of those back.")
+        .shows(|c| Some(c.unclean_recovery_timeout_ms.to_string())),
     used("weir.fsync.before.ack", Bool, "false", "Weir's own: acknowledge a produce only after its data is fsynced (group commit).")
         .shows(|c| Some(c.fsync_before_ack.to_string())),
     used("weir.metrics.address", Text, "", "Weir's own: `host:port` of the HTTP endpoint serving Prometheus metrics at `/metrics`; empty: no endpoint.")

@@ -129,6 +129,10 @@ pub struct ServerConfig {
     pub leader_imbalance_check_interval_seconds: u64,
     /// The broker-wide default of the topic key, which the controller starts with.
     pub unclean_leader_election_enable: bool,
+    /// `unclean.recovery.manager.enabled` (KIP-966 part 2).
+    pub unclean_recovery_manager_enabled: bool,
+    /// `unclean.recovery.timeout.ms`.
+    pub unclean_recovery_timeout_ms: i64,
     /// `weir.fsync.before.ack`.
     pub fsync_before_ack: bool,
     /// `weir.metrics.address`: where the Prometheus endpoint listens; `None`: it is off.

@@ -269,6 +269,8 @@ pub(super) fn parse(
         #[cfg(any(madsim, test, feature = "planted"))]
         planted_bug: None,
         unclean_leader_election_enable: topic_defaults.unclean_leader_election_enable(),
+        unclean_recovery_manager_enabled: p.bool("unclean.recovery.manager.enabled")?,
+        unclean_recovery_timeout_ms: p.int("unclean.recovery.timeout.ms")?,
         topic_defaults,
     };
     let parsed = p.read.clone();

@@ -8,6 +8,7 @@ fn config(_: &TopicMeta) -> ElectionConfig {
         elr: true,
         min_isr: 1,
         unclean: false,
+        recovery: None,
     }
 }
 

@@ -10,6 +10,7 @@ fn config(_: &TopicMeta) -> ElectionConfig {
         elr: true,
         min_isr: 2,
         unclean: false,
+        recovery: None,
     }
 }
 
@@ -42,6 +43,7 @@ fn beat(id: i32, image: &MetadataImage) -> HeartbeatRequest {
         metadata_offset: image.applied() - 1,
         want_fence: false,
         want_shutdown: false,
+        replica_logs: Vec::new(),
     }
 }
 
@@ -315,6 +317,7 @@ fn the_last_replica_standing_is_not_re_elected_after_an_unclean_restart() {
             elr,
             min_isr: 2,
             unclean: false,
+            recovery: None,
         };
         let mut sessions = BrokerSessions::new(TIMEOUT);
         let mut image = cluster(&mut sessions);
@@ -490,4 +493,52 @@ fn a_whole_cluster_crash_is_led_again_once_its_last_known_leader_is_back() {
             (3, &vec![3], &vec![], &vec![], true)
         );
     }
+}
+
+#[test]
+fn heartbeat_reports_drive_the_recovery_election_on_the_tick() {
+    use crate::controller::election::{Recovery, RecoveryStrategy, ReplicaLog};
+    use crate::controller::image::PartitionChange;
+    let balanced = |_: &TopicMeta| ElectionConfig {
+        elr: true,
+        min_isr: 2,
+        unclean: false,
+        recovery: Some(Recovery {
+            strategy: RecoveryStrategy::Balanced,
+            timeout_ms: 60_000,
+        }),
+    };
+    let mut sessions = BrokerSessions::new(TIMEOUT);
+    let mut image = cluster(&mut sessions);
+    // After a whole-cluster crash: no leader, ISR and ELR empty, last-known ELR [1, 2].
+    let mut crashed = PartitionChange::new(T, 0);
+    crashed.leader = Some(NO_LEADER);
+    crashed.isr = Some(vec![]);
+    crashed.last_known_elr = Some(vec![1, 2]);
+    commit(&mut image, &[MetadataRecord::PartitionChange(crashed)]);
+    let beat_with = |id: i32, last_epoch: i32, log_end: i64, image: &MetadataImage| {
+        let mut b = beat(id, image);
+        b.replica_logs = vec![(
+            (T, 0),
+            ReplicaLog {
+                last_epoch,
+                log_end,
+            },
+        )];
+        b
+    };
+    for (id, log_end) in [(1, 10), (3, 99)] {
+        let b = beat_with(id, 3, log_end, &image);
+        sessions.heartbeat(&image, &b, 10, &balanced).unwrap();
+    }
+    // Broker 2, a last-known ELR member, has not reported: wait.
+    assert!(sessions.tick(&image, 20, &balanced).is_empty());
+    let b = beat_with(2, 3, 20, &image);
+    sessions.heartbeat(&image, &b, 30, &balanced).unwrap();
+    let records = sessions.tick(&image, 40, &balanced);
+    commit(&mut image, &records);
+    // The longer log of the two members wins; 3 (not a member) is never considered.
+    let p = p0(&image);
+    assert_eq!((p.leader, &p.isr, p.leader_recovering), (2, &vec![2], true));
+    assert!(p.last_known_elr.is_empty());
 }

@@ -82,21 +82,25 @@ const ELR: ElectionConfig = ElectionConfig {
     elr: true,
     min_isr: 2,
     unclean: false,
+    recovery: None,
 };
 const NO_ELR: ElectionConfig = ElectionConfig {
     elr: false,
     min_isr: 2,
     unclean: false,
+    recovery: None,
 };
 const UNCLEAN: ElectionConfig = ElectionConfig {
     elr: true,
     min_isr: 2,
     unclean: true,
+    recovery: None,
 };
 const UNCLEAN_NO_ELR: ElectionConfig = ElectionConfig {
     elr: false,
     min_isr: 2,
     unclean: true,
+    recovery: None,
 };
 
 #[test]

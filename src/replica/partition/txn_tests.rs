@@ -292,6 +292,7 @@ fn compaction_never_lets_an_aborted_record_shadow_the_committed_value() {
         "c",
         0,
         config,
+        Default::default(),
         0,
     ))
     .unwrap()

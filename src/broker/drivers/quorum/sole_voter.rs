@@ -113,6 +113,7 @@ impl Broker {
                 metadata_offset: image.applied() - 1,
                 want_fence: false,
                 want_shutdown: false,
+                replica_logs: Vec::new(),
             };
             let decision = sessions
                 .lock()

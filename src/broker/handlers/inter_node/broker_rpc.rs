@@ -101,6 +101,11 @@ async fn heartbeat(broker: &Broker, req: &BrokerHeartbeatRequest) -> BrokerHeart
         metadata_offset: req.current_metadata_offset,
         want_fence: req.want_fence,
         want_shutdown: req.want_shut_down,
+        replica_logs: req
+            .unknown_tagged_fields
+            .get(&super::replica_logs::REPLICA_LOGS_TAG)
+            .map(|field| super::replica_logs::decode(field))
+            .unwrap_or_default(),
     };
     let caught_up = req.current_metadata_offset >= broker.image().applied() - 1;
     match broker.broker_heartbeat(&request).await {

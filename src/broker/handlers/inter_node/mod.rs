@@ -5,4 +5,5 @@
 pub(crate) mod broker_rpc;
 pub(crate) mod forward;
 pub(crate) mod quorum_rpc;
+pub(crate) mod replica_logs;
 pub(crate) mod timed_out;
