@@ -98,7 +98,10 @@ pub enum Action {
 /// The write in flight, and what it answers once committed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Writing {
-    Registration { id: i32, incarnation: Uuid },
+    Registration {
+        id: i32,
+        incarnation: Uuid,
+    },
     Heartbeat(HeartbeatReply),
     ProducerId(i64),
     /// The timer's work: a fence or elections.
@@ -139,7 +142,10 @@ impl ActiveController {
         assert!(config.session_timeout_ms > 0, "{config:?}");
         assert!(config.leaderless_retry_ms > 0, "{config:?}");
         assert!(config.retry_ms > 0, "{config:?}");
-        assert!(config.rebalance_every_ms.is_none_or(|ms| ms > 0), "{config:?}");
+        assert!(
+            config.rebalance_every_ms.is_none_or(|ms| ms > 0),
+            "{config:?}"
+        );
         ActiveController {
             config,
             rules,
@@ -188,7 +194,10 @@ impl ActiveController {
             Event::LostLeadership => self.term = None,
             Event::Applied(image) => {
                 let term = self.term_mut("Applied");
-                assert!(term.writing.is_none(), "a new image while a write is in flight");
+                assert!(
+                    term.writing.is_none(),
+                    "a new image while a write is in flight"
+                );
                 Self::advance(term, image, now);
             }
             Event::Register(request) => self.register(request),
@@ -238,7 +247,10 @@ impl ActiveController {
             sessions,
             writing: None,
             next_leaderless_ms: now.saturating_add(self.config.leaderless_retry_ms),
-            next_rebalance_ms: self.config.rebalance_every_ms.map(|ms| now.saturating_add(ms)),
+            next_rebalance_ms: self
+                .config
+                .rebalance_every_ms
+                .map(|ms| now.saturating_add(ms)),
             retry_at_ms: None,
             reserved_at_start: reserved,
         });
@@ -271,8 +283,14 @@ impl ActiveController {
     fn register(&mut self, request: RegistrationRequest) {
         let now = self.now;
         let rules = &self.rules;
-        let term = self.term.as_mut().expect("Register while not the active controller");
-        assert!(term.writing.is_none(), "Register while a write is in flight");
+        let term = self
+            .term
+            .as_mut()
+            .expect("Register while not the active controller");
+        assert!(
+            term.writing.is_none(),
+            "Register while a write is in flight"
+        );
         let image = &term.image;
         let decided = term
             .sessions
@@ -296,8 +314,14 @@ impl ActiveController {
     fn heartbeat(&mut self, request: HeartbeatRequest) {
         let now = self.now;
         let rules = &self.rules;
-        let term = self.term.as_mut().expect("Heartbeat while not the active controller");
-        assert!(term.writing.is_none(), "Heartbeat while a write is in flight");
+        let term = self
+            .term
+            .as_mut()
+            .expect("Heartbeat while not the active controller");
+        assert!(
+            term.writing.is_none(),
+            "Heartbeat while a write is in flight"
+        );
         let image = &term.image;
         let decided = term
             .sessions
@@ -333,7 +357,10 @@ impl ActiveController {
         let now = self.now;
         let config = self.config;
         let rules = &self.rules;
-        let term = self.term.as_mut().expect("Tick while not the active controller");
+        let term = self
+            .term
+            .as_mut()
+            .expect("Tick while not the active controller");
         assert!(term.writing.is_none(), "Tick while a write is in flight");
         if term.retry_at_ms.is_some_and(|retry| now < retry) {
             return;
@@ -370,7 +397,10 @@ impl ActiveController {
     fn committed(&mut self, image: Arc<MetadataImage>) {
         let now = self.now;
         let term = self.term_mut("Committed");
-        let writing = term.writing.take().expect("Committed with no write in flight");
+        let writing = term
+            .writing
+            .take()
+            .expect("Committed with no write in flight");
         Self::advance(term, image, now);
         let image = &term.image;
         let answer = match writing {
@@ -395,7 +425,10 @@ impl ActiveController {
         let now = self.now;
         let retry = self.config.retry_ms;
         let term = self.term_mut("NotCommitted");
-        let writing = term.writing.take().expect("NotCommitted with no write in flight");
+        let writing = term
+            .writing
+            .take()
+            .expect("NotCommitted with no write in flight");
         // A registration that did not commit leaves no session behind.
         let image = term.image.clone();
         term.sessions.sync(&image, now);
@@ -406,7 +439,11 @@ impl ActiveController {
 
     /// The invariants stated in the module doc.
     pub fn check_invariants(&self) {
-        assert!(self.next_producer_id >= 0, "producer id {}", self.next_producer_id);
+        assert!(
+            self.next_producer_id >= 0,
+            "producer id {}",
+            self.next_producer_id
+        );
         let Some(term) = &self.term else {
             return;
         };
@@ -420,7 +457,11 @@ impl ActiveController {
         if term.writing.is_none() {
             let brokers: Vec<i32> = term.image.brokers().map(|b| b.id).collect();
             let sessions: Vec<i32> = term.sessions.ids().collect();
-            assert_eq!(sessions, brokers, "term {}: sessions != brokers", term.epoch);
+            assert_eq!(
+                sessions, brokers,
+                "term {}: sessions != brokers",
+                term.epoch
+            );
         }
         assert!(
             self.actions.iter().all(|a| match a {
