@@ -94,21 +94,31 @@ pub(crate) async fn run(broker: Arc<Broker>) {
             let ms = at.saturating_sub(broker.controller_clock_ms()).max(0);
             Duration::from_millis(ms as u64)
         });
-        tokio::select! {
+        // A leadership change is carried into the core at once (under the metadata lock); a
+        // request's wake-up only makes the deadline be read again.
+        let leadership_changed = tokio::select! {
             biased;
-            _ = shutdown.changed() => {}
+            _ = shutdown.changed() => false,
             changed = leadership.changed() => {
                 if changed.is_err() {
                     return;
                 }
+                true
             }
-            _ = broker.active_controller.wake.notified() => {}
-            _ = broker.io.clock.sleep(wait.unwrap_or_default()), if wait.is_some() => {}
-        }
+            _ = broker.active_controller.wake.notified() => false,
+            _ = broker.io.clock.sleep(wait.unwrap_or_default()), if wait.is_some() => false,
+        };
         if *shutdown.borrow() {
             return;
         }
-        if !broker.is_storage_offline() {
+        let deadline = broker
+            .active_controller
+            .core
+            .lock()
+            .unwrap()
+            .next_deadline();
+        let due = deadline.is_some_and(|at| at <= broker.controller_clock_ms());
+        if (leadership_changed || due) && !broker.is_storage_offline() {
             broker.tick_active_controller().await;
         }
     }
