@@ -113,8 +113,9 @@ pub struct Broker {
     groups: drivers::group_coordinator::Groups,
     /// The transaction coordinator and its driver state.
     txns: drivers::txn_coordinator::Txns,
-    /// The active controller's producer-id cursor (`drivers::producer_ids`).
-    producer_ids: drivers::producer_ids::ProducerIds,
+    /// The active controller's core: broker sessions, producer ids, timers
+    /// (`drivers::active_controller`).
+    active_controller: drivers::active_controller::ActiveControllerState,
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
     shutdown: watch::Sender<bool>,
@@ -125,9 +126,6 @@ pub struct Broker {
     /// Held by whoever reconciles (the quorum driver after a commit, the background loop's
     /// retries), so two passes never open or delete the same partition at once.
     reconcile_gate: tokio::sync::Mutex<()>,
-    /// The active controller's broker sessions, for the quorum epoch it leads in (a new
-    /// leader starts afresh, as Kafka's does).
-    sessions: drivers::controller_sessions::ControllerSessions,
     /// This broker's own session with the active controller (in a cluster).
     session: drivers::broker_session::SessionState,
     /// The follower side: one fetcher per leader broker (`replica_fetcher`).
@@ -244,7 +242,10 @@ impl Broker {
         );
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
-            producer_ids: drivers::producer_ids::ProducerIds::new(image.producer_ids_reserved()),
+            active_controller: drivers::active_controller::ActiveControllerState::new(
+                &config,
+                controller.clone(),
+            ),
             authorizer: handlers::security::authz::settings(&config),
             config,
             io: io.clone(),
@@ -264,7 +265,6 @@ impl Broker {
             health: LogDirHealth::new(),
             reconciled: AtomicI64::new(-1),
             reconcile_gate: tokio::sync::Mutex::new(()),
-            sessions: Default::default(),
             session: drivers::broker_session::SessionState::default(),
             replica_fetchers: drivers::replica_fetcher::ReplicaFetchers::default(),
             startup_gate: startup_gate::StartupGate::default(),
@@ -341,7 +341,7 @@ impl Broker {
         drivers::metrics_endpoint::start(&broker).await?;
         broker.start_offsets_load();
         io.spawn(background_loop(broker.clone()));
-        io.spawn(drivers::controller_timer::run(broker.clone()));
+        io.spawn(drivers::active_controller::run(broker.clone()));
         io.spawn(drivers::cleaning::cleaner_loop(broker.clone()));
         io.spawn(drivers::group_coordinator::timer_loop(broker.clone()));
         io.spawn(drivers::txn_coordinator::timer_loop(broker.clone()));

@@ -285,6 +285,37 @@ impl BrokerSessions {
         Ok(Decision { records, reply })
     }
 
+    /// Keeps a session for exactly the brokers `image` registers: a broker first seen starts
+    /// its session at `now` (a new active controller's, as Kafka's), a forgotten one is dropped.
+    pub fn sync(&mut self, image: &MetadataImage, now: i64) {
+        self.sessions.retain(|id, _| image.broker(*id).is_some());
+        for b in image.brokers() {
+            self.sessions
+                .entry(b.id)
+                .or_insert_with(|| Session::new(now));
+        }
+    }
+
+    /// The brokers with a session, in id order.
+    pub fn ids(&self) -> impl Iterator<Item = i32> + '_ {
+        self.sessions.keys().copied()
+    }
+
+    /// When `tick` would first fence someone: the earliest time an unfenced broker of `image`
+    /// has been silent for longer than the session timeout (`None`: nobody to fence).
+    pub fn next_expiry(&self, image: &MetadataImage) -> Option<i64> {
+        image
+            .brokers()
+            .filter(|b| !b.fenced)
+            .filter_map(|b| self.sessions.get(&b.id))
+            .map(|s| {
+                s.last_contact_ms
+                    .saturating_add(self.session_timeout_ms)
+                    .saturating_add(1)
+            })
+            .min()
+    }
+
     /// Fences the unfenced broker silent the longest, if it has been silent for longer than
     /// the session timeout: out of every ISR, its leaderships moved. At most one per call.
     /// When none is fenced: the recovery elections now due (KIP-966 part 2, for topics with
@@ -295,12 +326,7 @@ impl BrokerSessions {
         now: i64,
         elections: &dyn Fn(&TopicMeta) -> ElectionConfig,
     ) -> Vec<MetadataRecord> {
-        self.sessions.retain(|id, _| image.broker(*id).is_some());
-        for b in image.brokers() {
-            self.sessions
-                .entry(b.id)
-                .or_insert_with(|| Session::new(now));
-        }
+        self.sync(image, now);
         let expired = image
             .brokers()
             .filter(|b| !b.fenced)

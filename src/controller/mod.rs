@@ -6,6 +6,8 @@
 //!   blocks;
 //! - `placement`: where new replicas go; `election`: leaders, ISR and ELR changes;
 //! - `brokers`: broker sessions (registration, heartbeats, fencing, controlled shutdown);
+//! - `active`: the active controller's own state and timers as a core (the sessions of its
+//!   term, the producer-id cursor, the periodic fencing and elections);
 //! - `alter_partition`: a leader's ISR change requests;
 //! - `acls`, `scram`: ACL bindings and SCRAM credentials (CreateAcls, DeleteAcls,
 //!   AlterUserScramCredentials);
@@ -16,6 +18,7 @@
 //! voter on a single node.
 
 pub mod acls;
+pub mod active;
 pub mod alter_partition;
 pub mod brokers;
 pub mod election;
@@ -142,6 +145,7 @@ pub struct NewTopic {
 }
 
 /// Validates requests against the image and turns them into records.
+#[derive(Clone)]
 pub struct Controller {
     default_partitions: i32,
     default_replication_factor: i16,

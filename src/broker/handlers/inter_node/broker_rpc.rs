@@ -9,8 +9,8 @@
 //! committed image in Kafka's order, committed serially with every other controller write, and
 //! answered after the commit with each partition's new state.
 //!
-//! The sessions themselves (one leadership term's, in memory) and the writes that decide them
-//! are the active controller's state, in `drivers::controller_sessions`.
+//! The sessions themselves (one leadership term's, in memory) are the active controller's own
+//! state: the core `controller::active`, fed by `drivers::active_controller`.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_response::{
