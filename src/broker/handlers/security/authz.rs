@@ -154,12 +154,17 @@ impl Broker {
     /// request with anything denied is not relayed but handled here, which answers the denied
     /// items with their authorization error (and, on a node that is not the active controller,
     /// the others with NOT_CONTROLLER, retriable).
-    pub(crate) fn relay_allowed(&self, peer: SocketAddr, body: &RequestKind) -> bool {
+    pub(crate) fn relay_allowed(
+        &self,
+        peer: SocketAddr,
+        principal: &str,
+        body: &RequestKind,
+    ) -> bool {
         if self.authorizer.is_none() {
             return true;
         }
-        // Relaying happens in a cluster only, whose client listener is PLAINTEXT (for now).
-        let authz = self.authz_at(false, peer, acl::ANONYMOUS);
+        // The connection's principal: TLS and SASL listeners name the client.
+        let authz = self.authz_at(false, peer, principal);
         match body {
             RequestKind::CreateTopics(r) => {
                 r.topics.iter().all(|t| authz.may_create_topic(&t.name))
