@@ -218,3 +218,133 @@ async fn authenticate(
         step = client.server_token(&answer.auth_bytes);
     }
 }
+
+/// A peer link to a single node's SASL_SSL listener (rcgen certificates, PLAIN): the login
+/// succeeds with the right password and the link carries requests; a wrong password or an
+/// untrusted certificate fails the call with the reason, never hangs.
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use kafka_protocol::messages::ApiVersionsRequest;
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
+    };
+
+    use super::*;
+    use crate::broker::peer::Link;
+    use crate::broker::Broker;
+    use crate::config::{SecurityProtocol, ServerConfig};
+    use crate::security::tls::{ClientAuth, PemSource, TlsSettings};
+
+    /// (CA PEM, server chain PEM, server key PEM).
+    fn certificates() -> (String, String, String) {
+        let mut ca = CertificateParams::new(vec![]).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name = DistinguishedName::new();
+        ca.distinguished_name.push(DnType::CommonName, "test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        leaf.distinguished_name.push(DnType::CommonName, "node");
+        let key = KeyPair::generate().unwrap();
+        let cert = leaf.signed_by(&key, &Issuer::new(ca, &ca_key)).unwrap();
+        (ca_pem, cert.pem(), key.serialize_pem())
+    }
+
+    fn api_versions() -> Vec<u8> {
+        let body = RequestKind::ApiVersions(ApiVersionsRequest::default());
+        encode_request(ApiKey::ApiVersions, 0, "test", &body).unwrap()
+    }
+
+    #[tokio::test]
+    async fn links_log_in_over_tls_and_sasl() {
+        let (ca, chain, key) = certificates();
+        let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                    user_broker=\"right\";";
+        let props = BTreeMap::from([
+            (
+                "listeners".to_string(),
+                "SECURE://127.0.0.1:0,CONTROLLER://127.0.0.1:0".to_string(),
+            ),
+            (
+                "listener.security.protocol.map".to_string(),
+                "SECURE:SASL_SSL,CONTROLLER:PLAINTEXT".to_string(),
+            ),
+            (
+                "inter.broker.listener.name".to_string(),
+                "SECURE".to_string(),
+            ),
+            ("sasl.enabled.mechanisms".to_string(), "PLAIN".to_string()),
+            (
+                "listener.name.secure.plain.sasl.jaas.config".to_string(),
+                jaas.to_string(),
+            ),
+            ("ssl.keystore.type".to_string(), "PEM".to_string()),
+            ("ssl.keystore.certificate.chain".to_string(), chain.clone()),
+            ("ssl.keystore.key".to_string(), key.clone()),
+            ("log.dirs".to_string(), "/data".to_string()),
+        ]);
+        let config = ServerConfig::from_properties(&props).unwrap().0;
+        let io = Io::os();
+        let io = Io {
+            disk: Arc::new(crate::io::memdisk::MemDisk::new(3)),
+            ..io
+        };
+        let running = Broker::start(config, io.clone()).await.unwrap();
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let outbound = |password: &str, trusted: &str| Outbound {
+            listener: "SECURE".into(),
+            protocol: SecurityProtocol::SaslSsl,
+            tls: Some(TlsSettings {
+                chain: PemSource::Inline(chain.clone()),
+                key: PemSource::Inline(key.clone()),
+                truststore: Some(PemSource::Inline(trusted.to_string())),
+                client_auth: ClientAuth::None,
+            }),
+            verify_hostname: true,
+            sasl: Some((Mechanism::Plain, "broker".into(), password.into())),
+        };
+        let call = |outbound: Outbound, host: &str| {
+            let dialer = Dialer::new(&outbound, &io).unwrap().unwrap();
+            let link = Link::secured(
+                &io,
+                running.local_addr,
+                shutdown.clone(),
+                Some((dialer, host.into())),
+            );
+            async move {
+                tokio::time::timeout(Duration::from_secs(10), link.call(api_versions()))
+                    .await
+                    .expect("the link hung")
+                    .unwrap()
+            }
+        };
+        let answer = call(outbound("right", &ca), "localhost").await.unwrap();
+        let ResponseKind::ApiVersions(r) = decode_response(ApiKey::ApiVersions, 0, answer).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.error_code, 0);
+        let refused = call(outbound("wrong", &ca), "localhost").await.unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            std::io::ErrorKind::PermissionDenied,
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("error 58"), "{refused}");
+        // A certificate from a CA the node does not trust, or not naming the host dialled.
+        let (other_ca, _, _) = certificates();
+        assert!(call(outbound("right", &other_ca), "localhost")
+            .await
+            .is_err());
+        assert!(call(outbound("right", &ca), "elsewhere.example")
+            .await
+            .is_err());
+        let mut any_name = outbound("right", &ca);
+        any_name.verify_hostname = false;
+        assert!(call(any_name, "elsewhere.example").await.is_ok());
+        running.broker.halt();
+    }
+}
