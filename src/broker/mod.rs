@@ -118,6 +118,9 @@ pub struct Broker {
     active_controller: drivers::active_controller::ActiveControllerState,
     /// The address clients are told to use (known once the listener is bound).
     advertised: RwLock<(String, u16)>,
+    /// The other client listeners' advertised endpoints (each serves clients too, with its
+    /// own security), in `listeners` order.
+    more_advertised: RwLock<Vec<crate::controller::BrokerEndpoint>>,
     shutdown: watch::Sender<bool>,
     /// Offline after a failed fsync: nothing is served or written any more.
     health: LogDirHealth,
@@ -142,6 +145,9 @@ pub struct Broker {
     quotas: std::sync::Mutex<crate::quota::ClientQuotaCore>,
     /// Open client connections against `max.connections*` (`connection_slot`).
     connections: connection_slot::Counts,
+    /// TLS and SASL towards the other brokers' inter-broker listener (replica fetches,
+    /// transaction markers); `None`: PLAINTEXT.
+    inter_broker_dialer: Option<Arc<peer::Dialer>>,
 }
 
 /// A running broker: its address and the way to stop it.
@@ -210,8 +216,19 @@ impl Broker {
         #[cfg(any(madsim, test))]
         controller.set_planted(crate::config::planted::Planted::new(config.planted_bug));
         // Key and trust stores are read now, so a bad one stops the start.
-        secure_connection::Secure::for_listener(&config, &io, api::ListenerKind::Client)
-            .map_err(|e| anyhow::anyhow!("client listener security: {e}"))?;
+        for e in &config.listeners {
+            secure_connection::Secure::for_listener(&config, &io, &e.listener_name)
+                .map_err(|err| anyhow::anyhow!("listener '{}': {err}", e.listener_name))?;
+        }
+        let inter_broker_dialer = match clustered && config.is_broker() {
+            true => {
+                let outbound = config.inter_broker_outbound()?;
+                peer::Dialer::new(&outbound, &io).map_err(|e| {
+                    anyhow::anyhow!("inter-broker listener '{}': {e}", outbound.listener)
+                })?
+            }
+            false => None,
+        };
         let endpoint = config.broker_endpoints().into_iter().next();
         if endpoint.is_none() && config.is_broker() {
             anyhow::bail!("no broker listener in 'listeners'");
@@ -261,6 +278,7 @@ impl Broker {
             groups: drivers::group_coordinator::Groups::new(group_config),
             txns: drivers::txn_coordinator::Txns::new(),
             advertised: RwLock::new(advertised),
+            more_advertised: RwLock::default(),
             shutdown,
             health: LogDirHealth::new(),
             reconciled: AtomicI64::new(-1),
@@ -272,6 +290,7 @@ impl Broker {
             metrics: crate::metrics::Metrics::new(),
             quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
             connections: Arc::new(std::sync::Mutex::new(connection_limits)),
+            inter_broker_dialer,
         });
         // The client listener is bound first so that the registration carries the real port
         // (port 0 in tests); nothing is accepted before its accept loop starts, below. A
@@ -282,17 +301,41 @@ impl Broker {
         let client_listener = match bind {
             Some(bind) if gated && bind.port() != 0 => {
                 drop(io.net.bind(bind).await?);
-                *broker.advertised.write().unwrap() = broker.advertised_endpoint(bind);
+                *broker.advertised.write().unwrap() = broker.advertised_endpoint(bind, None);
                 Some((ClientListener::Deferred, bind))
             }
             Some(bind) => {
                 let listener = io.net.bind(bind).await?;
                 let local_addr = listener.local_addr()?;
-                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr);
+                *broker.advertised.write().unwrap() = broker.advertised_endpoint(local_addr, None);
                 Some((ClientListener::Bound(listener), local_addr))
             }
             None => None,
         };
+        // Every other client listener, bound (or checked free) the same way.
+        let mut more_listeners = Vec::new();
+        for e in broker.config.broker_endpoints().into_iter().skip(1) {
+            let bind = listener_addr(&io, &e.host, e.port).await?;
+            let (listener, bound) = if gated && bind.port() != 0 {
+                drop(io.net.bind(bind).await?);
+                (ClientListener::Deferred, bind)
+            } else {
+                let listener = io.net.bind(bind).await?;
+                let bound = listener.local_addr()?;
+                (ClientListener::Bound(listener), bound)
+            };
+            let (host, port) = broker.advertised_endpoint(bound, Some(&e.listener_name));
+            broker
+                .more_advertised
+                .write()
+                .unwrap()
+                .push(crate::controller::BrokerEndpoint {
+                    name: e.listener_name.clone(),
+                    host,
+                    port,
+                });
+            more_listeners.push((listener, bound, e.listener_name));
+        }
         let controller_addr = match controller_bind {
             Some(addr) => {
                 let listener = io.net.bind(addr).await.map_err(|e| {
@@ -300,11 +343,15 @@ impl Broker {
                 })?;
                 let bound = listener.local_addr()?;
                 tracing::info!(%bound, "controller listener bound");
-                io.spawn(server::accept_loop(
-                    broker.clone(),
-                    listener,
-                    api::ListenerKind::Controller,
-                ));
+                let name = broker.config.controller_endpoint().map(|e| e.listener_name);
+                io.spawn({
+                    let broker = broker.clone();
+                    async move {
+                        let name = name.unwrap_or_default();
+                        let kind = api::ListenerKind::Controller;
+                        server::accept_loop(broker, listener, kind, &name).await
+                    }
+                });
                 Some(bound)
             }
             None => None,
@@ -320,11 +367,21 @@ impl Broker {
         }
         let local_addr = match client_listener {
             Some((listener, local_addr)) => {
+                let name = handlers::topics::metadata::client_listener(&broker);
                 io.spawn(serve_clients_when_ready(
                     broker.clone(),
                     listener,
                     local_addr,
+                    name,
                 ));
+                for (listener, bound, name) in more_listeners {
+                    io.spawn(serve_clients_when_ready(
+                        broker.clone(),
+                        listener,
+                        bound,
+                        name,
+                    ));
+                }
                 local_addr
             }
             None => controller_addr.expect("a node without a broker listener is a controller"),
@@ -352,17 +409,17 @@ impl Broker {
         })
     }
 
-    fn advertised_endpoint(&self, bound: SocketAddr) -> (String, u16) {
-        let listener = self.config.broker_endpoints().into_iter().next();
+    /// What listener `name` (None: the first client listener) advertises, bound at `bound`.
+    fn advertised_endpoint(&self, bound: SocketAddr, name: Option<&str>) -> (String, u16) {
+        let listener = match name {
+            Some(name) => Some(name.to_string()),
+            None => (self.config.broker_endpoints().into_iter().next()).map(|l| l.listener_name),
+        };
         let advertised = self
             .config
             .advertised_listeners
             .iter()
-            .find(|a| {
-                listener
-                    .as_ref()
-                    .is_some_and(|l| l.listener_name == a.listener_name)
-            })
+            .find(|a| listener.as_ref().is_some_and(|l| *l == a.listener_name))
             .cloned();
         let wildcard =
             |host: &str| host.is_empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
@@ -886,6 +943,16 @@ impl Broker {
     pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
+
+    /// A link to another broker's inter-broker listener at `addr`, reached as `host`, secured
+    /// as that listener asks.
+    pub(crate) fn inter_broker_link(&self, addr: SocketAddr, host: &str) -> peer::Link {
+        let security = self
+            .inter_broker_dialer
+            .clone()
+            .map(|d| (d, host.to_string()));
+        peer::Link::secured(&self.io, addr, self.shutdown_signal(), security)
+    }
 }
 
 /// The client listener at start: bound, or (a clustered broker's fixed port) to be bound once
@@ -898,7 +965,12 @@ enum ClientListener {
 /// Waits for the client gate (`startup_gate`; open at once for a single node), then binds the
 /// client listener if deferred and accepts. A port taken since the start check is retried:
 /// the process stays up for its partitions and the controller it may host.
-async fn serve_clients_when_ready(broker: Arc<Broker>, listener: ClientListener, addr: SocketAddr) {
+async fn serve_clients_when_ready(
+    broker: Arc<Broker>,
+    listener: ClientListener,
+    addr: SocketAddr,
+    name: String,
+) {
     if !broker.wait_ready_for_clients().await {
         return;
     }
@@ -919,8 +991,8 @@ async fn serve_clients_when_ready(broker: Arc<Broker>, listener: ClientListener,
             }
         },
     };
-    tracing::info!(%addr, "client listener serving");
-    server::accept_loop(broker, listener, api::ListenerKind::Client).await;
+    tracing::info!(%addr, listener = %name, "client listener serving");
+    server::accept_loop(broker, listener, api::ListenerKind::Client, &name).await;
 }
 
 /// Periodic work: retention, time-based flushes, recovery-point checkpoints.

@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::api::{self, encode_response, Decoded, ListenerKind};
 use super::handlers::ROUTES;
 use super::Broker;
-use crate::config::{ListenerSecurity, SecurityProtocol, ServerConfig};
+use crate::config::{SecurityProtocol, ServerConfig};
 use crate::controller::image::scram::ScramMechanism;
 use crate::io::{BoxStream, Io};
 use crate::security::principal::{subject_dn, MappingRules};
@@ -25,6 +25,8 @@ use crate::security::tls::stream::TlsStream;
 
 /// A listener's security, ready to serve connections.
 pub(super) struct Secure {
+    /// The listener's name (`listeners`).
+    name: String,
     protocol: SecurityProtocol,
     tls: Option<Arc<rustls::ServerConfig>>,
     sasl: Option<sasl::SaslSettings>,
@@ -32,29 +34,28 @@ pub(super) struct Secure {
 }
 
 impl Secure {
-    /// The client listener's (the controller listener is PLAINTEXT: see the config's check).
+    /// Listener `name`'s security (`listener.security.protocol.map` and its prefixed keys).
     pub(super) fn for_listener(
         config: &ServerConfig,
         io: &Io,
-        kind: ListenerKind,
+        name: &str,
     ) -> Result<Secure, String> {
-        let security = match kind {
-            ListenerKind::Controller => ListenerSecurity::plaintext(),
-            ListenerKind::Client => match config.broker_endpoints().first() {
-                Some(e) => config.security_of(&e.listener_name),
-                None => ListenerSecurity::plaintext(),
-            },
-        };
+        let security = config.security_of(name);
         let tls = match &security.tls {
             Some(settings) => Some(crate::security::tls::server_config(settings, io)?),
             None => None,
         };
         Ok(Secure {
+            name: name.to_string(),
             protocol: security.protocol,
             tls,
             sasl: security.sasl,
             mapping: security.principal_mapping,
         })
+    }
+
+    pub(super) fn name(&self) -> &str {
+        &self.name
     }
 
     /// Runs the TLS handshake (if any) within `limit` and starts the session; `None`: the

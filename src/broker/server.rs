@@ -41,10 +41,11 @@ pub(super) async fn accept_loop(
     broker: Arc<Broker>,
     mut listener: Box<dyn Listener>,
     kind: ListenerKind,
+    name: &str,
 ) {
     let mut shutdown = broker.shutdown_signal();
     // Checked at start (`check_listener_security`); a key file gone since is logged here.
-    let secure = match Secure::for_listener(&broker.config, &broker.io, kind) {
+    let secure = match Secure::for_listener(&broker.config, &broker.io, name) {
         Ok(secure) => Arc::new(secure),
         Err(e) => {
             tracing::error!(error = %e, "listener security unusable; not serving");
@@ -155,7 +156,7 @@ async fn serve_connection(
                 &broker,
                 kind,
                 frame,
-                (peer, principal),
+                (peer, principal, secure.name()),
                 watch.signal(),
                 &mut out,
                 true,
@@ -227,7 +228,8 @@ impl Broker {
         let mut out = BytesMut::new();
         let kind = ListenerKind::Client;
         let gone = ConnectionGone::never();
-        let caller = (peer, crate::acl::ANONYMOUS);
+        let listener = super::handlers::topics::metadata::client_listener(self);
+        let caller = (peer, crate::acl::ANONYMOUS, listener.as_str());
         let mut note = RequestNote::default();
         match dispatch(self, kind, frame, caller, gone, &mut out, false, &mut note).await? {
             true => Ok(Some(out.freeze())),
@@ -275,7 +277,7 @@ async fn dispatch(
     broker: &Broker,
     kind: ListenerKind,
     frame: Bytes,
-    (peer, principal): (SocketAddr, &str),
+    (peer, principal, listener): (SocketAddr, &str, &str),
     gone: ConnectionGone,
     out: &mut BytesMut,
     relay: bool,
@@ -289,7 +291,15 @@ async fn dispatch(
         }
     };
     if request.key == ApiKey::Envelope {
-        return open_envelope(broker, *request, (peer, principal), gone, out, note).await;
+        return open_envelope(
+            broker,
+            *request,
+            (peer, principal, listener),
+            gone,
+            out,
+            note,
+        )
+        .await;
     }
     if !(relay
         && kind == ListenerKind::Client
@@ -303,7 +313,7 @@ async fn dispatch(
             kind,
             &request,
             body,
-            (peer, principal),
+            (peer, principal, listener),
             gone,
             out,
             note,
@@ -329,7 +339,7 @@ async fn dispatch(
             }
         }
         let body = request.body.clone();
-        let caller = (peer, principal);
+        let caller = (peer, principal, listener);
         let answered = answer(
             broker,
             kind,
@@ -358,7 +368,7 @@ async fn dispatch(
 async fn open_envelope(
     broker: &Broker,
     mut request: Request<'_, Broker>,
-    (peer, principal): (SocketAddr, &str),
+    (peer, principal, listener): (SocketAddr, &str, &str),
     gone: ConnectionGone,
     out: &mut BytesMut,
     note: &mut RequestNote,
@@ -387,7 +397,7 @@ async fn open_envelope(
             let principal = opened.principal.as_deref().unwrap_or(principal);
             let mut answer = BytesMut::new();
             let kind = ListenerKind::Controller;
-            let caller = (client, principal);
+            let caller = (client, principal, listener);
             let handling = dispatch(
                 broker,
                 kind,
@@ -433,7 +443,7 @@ async fn answer(
     kind: ListenerKind,
     request: &Request<'_, Broker>,
     body: RequestKind,
-    (peer, principal): (SocketAddr, &str),
+    (peer, principal, listener): (SocketAddr, &str, &str),
     gone: ConnectionGone,
     out: &mut BytesMut,
     note: &mut RequestNote,
@@ -452,6 +462,7 @@ async fn answer(
         client_id: request.client_id.clone(),
         peer,
         principal: principal.to_string(),
+        listener_name: listener.to_string(),
         gone,
         deadline: forward::deadline(broker, &body),
     };

@@ -45,6 +45,8 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// Who asks: `User:ANONYMOUS`, a certificate's or a SASL principal (`User:alice`).
     pub principal: String,
+    /// The name of that listener (`listeners`): Metadata answers with its endpoints.
+    pub listener_name: String,
     /// Fires when the client closed the connection: waits end early.
     pub gone: ConnectionGone,
     /// Until when (monotonic) a metadata change it asks for may still be carried out: its

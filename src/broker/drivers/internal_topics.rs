@@ -19,6 +19,20 @@ impl Broker {
         }
     }
 
+    /// Node `node`'s advertised endpoint on `listener` (this node's from its own listeners).
+    pub(crate) fn endpoint_on(&self, node: i32, listener: &str) -> Option<(String, u16)> {
+        if node == self.config.node_id {
+            return self
+                .registered_listeners()
+                .into_iter()
+                .find(|e| e.name == listener)
+                .map(|e| (e.host, e.port));
+        }
+        let image = self.image();
+        let e = image.broker(node)?.endpoint(listener)?;
+        Some((e.host.clone(), e.port))
+    }
+
     /// The leader of partition `index` of the internal topic `topic`, with its client endpoint
     /// (Kafka's `KafkaApis.getCoordinator`): Err (COORDINATOR_NOT_AVAILABLE to the client)
     /// while the topic is not in the image or the partition has no reachable leader.

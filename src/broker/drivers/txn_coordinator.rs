@@ -460,7 +460,7 @@ impl Broker {
             &RequestKind::WriteTxnMarkers(request),
         )
         .map_err(|e| e.to_string())?;
-        let link = peer::Link::new(&self.io, addr, self.shutdown_signal());
+        let link = self.inter_broker_link(addr, &endpoint.host);
         let reply = tokio::select! {
             biased;
             r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,

@@ -90,13 +90,13 @@ pub static ROUTES: &[Route<Broker>] = &[
     )),
     // On a SASL listener the authenticator answers these before authentication
     // (`secure_connection`); here, after it or on another listener: ILLEGAL_SASL_STATE.
-    route!(SaslHandshake, Range(0, 1), ClientOnly, |_, _, _r| Some(
+    route!(SaslHandshake, Range(0, 1), Both, |_, _, _r| Some(
         ResponseKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeResponse::default()
                 .with_error_code(kafka_protocol::error::ResponseError::IllegalSaslState.code())
         )
     )),
-    route!(SaslAuthenticate, Range(0, 2), ClientOnly, |_, _, _r| Some(
+    route!(SaslAuthenticate, Range(0, 2), Both, |_, _, _r| Some(
         ResponseKind::SaslAuthenticate(
             kafka_protocol::messages::SaslAuthenticateResponse::default()
                 .with_error_code(kafka_protocol::error::ResponseError::IllegalSaslState.code())

@@ -4,6 +4,9 @@
 //! to be written ([`QUEUE`]) and the calls in flight ([`IN_FLIGHT`]); a call that does not fit
 //! fails at once (the quorum core retries what matters, forwarded requests answer an error).
 //!
+//! A link to a secured listener runs TLS and SASL on each new connection first ([`dial`]); a
+//! refused login is logged as the configuration error it is, and retried at the slowest pace.
+//!
 //! A link carries raw frames (a request without its size prefix; the link writes the
 //! correlation id), so the same link relays forwarded client requests byte for byte.
 
@@ -32,6 +35,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_millis(1000);
 
+pub mod dial;
+
+pub use dial::Dialer;
+
+/// A connection's TLS and SASL: the dialer of the target listener and the host it was
+/// reached by (the name its certificate must carry).
+pub type Security = Option<(Arc<Dialer>, String)>;
+
 /// The answer to one call: the response frame without its size prefix (correlation id first).
 pub type Reply = io::Result<Bytes>;
 
@@ -51,8 +62,18 @@ impl Link {
     /// Starts the link's task; it connects on the first call and ends when every `Link` clone
     /// is dropped or `shutdown` turns true.
     pub fn new(io: &Io, addr: SocketAddr, shutdown: watch::Receiver<bool>) -> Link {
+        Link::secured(io, addr, shutdown, None)
+    }
+
+    /// A link whose connections are secured by `security` (None: PLAINTEXT).
+    pub fn secured(
+        io: &Io,
+        addr: SocketAddr,
+        shutdown: watch::Receiver<bool>,
+        security: Security,
+    ) -> Link {
         let (tx, rx) = mpsc::channel(QUEUE);
-        io.spawn(run(io.clone(), addr, rx, shutdown));
+        io.spawn(run(io.clone(), addr, rx, shutdown, security));
         Link { tx, addr }
     }
 
@@ -116,11 +137,35 @@ pub fn decode_response(
 
 type Pending = Arc<Mutex<BTreeMap<i32, oneshot::Sender<Reply>>>>;
 
+/// Connects and secures, within [`CONNECT_TIMEOUT`] each.
+async fn connect(
+    io: &Io,
+    addr: SocketAddr,
+    security: &Security,
+) -> Result<crate::io::BoxStream, dial::DialError> {
+    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "connect timed out");
+    let stream = match io.timeout(CONNECT_TIMEOUT, io.net.connect(addr)).await {
+        Some(s) => s?,
+        None => return Err(timed_out().into()),
+    };
+    let Some((dialer, host)) = security else {
+        return Ok(stream);
+    };
+    match io
+        .timeout(CONNECT_TIMEOUT, dialer.secure(io, stream, host))
+        .await
+    {
+        Some(s) => s,
+        None => Err(io::Error::new(io::ErrorKind::TimedOut, "TLS/SASL handshake timed out").into()),
+    }
+}
+
 async fn run(
     io: Io,
     addr: SocketAddr,
     mut rx: mpsc::Receiver<Call>,
     mut shutdown: watch::Receiver<bool>,
+    security: Security,
 ) {
     let mut backoff = BACKOFF_MIN;
     let mut correlation: i32 = 0;
@@ -134,14 +179,23 @@ async fn run(
         if *shutdown.borrow() {
             return;
         }
-        let stream = match io.timeout(CONNECT_TIMEOUT, io.net.connect(addr)).await {
-            Some(Ok(s)) => s,
-            failed => {
-                let e = match failed {
-                    Some(Err(e)) => e,
-                    _ => io::Error::new(io::ErrorKind::TimedOut, "connect timed out"),
+        let stream = match connect(&io, addr, &security).await {
+            Ok(s) => s,
+            Err(e) => {
+                if let dial::DialError::Authentication(reason) = &e {
+                    let listener = security.as_ref().map_or("", |(d, _)| d.listener());
+                    tracing::error!(%addr, listener, %reason,
+                        "cannot log in to the other node: check this listener's SASL mechanism and JAAS username/password");
+                    backoff = BACKOFF_MAX;
+                } else {
+                    tracing::debug!(%addr, error = %e, "peer connection failed");
+                }
+                let e = match e {
+                    dial::DialError::Io(e) => e,
+                    dial::DialError::Authentication(m) => {
+                        io::Error::new(io::ErrorKind::PermissionDenied, m)
+                    }
                 };
-                tracing::debug!(%addr, error = %e, "peer connection failed");
                 let _ = first.reply.send(Err(e));
                 // Calls queued meanwhile fail too: their answers would be stale by the time a
                 // connection exists (the core resends).

@@ -26,7 +26,7 @@ use super::topic::{TopicConfig, FIELDS};
 use super::ConfigError;
 use super::{Endpoint, Voter};
 pub use parse::check;
-pub use security::{ListenerSecurity, SecurityProtocol};
+pub use security::{ListenerSecurity, Outbound, SecurityProtocol};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -65,6 +65,10 @@ pub struct ServerConfig {
     pub controller_quorum_voters: Vec<Voter>,
     /// Each listener's protocol and its TLS and SASL settings, by listener name.
     pub listener_security: BTreeMap<String, ListenerSecurity>,
+    /// `sasl.mechanism.inter.broker.protocol` (Kafka's default GSSAPI: unset).
+    pub sasl_mechanism_inter_broker_protocol: Option<String>,
+    /// `sasl.mechanism.controller.protocol`.
+    pub sasl_mechanism_controller_protocol: Option<String>,
     pub log_dirs: Vec<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -253,22 +257,43 @@ impl ServerConfig {
             .unwrap_or_else(ListenerSecurity::plaintext)
     }
 
-    /// What Weir does not secure yet: its own outbound connections (quorum, broker sessions,
-    /// replica fetches) speak PLAINTEXT, so the controller listener must be PLAINTEXT, and in
-    /// a cluster so must the client listener the followers fetch from.
+    /// How this node dials the other brokers' inter-broker listener (replica fetches,
+    /// transaction markers).
+    pub fn inter_broker_outbound(&self) -> Result<Outbound, ConfigError> {
+        let name = &self.inter_broker_listener_name;
+        security::outbound(
+            name,
+            &self.security_of(name),
+            "sasl.mechanism.inter.broker.protocol",
+            self.sasl_mechanism_inter_broker_protocol.as_deref(),
+        )
+    }
+
+    /// How this node dials the controllers' listener (the quorum, broker sessions, forwarded
+    /// requests): the first of `controller.listener.names`, as Kafka's clients of it use.
+    pub fn controller_outbound(&self) -> Result<Outbound, ConfigError> {
+        let name = self
+            .controller_listener_names
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        security::outbound(
+            &name,
+            &self.security_of(&name),
+            "sasl.mechanism.controller.protocol",
+            self.sasl_mechanism_controller_protocol.as_deref(),
+        )
+    }
+
+    /// A node in a cluster must be able to log in to the listeners it dials: the mechanism
+    /// and credentials are checked at start, not at the first failed connection.
     fn check_listener_security(&self) -> Result<(), ConfigError> {
-        let key = "listener.security.protocol.map";
-        for name in &self.controller_listener_names {
-            let protocol = self.security_of(name).protocol;
-            if protocol != SecurityProtocol::Plaintext {
-                return Err(super::invalid(key, protocol.name(), format!("controller listener '{name}' must be PLAINTEXT: Weir does not yet secure its inter-node connections")));
-            }
+        if !self.is_clustered() {
+            return Ok(());
         }
-        if let Some(client) = self.broker_endpoints().first() {
-            let protocol = self.security_of(&client.listener_name).protocol;
-            if self.is_clustered() && protocol != SecurityProtocol::Plaintext {
-                return Err(super::invalid(key, protocol.name(), format!("client listener '{}' is also the replicas' listener in a cluster and must be PLAINTEXT: Weir does not yet secure its inter-node connections", client.listener_name)));
-            }
+        self.controller_outbound()?;
+        if self.is_broker() {
+            self.inter_broker_outbound()?;
         }
         Ok(())
     }

@@ -195,6 +195,12 @@ pub(super) fn parse(
         replica_selector: net.replica_selector,
         controller_quorum_voters: net.controller_quorum_voters,
         listener_security: net.listener_security,
+        sasl_mechanism_inter_broker_protocol: p
+            .get("sasl.mechanism.inter.broker.protocol")
+            .map(str::to_string),
+        sasl_mechanism_controller_protocol: p
+            .get("sasl.mechanism.controller.protocol")
+            .map(str::to_string),
         log_dirs,
         num_partitions: p.int("num.partitions")? as i32,
         default_replication_factor: p.int("default.replication.factor")? as i16,
@@ -351,7 +357,34 @@ impl Network {
             listeners_raw.unwrap_or_default(),
             p.get("listener.security.protocol.map"),
         )?;
-        let listener_security = super::security::read(p, &listeners, &protocols)?;
+        // A broker declares the controller listener (and its security) without binding it.
+        let declared: Vec<Endpoint> = controller_listener_names
+            .iter()
+            .filter(|n| !listeners.iter().any(|l| &l.listener_name == *n))
+            .map(|n| Endpoint {
+                listener_name: n.clone(),
+                host: String::new(),
+                port: 0,
+            })
+            .collect();
+        let mut protocols = protocols;
+        if let Some(map) = p.get("listener.security.protocol.map") {
+            for e in &declared {
+                if let Ok(found) = security_protocols(std::slice::from_ref(e), "", Some(map)) {
+                    protocols.extend(found);
+                }
+            }
+        }
+        let secured: Vec<Endpoint> = listeners
+            .iter()
+            .cloned()
+            .chain(
+                declared
+                    .into_iter()
+                    .filter(|e| protocols.contains_key(&e.listener_name)),
+            )
+            .collect();
+        let listener_security = super::security::read(p, &secured, &protocols)?;
         let inter_broker_listener_name = inter_broker_listener(p)?;
 
         let is_controller_listener =
@@ -437,13 +470,16 @@ fn inter_broker_listener(p: &mut Props<'_>) -> Result<String, ConfigError> {
                  may be set",
             ));
         }
-        if !v.trim().eq_ignore_ascii_case("PLAINTEXT") {
+        let protocol = v.trim().to_ascii_uppercase();
+        if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&protocol.as_str()) {
             return Err(invalid(
                 "security.inter.broker.protocol",
                 v,
-                "Weir supports only PLAINTEXT",
+                "must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
             ));
         }
+        // Kafka: the listener named after the protocol.
+        return Ok(protocol);
     }
     let name = inter_broker_name
         .unwrap_or(default(name_key))

@@ -59,6 +59,29 @@ pub struct ListenerSecurity {
     pub sasl: Option<SaslSettings>,
     /// `ssl.principal.mapping.rules` (SSL listeners' certificate principals).
     pub principal_mapping: MappingRules,
+    /// This node's own credentials towards the listener, per mechanism: the `username` and
+    /// `password` of `listener.name.<name>.<mechanism>.sasl.jaas.config` (or the listener's
+    /// `sasl.jaas.config`), as a Kafka broker reads them for its outbound connections.
+    pub client_credentials: BTreeMap<&'static str, (String, String)>,
+    /// `ssl.endpoint.identification.algorithm` is `https` (the default), not empty.
+    pub verify_hostname: bool,
+}
+
+/// How this node dials a listener of the other nodes (the inter-broker listener for replica
+/// fetches and transaction markers, the controller listener for the quorum and broker
+/// sessions): that listener's security with the mechanism and credentials to log in with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outbound {
+    pub listener: String,
+    pub protocol: SecurityProtocol,
+    /// The listener's TLS settings: its trust store checks the other node, its key store is
+    /// this node's client certificate.
+    pub tls: Option<TlsSettings>,
+    /// `ssl.endpoint.identification.algorithm=https` (the default): the certificate must name
+    /// the host dialled.
+    pub verify_hostname: bool,
+    /// (mechanism, username, password).
+    pub sasl: Option<(Mechanism, String, String)>,
 }
 
 impl ListenerSecurity {
@@ -68,6 +91,8 @@ impl ListenerSecurity {
             tls: None,
             sasl: None,
             principal_mapping: MappingRules::default(),
+            client_credentials: BTreeMap::new(),
+            verify_hostname: true,
         }
     }
 }
@@ -119,6 +144,17 @@ pub(super) fn read(
             true => Some(sasl_settings(p, name)?),
             false => None,
         };
+        let key = "ssl.endpoint.identification.algorithm";
+        let verify_hostname = match p.listener_value(name, key).map(str::trim) {
+            None => true,
+            Some(v) if v.eq_ignore_ascii_case("https") => true,
+            Some("") => false,
+            Some(v) => return Err(invalid(key, v, "must be https or empty")),
+        };
+        let client_credentials = match protocol.sasl() {
+            true => client_credentials(p, name)?,
+            false => BTreeMap::new(),
+        };
         out.insert(
             name.clone(),
             ListenerSecurity {
@@ -126,10 +162,123 @@ pub(super) fn read(
                 tls,
                 sasl,
                 principal_mapping,
+                client_credentials,
+                verify_hostname,
             },
         );
     }
     Ok(out)
+}
+
+/// The `username`/`password` of each mechanism's JAAS entry on listener `name`.
+fn client_credentials(
+    p: &mut Props<'_>,
+    name: &str,
+) -> Result<BTreeMap<&'static str, (String, String)>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for m in [
+        Mechanism::ScramSha256,
+        Mechanism::ScramSha512,
+        Mechanism::Plain,
+    ] {
+        let jaas_key = format!(
+            "listener.name.{}.{}.sasl.jaas.config",
+            name.to_ascii_lowercase(),
+            m.name().to_ascii_lowercase()
+        );
+        let Some(text) = p
+            .dynamic(jaas_key.clone())
+            .or_else(|| p.listener_value(name, "sasl.jaas.config"))
+        else {
+            continue;
+        };
+        let options = jaas::options(text).map_err(|e| invalid(&jaas_key, "[hidden]", e))?;
+        if let (Some(user), Some(password)) = (options.get("username"), options.get("password")) {
+            out.insert(m.name(), (user.clone(), password.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// The outbound side of listener `name`: `mechanism_key` names the SASL mechanism
+/// (`sasl.mechanism.inter.broker.protocol` or `sasl.mechanism.controller.protocol`), checked
+/// against the listener's enabled mechanisms and JAAS credentials now, so a node that could
+/// never log in to its peers does not start.
+pub(super) fn outbound(
+    listener: &str,
+    security: &ListenerSecurity,
+    mechanism_key: &'static str,
+    mechanism: Option<&str>,
+) -> Result<Outbound, ConfigError> {
+    let sasl = match &security.sasl {
+        None => None,
+        Some(settings) => {
+            let name = mechanism.unwrap_or("GSSAPI").trim();
+            let m = Mechanism::parse(&name.to_ascii_uppercase()).ok_or_else(|| {
+                invalid(
+                    mechanism_key,
+                    name,
+                    format!(
+                        "listener '{listener}' ({}) is how this node reaches the others: set \
+                         {mechanism_key} to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (no GSSAPI)",
+                        security.protocol.name()
+                    ),
+                )
+            })?;
+            if !settings.mechanisms.contains(&m) {
+                return Err(invalid(
+                    mechanism_key,
+                    name,
+                    format!("not in listener '{listener}''s sasl.enabled.mechanisms"),
+                ));
+            }
+            let jaas_key = format!(
+                "listener.name.{}.{}.sasl.jaas.config",
+                listener.to_ascii_lowercase(),
+                m.name().to_ascii_lowercase()
+            );
+            let (user, password) = security
+                .client_credentials
+                .get(m.name())
+                .cloned()
+                .ok_or_else(|| {
+                    invalid(
+                        &jaas_key,
+                        "",
+                        format!(
+                            "this node logs in to listener '{listener}' with {}: its JAAS entry \
+                             needs username=\"...\" password=\"...\"",
+                            m.name()
+                        ),
+                    )
+                })?;
+            if user.is_empty() {
+                return Err(invalid(&jaas_key, "[hidden]", "username is empty"));
+            }
+            Some((m, user, password))
+        }
+    };
+    if let Some(tls) = &security.tls {
+        if tls.truststore.is_none() {
+            return Err(invalid(
+                "ssl.truststore.location",
+                "",
+                format!(
+                    "listener '{listener}' ({}) is how this node reaches the others: it needs a \
+                     truststore (ssl.truststore.location or ssl.truststore.certificates, \
+                     listener-prefixable) to check their certificates",
+                    security.protocol.name()
+                ),
+            ));
+        }
+    }
+    Ok(Outbound {
+        listener: listener.to_string(),
+        protocol: security.protocol,
+        tls: security.tls.clone(),
+        verify_hostname: security.verify_hostname,
+        sasl,
+    })
 }
 
 fn pem_type(p: &mut Props<'_>, name: &str, key: &'static str) -> Result<(), ConfigError> {

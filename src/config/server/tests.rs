@@ -599,8 +599,13 @@ fn security_protocols() {
     );
     assert_eq!(c.inter_broker_listener_name, "CLIENT");
     config("security.inter.broker.protocol=PLAINTEXT");
+    // The listener named after the protocol, which must exist.
     assert_eq!(
         error("security.inter.broker.protocol=SSL").0,
+        "inter.broker.listener.name"
+    );
+    assert_eq!(
+        error("security.inter.broker.protocol=TLS").0,
         "security.inter.broker.protocol"
     );
     assert_eq!(
@@ -1023,14 +1028,81 @@ fn secure_listeners() {
     ] {
         assert_eq!(error(&format!("{tls}{extra}")).0, key, "{extra}");
     }
-    // Inter-node connections are not secured yet: the controller listener stays PLAINTEXT.
-    let (key, msg) = error(
+    // A single node dials nobody: a secure controller listener needs nothing more.
+    config(
         "listeners=PLAINTEXT://:9092,CONTROLLER://:9093\n\
          listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\n\
          ssl.keystore.location=/k",
     );
-    assert_eq!(key, "listener.security.protocol.map");
-    assert!(msg.contains("controller listener"), "{msg}");
+}
+
+/// A node of a cluster logs in to the inter-broker and controller listeners of the others:
+/// Kafka's secure cluster file parses, and each missing piece of the outbound side is an error
+/// naming its key.
+#[test]
+fn secure_inter_node_listeners() {
+    let cluster = "node.id=1\nprocess.roles=broker,controller\n\
+        controller.quorum.voters=1@h1:9093,2@h2:9093,3@h3:9093\n\
+        listeners=INTERNAL://:9092,CONTROLLER://:9093,EXTERNAL://:9094\n\
+        advertised.listeners=INTERNAL://h1:9092,EXTERNAL://h1:9094\n\
+        listener.security.protocol.map=INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL,EXTERNAL:SSL\n\
+        inter.broker.listener.name=INTERNAL\ncontroller.listener.names=CONTROLLER\n\
+        ssl.keystore.location=/k\nssl.truststore.location=/t\n\
+        listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512\n\
+        listener.name.controller.sasl.enabled.mechanisms=PLAIN\n";
+    let internal = "listener.name.internal.scram-sha-512.sasl.jaas.config=\
+        org.apache.kafka.common.security.scram.ScramLoginModule required \
+        username=\"broker\" password=\"broker-secret\";\n";
+    let controller = "listener.name.controller.plain.sasl.jaas.config=\
+        org.apache.kafka.common.security.plain.PlainLoginModule required \
+        username=\"ctl\" password=\"ctl-secret\" user_ctl=\"ctl-secret\";\n";
+    let mechanisms = "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n\
+        sasl.mechanism.controller.protocol=PLAIN\n";
+    let c = config(&format!("{cluster}{internal}{controller}{mechanisms}"));
+    let out = c.inter_broker_outbound().unwrap();
+    assert_eq!(out.listener, "INTERNAL");
+    assert!(out.tls.is_some() && out.verify_hostname);
+    let (m, user, password) = out.sasl.unwrap();
+    assert_eq!(
+        (m.name(), user.as_str(), password.as_str()),
+        ("SCRAM-SHA-512", "broker", "broker-secret")
+    );
+    let out = c.controller_outbound().unwrap();
+    assert_eq!(out.sasl.unwrap().1, "ctl");
+    // The mechanism left at Kafka's GSSAPI default, or not enabled on the listener.
+    let (key, msg) = error(&format!(
+        "{cluster}{internal}{controller}sasl.mechanism.controller.protocol=PLAIN\n"
+    ));
+    assert_eq!(key, "sasl.mechanism.inter.broker.protocol", "{msg}");
+    let (key, _) = error(&format!("{cluster}{internal}{controller}sasl.mechanism.controller.protocol=PLAIN\nsasl.mechanism.inter.broker.protocol=PLAIN\n"));
+    assert_eq!(key, "sasl.mechanism.inter.broker.protocol");
+    // No username/password for the mechanism.
+    let (key, _) = error(&format!("{cluster}{controller}{mechanisms}"));
+    assert_eq!(key, "listener.name.internal.scram-sha-512.sasl.jaas.config");
+    // No trust store to check the others' certificates.
+    let no_trust = cluster.replace("ssl.truststore.location=/t\n", "");
+    let (key, _) = error(&format!("{no_trust}{internal}{controller}{mechanisms}"));
+    assert_eq!(key, "ssl.truststore.location");
+    // A pure broker declares the controller listener's security without binding it.
+    let broker = format!(
+        "node.id=4\nprocess.roles=broker\ncontroller.quorum.voters=1@h1:9093\n\
+         listeners=INTERNAL://:9092\ninter.broker.listener.name=INTERNAL\n\
+         listener.security.protocol.map=INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL\n\
+         controller.listener.names=CONTROLLER\nssl.keystore.location=/k\nssl.truststore.location=/t\n\
+         listener.name.internal.sasl.enabled.mechanisms=SCRAM-SHA-512\n\
+         listener.name.controller.sasl.enabled.mechanisms=PLAIN\n{internal}{controller}{mechanisms}"
+    );
+    let c = config(&broker);
+    assert_eq!(
+        c.controller_outbound().unwrap().protocol,
+        SecurityProtocol::SaslSsl
+    );
+    assert!(c.listeners.iter().all(|l| l.listener_name != "CONTROLLER"));
+    // `ssl.endpoint.identification.algorithm=` (empty) turns the host name check off.
+    let c = config(&format!(
+        "{cluster}{internal}{controller}{mechanisms}ssl.endpoint.identification.algorithm=\n"
+    ));
+    assert!(!c.inter_broker_outbound().unwrap().verify_hostname);
 }
 
 #[test]

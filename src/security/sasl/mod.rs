@@ -13,6 +13,7 @@
 //! Invariants (checked after every step): an authenticated state names an enabled mechanism
 //! and a non-empty principal; a failed connection takes no further step.
 
+pub mod client;
 pub mod jaas;
 pub mod plain;
 pub mod scram;
@@ -49,7 +50,7 @@ impl Mechanism {
         .find(|m| m.name() == name)
     }
 
-    fn hash(self) -> Option<scram::Hash> {
+    pub(crate) fn hash(self) -> Option<scram::Hash> {
         match self {
             Mechanism::Plain => None,
             Mechanism::ScramSha256 => Some(scram::Hash::Sha256),

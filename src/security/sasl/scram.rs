@@ -17,7 +17,7 @@ pub enum Hash {
 }
 
 impl Hash {
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    pub(super) fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         let alg = match self {
             Hash::Sha256 => hmac::HMAC_SHA256,
             Hash::Sha512 => hmac::HMAC_SHA512,
@@ -27,7 +27,7 @@ impl Hash {
             .to_vec()
     }
 
-    fn digest(self, data: &[u8]) -> Vec<u8> {
+    pub(super) fn digest(self, data: &[u8]) -> Vec<u8> {
         let alg = match self {
             Hash::Sha256 => &digest::SHA256,
             Hash::Sha512 => &digest::SHA512,

@@ -1,5 +1,5 @@
-//! A TLS server connection over any [`crate::io::Stream`]: rustls's sans-IO
-//! `ServerConnection` pumped through the stream's `AsyncRead`/`AsyncWrite`, so the same code runs
+//! A TLS connection over any [`crate::io::Stream`], server side (listeners) or client side (the
+//! broker's own connections to other nodes): rustls's sans-IO `Connection` pumped through the stream's `AsyncRead`/`AsyncWrite`, so the same code runs
 //! on sockets and in the simulator. The result is itself a stream, so the connection loop reads
 //! frames from it as from a plain socket.
 
@@ -9,14 +9,14 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use rustls::pki_types::CertificateDer;
-use rustls::ServerConnection;
+use rustls::{ClientConnection, Connection, ServerConnection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::io::BoxStream;
 
 pub struct TlsStream {
     io: BoxStream,
-    conn: ServerConnection,
+    conn: Connection,
     /// close_notify queued (once, however often shutdown is polled).
     closing: bool,
 }
@@ -63,6 +63,16 @@ impl TlsStream {
     /// Runs the server handshake on `io`. A failure (a plaintext request, a bad or missing client
     /// certificate...) still sends rustls's alert before the error returns.
     pub async fn accept(io: BoxStream, conn: ServerConnection) -> io::Result<TlsStream> {
+        Self::handshake(io, Connection::Server(conn)).await
+    }
+
+    /// Runs the client handshake on `io` (the server's certificate is checked by `conn`'s
+    /// verifier: trust store and, with `ssl.endpoint.identification.algorithm=https`, name).
+    pub async fn connect(io: BoxStream, conn: ClientConnection) -> io::Result<TlsStream> {
+        Self::handshake(io, Connection::Client(conn)).await
+    }
+
+    async fn handshake(io: BoxStream, conn: Connection) -> io::Result<TlsStream> {
         let mut stream = TlsStream {
             io,
             conn,

@@ -33,7 +33,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::broker::drivers::quorum_status::{QuorumRole, QuorumStatus, ReplicaProgress};
-use crate::broker::peer::{self, Link};
+use crate::broker::peer::{self, Dialer, Link};
 use crate::broker::Broker;
 use crate::controller::image::MetadataImage;
 use crate::io::Io;
@@ -286,11 +286,29 @@ pub async fn open(
     let now = io.clock.monotonic().as_millis() as u64;
     let core = Raft::new(cfg, stored, state, now, io.rng.next_u64())
         .map_err(|e| anyhow::anyhow!("the metadata quorum cannot start: {e}"))?;
+    // The controller listener's TLS and SASL, as the config check accepted them.
+    let dialer = match config.is_clustered() {
+        true => {
+            let outbound = config
+                .controller_outbound()
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Dialer::new(&outbound, io)
+                .map_err(|e| anyhow::anyhow!("controller listener '{}': {e}", outbound.listener))?
+        }
+        false => None,
+    };
+    let host_of = |id: NodeId| {
+        let voter = config.controller_quorum_voters.iter().find(|v| v.id == id);
+        voter.map(|v| v.host.clone()).unwrap_or_default()
+    };
     let peers = || {
         voters
             .iter()
             .filter(|(id, _)| **id != node_id)
-            .map(|(id, addr)| (*id, Link::new(io, *addr, shutdown.clone())))
+            .map(|(id, addr)| {
+                let security = dialer.clone().map(|d| (d, host_of(*id)));
+                (*id, Link::secured(io, *addr, shutdown.clone(), security))
+            })
             .collect::<BTreeMap<_, _>>()
     };
     let (links, request_links) = (peers(), peers());

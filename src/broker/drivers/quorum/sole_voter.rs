@@ -19,8 +19,8 @@ use crate::controller::BrokerEndpoint;
 const SESSION_TIMEOUT_MS: i64 = 9000;
 
 impl Broker {
-    /// The endpoints a registration announces: the client listener as clients must reach it
-    /// (advertised host, bound port). Known once the listener is bound.
+    /// The endpoints a registration announces: each client listener as clients must reach it
+    /// (advertised host, bound port). Known once the listeners are bound.
     pub fn registered_listeners(&self) -> Vec<BrokerEndpoint> {
         let (host, port) = self.advertised.read().unwrap().clone();
         self.config
@@ -32,6 +32,7 @@ impl Broker {
                 port,
             })
             .into_iter()
+            .chain(self.more_advertised.read().unwrap().iter().cloned())
             .collect()
     }
 

@@ -213,7 +213,7 @@ async fn link_to_leader<'a>(
     if slot.as_ref().is_none_or(|(e, _)| *e != endpoint) {
         match broker.io.net.resolve(&endpoint.0, endpoint.1).await {
             Ok(addr) => {
-                let new = Link::new(&broker.io, addr, broker.shutdown_signal());
+                let new = broker.inter_broker_link(addr, &endpoint.0);
                 *slot = Some((endpoint, new));
             }
             Err(e) => {

@@ -66,7 +66,18 @@ pub(crate) async fn find_coordinator(
         } else {
             broker.coordinator_endpoint(key)
         };
-        endpoint.map_err(|why| (ResponseError::CoordinatorNotAvailable, why))
+        let (node, host, port) =
+            endpoint.map_err(|why| (ResponseError::CoordinatorNotAvailable, why))?;
+        // The coordinator's endpoint on the listener this request came in on, as Kafka
+        // answers (a client of an SSL listener cannot use the SASL one's port).
+        match broker.endpoint_on(node, &ctx.listener_name) {
+            Some((host, port)) => Ok((node, host, port)),
+            None if ctx.listener_name.is_empty() => Ok((node, host, port)),
+            None => Err((
+                ResponseError::CoordinatorNotAvailable,
+                format!("the coordinator has no '{}' listener", ctx.listener_name),
+            )),
+        }
     };
     let mut response = FindCoordinatorResponse::default();
     if ctx.version >= 4 {

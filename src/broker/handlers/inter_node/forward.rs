@@ -94,7 +94,7 @@ pub(crate) async fn forward(
     if !FORWARDED.contains(&key) {
         return None;
     }
-    if !broker.relay_allowed(peer, &request.body) {
+    if !broker.relay_allowed(peer, principal, &request.body) {
         return None;
     }
     let mut changes = quorum.controller_changes();

@@ -147,19 +147,23 @@ pub(crate) async fn handle(
         });
     let node = broker.config.node_id;
     let mut wanted = Vec::new();
-    // A follower is known by its replica id and broker epoch, which the image must hold (see
-    // `authz`); a consumer needs READ on each topic.
+    // A follower needs CLUSTER_ACTION on the cluster (Kafka's rule: the brokers' principal,
+    // usually in super.users), and its replica id and broker epoch must be in the image; a
+    // consumer needs READ on each topic. Either refusal is TOPIC_AUTHORIZATION_FAILED per
+    // partition, as Kafka answers.
     let authz = broker.authz(ctx);
+    let replica_refused = replica.is_some() && !authz.cluster(Operation::ClusterAction);
     for topic in &req.topics {
         let name = if ctx.version >= 13 {
             image.topic_by_id(topic.topic_id).map(|t| t.name.clone())
         } else {
             Some(topic.topic.to_string())
         };
-        let unauthorized = replica.is_none()
-            && name
-                .as_deref()
-                .is_some_and(|t| !authz.topic(Operation::Read, t));
+        let unauthorized = replica_refused
+            || (replica.is_none()
+                && name
+                    .as_deref()
+                    .is_some_and(|t| !authz.topic(Operation::Read, t)));
         for p in &topic.partitions {
             wanted.push(Wanted {
                 unauthorized,
@@ -582,7 +586,10 @@ pub(crate) fn list_offsets(
         .into_iter()
         .map(|topic| {
             let name = topic.name.to_string();
-            let described = from_replica || authz.topic(Operation::Describe, &name);
+            let described = match from_replica {
+                true => authz.cluster(Operation::ClusterAction),
+                false => authz.topic(Operation::Describe, &name),
+            };
             let partitions = topic
                 .partitions
                 .into_iter()

@@ -3,13 +3,13 @@
 //! current image.
 //!
 //! Principal: the connection's (`RequestContext::principal`): `User:ANONYMOUS` on PLAINTEXT,
-//! the mapped certificate subject on SSL, the SASL user on SASL listeners. Inter-node traffic is never checked: it arrives on the
-//! controller listener (quorum RPCs, broker sessions, AlterPartition, the CreateTopics a broker
-//! sends for auto-creation, and client requests relayed by another node, which that node
-//! authorized before relaying), and a follower's Fetch on the client listener carries a
-//! replica id that the image must know as a replica, which is authorized as CLUSTER_ACTION.
-//! Kafka instead requires the brokers' own principal to be a super user; with PLAINTEXT only,
-//! the listener is what tells a peer from a client here.
+//! the mapped certificate subject on SSL, the SASL user on SASL listeners. Requests on the
+//! controller listener are not checked (quorum RPCs, broker sessions, AlterPartition, the
+//! CreateTopics a broker sends for auto-creation, and client requests relayed by another node,
+//! which that node authorized before relaying): as in Kafka, that listener serves only the
+//! nodes, and can be secured with TLS and SASL. The inter-broker APIs on a client listener (a
+//! follower's Fetch and ListOffsets, WriteTxnMarkers) need CLUSTER_ACTION on the cluster for
+//! the connection's principal, as in Kafka: put the brokers' user in `super.users` (or grant it).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -154,12 +154,17 @@ impl Broker {
     /// request with anything denied is not relayed but handled here, which answers the denied
     /// items with their authorization error (and, on a node that is not the active controller,
     /// the others with NOT_CONTROLLER, retriable).
-    pub(crate) fn relay_allowed(&self, peer: SocketAddr, body: &RequestKind) -> bool {
+    pub(crate) fn relay_allowed(
+        &self,
+        peer: SocketAddr,
+        principal: &str,
+        body: &RequestKind,
+    ) -> bool {
         if self.authorizer.is_none() {
             return true;
         }
-        // Relaying happens in a cluster only, whose client listener is PLAINTEXT (for now).
-        let authz = self.authz_at(false, peer, acl::ANONYMOUS);
+        // The connection's principal: TLS and SASL listeners name the client.
+        let authz = self.authz_at(false, peer, principal);
         match body {
             RequestKind::CreateTopics(r) => {
                 r.topics.iter().all(|t| authz.may_create_topic(&t.name))

@@ -19,7 +19,8 @@ use crate::broker::api::RequestContext;
 use crate::broker::Broker;
 use crate::controller::{validate_topic_name, MetadataImage, TopicMeta, NO_LEADER};
 
-/// The listener clients reach this broker on (Weir binds one client listener).
+/// The first client listener (`listeners` order): the one internal uses that have no request
+/// to take a listener from go by.
 pub(crate) fn client_listener(broker: &Broker) -> String {
     broker
         .config
@@ -148,7 +149,7 @@ pub(crate) async fn handle(
             })
             .collect(),
     };
-    let listed = brokers(&image, &client_listener(broker), false)
+    let listed = brokers(&image, &ctx.listener_name, false)
         .into_iter()
         .map(|(id, host, port, rack, _)| {
             let mut b = MetadataResponseBroker::default()
@@ -237,7 +238,7 @@ pub(crate) fn describe_cluster(
     response.cluster_id = StrBytes::from_string(broker.cluster_id.clone());
     response.controller_id = node;
     let include_fenced = ctx.version >= 2 && req.include_fenced_brokers;
-    response.brokers = brokers(&broker.image(), &client_listener(broker), include_fenced)
+    response.brokers = brokers(&broker.image(), &ctx.listener_name, include_fenced)
         .into_iter()
         .map(|(id, host, port, rack, fenced)| {
             DescribeClusterBroker::default()
