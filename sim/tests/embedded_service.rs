@@ -51,9 +51,18 @@ where
     None
 }
 
-fn one_record(key: &str, value: &str, producer: (i64, i16), sequence: i32) -> bytes::Bytes {
-    let mut b = BatchBuilder::new(0);
-    b.push(Some(key.as_bytes()), Some(value.as_bytes()), 0);
+/// One record in a batch of its own, stamped `timestamp` (wall-clock ms, as real clients stamp
+/// theirs: a broker expires an idle producer's deduplication state by its batches'
+/// timestamps, `producer.id.expiration.ms`, so a batch stamped 0 loses it at the next restart).
+fn one_record(
+    key: &str,
+    value: &str,
+    producer: (i64, i16),
+    sequence: i32,
+    timestamp: i64,
+) -> bytes::Bytes {
+    let mut b = BatchBuilder::new(timestamp);
+    b.push(Some(key.as_bytes()), Some(value.as_bytes()), timestamp);
     bytes::Bytes::from(b.finish(producer.0, producer.1, sequence))
 }
 
@@ -123,6 +132,7 @@ async fn invoice_service(bootstrap: Vec<SocketAddr>, done: Arc<AtomicI64>) {
                 &format!("invoice for {order}"),
                 producer,
                 offset as i32,
+                io.clock.wall_ms(),
             );
             loop {
                 match c.produce(INVOICES, 0, invoice.clone(), -1).await {
@@ -143,6 +153,14 @@ async fn invoice_service(bootstrap: Vec<SocketAddr>, done: Arc<AtomicI64>) {
 
 #[madsim::test]
 async fn a_service_loses_and_doubles_nothing_while_brokers_fail() {
+    // The brokers' own logs for one seed: `WEIR_SIM_LOG=debug MADSIM_TEST_SEED=N cargo test …`.
+    if let Ok(filter) = std::env::var("WEIR_SIM_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .without_time()
+            .try_init();
+    }
     let handle = Handle::current();
     let cluster = SimCluster::start(ClusterSpec::default()).await.unwrap();
     let bootstrap = cluster.bootstrap();
@@ -175,7 +193,13 @@ async fn a_service_loses_and_doubles_nothing_while_brokers_fail() {
             .await
             .unwrap();
             for n in 0..COUNT {
-                let order = one_record("", &format!("order-{n}"), producer, n as i32);
+                let order = one_record(
+                    "",
+                    &format!("order-{n}"),
+                    producer,
+                    n as i32,
+                    io.clock.wall_ms(),
+                );
                 let sent = retry(&io, &setup_bootstrap, 100, |mut c| {
                     let order = order.clone();
                     async move { c.produce(ORDERS, 0, order, -1).await.ok() }
