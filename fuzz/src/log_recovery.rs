@@ -103,6 +103,7 @@ fn open(disk: &MemDisk) -> Partition {
         "t",
         0,
         config,
+        Default::default(),
         1_000,
     );
     match block_on(open) {

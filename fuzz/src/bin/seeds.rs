@@ -299,7 +299,15 @@ fn log_seed(batches: usize, checkpoint: bool, clean: bool, segment_bytes: u64) -
     let mut config = weir::config::ServerConfig::default_single_node().topic_defaults;
     config.segment_bytes = segment_bytes;
     config.index_interval_bytes = 100;
-    let open = Partition::open(Arc::new(disk.clone()), dir, "t", 0, config, 0);
+    let open = Partition::open(
+        Arc::new(disk.clone()),
+        dir,
+        "t",
+        0,
+        config,
+        Default::default(),
+        0,
+    );
     let mut p = block_on(open).unwrap().0;
     for i in 0..batches {
         let producer = (i % 2 == 0).then_some((3, 0, (i / 2) as i32 * 2));
