@@ -1,8 +1,15 @@
 //! An `Io` for running the broker inside a fuzz target: an in-memory disk, a seeded generator,
-//! a clock whose sleeps end at once (a long poll or a timeout costs no wall time), a network
-//! that binds but never accepts, and a spawner that drops its tasks (no accept loop, no
-//! background loop): requests go straight to `Broker::handle_request`.
+//! a clock that moves only when a sleep ends (a long poll or a timeout costs no wall time), a
+//! network that binds but never accepts, and a spawner whose tasks [`block_on`] polls beside
+//! the future it waits for: the broker's own drivers (the metadata quorum every metadata change
+//! commits through, even on one node) run, and requests go straight to
+//! `Broker::handle_request`.
+//!
+//! The executor has no wakers: each round polls the awaited future and then every spawned task
+//! once. A sleep ends only after [`SLEEP_ROUNDS`] polls, so the tasks a request waits for (a
+//! commit through the quorum driver) get that many rounds before a timeout beside them fires.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -35,17 +42,59 @@ impl Clock for InstantClock {
 
     fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
         let ms = duration.as_millis().min(u64::MAX as u128 / 2) as u64;
-        self.elapsed_ms.fetch_add(ms.max(1), Ordering::SeqCst);
-        Box::pin(std::future::ready(()))
+        let elapsed = self.elapsed_ms.clone();
+        let mut polls = 0;
+        Box::pin(std::future::poll_fn(move |_| {
+            polls += 1;
+            if polls < SLEEP_ROUNDS {
+                return Poll::Pending;
+            }
+            elapsed.fetch_add(ms.max(1), Ordering::SeqCst);
+            Poll::Ready(())
+        }))
     }
 }
 
-struct DropTasks;
+/// Polls a sleep takes to end: the rounds other tasks get before a timeout fires.
+pub const SLEEP_ROUNDS: usize = 64;
 
-impl Spawn for DropTasks {
+thread_local! {
+    /// The spawned tasks [`block_on`] polls, and those spawned while it polls them.
+    static TASKS: RefCell<Vec<BoxFuture<'static, ()>>> = const { RefCell::new(Vec::new()) };
+    static SPAWNED: RefCell<Vec<BoxFuture<'static, ()>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Keeps spawned tasks for [`block_on`] to poll (on this thread).
+struct PolledTasks;
+
+impl Spawn for PolledTasks {
     fn spawn(&self, task: BoxFuture<'static, ()>) {
-        drop(task);
+        SPAWNED.with(|s| s.borrow_mut().push(task));
     }
+}
+
+/// Drops every spawned task, as a process kill does: call it before a broker starts again on
+/// the same disk, so the old one's drivers never write beside the new one's.
+pub fn kill_tasks() {
+    let tasks = TASKS.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    let spawned = SPAWNED.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    drop(tasks);
+    drop(spawned);
+}
+
+/// Polls every spawned task once; finished ones are dropped.
+fn poll_tasks(cx: &mut Context<'_>) {
+    let mut tasks = TASKS.with(|t| std::mem::take(&mut *t.borrow_mut()));
+    tasks.append(&mut SPAWNED.with(|s| std::mem::take(&mut *s.borrow_mut())));
+    tasks.retain_mut(|task| task.as_mut().poll(cx).is_pending());
+    TASKS.with(|t| {
+        let mut kept = t.borrow_mut();
+        assert!(
+            kept.is_empty(),
+            "tasks are polled by one block_on at a time"
+        );
+        *kept = tasks;
+    });
 }
 
 struct NoNetwork;
@@ -89,23 +138,25 @@ pub fn io(disk: &MemDisk) -> Io {
     Io {
         clock: Arc::new(InstantClock::default()),
         rng: Arc::new(OsRng::with_seed(1)),
-        spawner: Arc::new(DropTasks),
+        spawner: Arc::new(PolledTasks),
         net: Arc::new(NoNetwork),
         disk: Arc::new(disk.clone()),
     }
 }
 
-/// Polls a future to completion without a runtime. Nothing in the harness waits on anything
-/// but the instant clock and the in-memory disk, so a future still pending after this many
-/// polls is a hang in the broker: that is a finding, and it panics.
+/// Polls a future to completion without a runtime, the spawned tasks beside it. Nothing in the
+/// harness waits on anything but the clock, the in-memory disk and those tasks, so a future
+/// still pending after this many rounds is a hang in the broker: that is a finding, and it
+/// panics.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
-    const MAX_POLLS: usize = 10_000;
+    const MAX_ROUNDS: usize = 100_000;
     let mut fut = std::pin::pin!(fut);
     let mut cx = Context::from_waker(Waker::noop());
-    for _ in 0..MAX_POLLS {
+    for _ in 0..MAX_ROUNDS {
         if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
             return out;
         }
+        poll_tasks(&mut cx);
     }
     panic!("a request did not complete: the broker waits on something that never comes");
 }

@@ -24,7 +24,7 @@ use weir::broker::Broker;
 use weir::config::ServerConfig;
 use weir::io::memdisk::MemDisk;
 
-use crate::harness_io::{block_on, io};
+use crate::harness_io::{block_on, io, kill_tasks};
 
 /// The client address the harness's requests come from.
 pub const PEER: std::net::SocketAddr =
@@ -134,6 +134,7 @@ fn topics(broker: &Broker) -> Vec<(String, String, i32, BTreeMap<String, String>
 }
 
 pub fn run(data: &[u8]) {
+    kill_tasks();
     let disk = MemDisk::new(7);
     let io = io(&disk);
     let running = block_on(Broker::start(config(), io.clone())).expect("a fresh broker starts");
@@ -152,6 +153,7 @@ pub fn run(data: &[u8]) {
     let before = topics(&broker);
     block_on(broker.shutdown()).expect("a clean shutdown on a healthy disk succeeds");
     drop(broker);
+    kill_tasks();
     let restarted = block_on(Broker::start(config(), io.clone()))
         .expect("a broker restarts on what it wrote")
         .broker;
@@ -161,6 +163,7 @@ pub fn run(data: &[u8]) {
         "metadata changed across a clean restart"
     );
     drop(restarted);
+    kill_tasks();
     disk.process_crash();
     let recovered = block_on(Broker::start(config(), io))
         .expect("a broker restarts after a crash")
