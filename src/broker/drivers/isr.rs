@@ -286,7 +286,25 @@ async fn round(broker: &Broker) {
         };
         if !answers_pending(&p, &proposal) {
             // Superseded meanwhile (new metadata cleared it, maybe a new one is pending): the
-            // answer is not for the set's proposal, and the image carries what committed.
+            // answer is not for the set's proposal, and the image carries what committed. When
+            // that is this change (the image got here before the answer), it still counts, as
+            // Kafka's leader counts an answer whose partition epoch it already has.
+            if let (
+                Some(set),
+                AlterOutcome::Committed {
+                    leader_epoch,
+                    partition_epoch,
+                    isr,
+                },
+            ) = (p.replica_set(), &outcome)
+            {
+                if set.leader_epoch() == *leader_epoch
+                    && set.partition_epoch() == *partition_epoch
+                    && set.committed_isr() == *isr
+                {
+                    broker.metrics.isr_changed(before, isr.len());
+                }
+            }
             tracing::debug!(
                 partition = proposal.partition,
                 "AlterPartition answer superseded"
