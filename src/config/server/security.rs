@@ -170,22 +170,31 @@ pub(super) fn read(
     Ok(out)
 }
 
+/// The mechanisms a listener's JAAS entries may name, in the order they are read.
+const JAAS_MECHANISMS: [Mechanism; 3] = [
+    Mechanism::ScramSha256,
+    Mechanism::ScramSha512,
+    Mechanism::Plain,
+];
+
+/// Kafka's key of `mechanism`'s JAAS entry on `listener`:
+/// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, both lower-cased.
+fn jaas_key(listener: &str, mechanism: Mechanism) -> String {
+    format!(
+        "listener.name.{}.{}.sasl.jaas.config",
+        listener.to_ascii_lowercase(),
+        mechanism.name().to_ascii_lowercase()
+    )
+}
+
 /// The `username`/`password` of each mechanism's JAAS entry on listener `name`.
 fn client_credentials(
     p: &mut Props<'_>,
     name: &str,
 ) -> Result<BTreeMap<&'static str, (String, String)>, ConfigError> {
     let mut out = BTreeMap::new();
-    for m in [
-        Mechanism::ScramSha256,
-        Mechanism::ScramSha512,
-        Mechanism::Plain,
-    ] {
-        let jaas_key = format!(
-            "listener.name.{}.{}.sasl.jaas.config",
-            name.to_ascii_lowercase(),
-            m.name().to_ascii_lowercase()
-        );
+    for m in JAAS_MECHANISMS {
+        let jaas_key = jaas_key(name, m);
         let Some(text) = p
             .dynamic(jaas_key.clone())
             .or_else(|| p.listener_value(name, "sasl.jaas.config"))
@@ -232,11 +241,7 @@ pub(super) fn outbound(
                     format!("not in listener '{listener}''s sasl.enabled.mechanisms"),
                 ));
             }
-            let jaas_key = format!(
-                "listener.name.{}.{}.sasl.jaas.config",
-                listener.to_ascii_lowercase(),
-                m.name().to_ascii_lowercase()
-            );
+            let jaas_key = jaas_key(listener, m);
             let (user, password) = security
                 .client_credentials
                 .get(m.name())
@@ -412,16 +417,8 @@ fn sasl_settings(p: &mut Props<'_>, name: &str) -> Result<SaslSettings, ConfigEr
         return Err(invalid(key, list, "no mechanism"));
     }
     let mut plain_users = BTreeMap::new();
-    for m in [
-        Mechanism::ScramSha256,
-        Mechanism::ScramSha512,
-        Mechanism::Plain,
-    ] {
-        let jaas_key = format!(
-            "listener.name.{}.{}.sasl.jaas.config",
-            name.to_ascii_lowercase(),
-            m.name().to_ascii_lowercase()
-        );
+    for m in JAAS_MECHANISMS {
+        let jaas_key = jaas_key(name, m);
         let text = p.dynamic(jaas_key.clone());
         let text = match (m, text) {
             (Mechanism::Plain, None) => p.listener_value(name, "sasl.jaas.config"),
