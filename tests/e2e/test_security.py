@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from certs import free_ports, key_store, make_ca, make_leaf
+
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
@@ -29,43 +31,13 @@ if not BIN.is_absolute():
     BIN = ROOT / BIN
 
 
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 def make_certs(d: Path):
-    openssl("req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-            "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "30", "-subj",
-            "/CN=Weir Test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-
-    def leaf(name, subj, eku, san):
-        ext = d / f"{name}.ext"
-        ext.write_text(f"extendedKeyUsage={eku}\n" + (f"subjectAltName={san}\n" if san else ""))
-        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subj, cwd=d)
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", "30", "-out", f"{name}.pem", "-extfile", ext.name,
-                cwd=d)
-        # PKCS#8 key, as Kafka's PEM key store wants it.
-        openssl("pkcs8", "-topk8", "-nocrypt", "-in", f"{name}.key", "-out", f"{name}.p8",
-                cwd=d)
-
-    leaf("broker", "/CN=broker0", "serverAuth", "DNS:localhost,IP:127.0.0.1")
-    (d / "broker-store.pem").write_text((d / "broker.p8").read_text() + (d / "broker.pem").read_text())
-    leaf("alice", "/C=US/O=Acme/OU=eng/CN=alice", "clientAuth", None)
-    leaf("bob", "/C=US/O=Acme/OU=eng/CN=bob", "clientAuth", None)
-    leaf("admin", "/C=US/O=Acme/OU=ops/CN=admin", "clientAuth", None)
+    make_ca(d)
+    make_leaf(d, "broker", "/CN=broker0", "serverAuth", "DNS:localhost,IP:127.0.0.1")
+    key_store(d, "broker")
+    make_leaf(d, "alice", "/C=US/O=Acme/OU=eng/CN=alice", "clientAuth", None)
+    make_leaf(d, "bob", "/C=US/O=Acme/OU=eng/CN=bob", "clientAuth", None)
+    make_leaf(d, "admin", "/C=US/O=Acme/OU=ops/CN=admin", "clientAuth", None)
 
 
 class Broker:
