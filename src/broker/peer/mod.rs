@@ -8,7 +8,8 @@
 //! refused login is logged as the configuration error it is, and retried at the slowest pace.
 //!
 //! A link carries raw frames (a request without its size prefix; the link writes the
-//! correlation id), so the same link carries forwarded client requests, byte for byte inside their Envelope.
+//! correlation id), so the same link carries forwarded client requests, byte for byte inside
+//! their Envelope.
 
 use std::collections::BTreeMap;
 use std::io;
