@@ -246,6 +246,29 @@ class ExternalBroker:
         return "(external broker: no log)"
 
 
+def run_weir(binary, *args: str, stdin: str | None = None, ok: bool = True):
+    """Runs the `weir` CLI; with `ok`, fails the test (with its stderr) unless it exits 0."""
+    out = subprocess.run([str(binary), *args], input=stdin, capture_output=True, text=True,
+                         timeout=30)
+    if ok:
+        assert out.returncode == 0, f"weir {' '.join(args)} failed: {out.stderr.strip()}"
+    return out
+
+
+def own_broker(request, tmp_path, extra_config: str, why: str) -> WeirBroker:
+    """A started broker of this test's own, with `extra_config` appended to its
+    server.properties (skipped against an external broker: `why` says what it needs)."""
+    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
+        pytest.skip(why)
+    b = WeirBroker(weir_binary(), tmp_path)
+    with open(b.config_path, "a") as f:
+        f.write(extra_config)
+    request.node._weir_broker = b
+    request.addfinalizer(b.close)
+    b.start()
+    return b
+
+
 @pytest.fixture
 def broker(request, tmp_path):
     external = os.environ.get("WEIR_E2E_BOOTSTRAP")

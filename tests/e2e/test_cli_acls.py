@@ -5,36 +5,21 @@ shows it as kafka-acls.sh prints it, and `--remove` lets the produce through aga
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
-from conftest import WeirBroker, weir_binary
+from conftest import own_broker, run_weir
 
 AUTHORIZER = ("authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n"
               "allow.everyone.if.no.acl.found=true\n")
 
 
-def weir(binary, *args: str, stdin: str | None = None, ok: bool = True):
-    out = subprocess.run([str(binary), *args], input=stdin, capture_output=True, text=True,
-                         timeout=30)
-    if ok:
-        assert out.returncode == 0, f"weir {' '.join(args)} failed: {out.stderr.strip()}"
-    return out
+weir = run_weir
 
 
 @pytest.fixture
 def secured(request, tmp_path):
-    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
-        pytest.skip("needs its own broker with an authorizer")
-    b = WeirBroker(weir_binary(), tmp_path)
-    with open(b.config_path, "a") as f:
-        f.write(AUTHORIZER)
-    request.node._weir_broker = b
-    request.addfinalizer(b.close)
-    b.start()
-    return b
+    return own_broker(request, tmp_path, AUTHORIZER, "needs its own broker with an authorizer")
 
 
 def test_acls_added_listed_and_removed_by_the_cli(secured):

@@ -103,6 +103,40 @@ class Node:
             return ""
 
 
+def formatted_nodes(tmp_path: Path, count: int = NODES, extra_ports: int = 0,
+                    configure=None) -> list[Node]:
+    """`count` nodes with ports picked (client, controller, then `extra_ports` more each, in
+    `node.extra_ports`), `configure(node)` run on each, then all formatted with one cluster id.
+    Not started. Skips under WEIR_E2E_BOOTSTRAP (these tests start their own processes)."""
+    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
+        pytest.skip("needs to start its own processes")
+    binary = weir_binary()
+    if not binary.exists():
+        pytest.fail(f"{binary} not found: `cargo build --release` or set WEIR_BIN", pytrace=False)
+    per = 2 + extra_ports
+    ports = pick_free_ports(per * count)
+    voters = ",".join(f"{i + 1}@127.0.0.1:{ports[per * i + 1]}" for i in range(count))
+    nodes = []
+    for i in range(count):
+        n = Node(binary, tmp_path, i + 1, ports[per * i], ports[per * i + 1], voters)
+        n.extra_ports = ports[per * i + 2:per * (i + 1)]
+        if configure is not None:
+            configure(n)
+        nodes.append(n)
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    for n in nodes:
+        n.format(cluster_id)
+    return nodes
+
+
+def start_all(nodes: list[Node]) -> None:
+    """All at once: a node listens only once the quorum has registered it."""
+    for n in nodes:
+        n.spawn()
+    for n in nodes:
+        n.wait_listening()
+
+
 def status(binary: Path, bootstrap: str) -> dict:
     """`weir cluster status`, parsed: leader, epoch, high watermark, lag per voter."""
     out = subprocess.run([str(binary), "cluster", "status", "--bootstrap", bootstrap],
@@ -157,25 +191,10 @@ def topics_listed(bootstrap: str) -> set[str]:
 
 @pytest.fixture
 def cluster(tmp_path):
-    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
-        pytest.skip("needs to start its own three processes")
-    binary = weir_binary()
-    if not binary.exists():
-        pytest.fail(f"{binary} not found: `cargo build --release` or set WEIR_BIN", pytrace=False)
-    ports = pick_free_ports(2 * NODES)
-    voters = ",".join(f"{i + 1}@127.0.0.1:{ports[2 * i + 1]}" for i in range(NODES))
-    nodes = [Node(binary, tmp_path, i + 1, ports[2 * i], ports[2 * i + 1], voters)
-             for i in range(NODES)]
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    for n in nodes:
-        n.format(cluster_id)
+    nodes = formatted_nodes(tmp_path)
     try:
-        # All at once: a node listens only once the quorum has registered it.
-        for n in nodes:
-            n.spawn()
-        for n in nodes:
-            n.wait_listening()
-        yield binary, nodes
+        start_all(nodes)
+        yield nodes[0].binary, nodes
     finally:
         for n in nodes:
             n.stop()

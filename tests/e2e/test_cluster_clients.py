@@ -15,9 +15,7 @@ Each prints what it measured (run with -s to see it). Every wait is bounded.
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import subprocess
 import time
 import uuid
@@ -26,8 +24,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import pick_free_ports, weir_binary
-from test_cluster import Node, status, wait_for
+from test_cluster import Node, formatted_nodes, status, wait_for
 from test_replication import ClusterLogs
 
 NODES = 3
@@ -38,18 +35,7 @@ ADMIN_TIMEOUT_S = 15.0
 @pytest.fixture
 def nodes(request, tmp_path):
     """Three formatted nodes, not started (each test starts them its own way)."""
-    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
-        pytest.skip("needs to start its own three processes")
-    binary = weir_binary()
-    if not binary.exists():
-        pytest.fail(f"{binary} not found: `cargo build --release` or set WEIR_BIN", pytrace=False)
-    ports = pick_free_ports(2 * NODES)
-    voters = ",".join(f"{i + 1}@127.0.0.1:{ports[2 * i + 1]}" for i in range(NODES))
-    made = [Node(binary, tmp_path, i + 1, ports[2 * i], ports[2 * i + 1], voters)
-            for i in range(NODES)]
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    for n in made:
-        n.format(cluster_id)
+    made = formatted_nodes(tmp_path, NODES)
     request.node._weir_broker = ClusterLogs(made)  # log tails on failure (conftest)
     try:
         yield made

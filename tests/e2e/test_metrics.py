@@ -14,19 +14,15 @@ Every wait is bounded by a deadline; every server listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
-import base64
-import os
 import re
 import urllib.error
 import urllib.request
-import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import pick_free_ports, weir_binary
-from test_cluster import Node, wait_for
+from test_cluster import formatted_nodes, start_all, wait_for
 
 NODES = 3
 TOPIC = "metrics-e2e"
@@ -81,28 +77,14 @@ def maximum(nodes, name: str, **labels) -> float:
 
 @pytest.fixture
 def cluster(tmp_path):
-    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
-        pytest.skip("needs to start its own three processes")
-    binary = weir_binary()
-    if not binary.exists():
-        pytest.fail(f"{binary} not found: `cargo build --release` or set WEIR_BIN", pytrace=False)
-    ports = pick_free_ports(3 * NODES)
-    voters = ",".join(f"{i + 1}@127.0.0.1:{ports[3 * i + 1]}" for i in range(NODES))
-    nodes = []
-    for i in range(NODES):
-        n = Node(binary, tmp_path, i + 1, ports[3 * i], ports[3 * i + 1], voters)
-        n.metrics = ports[3 * i + 2]
+    def with_metrics(n):
+        n.metrics = n.extra_ports[0]
         with open(n.config, "a") as f:
             f.write(EXTRA.format(metrics=n.metrics))
-        nodes.append(n)
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    for n in nodes:
-        n.format(cluster_id)
+
+    nodes = formatted_nodes(tmp_path, NODES, extra_ports=1, configure=with_metrics)
     try:
-        for n in nodes:
-            n.spawn()
-        for n in nodes:
-            n.wait_listening()
+        start_all(nodes)
         yield nodes
     finally:
         for n in nodes:

@@ -8,38 +8,24 @@ quota allows (one span) is short; the rate is taken over the 5 s after the first
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 import time
 
 import pytest
 from confluent_kafka import Producer
 
-from conftest import WeirBroker, weir_binary
+from conftest import own_broker, run_weir
 
 QUOTA = 200 * 1024  # bytes per second
 WINDOWS = "quota.window.num=2\nquota.window.size.seconds=1\n"
 
 
-def weir(binary, *args: str, ok: bool = True):
-    out = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=30)
-    if ok:
-        assert out.returncode == 0, f"weir {' '.join(args)} failed: {out.stderr.strip()}"
-    return out
+weir = run_weir
 
 
 @pytest.fixture
 def quota_broker(request, tmp_path):
-    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
-        pytest.skip("needs its own broker with short quota windows")
-    b = WeirBroker(weir_binary(), tmp_path)
-    with open(b.config_path, "a") as f:
-        f.write(WINDOWS)
-    request.node._weir_broker = b
-    request.addfinalizer(b.close)
-    b.start()
-    return b
+    return own_broker(request, tmp_path, WINDOWS, "needs its own broker with short quota windows")
 
 
 def test_configs_cli_sets_describes_and_refuses_quotas(quota_broker):

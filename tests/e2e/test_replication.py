@@ -23,9 +23,7 @@ bounded by a deadline, every load by a record count; servers listen on 127.0.0.1
 
 from __future__ import annotations
 
-import base64
 import collections
-import os
 import signal
 import subprocess
 import threading
@@ -36,8 +34,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import pick_free_ports, weir_binary
-from test_cluster import Node
+from test_cluster import Node, formatted_nodes, start_all
 
 NODES = 3
 PARTITIONS = 3
@@ -119,28 +116,14 @@ def sigterm(n: Node) -> tuple[int, float]:
 
 @pytest.fixture
 def cluster(request, tmp_path):
-    if os.environ.get("WEIR_E2E_BOOTSTRAP"):
-        pytest.skip("needs to start its own three processes")
-    binary = weir_binary()
-    if not binary.exists():
-        pytest.fail(f"{binary} not found: `cargo build --release` or set WEIR_BIN", pytrace=False)
-    ports = pick_free_ports(2 * NODES)
-    voters = ",".join(f"{i + 1}@127.0.0.1:{ports[2 * i + 1]}" for i in range(NODES))
-    nodes = [Node(binary, tmp_path, i + 1, ports[2 * i], ports[2 * i + 1], voters)
-             for i in range(NODES)]
-    for n in nodes:
+    def configure(n):
         with open(n.config, "a") as f:
             f.write(EXTRA_CONFIG)
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    for n in nodes:
-        n.format(cluster_id)
+
+    nodes = formatted_nodes(tmp_path, NODES, configure=configure)
     request.node._weir_broker = ClusterLogs(nodes)
     try:
-        # All at once: a node listens only once the quorum has registered it.
-        for n in nodes:
-            n.spawn()
-        for n in nodes:
-            n.wait_listening()
+        start_all(nodes)
         yield nodes
     finally:
         for n in nodes:
