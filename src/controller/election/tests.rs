@@ -396,59 +396,49 @@ fn elections_follow_the_rules() {
 }
 
 fn cluster(elr: bool) -> MetadataImage {
+    let partitions = [[1, 2, 3], [2, 3, 1], [3, 1, 2]].iter().enumerate();
+    image_with(partitions.map(|(index, replicas)| PartitionRecord {
+        topic_id: T,
+        partition: index as i32,
+        replicas: replicas.to_vec(),
+        isr: if elr {
+            replicas.to_vec()
+        } else {
+            vec![replicas[0]]
+        },
+        elr: vec![],
+        last_known_elr: vec![],
+        leader: replicas[0],
+        leader_epoch: 0,
+        partition_epoch: 0,
+        leader_recovering: false,
+    }))
+}
+
+/// An image with brokers 1..=3 registered and unfenced (epochs 0..=2), topic "t" (id `T`) and
+/// `partitions` of it. Shared with the recovery tests.
+pub(super) fn image_with(partitions: impl IntoIterator<Item = PartitionRecord>) -> MetadataImage {
+    let brokers = (1..=3).map(|id| MetadataRecord::RegisterBroker {
+        id,
+        incarnation: Uuid::from_u128(id as u128),
+        listeners: vec![],
+        rack: None,
+        fenced: true,
+    });
+    let unfenced = (1..=3).map(|id| MetadataRecord::BrokerChange {
+        id,
+        epoch: id as i64 - 1,
+        fenced: Some(false),
+        in_controlled_shutdown: None,
+    });
+    let topic = MetadataRecord::topic("t", T, Default::default());
+    let records = brokers
+        .chain(unfenced)
+        .chain([topic])
+        .chain(partitions.into_iter().map(MetadataRecord::Partition));
     let mut image = MetadataImage::default();
-    let mut at = 0;
-    let mut apply = |image: &mut MetadataImage, r: MetadataRecord| {
-        image.apply(at, &r);
-        at += 1;
-    };
-    for id in 1..=3 {
-        apply(
-            &mut image,
-            MetadataRecord::RegisterBroker {
-                id,
-                incarnation: Uuid::from_u128(id as u128),
-                listeners: vec![],
-                rack: None,
-                fenced: true,
-            },
-        );
-    }
-    for id in 1..=3 {
-        apply(
-            &mut image,
-            MetadataRecord::BrokerChange {
-                id,
-                epoch: id as i64 - 1,
-                fenced: Some(false),
-                in_controlled_shutdown: None,
-            },
-        );
-    }
-    apply(
-        &mut image,
-        MetadataRecord::topic("t", T, Default::default()),
-    );
-    for (index, replicas) in [[1, 2, 3], [2, 3, 1], [3, 1, 2]].iter().enumerate() {
-        apply(
-            &mut image,
-            MetadataRecord::Partition(PartitionRecord {
-                topic_id: T,
-                partition: index as i32,
-                replicas: replicas.to_vec(),
-                isr: if elr {
-                    replicas.to_vec()
-                } else {
-                    vec![replicas[0]]
-                },
-                elr: vec![],
-                last_known_elr: vec![],
-                leader: replicas[0],
-                leader_epoch: 0,
-                partition_epoch: 0,
-                leader_recovering: false,
-            }),
-        );
+    for (at, record) in records.enumerate() {
+        image.apply(at as i64, &record);
     }
     image
 }

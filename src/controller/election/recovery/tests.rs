@@ -255,55 +255,18 @@ fn with_the_manager_the_last_known_elr_collects_unclean_elr_members_and_waits() 
 
 /// An image with brokers 1..=3 (epochs 0..=2, unfenced) and partition 0 of topic "t" as `p`.
 fn image(p: &PartitionRegistration) -> MetadataImage {
-    let mut image = MetadataImage::default();
-    let mut at = 0;
-    let mut apply = |image: &mut MetadataImage, r: MetadataRecord| {
-        image.apply(at, &r);
-        at += 1;
-    };
-    for id in 1..=3 {
-        apply(
-            &mut image,
-            MetadataRecord::RegisterBroker {
-                id,
-                incarnation: Uuid::from_u128(id as u128),
-                listeners: vec![],
-                rack: None,
-                fenced: true,
-            },
-        );
-    }
-    for id in 1..=3 {
-        apply(
-            &mut image,
-            MetadataRecord::BrokerChange {
-                id,
-                epoch: id as i64 - 1,
-                fenced: Some(false),
-                in_controlled_shutdown: None,
-            },
-        );
-    }
-    apply(
-        &mut image,
-        MetadataRecord::topic("t", T, Default::default()),
-    );
-    apply(
-        &mut image,
-        MetadataRecord::Partition(PartitionRecord {
-            topic_id: T,
-            partition: 0,
-            replicas: p.replicas.clone(),
-            isr: p.isr.clone(),
-            elr: p.elr.clone(),
-            last_known_elr: p.last_known_elr.clone(),
-            leader: p.leader,
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-            leader_recovering: p.leader_recovering,
-        }),
-    );
-    image
+    crate::controller::election::tests::image_with([PartitionRecord {
+        topic_id: T,
+        partition: 0,
+        replicas: p.replicas.clone(),
+        isr: p.isr.clone(),
+        elr: p.elr.clone(),
+        last_known_elr: p.last_known_elr.clone(),
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        leader_recovering: p.leader_recovering,
+    }])
 }
 
 #[test]
