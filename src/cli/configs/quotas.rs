@@ -99,7 +99,7 @@ pub(super) async fn run(io: &Io, args: &ConfigsArgs, output: Output) -> anyhow::
     if args.all {
         anyhow::bail!("--all is for topics and brokers");
     }
-    let mut client = connect_any(io, &args.bootstrap).await?;
+    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
     if args.alter {
         let entity: QuotaEntityParts = components
             .iter()
