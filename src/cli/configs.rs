@@ -15,6 +15,7 @@ use weir::io::Io;
 use super::connect_any;
 
 mod quotas;
+mod scram;
 use super::output::{print_json, Output};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
