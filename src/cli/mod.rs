@@ -133,7 +133,7 @@ fn key_values(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
 #[derive(Args, Clone, Debug, Default)]
 pub struct CommandConfig {
     /// A client properties file securing the connections (TLS, SASL), as Kafka's tools'.
-    #[arg(long = "command-config", value_name = "FILE")]
+    #[arg(long = "command-config", value_name = "FILE", global = true)]
     command_config: Option<PathBuf>,
 }
 

@@ -135,9 +135,20 @@ pub(super) async fn run(io: &Io, args: &ConfigsArgs, output: Output) -> anyhow::
                      (not a default, not with a client id)"
                 ),
             };
-            client
-                .alter_user_scram_credentials(&user, &scram.deletions, &scram.upsertions)
-                .await?;
+            // One request per mechanism: a KRaft controller (Kafka's and Weir's) refuses two
+            // changes of one user in one request (DUPLICATE_RESOURCE), which makes
+            // `kafka-configs.sh` fail on `SCRAM-SHA-256=[..],SCRAM-SHA-512=[..]`; Weir's tool
+            // applies them one after the other instead (deletions first).
+            for m in &scram.deletions {
+                client
+                    .alter_user_scram_credentials(&user, std::slice::from_ref(m), &[])
+                    .await?;
+            }
+            for u in &scram.upsertions {
+                client
+                    .alter_user_scram_credentials(&user, &[], std::slice::from_ref(u))
+                    .await?;
+            }
         }
         if !ops.is_empty() {
             client.alter_client_quotas(&entity, &ops).await?;
