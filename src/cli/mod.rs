@@ -14,6 +14,7 @@ use weir::config::parse_properties;
 use weir::io::{read_file, Io};
 
 mod acls;
+mod add_scram;
 mod bench;
 mod cluster;
 mod configs;
@@ -165,7 +166,9 @@ fn host_of(host_port: &str) -> String {
         .rsplit_once(':')
         .map_or(host_port, |(h, _)| h)
         .trim();
-    host.trim_start_matches('[').trim_end_matches(']').to_string()
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
 }
 
 /// A client of the whole cluster `bootstrap`, secured as `--command-config` says.

@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
     SaslAuthenticateRequest, SaslHandshakeRequest,
 };
-use rustls::pki_types::ServerName;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncBufReadExt, BufReader, ReadHalf, WriteHalf};
 
 use crate::io::{BoxStream, Io};
@@ -106,9 +106,8 @@ impl Connection {
         let stream = match &security.tls {
             None => stream,
             Some(config) => {
-                let name = ServerName::try_from(host.to_string()).map_err(|e| {
-                    ClientError::Protocol(format!("TLS server name '{host}': {e}"))
-                })?;
+                let name = ServerName::try_from(host.to_string())
+                    .map_err(|e| ClientError::Protocol(format!("TLS server name '{host}': {e}")))?;
                 let conn = rustls::ClientConnection::new(config.clone(), name)
                     .map_err(|e| ClientError::Protocol(format!("TLS: {e}")))?;
                 let tls = TlsStream::connect(stream, conn).await.map_err(|e| {

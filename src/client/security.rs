@@ -112,7 +112,9 @@ fn pem_type(props: &BTreeMap<String, String>, key: &str) -> Result<(), String> {
 
 impl ClientSecurity {
     /// The settings of client properties, with a warning for each key not used.
-    pub fn parse(props: &BTreeMap<String, String>) -> Result<(ClientSecurity, Vec<String>), String> {
+    pub fn parse(
+        props: &BTreeMap<String, String>,
+    ) -> Result<(ClientSecurity, Vec<String>), String> {
         let warnings = props
             .keys()
             .filter(|k| !KNOWN.contains(&k.as_str()))
@@ -204,7 +206,10 @@ impl ClientSecurity {
                 ))
             }
             (None, None, Some(_)) => {
-                return Err(bad("ssl.keystore.key", "needs ssl.keystore.certificate.chain"))
+                return Err(bad(
+                    "ssl.keystore.key",
+                    "needs ssl.keystore.certificate.chain",
+                ))
             }
         };
         out.verify_hostname = match props
@@ -247,9 +252,11 @@ impl ClientSecurity {
 fn sasl_login(props: &BTreeMap<String, String>) -> Result<(Mechanism, String, String), String> {
     let mechanism = match props.get("sasl.mechanism").map(|m| m.trim()) {
         None | Some("") => {
-            return Err("a SASL security.protocol needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or \
+            return Err(
+                "a SASL security.protocol needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or \
                         SCRAM-SHA-512; Kafka's default GSSAPI is not supported)"
-                .into())
+                    .into(),
+            )
         }
         Some(m) => Mechanism::parse(m).ok_or_else(|| {
             bad(

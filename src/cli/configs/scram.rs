@@ -64,9 +64,8 @@ fn upsertion(m: ScramMechanism, value: &str) -> Result<ScramUpsertion, String> {
             }
         }
     }
-    let password = password.ok_or_else(|| {
-        format!("{name} needs a password: {name}=[iterations=8192,password=...]")
-    })?;
+    let password = password
+        .ok_or_else(|| format!("{name} needs a password: {name}=[iterations=8192,password=...]"))?;
     if password.is_empty() {
         return Err(format!("{name}: the password must not be empty"));
     }
@@ -87,7 +86,11 @@ fn upsertion(m: ScramMechanism, value: &str) -> Result<ScramUpsertion, String> {
 pub(super) fn take_scram(
     changes: &mut BTreeMap<String, Option<String>>,
 ) -> Result<ScramChanges, String> {
-    let keys: Vec<String> = changes.keys().filter(|k| is_scram_key(k)).cloned().collect();
+    let keys: Vec<String> = changes
+        .keys()
+        .filter(|k| is_scram_key(k))
+        .cloned()
+        .collect();
     let mut out = ScramChanges::default();
     for key in keys {
         let m = mechanism(&key)?;
@@ -204,7 +207,9 @@ mod tests {
         for (add, delete, expected) in cases {
             let got = outcome(add, delete);
             if got != *expected {
-                failures.push(format!("{add:?} {delete:?}\n  expected {expected}\n  got      {got}"));
+                failures.push(format!(
+                    "{add:?} {delete:?}\n  expected {expected}\n  got      {got}"
+                ));
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -111,7 +111,12 @@ pub fn client_config(
         "connecting to this TLS listener needs a truststore (ssl.truststore.location or \
          ssl.truststore.certificates) to check the other node's certificate",
     )?;
-    client_config_for(source, Some((&settings.chain, &settings.key)), io, verify_name)
+    client_config_for(
+        source,
+        Some((&settings.chain, &settings.key)),
+        io,
+        verify_name,
+    )
 }
 
 /// A rustls client config from a trust store and, for mTLS, a key store (chain, key); without
