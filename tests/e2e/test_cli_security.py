@@ -32,8 +32,11 @@ controller.listener.names=CONTROLLER
 controller.quorum.voters=1@127.0.0.1:{cport}
 log.dirs={d}/data
 offsets.topic.replication.factor=1
-listeners=CLIENT://127.0.0.1:{port},ADMIN://127.0.0.1:{aport},CONTROLLER://127.0.0.1:{cport}
-listener.security.protocol.map=CLIENT:SASL_SSL,ADMIN:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=CLIENT://127.0.0.1:{port},ADMIN://127.0.0.1:{aport},MTLS://127.0.0.1:{mport},CONTROLLER://127.0.0.1:{cport}
+listener.security.protocol.map=CLIENT:SASL_SSL,ADMIN:SASL_PLAINTEXT,MTLS:SSL,CONTROLLER:PLAINTEXT
+listener.name.mtls.ssl.client.auth=required
+ssl.truststore.type=PEM
+ssl.truststore.location={d}/ca.pem
 inter.broker.listener.name=ADMIN
 sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
 listener.name.admin.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";
@@ -68,13 +71,15 @@ def certs(tmp_path):
     make_ca(tmp_path)
     make_leaf(tmp_path, "broker", "/CN=broker0", "serverAuth", "DNS:localhost,IP:127.0.0.1")
     key_store(tmp_path, "broker")
+    make_leaf(tmp_path, "alice", "/CN=alice", "clientAuth", None)
+    key_store(tmp_path, "alice")
     return tmp_path
 
 
 def test_scram_user_from_the_cli_then_used_by_weir_and_confluent_kafka(certs):
     d = certs
-    port, aport, cport = free_ports(3)
-    broker = Broker(d, BASE.format(d=d, port=port, aport=aport, cport=cport), port)
+    port, aport, mport, cport = free_ports(4)
+    broker = Broker(d, BASE.format(d=d, port=port, aport=aport, mport=mport, cport=cport), port)
     admin_bs = f"127.0.0.1:{aport}"
     bs = f"127.0.0.1:{port}"
     try:
@@ -140,6 +145,19 @@ sasl.jaas.config={PLAIN.format(u="admin", p="admin-secret")}
         r = weir("topics", "--bootstrap", bs, "list", config=extra)
         assert r.returncode == 0, r.stderr
         assert "The configuration 'client.id' was supplied but isn't a known config." in r.stderr
+
+        # mTLS: the key store is the client certificate; without one the listener refuses.
+        mtls = props(d, "mtls", f"""security.protocol=SSL
+ssl.truststore.type=PEM
+ssl.truststore.location={d}/ca.pem
+ssl.keystore.type=PEM
+ssl.keystore.location={d}/alice-store.pem
+""")
+        r = weir("topics", "--bootstrap", f"127.0.0.1:{mport}", "list", config=mtls)
+        assert r.returncode == 0 and "orders" in r.stdout.split(), r.stderr
+        tls_only = props(d, "tlsonly", f"security.protocol=SSL\nssl.truststore.location={d}/ca.pem\n")
+        r = weir("topics", "--bootstrap", f"127.0.0.1:{mport}", "list", config=tls_only)
+        assert r.returncode != 0 and "panicked" not in r.stderr, r.stderr
         assert broker.proc.poll() is None
     finally:
         broker.stop()
@@ -148,8 +166,9 @@ sasl.jaas.config={PLAIN.format(u="admin", p="admin-secret")}
 
 def test_format_add_scram_logs_in_at_first_start(certs):
     d = certs
-    port, aport, cport = free_ports(3)
-    (d / "server.properties").write_text(BASE.format(d=d, port=port, aport=aport, cport=cport))
+    port, aport, mport, cport = free_ports(4)
+    (d / "server.properties").write_text(BASE.format(d=d, port=port, aport=aport, mport=mport,
+                                                     cport=cport))
     r = weir("format", "--config", str(d / "server.properties"), "--random-cluster-id",
              "--add-scram", "SCRAM-SHA-512=[name=carol,password=carol-secret]",
              "--add-scram", "SCRAM-SHA-256=[name=carol,iterations=8192,password=c2]")
