@@ -82,6 +82,30 @@ enum Command {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    run_command(cli).await.map_err(hint)
+}
+
+/// A broker that closes the connection after ApiVersions is, most often, a SASL listener
+/// refusing a request before authentication: say so, as the bare EOF does not.
+fn hint(e: anyhow::Error) -> anyhow::Error {
+    let eof = e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<weir::client::ClientError>(),
+            Some(weir::client::ClientError::Io(io)) if io.kind() == std::io::ErrorKind::UnexpectedEof
+        )
+    });
+    if eof {
+        e.context(
+            "the broker closed the connection (a SASL_PLAINTEXT or SASL_SSL listener closes it \
+             before authentication: give --command-config with security.protocol, \
+             sasl.mechanism and sasl.jaas.config)",
+        )
+    } else {
+        e
+    }
+}
+
+async fn run_command(cli: Cli) -> anyhow::Result<()> {
     let io = Io::os();
     match cli.command {
         Command::Serve(args) => serve::serve(io, args).await,

@@ -18,7 +18,7 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncBufReadExt, BufReader, ReadHalf, WriteHalf};
 
 use crate::io::{BoxStream, Io};
-use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
+use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame, FrameError};
 use crate::security::sasl::client::{ClientStep, SaslClient};
 use crate::security::tls::stream::TlsStream;
 
@@ -287,6 +287,17 @@ impl Connection {
         let frame = match read_frame(&mut self.reader, MAX_RESPONSE).await {
             Ok(Some(frame)) => frame,
             Ok(None) => return Err(ClientError::Io(io::ErrorKind::UnexpectedEof.into())),
+            // A TLS record (alert 0x15 or handshake 0x16, version 3.x) read as a length: the
+            // broker speaks TLS on this port (librdkafka gives the same hint).
+            Err(FrameError::Oversized { size, .. })
+                if matches!(size >> 24, 0x15 | 0x16) && (size >> 16) & 0xff == 0x03 =>
+            {
+                return Err(ClientError::Protocol(
+                    "the broker answered with TLS: is this an SSL or SASL_SSL listener? (give \
+                     --command-config with security.protocol and a trust store)"
+                        .into(),
+                ))
+            }
             Err(e) => return Err(ClientError::Protocol(e.to_string())),
         };
         let mut body: Bytes = frame.freeze();

@@ -106,7 +106,8 @@ sasl.jaas.config={PLAIN.format(u="admin", p="admin-secret")}
         assert "producer_byte_rate=1048576.0" in r.stdout, r.stdout
         assert r.stdout.strip().endswith("SCRAM-SHA-256=iterations=8192"), r.stdout
         # Without the admin's properties the SASL listener does not serve the CLI.
-        assert weir(*users, "--describe").returncode != 0
+        r = weir(*users, "--describe")
+        assert r.returncode != 0 and "give --command-config" in r.stderr, r.stderr
 
         alice = scram_props(d, "alice", "alice", "alice-secret")
         r = weir("topics", "--bootstrap", bs, "create", "orders", config=alice)
@@ -131,6 +132,10 @@ sasl.jaas.config={PLAIN.format(u="admin", p="admin-secret")}
         assert r.returncode != 0
         assert "SaslAuthenticationFailed" in r.stderr, r.stderr
         assert "panicked" not in r.stderr
+
+        # A plaintext client on the TLS port is told what it is talking to.
+        r = weir("topics", "--bootstrap", bs, "list")
+        assert r.returncode != 0 and "answered with TLS" in r.stderr, r.stderr
 
         # Bad properties: the error names the key; unknown keys are warned about.
         bad = props(d, "bad", "security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n"
