@@ -128,3 +128,171 @@ fn client_properties_table() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The client's secured connections against an in-process broker with a SASL_SSL listener
+/// (rcgen certificates): PLAIN from the listener's JAAS users; a SCRAM credential created
+/// through the client (salted here) then used to log in; a wrong password is Kafka's error
+/// 58; a certificate from another CA fails the handshake.
+#[cfg(not(madsim))]
+mod live {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use kafka_protocol::error::ResponseError;
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
+    };
+
+    use crate::broker::Broker;
+    use crate::client::{Client, ClientError, ClientSecurity, ScramUpsertion};
+    use crate::config::ServerConfig;
+    use crate::controller::image::scram::ScramMechanism;
+    use crate::io::Io;
+
+    /// (CA PEM, server chain PEM, server key PEM).
+    fn certificates() -> (String, String, String) {
+        let mut ca = CertificateParams::new(vec![]).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name = DistinguishedName::new();
+        ca.distinguished_name.push(DnType::CommonName, "test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = leaf.signed_by(&key, &Issuer::new(ca, &ca_key)).unwrap();
+        (ca_pem, cert.pem(), key.serialize_pem())
+    }
+
+    fn security(
+        io: &Io,
+        ca: &str,
+        mechanism: &str,
+        module: &str,
+        user: &str,
+        pw: &str,
+    ) -> crate::client::Security {
+        let props = BTreeMap::from([
+            ("security.protocol".to_string(), "SASL_SSL".to_string()),
+            ("sasl.mechanism".to_string(), mechanism.to_string()),
+            (
+                "sasl.jaas.config".to_string(),
+                format!(
+                    "org.apache.kafka.common.security.{module} required username=\"{user}\" \
+                     password=\"{pw}\";"
+                ),
+            ),
+            ("ssl.truststore.certificates".to_string(), ca.to_string()),
+        ]);
+        ClientSecurity::parse(&props).unwrap().0.build(io).unwrap()
+    }
+
+    #[tokio::test]
+    async fn logs_in_with_plain_and_a_scram_credential_it_created() {
+        let (ca, chain, key) = certificates();
+        let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                    user_admin=\"admin-secret\";";
+        let props = BTreeMap::from([
+            ("listeners".to_string(), "SECURE://127.0.0.1:0".to_string()),
+            (
+                "listener.security.protocol.map".to_string(),
+                "SECURE:SASL_SSL".to_string(),
+            ),
+            (
+                "inter.broker.listener.name".to_string(),
+                "SECURE".to_string(),
+            ),
+            (
+                "sasl.enabled.mechanisms".to_string(),
+                "PLAIN,SCRAM-SHA-512".to_string(),
+            ),
+            (
+                "listener.name.secure.plain.sasl.jaas.config".to_string(),
+                jaas.to_string(),
+            ),
+            ("ssl.keystore.type".to_string(), "PEM".to_string()),
+            ("ssl.keystore.certificate.chain".to_string(), chain),
+            ("ssl.keystore.key".to_string(), key),
+            ("log.dirs".to_string(), "/data".to_string()),
+        ]);
+        let config = ServerConfig::from_properties(&props).unwrap().0;
+        let io = Io {
+            disk: Arc::new(crate::io::memdisk::MemDisk::new(3)),
+            ..Io::os()
+        };
+        let running = Broker::start(config, io.clone()).await.unwrap();
+        let addr = running.local_addr;
+        let connect = |sec: crate::client::Security| {
+            let io = io.clone();
+            async move {
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    Client::connect_secure(&io, addr, "localhost", &sec),
+                )
+                .await
+                .expect("the connection hung")
+            }
+        };
+        let plain = "plain.PlainLoginModule";
+        let scram = "scram.ScramLoginModule";
+        let mut admin = connect(security(&io, &ca, "PLAIN", plain, "admin", "admin-secret"))
+            .await
+            .unwrap();
+        admin
+            .alter_user_scram_credentials(
+                "alice",
+                &[],
+                &[ScramUpsertion {
+                    mechanism: ScramMechanism::Sha512,
+                    iterations: 4096,
+                    password: "alice-secret".into(),
+                }],
+            )
+            .await
+            .unwrap();
+        let described = admin
+            .describe_user_scram_credentials(&["alice".to_string()])
+            .await
+            .unwrap();
+        assert_eq!(described[0].1[0].mechanism, "SCRAM-SHA-512");
+        let mut alice = connect(security(
+            &io,
+            &ca,
+            "SCRAM-SHA-512",
+            scram,
+            "alice",
+            "alice-secret",
+        ))
+        .await
+        .unwrap();
+        alice.metadata(None).await.unwrap();
+        let wrong = connect(security(&io, &ca, "SCRAM-SHA-512", scram, "alice", "nope")).await;
+        assert!(
+            matches!(
+                wrong,
+                Err(ClientError::Kafka(
+                    ResponseError::SaslAuthenticationFailed,
+                    _
+                ))
+            ),
+            "{:?}",
+            wrong.err()
+        );
+        let (other_ca, _, _) = certificates();
+        let untrusted = connect(security(
+            &io,
+            &other_ca,
+            "PLAIN",
+            plain,
+            "admin",
+            "admin-secret",
+        ))
+        .await;
+        assert!(
+            matches!(untrusted, Err(ClientError::Io(_))),
+            "{:?}",
+            untrusted.err()
+        );
+        running.broker.halt();
+    }
+}
