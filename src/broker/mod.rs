@@ -7,6 +7,7 @@
 //! (`tests/broker_rooms.rs`).
 
 mod api;
+pub mod bootstrap_records;
 mod connection_slot;
 pub mod delayed;
 mod drivers;

@@ -36,6 +36,9 @@ pub struct AclsArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     /// List the ACLs of the resources named (every ACL without one).
     #[arg(long)]
     list: bool,
@@ -283,7 +286,7 @@ fn render(heading: &str, bindings: &[AclBinding]) -> String {
 }
 
 pub async fn run(io: &Io, args: AclsArgs, output: Output) -> anyhow::Result<()> {
-    let mut client = connect_any(io, &args.bootstrap).await?;
+    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
     let named = resources(&args);
     if args.list {
         let mut found = Vec::new();

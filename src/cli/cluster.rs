@@ -30,6 +30,9 @@ pub enum ClusterAction {
         /// Brokers to ask, comma-separated; the first that answers is used.
         #[arg(long, default_value = "127.0.0.1:19092")]
         bootstrap: String,
+        /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+        #[command(flatten)]
+        security: super::CommandConfig,
     },
 }
 
@@ -40,7 +43,10 @@ pub async fn run(io: Io, action: ClusterAction) -> anyhow::Result<()> {
             dir,
             base_port,
         } => cluster_up(io, nodes, dir, base_port).await,
-        ClusterAction::Status { bootstrap } => cluster_status(io, &bootstrap).await,
+        ClusterAction::Status {
+            bootstrap,
+            security,
+        } => cluster_status(io, &bootstrap, &security).await,
     }
 }
 
@@ -74,8 +80,12 @@ async fn cluster_up(io: Io, nodes: u32, dir: PathBuf, base_port: u16) -> anyhow:
     Ok(())
 }
 
-async fn cluster_status(io: Io, bootstrap: &str) -> anyhow::Result<()> {
-    let mut client = connect_any(&io, bootstrap).await?;
+async fn cluster_status(
+    io: Io,
+    bootstrap: &str,
+    security: &super::CommandConfig,
+) -> anyhow::Result<()> {
+    let mut client = connect_any(&io, bootstrap, security).await?;
     let quorum = client.describe_quorum().await?;
     let brokers = client.brokers().await?;
     println!(

@@ -15,6 +15,7 @@ use weir::io::Io;
 use super::connect_any;
 
 mod quotas;
+mod scram;
 use super::output::{print_json, Output};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -37,6 +38,9 @@ pub struct ConfigsArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     /// topics, brokers, users or clients; for a user's client id give `--entity-type users
     /// --entity-name U --entity-type clients --entity-name C` (names and defaults pair up
     /// with types in order), or use --user/--client.
@@ -142,7 +146,7 @@ pub async fn run(io: &Io, args: ConfigsArgs, output: Output) -> anyhow::Result<(
             "--entity-default is for --entity-type brokers; topics have no default entity"
         );
     }
-    let mut client = connect_any(io, &args.bootstrap).await?;
+    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
     let entities = entities(&mut client, &args, entity_type).await?;
     if args.alter {
         let [entity] = entities.as_slice() else {

@@ -3,10 +3,8 @@
 
 use clap::Args;
 
-use weir::client::ClusterClient;
 use weir::io::Io;
 
-use super::bootstrap_addrs;
 use super::output::{print_json, Output};
 
 #[derive(Args)]
@@ -18,6 +16,9 @@ pub struct GetOffsetsArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     /// A regular expression of the topics to ask for (whole name); every topic without it.
     #[arg(long)]
     topic: Option<String>,
@@ -66,7 +67,7 @@ pub async fn run(io: &Io, args: GetOffsetsArgs, output: Output) -> anyhow::Resul
         ),
         None => None,
     };
-    let mut cluster = ClusterClient::connect(io, bootstrap_addrs(&args.bootstrap)?).await?;
+    let mut cluster = super::cluster_client(io, &args.bootstrap, &args.security).await?;
     let topics = cluster.any().await?.describe_topics(None).await?;
     let mut out = Vec::new();
     for t in &topics {

@@ -9,13 +9,15 @@ use clap::{Args, Subcommand};
 use weir::client::ClusterClient;
 use weir::io::Io;
 
-use super::bootstrap_addrs;
 use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct GroupsArgs {
     #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     #[command(subcommand)]
     action: GroupAction,
 }
@@ -55,7 +57,7 @@ enum GroupAction {
 }
 
 pub async fn run(io: &Io, args: GroupsArgs, output: Output) -> anyhow::Result<()> {
-    let mut cluster = ClusterClient::connect(io, bootstrap_addrs(&args.bootstrap)?).await?;
+    let mut cluster = super::cluster_client(io, &args.bootstrap, &args.security).await?;
     if let (GroupAction::List, true) = (&args.action, output.json()) {
         return print_json(&cluster.list_groups().await?);
     }

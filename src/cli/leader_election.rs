@@ -21,6 +21,9 @@ pub struct LeaderElectionArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     /// `preferred`: move leadership to each partition's first replica if it is in the ISR and
     /// alive. `unclean`: elect a leader for partitions that have none, from outside the ISR if
     /// need be (acknowledged records may be lost).
@@ -89,6 +92,7 @@ async fn elect(
     if hosts.is_empty() {
         anyhow::bail!("empty --bootstrap-server");
     }
+    let security = args.security.security(io)?;
     let mut last = String::from("no broker answered");
     loop {
         for host in hosts.clone() {
@@ -96,7 +100,9 @@ async fn elect(
                 last = format!("{host}: cannot resolve");
                 continue;
             };
-            let mut client = match Client::connect(io, addr).await {
+            let name = super::host_of(&host);
+            let connecting = Client::connect_secure(io, addr, &name, &security);
+            let mut client = match connecting.await {
                 Ok(c) => c,
                 Err(e) => {
                     last = format!("{host}: {e}");

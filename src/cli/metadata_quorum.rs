@@ -19,6 +19,9 @@ pub struct MetadataQuorumArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     #[command(subcommand)]
     action: QuorumAction,
 }
@@ -45,7 +48,7 @@ enum QuorumAction {
 }
 
 pub async fn run(io: &Io, args: MetadataQuorumArgs, output: Output) -> anyhow::Result<()> {
-    let mut client = connect_any(io, &args.bootstrap).await?;
+    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
     let QuorumAction::Describe {
         status,
         replication,

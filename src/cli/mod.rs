@@ -5,13 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
-use weir::client::Client;
-use weir::io::Io;
+use weir::client::{Client, ClientSecurity, ClusterClient, Security};
+use weir::config::parse_properties;
+use weir::io::{read_file, Io};
 
 mod acls;
+mod add_scram;
 mod bench;
 mod cluster;
 mod configs;
@@ -79,6 +82,30 @@ enum Command {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    run_command(cli).await.map_err(hint)
+}
+
+/// A broker that closes the connection after ApiVersions is, most often, a SASL listener
+/// refusing a request before authentication: say so, as the bare EOF does not.
+fn hint(e: anyhow::Error) -> anyhow::Error {
+    let eof = e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<weir::client::ClientError>(),
+            Some(weir::client::ClientError::Io(io)) if io.kind() == std::io::ErrorKind::UnexpectedEof
+        )
+    });
+    if eof {
+        e.context(
+            "the broker closed the connection (a SASL_PLAINTEXT or SASL_SSL listener closes it \
+             before authentication: give --command-config with security.protocol, \
+             sasl.mechanism and sasl.jaas.config)",
+        )
+    } else {
+        e
+    }
+}
+
+async fn run_command(cli: Cli) -> anyhow::Result<()> {
     let io = Io::os();
     match cli.command {
         Command::Serve(args) => serve::serve(io, args).await,
@@ -125,18 +152,69 @@ fn key_values(items: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
         .collect()
 }
 
-/// Every address of a comma-separated `bootstrap` list.
-fn bootstrap_addrs(bootstrap: &str) -> anyhow::Result<Vec<SocketAddr>> {
-    bootstrap
+/// `--command-config FILE`: Kafka's client properties for security, as Kafka's tools take
+/// them (`security.protocol`, `sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.*`,
+/// `ssl.keystore.*`, `ssl.key.password`, `ssl.endpoint.identification.algorithm`).
+#[derive(Args, Clone, Debug, Default)]
+pub struct CommandConfig {
+    /// A client properties file securing the connections (TLS, SASL), as Kafka's tools'.
+    #[arg(long = "command-config", value_name = "FILE", global = true)]
+    command_config: Option<PathBuf>,
+}
+
+impl CommandConfig {
+    /// The security the file asks for (PLAINTEXT without one); unknown keys are warned
+    /// about, a bad value is an error naming its key.
+    fn security(&self, io: &Io) -> anyhow::Result<Security> {
+        let Some(path) = &self.command_config else {
+            return Ok(Security::plaintext());
+        };
+        let raw = read_file(io.disk.as_ref(), path)
+            .map_err(|e| anyhow::anyhow!("cannot read --command-config {}: {e}", path.display()))?;
+        let props = parse_properties(&String::from_utf8_lossy(&raw))
+            .map_err(|e| anyhow::anyhow!("--command-config {}: {e}", path.display()))?;
+        let (parsed, warnings) = ClientSecurity::parse(&props)
+            .map_err(|e| anyhow::anyhow!("--command-config {}: {e}", path.display()))?;
+        for w in warnings {
+            eprintln!("WARN {w}");
+        }
+        parsed
+            .build(io)
+            .map_err(|e| anyhow::anyhow!("--command-config {}: {e}", path.display()))
+    }
+}
+
+/// The host part of `host:port` (what a TLS certificate must name).
+fn host_of(host_port: &str) -> String {
+    let host = host_port
+        .rsplit_once(':')
+        .map_or(host_port, |(h, _)| h)
+        .trim();
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
+/// A client of the whole cluster `bootstrap`, secured as `--command-config` says.
+async fn cluster_client(
+    io: &Io,
+    bootstrap: &str,
+    config: &CommandConfig,
+) -> anyhow::Result<ClusterClient> {
+    let security = config.security(io)?;
+    let named = bootstrap
         .split(',')
         .map(str::trim)
         .filter(|h| !h.is_empty())
-        .map(addr)
-        .collect()
+        .map(|h| Ok((host_of(h), addr(h)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(ClusterClient::connect_secure(io, named, security).await?)
 }
 
-/// Connects to the first broker of `bootstrap` that answers.
-async fn connect_any(io: &Io, bootstrap: &str) -> anyhow::Result<Client> {
+/// Connects to the first broker of `bootstrap` that answers, secured as `--command-config`
+/// says.
+async fn connect_any(io: &Io, bootstrap: &str, config: &CommandConfig) -> anyhow::Result<Client> {
+    let security = config.security(io)?;
     let mut last = None;
     for host in bootstrap
         .split(',')
@@ -144,7 +222,7 @@ async fn connect_any(io: &Io, bootstrap: &str) -> anyhow::Result<Client> {
         .filter(|h| !h.is_empty())
     {
         match addr(host) {
-            Ok(a) => match Client::connect(io, a).await {
+            Ok(a) => match Client::connect_secure(io, a, &host_of(host), &security).await {
                 Ok(c) => return Ok(c),
                 Err(e) => last = Some(anyhow::anyhow!("{host}: {e}")),
             },

@@ -37,6 +37,11 @@ pub struct FormatArgs {
     /// Override one key, as in the file (repeatable).
     #[arg(long = "override", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// A user's SCRAM credential in the cluster's first metadata, as `kafka-storage.sh
+    /// format`: 'SCRAM-SHA-256=[name=alice,password=alice-secret]' (optional
+    /// iterations=N; repeatable). Format every controller with the same ones.
+    #[arg(long = "add-scram", value_name = "MECHANISM=[name=U,password=P]")]
+    add_scram: Vec<String>,
 }
 
 pub async fn format(io: Io, args: FormatArgs) -> anyhow::Result<()> {
@@ -46,9 +51,13 @@ pub async fn format(io: Io, args: FormatArgs) -> anyhow::Result<()> {
         (None, true) => weir::broker::identity::random_cluster_id(&io),
         (None, false) => anyhow::bail!("give --cluster-id ID or --random-cluster-id"),
     };
+    let bootstrap = super::add_scram::records(&io, &args.add_scram)?;
     for dir in &config.log_dirs {
-        weir::broker::format_log_dir(&io, std::path::Path::new(dir), &cluster_id, config.node_id)
-            .await?;
+        let dir_path = std::path::Path::new(dir);
+        weir::broker::format_log_dir(&io, dir_path, &cluster_id, config.node_id).await?;
+        if !bootstrap.is_empty() {
+            weir::broker::bootstrap_records::write(&io, dir_path, &bootstrap).await?;
+        }
         eprintln!(
             "formatted {dir} for cluster.id={cluster_id} node.id={}",
             config.node_id

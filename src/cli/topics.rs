@@ -12,6 +12,9 @@ use super::{connect_any, key_values};
 pub struct TopicsArgs {
     #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     #[command(subcommand)]
     action: TopicAction,
 }
@@ -40,7 +43,7 @@ enum TopicAction {
 }
 
 pub async fn run(io: &Io, args: TopicsArgs, output: Output) -> anyhow::Result<()> {
-    let mut client = connect_any(io, &args.bootstrap).await?;
+    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
     match args.action {
         TopicAction::Create {
             name,

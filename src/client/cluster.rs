@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{BrokerInfo, Client, ClientError, Fetched, GroupListing, Result};
+use super::{BrokerInfo, Client, ClientError, Fetched, GroupListing, Result, Security};
 use crate::io::Io;
 
 /// How often one call follows a leader or coordinator move before giving up (with the backoff
@@ -19,7 +19,9 @@ const MOVE_BACKOFF: Duration = Duration::from_millis(200);
 /// Connections to a cluster's brokers, made on demand.
 pub struct ClusterClient {
     io: Io,
-    bootstrap: Vec<SocketAddr>,
+    /// Each bootstrap broker's host name (its TLS certificate names it) and address.
+    bootstrap: Vec<(String, SocketAddr)>,
+    security: Security,
     /// The connection metadata and admin requests go to (any broker).
     any: Option<Client>,
     /// Connections by broker id.
@@ -41,12 +43,27 @@ fn unanswered(e: &ClientError) -> bool {
 impl ClusterClient {
     /// A client of the cluster `bootstrap` (addresses, the first that answers is used first).
     pub async fn connect(io: &Io, bootstrap: Vec<SocketAddr>) -> Result<ClusterClient> {
+        let named = bootstrap
+            .into_iter()
+            .map(|a| (a.ip().to_string(), a))
+            .collect();
+        ClusterClient::connect_secure(io, named, Security::plaintext()).await
+    }
+
+    /// A client of the cluster `bootstrap` ((host, address) pairs) whose connections are
+    /// secured as `security` says.
+    pub async fn connect_secure(
+        io: &Io,
+        bootstrap: Vec<(String, SocketAddr)>,
+        security: Security,
+    ) -> Result<ClusterClient> {
         if bootstrap.is_empty() {
             return Err(ClientError::Protocol("no bootstrap broker".into()));
         }
         let mut c = ClusterClient {
             io: io.clone(),
             bootstrap,
+            security,
             any: None,
             brokers: BTreeMap::new(),
         };
@@ -59,9 +76,9 @@ impl ClusterClient {
     pub async fn any(&mut self) -> Result<&mut Client> {
         if self.any.is_none() {
             let mut last = ClientError::Protocol("no bootstrap broker".into());
-            let known: Vec<SocketAddr> = self.bootstrap.clone();
-            for addr in known {
-                match Client::connect(&self.io, addr).await {
+            let known = self.bootstrap.clone();
+            for (host, addr) in known {
+                match Client::connect_secure(&self.io, addr, &host, &self.security).await {
                     Ok(c) => {
                         self.any = Some(c);
                         break;
@@ -90,7 +107,7 @@ impl ClusterClient {
     async fn broker(&mut self, b: &BrokerInfo) -> Result<&mut Client> {
         if !self.brokers.contains_key(&b.id) {
             let addr = self.io.net.resolve(&b.host, b.port).await?;
-            let client = Client::connect(&self.io, addr).await?;
+            let client = Client::connect_secure(&self.io, addr, &b.host, &self.security).await?;
             self.brokers.insert(b.id, client);
         }
         Ok(self.brokers.get_mut(&b.id).expect("inserted above"))

@@ -11,12 +11,18 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncBufReadExt, BufReader, ReadHalf, WriteHalf};
 
 use crate::io::{BoxStream, Io};
-use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
+use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame, FrameError};
+use crate::security::sasl::client::{ClientStep, SaslClient};
+use crate::security::tls::stream::TlsStream;
+
+use super::security::Security;
 
 /// Responses larger than this are refused (a broken or hostile peer).
 const MAX_RESPONSE: usize = 256 * 1024 * 1024;
@@ -84,6 +90,92 @@ pub struct Connection {
 impl Connection {
     pub async fn connect(io: &Io, addr: SocketAddr, client_id: &str) -> Result<Connection> {
         let stream = io.net.connect(addr).await?;
+        Connection::over(stream, client_id).await
+    }
+
+    /// A connection secured as `security` says: TLS (the broker's certificate checked against
+    /// the trust store and, unless turned off, `host`), ApiVersions, then SASL.
+    pub async fn connect_secure(
+        io: &Io,
+        addr: SocketAddr,
+        host: &str,
+        client_id: &str,
+        security: &Security,
+    ) -> Result<Connection> {
+        let stream = io.net.connect(addr).await?;
+        let stream = match &security.tls {
+            None => stream,
+            Some(config) => {
+                let name = ServerName::try_from(host.to_string())
+                    .map_err(|e| ClientError::Protocol(format!("TLS server name '{host}': {e}")))?;
+                let conn = rustls::ClientConnection::new(config.clone(), name)
+                    .map_err(|e| ClientError::Protocol(format!("TLS: {e}")))?;
+                let tls = TlsStream::connect(stream, conn).await.map_err(|e| {
+                    ClientError::Io(io::Error::new(
+                        e.kind(),
+                        format!("TLS handshake with {host} failed: {e}"),
+                    ))
+                })?;
+                Box::new(tls) as BoxStream
+            }
+        };
+        let mut conn = Connection::over(stream, client_id).await?;
+        if let Some((mechanism, user, password)) = &security.sasl {
+            let mut client = SaslClient::new(*mechanism, user, password);
+            conn.authenticate(io, &mut client).await?;
+        }
+        Ok(conn)
+    }
+
+    /// SaslHandshake v1, then the mechanism's tokens in SaslAuthenticate (driven by the pure
+    /// client core), as Kafka's `SaslClientAuthenticator` does after ApiVersions.
+    async fn authenticate(&mut self, io: &Io, client: &mut SaslClient) -> Result<()> {
+        let mechanism = client.mechanism().name();
+        let handshake =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let version = self.version(ApiKey::SaslHandshake, 1)?;
+        let answer = self.call(&handshake, version).await?;
+        if answer.error_code != 0 {
+            let enabled: Vec<String> = answer.mechanisms.iter().map(|m| m.to_string()).collect();
+            let code = ResponseError::try_from_code(answer.error_code)
+                .unwrap_or(ResponseError::UnsupportedSaslMechanism);
+            return Err(ClientError::Kafka(
+                code,
+                format!(
+                    "the broker does not enable sasl.mechanism={mechanism} on this listener \
+                     (it enables: {})",
+                    enabled.join(", ")
+                ),
+            ));
+        }
+        let version = self.version(ApiKey::SaslAuthenticate, 2)?;
+        let entropy = crate::security::entropy(io);
+        let mut step = client.start(&entropy);
+        loop {
+            let token = match step {
+                ClientStep::Done => return Ok(()),
+                ClientStep::Failed(m) => {
+                    return Err(ClientError::Protocol(format!("{mechanism}: {m}")))
+                }
+                ClientStep::Send(token) => token,
+            };
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(token.into());
+            let answer = self.call(&request, version).await?;
+            if let Some(code) = ResponseError::try_from_code(answer.error_code) {
+                return Err(ClientError::Kafka(
+                    code,
+                    answer
+                        .error_message
+                        .map(|m| m.to_string())
+                        .unwrap_or_default(),
+                ));
+            }
+            step = client.server_token(&answer.auth_bytes);
+        }
+    }
+
+    /// ApiVersions on a connection made (and secured at the transport) by the caller.
+    async fn over(stream: BoxStream, client_id: &str) -> Result<Connection> {
         let (read, writer) = tokio::io::split(stream);
         let mut conn = Connection {
             reader: BufReader::with_capacity(READ_BUFFER, read),
@@ -195,6 +287,17 @@ impl Connection {
         let frame = match read_frame(&mut self.reader, MAX_RESPONSE).await {
             Ok(Some(frame)) => frame,
             Ok(None) => return Err(ClientError::Io(io::ErrorKind::UnexpectedEof.into())),
+            // A TLS record (alert 0x15 or handshake 0x16, version 3.x) read as a length: the
+            // broker speaks TLS on this port (librdkafka gives the same hint).
+            Err(FrameError::Oversized { size, .. })
+                if matches!(size >> 24, 0x15 | 0x16) && (size >> 16) & 0xff == 0x03 =>
+            {
+                return Err(ClientError::Protocol(
+                    "the broker answered with TLS: is this an SSL or SASL_SSL listener? (give \
+                     --command-config with security.protocol and a trust store)"
+                        .into(),
+                ))
+            }
             Err(e) => return Err(ClientError::Protocol(e.to_string())),
         };
         let mut body: Bytes = frame.freeze();

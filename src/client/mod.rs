@@ -14,6 +14,8 @@ pub mod group_member;
 mod groups;
 mod quorum;
 mod quotas;
+mod scram;
+pub mod security;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -47,6 +49,8 @@ pub use groups::{
 };
 pub use quorum::{QuorumDescription, QuorumReplica};
 pub use quotas::{QuotaEntityParts, QuotaMatch};
+pub use scram::{mechanism_name, salt_password, ScramCredentialInfo, ScramUpsertion};
+pub use security::{ClientSecurity, Security};
 
 use crate::io::Io;
 
@@ -109,6 +113,27 @@ impl Client {
         let timeout = Duration::from_secs(30);
         let conn = io
             .timeout(timeout, Connection::connect(io, addr, "weir-client"))
+            .await
+            .ok_or(ClientError::Timeout)??;
+        Ok(Client {
+            io: io.clone(),
+            conn,
+            timeout,
+        })
+    }
+
+    /// A connection to the broker at `addr` (named `host`, for its TLS certificate), secured
+    /// as `security` says (TLS and SASL from `--command-config`).
+    pub async fn connect_secure(
+        io: &Io,
+        addr: SocketAddr,
+        host: &str,
+        security: &Security,
+    ) -> Result<Client> {
+        let timeout = Duration::from_secs(30);
+        let connecting = Connection::connect_secure(io, addr, host, "weir-client", security);
+        let conn = io
+            .timeout(timeout, connecting)
             .await
             .ok_or(ClientError::Timeout)??;
         Ok(Client {

@@ -200,6 +200,9 @@ impl Broker {
     /// A request to the active controller, answered once its write (if any) committed.
     async fn ask_active(&self, event: Event) -> Result<Answer, CommitError> {
         let _writer = self.metadata.lock().await;
+        if self.quorum.is_active() {
+            self.commit_bootstrap_records().await?;
+        }
         let actions = self.decide_active(Some(event))?;
         self.active_controller.wake.notify_one();
         let answer = self.carry_out(actions).await?;
@@ -209,6 +212,12 @@ impl Broker {
     /// The periodic work that is due (a fence, elections), one write at a time.
     async fn tick_active_controller(&self) {
         let _writer = self.metadata.lock().await;
+        if self.quorum.is_active() {
+            if let Err(e) = self.commit_bootstrap_records().await {
+                tracing::warn!(error = %e, "the bootstrap records did not commit; tried again");
+                return;
+            }
+        }
         loop {
             let due = match self.decide_active(None) {
                 Ok(actions) => {

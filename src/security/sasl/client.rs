@@ -210,7 +210,7 @@ impl SaslClient {
 }
 
 /// SaltedPassword := Hi(password, salt, i) (PBKDF2 with the mechanism's HMAC).
-fn salted_password(hash: Hash, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
+pub fn salted_password(hash: Hash, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
     let (alg, len) = match hash {
         Hash::Sha256 => (ring::pbkdf2::PBKDF2_HMAC_SHA256, 32),
         Hash::Sha512 => (ring::pbkdf2::PBKDF2_HMAC_SHA512, 64),

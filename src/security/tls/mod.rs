@@ -111,11 +111,30 @@ pub fn client_config(
         "connecting to this TLS listener needs a truststore (ssl.truststore.location or \
          ssl.truststore.certificates) to check the other node's certificate",
     )?;
+    client_config_for(
+        source,
+        Some((&settings.chain, &settings.key)),
+        io,
+        verify_name,
+    )
+}
+
+/// A rustls client config from a trust store and, for mTLS, a key store (chain, key); without
+/// one the client sends no certificate (what `weir`'s client commands do unless their
+/// `--command-config` names a key store).
+pub fn client_config_for(
+    truststore: &PemSource,
+    identity: Option<(&PemSource, &PemSource)>,
+    io: &Io,
+    verify_name: bool,
+) -> Result<Arc<ClientConfig>, String> {
     let provider = Arc::new(provider::provider(io));
-    let webpki =
-        WebPkiServerVerifier::builder_with_provider(Arc::new(roots(io, source)?), provider.clone())
-            .build()
-            .map_err(|e| format!("TLS: {e}"))?;
+    let webpki = WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots(io, truststore)?),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| format!("TLS: {e}"))?;
     let builder = ClientConfig::builder_with_details(provider, provider::time(io))
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?;
@@ -125,11 +144,16 @@ pub fn client_config(
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyName(webpki))),
     };
-    let chain = certificates(&load(io, &settings.chain)?, "keystore certificate chain")?;
-    let key = private_key(io, &settings.key)?;
-    let config = builder
-        .with_client_auth_cert(chain, key)
-        .map_err(|e| format!("keystore: {e}"))?;
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => {
+            let chain = certificates(&load(io, chain)?, "keystore certificate chain")?;
+            let key = private_key(io, key)?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("keystore: {e}"))?
+        }
+    };
     Ok(Arc::new(config))
 }
 

@@ -67,6 +67,11 @@ impl Broker {
         // Already registered, unfenced, with these endpoints: nothing to write. A single node
         // has no peer that could tell its incarnations apart, and a start that writes nothing
         // cannot be cut short by a crash half-way through its writes.
+        {
+            // A fresh log starts with `weir format`'s bootstrap records.
+            let _writer = self.metadata.lock().await;
+            self.commit_bootstrap_records().await.map_err(storage)?;
+        }
         let registered = self.image().broker(node).is_some_and(|b| {
             !b.fenced && !b.in_controlled_shutdown && b.listeners == self.registered_listeners()
         });
