@@ -230,9 +230,9 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("inter.broker.listener.name", Text, "PLAINTEXT", "The listener brokers reach each other on: a non-controller listener in `advertised.listeners`.")
         .shows(|c| Some(c.inter_broker_listener_name.clone())),
     used("leader.imbalance.check.interval.seconds", Int(1, I32), "300", "How often the controller looks for partitions led by other than their preferred replica."),
-    used("listener.security.protocol.map", List, "", "`NAME:PROTOCOL` pairs: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's implicit mapping when unset). Weir serves clients on the first non-controller listener; the controller listener (and in a cluster the client listener) must be PLAINTEXT for now.")
+    used("listener.security.protocol.map", List, "", "`NAME:PROTOCOL` pairs: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's implicit mapping when unset). Every non-controller listener serves clients with its protocol; the inter-broker and controller listeners may be secured too (with PLAIN, not SCRAM, on the controller listener).")
         .no_default().dynamic(PerBroker).shows(|c| Some(protocol_map(c))),
-    used("listeners", List, "PLAINTEXT://127.0.0.1:9092", "Addresses to bind: the first non-controller listener serves clients, the controller listener the quorum. An empty host binds 0.0.0.0; port 0 lets the OS pick.")
+    used("listeners", List, "PLAINTEXT://127.0.0.1:9092", "Addresses to bind: every non-controller listener serves clients, the controller listener the quorum. An empty host binds 0.0.0.0; port 0 lets the OS pick.")
         .dynamic(PerBroker).shows(|c| Some(join(&c.listeners))),
     used("log.cleaner.backoff.ms", Int(0, I64), "15000", "The cleaner's sleep when no log needs cleaning (read at start).")
         .dynamic(ClusterWide).shows(|c| Some(c.log_cleaner.backoff_ms.to_string())),
