@@ -317,6 +317,10 @@ impl ProducerStates {
 
     /// The last stable offset, given the partition's log start and high watermark.
     pub fn last_stable_offset(&self, log_start: i64, high_watermark: i64) -> i64 {
+        #[cfg(any(madsim, test))]
+        if (self.planted).is(crate::config::PlantedBug::LsoPastOpenTransaction) {
+            return high_watermark;
+        }
         self.transactions
             .last_stable_offset(log_start, high_watermark)
     }
