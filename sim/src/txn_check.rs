@@ -253,3 +253,124 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
     }
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Entry;
+
+    fn at(at_ms: u64, e: TxnEvent) -> Entry {
+        Entry {
+            at_ms,
+            event: Event::Txn(e),
+        }
+    }
+
+    fn send(txn: u64, partition: i32) -> TxnEvent {
+        TxnEvent::Send {
+            producer: 0,
+            txn,
+            partition,
+            value: value(0, txn, partition),
+        }
+    }
+
+    fn ended(txn: u64, commit: bool) -> TxnEvent {
+        TxnEvent::Ended {
+            producer: 0,
+            txn,
+            commit,
+        }
+    }
+
+    fn last(partition: i32, values: &[(i64, u64)]) -> TxnEvent {
+        TxnEvent::Final {
+            partition,
+            values: values
+                .iter()
+                .map(|&(o, txn)| (o, value(0, txn, partition)))
+                .collect(),
+            settled: true,
+            last_stable_offset: 10,
+            high_watermark: 10,
+        }
+    }
+
+    /// Transaction 1 committed on partitions 0 and 1, transaction 2 aborted on partition 0.
+    fn base() -> Vec<Entry> {
+        vec![
+            at(1, send(1, 0)),
+            at(2, send(1, 1)),
+            at(3, ended(1, true)),
+            at(4, send(2, 0)),
+            at(5, ended(2, false)),
+        ]
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let mut h = base();
+        h.push(at(
+            6,
+            TxnEvent::Read {
+                partition: 0,
+                offset: 0,
+                value: value(0, 1, 0),
+            },
+        ));
+        h.push(at(10, last(0, &[(0, 1)])));
+        h.push(at(11, last(1, &[(0, 1)])));
+        let f = check(&h);
+        assert_eq!(f.count(), 0, "{f:?}");
+        assert_eq!(
+            (f.transactions, f.committed, f.aborted, f.reads),
+            (2, 1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn each_anomaly_is_caught() {
+        // An aborted value read live and stored; the committed transaction torn and lost.
+        let mut h = base();
+        h.push(at(
+            6,
+            TxnEvent::Read {
+                partition: 0,
+                offset: 2,
+                value: value(0, 2, 0),
+            },
+        ));
+        h.push(at(10, last(0, &[(0, 1), (2, 2)])));
+        h.push(at(11, last(1, &[])));
+        let f = check(&h);
+        assert_eq!(f.aborted_reads.len(), 1, "{f:?}");
+        assert_eq!(f.torn.len(), 1);
+        assert_eq!(f.lost.len(), 1);
+        assert_eq!(f.duplicated.len(), 1, "the aborted value is stored");
+        assert_eq!(f.first_ms, Some(6));
+        // A read the final read does not hold there; a partition left unsettled.
+        let mut h = base();
+        h.push(at(
+            6,
+            TxnEvent::Read {
+                partition: 1,
+                offset: 5,
+                value: value(0, 1, 1),
+            },
+        ));
+        h.push(at(10, last(0, &[(0, 1)])));
+        h.push(at(
+            11,
+            TxnEvent::Final {
+                partition: 1,
+                values: vec![(0, value(0, 1, 1))],
+                settled: false,
+                last_stable_offset: 1,
+                high_watermark: 3,
+            },
+        ));
+        let f = check(&h);
+        assert_eq!((f.aborted_reads.len(), f.unsettled.len()), (1, 1), "{f:?}");
+        assert_eq!(f.count(), 2);
+    }
+}

@@ -113,6 +113,13 @@ async fn ensure_topic(io: &Io, spec: &TxnSpec, clock: &RunClock) {
     }
 }
 
+/// A request to the transaction coordinator.
+enum Call {
+    Init,
+    Add(Vec<i32>),
+    End(bool),
+}
+
 struct Producer {
     io: Io,
     spec: TxnSpec,
@@ -162,11 +169,53 @@ impl Producer {
         Ok(self.coordinator.as_mut().expect("connected above"))
     }
 
-    /// Runs `step` at the coordinator until it succeeds or fails for good.
-    async fn at_coordinator<T>(
-        &mut self,
-        mut step: impl AsyncFnMut(&mut Client) -> Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
+    /// One coordinator request, answered: the producer id and epoch for InitProducerId.
+    async fn ask(&mut self, call: &Call) -> Result<Option<(i64, i16)>, ClientError> {
+        let id = self.txn_id();
+        let (pid, epoch) = self.producer.unwrap_or((-1, -1));
+        let timeout_ms = self.spec.txns.transaction_timeout_ms;
+        let c = self.coordinator().await?.connection();
+        match call {
+            Call::Init => {
+                let request = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(id))
+                    .with_transaction_timeout_ms(timeout_ms);
+                let r = c.call(&request, INIT_PRODUCER_ID_VERSION).await?;
+                kafka(r.error_code)?;
+                Ok(Some((r.producer_id.0, r.producer_epoch)))
+            }
+            Call::Add(partitions) => {
+                let request = AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(id)
+                    .with_v3_and_below_producer_id(ProducerId(pid))
+                    .with_v3_and_below_producer_epoch(epoch)
+                    .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partitions(partitions.clone())]);
+                let r = c.call(&request, ADD_PARTITIONS_VERSION).await?;
+                for t in &r.results_by_topic_v3_and_below {
+                    for p in &t.results_by_partition {
+                        kafka(p.partition_error_code)?;
+                    }
+                }
+                Ok(None)
+            }
+            Call::End(commit) => {
+                let request = EndTxnRequest::default()
+                    .with_transactional_id(id)
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_committed(*commit);
+                let r = c.call(&request, END_TXN_VERSION).await?;
+                kafka(r.error_code)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Runs `call` at the coordinator until it succeeds or fails for good (finding the
+    /// coordinator again when it moved).
+    async fn at_coordinator(&mut self, call: Call) -> Result<Option<(i64, i16)>, ClientError> {
         let mut last = ClientError::Timeout;
         for _ in 0..ATTEMPTS {
             if self.clock.now_ms() > self.spec.final_at_ms {
@@ -174,13 +223,10 @@ impl Producer {
             }
             let timeout = self.spec.timeout;
             let io = self.io.clone();
-            let result = match self.coordinator().await {
-                Ok(c) => io
-                    .timeout(timeout, step(c))
-                    .await
-                    .unwrap_or(Err(ClientError::Timeout)),
-                Err(e) => Err(e),
-            };
+            let result = io
+                .timeout(timeout, self.ask(&call))
+                .await
+                .unwrap_or(Err(ClientError::Timeout));
             match result {
                 Ok(v) => return Ok(v),
                 Err(e) if retriable(&e) => {
@@ -201,21 +247,11 @@ impl Producer {
     }
 
     async fn init(&mut self) -> Result<(), ClientError> {
-        let id = self.txn_id();
-        let timeout_ms = self.spec.txns.transaction_timeout_ms;
+        self.producer = None;
         let (pid, epoch) = self
-            .at_coordinator(async |c| {
-                let request = InitProducerIdRequest::default()
-                    .with_transactional_id(Some(id.clone()))
-                    .with_transaction_timeout_ms(timeout_ms);
-                let r = c
-                    .connection()
-                    .call(&request, INIT_PRODUCER_ID_VERSION)
-                    .await?;
-                kafka(r.error_code)?;
-                Ok((r.producer_id.0, r.producer_epoch))
-            })
-            .await?;
+            .at_coordinator(Call::Init)
+            .await?
+            .expect("InitProducerId answers an id");
         self.producer = Some((pid, epoch));
         self.sequences.clear();
         self.record(TxnEvent::Init {
@@ -233,29 +269,7 @@ impl Producer {
         partitions: &[i32],
         commit: bool,
     ) -> Result<(), ClientError> {
-        let (pid, epoch) = self.producer.expect("initialized");
-        let id = self.txn_id();
-        let parts = partitions.to_vec();
-        self.at_coordinator(async |c| {
-            let request = AddPartitionsToTxnRequest::default()
-                .with_v3_and_below_transactional_id(id.clone())
-                .with_v3_and_below_producer_id(ProducerId(pid))
-                .with_v3_and_below_producer_epoch(epoch)
-                .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                    .with_name(TopicName(s(TOPIC)))
-                    .with_partitions(parts.clone())]);
-            let r = c
-                .connection()
-                .call(&request, ADD_PARTITIONS_VERSION)
-                .await?;
-            for t in &r.results_by_topic_v3_and_below {
-                for p in &t.results_by_partition {
-                    kafka(p.partition_error_code)?;
-                }
-            }
-            Ok(())
-        })
-        .await?;
+        self.at_coordinator(Call::Add(partitions.to_vec())).await?;
         for &p in partitions {
             let v = value(self.id, n, p);
             self.record(TxnEvent::Send {
@@ -266,16 +280,7 @@ impl Producer {
             });
             self.produce(p, &v).await?;
         }
-        self.at_coordinator(async |c| {
-            let request = EndTxnRequest::default()
-                .with_transactional_id(id.clone())
-                .with_producer_id(ProducerId(pid))
-                .with_producer_epoch(epoch)
-                .with_committed(commit);
-            let r = c.connection().call(&request, END_TXN_VERSION).await?;
-            kafka(r.error_code)
-        })
-        .await?;
+        self.at_coordinator(Call::End(commit)).await?;
         self.record(TxnEvent::Ended {
             producer: self.id,
             txn: n,
