@@ -89,6 +89,9 @@ impl TxnFindings {
 
 const EXAMPLES: usize = 20;
 
+/// A partition's final read: (offset, value).
+type Stored = [(i64, String)];
+
 /// Notes that an anomaly was evident at `at` ms.
 fn evident(f: &mut TxnFindings, at: u64) {
     f.first_ms = Some(f.first_ms.map_or(at, |m| m.min(at)));
@@ -117,7 +120,7 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
     let mut txns: BTreeMap<(u32, u64), Txn> = BTreeMap::new();
     let mut owner: BTreeMap<String, (u32, u64)> = BTreeMap::new();
     let mut reads: Vec<(u64, i32, i64, String)> = Vec::new();
-    let mut finals: BTreeMap<i32, (u64, &[(i64, String)])> = BTreeMap::new();
+    let mut finals: BTreeMap<i32, (u64, &Stored)> = BTreeMap::new();
     for e in entries {
         let Event::Txn(t) = &e.event else { continue };
         match t {

@@ -500,16 +500,18 @@ pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock
     let record = |e: TxnEvent| history.record(clock.now_ms(), Event::Txn(e));
     while clock.now_ms() < spec.until_ms {
         for p in 0..partitions {
-            if !leaders.contains_key(&p) {
-                attempt += 1;
-                match connect_leader(&io, &spec.bootstrap, attempt, TOPIC, p, spec.timeout).await {
-                    Ok(c) => {
-                        leaders.insert(p, c);
+            let c = match leaders.entry(p) {
+                std::collections::btree_map::Entry::Occupied(c) => c.into_mut(),
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    attempt += 1;
+                    match connect_leader(&io, &spec.bootstrap, attempt, TOPIC, p, spec.timeout)
+                        .await
+                    {
+                        Ok(c) => slot.insert(c),
+                        Err(_) => continue,
                     }
-                    Err(_) => continue,
                 }
-            }
-            let c = leaders.get_mut(&p).expect("connected above");
+            };
             let at = positions[&p];
             match io
                 .timeout(spec.timeout, fetch_committed(c, p, at))

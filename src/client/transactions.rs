@@ -354,10 +354,7 @@ impl ClusterClient {
         let mut open: BTreeMap<i64, BTreeSet<(String, i32)>> = BTreeMap::new();
         for t in listed {
             match self.describe_transaction(&t.transactional_id).await {
-                Ok(d) => open
-                    .entry(d.producer_id)
-                    .or_default()
-                    .extend(d.partitions.into_iter()),
+                Ok(d) => open.entry(d.producer_id).or_default().extend(d.partitions),
                 Err(ClientError::Kafka(..)) => {}
                 Err(e) => return Err(e),
             }
