@@ -433,6 +433,7 @@ async fn every_advertised_version_is_answered() {
         let response = call(&mut conn, &ApiVersionsRequest::default(), v).await;
         assert_eq!(response.error_code, 0, "ApiVersions v{v}");
     }
+    transaction_tooling(&mut conn).await;
     running.broker.shutdown().await.unwrap();
 }
 
@@ -715,4 +716,187 @@ async fn groups(conn: &mut Connection) {
         let left = call(conn, &leave, v).await;
         assert_eq!((left.error_code, left.member_epoch), (0, -1), "leave v{v}");
     }
+}
+
+/// Retries `ask` while it answers COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE or
+/// CONCURRENT_TRANSACTIONS (the transaction topic is being made, a transition is in flight).
+async fn until_settled<T>(mut ask: impl AsyncFnMut() -> (i16, T)) -> T {
+    for _ in 0..200 {
+        let (code, answer) = ask().await;
+        if ![14, 15, 51].contains(&code) {
+            assert_eq!(code, 0);
+            return answer;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the coordinator never settled");
+}
+
+/// KIP-664 at every version: an open transaction is Ongoing in DescribeTransactions and
+/// ListTransactions (filtered by state, producer id and, v1+, duration) and its partition's
+/// DescribeProducers shows where it started; once committed it is CompleteCommit and the
+/// partition holds nothing open.
+async fn transaction_tooling(conn: &mut Connection) {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    let id = "tooling";
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name("txn"))
+        .with_num_partitions(1)
+        .with_replication_factor(1)]);
+    assert_eq!(call(conn, &create, 5).await.topics[0].error_code, 0);
+    let txn_id = || TransactionalId(sb(id));
+    until_settled(async || {
+        let request = FindCoordinatorRequest::default()
+            .with_key(sb(id))
+            .with_key_type(1);
+        (call(conn, &request, 3).await.error_code, ())
+    })
+    .await;
+    let (pid, epoch) = until_settled(async || {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(Some(txn_id()))
+            .with_transaction_timeout_ms(60_000);
+        let r = call(conn, &request, 1).await;
+        (r.error_code, (r.producer_id, r.producer_epoch))
+    })
+    .await;
+    let add = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(txn_id())
+        .with_v3_and_below_producer_id(pid)
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+            .with_name(name("txn"))
+            .with_partitions(vec![0])]);
+    let added = call(conn, &add, 1).await;
+    assert_eq!(
+        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    let mut b = BatchBuilder::new(1_000);
+    b.push(Some(b"k"), Some(b"in a transaction"), 1_000);
+    let mut records = b.finish(pid.0, epoch, 0);
+    records[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    let crc = weir::log::batch::compute_crc(&records);
+    records[17..21].copy_from_slice(&crc.to_be_bytes());
+    let produce = ProduceRequest::default()
+        .with_transactional_id(Some(txn_id()))
+        .with_acks(-1)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name("txn"))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(records)))])]);
+    let produced = call(conn, &produce, 9).await;
+    let partition = &produced.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, 0, "transactional produce");
+    let start = partition.base_offset;
+
+    let describe = async |conn: &mut Connection, v| {
+        let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![txn_id()]);
+        let mut r = call(conn, &request, v).await;
+        r.transaction_states.remove(0)
+    };
+    for v in versions(conn, ApiKey::DescribeTransactions) {
+        let d = describe(conn, v).await;
+        assert_eq!(d.error_code, 0, "DescribeTransactions v{v}");
+        assert_eq!(d.transaction_state.as_str(), "Ongoing");
+        assert_eq!((d.producer_id, d.producer_epoch), (pid, epoch));
+        assert_eq!(d.transaction_timeout_ms, 60_000);
+        assert!(d.transaction_start_time_ms > 0);
+        assert_eq!(d.topics.len(), 1);
+        assert_eq!(
+            (d.topics[0].topic.as_str(), &d.topics[0].partitions[..]),
+            ("txn", &[0][..])
+        );
+        let request = DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(sb("never-seen"))]);
+        let unknown = call(conn, &request, v).await;
+        assert_eq!(
+            unknown.transaction_states[0].error_code, 105,
+            "TRANSACTIONAL_ID_NOT_FOUND"
+        );
+    }
+    for v in versions(conn, ApiKey::ListTransactions) {
+        let list = async |conn: &mut Connection, request: ListTransactionsRequest| {
+            let r = call(conn, &request, v).await;
+            assert_eq!(r.error_code, 0, "ListTransactions v{v}");
+            let ids: Vec<String> = r
+                .transaction_states
+                .iter()
+                .map(|t| t.transactional_id.to_string())
+                .collect();
+            (ids, r.unknown_state_filters)
+        };
+        let all = ListTransactionsRequest::default().with_duration_filter(-1);
+        assert_eq!(list(conn, all.clone()).await.0, vec![id.to_string()]);
+        let ongoing = all
+            .clone()
+            .with_state_filters(vec![sb("Ongoing"), sb("Bogus")]);
+        let (ids, unknown) = list(conn, ongoing).await;
+        assert_eq!((ids, unknown), (vec![id.to_string()], vec![sb("Bogus")]));
+        let empty = all.clone().with_state_filters(vec![sb("CompleteCommit")]);
+        assert!(list(conn, empty).await.0.is_empty());
+        let other_pid = all
+            .clone()
+            .with_producer_id_filters(vec![ProducerId(pid.0 + 1)]);
+        assert!(list(conn, other_pid).await.0.is_empty());
+        if v >= 1 {
+            let an_hour = all.clone().with_duration_filter(3_600_000);
+            assert!(
+                list(conn, an_hour).await.0.is_empty(),
+                "duration filter v{v}"
+            );
+        }
+        if v >= 2 {
+            let pattern = all
+                .clone()
+                .with_transactional_id_pattern(Some(sb("tool.*")));
+            assert_eq!(list(conn, pattern).await.0, vec![id.to_string()]);
+            let other = all.clone().with_transactional_id_pattern(Some(sb("tool")));
+            assert!(
+                list(conn, other).await.0.is_empty(),
+                "a pattern matches whole ids"
+            );
+        }
+    }
+    let producers = async |conn: &mut Connection, v| {
+        let request = DescribeProducersRequest::default()
+            .with_topics(vec![TopicRequest::default()
+                .with_name(name("txn"))
+                .with_partition_indexes(vec![0, 7])]);
+        let r = call(conn, &request, v).await;
+        let partitions = &r.topics[0].partitions;
+        assert_eq!(partitions[1].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(partitions[0].error_code, 0);
+        partitions[0]
+            .active_producers
+            .iter()
+            .find(|p| p.producer_id == pid)
+            .expect("the transactional producer is listed")
+            .clone()
+    };
+    for v in versions(conn, ApiKey::DescribeProducers) {
+        let p = producers(conn, v).await;
+        assert_eq!((p.producer_epoch, p.last_sequence), (epoch as i32, 0));
+        assert_eq!(p.current_txn_start_offset, start, "DescribeProducers v{v}");
+    }
+    let end = EndTxnRequest::default()
+        .with_transactional_id(txn_id())
+        .with_producer_id(pid)
+        .with_producer_epoch(epoch)
+        .with_committed(true);
+    assert_eq!(call(conn, &end, 1).await.error_code, 0);
+    // The markers are written after EndTxn answers: CompleteCommit once they are.
+    until_settled(async || {
+        let d = describe(conn, 0).await;
+        let done = d.transaction_state.as_str() == "CompleteCommit";
+        (if done { 0 } else { 51 }, ())
+    })
+    .await;
+    assert!(describe(conn, 0).await.topics.is_empty());
+    let p = producers(conn, 0).await;
+    assert_eq!(p.current_txn_start_offset, -1);
+    assert!(p.coordinator_epoch >= 0);
 }

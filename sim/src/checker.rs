@@ -88,6 +88,8 @@ pub struct Findings {
     pub replicas: Vec<String>,
     /// Consumer groups (`group_check`).
     pub groups: crate::group_check::GroupFindings,
+    /// Transactions (`txn_check`).
+    pub txn: crate::txn_check::TxnFindings,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -188,6 +190,28 @@ impl Findings {
             "acknowledged records a group never processed",
         );
         add(Check::GroupSettle, g.unsettled.len(), "groups not settled");
+        let t = &self.txn;
+        add(
+            Check::Transactions,
+            t.aborted_reads.len(),
+            "read_committed reads of aborted or undone values",
+        );
+        add(Check::Transactions, t.torn.len(), "torn transactions");
+        add(
+            Check::Transactions,
+            t.lost.len(),
+            "acknowledged commits with values missing",
+        );
+        add(
+            Check::Transactions,
+            t.duplicated.len(),
+            "transactional values stored twice or aborted yet stored",
+        );
+        add(
+            Check::Transactions,
+            t.unsettled.len(),
+            "partitions with a transaction left hanging",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -428,6 +452,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             | Event::Heal(_)
             | Event::Note(_)
             | Event::Group(_)
+            | Event::Txn(_)
             | Event::Partition(_) => {}
         }
     }

@@ -113,6 +113,8 @@ pub enum Event {
     /// A partition-level step of the workload topic: a leader or ISR/ELR change committed, a
     /// broker back as a new incarnation, a follower's truncation (`partition_trace.rs`).
     Partition(crate::partition_trace::PartitionEvent),
+    /// A step of the transactional workload (`txn_check.rs`).
+    Txn(crate::txn_check::TxnEvent),
 }
 
 #[derive(Clone, Debug, PartialEq)]

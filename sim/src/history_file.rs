@@ -82,6 +82,10 @@ enum Line {
         at_ms: u64,
         event: GroupEvent,
     },
+    Txn {
+        at_ms: u64,
+        event: crate::txn_check::TxnEvent,
+    },
     AdminInvoke {
         at_ms: u64,
         op: u64,
@@ -188,6 +192,7 @@ fn line_of(entry: &Entry) -> Option<Line> {
         Event::Heal(what) => Line::Heal { at_ms, what },
         Event::Note(what) => Line::Note { at_ms, what },
         Event::Group(event) => Line::Group { at_ms, event },
+        Event::Txn(event) => Line::Txn { at_ms, event },
         Event::AdminInvoke { op, change } => Line::AdminInvoke { at_ms, op, change },
         Event::AdminAck { op } => Line::AdminAck { at_ms, op },
         Event::AdminFail {
@@ -274,6 +279,7 @@ fn entry_of(line: Line) -> Option<Entry> {
         Line::Heal { at_ms, what } => (at_ms, Event::Heal(what)),
         Line::Note { at_ms, what } => (at_ms, Event::Note(what)),
         Line::Group { at_ms, event } => (at_ms, Event::Group(event)),
+        Line::Txn { at_ms, event } => (at_ms, Event::Txn(event)),
         Line::AdminInvoke { at_ms, op, change } => (at_ms, Event::AdminInvoke { op, change }),
         Line::AdminAck { at_ms, op } => (at_ms, Event::AdminAck { op }),
         Line::AdminFail {

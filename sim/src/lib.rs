@@ -35,6 +35,9 @@ pub mod routing;
 pub mod scenario;
 pub mod shrink;
 pub mod swarm;
+pub mod txn_check;
+#[cfg(madsim)]
+pub mod txn_workload;
 pub mod verdict;
 pub mod workload;
 

@@ -45,6 +45,10 @@ pub struct Scenario {
     /// when absent.
     #[serde(default)]
     pub groups: Option<Groups>,
+    /// Transactional producers and a read_committed consumer on a topic of their own
+    /// (`txn_workload.rs`); none when absent.
+    #[serde(default)]
+    pub transactions: Option<Transactions>,
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
@@ -139,6 +143,10 @@ pub enum Check {
     /// epoch, CRC) below the lower of their high watermarks, or a replica's high watermark is
     /// outside its log (multi-node worlds with replicated topics).
     Replicas,
+    /// Transactions (`txn_check`): a read_committed read of an aborted or later-undone value,
+    /// a transaction partly visible, an acknowledged commit missing, a value stored twice, a
+    /// last stable offset stuck below the high watermark after healing.
+    Transactions,
 }
 
 impl Check {
@@ -164,6 +172,7 @@ impl Check {
             Check::GroupOffsets,
             Check::GroupDelivery,
             Check::GroupSettle,
+            Check::Transactions,
         ]
     }
 }
@@ -220,6 +229,75 @@ pub struct Groups {
     /// broker's default.
     #[serde(default)]
     pub assignor: Option<String>,
+}
+
+/// The `[transactions]` section: `producers` transactional producers (`txn-0`, `txn-1`...),
+/// each running one transaction every `interval_ms` over 1..=`partitions_per_txn` partitions of
+/// the `txn-workload` topic, aborting `abort_ratio` of them; one read_committed consumer.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transactions {
+    #[serde(default = "default_txn_producers")]
+    pub producers: u32,
+    #[serde(default = "default_txn_partitions")]
+    pub partitions: i32,
+    #[serde(default = "default_partitions_per_txn")]
+    pub partitions_per_txn: u32,
+    #[serde(default = "default_abort_ratio")]
+    pub abort_ratio: f64,
+    #[serde(default = "default_txn_interval")]
+    pub interval_ms: u64,
+    #[serde(default = "default_read_interval")]
+    pub read_interval_ms: u64,
+    /// `transaction.timeout.ms` the producers ask for: an abandoned transaction is aborted by
+    /// the coordinator after it, well within the drain.
+    #[serde(default = "default_txn_timeout")]
+    pub transaction_timeout_ms: i32,
+    /// Between healing and the final read: abandoned transactions time out meanwhile.
+    #[serde(default = "default_txn_drain")]
+    pub drain_secs: u64,
+}
+
+fn default_txn_producers() -> u32 {
+    2
+}
+fn default_txn_partitions() -> i32 {
+    3
+}
+fn default_partitions_per_txn() -> u32 {
+    2
+}
+fn default_abort_ratio() -> f64 {
+    0.3
+}
+fn default_txn_interval() -> u64 {
+    50
+}
+fn default_read_interval() -> u64 {
+    20
+}
+fn default_txn_timeout() -> i32 {
+    5000
+}
+fn default_txn_drain() -> u64 {
+    10
+}
+
+impl Transactions {
+    fn validate(&self) -> Result<(), String> {
+        if self.producers == 0 || self.producers > 16 || !(1..=64).contains(&self.partitions) {
+            return Err("transactions: producers 1..=16, partitions 1..=64".into());
+        }
+        if self.partitions_per_txn == 0 || !(0.0..=1.0).contains(&self.abort_ratio) {
+            return Err("transactions: partitions_per_txn ≥ 1, abort_ratio 0..=1".into());
+        }
+        if self.transaction_timeout_ms <= 0
+            || self.drain_secs * 1000 <= self.transaction_timeout_ms as u64
+        {
+            return Err("transactions: drain_secs must outlast transaction_timeout_ms".into());
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -793,6 +871,9 @@ impl Scenario {
         }
         if let Some(groups) = &self.groups {
             groups.validate()?;
+        }
+        if let Some(t) = &self.transactions {
+            t.validate()?;
         }
         if self.consumers.count > 32 {
             return Err("consumers.count must be ≤ 32".into());

@@ -65,6 +65,7 @@ pub fn check_name(check: Check) -> &'static str {
         Check::GroupOffsets => "group-offsets",
         Check::GroupDelivery => "group-delivery",
         Check::GroupSettle => "group-settle",
+        Check::Transactions => "transactions",
     }
 }
 

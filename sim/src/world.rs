@@ -157,7 +157,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     let cpu = crate::cpu::thread_secs();
     let history = History::default();
     let mut runtime = Runtime::with_seed_and_config(seed, madsim::Config::default());
-    let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs);
+    // The transactional workload's final read may take up to 20 s past its drain.
+    let drain = scenario.groups.as_ref().map_or(0, |g| g.drain_secs).max(
+        scenario
+            .transactions
+            .as_ref()
+            .map_or(0, |t| t.drain_secs + 20),
+    );
     // A cluster's end has more phases (quorum liveness, replicas catching up).
     let settle = if scenario.cluster.is_multi_node() {
         SETTLE * 3
@@ -258,6 +264,12 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         findings.groups = group_check::check(&entries, final_read.as_ref(), expected);
         for (&c, &t) in &findings.groups.evidence_ms {
             findings.evidence_ms.insert(c, t);
+        }
+    }
+    if scenario.transactions.is_some() {
+        findings.txn = crate::txn_check::check(&entries);
+        if let Some(t) = findings.txn.first_ms.filter(|_| findings.txn.count() > 0) {
+            findings.evidence_ms.insert(Check::Transactions, t);
         }
     }
     let refused = metadata_check::not_controller(&entries);
@@ -656,6 +668,32 @@ async fn simulate(
             }
         }
         tasks.push(client_node.spawn(group_workload::run_observer(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
+    if let Some(t) = &scenario.transactions {
+        let spec = crate::txn_workload::TxnSpec {
+            txns: t.clone(),
+            bootstrap: addrs.clone(),
+            replication_factor: topic.replication_factor,
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            until_ms: duration_ms,
+            final_at_ms: duration_ms + t.drain_secs * 1000,
+        };
+        for id in 0..t.producers {
+            tasks.push(client_node.spawn(crate::txn_workload::run_producer(
+                client_io(),
+                spec.clone(),
+                id,
+                history.clone(),
+                clock,
+            )));
+        }
+        tasks.push(client_node.spawn(crate::txn_workload::run_reader(
             client_io(),
             spec,
             history.clone(),

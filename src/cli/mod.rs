@@ -26,6 +26,7 @@ mod output;
 mod records;
 mod serve;
 mod topics;
+mod transactions;
 
 #[derive(Parser)]
 #[command(
@@ -74,6 +75,8 @@ enum Command {
     /// Each partition's offset at a time: latest, earliest, max-timestamp or a timestamp
     /// (like kafka-get-offsets.sh).
     GetOffsets(get_offsets::GetOffsetsArgs),
+    /// List, describe, find hanging or abort transactions (like kafka-transactions.sh).
+    Transactions(transactions::TransactionsArgs),
     /// Load generators that print throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -120,6 +123,7 @@ async fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Configs(args) => configs::run(&io, args, cli.output).await,
         Command::MetadataQuorum(args) => metadata_quorum::run(&io, args, cli.output).await,
         Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,
+        Command::Transactions(args) => transactions::run(&io, args, cli.output).await,
         Command::Bench { which } => bench::run(&io, which).await,
     }
 }

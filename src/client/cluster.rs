@@ -13,8 +13,8 @@ use crate::io::Io;
 
 /// How often one call follows a leader or coordinator move before giving up (with the backoff
 /// below, about 10 s: longer than a controller's election and a leader's failover).
-const MOVES: u32 = 50;
-const MOVE_BACKOFF: Duration = Duration::from_millis(200);
+pub(super) const MOVES: u32 = 50;
+pub(super) const MOVE_BACKOFF: Duration = Duration::from_millis(200);
 
 /// Connections to a cluster's brokers, made on demand.
 pub struct ClusterClient {
@@ -93,6 +93,15 @@ impl ClusterClient {
         Ok(self.any.as_mut().expect("connected above"))
     }
 
+    pub(super) fn io(&self) -> &Io {
+        &self.io
+    }
+
+    /// Forgets the connection to broker `id` (it answered that it moved, or failed).
+    pub(super) fn forget(&mut self, id: i32) {
+        self.drop_connections(Some(id), false);
+    }
+
     /// Forgets a connection that failed, so the next call makes a new one.
     fn drop_connections(&mut self, broker: Option<i32>, any: bool) {
         if let Some(id) = broker {
@@ -104,7 +113,7 @@ impl ClusterClient {
     }
 
     /// The connection to broker `b`, made if needed.
-    async fn broker(&mut self, b: &BrokerInfo) -> Result<&mut Client> {
+    pub(super) async fn broker(&mut self, b: &BrokerInfo) -> Result<&mut Client> {
         if !self.brokers.contains_key(&b.id) {
             let addr = self.io.net.resolve(&b.host, b.port).await?;
             let client = Client::connect_secure(&self.io, addr, &b.host, &self.security).await?;
@@ -145,7 +154,7 @@ impl ClusterClient {
     }
 
     /// Runs `call` against the leader of `topic`-`partition`, following leadership moves.
-    async fn at_leader<T>(
+    pub(super) async fn at_leader<T>(
         &mut self,
         topic: &str,
         partition: i32,

@@ -16,6 +16,7 @@ mod quorum;
 mod quotas;
 mod scram;
 pub mod security;
+mod transactions;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -51,6 +52,9 @@ pub use quorum::{QuorumDescription, QuorumReplica};
 pub use quotas::{QuotaEntityParts, QuotaMatch};
 pub use scram::{mechanism_name, salt_password, ScramCredentialInfo, ScramUpsertion};
 pub use security::{ClientSecurity, Security};
+pub use transactions::{
+    HangingTransaction, ProducerDescription, TransactionDescription, TransactionListing,
+};
 
 use crate::io::Io;
 

@@ -118,6 +118,10 @@ pub enum PlantedBug {
     /// partition reaches its new owner while the old one is still committing it.
     #[cfg(any(madsim, test))]
     ConsumerGroupAssignBeforeRevoke,
+    /// Transactions: the last stable offset ignores open transactions (it is the high
+    /// watermark), so read_committed readers get records of transactions not yet decided.
+    #[cfg(any(madsim, test))]
+    LsoPastOpenTransaction,
 }
 
 impl PlantedBug {
@@ -205,6 +209,11 @@ impl PlantedBug {
         (
             "consumer-group-assign-before-revoke",
             PlantedBug::ConsumerGroupAssignBeforeRevoke,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "lso-past-open-transaction",
+            PlantedBug::LsoPastOpenTransaction,
         ),
     ];
 

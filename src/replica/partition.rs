@@ -655,6 +655,11 @@ impl Partition {
         self.producers.has_open_transaction(producer_id)
     }
 
+    /// The producers this replica remembers (DescribeProducers).
+    pub fn active_producers(&self) -> Vec<super::producer::ActiveProducer> {
+        self.producers.active()
+    }
+
     /// How many transactions are open on this replica.
     pub fn open_transactions(&self) -> usize {
         self.producers.open_transactions()

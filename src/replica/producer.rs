@@ -67,6 +67,21 @@ pub enum TxnRefusal {
     CoordinatorFenced { current: i32 },
 }
 
+/// One producer as DescribeProducers (KIP-664) shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of its last batch kept, -1 if none (a marker bumped the epoch).
+    pub last_sequence: i32,
+    /// When it last wrote (data or marker), ms; -1 if unknown.
+    pub last_timestamp: i64,
+    /// The coordinator epoch of its last marker here, -1 if none.
+    pub coordinator_epoch: i32,
+    /// The first offset of its open transaction here.
+    pub txn_start_offset: Option<i64>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SequenceCheck {
     /// Not idempotent, a new producer, or the next batch in sequence: append it.
@@ -302,6 +317,10 @@ impl ProducerStates {
 
     /// The last stable offset, given the partition's log start and high watermark.
     pub fn last_stable_offset(&self, log_start: i64, high_watermark: i64) -> i64 {
+        #[cfg(any(madsim, test))]
+        if (self.planted).is(crate::config::PlantedBug::LsoPastOpenTransaction) {
+            return high_watermark;
+        }
         self.transactions
             .last_stable_offset(log_start, high_watermark)
     }
@@ -361,6 +380,25 @@ impl ProducerStates {
         }
         self.record(header, now_ms);
         went_back
+    }
+
+    /// Every remembered producer, by id (DescribeProducers).
+    pub fn active(&self) -> Vec<ActiveProducer> {
+        self.producers
+            .iter()
+            .map(|(&producer_id, e)| ActiveProducer {
+                producer_id,
+                epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_sequence),
+                last_timestamp: if e.last_activity_ms == i64::MIN {
+                    -1
+                } else {
+                    e.last_activity_ms
+                },
+                coordinator_epoch: e.coordinator_epoch,
+                txn_start_offset: e.txn_first_offset,
+            })
+            .collect()
     }
 
     /// How many producers are remembered.

@@ -14,6 +14,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod describe;
+
 use super::records::{self, TxnRecord};
 use super::{partition_for, TopicPartition, TxnError, TxnState};
 

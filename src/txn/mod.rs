@@ -8,6 +8,7 @@ pub mod records;
 #[cfg(test)]
 mod tests;
 
+pub use coordinator::describe::{ListFilter, TxnDescription, TxnListing};
 pub use coordinator::{Action, Event, Reply, TxnConfig, TxnCoordinator};
 
 /// The internal topic holding every transactional id's state.
@@ -80,6 +81,22 @@ impl TxnState {
         }
     }
 
+    /// The state of Kafka's `name`; `None` for names Weir has no such state for (including
+    /// Kafka's `Dead` and `PrepareEpochFence`, which a listing never shows here).
+    pub fn from_name(name: &str) -> Option<TxnState> {
+        use TxnState::*;
+        [
+            Empty,
+            Ongoing,
+            PrepareCommit,
+            PrepareAbort,
+            CompleteCommit,
+            CompleteAbort,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+
     /// The states a transition to `self` may come from (Kafka's `validPreviousStates`, TV1).
     pub fn may_follow(self, previous: TxnState) -> bool {
         use TxnState::*;
@@ -107,4 +124,6 @@ pub enum TxnError {
     InvalidTransactionTimeout,
     /// KIP-890 verification: the partition is not in the transaction.
     NotInTransaction,
+    /// DescribeTransactions: the coordinator does not know the id.
+    TransactionalIdNotFound,
 }

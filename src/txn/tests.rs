@@ -479,3 +479,115 @@ fn an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id() {
         vec![Reply(7, err(TxnError::InvalidProducerIdMapping))]
     );
 }
+
+/// KIP-664: DescribeTransactions shows the state as persisted (not a transition in flight),
+/// with the start time and partitions; unknown ids and partitions not held answer as Kafka.
+#[test]
+fn describe_shows_the_persisted_state() {
+    use super::TxnDescription;
+    let mut h = run(vec![
+        E(init(1, None), vec![Append(TxnState::Empty)]),
+        Commit(vec![Reply(1, pid(0))]),
+        At(5_000),
+        E(
+            add(2, 0, &[("t", 1), ("t", 0)]),
+            vec![Append(TxnState::Ongoing)],
+        ),
+    ]);
+    // The Ongoing record is not committed yet: still Empty, no start.
+    let empty = h.core.describe_transaction(ID).unwrap();
+    assert_eq!((empty.state, empty.start_ms), (TxnState::Empty, -1));
+    h.ok();
+    assert_eq!(
+        h.core.describe_transaction(ID),
+        Ok(TxnDescription {
+            state: TxnState::Ongoing,
+            timeout_ms: 60_000,
+            start_ms: 5_000,
+            producer_id: 101,
+            producer_epoch: 0,
+            partitions: vec![TopicPartition::new("t", 0), TopicPartition::new("t", 1)],
+        })
+    );
+    // Another id of a held partition is unknown; one of a partition not held is not ours.
+    let held = partition_for(ID, PARTITIONS);
+    let other_held = (0..1000)
+        .map(|i| format!("x{i}"))
+        .find(|id| partition_for(id, PARTITIONS) == held)
+        .unwrap();
+    let not_held = (0..1000)
+        .map(|i| format!("x{i}"))
+        .find(|id| partition_for(id, PARTITIONS) != held)
+        .unwrap();
+    assert_eq!(
+        h.core.describe_transaction(&other_held),
+        Err(TxnError::TransactionalIdNotFound)
+    );
+    assert_eq!(
+        h.core.describe_transaction(&not_held),
+        Err(TxnError::NotCoordinator)
+    );
+}
+
+/// KIP-664: ListTransactions filters by state (unknown-to-Weir states match nothing), producer
+/// id and duration (v1: running longer than the filter), and refuses while a partition loads.
+#[test]
+fn list_filters_by_state_producer_and_duration() {
+    use super::ListFilter;
+    let mut h = run(vec![
+        E(init(1, None), vec![Append(TxnState::Empty)]),
+        Commit(vec![Reply(1, pid(0))]),
+        At(1_000),
+        E(add(2, 0, &[("t", 0)]), vec![Append(TxnState::Ongoing)]),
+        Commit(vec![Reply(2, Reply::Done)]),
+    ]);
+    let ids = |h: &Harness, now, f: ListFilter| -> Vec<(String, TxnState)> {
+        h.core
+            .list_transactions(now, &f)
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.transactional_id, t.state))
+            .collect()
+    };
+    let all = ListFilter {
+        min_duration_ms: -1,
+        ..ListFilter::default()
+    };
+    let ongoing = vec![(ID.to_string(), TxnState::Ongoing)];
+    assert_eq!(ids(&h, 2_000, all.clone()), ongoing);
+    let states = |s: Vec<TxnState>| ListFilter {
+        states: Some(s),
+        ..all.clone()
+    };
+    assert_eq!(ids(&h, 2_000, states(vec![TxnState::Ongoing])), ongoing);
+    assert!(ids(&h, 2_000, states(vec![TxnState::Empty])).is_empty());
+    assert!(ids(&h, 2_000, states(vec![])).is_empty());
+    let pids = |p: Vec<i64>| ListFilter {
+        producer_ids: p,
+        ..all.clone()
+    };
+    assert_eq!(ids(&h, 2_000, pids(vec![7, 101])), ongoing);
+    assert!(ids(&h, 2_000, pids(vec![7])).is_empty());
+    let longer = |ms| ListFilter {
+        min_duration_ms: ms,
+        ..all.clone()
+    };
+    // Started at 1000: at 2000 it has run 1000 ms.
+    assert!(ids(&h, 2_000, longer(1_000)).is_empty());
+    assert_eq!(ids(&h, 2_000, longer(999)), ongoing);
+    assert_eq!(ids(&h, 2_000, longer(0)), ongoing);
+    // A second partition loading: no partial lists.
+    let loading = (0..PARTITIONS)
+        .find(|p| *p != partition_for(ID, PARTITIONS))
+        .unwrap();
+    h.step(Event::LoadBegin {
+        partition: loading,
+        coordinator_epoch: 1,
+    });
+    assert_eq!(
+        h.core.list_transactions(2_000, &all),
+        Err(TxnError::CoordinatorLoadInProgress)
+    );
+    h.step(Event::LoadFinished { partition: loading });
+    assert_eq!(ids(&h, 2_000, all), ongoing);
+}

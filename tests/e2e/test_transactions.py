@@ -6,6 +6,8 @@ the same transactional id. Every wait is bounded.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 import uuid
 
@@ -19,6 +21,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import weir_binary
 
 TIMEOUT_S = 30.0
 
@@ -207,3 +211,54 @@ def test_an_open_transaction_survives_kill9_and_is_aborted_by_the_next_producer(
     second.commit_transaction(TIMEOUT_S)
     assert read_all(broker.bootstrap, topic, 1, "read_committed", 1) == ["kept"]
     assert sorted(read_all(broker.bootstrap, topic, 1, "read_uncommitted", 2)) == ["kept", "lost"]
+
+
+def weir_transactions(bootstrap: str, *args: str):
+    """`weir --output json transactions ...` (KIP-664's tooling) as a parsed document."""
+    out = subprocess.run([str(weir_binary()), "--output", "json", "transactions",
+                          "--bootstrap-server", bootstrap, *args],
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert out.returncode == 0, f"weir transactions {' '.join(args)}: {out.stderr.strip()}"
+    return json.loads(out.stdout)
+
+
+def test_the_transactions_tool_lists_an_open_then_committed_transaction(broker):
+    topic = f"txn-tool-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    txn_id = f"tx-{topic}"
+    p = txn_producer(broker.bootstrap, txn_id)
+    p.begin_transaction()
+    p.produce(topic, value=b"a", partition=0)
+    p.produce(topic, value=b"b", partition=1)
+    p.flush(TIMEOUT_S)
+
+    listed = {t["transactional_id"]: t for t in weir_transactions(broker.bootstrap, "list")}
+    assert listed[txn_id]["state"] == "Ongoing", listed
+    ongoing = weir_transactions(broker.bootstrap, "list", "--state-filter", "Ongoing")
+    assert txn_id in [t["transactional_id"] for t in ongoing]
+    described = weir_transactions(broker.bootstrap, "describe", "--transactional-id", txn_id)
+    assert described["state"] == "Ongoing" and described["start_ms"] > 0, described
+    assert sorted(map(tuple, described["partitions"])) == [(topic, 0), (topic, 1)]
+    pid = described["producer_id"]
+    producers = weir_transactions(broker.bootstrap, "describe-producers",
+                                  "--topic", topic, "--partition", "0")
+    mine = [x for x in producers if x["producer_id"] == pid]
+    assert mine and mine[0]["current_txn_start_offset"] == 0, producers
+    # Open for less than the default 15 minutes, and known to its coordinator: not hanging.
+    assert weir_transactions(broker.bootstrap, "find-hanging", "--broker-id", "1") == []
+    # Older than a zero timeout, but its coordinator holds both partitions in it: not hanging.
+    assert weir_transactions(broker.bootstrap, "find-hanging", "--broker-id", "1",
+                             "--max-transaction-timeout", "0") == []
+
+    p.commit_transaction(TIMEOUT_S)
+    deadline = time.monotonic() + TIMEOUT_S
+    state = None
+    while time.monotonic() < deadline:
+        state = weir_transactions(broker.bootstrap, "describe", "--transactional-id", txn_id)
+        if state["state"] == "CompleteCommit":
+            break
+        time.sleep(0.1)
+    assert state["state"] == "CompleteCommit", state
+    producers = weir_transactions(broker.bootstrap, "describe-producers",
+                                  "--topic", topic, "--partition", "1")
+    assert [x["current_txn_start_offset"] for x in producers if x["producer_id"] == pid] == [-1]

@@ -114,6 +114,14 @@ impl Broker {
             .unwrap_or(Reply::Error(TxnError::CoordinatorNotAvailable))
     }
 
+    /// Reads the core (KIP-664's queries change nothing, so they are not events): `None` until
+    /// `__transaction_state` exists on this node. `now` is the wall clock.
+    pub(crate) fn txn_read<T>(&self, read: impl FnOnce(Option<&TxnCoordinator>, i64) -> T) -> T {
+        let now = self.io.clock.wall_ms();
+        let inner = self.txns.lock();
+        read(inner.core.as_ref(), now)
+    }
+
     async fn txn_event(&self, event: Event) {
         let now = self.io.clock.wall_ms();
         let work = {

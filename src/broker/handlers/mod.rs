@@ -132,6 +132,15 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(WriteTxnMarkers, Range(1, 1), Both, |b, c, r| Some(
         ResponseKind::WriteTxnMarkers(transactions::write_txn_markers(b, c, r).await)
     )),
+    route!(DescribeProducers, Range(0, 0), Both, |b, c, r| Some(
+        ResponseKind::DescribeProducers(transactions::describe_producers(b, c, r))
+    )),
+    route!(DescribeTransactions, Range(0, 0), Both, |b, c, r| Some(
+        ResponseKind::DescribeTransactions(transactions::describe_transactions(b, c, r))
+    )),
+    route!(ListTransactions, Range(0, 2), Both, |b, c, r| Some(
+        ResponseKind::ListTransactions(transactions::list_transactions(b, c, r))
+    )),
     route!(DescribeConfigs, Range(1, 4), Both, |b, c, r| Some(
         ResponseKind::DescribeConfigs(configs::describe(b, c, r))
     )),

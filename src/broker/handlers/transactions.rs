@@ -2,7 +2,7 @@
 //! (v0–3, the client's form), AddOffsetsToTxn, EndTxn, TxnOffsetCommit, WriteTxnMarkers, and
 //! KIP-890 part 1's verification of a producer's first transactional write to a partition.
 //! The coordinator's decisions are the core's (`crate::txn`); this layer maps the wire to its
-//! events and its errors to Kafka's codes.
+//! events and its errors to Kafka's codes. KIP-664's tooling APIs are in `describe`.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -28,6 +28,9 @@ use crate::group::OFFSETS_TOPIC;
 use crate::log::control::Marker;
 use crate::txn::{Event, Reply, TopicPartition, TxnError};
 
+mod describe;
+pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
+
 /// A coordinator error as the client's version expects it (PRODUCER_FENCED is
 /// INVALID_PRODUCER_EPOCH before InitProducerId v4 and EndTxn / AddPartitionsToTxn /
 /// AddOffsetsToTxn v2).
@@ -42,6 +45,7 @@ fn code(e: TxnError, fenced_since: i16, version: i16) -> ResponseError {
         TxnError::ProducerFenced => ResponseError::ProducerFenced,
         TxnError::InvalidTxnState | TxnError::NotInTransaction => ResponseError::InvalidTxnState,
         TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+        TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
     }
 }
 

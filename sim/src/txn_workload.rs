@@ -1,0 +1,605 @@
+//! The transactional workload (issue 19): transactional producers that run KIP-98's client
+//! flow by hand — FindCoordinator(transaction) → InitProducerId → AddPartitionsToTxn →
+//! Produce (transactional batches, to each partition's leader) → EndTxn commit or abort —
+//! and one `read_committed` consumer that reads every partition live (dropping aborted
+//! transactions as Kafka clients do, from the Fetch's aborted list and the markers) and, after
+//! healing and the drain, once more in full. Everything goes into the history as
+//! [`TxnEvent`]s for `txn_check`. A producer that cannot finish a transaction abandons it and
+//! initializes again, which fences it and has the coordinator abort it. Every call is bounded
+//! by a time-out and every loop by the run's deadline. Its own topic, so the plain workload's
+//! checks are untouched.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest,
+    InitProducerIdRequest, ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use madsim::rand::Rng;
+use weir::client::{produce_offsets, produce_request, Client, ClientError};
+use weir::io::Io;
+use weir::log::batch::{self, BatchBuilder};
+
+use crate::history::{Event, History};
+use crate::routing::connect_leader;
+use crate::scenario::Transactions;
+use crate::txn_check::{value, TxnEvent};
+use crate::workload::{connect, RunClock, RECONNECT_BACKOFF};
+
+pub const TOPIC: &str = "txn-workload";
+const FIND_COORDINATOR_VERSION: i16 = 3;
+const INIT_PRODUCER_ID_VERSION: i16 = 1;
+const ADD_PARTITIONS_VERSION: i16 = 1;
+const END_TXN_VERSION: i16 = 1;
+/// Fetch with isolation levels and aborted transactions, without topic ids.
+const FETCH_VERSION: i16 = 11;
+/// Attempts at one step (each after a short pause) before the transaction is abandoned.
+const ATTEMPTS: u32 = 20;
+const PAUSE: Duration = Duration::from_millis(100);
+
+#[derive(Clone, Debug)]
+pub struct TxnSpec {
+    pub txns: Transactions,
+    pub bootstrap: Vec<SocketAddr>,
+    pub replication_factor: i16,
+    pub timeout: Duration,
+    /// Producers stop starting transactions here; the live reader stops too.
+    pub until_ms: u64,
+    /// The final read starts here (after healing and the drain).
+    pub final_at_ms: u64,
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn kafka(code: i16) -> Result<(), ClientError> {
+    match ResponseError::try_from_code(code) {
+        None => Ok(()),
+        Some(e) => Err(ClientError::Kafka(e, String::new())),
+    }
+}
+
+/// Errors worth the same step again after a pause (with the coordinator or leader found again
+/// when `moved`).
+fn retriable(e: &ClientError) -> bool {
+    match e {
+        ClientError::Kafka(k, _) => matches!(
+            k,
+            ResponseError::ConcurrentTransactions
+                | ResponseError::CoordinatorLoadInProgress
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::NotCoordinator
+                | ResponseError::NotLeaderOrFollower
+                | ResponseError::NotEnoughReplicas
+                | ResponseError::NotEnoughReplicasAfterAppend
+                | ResponseError::RequestTimedOut
+                | ResponseError::UnknownTopicOrPartition
+                | ResponseError::LeaderNotAvailable
+        ),
+        _ => true,
+    }
+}
+
+/// Makes the workload's topic (any broker; already made is fine).
+async fn ensure_topic(io: &Io, spec: &TxnSpec, clock: &RunClock) {
+    let mut attempt = 0usize;
+    while clock.now_ms() < spec.until_ms {
+        let addr = spec.bootstrap[attempt % spec.bootstrap.len()];
+        attempt += 1;
+        let made = async {
+            let mut c = connect(io, addr, spec.timeout).await?;
+            c.create_topic(
+                TOPIC,
+                spec.txns.partitions,
+                spec.replication_factor,
+                &BTreeMap::new(),
+            )
+            .await
+        };
+        match io.timeout(spec.timeout, made).await {
+            Some(Ok(())) | Some(Err(ClientError::Kafka(ResponseError::TopicAlreadyExists, _))) => {
+                return
+            }
+            _ => tokio::time::sleep(PAUSE).await,
+        }
+    }
+}
+
+/// A request to the transaction coordinator.
+enum Call {
+    Init,
+    Add(Vec<i32>),
+    End(bool),
+}
+
+struct Producer {
+    io: Io,
+    spec: TxnSpec,
+    id: u32,
+    transactional_id: String,
+    history: History,
+    clock: RunClock,
+    attempt: u64,
+    coordinator: Option<Client>,
+    leaders: BTreeMap<i32, Client>,
+    /// (producer id, epoch) and the next sequence per partition at that epoch.
+    producer: Option<(i64, i16)>,
+    sequences: BTreeMap<i32, i32>,
+}
+
+impl Producer {
+    fn record(&self, e: TxnEvent) {
+        self.history.record(self.clock.now_ms(), Event::Txn(e));
+    }
+
+    fn txn_id(&self) -> TransactionalId {
+        TransactionalId(s(&self.transactional_id))
+    }
+
+    /// A connection to the coordinator of our transactional id.
+    async fn coordinator(&mut self) -> Result<&mut Client, ClientError> {
+        if self.coordinator.is_none() {
+            self.attempt += 1;
+            let via =
+                self.spec.bootstrap[(self.attempt % self.spec.bootstrap.len() as u64) as usize];
+            let mut c = connect(&self.io, via, self.spec.timeout).await?;
+            let request = FindCoordinatorRequest::default()
+                .with_key(s(&self.transactional_id))
+                .with_key_type(1);
+            let r = c
+                .connection()
+                .call(&request, FIND_COORDINATOR_VERSION)
+                .await?;
+            kafka(r.error_code)?;
+            let addr = self
+                .io
+                .net
+                .resolve(&r.host.to_string(), r.port as u16)
+                .await?;
+            self.coordinator = Some(connect(&self.io, addr, self.spec.timeout).await?);
+        }
+        Ok(self.coordinator.as_mut().expect("connected above"))
+    }
+
+    /// One coordinator request, answered: the producer id and epoch for InitProducerId.
+    async fn ask(&mut self, call: &Call) -> Result<Option<(i64, i16)>, ClientError> {
+        let id = self.txn_id();
+        let (pid, epoch) = self.producer.unwrap_or((-1, -1));
+        let timeout_ms = self.spec.txns.transaction_timeout_ms;
+        let c = self.coordinator().await?.connection();
+        match call {
+            Call::Init => {
+                let request = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(id))
+                    .with_transaction_timeout_ms(timeout_ms);
+                let r = c.call(&request, INIT_PRODUCER_ID_VERSION).await?;
+                kafka(r.error_code)?;
+                Ok(Some((r.producer_id.0, r.producer_epoch)))
+            }
+            Call::Add(partitions) => {
+                let request = AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(id)
+                    .with_v3_and_below_producer_id(ProducerId(pid))
+                    .with_v3_and_below_producer_epoch(epoch)
+                    .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(s(TOPIC)))
+                        .with_partitions(partitions.clone())]);
+                let r = c.call(&request, ADD_PARTITIONS_VERSION).await?;
+                for t in &r.results_by_topic_v3_and_below {
+                    for p in &t.results_by_partition {
+                        kafka(p.partition_error_code)?;
+                    }
+                }
+                Ok(None)
+            }
+            Call::End(commit) => {
+                let request = EndTxnRequest::default()
+                    .with_transactional_id(id)
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_committed(*commit);
+                let r = c.call(&request, END_TXN_VERSION).await?;
+                kafka(r.error_code)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Runs `call` at the coordinator until it succeeds or fails for good (finding the
+    /// coordinator again when it moved).
+    async fn at_coordinator(&mut self, call: Call) -> Result<Option<(i64, i16)>, ClientError> {
+        let mut last = ClientError::Timeout;
+        for _ in 0..ATTEMPTS {
+            if self.clock.now_ms() > self.spec.final_at_ms {
+                break;
+            }
+            let timeout = self.spec.timeout;
+            let io = self.io.clone();
+            let result = io
+                .timeout(timeout, self.ask(&call))
+                .await
+                .unwrap_or(Err(ClientError::Timeout));
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) if retriable(&e) => {
+                    if !matches!(
+                        e,
+                        ClientError::Kafka(ResponseError::ConcurrentTransactions, _)
+                            | ClientError::Kafka(ResponseError::CoordinatorLoadInProgress, _)
+                    ) {
+                        self.coordinator = None;
+                    }
+                    last = e;
+                    tokio::time::sleep(PAUSE).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    async fn init(&mut self) -> Result<(), ClientError> {
+        self.producer = None;
+        let (pid, epoch) = self
+            .at_coordinator(Call::Init)
+            .await?
+            .expect("InitProducerId answers an id");
+        self.producer = Some((pid, epoch));
+        self.sequences.clear();
+        self.record(TxnEvent::Init {
+            producer: self.id,
+            producer_id: pid,
+            epoch,
+        });
+        Ok(())
+    }
+
+    /// One transaction: add its partitions, write one record to each, end it.
+    async fn transaction(
+        &mut self,
+        n: u64,
+        partitions: &[i32],
+        commit: bool,
+    ) -> Result<(), ClientError> {
+        self.at_coordinator(Call::Add(partitions.to_vec())).await?;
+        for &p in partitions {
+            let v = value(self.id, n, p);
+            self.record(TxnEvent::Send {
+                producer: self.id,
+                txn: n,
+                partition: p,
+                value: v.clone(),
+            });
+            self.produce(p, &v).await?;
+        }
+        self.at_coordinator(Call::End(commit)).await?;
+        self.record(TxnEvent::Ended {
+            producer: self.id,
+            txn: n,
+            commit,
+        });
+        Ok(())
+    }
+
+    /// One transactional record to `partition`'s leader, retried with the same sequence.
+    async fn produce(&mut self, partition: i32, v: &str) -> Result<(), ClientError> {
+        let (pid, epoch) = self.producer.expect("initialized");
+        let sequence = *self.sequences.get(&partition).unwrap_or(&0);
+        let mut b = BatchBuilder::new(self.clock.now_ms() as i64);
+        b.push(None, Some(v.as_bytes()), self.clock.now_ms() as i64);
+        let mut records = b.finish(pid, epoch, sequence);
+        records[21..23].copy_from_slice(&0x10i16.to_be_bytes()); // transactional
+        let crc = batch::compute_crc(&records);
+        records[17..21].copy_from_slice(&crc.to_be_bytes());
+        let records = Bytes::from(records);
+        let request = produce_request(TOPIC, &[(partition, records)], -1, self.spec.timeout)
+            .with_transactional_id(Some(self.txn_id()));
+        let mut last = ClientError::Timeout;
+        for _ in 0..ATTEMPTS {
+            if self.clock.now_ms() > self.spec.final_at_ms {
+                break;
+            }
+            if !self.leaders.contains_key(&partition) {
+                self.attempt += 1;
+                match connect_leader(
+                    &self.io,
+                    &self.spec.bootstrap,
+                    self.attempt,
+                    TOPIC,
+                    partition,
+                    self.spec.timeout,
+                )
+                .await
+                {
+                    Ok(c) => {
+                        self.leaders.insert(partition, c);
+                    }
+                    Err(e) => {
+                        last = e;
+                        tokio::time::sleep(PAUSE).await;
+                        continue;
+                    }
+                }
+            }
+            let c = self.leaders.get_mut(&partition).expect("connected above");
+            let sent = self
+                .io
+                .timeout(self.spec.timeout, c.connection().call(&request, 7))
+                .await
+                .unwrap_or(Err(ClientError::Timeout))
+                .and_then(|r| produce_offsets(&r));
+            match sent {
+                Ok(_) => {
+                    self.sequences.insert(partition, sequence + 1);
+                    return Ok(());
+                }
+                Err(e) if retriable(&e) => {
+                    self.leaders.remove(&partition);
+                    last = e;
+                    tokio::time::sleep(PAUSE).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+}
+
+pub async fn run_producer(io: Io, spec: TxnSpec, id: u32, history: History, clock: RunClock) {
+    ensure_topic(&io, &spec, &clock).await;
+    let mut p = Producer {
+        transactional_id: format!("txn-{id}"),
+        io,
+        spec,
+        id,
+        history,
+        clock,
+        attempt: id as u64,
+        coordinator: None,
+        leaders: BTreeMap::new(),
+        producer: None,
+        sequences: BTreeMap::new(),
+    };
+    let interval = Duration::from_millis(p.spec.txns.interval_ms);
+    let mut n = 0u64;
+    while p.clock.now_ms() < p.spec.until_ms {
+        if p.producer.is_none() {
+            if p.init().await.is_err() {
+                tokio::time::sleep(RECONNECT_BACKOFF).await;
+            }
+            continue;
+        }
+        n += 1;
+        let (partitions, commit) = {
+            let mut rng = madsim::rand::thread_rng();
+            let total = p.spec.txns.partitions;
+            let k = rng.gen_range(1..=p.spec.txns.partitions_per_txn.min(total as u32)) as usize;
+            let mut chosen = BTreeSet::new();
+            while chosen.len() < k {
+                chosen.insert(rng.gen_range(0..total));
+            }
+            let commit = !rng.gen_bool(p.spec.txns.abort_ratio);
+            (chosen.into_iter().collect::<Vec<i32>>(), commit)
+        };
+        if let Err(e) = p.transaction(n, &partitions, commit).await {
+            p.record(TxnEvent::Abandoned {
+                producer: p.id,
+                txn: n,
+                error: e.to_string(),
+            });
+            // A new epoch fences this one; the coordinator aborts what it left open.
+            p.producer = None;
+            p.coordinator = None;
+            p.leaders.clear();
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// What read_committed reading of one partition keeps: the producers whose transaction the
+/// Fetch listed aborted (from its first offset until their marker).
+#[derive(Default)]
+struct Aborted {
+    pending: Vec<(i64, i64)>,
+    active: BTreeSet<i64>,
+}
+
+/// The values of a read_committed response from `from`, Kafka's client-side filtering: a
+/// transactional batch of a producer in an aborted transaction is skipped, control batches
+/// are not values. Returns them and the offset after the last whole batch.
+fn committed_values(records: &[u8], from: i64, aborted: &mut Aborted) -> (Vec<(i64, String)>, i64) {
+    let mut out = Vec::new();
+    let mut next = from;
+    for item in batch::iter(records) {
+        let Ok((at, header)) = item else { break };
+        while let Some(&(pid, first)) = aborted.pending.first() {
+            if first > header.last_offset() {
+                break;
+            }
+            aborted.active.insert(pid);
+            aborted.pending.remove(0);
+        }
+        next = header.next_offset();
+        if header.is_control() {
+            aborted.active.remove(&header.producer_id);
+            continue;
+        }
+        if header.is_transactional() && aborted.active.contains(&header.producer_id) {
+            continue;
+        }
+        let bytes = &records[at..at + header.total_len()];
+        if let Some(Ok(rs)) = batch::records(bytes, &header) {
+            for r in rs {
+                if r.offset >= from {
+                    let v = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
+                    out.push((r.offset, v));
+                }
+            }
+        }
+    }
+    (out, next)
+}
+
+/// One read_committed Fetch of `partition` from `offset`: values, next offset, last stable
+/// offset and high watermark.
+async fn fetch_committed(
+    c: &mut Client,
+    partition: i32,
+    offset: i64,
+) -> Result<(Vec<(i64, String)>, i64, i64, i64), ClientError> {
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(50)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(s(TOPIC)))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r = c.connection().call(&request, FETCH_VERSION).await?;
+    kafka(r.error_code)?;
+    let p = r
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or_else(|| ClientError::Protocol("empty Fetch response".into()))?;
+    kafka(p.error_code)?;
+    let mut aborted = Aborted {
+        pending: p
+            .aborted_transactions
+            .iter()
+            .flatten()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect(),
+        active: BTreeSet::new(),
+    };
+    aborted.pending.sort_by_key(|&(_, first)| first);
+    let records = p.records.clone().unwrap_or_default();
+    let (values, next) = committed_values(&records, offset, &mut aborted);
+    Ok((values, next, p.last_stable_offset, p.high_watermark))
+}
+
+/// The live read_committed consumer until `until_ms`, then (at `final_at_ms`) the final read.
+pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock) {
+    ensure_topic(&io, &spec, &clock).await;
+    let partitions = spec.txns.partitions;
+    let mut positions: BTreeMap<i32, i64> = (0..partitions).map(|p| (p, 0)).collect();
+    let mut leaders: BTreeMap<i32, Client> = BTreeMap::new();
+    let mut attempt = 0u64;
+    let record = |e: TxnEvent| history.record(clock.now_ms(), Event::Txn(e));
+    while clock.now_ms() < spec.until_ms {
+        for p in 0..partitions {
+            let c = match leaders.entry(p) {
+                std::collections::btree_map::Entry::Occupied(c) => c.into_mut(),
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    attempt += 1;
+                    match connect_leader(&io, &spec.bootstrap, attempt, TOPIC, p, spec.timeout)
+                        .await
+                    {
+                        Ok(c) => slot.insert(c),
+                        Err(_) => continue,
+                    }
+                }
+            };
+            let at = positions[&p];
+            match io
+                .timeout(spec.timeout, fetch_committed(c, p, at))
+                .await
+                .unwrap_or(Err(ClientError::Timeout))
+            {
+                Ok((values, next, _, _)) => {
+                    for (offset, value) in values {
+                        record(TxnEvent::Read {
+                            partition: p,
+                            offset,
+                            value,
+                        });
+                    }
+                    positions.insert(p, next.max(at));
+                }
+                Err(_) => {
+                    leaders.remove(&p);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(spec.txns.read_interval_ms)).await;
+    }
+    let now = clock.now_ms();
+    if now < spec.final_at_ms {
+        tokio::time::sleep(Duration::from_millis(spec.final_at_ms - now)).await;
+    }
+    final_read(&io, &spec, &clock, &history).await;
+}
+
+/// Every partition from offset 0, read_committed, until the last stable offset is the high
+/// watermark and the read reached it (bounded by `FINAL_BOUND`).
+async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History) {
+    const FINAL_BOUND_MS: u64 = 20_000;
+    let deadline = clock.now_ms() + FINAL_BOUND_MS;
+    let mut attempt = 0u64;
+    for p in 0..spec.txns.partitions {
+        let mut values = Vec::new();
+        let mut offset = 0i64;
+        let (mut lso, mut hw) = (-1, -1);
+        let mut client: Option<Client> = None;
+        let settled = loop {
+            if clock.now_ms() > deadline {
+                break false;
+            }
+            if client.is_none() {
+                attempt += 1;
+                match connect_leader(io, &spec.bootstrap, attempt, TOPIC, p, spec.timeout).await {
+                    Ok(c) => client = Some(c),
+                    Err(_) => {
+                        tokio::time::sleep(PAUSE).await;
+                        continue;
+                    }
+                }
+            }
+            let c = client.as_mut().expect("connected above");
+            match io
+                .timeout(spec.timeout, fetch_committed(c, p, offset))
+                .await
+                .unwrap_or(Err(ClientError::Timeout))
+            {
+                Ok((read, next, l, h)) => {
+                    let before = offset;
+                    values.extend(read);
+                    offset = next.max(offset);
+                    (lso, hw) = (l, h);
+                    if lso == hw && offset >= hw {
+                        break true;
+                    }
+                    if offset == before {
+                        tokio::time::sleep(PAUSE).await;
+                    }
+                }
+                Err(_) => {
+                    client = None;
+                    tokio::time::sleep(PAUSE).await;
+                }
+            }
+        };
+        history.record(
+            clock.now_ms(),
+            Event::Txn(TxnEvent::Final {
+                partition: p,
+                values,
+                settled,
+                last_stable_offset: lso,
+                high_watermark: hw,
+            }),
+        );
+    }
+}
