@@ -116,18 +116,7 @@ impl MetadataImage {
                     topic.name
                 ));
             }
-            image.partitions.create(&PartitionRecord {
-                topic_id,
-                partition,
-                replicas: r.replicas,
-                isr: r.isr,
-                elr: r.elr,
-                last_known_elr: r.last_known_elr,
-                leader: r.leader,
-                leader_epoch: r.leader_epoch,
-                partition_epoch: r.partition_epoch,
-                leader_recovering: r.leader_recovering,
-            });
+            image.partitions.restore((topic_id, partition), r);
         }
         for (resource, configs) in tables.configs {
             if configs.is_empty() || image.configs.insert(resource.clone(), configs).is_some() {
