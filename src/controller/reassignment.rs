@@ -14,6 +14,8 @@
 //!   ([`super::election::Target::complete_reassignment`]): when the ISR holds every target
 //!   replica, the removing ones leave, the leader epoch bumps, and a removed leader is
 //!   replaced.
+//! - With `AllowReplicationFactorChange` false (KIP-860), a target of another length than the
+//!   original replicas is INVALID_REPLICATION_FACTOR.
 //! - **Cancel** (null replicas): NO_REASSIGNMENT_IN_PROGRESS when none is; else Kafka's
 //!   `PartitionReassignmentRevert`: replicas and ISR lose the adding replicas, adding and
 //!   removing clear. If the ISR would be empty the first original replica is forced into it,
@@ -32,6 +34,9 @@ pub struct Reassign {
     pub partition: i32,
     /// `None` cancels the reassignment in progress.
     pub replicas: Option<Vec<i32>>,
+    /// KIP-860 (v1's `AllowReplicationFactorChange`): when false, a target whose length is not
+    /// the original replica count is refused (INVALID_REPLICATION_FACTOR).
+    pub allow_rf_change: bool,
 }
 
 /// A partition being reassigned, as ListPartitionReassignments answers it.
@@ -63,6 +68,13 @@ pub fn reassign(
     match &request.replicas {
         Some(target) => {
             validate_target(image, &name, target)?;
+            let original = p.replicas.len() - p.adding_replicas.len();
+            if !request.allow_rf_change && target.len() != original {
+                return Err(ControllerError::InvalidReplicationFactor(format!(
+                    "{name}: the target has {} replicas, the partition {original}, and the request does not allow a change",
+                    target.len()
+                )));
+            }
             Ok(election::change_partition_to(
                 key,
                 p,

@@ -12,7 +12,7 @@ use groups::{classic, consumer};
 use inter_node::{broker_rpc, quorum_rpc};
 use records::{delete_records, fetch, offset_for_leader_epoch, produce};
 use security::{acls, quotas, scram};
-use topics::{admin, elect_leaders, metadata, topic_partitions};
+use topics::{admin, elect_leaders, metadata, reassignments, topic_partitions};
 
 pub(crate) mod configs;
 pub(crate) mod groups;
@@ -193,6 +193,16 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(ElectLeaders, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::ElectLeaders(elect_leaders::handle(b, c, r).await)
     )),
+    route!(AlterPartitionReassignments, Range(0, 1), Both, |b, c, r| {
+        Some(ResponseKind::AlterPartitionReassignments(
+            reassignments::alter(b, c, r).await,
+        ))
+    }),
+    route!(ListPartitionReassignments, Range(0, 0), Both, |b, c, r| {
+        Some(ResponseKind::ListPartitionReassignments(
+            reassignments::list(b, c, r),
+        ))
+    }),
     route!(OffsetCommit, Range(2, 9), Both, |b, c, r| Some(
         ResponseKind::OffsetCommit(classic::offset_commit(b, c, r).await)
     )),

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::quotas::{QuotaEntity, QuotaValue};
-use super::records::{ConfigResource, PartitionRecord, ScramRecord};
+use super::records::{ConfigResource, ScramRecord};
 use super::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicMeta};
 use crate::acl::AclBinding;
 
@@ -159,7 +159,7 @@ impl MetadataImage {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::records::{BrokerEndpoint, MetadataRecord, PartitionChange};
+    use super::super::records::{BrokerEndpoint, MetadataRecord, PartitionChange, PartitionRecord};
     use super::*;
 
     /// An image built by replaying records of every kind.

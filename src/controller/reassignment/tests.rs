@@ -97,6 +97,7 @@ impl World {
             topic: "t".into(),
             partition: 0,
             replicas: replicas.map(<[i32]>::to_vec),
+            allow_rf_change: true,
         };
         let change = reassign(&self.image, &request, &config)?;
         let wrote = change.is_some();
@@ -271,6 +272,7 @@ fn cancel_after_the_leader_moved_to_an_adding_replica_elects_an_original_one() {
         topic: "t".into(),
         partition: 0,
         replicas: None,
+        allow_rf_change: true,
     };
     let change = reassign(&w.image, &request, &unclean_config)
         .unwrap()
@@ -319,12 +321,23 @@ fn bad_requests_are_refused_as_kafka_refuses_them() {
             topic: topic.into(),
             partition,
             replicas: Some(v(&[1])),
+            allow_rf_change: true,
         };
         assert!(matches!(
             reassign(&w.image, &request, &config),
             Err(ControllerError::UnknownTopic(_))
         ));
     }
+    let same_rf = Reassign {
+        topic: "t".into(),
+        partition: 0,
+        replicas: Some(v(&[2, 3])),
+        allow_rf_change: false,
+    };
+    assert!(matches!(
+        reassign(&w.image, &same_rf, &config),
+        Err(ControllerError::InvalidReplicationFactor(_))
+    ));
     // Nothing was written by any of them.
     assert_eq!(w.p().partition_epoch, 0);
 }
