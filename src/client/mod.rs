@@ -14,6 +14,7 @@ pub mod group_member;
 mod groups;
 mod quorum;
 mod quotas;
+mod reassign;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -47,6 +48,7 @@ pub use groups::{
 };
 pub use quorum::{QuorumDescription, QuorumReplica};
 pub use quotas::{QuotaEntityParts, QuotaMatch};
+pub use reassign::{OngoingReassignment, ReassignOutcome};
 
 use crate::io::Io;
 
