@@ -305,3 +305,160 @@ async fn a_topic_moves_onto_a_new_broker_under_acks_all_load() {
         let _ = n.broker.shutdown().await;
     }
 }
+
+/// A batch of `n` records of `size` bytes each.
+fn big_batch(n: usize, size: usize) -> Bytes {
+    let mut b = weir::log::batch::BatchBuilder::new(1_000);
+    let value = vec![b'x'; size];
+    for _ in 0..n {
+        b.push(None, Some(&value), 1_000);
+    }
+    Bytes::from(b.finish(-1, -1, -1))
+}
+
+/// Waits until no reassignment is in progress; the time it took.
+async fn until_moved(io: &Io, addr: std::net::SocketAddr, limit: Duration) -> Duration {
+    let started = Instant::now();
+    wait_for_async("the reassignment to complete", limit, || {
+        let io = io.clone();
+        async move {
+            let mut c = Client::connect(&io, addr).await.ok()?;
+            c.list_partition_reassignments(None)
+                .await
+                .ok()
+                .filter(|l| l.is_empty())
+        }
+    })
+    .await;
+    started.elapsed()
+}
+
+/// The reassignment throughput figure (bytes/s moved) with and without a replication
+/// throttle: `cargo test --release --test reassignment -- --ignored --nocapture`. A timed
+/// run, so not in CI; it checks only that the throttled move is slower than the limit allows
+/// beyond its first burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn throughput_under_a_replication_throttle() {
+    const MB: usize = 1 << 20;
+    let io = Io::os();
+    let controller_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start(id, &controller_ports).await);
+    }
+    nodes.push(start(4, &controller_ports).await);
+    wait_for("four unfenced brokers", Duration::from_secs(20), || {
+        (nodes[0].broker.image().live_brokers().count() == 4).then_some(())
+    })
+    .await;
+    let addr = nodes[0].local_addr;
+    let mut admin = wait_for_async("a client", Duration::from_secs(20), || async {
+        Client::connect(&io, addr).await.ok()
+    })
+    .await;
+    let mut configs = BTreeMap::new();
+    configs.insert("segment.bytes".to_string(), (8 * MB).to_string());
+    admin.create_topic(TOPIC, 1, 3, &configs).await.unwrap();
+    let pin = vec![(TOPIC.to_string(), 0, Some(vec![1, 2, 3]))];
+    admin
+        .alter_partition_reassignments(&pin, true)
+        .await
+        .unwrap();
+    let _ = admin
+        .elect_leaders(weir::client::ElectionType::Preferred, None)
+        .await;
+    wait_for("partition led by 1", Duration::from_secs(20), || {
+        registration(&nodes[0].broker, 0)
+            .is_some_and(|r| r.0 == 1 && r.2.len() == 3)
+            .then_some(())
+    })
+    .await;
+    let mut producer = Client::connect(&io, node(&nodes, 1).local_addr)
+        .await
+        .unwrap();
+    let total = 24 * MB;
+    let per_batch = MB / 2;
+    for _ in 0..total / per_batch {
+        producer
+            .produce(TOPIC, 0, big_batch(8, per_batch / 8), -1)
+            .await
+            .unwrap();
+    }
+    let log_bytes = || {
+        let h = node(&nodes, 1).broker.partition(TOPIC, 0).unwrap();
+        let p = h.lock();
+        p.log_end_offset()
+    };
+    println!("preloaded {} MiB ({} records)", total / MB, log_bytes());
+
+    // Unthrottled: [1,2,3] -> [4,2,3].
+    let plan = vec![(TOPIC.to_string(), 0, Some(vec![4, 2, 3]))];
+    admin
+        .alter_partition_reassignments(&plan, true)
+        .await
+        .unwrap();
+    let took = until_moved(&io, addr, Duration::from_secs(60)).await;
+    let unthrottled = total as f64 / took.as_secs_f64();
+    println!(
+        "unthrottled: {} MiB moved in {:.2} s = {:.1} MB/s",
+        total / MB,
+        took.as_secs_f64(),
+        unthrottled / 1e6
+    );
+
+    // Throttled back onto 1: leaders 4,2,3 and follower 1 limited to `rate`.
+    let rate = 2 * MB;
+    let lists = BTreeMap::from([
+        (
+            "leader.replication.throttled.replicas".to_string(),
+            Some("0:4,0:2,0:3".to_string()),
+        ),
+        (
+            "follower.replication.throttled.replicas".to_string(),
+            Some("0:1".to_string()),
+        ),
+    ]);
+    admin.alter_topic_configs(TOPIC, &lists).await.unwrap();
+    for b in 1..=4 {
+        let rates = BTreeMap::from([
+            (
+                "leader.replication.throttled.rate".to_string(),
+                Some(rate.to_string()),
+            ),
+            (
+                "follower.replication.throttled.rate".to_string(),
+                Some(rate.to_string()),
+            ),
+        ]);
+        admin
+            .alter_configs(&weir::client::ConfigResource::Broker(b), &rates)
+            .await
+            .unwrap();
+    }
+    let back = vec![(TOPIC.to_string(), 0, Some(vec![1, 2, 3]))];
+    admin
+        .alter_partition_reassignments(&back, true)
+        .await
+        .unwrap();
+    let took = until_moved(&io, addr, Duration::from_secs(120)).await;
+    let throttled = total as f64 / took.as_secs_f64();
+    println!(
+        "throttled at {} B/s: {} MiB moved in {:.2} s = {:.2} MB/s",
+        rate,
+        total / MB,
+        took.as_secs_f64(),
+        throttled / 1e6
+    );
+    // The rate's windows (11 of 1 s, at least 10 s of span) let the first 10 s worth through
+    // at once; the rest goes at the limit.
+    let floor = (total as f64 - 10.0 * rate as f64) / rate as f64;
+    assert!(
+        took.as_secs_f64() >= floor * 0.8,
+        "throttled move took {took:?}, the limit allows no less than {floor:.1} s"
+    );
+    assert!(throttled < unthrottled);
+    for n in nodes.iter().rev() {
+        let _ = n.broker.shutdown().await;
+    }
+}
