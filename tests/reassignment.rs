@@ -379,11 +379,21 @@ async fn throughput_under_a_replication_throttle() {
         .unwrap();
     let total = 24 * MB;
     let per_batch = MB / 2;
-    for _ in 0..total / per_batch {
-        producer
+    let mut written = 0;
+    let mut tries = 0;
+    while written < total / per_batch {
+        // Node 1 opens the replica a moment after its image names it leader.
+        match producer
             .produce(TOPIC, 0, big_batch(8, per_batch / 8), -1)
             .await
-            .unwrap();
+        {
+            Ok(_) => written += 1,
+            Err(e) => {
+                tries += 1;
+                assert!(tries < 100, "preload failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     }
     let log_bytes = || {
         let h = node(&nodes, 1).broker.partition(TOPIC, 0).unwrap();
