@@ -335,8 +335,8 @@ async fn until_moved(io: &Io, addr: std::net::SocketAddr, limit: Duration) -> Du
 
 /// The reassignment throughput figure (bytes/s moved) with and without a replication
 /// throttle: `cargo test --release --test reassignment -- --ignored --nocapture`. A timed
-/// run, so not in CI; it checks only that the throttled move is slower than the limit allows
-/// beyond its first burst.
+/// run, so not in CI; it checks that the throttled move averages no more than the limit (and
+/// a window's slack).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn throughput_under_a_replication_throttle() {
@@ -460,12 +460,12 @@ async fn throughput_under_a_replication_throttle() {
         took.as_secs_f64(),
         throttled / 1e6
     );
-    // The rate's windows (11 of 1 s, at least 10 s of span) let the first 10 s worth through
-    // at once; the rest goes at the limit.
-    let floor = (total as f64 - 10.0 * rate as f64) / rate as f64;
+    // The rate's windows (11 of 1 s, at least 10 s of span) let a first burst of 10 s worth
+    // through at once, and then nothing until the average is back under the limit: over a
+    // move of more than that, the average stays within a window's slack of the limit.
     assert!(
-        took.as_secs_f64() >= floor * 0.8,
-        "throttled move took {took:?}, the limit allows no less than {floor:.1} s"
+        throttled <= 1.3 * rate as f64,
+        "throttled move averaged {throttled:.0} B/s against a limit of {rate} B/s"
     );
     assert!(throttled < unthrottled);
     for n in nodes.iter().rev() {
