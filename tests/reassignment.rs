@@ -79,7 +79,7 @@ fn record(i: usize) -> Bytes {
     Bytes::from(b.finish(-1, -1, -1))
 }
 
-fn node<'a>(nodes: &'a [RunningBroker], id: i32) -> &'a RunningBroker {
+fn node(nodes: &[RunningBroker], id: i32) -> &RunningBroker {
     nodes
         .iter()
         .find(|n| n.broker.config().node_id == id)
