@@ -261,7 +261,9 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 45);
+        assert_eq!(client.len(), 47);
+        assert!(served(ApiKey::AlterPartitionReassignments, 1));
+        assert!(served(ApiKey::ListPartitionReassignments, 0));
         assert!(served(ApiKey::DescribeClientQuotas, 1) && served(ApiKey::AlterClientQuotas, 1));
         assert!(served(ApiKey::Produce, 9));
         // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.
