@@ -49,6 +49,10 @@ pub struct Scenario {
     /// (`txn_workload.rs`); none when absent.
     #[serde(default)]
     pub transactions: Option<Transactions>,
+    /// An operator reassigning the topic's partitions under the faults (`reassigner.rs`);
+    /// none when absent.
+    #[serde(default)]
+    pub reassign: Option<Reassign>,
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
@@ -393,6 +397,18 @@ pub struct Admin {
     /// Time between admin operations (create, delete, add partitions, alter configs).
     #[serde(default = "default_admin_interval")]
     pub interval_ms: u64,
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reassign {
+    /// Time between reassignments of a random partition to random brokers.
+    pub interval_ms: u64,
+    /// One operation in this many cancels the partition's reassignment instead (0: never).
+    #[serde(default)]
+    pub cancel_one_in: u32,
     #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: u64,
 }
@@ -851,6 +867,16 @@ impl Scenario {
         self.producers.acks_value()?;
         if self.producers.count > 32 || self.producers.rate == 0 || self.producers.rate > 10_000 {
             return Err("producers.count must be ≤ 32 and producers.rate 1..=10000".into());
+        }
+        if let Some(r) = &self.reassign {
+            if r.interval_ms < 10 || r.request_timeout_ms == 0 {
+                return Err(
+                    "reassign.interval_ms must be ≥ 10 and reassign.request_timeout_ms > 0".into(),
+                );
+            }
+            if self.topic.replication_factor as u32 > self.cluster.brokers {
+                return Err("reassign needs topic.replication_factor ≤ cluster.brokers".into());
+            }
         }
         if let Some(admin) = &self.admin {
             if admin.interval_ms < 10 || admin.request_timeout_ms == 0 {

@@ -643,6 +643,29 @@ async fn simulate(
         tasks.push(client_node.spawn(admin::run_admin(client_io(), spec, history.clone(), clock)));
     }
 
+    if let Some(r) = &scenario.reassign {
+        let spec = crate::reassigner::ReassignSpec {
+            addrs: addrs.clone(),
+            topic: topic.name.clone(),
+            partitions: topic.partitions,
+            brokers: (0..scenario.cluster.nodes())
+                .filter(|&i| scenario.cluster.is_broker(i))
+                .map(|i| i as i32 + 1)
+                .collect(),
+            replication_factor: topic.replication_factor.max(1) as usize,
+            interval: Duration::from_millis(r.interval_ms),
+            timeout: Duration::from_millis(r.request_timeout_ms),
+            cancel_one_in: r.cancel_one_in,
+            until_ms: duration_ms,
+        };
+        tasks.push(client_node.spawn(crate::reassigner::run_reassigner(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
     if let Some(g) = &scenario.groups {
         let spec = GroupsSpec {
             groups: g.clone(),

@@ -35,6 +35,7 @@ pub fn controller(e: &ControllerError) -> ResponseError {
         ControllerError::EligibleLeadersNotAvailable(_) => {
             ResponseError::EligibleLeadersNotAvailable
         }
+        ControllerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
     }
 }
 

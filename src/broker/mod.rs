@@ -144,6 +144,8 @@ pub struct Broker {
     metrics: crate::metrics::Metrics,
     /// Client quota rates (`handlers::security::throttle`).
     quotas: std::sync::Mutex<crate::quota::ClientQuotaCore>,
+    /// Replication throttles (`handlers::records::replication_throttle`).
+    replication_throttles: std::sync::Mutex<crate::quota::replication::ReplicationThrottles>,
     /// Open client connections against `max.connections*` (`connection_slot`).
     connections: connection_slot::Counts,
     /// TLS and SASL towards the other brokers' inter-broker listener (replica fetches,
@@ -290,6 +292,7 @@ impl Broker {
             replication_events: replication_events::ReplicationEvents::default(),
             metrics: crate::metrics::Metrics::new(),
             quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
+            replication_throttles: Default::default(),
             connections: Arc::new(std::sync::Mutex::new(connection_limits)),
             inter_broker_dialer,
         });

@@ -23,6 +23,7 @@ mod groups;
 mod leader_election;
 mod metadata_quorum;
 mod output;
+mod reassign;
 mod records;
 mod serve;
 mod topics;
@@ -72,6 +73,9 @@ enum Command {
     Configs(configs::ConfigsArgs),
     /// The metadata quorum's status or replication (like kafka-metadata-quorum.sh).
     MetadataQuorum(metadata_quorum::MetadataQuorumArgs),
+    /// Move partitions between brokers: generate, execute, verify, cancel or list
+    /// reassignments (like kafka-reassign-partitions.sh).
+    Reassign(reassign::ReassignArgs),
     /// Each partition's offset at a time: latest, earliest, max-timestamp or a timestamp
     /// (like kafka-get-offsets.sh).
     GetOffsets(get_offsets::GetOffsetsArgs),
@@ -122,6 +126,7 @@ async fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Acls(args) => acls::run(&io, args, cli.output).await,
         Command::Configs(args) => configs::run(&io, args, cli.output).await,
         Command::MetadataQuorum(args) => metadata_quorum::run(&io, args, cli.output).await,
+        Command::Reassign(args) => reassign::run(&io, args).await,
         Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,
         Command::Transactions(args) => transactions::run(&io, args, cli.output).await,
         Command::Bench { which } => bench::run(&io, which).await,

@@ -17,6 +17,7 @@ mod quotas;
 mod scram;
 pub mod security;
 mod transactions;
+mod reassign;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -55,6 +56,7 @@ pub use security::{ClientSecurity, Security};
 pub use transactions::{
     HangingTransaction, ProducerDescription, TransactionDescription, TransactionListing,
 };
+pub use reassign::{OngoingReassignment, ReassignOutcome};
 
 use crate::io::Io;
 

@@ -62,7 +62,8 @@ struct Outcome {
 
 /// The change that takes `p` to `target_isr` and elects a leader as `election` says; `None`
 /// when nothing would change. `acceptable` says who may lead; `unclean_shutdown` replicas may
-/// not enter the ELR.
+/// not enter the ELR. A reassignment in progress completes when the ISR allows
+/// ([`Target::complete_reassignment`]).
 pub fn change_partition(
     key: (Uuid, i32),
     p: &PartitionRegistration,
@@ -72,6 +73,94 @@ pub fn change_partition(
     acceptable: &dyn Fn(i32) -> bool,
     unclean_shutdown: &[i32],
 ) -> Option<PartitionChange> {
+    let target = Target::keep_replicas(p, target_isr);
+    change_partition_to(
+        key,
+        p,
+        target,
+        election,
+        config,
+        acceptable,
+        unclean_shutdown,
+    )
+}
+
+/// Where a change takes a partition besides its leader (Kafka's `PartitionChangeBuilder`
+/// targets): the ISR, the replicas and the reassignment's adding and removing sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub isr: Vec<i32>,
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
+}
+
+impl Target {
+    /// `target_isr` with `p`'s replicas and reassignment as they are.
+    pub fn keep_replicas(p: &PartitionRegistration, target_isr: Vec<i32>) -> Target {
+        Target {
+            isr: target_isr,
+            replicas: p.replicas.clone(),
+            adding: p.adding_replicas.clone(),
+            removing: p.removing_replicas.clone(),
+        }
+    }
+
+    /// Kafka's `PartitionReassignmentReplicas.maybeCompleteReassignment`: with ISR' = ISR −
+    /// removing and replicas' = replicas − removing, a reassignment completes when both are
+    /// non-empty and ISR' holds every member of replicas'. The removing replicas then leave
+    /// both, and adding and removing are cleared.
+    pub fn complete_reassignment(&mut self) {
+        if self.adding.is_empty() && self.removing.is_empty() {
+            return;
+        }
+        let removing = &self.removing;
+        let isr: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        let replicas: Vec<i32> = self
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        self.isr = isr;
+        self.replicas = replicas;
+        self.adding.clear();
+        self.removing.clear();
+    }
+}
+
+/// [`change_partition`] towards a whole [`Target`]: the replicas may change (a reassignment
+/// starting, completing or reverting). A replica leaving the replicas bumps the leader epoch,
+/// which fences it (Kafka's `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`); a new
+/// leader is elected only if the old one left the ISR.
+pub fn change_partition_to(
+    key: (Uuid, i32),
+    p: &PartitionRegistration,
+    mut target: Target,
+    election: Election,
+    config: ElectionConfig,
+    acceptable: &dyn Fn(i32) -> bool,
+    unclean_shutdown: &[i32],
+) -> Option<PartitionChange> {
+    target.complete_reassignment();
+    let Target {
+        isr: target_isr,
+        replicas,
+        adding,
+        removing,
+    } = target;
+    assert!(
+        !replicas.is_empty() && target_isr.iter().all(|r| replicas.contains(r)),
+        "{key:?}: target ISR {target_isr:?} outside the target replicas {replicas:?}"
+    );
     let mut isr = target_isr;
     let mut elr = p.elr.clone();
     // ELR membership.
@@ -80,14 +169,15 @@ pub fn change_partition(
             elr.clear();
         } else {
             // In assignment order, so the record does not depend on set iteration.
-            elr = p
-                .replicas
+            elr = replicas
                 .iter()
                 .copied()
                 .filter(|r| elr.contains(r) || p.isr.contains(r))
                 .filter(|r| !isr.contains(r) && !unclean_shutdown.contains(r))
                 .collect();
         }
+    } else {
+        elr.retain(|r| replicas.contains(r));
     }
     let mut change = PartitionChange::new(key.0, key.1);
     // With the recovery manager, a partition with ISR and ELR empty waits for the recovery
@@ -103,12 +193,13 @@ pub fn change_partition(
             && isr.is_empty()
             && elr.is_empty()
             && p.last_known_elr.len() == 1
+            && replicas.contains(&p.last_known_elr[0])
             && acceptable(p.last_known_elr[0]))
         .then(|| p.last_known_elr[0])
     };
     let outcome = match election {
         Election::Preferred => {
-            let preferred = p.replicas[0];
+            let preferred = replicas[0];
             if valid(preferred) {
                 Outcome {
                     leader: preferred,
@@ -119,14 +210,14 @@ pub fn change_partition(
                     leader: p.leader,
                     unclean: false,
                 }
-            } else if let Some(r) = p.replicas[1..].iter().copied().find(|r| valid(*r)) {
+            } else if let Some(r) = replicas[1..].iter().copied().find(|r| valid(*r)) {
                 Outcome {
                     leader: r,
                     unclean: false,
                 }
             } else {
                 unclean_choice(
-                    p,
+                    &replicas,
                     ElectionConfig {
                         unclean: false,
                         ..config
@@ -142,7 +233,7 @@ pub fn change_partition(
                     leader: p.leader,
                     unclean: false,
                 }
-            } else if let Some(r) = p.replicas.iter().copied().find(|r| valid(*r)) {
+            } else if let Some(r) = replicas.iter().copied().find(|r| valid(*r)) {
                 Outcome {
                     leader: r,
                     unclean: false,
@@ -153,7 +244,7 @@ pub fn change_partition(
                     unclean: false,
                 }
             } else {
-                unclean_choice(p, config, acceptable, last_known())
+                unclean_choice(&replicas, config, acceptable, last_known())
             }
         }
     };
@@ -195,8 +286,7 @@ pub fn change_partition(
         && change.isr.as_ref().unwrap_or(&p.isr).is_empty()
     {
         // The full last-known ELR: ELR members an unclean shutdown removed join it.
-        let lke: Vec<i32> = p
-            .replicas
+        let lke: Vec<i32> = replicas
             .iter()
             .copied()
             .filter(|r| {
@@ -207,11 +297,24 @@ pub fn change_partition(
             change.last_known_elr = Some(lke);
         }
     }
+    // The replica set and the reassignment.
+    if !p.replicas.iter().all(|r| replicas.contains(r)) && change.leader.is_none() {
+        change.leader = Some(p.leader);
+    }
+    if replicas != p.replicas {
+        change.replicas = Some(replicas);
+    }
+    if adding != p.adding_replicas {
+        change.adding_replicas = Some(adding);
+    }
+    if removing != p.removing_replicas {
+        change.removing_replicas = Some(removing);
+    }
     (!change.is_empty()).then_some(change)
 }
 
 fn unclean_choice(
-    p: &PartitionRegistration,
+    replicas: &[i32],
     config: ElectionConfig,
     acceptable: &dyn Fn(i32) -> bool,
     last_known: Option<i32>,
@@ -223,7 +326,7 @@ fn unclean_choice(
         };
     }
     if config.unclean {
-        if let Some(r) = p.replicas.iter().copied().find(|r| acceptable(*r)) {
+        if let Some(r) = replicas.iter().copied().find(|r| acceptable(*r)) {
             return Outcome {
                 leader: r,
                 unclean: true,

@@ -25,6 +25,7 @@ pub mod election;
 pub mod image;
 pub mod placement;
 pub mod quotas;
+pub mod reassignment;
 pub mod scram;
 
 use std::collections::BTreeMap;
@@ -75,6 +76,8 @@ pub enum ControllerError {
     IneligibleReplica(String),
     PreferredLeaderNotAvailable(String),
     EligibleLeadersNotAvailable(String),
+    /// A reassignment cancel with none in progress.
+    NoReassignmentInProgress(String),
 }
 
 impl fmt::Display for ControllerError {
@@ -95,7 +98,8 @@ impl fmt::Display for ControllerError {
             | ControllerError::InvalidUpdateVersion(m)
             | ControllerError::IneligibleReplica(m)
             | ControllerError::PreferredLeaderNotAvailable(m)
-            | ControllerError::EligibleLeadersNotAvailable(m) => f.write_str(m),
+            | ControllerError::EligibleLeadersNotAvailable(m)
+            | ControllerError::NoReassignmentInProgress(m) => f.write_str(m),
             ControllerError::UnknownTopicId(id) => write!(f, "unknown topic id {id}"),
             ControllerError::TopicDeletionDisabled => {
                 f.write_str("topic deletion is disabled (delete.topic.enable=false)")

@@ -14,6 +14,7 @@
 
 pub mod connections;
 pub mod rate;
+pub mod replication;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -12,7 +12,7 @@ use groups::{classic, consumer};
 use inter_node::{broker_rpc, quorum_rpc};
 use records::{delete_records, fetch, offset_for_leader_epoch, produce};
 use security::{acls, quotas, scram};
-use topics::{admin, elect_leaders, metadata, topic_partitions};
+use topics::{admin, elect_leaders, metadata, reassignments, topic_partitions};
 
 pub(crate) mod configs;
 pub(crate) mod groups;
@@ -202,6 +202,16 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(ElectLeaders, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::ElectLeaders(elect_leaders::handle(b, c, r).await)
     )),
+    route!(AlterPartitionReassignments, Range(0, 1), Both, |b, c, r| {
+        Some(ResponseKind::AlterPartitionReassignments(
+            reassignments::alter(b, c, r).await,
+        ))
+    }),
+    route!(ListPartitionReassignments, Range(0, 0), Both, |b, c, r| {
+        Some(ResponseKind::ListPartitionReassignments(
+            reassignments::list(b, c, r),
+        ))
+    }),
     route!(OffsetCommit, Range(2, 9), Both, |b, c, r| Some(
         ResponseKind::OffsetCommit(classic::offset_commit(b, c, r).await)
     )),
@@ -260,7 +270,9 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 45);
+        assert_eq!(client.len(), 47);
+        assert!(served(ApiKey::AlterPartitionReassignments, 1));
+        assert!(served(ApiKey::ListPartitionReassignments, 0));
         assert!(served(ApiKey::DescribeClientQuotas, 1) && served(ApiKey::AlterClientQuotas, 1));
         assert!(served(ApiKey::Produce, 9));
         // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.

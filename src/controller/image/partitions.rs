@@ -18,9 +18,29 @@ pub struct PartitionRegistration {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub leader_recovering: bool,
+    /// Replicas a reassignment is adding (KIP-455): in `replicas`, catching up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
+    /// Replicas a reassignment will remove once every target replica is in the ISR.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
 }
 
 impl PartitionRegistration {
+    /// Whether a reassignment is in progress (Kafka's `isReassigning`).
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas the reassignment targets (all of them when none is in progress).
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
+
     pub fn has_leader(&self) -> bool {
         self.leader != NO_LEADER
     }
@@ -51,6 +71,12 @@ impl PartitionRegistration {
         }
         if let Some(recovering) = change.leader_recovering {
             p.leader_recovering = recovering;
+        }
+        if let Some(adding) = &change.adding_replicas {
+            p.adding_replicas = adding.clone();
+        }
+        if let Some(removing) = &change.removing_replicas {
+            p.removing_replicas = removing.clone();
         }
         p.partition_epoch = p
             .partition_epoch
@@ -106,6 +132,31 @@ impl PartitionRegistration {
             "{key:?}: a recovering leader with isr {:?}",
             self.isr
         );
+        assert!(
+            distinct(&self.adding_replicas) && distinct(&self.removing_replicas),
+            "{key:?}: adding {:?} or removing {:?} repeat",
+            self.adding_replicas,
+            self.removing_replicas
+        );
+        assert!(
+            self.adding_replicas
+                .iter()
+                .chain(&self.removing_replicas)
+                .all(|r| self.replicas.contains(r))
+                && !self
+                    .adding_replicas
+                    .iter()
+                    .any(|r| self.removing_replicas.contains(r)),
+            "{key:?}: adding {:?} and removing {:?} must be apart, within replicas {:?}",
+            self.adding_replicas,
+            self.removing_replicas,
+            self.replicas
+        );
+        assert!(
+            self.replicas.len() > self.removing_replicas.len(),
+            "{key:?}: a reassignment removing every replica of {:?}",
+            self.replicas
+        );
         assert!(self.leader_epoch >= 0 && self.partition_epoch >= 0);
     }
 }
@@ -127,6 +178,8 @@ impl Partitions {
             leader_epoch: record.leader_epoch,
             partition_epoch: record.partition_epoch,
             leader_recovering: record.leader_recovering,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         registration.check(key);
         if let Some(old) = self.by_key.get(&key) {
@@ -138,6 +191,13 @@ impl Partitions {
                 "{key:?}: epochs go back"
             );
         }
+        self.by_key.insert(key, registration);
+    }
+
+    /// A registration from a snapshot, reassignment state included (a new table: no earlier
+    /// registration to compare epochs with).
+    pub(super) fn restore(&mut self, key: (Uuid, i32), registration: PartitionRegistration) {
+        registration.check(key);
         self.by_key.insert(key, registration);
     }
 

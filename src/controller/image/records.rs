@@ -64,6 +64,12 @@ pub struct PartitionChange {
     pub leader: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_recovering: Option<bool>,
+    /// A reassignment's adding replicas (KIP-455); `Some(vec![])` clears them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adding_replicas: Option<Vec<i32>>,
+    /// A reassignment's removing replicas; `Some(vec![])` clears them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removing_replicas: Option<Vec<i32>>,
 }
 
 impl PartitionChange {
@@ -83,6 +89,8 @@ impl PartitionChange {
             && self.last_known_elr.is_none()
             && self.leader.is_none()
             && self.leader_recovering.is_none()
+            && self.adding_replicas.is_none()
+            && self.removing_replicas.is_none()
     }
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::quotas::{QuotaEntity, QuotaValue};
-use super::records::{ConfigResource, PartitionRecord, ScramRecord};
+use super::records::{ConfigResource, ScramRecord};
 use super::{BrokerRegistration, MetadataImage, PartitionRegistration, TopicMeta};
 use crate::acl::AclBinding;
 
@@ -116,18 +116,7 @@ impl MetadataImage {
                     topic.name
                 ));
             }
-            image.partitions.create(&PartitionRecord {
-                topic_id,
-                partition,
-                replicas: r.replicas,
-                isr: r.isr,
-                elr: r.elr,
-                last_known_elr: r.last_known_elr,
-                leader: r.leader,
-                leader_epoch: r.leader_epoch,
-                partition_epoch: r.partition_epoch,
-                leader_recovering: r.leader_recovering,
-            });
+            image.partitions.restore((topic_id, partition), r);
         }
         for (resource, configs) in tables.configs {
             if configs.is_empty() || image.configs.insert(resource.clone(), configs).is_some() {
@@ -170,7 +159,7 @@ impl MetadataImage {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::records::{BrokerEndpoint, MetadataRecord, PartitionChange};
+    use super::super::records::{BrokerEndpoint, MetadataRecord, PartitionChange, PartitionRecord};
     use super::*;
 
     /// An image built by replaying records of every kind.

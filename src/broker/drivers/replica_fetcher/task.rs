@@ -5,7 +5,7 @@
 //! and every step is checked against the partition's current state before it is carried out:
 //! one for an older position or epoch is reported stale and changes nothing.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,10 +14,12 @@ use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchResponse, ListOffsetsRequest, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 use super::local_log::{append, at_position, handle_at, positions, truncate};
 use super::request::{self, FetchSettings, FETCH_VERSION};
 use super::{core, Fetcher};
+use crate::broker::handlers::records::replication_throttle::Side;
 use crate::broker::peer::{self, Link};
 use crate::broker::Broker;
 use crate::replica::fetcher::{Action, Event, Position, StepResult};
@@ -161,7 +163,32 @@ async fn send_fetch(
         return Event::FetchFailed;
     };
     let settings = settings(broker);
-    let req = request::build(&settings, positions);
+    // Replication throttle (KIP-73), follower side: while over the rate, this replica's
+    // throttled partitions that are out of the ISR are left out (asked again next time).
+    let image = broker.image();
+    let me = broker.config.node_id;
+    let throttled: BTreeSet<(Uuid, i32)> = positions
+        .iter()
+        .filter(|p| broker.replication_throttled(&image, Side::Follower, &p.topic, p.partition))
+        .map(|p| (p.topic_id, p.partition))
+        .collect();
+    let over = !throttled.is_empty() && broker.replication_quota_exceeded(&image, Side::Follower);
+    let sent: Vec<Position> = positions
+        .iter()
+        .filter(|p| {
+            !(over
+                && throttled.contains(&(p.topic_id, p.partition))
+                && broker.out_of_isr(&image, &p.topic, p.partition, me))
+        })
+        .cloned()
+        .collect();
+    if sent.is_empty() {
+        clock(broker)
+            .sleep(Duration::from_millis(settings.max_wait_ms.max(1) as u64))
+            .await;
+        return Event::Fetched(Vec::new());
+    }
+    let req = request::build(&settings, &sent);
     // Diagnostics (`latency` target, see scripts/latency-breakdown).
     tracing::debug!(target: "latency", leader = fetcher.leader, "replica fetch sent");
     let answer = call_fetch(broker, link, req, settings.max_wait_ms).await;
@@ -184,6 +211,10 @@ async fn send_fetch(
     let mut answers = Vec::new();
     for topic in response.responses {
         for data in topic.partitions {
+            if throttled.contains(&(topic.topic_id, data.partition_index)) {
+                let bytes = data.records.as_ref().map_or(0, |r| r.len());
+                broker.record_replication(Side::Follower, bytes);
+            }
             let answer = super::response::classify(&data);
             if let core::Answer::WaitForMetadata(code) | core::Answer::Retry(code) = answer {
                 tracing::debug!(

@@ -53,6 +53,8 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterUserScramCredentials,
     ApiKey::AlterClientQuotas,
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
 ];
 
 /// Whether requests of `key` go to the active controller (and may wait for one).
@@ -156,6 +158,8 @@ pub(crate) fn deadline(broker: &Broker, body: &RequestKind) -> Duration {
         RequestKind::DeleteTopics(r) => r.timeout_ms,
         RequestKind::CreatePartitions(r) => r.timeout_ms,
         RequestKind::ElectLeaders(r) => r.timeout_ms,
+        RequestKind::AlterPartitionReassignments(r) => r.timeout_ms,
+        RequestKind::ListPartitionReassignments(r) => r.timeout_ms,
         _ => 0,
     };
     // 0 (or less) asks for no wait on the outcome, not for no bound.
@@ -326,6 +330,14 @@ fn answered_not_controller(key: ApiKey, version: i16, response: &[u8]) -> bool {
         }
         ResponseKind::AlterClientQuotas(r) => r.entries.iter().map(|e| e.error_code).collect(),
         ResponseKind::InitProducerId(r) => vec![r.error_code],
+        ResponseKind::AlterPartitionReassignments(r) => std::iter::once(r.error_code)
+            .chain(
+                r.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+            .collect(),
+        ResponseKind::ListPartitionReassignments(r) => vec![r.error_code],
         ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
             .chain(
                 r.replica_election_results

@@ -184,6 +184,14 @@ pub(crate) fn response(request: &RequestKind) -> Option<ResponseKind> {
         RequestKind::ElectLeaders(_) => {
             ResponseKind::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }
+        RequestKind::AlterPartitionReassignments(_) => ResponseKind::AlterPartitionReassignments(
+            kafka_protocol::messages::AlterPartitionReassignmentsResponse::default()
+                .with_error_code(code),
+        ),
+        RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
+            kafka_protocol::messages::ListPartitionReassignmentsResponse::default()
+                .with_error_code(code),
+        ),
         _ => return None,
     })
 }

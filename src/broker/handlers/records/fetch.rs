@@ -31,6 +31,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use super::replication_throttle::Side;
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
 use crate::broker::delayed::{self, FetchRegistration, FetchWake, Isolation, WaitError};
@@ -308,6 +309,8 @@ fn read_all(
     let mut out = Vec::with_capacity(wanted.len());
     let mut total = 0usize;
     let mut answer_now = false;
+    // Only a follower's fetch looks at the replication throttles.
+    let image = replica.map(|_| broker.image());
     for w in wanted {
         // Kafka answers every partition with records, empty on error, never null: librdkafka
         // rejects a whole response holding a null record set ("invalid MessageSetSize -1").
@@ -410,7 +413,21 @@ fn read_all(
         }
         let budget = w.max_bytes.min(max_bytes.saturating_sub(total));
         let first_with_data = total == 0;
-        if budget > 0 || first_with_data {
+        // Replication throttle (KIP-73): a leader-throttled partition's bytes count, and while
+        // over the rate a follower out of the ISR gets no records.
+        let (throttled, held_back) = match (replica, &image) {
+            (Some(r), Some(image)) => {
+                let topic = partition.topic();
+                let throttled =
+                    broker.replication_throttled(image, Side::Leader, topic, w.partition);
+                let held_back = throttled
+                    && broker.out_of_isr(image, topic, w.partition, r.id)
+                    && broker.replication_quota_exceeded(image, Side::Leader);
+                (throttled, held_back)
+            }
+            _ => (false, false),
+        };
+        if (budget > 0 || first_with_data) && !held_back {
             // A follower reads up to the log end, a consumer up to the high watermark.
             let read = match replica {
                 Some(_) => partition.read_for_replica(w.offset, budget),
@@ -452,6 +469,9 @@ fn read_all(
                 }
                 Ok(records) => {
                     total += records.len();
+                    if throttled {
+                        broker.record_replication(Side::Leader, records.len());
+                    }
                     data.records = Some(records);
                 }
                 Err(e) => {

@@ -200,9 +200,12 @@ impl Broker {
             RequestKind::CreateAcls(_)
             | RequestKind::DeleteAcls(_)
             | RequestKind::AlterUserScramCredentials(_)
-            | RequestKind::ElectLeaders(_) => authz.cluster(Operation::Alter),
+            | RequestKind::ElectLeaders(_)
+            | RequestKind::AlterPartitionReassignments(_) => authz.cluster(Operation::Alter),
             RequestKind::AlterClientQuotas(_) => authz.cluster(Operation::AlterConfigs),
-            RequestKind::DescribeQuorum(_) => authz.cluster(Operation::Describe),
+            RequestKind::DescribeQuorum(_) | RequestKind::ListPartitionReassignments(_) => {
+                authz.cluster(Operation::Describe)
+            }
             // InitProducerId is not checked (see docs/COMPATIBILITY.md).
             _ => true,
         }

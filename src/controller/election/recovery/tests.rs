@@ -30,6 +30,8 @@ fn leaderless(lke: &[i32]) -> PartitionRegistration {
         leader_epoch: 7,
         partition_epoch: 20,
         leader_recovering: false,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     }
 }
 
