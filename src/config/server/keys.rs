@@ -50,9 +50,10 @@ pub enum Weir {
     /// Accepted in `server.properties` and type-checked so stock Kafka files load quietly;
     /// stored when set dynamically; otherwise without effect.
     Accepts,
-    /// Dynamic only: validated and stored when AlterConfigs sets it, without effect. In
-    /// `server.properties` it is an unknown key (warned), since Weir has nothing behind it
-    /// (TLS, SASL, tiered storage...) and a silent acceptance would mislead.
+    /// Dynamic only: validated and stored when AlterConfigs sets it, and in `server.properties`
+    /// an unknown key (warned), as Kafka's dynamic-only keys are. Mostly without effect (Weir
+    /// has nothing behind them: tiered storage...); the doc says when Weir applies one (the
+    /// replication throttle rates).
     Stores,
 }
 
@@ -184,6 +185,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     accepted("early.start.listeners", Text, ReadOnly, "Kafka's early-start listeners; ignored by Weir."),
     used("fetch.max.bytes", Int(1024, I32), "57671680", "The most one fetch response carries (the first batch is returned whole, KIP-74).")
         .shows(|c| Some(c.fetch_max_bytes.to_string())),
+    stored("follower.replication.throttled.rate", Int(0, I64), ClusterWide, "Bytes/s this broker's followers fetch for the replicas that topics' `follower.replication.throttled.replicas` list (a reassignment's throttle, KIP-73): applied, dynamic only; unlimited when unset.").default_is("9223372036854775807"),
     used("group.consumer.assignors", List, "uniform,range", "Server-side assignors of consumer-protocol groups, the first the default (Kafka's class names are accepted too).")
         .shows(|c| Some(c.group_consumer_assignors.join(","))),
     used("group.consumer.heartbeat.interval.ms", Int(1, I32), "5000", "How often consumer-protocol (KIP-848) members heartbeat; below the session timeout.")
@@ -230,6 +232,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("inter.broker.listener.name", Text, "PLAINTEXT", "The listener brokers reach each other on: a non-controller listener in `advertised.listeners`.")
         .shows(|c| Some(c.inter_broker_listener_name.clone())),
     used("leader.imbalance.check.interval.seconds", Int(1, I32), "300", "How often the controller looks for partitions led by other than their preferred replica."),
+    stored("leader.replication.throttled.rate", Int(0, I64), ClusterWide, "Bytes/s this broker's leaders serve to the replicas that topics' `leader.replication.throttled.replicas` list (a reassignment's throttle, KIP-73): applied, dynamic only; unlimited when unset.").default_is("9223372036854775807"),
     used("listener.security.protocol.map", List, "", "`NAME:PROTOCOL` pairs: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's implicit mapping when unset). Every non-controller listener serves clients with its protocol; the inter-broker and controller listeners may be secured too (with PLAIN, not SCRAM, on the controller listener).")
         .no_default().dynamic(PerBroker).shows(|c| Some(protocol_map(c))),
     used("listeners", List, "PLAINTEXT://127.0.0.1:9092", "Addresses to bind: every non-controller listener serves clients, the controller listener the quorum. An empty host binds 0.0.0.0; port 0 lets the OS pick.")
