@@ -32,6 +32,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::history::{Entry, Event};
 use crate::scenario::Check;
+use crate::validating_consumer::ConsumerEvent;
 
 /// What the final read found in one partition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,6 +89,13 @@ pub struct Findings {
     pub replicas: Vec<String>,
     /// Consumer groups (`group_check`).
     pub groups: crate::group_check::GroupFindings,
+    /// Validating consumers (`validating_consumer`): log truncations their position
+    /// validation detected (each moved the position back; not a violation by itself: a
+    /// committed read taken back is a `lost-read`), positions validated after a leader change,
+    /// and switches to a follower (KIP-392).
+    pub truncations: Vec<String>,
+    pub validations: usize,
+    pub follower_switches: usize,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -407,6 +415,24 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 ..
             } => {
                 positions.insert((*consumer, *partition), to - 1);
+            }
+            Event::Consumer(ConsumerEvent::Truncated {
+                consumer,
+                partition,
+                from,
+                to,
+                epoch,
+                end,
+            }) => {
+                // The consumer knows its position moved back: reads go on from `to`.
+                positions.insert((*consumer, *partition), to - 1);
+                findings.truncations.push(format!(
+                    "consumer {consumer} partition {partition}: position {from} → {to} (leader: epoch {epoch} ends at {end})"
+                ));
+            }
+            Event::Consumer(ConsumerEvent::Validated { .. }) => findings.validations += 1,
+            Event::Consumer(ConsumerEvent::ReadFrom { follower, .. }) => {
+                findings.follower_switches += usize::from(*follower);
             }
             Event::CorruptRead {
                 consumer,

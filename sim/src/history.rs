@@ -113,6 +113,9 @@ pub enum Event {
     /// A partition-level step of the workload topic: a leader or ISR/ELR change committed, a
     /// broker back as a new incarnation, a follower's truncation (`partition_trace.rs`).
     Partition(crate::partition_trace::PartitionEvent),
+    /// A validating consumer's truncation, validation or read-replica switch
+    /// (`validating_consumer.rs`).
+    Consumer(crate::validating_consumer::ConsumerEvent),
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -35,6 +35,7 @@ pub mod routing;
 pub mod scenario;
 pub mod shrink;
 pub mod swarm;
+pub mod validating_consumer;
 pub mod verdict;
 pub mod workload;
 
