@@ -79,6 +79,18 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
             f.follower_switches
         );
     }
+    if !f.surfaced.is_empty() {
+        let kinds: Vec<String> = f
+            .surfaced
+            .iter()
+            .map(|(kind, n)| format!("{kind} ×{n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  errors surfaced to the application: {}",
+            kinds.join(", ")
+        );
+    }
     for v in &outcome.violations {
         let _ = writeln!(s, "  violation: {v}");
     }
@@ -149,6 +161,7 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "truncations_detected": f.truncations.len(),
         "positions_validated": f.validations,
         "follower_switches": f.follower_switches,
+        "surfaced_errors": f.surfaced,
         "evidence_ms": outcome.evidence_ms,
         "liveness": f.liveness,
         "leader_conflicts": f.quorum.leader_conflicts,
