@@ -615,12 +615,10 @@ async fn simulate(
             max_wait: Duration::from_millis(scenario.consumers.max_wait_ms),
             timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
             until_ms: duration_ms,
-            rack: (!scenario.consumers.racks.is_empty())
-                .then(|| {
-                    let racks = &scenario.consumers.racks;
-                    racks[id as usize % racks.len()].clone()
-                })
-                .unwrap_or_default(),
+            rack: match scenario.consumers.racks.as_slice() {
+                [] => String::new(),
+                racks => racks[id as usize % racks.len()].clone(),
+            },
         };
         let io = client_io();
         tasks.push(match scenario.consumers.client {
