@@ -32,6 +32,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::history::{Entry, Event};
 use crate::scenario::Check;
+use crate::validating_consumer::ConsumerEvent;
 
 /// What the final read found in one partition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,6 +91,17 @@ pub struct Findings {
     pub groups: crate::group_check::GroupFindings,
     /// Transactions (`txn_check`).
     pub txn: crate::txn_check::TxnFindings,
+    /// Validating consumers (`validating_consumer`): log truncations their position
+    /// validation detected (each moved the position back; not a violation by itself: a
+    /// committed read taken back is a `lost-read`), positions validated after a leader change,
+    /// and switches to a follower (KIP-392).
+    pub truncations: Vec<String>,
+    /// Errors the producers and admin clients handed to the application instead of retrying
+    /// (non-retriable answers, retries or delivery time exhausted), by client and kind: what a
+    /// user would see. Availability, not safety: no check fails on them.
+    pub surfaced: BTreeMap<String, usize>,
+    pub validations: usize,
+    pub follower_switches: usize,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -240,6 +252,18 @@ impl Findings {
     }
 }
 
+/// An error's kind without its details: `broker error: NOT_ENOUGH_REPLICAS`, `timed out`,
+/// `i/o`, `retries exhausted`.
+fn error_kind(error: &str) -> &str {
+    let mut cut = error.match_indices(": ").map(|(i, _)| i);
+    let end = if error.starts_with("broker error: ") {
+        cut.nth(1)
+    } else {
+        cut.next()
+    };
+    &error[..end.unwrap_or(error.len())]
+}
+
 fn push_example(list: &mut Vec<String>, example: impl FnOnce() -> String) {
     if list.len() < EXAMPLES {
         list.push(example());
@@ -373,8 +397,12 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                     }
                 }
             }
-            Event::Fail { op, .. } => {
+            Event::Fail { op, error } => {
                 findings.failed += 1;
+                *findings
+                    .surfaced
+                    .entry(format!("producer: {}", error_kind(error)))
+                    .or_default() += 1;
                 failed_ops.insert(*op);
             }
             Event::Read {
@@ -432,6 +460,24 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             } => {
                 positions.insert((*consumer, *partition), to - 1);
             }
+            Event::Consumer(ConsumerEvent::Truncated {
+                consumer,
+                partition,
+                from,
+                to,
+                epoch,
+                end,
+            }) => {
+                // The consumer knows its position moved back: reads go on from `to`.
+                positions.insert((*consumer, *partition), to - 1);
+                findings.truncations.push(format!(
+                    "consumer {consumer} partition {partition}: position {from} → {to} (leader: epoch {epoch} ends at {end})"
+                ));
+            }
+            Event::Consumer(ConsumerEvent::Validated { .. }) => findings.validations += 1,
+            Event::Consumer(ConsumerEvent::ReadFrom { follower, .. }) => {
+                findings.follower_switches += usize::from(*follower);
+            }
             Event::CorruptRead {
                 consumer,
                 partition,
@@ -443,9 +489,14 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                     format!("consumer {consumer} partition {partition} offset {offset}: {error}")
                 });
             }
+            Event::AdminFail { error, .. } => {
+                *findings
+                    .surfaced
+                    .entry(format!("admin: {}", error_kind(error)))
+                    .or_default() += 1;
+            }
             Event::AdminInvoke { .. }
             | Event::AdminAck { .. }
-            | Event::AdminFail { .. }
             | Event::Inject(_)
             | Event::Scheduled(_)
             | Event::Fault(_)
@@ -795,6 +846,63 @@ mod tests {
             f.violations(&[Check::Sent]),
             vec!["1 sent writes (never answered) lost".to_string()]
         );
+    }
+
+    #[test]
+    fn a_detected_truncation_moves_the_position_and_an_undetected_one_is_caught() {
+        let truncated = at(Event::Consumer(ConsumerEvent::Truncated {
+            consumer: 0,
+            partition: 0,
+            from: 3,
+            to: 1,
+            epoch: 2,
+            end: 1,
+        }));
+        let entries = vec![
+            invoke(1, &["a", "b", "c", "d"]),
+            read_hw(0, 0, 0, "a", 1),
+            read_hw(0, 0, 1, "b", 2),
+            read_hw(0, 0, 2, "c", 2),
+            truncated,
+            read_hw(0, 0, 1, "d", 2),
+        ];
+        let last = final_read(0, &[(0, "a"), (1, "d")]);
+        let f = check(&entries, &last, None);
+        assert!(f.nonmonotonic.is_empty(), "{f:?}");
+        assert_eq!(f.truncations.len(), 1);
+        // "b" was read below the high watermark the replica reported, and is gone.
+        assert_eq!(f.lost_reads.len(), 1, "{f:?}");
+        // Without the validation's event, going back to offset 1 is a skip as well.
+        let mut undetected = entries.clone();
+        undetected.remove(4);
+        let f = check(&undetected, &last, None);
+        assert_eq!(f.nonmonotonic.len(), 1, "{f:?}");
+        assert!(f.truncations.is_empty());
+    }
+
+    #[test]
+    fn surfaced_errors_are_counted_by_kind() {
+        assert_eq!(
+            error_kind("broker error: NotEnoughReplicas: topic t"),
+            "broker error: NotEnoughReplicas"
+        );
+        assert_eq!(error_kind("i/o: connection reset"), "i/o");
+        assert_eq!(error_kind("retries exhausted"), "retries exhausted");
+        let entries = vec![
+            invoke(1, &["a"]),
+            at(Event::Fail {
+                op: 1,
+                error: "retries exhausted".into(),
+            }),
+            at(Event::AdminFail {
+                op: 2,
+                definite: true,
+                error: "broker error: NotController: x".into(),
+            }),
+        ];
+        let f = check(&entries, &final_read(0, &[]), None);
+        assert_eq!(f.surfaced["producer: retries exhausted"], 1);
+        assert_eq!(f.surfaced["admin: broker error: NotController"], 1);
     }
 
     #[test]

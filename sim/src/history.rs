@@ -115,6 +115,9 @@ pub enum Event {
     Partition(crate::partition_trace::PartitionEvent),
     /// A step of the transactional workload (`txn_check.rs`).
     Txn(crate::txn_check::TxnEvent),
+    /// A validating consumer's truncation, validation or read-replica switch
+    /// (`validating_consumer.rs`).
+    Consumer(crate::validating_consumer::ConsumerEvent),
 }
 
 #[derive(Clone, Debug, PartialEq)]

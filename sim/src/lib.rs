@@ -39,6 +39,7 @@ pub mod swarm;
 pub mod txn_check;
 #[cfg(madsim)]
 pub mod txn_workload;
+pub mod validating_consumer;
 pub mod verdict;
 pub mod workload;
 

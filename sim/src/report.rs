@@ -70,6 +70,27 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
             outcome.simulated_secs / cpu.max(1e-9)
         ))
     );
+    if !f.truncations.is_empty() || f.validations > 0 || f.follower_switches > 0 {
+        let _ = writeln!(
+            s,
+            "  consumers: {} positions validated, {} log truncations detected, {} switches to a follower",
+            f.validations,
+            f.truncations.len(),
+            f.follower_switches
+        );
+    }
+    if !f.surfaced.is_empty() {
+        let kinds: Vec<String> = f
+            .surfaced
+            .iter()
+            .map(|(kind, n)| format!("{kind} ×{n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  errors surfaced to the application: {}",
+            kinds.join(", ")
+        );
+    }
     for v in &outcome.violations {
         let _ = writeln!(s, "  violation: {v}");
     }
@@ -89,6 +110,7 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("group offsets", &f.groups.offsets),
         ("group delivery", &f.groups.undelivered_examples),
         ("group settle", &f.groups.unsettled),
+        ("log truncation", &f.truncations),
     ] {
         if !examples.is_empty() {
             let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();
@@ -136,6 +158,10 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
         "uncommitted": f.uncommitted.len(),
         "misordered": f.misordered.len(),
         "sent_lost": f.sent_lost.len(),
+        "truncations_detected": f.truncations.len(),
+        "positions_validated": f.validations,
+        "follower_switches": f.follower_switches,
+        "surfaced_errors": f.surfaced,
         "evidence_ms": outcome.evidence_ms,
         "liveness": f.liveness,
         "leader_conflicts": f.quorum.leader_conflicts,

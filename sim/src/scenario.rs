@@ -449,6 +449,10 @@ pub struct Cluster {
     /// How long an fsync takes, in simulated microseconds: [min, max].
     #[serde(default = "default_fsync_latency")]
     pub fsync_latency_us: [u64; 2],
+    /// Each broker in a rack of its own: `broker.rack=RACK<node id>` (KIP-392 follower reads
+    /// with `replica.selector.class` and consumers' `racks`).
+    #[serde(default)]
+    pub racks: bool,
 }
 
 fn default_fsync_latency() -> [u64; 2] {
@@ -464,6 +468,7 @@ impl Default for Cluster {
             clock_offset_ms: 0,
             clock_drift_ppm: 0,
             fsync_latency_us: default_fsync_latency(),
+            racks: false,
         }
     }
 }
@@ -619,6 +624,12 @@ pub struct Consumers {
     pub count: u32,
     #[serde(default = "default_poll")]
     pub max_wait_ms: u64,
+    /// How they fetch (`validating_consumer.rs` for `librdkafka`).
+    #[serde(default)]
+    pub client: ConsumerClient,
+    /// `client.rack` of consumer i: `racks[i % len]` (none when empty).
+    #[serde(default)]
+    pub racks: Vec<String>,
 }
 
 impl Default for Consumers {
@@ -626,8 +637,22 @@ impl Default for Consumers {
         Consumers {
             count: 1,
             max_wait_ms: default_poll(),
+            client: ConsumerClient::default(),
+            racks: Vec::new(),
         }
     }
+}
+
+/// The consumers' fetch path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConsumerClient {
+    /// Fetch v10 from the leader Metadata names; no leader epoch, no rack, no validation.
+    #[default]
+    Basic,
+    /// As librdkafka: Fetch v11 with the current leader epoch and the rack, position
+    /// validation after leader changes (KIP-320), follower reads (KIP-392). Clusters only.
+    Librdkafka,
 }
 
 fn default_poll() -> u64 {
@@ -900,6 +925,9 @@ impl Scenario {
         }
         if let Some(t) = &self.transactions {
             t.validate()?;
+        }
+        if self.consumers.client == ConsumerClient::Librdkafka && !self.cluster.is_multi_node() {
+            return Err("consumers.client = \"librdkafka\" needs a cluster (brokers > 1)".into());
         }
         if self.consumers.count > 32 {
             return Err("consumers.count must be ≤ 32".into());

@@ -61,6 +61,8 @@ pub struct ConsumerSpec {
     pub max_wait: Duration,
     pub timeout: Duration,
     pub until_ms: u64,
+    /// `client.rack` (empty: none); only the validating consumer sends it.
+    pub rack: String,
 }
 
 /// Reads every partition from offset 0 onwards, following the log, until the deadline.

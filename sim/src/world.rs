@@ -35,7 +35,7 @@ use crate::partition_trace::{PartitionEvent, PartitionTrace};
 use crate::producer::{self, ProducerSpec};
 use crate::quorum_check::{QuorumFindings, QuorumObserver};
 pub use crate::report::RunOutcome;
-use crate::scenario::{Check, GroupProtocol, Scenario};
+use crate::scenario::{Check, ConsumerClient, GroupProtocol, Scenario};
 use crate::workload::{self, ConsumerSpec, RunClock};
 use crate::{read_back, replica_check, replica_read};
 
@@ -138,6 +138,9 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
             "group.consumer.min.heartbeat.interval.ms".into(),
             g.heartbeat_interval_ms.to_string(),
         );
+    }
+    if scenario.cluster.racks {
+        props.insert("broker.rack".into(), format!("RACK{}", index + 1));
     }
     props.extend(scenario.broker.clone());
     let (mut config, _warnings) =
@@ -624,13 +627,23 @@ async fn simulate(
             max_wait: Duration::from_millis(scenario.consumers.max_wait_ms),
             timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
             until_ms: duration_ms,
+            rack: match scenario.consumers.racks.as_slice() {
+                [] => String::new(),
+                racks => racks[id as usize % racks.len()].clone(),
+            },
         };
-        tasks.push(client_node.spawn(workload::run_consumer(
-            client_io(),
-            spec,
-            history.clone(),
-            clock,
-        )));
+        let io = client_io();
+        tasks.push(match scenario.consumers.client {
+            ConsumerClient::Basic => {
+                client_node.spawn(workload::run_consumer(io, spec, history.clone(), clock))
+            }
+            ConsumerClient::Librdkafka => client_node.spawn(crate::validating_consumer::run(
+                io,
+                spec,
+                history.clone(),
+                clock,
+            )),
+        });
     }
 
     if let Some(a) = &scenario.admin {

@@ -56,7 +56,7 @@ const LEADER_WAIT_ATTEMPTS: u32 = 50;
 const LEADER_WAIT_BACKOFF: Duration = Duration::from_millis(100);
 
 impl Client {
-    async fn metadata_full(
+    pub(super) async fn metadata_full(
         &mut self,
         topics: Option<&[&str]>,
         auto_create: bool,

@@ -7,6 +7,7 @@ mod acls;
 mod cluster;
 mod configs;
 pub mod connection;
+pub mod consumer_fetch;
 pub mod consumer_member;
 mod describe;
 mod elect;

@@ -56,6 +56,10 @@ pub enum PlantedBug {
     /// Reads: serve up to the log end instead of the high watermark.
     #[cfg(any(madsim, test))]
     ReadPastHighWatermark,
+    /// Follower reads (KIP-392): a follower serves consumers up to its log end, past its own
+    /// high watermark (a leader still stops at its high watermark).
+    #[cfg(any(madsim, test))]
+    FollowerReadPastHighWatermark,
     /// Retention: delete segments regardless of the high watermark.
     #[cfg(any(madsim, test))]
     RetentionPastHighWatermark,
@@ -149,6 +153,11 @@ impl PlantedBug {
         ("duplicate-appended", PlantedBug::DuplicateAppended),
         #[cfg(any(madsim, test))]
         ("read-past-hw", PlantedBug::ReadPastHighWatermark),
+        #[cfg(any(madsim, test))]
+        (
+            "follower-read-past-hw",
+            PlantedBug::FollowerReadPastHighWatermark,
+        ),
         #[cfg(any(madsim, test))]
         ("retention-past-hw", PlantedBug::RetentionPastHighWatermark),
         #[cfg(any(madsim, test))]

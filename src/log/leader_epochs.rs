@@ -94,6 +94,16 @@ impl LeaderEpochCache {
             })
     }
 
+    /// The epoch whose range holds `offset` (Kafka's `epochForOffset`): the latest cached epoch
+    /// starting at or before it, or [`UNDEFINED_EPOCH`] when every epoch starts after it.
+    pub fn epoch_for_offset(&self, offset: i64) -> i32 {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(_, &start)| start <= offset)
+            .map_or(UNDEFINED_EPOCH, |(&epoch, _)| epoch)
+    }
+
     /// The start offset of `epoch`, if it is cached.
     pub fn start_of(&self, epoch: i32) -> Option<i64> {
         self.entries.get(&epoch).copied()

@@ -691,6 +691,12 @@ impl Partition {
         if self.planted(crate::config::PlantedBug::ReadPastHighWatermark) {
             return self.log.read(offset, max_bytes, self.log.end_offset());
         }
+        #[cfg(any(madsim, test))]
+        if self.role != Role::Leader
+            && self.planted(crate::config::PlantedBug::FollowerReadPastHighWatermark)
+        {
+            return self.log.read(offset, max_bytes, self.log.end_offset());
+        }
         self.log.read(offset, max_bytes, self.high_watermark)
     }
 

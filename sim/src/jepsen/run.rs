@@ -432,13 +432,19 @@ async fn workload_and_faults(
             max_wait: Duration::from_millis(scenario.consumers.max_wait_ms),
             timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
             until_ms: duration_ms,
+            rack: String::new(),
         };
-        tasks.push(tokio::spawn(workload::run_consumer(
-            Io::os(),
-            spec,
-            history.clone(),
-            clock,
-        )));
+        tasks.push(match scenario.consumers.client {
+            crate::scenario::ConsumerClient::Basic => tokio::spawn(workload::run_consumer(
+                Io::os(),
+                spec,
+                history.clone(),
+                clock,
+            )),
+            crate::scenario::ConsumerClient::Librdkafka => tokio::spawn(
+                crate::validating_consumer::run(Io::os(), spec, history.clone(), clock),
+            ),
+        });
     }
     let nemesis = RealNemesis {
         nodes,

@@ -591,6 +591,54 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const EARLIEST_TIERED: i64 = -5;
 
+const SPECIAL_TIMESTAMPS: [i64; 5] = [
+    LATEST,
+    EARLIEST,
+    MAX_TIMESTAMP,
+    EARLIEST_LOCAL,
+    EARLIEST_TIERED,
+];
+
+/// A ListOffsets answer for one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Found {
+    offset: i64,
+    timestamp: i64,
+    leader_epoch: i32,
+}
+
+/// Looks `timestamp` (a time or one of the special values) up in `log`. The leader epoch
+/// answered is Kafka's: the partition's current one for LATEST (`Partition.fetchOffsetForTimestamp`),
+/// otherwise the epoch of the batch holding the offset found (`epochForOffset`). KIP-320
+/// clients validate the position they reset to against it, so the current epoch for an old
+/// offset would make them miss a truncation below it.
+fn offset_lookup(
+    log: &crate::log::Log,
+    log_start: i64,
+    latest: i64,
+    current_epoch: i32,
+    timestamp: i64,
+) -> std::io::Result<Option<Found>> {
+    let at = |offset: i64, timestamp: i64| Found {
+        offset,
+        timestamp,
+        leader_epoch: log.epochs().epoch_for_offset(offset),
+    };
+    Ok(match timestamp {
+        LATEST => Some(Found {
+            offset: latest,
+            timestamp: -1,
+            leader_epoch: current_epoch,
+        }),
+        EARLIEST | EARLIEST_LOCAL | EARLIEST_TIERED => Some(at(log_start, -1)),
+        MAX_TIMESTAMP => match log.max_timestamp() {
+            max if max < 0 => None,
+            max => log.offset_for_timestamp(max)?.map(|(o, ts)| at(o, ts)),
+        },
+        ts => log.offset_for_timestamp(ts)?.map(|(o, ts)| at(o, ts)),
+    })
+}
+
 pub(crate) fn list_offsets(
     broker: &Broker,
     ctx: &RequestContext,
@@ -645,32 +693,24 @@ pub(crate) fn list_offsets(
                     } else {
                         partition.high_watermark()
                     };
-                    let found = match p.timestamp {
-                        LATEST => Ok(Some((visible, -1))),
-                        EARLIEST | EARLIEST_LOCAL | EARLIEST_TIERED => {
-                            Ok(Some((partition.log_start_offset(), -1)))
-                        }
-                        MAX_TIMESTAMP => {
-                            let max = partition.log().max_timestamp();
-                            if max < 0 {
-                                Ok(None)
-                            } else {
-                                partition.log().offset_for_timestamp(max)
-                            }
-                        }
-                        ts if ts < 0 => {
-                            r.error_code = ResponseError::InvalidRequest.code();
-                            return r;
-                        }
-                        ts => partition.log().offset_for_timestamp(ts),
-                    };
+                    if p.timestamp < 0 && !SPECIAL_TIMESTAMPS.contains(&p.timestamp) {
+                        r.error_code = ResponseError::InvalidRequest.code();
+                        return r;
+                    }
+                    let found = offset_lookup(
+                        partition.log(),
+                        partition.log_start_offset(),
+                        visible,
+                        partition.leader_epoch(),
+                        p.timestamp,
+                    );
                     match found {
                         // Only committed offsets are visible (to consumers).
-                        Ok(Some((offset, ts))) if offset <= visible => {
-                            r.offset = offset;
-                            r.timestamp = ts;
+                        Ok(Some(found)) if found.offset <= visible => {
+                            r.offset = found.offset;
+                            r.timestamp = found.timestamp;
                             if ctx.version >= 4 {
-                                r.leader_epoch = partition.leader_epoch();
+                                r.leader_epoch = found.leader_epoch;
                             }
                         }
                         Ok(_) => {}
@@ -695,6 +735,55 @@ mod tests {
     use kafka_protocol::messages::fetch_request::ReplicaState;
 
     use super::*;
+
+    /// A log of epoch 1 at 0..4 (timestamps 1000..), 2 at 4..8 (2000..), 3 at 8..12 (3000..).
+    fn three_epoch_log() -> crate::log::Log {
+        use crate::io::memdisk::{block_on, MemDisk};
+        use crate::log::batch::{self, testing::batch};
+        let config = crate::log::LogConfig {
+            segment_bytes: 1 << 20,
+            segment_ms: i64::MAX,
+            index_interval_bytes: 64,
+            planted: Default::default(),
+        };
+        let disk = std::sync::Arc::new(MemDisk::new(1));
+        let dir = std::path::Path::new("/data/t-0");
+        let (mut log, _) = block_on(crate::log::Log::open(disk, dir, config, 0)).unwrap();
+        for epoch in 1..=3 {
+            let mut bytes = batch(&[b"a", b"b", b"c", b"d"], 1000 * epoch as i64, None);
+            batch::set_partition_leader_epoch(&mut bytes, epoch);
+            let mut header = batch::check(&bytes).unwrap();
+            log.append(&mut bytes, std::slice::from_mut(&mut header), 1)
+                .unwrap();
+        }
+        log
+    }
+
+    #[test]
+    fn list_offsets_answers_the_epoch_of_the_batch_found() {
+        let log = three_epoch_log();
+        let lookup = |ts| offset_lookup(&log, 0, 12, 5, ts).unwrap().unwrap();
+        let found = |offset, timestamp, leader_epoch| Found {
+            offset,
+            timestamp,
+            leader_epoch,
+        };
+        assert_eq!(lookup(EARLIEST), found(0, -1, 1));
+        assert_eq!(lookup(2001), found(5, 2001, 2));
+        assert_eq!(lookup(1003), found(3, 1003, 1));
+        assert_eq!(lookup(MAX_TIMESTAMP), found(11, 3003, 3));
+        // LATEST: the partition's current leader epoch (5 here), as Kafka's Partition answers.
+        assert_eq!(lookup(LATEST), found(12, -1, 5));
+        assert_eq!(offset_lookup(&log, 0, 12, 5, 9999).unwrap(), None);
+        // A log start inside epoch 2: EARLIEST answers 2.
+        let mut moved = log;
+        crate::io::memdisk::block_on(moved.start_offset_write(6).write()).unwrap();
+        moved.advance_start_offset(6).unwrap();
+        assert_eq!(
+            offset_lookup(&moved, 6, 12, 5, EARLIEST).unwrap(),
+            Some(found(6, -1, 2))
+        );
+    }
 
     #[test]
     fn fetch_limits_follow_the_broker_keys() {
