@@ -361,48 +361,7 @@ impl Partition {
     ) -> Result<Appended, ProduceError> {
         self.state.check_leader_append()?;
         let config = self.state.config();
-        let mut header = match batch::check(records) {
-            Ok(h) => h,
-            Err(e @ (BatchError::CrcMismatch { .. } | BatchError::Truncated { .. })) => {
-                return Err(ProduceError::Corrupt(e.to_string()))
-            }
-            Err(e) => return Err(ProduceError::InvalidRecord(e.to_string())),
-        };
-        if header.total_len() != records.len() {
-            return Err(ProduceError::InvalidRecord(
-                "a produce must carry exactly one record batch per partition".into(),
-            ));
-        }
-        if records.len() > config.max_message_bytes.max(0) as usize {
-            return Err(ProduceError::MessageTooLarge {
-                size: records.len(),
-                max: config.max_message_bytes,
-            });
-        }
-        if header.record_count == 0 {
-            return Err(ProduceError::InvalidRecord("empty record batch".into()));
-        }
-        if !header.is_dense() {
-            return Err(ProduceError::InvalidRecord(
-                "record count does not match last offset delta".into(),
-            ));
-        }
-        if header.has_delete_horizon() {
-            return Err(ProduceError::InvalidRecord(
-                "the delete-horizon attribute is set only by the log cleaner".into(),
-            ));
-        }
-        if header.is_control() {
-            // Markers come from the transaction coordinator (WriteTxnMarkers), never a client.
-            return Err(ProduceError::InvalidRecord(
-                "clients may not write control batches".into(),
-            ));
-        }
-        if header.is_transactional() && !header.is_idempotent() {
-            return Err(ProduceError::InvalidRecord(
-                "a transactional batch needs a producer id".into(),
-            ));
-        }
+        let mut header = check_client_batch(records, config)?;
         let admission = self.state.admit(&header, origin)?;
         if admission != Admission::Append {
             return Ok(ReplicaState::duplicate_answer(admission, self.ends()));
@@ -657,6 +616,58 @@ impl Partition {
         self.state.log_start_moved(ends);
         Ok(deleted)
     }
+}
+
+/// The framing a produced batch must have before anything else is looked at: exactly one
+/// whole, CRC-valid v2 batch within `max.message.bytes`, dense, not empty, not a control
+/// batch, no cleaner-only attribute, a producer id when transactional.
+fn check_client_batch(
+    records: &[u8],
+    config: &TopicConfig,
+) -> Result<batch::BatchHeader, ProduceError> {
+    let header = match batch::check(records) {
+        Ok(h) => h,
+        Err(e @ (BatchError::CrcMismatch { .. } | BatchError::Truncated { .. })) => {
+            return Err(ProduceError::Corrupt(e.to_string()))
+        }
+        Err(e) => return Err(ProduceError::InvalidRecord(e.to_string())),
+    };
+    if header.total_len() != records.len() {
+        return Err(ProduceError::InvalidRecord(
+            "a produce must carry exactly one record batch per partition".into(),
+        ));
+    }
+    if records.len() > config.max_message_bytes.max(0) as usize {
+        return Err(ProduceError::MessageTooLarge {
+            size: records.len(),
+            max: config.max_message_bytes,
+        });
+    }
+    if header.record_count == 0 {
+        return Err(ProduceError::InvalidRecord("empty record batch".into()));
+    }
+    if !header.is_dense() {
+        return Err(ProduceError::InvalidRecord(
+            "record count does not match last offset delta".into(),
+        ));
+    }
+    if header.has_delete_horizon() {
+        return Err(ProduceError::InvalidRecord(
+            "the delete-horizon attribute is set only by the log cleaner".into(),
+        ));
+    }
+    if header.is_control() {
+        // Markers come from the transaction coordinator (WriteTxnMarkers), never a client.
+        return Err(ProduceError::InvalidRecord(
+            "clients may not write control batches".into(),
+        ));
+    }
+    if header.is_transactional() && !header.is_idempotent() {
+        return Err(ProduceError::InvalidRecord(
+            "a transactional batch needs a producer id".into(),
+        ));
+    }
+    Ok(header)
 }
 
 /// The offsets of `log` the state core steps with.
