@@ -22,6 +22,8 @@ const CORES: &[&str] = &[
     // Inside the folder above; named so that it stays a core if the folder is split.
     "src/controller/active.rs",
     "src/replica/isr.rs",
+    // The replica state core beside its log driver (`partition.rs`).
+    "src/replica/partition/state.rs",
     "src/replica/fetcher.rs",
     "src/replica/producer.rs",
     "src/replica/validation.rs",

@@ -1,6 +1,8 @@
-//! The state of one partition replica on this broker: its log, high watermark and producer
-//! state, driven by plain method calls (no I/O beyond the log, no async). The broker layer wraps
-//! it in a lock and does the waiting (fsync, long polls) around it.
+//! One partition replica on this broker: the log driver ([`Partition`], which owns the log and
+//! does its reads and writes) around the replica state core ([`ReplicaState`] in `state`: high
+//! watermark, role and epochs, the ISR view, producer-state decisions; pure, invariants checked
+//! after every step). Driven by plain method calls (no async). The broker layer wraps it in a
+//! lock and does the waiting (fsync, long polls) around it.
 //!
 //! With one replica the high watermark follows the log end on every append, or, when the broker
 //! fsyncs before acknowledging, the flushed end: then consumers never see a record that a power
@@ -13,6 +15,7 @@ mod follower;
 mod leader;
 mod leader_epoch;
 mod snapshot;
+mod state;
 #[cfg(test)]
 mod txn_tests;
 
@@ -22,7 +25,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::producer::{ProducerStates, SequenceCheck, TxnRefusal};
 use super::transactions::AbortedTxn;
 use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
@@ -34,6 +36,8 @@ use crate::log::{Log, LogConfig, ReadError, Recovery, StartOffsetWrite};
 pub use follower::{FollowerAppendError, FollowerAppended, TruncateError, TruncationPlan};
 pub use leader::{LeaderRefused, LeaderView, DEFAULT_REPLICA_LAG_TIME_MAX_MS};
 pub use leader_epoch::EpochRefusal;
+use state::{Admission, Origin};
+pub use state::{LogEnds, ReplicaState};
 
 #[derive(Debug)]
 pub enum ProduceError {
@@ -86,22 +90,6 @@ pub struct Appended {
 
 use snapshot::{LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 
-/// Who wrote a batch: a client (sequence numbers checked) or a coordinator on a producer's
-/// behalf (none carried).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Origin {
-    Client,
-    Coordinator,
-}
-
-fn txn_refusal(refusal: TxnRefusal) -> ProduceError {
-    match refusal {
-        TxnRefusal::InvalidTxnState => ProduceError::InvalidTxnState,
-        TxnRefusal::StaleEpoch { .. } => ProduceError::InvalidProducerEpoch,
-        TxnRefusal::CoordinatorFenced { .. } => ProduceError::CoordinatorFenced,
-    }
-}
-
 pub fn log_config(config: &TopicConfig) -> LogConfig {
     // A compacted topic rolls by max.compaction.lag.ms too (KIP-354): the active segment is
     // never cleaned, so it must not hold old data for longer than that.
@@ -121,31 +109,13 @@ pub fn log_config(config: &TopicConfig) -> LogConfig {
     }
 }
 
+/// The log driver: owns the log and does its I/O; every decision about the high watermark,
+/// the role, the ISR and the producers is the state core's.
 pub struct Partition {
     topic: String,
     index: i32,
     log: Log,
-    high_watermark: i64,
-    producers: ProducerStates,
-    /// The batch the log ends with, named in producer snapshots (see `snapshot`).
-    last_batch: Option<LastBatch>,
-    config: TopicConfig,
-    leader_epoch: i32,
-    /// Leader or follower (a broker on its own is its partitions' leader).
-    role: Role,
-    /// A replicated leader or a follower: the high watermark moves only by the ISR rule (the
-    /// replica set's) or the leader's, never on append.
-    hw_from_replicas: bool,
-    /// While leading a partition with other replicas: their state and the ISR rule.
-    replica_set: Option<crate::replica::isr::ReplicaSet>,
-    /// An AlterPartition the replica set asked for, until the ISR driver takes it.
-    alter_partition: Option<crate::replica::isr::Action>,
-    /// A truncation whose cut is not yet durable: nothing may be appended after it until
-    /// [`Partition::truncation_durable`] (power loss could otherwise bring the old tail back
-    /// behind new data).
-    pending_truncation: Option<i64>,
-    /// Expose only fsynced records (`weir.fsync.before.ack`).
-    durable_reads: bool,
+    state: ReplicaState,
 }
 
 /// This replica's part in the partition.
@@ -207,26 +177,33 @@ impl Partition {
             log.end_offset(),
             "an opened log is durable"
         );
-        let high_watermark = log.end_offset();
         // Until told its role, a replica stamps no epoch older than what its log holds.
-        let leader_epoch = log.latest_epoch().max(0);
+        let state = ReplicaState::opened(
+            config,
+            ends_of(&log),
+            log.latest_epoch(),
+            producers,
+            last_batch,
+            #[cfg(any(madsim, test))]
+            log.config().planted,
+        );
         let partition = Partition {
             topic: topic.to_string(),
             index,
             log,
-            high_watermark,
-            producers,
-            last_batch,
-            config,
-            leader_epoch,
-            role: Role::Leader,
-            hw_from_replicas: false,
-            replica_set: None,
-            alter_partition: None,
-            pending_truncation: None,
-            durable_reads: false,
+            state,
         };
         Ok((partition, recovery))
+    }
+
+    /// The log's offsets, as the state core takes them.
+    pub(super) fn ends(&self) -> LogEnds {
+        ends_of(&self.log)
+    }
+
+    /// The replica state core (read only: it moves by the driver's steps).
+    pub fn state(&self) -> &ReplicaState {
+        &self.state
     }
 
     /// Simulator and tests: whether `bug` is planted here (it travels in the log's config).
@@ -244,11 +221,11 @@ impl Partition {
     }
 
     pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch
+        self.state.leader_epoch()
     }
 
     pub fn role(&self) -> Role {
-        self.role
+        self.state.role()
     }
 
     /// Becomes the leader the image names (`view`): records the epoch as starting at the log
@@ -259,16 +236,7 @@ impl Partition {
     /// broker views); an older one is refused.
     pub fn become_leader(&mut self, view: LeaderView, now_ms: i64) -> Result<(), LeaderRefused> {
         let leader_epoch = view.leadership.leader_epoch;
-        let stale = |e: StaleLeaderEpoch| LeaderRefused::Stale {
-            requested: e.requested,
-            current: e.current,
-        };
-        self.check_epoch(leader_epoch).map_err(stale)?;
-        if !view.leadership.replicas.contains(&view.node)
-            || !view.leadership.isr.contains(&view.node)
-        {
-            return Err(LeaderRefused::NotInIsr);
-        }
+        self.state.check_leadership(&view)?;
         if !self.log.assign_epoch_start(leader_epoch) {
             // The log holds batches of a newer epoch than the image's: a leader may not stamp
             // older epochs after them.
@@ -277,48 +245,25 @@ impl Partition {
                 current: self.log.latest_epoch(),
             });
         }
-        if self.role != Role::Leader {
-            // A follower's view of its old leader's followers means nothing now.
-            self.replica_set = None;
-            self.alter_partition = None;
-        }
-        self.leader_epoch = leader_epoch;
-        self.role = Role::Leader;
-        self.hw_from_replicas = view.replicated();
-        self.lead_replicas(view, now_ms);
-        if !self.hw_from_replicas && !self.durable_reads {
-            self.advance_high_watermark(self.log.end_offset());
-        }
+        let ends = self.ends();
+        self.state.lead(view, ends, now_ms);
         Ok(())
     }
 
     /// Becomes a follower in `leader_epoch`: from now on only the leader's batches are appended
     /// ([`Partition::append_as_follower`]) and the high watermark is the leader's.
     pub fn become_follower(&mut self, leader_epoch: i32) -> Result<(), StaleLeaderEpoch> {
-        self.check_epoch(leader_epoch)?;
+        self.state.check_epoch(leader_epoch)?;
         // An epoch this replica led without writing anything holds no data; dropped, so the
         // leader's batches of the epoch before it follow on (fetches send the latest epoch).
         self.log.forget_epochs_from(self.log.end_offset());
-        self.leader_epoch = leader_epoch;
-        self.role = Role::Follower;
-        self.hw_from_replicas = true;
-        self.replica_set = None;
-        self.alter_partition = None;
-        Ok(())
-    }
-
-    fn check_epoch(&self, leader_epoch: i32) -> Result<(), StaleLeaderEpoch> {
-        if leader_epoch < self.leader_epoch || leader_epoch < 0 {
-            return Err(StaleLeaderEpoch {
-                requested: leader_epoch,
-                current: self.leader_epoch,
-            });
-        }
+        let ends = self.ends();
+        self.state.follow(leader_epoch, ends);
         Ok(())
     }
 
     pub fn config(&self) -> &TopicConfig {
-        &self.config
+        self.state.config()
     }
 
     pub fn set_config(&mut self, config: TopicConfig) {
@@ -329,58 +274,48 @@ impl Partition {
             log_config.planted = self.log.config().planted;
         }
         self.log.set_config(log_config);
-        self.config = config;
-        self.reconfigure_replicas();
+        let ends = self.ends();
+        self.state.set_config(config, ends);
     }
 
     /// The producer-state snapshot to write now: (path, contents).
     pub fn producer_snapshot(&self) -> (std::path::PathBuf, Vec<u8>) {
         let snapshot = Snapshot {
             offset: self.log.end_offset(),
-            producers: self.producers.clone(),
-            last_batch: self.last_batch,
+            producers: self.state.producers().clone(),
+            last_batch: self.state.last_batch(),
         };
         (self.log.dir().join(PRODUCER_SNAPSHOT), snapshot.render())
     }
 
     /// Consumers see only what has been fsynced (for brokers that fsync before acknowledging).
     pub fn set_durable_reads(&mut self, durable: bool) {
-        self.durable_reads = durable;
-        if !durable && !self.hw_from_replicas {
-            self.advance_high_watermark(self.log.end_offset());
-        }
-        self.leader_end_moved();
+        let ends = self.ends();
+        self.state.set_durable_reads(durable, ends);
     }
 
     /// Everything the plan covered is on stable storage.
     pub fn flushed(&mut self, plan: &crate::log::FlushPlan, now_ms: i64) {
         self.log.flushed(plan, now_ms);
-        if self.durable_reads && !self.hw_from_replicas {
-            let durable = self.log.recovery_point().min(self.log.end_offset());
-            if durable > self.high_watermark {
-                self.advance_high_watermark(durable);
-            }
-        }
-        if self.role == Role::Leader {
-            self.leader_end_moved();
-        }
+        let ends = self.ends();
+        self.state.flushed(ends);
     }
 
     pub fn high_watermark(&self) -> i64 {
-        self.high_watermark
+        self.state.high_watermark()
     }
 
     /// Size of the committed in-sync replica set (one for a partition on its own).
     pub fn isr_size(&self) -> usize {
-        self.replica_set
-            .as_ref()
+        self.state
+            .replica_set()
             .map_or(1, |set| set.committed_isr().len())
     }
 
     /// Size of the maximal in-sync set (the committed one plus a pending expansion).
     pub fn maximal_isr_size(&self) -> usize {
-        self.replica_set
-            .as_ref()
+        self.state
+            .replica_set()
             .map_or(1, |set| set.maximal_isr().len())
     }
 
@@ -424,95 +359,18 @@ impl Partition {
         now_ms: i64,
         origin: Origin,
     ) -> Result<Appended, ProduceError> {
-        if self.role != Role::Leader {
-            return Err(ProduceError::NotLeader);
+        self.state.check_leader_append()?;
+        let config = self.state.config();
+        let mut header = check_client_batch(records, config)?;
+        let admission = self.state.admit(&header, origin)?;
+        if admission != Admission::Append {
+            return Ok(ReplicaState::duplicate_answer(admission, self.ends()));
         }
-        if let Some(at) = self.pending_truncation {
-            return Err(ProduceError::Storage(io::Error::other(format!(
-                "the truncation to {at} is not durable yet"
-            ))));
-        }
-        let mut header = match batch::check(records) {
-            Ok(h) => h,
-            Err(e @ (BatchError::CrcMismatch { .. } | BatchError::Truncated { .. })) => {
-                return Err(ProduceError::Corrupt(e.to_string()))
-            }
-            Err(e) => return Err(ProduceError::InvalidRecord(e.to_string())),
-        };
-        if header.total_len() != records.len() {
-            return Err(ProduceError::InvalidRecord(
-                "a produce must carry exactly one record batch per partition".into(),
-            ));
-        }
-        if records.len() > self.config.max_message_bytes.max(0) as usize {
-            return Err(ProduceError::MessageTooLarge {
-                size: records.len(),
-                max: self.config.max_message_bytes,
-            });
-        }
-        if header.record_count == 0 {
-            return Err(ProduceError::InvalidRecord("empty record batch".into()));
-        }
-        if !header.is_dense() {
-            return Err(ProduceError::InvalidRecord(
-                "record count does not match last offset delta".into(),
-            ));
-        }
-        if header.has_delete_horizon() {
-            return Err(ProduceError::InvalidRecord(
-                "the delete-horizon attribute is set only by the log cleaner".into(),
-            ));
-        }
-        if header.is_control() {
-            // Markers come from the transaction coordinator (WriteTxnMarkers), never a client.
-            return Err(ProduceError::InvalidRecord(
-                "clients may not write control batches".into(),
-            ));
-        }
-        if header.is_transactional() && !header.is_idempotent() {
-            return Err(ProduceError::InvalidRecord(
-                "a transactional batch needs a producer id".into(),
-            ));
-        }
-        match self.producers.check(&header) {
-            SequenceCheck::StaleEpoch { .. } if origin == Origin::Coordinator => {
-                return Err(ProduceError::InvalidProducerEpoch)
-            }
-            _ if origin == Origin::Coordinator => {}
-            SequenceCheck::Append => {}
-            #[cfg(any(madsim, test))]
-            SequenceCheck::Duplicate(_)
-                if self.planted(crate::config::PlantedBug::DuplicateAppended) => {}
-            SequenceCheck::Duplicate(meta) => {
-                // The retry gets the original answer: under LogAppendTime, the time the
-                // original was stamped with (its max timestamp), as Kafka answers.
-                let log_append_time =
-                    if self.config.message_timestamp_type == TimestampType::LogAppendTime {
-                        meta.max_timestamp
-                    } else {
-                        -1
-                    };
-                return Ok(Appended {
-                    base_offset: meta.first_offset,
-                    last_offset: meta.last_offset,
-                    log_append_time,
-                    log_start_offset: self.log.start_offset(),
-                    duplicate: true,
-                });
-            }
-            SequenceCheck::OutOfOrder { expected, found } => {
-                return Err(ProduceError::OutOfOrderSequence { expected, found })
-            }
-            SequenceCheck::StaleEpoch { .. } => return Err(ProduceError::InvalidProducerEpoch),
-        }
-        self.producers
-            .check_transaction(&header)
-            .map_err(txn_refusal)?;
         // Topics whose config looks inside batches (compaction keys, compression.type) may
         // refuse records or hand back a recompressed batch; all others keep the bytes as sent.
         let topic_partition = format!("{}-{}", self.topic, self.index);
-        let rewritten = validation::apply(records, &header, &self.config, &topic_partition)
-            .map_err(|e| match e {
+        let rewritten =
+            validation::apply(records, &header, config, &topic_partition).map_err(|e| match e {
                 ValidationError::Invalid(why) => ProduceError::InvalidRecord(why),
                 ValidationError::Records(errors) => ProduceError::RecordErrors(errors),
             })?;
@@ -520,20 +378,20 @@ impl Partition {
         let mut owned = match rewritten {
             Some(batch) => {
                 header = batch::check(&batch).expect("a rewritten batch is well formed");
-                if batch.len() > self.config.max_message_bytes.max(0) as usize {
+                if batch.len() > config.max_message_bytes.max(0) as usize {
                     return Err(ProduceError::MessageTooLarge {
                         size: batch.len(),
-                        max: self.config.max_message_bytes,
+                        max: config.max_message_bytes,
                     });
                 }
                 batch
             }
             None => records.to_vec(),
         };
-        batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
-        header.partition_leader_epoch = self.leader_epoch;
-        let log_append_time = if self.config.message_timestamp_type == TimestampType::LogAppendTime
-        {
+        let leader_epoch = self.state.leader_epoch();
+        batch::set_partition_leader_epoch(&mut owned, leader_epoch);
+        header.partition_leader_epoch = leader_epoch;
+        let log_append_time = if config.message_timestamp_type == TimestampType::LogAppendTime {
             batch::set_log_append_time(&mut owned, now_ms);
             header.max_timestamp = now_ms;
             header.attributes |= 0x08;
@@ -547,13 +405,9 @@ impl Partition {
             .append(&mut owned, std::slice::from_mut(&mut header), now_ms)
             .map_err(ProduceError::Storage)?;
         assert_eq!(base_offset, before);
-        self.producers.record(&header, now_ms);
         let stored = batch::BatchHeader::parse(&owned).expect("an appended batch parses");
-        self.last_batch = Some(LastBatch::of(&stored));
-        if !self.durable_reads && !self.hw_from_replicas {
-            self.advance_high_watermark(self.log.end_offset());
-        }
-        self.leader_end_moved();
+        let ends = self.ends();
+        self.state.appended(&header, &stored, ends, now_ms);
         Ok(Appended {
             base_offset,
             last_offset,
@@ -575,39 +429,21 @@ impl Partition {
         marker: Marker,
         now_ms: i64,
     ) -> Result<Appended, ProduceError> {
-        if self.role != Role::Leader {
-            return Err(ProduceError::NotLeader);
-        }
-        if let Some(at) = self.pending_truncation {
-            return Err(ProduceError::Storage(io::Error::other(format!(
-                "the truncation to {at} is not durable yet"
-            ))));
-        }
-        if producer_id < 0 || producer_epoch < 0 {
-            return Err(ProduceError::InvalidRecord(
-                "a marker needs a producer id and epoch".into(),
-            ));
-        }
-        self.producers
-            .check_marker(producer_id, producer_epoch, marker)
-            .map_err(txn_refusal)?;
+        self.state
+            .check_marker(producer_id, producer_epoch, marker)?;
         let mut owned = control::marker_batch(producer_id, producer_epoch, marker, now_ms);
         let mut header = batch::check(&owned).expect("a marker batch is well formed");
-        batch::set_partition_leader_epoch(&mut owned, self.leader_epoch);
-        header.partition_leader_epoch = self.leader_epoch;
+        let leader_epoch = self.state.leader_epoch();
+        batch::set_partition_leader_epoch(&mut owned, leader_epoch);
+        header.partition_leader_epoch = leader_epoch;
         let (base_offset, last_offset) = self
             .log
             .append(&mut owned, std::slice::from_mut(&mut header), now_ms)
             .map_err(ProduceError::Storage)?;
         assert_eq!(base_offset, last_offset, "a marker takes one offset");
-        self.producers
-            .record_marker(&header, marker, now_ms, self.high_watermark);
         let stored = batch::BatchHeader::parse(&owned).expect("an appended batch parses");
-        self.last_batch = Some(LastBatch::of(&stored));
-        if !self.durable_reads && !self.hw_from_replicas {
-            self.advance_high_watermark(self.log.end_offset());
-        }
-        self.leader_end_moved();
+        let ends = self.ends();
+        self.state.marker_appended(&stored, marker, ends, now_ms);
         Ok(Appended {
             base_offset,
             last_offset,
@@ -620,11 +456,7 @@ impl Partition {
     /// The last stable offset: the first offset of a transaction still open or whose marker
     /// the high watermark has not passed, else the high watermark (KIP-98).
     pub fn last_stable_offset(&self) -> i64 {
-        let lso = self
-            .producers
-            .last_stable_offset(self.log.start_offset(), self.high_watermark);
-        debug_assert!(lso <= self.high_watermark);
-        lso
+        self.state.last_stable_offset(self.ends())
     }
 
     /// A `read_committed` read: whole batches from `offset` below the last stable offset,
@@ -645,44 +477,37 @@ impl Partition {
         let aborted = if records.is_empty() {
             Vec::new()
         } else {
-            self.producers.aborted_between(offset, upper_bound)
+            self.state.producers().aborted_between(offset, upper_bound)
         };
         Ok((records, aborted))
     }
 
     /// Whether `producer_id` has a transaction open on this replica.
     pub fn has_open_transaction(&self, producer_id: i64) -> bool {
-        self.producers.has_open_transaction(producer_id)
+        self.state.producers().has_open_transaction(producer_id)
     }
 
     /// The producers this replica remembers (DescribeProducers).
     pub fn active_producers(&self) -> Vec<super::producer::ActiveProducer> {
-        self.producers.active()
+        self.state.producers().active()
     }
 
     /// How many transactions are open on this replica.
     pub fn open_transactions(&self) -> usize {
-        self.producers.open_transactions()
+        self.state.producers().open_transactions()
     }
 
     /// Forgets producers idle for `expiration_ms` (`producer.id.expiration.ms`); returns how
     /// many.
     pub fn expire_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
-        self.producers.expire(now_ms, expiration_ms)
+        let expired = self.state.expire_producers(now_ms, expiration_ms);
+        self.state.check_invariants(self.ends());
+        expired
     }
 
     /// How many idempotent producers this partition remembers.
     pub fn producer_count(&self) -> usize {
-        self.producers.len()
-    }
-
-    fn advance_high_watermark(&mut self, to: i64) {
-        assert!(
-            to >= self.high_watermark,
-            "the high watermark never goes back"
-        );
-        assert!(to <= self.log.end_offset(), "high watermark beyond log end");
-        self.high_watermark = to;
+        self.state.producers().len()
     }
 
     /// Committed data from `offset` (consumers never see past the high watermark).
@@ -692,12 +517,13 @@ impl Partition {
             return self.log.read(offset, max_bytes, self.log.end_offset());
         }
         #[cfg(any(madsim, test))]
-        if self.role != Role::Leader
+        if self.role() != Role::Leader
             && self.planted(crate::config::PlantedBug::FollowerReadPastHighWatermark)
         {
             return self.log.read(offset, max_bytes, self.log.end_offset());
         }
-        self.log.read(offset, max_bytes, self.high_watermark)
+        self.log
+            .read(offset, max_bytes, self.state.high_watermark())
     }
 
     /// DeleteRecords, first half: checks a request to move the log start to `offset` (`-1`: the
@@ -707,36 +533,20 @@ impl Partition {
         &self,
         offset: i64,
     ) -> Result<Option<StartOffsetWrite>, DeleteRecordsError> {
-        if self.config.cleanup_policy == crate::config::CleanupPolicy::Compact {
-            return Err(DeleteRecordsError::PolicyViolation);
-        }
-        let target = if offset == DELETE_TO_HIGH_WATERMARK {
-            self.high_watermark
-        } else {
-            offset
-        };
-        if target < 0 || target > self.high_watermark {
-            return Err(DeleteRecordsError::OffsetOutOfRange {
-                offset: target,
-                high_watermark: self.high_watermark,
-            });
-        }
-        if target <= self.log.start_offset() {
-            return Ok(None);
-        }
-        Ok(Some(self.log.start_offset_write(target)))
+        let target = self.state.delete_records_target(offset, self.ends())?;
+        Ok(target.map(|target| self.log.start_offset_write(target)))
     }
 
     /// DeleteRecords, second half, once the plan's write is durable: the log now starts at
     /// `offset`; whole segments below it are deleted.
     pub fn advance_log_start(&mut self, offset: i64) -> io::Result<()> {
         assert!(
-            offset <= self.high_watermark,
+            offset <= self.state.high_watermark(),
             "log start past the high watermark"
         );
         self.log.advance_start_offset(offset)?;
-        assert!(self.log.start_offset() <= self.high_watermark);
-        self.producers.log_start_moved(self.log.start_offset());
+        let ends = self.ends();
+        self.state.log_start_moved(ends);
         Ok(())
     }
 
@@ -745,26 +555,28 @@ impl Partition {
     /// keeps every active producer's last batch, and never lets an aborted transaction's
     /// record shadow its key's older value.
     pub fn clean_job(&self, now_ms: i64) -> io::Result<Option<CleanJob>> {
-        if !self.config.is_compacted() {
+        let config = self.state.config();
+        if !config.is_compacted() {
             return Ok(None);
         }
-        let c = self.config.compaction();
+        let c = config.compaction();
         let policy = CleanPolicy {
             min_dirty_ratio: c.min_cleanable_dirty_ratio,
             min_lag_ms: c.min_compaction_lag_ms,
             max_lag_ms: c.max_compaction_lag_ms,
             delete_retention_ms: c.delete_retention_ms,
-            segment_bytes: self.config.segment_bytes,
+            segment_bytes: config.segment_bytes,
         };
         let job = self.log.clean_job(
             self.last_stable_offset(),
-            self.producers.last_batch_offsets(),
+            self.state.producers().last_batch_offsets(),
             policy,
             now_ms,
         )?;
         Ok(job.map(|mut job| {
             job.aborted = self
-                .producers
+                .state
+                .producers()
                 .aborted_between(self.log.start_offset(), i64::MAX)
                 .into_iter()
                 .map(|a| AbortedRange {
@@ -780,42 +592,102 @@ impl Partition {
     /// Swaps a finished pass in (see [`Log::install_cleaned`]). Compaction moves no offset:
     /// the log start, log end and high watermark are the same afterwards.
     pub fn install_cleaned(&mut self, cleaned: &Cleaned) -> io::Result<CleanerCheckpoint> {
-        let before = (
-            self.log.start_offset(),
-            self.log.end_offset(),
-            self.high_watermark,
-        );
+        let before = (self.ends(), self.state.high_watermark());
         let checkpoint = self.log.install_cleaned(cleaned)?;
-        let after = (
-            self.log.start_offset(),
-            self.log.end_offset(),
-            self.high_watermark,
+        let after = (self.ends(), self.state.high_watermark());
+        assert_eq!(
+            (before.0.start, before.0.end, before.1),
+            (after.0.start, after.0.end, after.1),
+            "compaction never moves offsets"
         );
-        assert_eq!(before, after, "compaction never moves offsets");
+        self.state.check_invariants(after.0);
         Ok(checkpoint)
     }
 
     /// Applies retention; returns how many segments were deleted.
     pub fn apply_retention(&mut self, now_ms: i64) -> io::Result<usize> {
-        if self.config.cleanup_policy == crate::config::CleanupPolicy::Compact {
+        let config = self.state.config();
+        if config.cleanup_policy == crate::config::CleanupPolicy::Compact {
             return Ok(0);
         }
         #[allow(unused_mut)]
-        let mut upper_bound = self.high_watermark;
+        let mut upper_bound = self.state.high_watermark();
         #[cfg(any(madsim, test))]
         if self.planted(crate::config::PlantedBug::RetentionPastHighWatermark) {
             upper_bound = i64::MAX;
         }
         let deleted = self.log.apply_retention(
-            self.config.retention_ms,
-            self.config.retention_bytes,
+            config.retention_ms,
+            config.retention_bytes,
             now_ms,
             upper_bound,
         )?;
         // Retention stops below the high watermark, which therefore stays inside the log.
-        assert!(self.high_watermark >= self.log.start_offset());
-        self.producers.log_start_moved(self.log.start_offset());
+        let ends = self.ends();
+        self.state.log_start_moved(ends);
         Ok(deleted)
+    }
+}
+
+/// The framing a produced batch must have before anything else is looked at: exactly one
+/// whole, CRC-valid v2 batch within `max.message.bytes`, dense, not empty, not a control
+/// batch, no cleaner-only attribute, a producer id when transactional.
+fn check_client_batch(
+    records: &[u8],
+    config: &TopicConfig,
+) -> Result<batch::BatchHeader, ProduceError> {
+    let header = match batch::check(records) {
+        Ok(h) => h,
+        Err(e @ (BatchError::CrcMismatch { .. } | BatchError::Truncated { .. })) => {
+            return Err(ProduceError::Corrupt(e.to_string()))
+        }
+        Err(e) => return Err(ProduceError::InvalidRecord(e.to_string())),
+    };
+    if header.total_len() != records.len() {
+        return Err(ProduceError::InvalidRecord(
+            "a produce must carry exactly one record batch per partition".into(),
+        ));
+    }
+    if records.len() > config.max_message_bytes.max(0) as usize {
+        return Err(ProduceError::MessageTooLarge {
+            size: records.len(),
+            max: config.max_message_bytes,
+        });
+    }
+    if header.record_count == 0 {
+        return Err(ProduceError::InvalidRecord("empty record batch".into()));
+    }
+    if !header.is_dense() {
+        return Err(ProduceError::InvalidRecord(
+            "record count does not match last offset delta".into(),
+        ));
+    }
+    if header.has_delete_horizon() {
+        return Err(ProduceError::InvalidRecord(
+            "the delete-horizon attribute is set only by the log cleaner".into(),
+        ));
+    }
+    if header.is_control() {
+        // Markers come from the transaction coordinator (WriteTxnMarkers), never a client.
+        return Err(ProduceError::InvalidRecord(
+            "clients may not write control batches".into(),
+        ));
+    }
+    if header.is_transactional() && !header.is_idempotent() {
+        return Err(ProduceError::InvalidRecord(
+            "a transactional batch needs a producer id".into(),
+        ));
+    }
+    Ok(header)
+}
+
+/// The offsets of `log` the state core steps with.
+fn ends_of(log: &Log) -> LogEnds {
+    let end = log.end_offset();
+    LogEnds {
+        start: log.start_offset(),
+        end,
+        durable: log.recovery_point().min(end),
     }
 }
 

@@ -5,10 +5,10 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
 use kafka_protocol::protocol::Decodable;
 
+use super::context::ListenerKind;
 use super::frame::catch;
 use super::routes::{find, Route};
 use super::versions::unsupported_api_versions;
-use super::ListenerKind;
 
 /// A decoded request and the route that serves it.
 pub struct Request<'r, B> {
@@ -32,7 +32,7 @@ impl<B> Request<'_, B> {
         response: &kafka_protocol::messages::ResponseKind,
     ) -> Result<(), String> {
         let header_version = self.key.response_header_version(self.version);
-        super::encode_response(
+        super::frame::encode_response(
             out,
             self.correlation_id,
             header_version,

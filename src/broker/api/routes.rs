@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
-use super::{ListenerKind, RequestContext};
+use super::context::{ListenerKind, RequestContext};
 
 /// A handler's answer: `Ok(None)` sends nothing (acks=0), `Err` closes the connection.
 pub type Reply<'a> =

@@ -6,8 +6,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsResponse, ResponseKind};
 
+use super::context::ListenerKind;
 use super::routes::{Route, Serves};
-use super::ListenerKind;
 
 fn advertise<B>(route: &Route<B>) -> ApiVersion {
     let (min, max) = route.range();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{oneshot, Notify};
 
-use super::{Closed, Committed, WaitError, MAX_WAITERS_PER_PARTITION};
+use super::outcome::{Closed, Committed, WaitError, MAX_WAITERS_PER_PARTITION};
 
 /// The bound on waiters across every partition, shared by all their lists.
 pub struct WaitBudget {

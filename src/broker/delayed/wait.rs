@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::{Committed, ConnectionGone, FetchWake, ProduceWait, WaitError};
+use super::connection::ConnectionGone;
+use super::lists::{FetchWake, ProduceWait};
+use super::outcome::{Committed, WaitError};
 use crate::io::Clock;
 
 /// Waits for every produce waiter of one request, all under the same deadline (a monotonic

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::io::AsyncWriteExt;
 
-use super::{decode_response, encode_request};
+use super::codec::{decode_response, encode_request};
 use crate::config::Outbound;
 use crate::io::{BoxStream, Io};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame};

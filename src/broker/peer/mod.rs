@@ -18,8 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -36,8 +34,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(1000);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_millis(1000);
 
+mod codec;
 pub mod dial;
 
+pub use codec::{decode_response, encode_request};
 pub use dial::Dialer;
 
 /// A connection's TLS and SASL: the dialer of the target listener and the host it was
@@ -102,38 +102,6 @@ impl Link {
         }
         rx
     }
-}
-
-/// A request's frame (header and body, no size prefix); the link sets the correlation id.
-pub fn encode_request(
-    key: ApiKey,
-    version: i16,
-    client_id: &str,
-    body: &RequestKind,
-) -> anyhow::Result<Vec<u8>> {
-    let mut buf = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(0)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_string())))
-        .encode(&mut buf, key.request_header_version(version))?;
-    body.encode(&mut buf, version)?;
-    Ok(buf.to_vec())
-}
-
-/// Decodes a response frame to `key` at `version`. A peer's garbage is an error, never a
-/// panic.
-pub fn decode_response(
-    key: ApiKey,
-    version: i16,
-    mut frame: Bytes,
-) -> anyhow::Result<ResponseKind> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        ResponseHeader::decode(&mut frame, key.response_header_version(version))?;
-        ResponseKind::decode(key, &mut frame, version)
-    }))
-    .map_err(|_| anyhow::anyhow!("the {key:?} response decoder panicked"))?
 }
 
 type Pending = Arc<Mutex<BTreeMap<i32, oneshot::Sender<Reply>>>>;

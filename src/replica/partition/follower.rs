@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::snapshot::{self, LastBatch, Snapshot, PRODUCER_SNAPSHOT};
-use super::{Partition, Role};
+use super::Partition;
 use crate::io::Disk;
 use crate::log::batch::{self, BatchHeader};
 use crate::log::{Checkpoint, FlushPlan, Log};
@@ -119,12 +119,7 @@ impl Partition {
         records: &[u8],
         now_ms: i64,
     ) -> Result<Option<FollowerAppended>, FollowerAppendError> {
-        if self.role != Role::Follower {
-            return Err(FollowerAppendError::NotFollower);
-        }
-        if let Some(at) = self.pending_truncation {
-            return Err(FollowerAppendError::TruncationPending { at });
-        }
+        self.state.check_follower_append()?;
         let (headers, gaps) = self.check_leader_batches(records)?;
         let Some(last) = headers.last().copied() else {
             return Ok(None);
@@ -142,18 +137,15 @@ impl Partition {
             self.log
                 .append_at_offsets(slice, std::slice::from_ref(header), now_ms)
                 .map_err(FollowerAppendError::Storage)?;
-            snapshot::replay(
-                &mut self.producers,
-                &owned[position..position + len],
-                header,
-                now_ms,
-                self.high_watermark,
-            );
-            self.last_batch = Some(LastBatch::of(header));
+            let what = snapshot::classify(&owned[position..position + len], header);
+            let went_back = self.state.replayed(header, what, now_ms);
+            snapshot::warn_if_epoch_went_back(header, went_back);
             position += len;
         }
         assert_eq!(self.log.end_offset(), last.next_offset());
         assert_eq!(self.log.latest_epoch(), last.partition_leader_epoch);
+        let ends = self.ends();
+        self.state.replicated(ends);
         Ok(Some(FollowerAppended {
             first_offset,
             last_offset: last.last_offset(),
@@ -228,20 +220,16 @@ impl Partition {
     /// rises only by the ISR rule, as follower to the leader's: a retried produce of such a
     /// record is never acknowledged on this replica's word alone. Call right after `open`.
     pub fn forget_high_watermark(&mut self) {
-        self.high_watermark = self.log.start_offset();
+        let ends = self.ends();
+        self.state.forget_high_watermark(ends);
     }
 
     /// A follower's high watermark: the leader's, capped at the local log end (and never below
     /// the log start). Not monotonic across leader changes (notes §1.11).
     pub fn follow_high_watermark(&mut self, leader_high_watermark: i64) {
-        assert_eq!(
-            self.role,
-            Role::Follower,
-            "only a follower follows a high watermark"
-        );
-        self.high_watermark = leader_high_watermark
-            .min(self.log.end_offset())
-            .max(self.log.start_offset());
+        let ends = self.ends();
+        self.state
+            .follow_high_watermark(leader_high_watermark, ends);
     }
 }
 
@@ -307,9 +295,7 @@ impl Partition {
     /// the log already ends at or before `offset`. Nothing is appended until the returned plan
     /// is durable ([`Partition::truncation_durable`]).
     pub fn truncate_to(&mut self, offset: i64) -> Result<Option<TruncationPlan>, TruncateError> {
-        if self.role != Role::Follower {
-            return Err(TruncateError::NotFollower);
-        }
+        self.state.check_truncate()?;
         let log_start = self.log.start_offset();
         if offset < log_start {
             return Err(TruncateError::BelowLogStart { offset, log_start });
@@ -338,11 +324,11 @@ impl Partition {
             }
             None => None,
         };
-        self.producers =
+        let producers =
             snapshot::rebuild(&self.log, snapshot, end).map_err(TruncateError::Storage)?;
-        self.last_batch = LastBatch::in_log(&self.log, end).map_err(TruncateError::Storage)?;
-        self.high_watermark = self.high_watermark.min(end).max(log_start);
-        self.pending_truncation = Some(end);
+        let last_batch = LastBatch::in_log(&self.log, end).map_err(TruncateError::Storage)?;
+        let ends = self.ends();
+        self.state.truncated(ends, producers, last_batch);
         tracing::info!(topic = %self.topic, partition = self.index, requested = offset, end,
             "truncated the log");
         Ok(Some(TruncationPlan {
@@ -357,14 +343,13 @@ impl Partition {
     /// The truncation `plan` is durable: appends may resume.
     pub fn truncation_durable(&mut self, plan: &TruncationPlan, now_ms: i64) {
         self.log.flushed(&plan.flush, now_ms);
-        if self.pending_truncation == Some(plan.end_offset) {
-            self.pending_truncation = None;
-        }
+        let ends = self.ends();
+        self.state.truncation_durable(plan.end_offset, ends);
     }
 
     /// A truncation not yet durable, and where it cut.
     pub fn pending_truncation(&self) -> Option<i64> {
-        self.pending_truncation
+        self.state.pending_truncation()
     }
 }
 

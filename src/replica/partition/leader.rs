@@ -7,9 +7,13 @@
 //!
 //! A partition whose only replica is this broker holds no set: its high watermark follows its
 //! own log end (or fsynced end), as on a single node.
+//!
+//! The decisions are the state core's ([`ReplicaState`], pure); [`Partition`]'s methods here
+//! only hand it the log's offsets.
 
 use std::collections::BTreeMap;
 
+use super::state::{LogEnds, ReplicaState};
 use super::{Partition, Role};
 use crate::replica::isr::{
     self, AlterOutcome, BrokerView, Event, FetchRefused, IsrConfig, Leadership, NotEnoughReplicas,
@@ -91,9 +95,9 @@ pub enum LeaderRefused {
     NotInIsr,
 }
 
-impl Partition {
+impl ReplicaState {
     /// Steps the replica set (whose presence the caller checked) and applies what it says.
-    fn step_replicas(&mut self, event: Event) -> Result<(), FetchRefused> {
+    fn step_replicas(&mut self, event: Event, ends: LogEnds) -> Result<(), FetchRefused> {
         let set = self
             .replica_set
             .as_mut()
@@ -104,7 +108,7 @@ impl Partition {
                     // The set's watermark starts at this replica's (capped at its durable
                     // end), so it never asks for less than what consumers were shown.
                     if hw > self.high_watermark {
-                        self.advance_high_watermark(hw);
+                        self.advance_high_watermark(hw, ends);
                     }
                 }
                 alter @ isr::Action::AlterPartition { .. } => {
@@ -126,7 +130,7 @@ impl Partition {
     }
 
     /// Creates or updates the replica set from the image, once `become_leader` took the epoch.
-    pub(super) fn lead_replicas(&mut self, view: LeaderView, now_ms: i64) {
+    pub(super) fn lead_replicas(&mut self, view: LeaderView, ends: LogEnds, now_ms: i64) {
         if !view.replicated() {
             self.replica_set = None;
             self.alter_partition = None;
@@ -137,15 +141,18 @@ impl Partition {
             .replica_set
             .get_or_insert_with(|| ReplicaSet::new(view.node, config));
         set.set_config(config);
-        let _ = self.step_replicas(Event::Brokers(view.brokers));
-        let (log_end, durable_end) = self.leader_ends();
-        let _ = self.step_replicas(Event::BecomeLeader {
-            leadership: view.leadership,
-            log_end,
-            durable_end,
-            high_watermark: self.high_watermark,
-            now: now_ms,
-        });
+        let _ = self.step_replicas(Event::Brokers(view.brokers), ends);
+        let (log_end, durable_end) = self.leader_ends(ends);
+        let _ = self.step_replicas(
+            Event::BecomeLeader {
+                leadership: view.leadership,
+                log_end,
+                durable_end,
+                high_watermark: self.high_watermark,
+                now: now_ms,
+            },
+            ends,
+        );
     }
 
     fn isr_config(&self, replica_lag_time_max_ms: i64) -> IsrConfig {
@@ -153,7 +160,7 @@ impl Partition {
             replica_lag_time_max_ms,
             min_insync_replicas: self.config.min_insync_replicas.max(1) as usize,
             #[cfg(any(madsim, test))]
-            planted: self.log.config().planted,
+            planted: self.planted,
         }
     }
 
@@ -168,76 +175,79 @@ impl Partition {
 
     /// The leader's log end and the end that counts for the high watermark: the fsynced one
     /// when consumers see only fsynced records (`weir.fsync.before.ack`).
-    fn leader_ends(&self) -> (i64, i64) {
-        let end = self.log.end_offset();
+    fn leader_ends(&self, ends: LogEnds) -> (i64, i64) {
         (
-            end,
+            ends.end,
             if self.durable_reads {
-                self.durable_log_end()
+                ends.durable
             } else {
-                end
+                ends.end
             },
         )
     }
 
     /// Tells the replica set the leader's log grew or was fsynced.
-    pub(super) fn leader_end_moved(&mut self) {
+    pub(super) fn leader_end_moved(&mut self, ends: LogEnds) {
         if self.replica_set.is_some() {
-            let (log_end, durable_end) = self.leader_ends();
-            let _ = self.step_replicas(Event::LeaderEnd {
-                log_end,
-                durable_end,
-            });
+            let (log_end, durable_end) = self.leader_ends(ends);
+            let _ = self.step_replicas(
+                Event::LeaderEnd {
+                    log_end,
+                    durable_end,
+                },
+                ends,
+            );
         }
-    }
-
-    /// The end of what this replica has fsynced: what a follower in durable mode sends as its
-    /// fetch offset (a replica counts towards the high watermark only up to it), and what a
-    /// durable leader's high watermark is capped at.
-    pub fn durable_log_end(&self) -> i64 {
-        self.log.recovery_point().min(self.log.end_offset())
     }
 
     /// Leader side of a follower's Fetch at `fetch_offset`: everything below it is on the
     /// follower (durably, in durable mode). Steps the replica set; a high-watermark move is
     /// applied at once and an AlterPartition (an ISR expansion) queued for the driver. A refusal
     /// changes nothing.
-    pub fn follower_fetched(
+    pub(super) fn follower_fetched(
         &mut self,
         replica: i32,
         fetch_offset: i64,
         broker_epoch: i64,
+        ends: LogEnds,
         now_ms: i64,
     ) -> Result<(), FetchRefused> {
         if self.role != Role::Leader || self.replica_set.is_none() {
             return Err(FetchRefused::NotReplica);
         }
-        self.step_replicas(Event::FollowerFetch {
-            replica,
-            fetch_offset,
-            broker_epoch,
-            now: now_ms,
-        })
+        let stepped = self.step_replicas(
+            Event::FollowerFetch {
+                replica,
+                fetch_offset,
+                broker_epoch,
+                now: now_ms,
+            },
+            ends,
+        );
+        self.check_invariants(ends);
+        stepped
     }
 
     /// The ISR driver's periodic check: shrinks the ISR by followers not caught up within
     /// `replica.lag.time.max.ms`, or resends an AlterPartition the controller asked to retry.
-    pub fn tick_replicas(&mut self, now_ms: i64) {
+    pub(super) fn tick_replicas(&mut self, ends: LogEnds, now_ms: i64) {
         if self.replica_set.is_some() {
-            let _ = self.step_replicas(Event::Tick { now: now_ms });
+            let _ = self.step_replicas(Event::Tick { now: now_ms }, ends);
         }
+        self.check_invariants(ends);
     }
 
     /// The AlterPartition to send, if the replica set asked for one since the last call.
-    pub fn take_alter_partition(&mut self) -> Option<isr::Action> {
+    pub(super) fn take_alter_partition(&mut self) -> Option<isr::Action> {
         self.alter_partition.take()
     }
 
     /// The controller's answer to the AlterPartition last taken.
-    pub fn alter_partition_done(&mut self, outcome: AlterOutcome) {
+    pub(super) fn alter_partition_done(&mut self, outcome: AlterOutcome, ends: LogEnds) {
         if self.replica_set.is_some() {
-            let _ = self.step_replicas(Event::AlterPartitionDone(outcome));
+            let _ = self.step_replicas(Event::AlterPartitionDone(outcome), ends);
         }
+        self.check_invariants(ends);
     }
 
     /// KIP-392: the replica a consumer in `client_rack` fetching from `fetch_offset` should
@@ -247,8 +257,9 @@ impl Partition {
     /// start is not known here, so it is not checked: a consumer sent below it gets
     /// OFFSET_OUT_OF_RANGE there and returns to the leader). `rack_of` gives a broker's rack,
     /// `None` for a broker clients cannot reach.
-    pub fn preferred_read_replica(
+    pub(super) fn preferred_read_replica(
         &self,
+        ends: LogEnds,
         node: i32,
         client_rack: &str,
         fetch_offset: i64,
@@ -262,7 +273,7 @@ impl Partition {
         let leader = ReplicaView {
             id: node,
             rack: rack_of(node),
-            log_end: self.log.end_offset(),
+            log_end: ends.end,
             since_caught_up_ms: 0,
         };
         let followers: Vec<ReplicaView> = set
@@ -314,6 +325,86 @@ impl Partition {
             Some(set) => set.enough_replicas_after_append(),
             None => self.config.min_insync_replicas <= 1,
         }
+    }
+}
+
+impl Partition {
+    /// The end of what this replica has fsynced: what a follower in durable mode sends as its
+    /// fetch offset (a replica counts towards the high watermark only up to it), and what a
+    /// durable leader's high watermark is capped at.
+    pub fn durable_log_end(&self) -> i64 {
+        self.ends().durable
+    }
+
+    /// Leader side of a follower's Fetch at `fetch_offset`: everything below it is on the
+    /// follower (durably, in durable mode). Steps the replica set; a high-watermark move is
+    /// applied at once and an AlterPartition (an ISR expansion) queued for the driver. A refusal
+    /// changes nothing.
+    pub fn follower_fetched(
+        &mut self,
+        replica: i32,
+        fetch_offset: i64,
+        broker_epoch: i64,
+        now_ms: i64,
+    ) -> Result<(), FetchRefused> {
+        let ends = self.ends();
+        self.state
+            .follower_fetched(replica, fetch_offset, broker_epoch, ends, now_ms)
+    }
+
+    /// The ISR driver's periodic check (see [`ReplicaState`]'s `tick_replicas`).
+    pub fn tick_replicas(&mut self, now_ms: i64) {
+        let ends = self.ends();
+        self.state.tick_replicas(ends, now_ms);
+    }
+
+    /// The AlterPartition to send, if the replica set asked for one since the last call.
+    pub fn take_alter_partition(&mut self) -> Option<isr::Action> {
+        let taken = self.state.take_alter_partition();
+        self.state.check_invariants(self.ends());
+        taken
+    }
+
+    /// The controller's answer to the AlterPartition last taken.
+    pub fn alter_partition_done(&mut self, outcome: AlterOutcome) {
+        let ends = self.ends();
+        self.state.alter_partition_done(outcome, ends);
+    }
+
+    /// KIP-392: the replica a consumer in `client_rack` should read from instead of this
+    /// leader (`node`), or `None` to read here (see the state core's rule).
+    pub fn preferred_read_replica(
+        &self,
+        node: i32,
+        client_rack: &str,
+        fetch_offset: i64,
+        now_ms: i64,
+        rack_of: impl Fn(i32) -> Option<String>,
+    ) -> Option<i32> {
+        self.state.preferred_read_replica(
+            self.ends(),
+            node,
+            client_rack,
+            fetch_offset,
+            now_ms,
+            rack_of,
+        )
+    }
+
+    /// The replica set while this broker leads a replicated partition.
+    pub fn replica_set(&self) -> Option<&ReplicaSet> {
+        self.state.replica_set()
+    }
+
+    /// Before appending an acks=all produce (see [`ReplicaState::check_min_isr`]).
+    pub fn check_min_isr(&self) -> Result<(), NotEnoughReplicas> {
+        self.state.check_min_isr()
+    }
+
+    /// When an acks=all produce's offsets fall below the high watermark: whether the maximal
+    /// ISR still meets the minimum (else NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub fn enough_replicas_after_append(&self) -> bool {
+        self.state.enough_replicas_after_append()
     }
 }
 

@@ -2,7 +2,7 @@
 //! OffsetForLeaderEpoch's answer, a request's `CurrentLeaderEpoch` fencing, and a Fetch's
 //! `LastFetchedEpoch` divergence check, as Kafka's `Partition.scala` does them.
 
-use super::{Partition, Role};
+use super::Partition;
 use crate::log::leader_epochs::EpochEnd;
 
 /// Why a request is refused by its epochs or this replica's role.
@@ -28,18 +28,8 @@ impl Partition {
         current_leader_epoch: i32,
         require_leader: bool,
     ) -> Result<(), EpochRefusal> {
-        if current_leader_epoch >= 0 {
-            if current_leader_epoch < self.leader_epoch {
-                return Err(EpochRefusal::Fenced);
-            }
-            if current_leader_epoch > self.leader_epoch {
-                return Err(EpochRefusal::Unknown);
-            }
-        }
-        if require_leader && self.role != Role::Leader {
-            return Err(EpochRefusal::NotLeader);
-        }
-        Ok(())
+        self.state
+            .check_current_leader_epoch(current_leader_epoch, require_leader)
     }
 
     /// OffsetForLeaderEpoch: the largest epoch at or below `leader_epoch` and its end offset

@@ -13,6 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::super::producer::ProducerStates;
+use super::state::Replayed;
 use crate::io::Disk;
 use crate::log::batch::BatchHeader;
 use crate::log::control;
@@ -178,19 +179,28 @@ pub(super) fn replay(
     now_ms: i64,
     high_watermark: i64,
 ) {
+    let what = classify(bytes, header);
+    let went_back = super::state::replay(producers, header, what, now_ms, high_watermark);
+    warn_if_epoch_went_back(header, went_back);
+}
+
+/// What a batch means to the producer state: data, a readable marker, or nothing. An
+/// unreadable marker is logged here (the core does not log).
+pub(super) fn classify(bytes: &[u8], header: &BatchHeader) -> Replayed {
     if !header.is_control() {
-        let went_back = producers.record_replicated(header, now_ms);
-        warn_if_epoch_went_back(header, went_back);
-        return;
+        return Replayed::Data;
     }
     if !header.is_idempotent() {
-        return;
+        return Replayed::Nothing;
     }
     match control::parse_marker(bytes, header) {
-        Ok(Some(marker)) => producers.record_marker(header, marker, now_ms, high_watermark),
-        Ok(None) => {}
-        Err(e) => tracing::error!(offset = header.base_offset, error = %e,
-            "unreadable transaction marker"),
+        Ok(Some(marker)) => Replayed::Marker(marker),
+        Ok(None) => Replayed::Nothing,
+        Err(e) => {
+            tracing::error!(offset = header.base_offset, error = %e,
+                "unreadable transaction marker");
+            Replayed::Nothing
+        }
     }
 }
 

@@ -55,7 +55,7 @@ fn truncate(p: &mut Partition, offset: i64) -> i64 {
 
 fn producer_check(p: &Partition, seq: i32) -> SequenceCheck {
     let header = batch::check(&batch(&[b"r", b"r"], 10, Some((7, 0, seq)))).unwrap();
-    p.producers.check(&header)
+    p.state.producers().check(&header)
 }
 
 #[test]
