@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
-use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,6 +32,9 @@ pub struct ReassignArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     /// Propose a plan moving the topics of --topics-to-move-json-file onto --broker-list.
     #[arg(long, group = "action")]
     generate: bool,
@@ -141,28 +143,12 @@ pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The first bootstrap broker that answers; it relays the admin requests to the controller.
+/// The first bootstrap broker that answers (secured as --command-config says); it relays the
+/// admin requests to the controller.
 async fn connect(io: &Io, args: &ReassignArgs) -> anyhow::Result<Client> {
-    let mut last = String::from("empty --bootstrap-server");
-    for host in args
-        .bootstrap
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-    {
-        let Some(addr) = host.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
-            last = format!("{host}: cannot resolve");
-            continue;
-        };
-        match Client::connect(io, addr).await {
-            Ok(mut c) => {
-                c.set_timeout(Duration::from_millis(args.timeout_ms.clamp(1_000, 60_000)));
-                return Ok(c);
-            }
-            Err(e) => last = format!("{host}: {e}"),
-        }
-    }
-    anyhow::bail!("no broker answered: {last}")
+    let mut client = super::connect_any(io, &args.bootstrap, &args.security).await?;
+    client.set_timeout(Duration::from_millis(args.timeout_ms.clamp(1_000, 60_000)));
+    Ok(client)
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(

@@ -4,10 +4,9 @@
 
 use clap::{Args, Subcommand};
 
-use weir::client::{ClusterClient, HangingTransaction, ProducerDescription};
+use weir::client::{HangingTransaction, ProducerDescription};
 use weir::io::Io;
 
-use super::bootstrap_addrs;
 use super::output::{print_json, Output};
 
 #[derive(Args)]
@@ -19,6 +18,9 @@ pub struct TransactionsArgs {
         default_value = "127.0.0.1:9092"
     )]
     bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    security: super::CommandConfig,
     #[command(subcommand)]
     action: TransactionsAction,
 }
@@ -73,7 +75,7 @@ enum TransactionsAction {
 }
 
 pub async fn run(io: &Io, args: TransactionsArgs, output: Output) -> anyhow::Result<()> {
-    let mut cluster = ClusterClient::connect(io, bootstrap_addrs(&args.bootstrap)?).await?;
+    let mut cluster = super::cluster_client(io, &args.bootstrap, &args.security).await?;
     match args.action {
         TransactionsAction::List {
             duration_filter,

@@ -15,10 +15,10 @@ pub mod group_member;
 mod groups;
 mod quorum;
 mod quotas;
+mod reassign;
 mod scram;
 pub mod security;
 mod transactions;
-mod reassign;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -52,12 +52,12 @@ pub use groups::{
 };
 pub use quorum::{QuorumDescription, QuorumReplica};
 pub use quotas::{QuotaEntityParts, QuotaMatch};
+pub use reassign::{OngoingReassignment, ReassignOutcome};
 pub use scram::{mechanism_name, salt_password, ScramCredentialInfo, ScramUpsertion};
 pub use security::{ClientSecurity, Security};
 pub use transactions::{
     HangingTransaction, ProducerDescription, TransactionDescription, TransactionListing,
 };
-pub use reassign::{OngoingReassignment, ReassignOutcome};
 
 use crate::io::Io;
 

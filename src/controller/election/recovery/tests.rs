@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::controller::election::{change_partition, Election};
-use crate::controller::image::{MetadataRecord, PartitionRecord, TopicMeta};
+use crate::controller::image::{PartitionRecord, TopicMeta};
 
 const T: Uuid = Uuid::from_u128(1);
 const KEY: (Uuid, i32) = (T, 0);
