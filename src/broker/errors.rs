@@ -35,6 +35,7 @@ pub fn controller(e: &ControllerError) -> ResponseError {
         ControllerError::EligibleLeadersNotAvailable(_) => {
             ResponseError::EligibleLeadersNotAvailable
         }
+        ControllerError::ThrottlingQuotaExceeded(_) => ResponseError::ThrottlingQuotaExceeded,
     }
 }
 

@@ -776,21 +776,26 @@ impl Broker {
         new: crate::controller::NewTopic,
         validate_only: bool,
     ) -> Result<(), CommitError> {
-        self.create_topic_until(None, new, validate_only).await
+        self.create_topic_until(None, new, validate_only, |_| Ok(()))
+            .await
     }
 
     /// [`Broker::create_topic`] for a client's request with its deadline
-    /// ([`Broker::change_metadata_until`]).
+    /// ([`Broker::change_metadata_until`]); `charge` sees the records decided (validated)
+    /// and may still refuse them (the controller mutation quota).
     async fn create_topic_until(
         &self,
         deadline: Option<Duration>,
         new: crate::controller::NewTopic,
         validate_only: bool,
+        charge: impl FnOnce(&[MetadataRecord]) -> Result<(), ControllerError>,
     ) -> Result<(), CommitError> {
         let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
         let entropy = self.io.rng.next_u64();
         self.change_metadata_until(deadline, validate_only, |controller, image| {
-            Ok((controller.create_topic(image, &new, id, entropy)?, ()))
+            let records = controller.create_topic(image, &new, id, entropy)?;
+            charge(&records)?;
+            Ok((records, ()))
         })
         .await
     }

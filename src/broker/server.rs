@@ -247,6 +247,9 @@ struct RequestNote {
     handler_started: Option<Duration>,
     /// How long the client is over its quota: nothing more is read from it for this long.
     throttle: Duration,
+    /// The request is a client's another node relayed (an Envelope's): its quotas are charged
+    /// and its answer carries the throttle, but this (inter-node) connection is not muted.
+    enveloped: bool,
 }
 
 impl RequestNote {
@@ -328,6 +331,8 @@ async fn dispatch(
         let caller = (peer, principal);
         if let Some(relayed) = forward::forward(broker, &request, caller, deadline).await {
             *out = relayed;
+            // The controller charged the client's quotas; its throttle mutes the client here.
+            note.throttle = throttle::relayed(broker, request.key, request.version, out);
             return Ok(true);
         }
         if forward::expired(broker, deadline) {
@@ -397,6 +402,7 @@ async fn open_envelope(
             let principal = opened.principal.as_deref().unwrap_or(principal);
             let mut answer = BytesMut::new();
             let kind = ListenerKind::Controller;
+            note.enveloped = true;
             let caller = (client, principal, listener);
             let handling = dispatch(
                 broker,
@@ -459,6 +465,7 @@ async fn answer(
         version,
         listener: kind,
         trusted: kind == ListenerKind::Controller,
+        forwarded: note.enveloped,
         client_id: request.client_id.clone(),
         peer,
         principal: principal.to_string(),
@@ -467,13 +474,23 @@ async fn answer(
         deadline: forward::deadline(broker, &body),
     };
     let name_of = |id| broker.image().topic_by_id(id).map(|t| t.name.clone());
+    // The handler's own time (request_percentage): its delayed waits left out.
+    let (started, waited) = (broker.io.clock.monotonic(), ctx.gone.waited());
+    let spent = |ctx: &RequestContext| {
+        let elapsed = broker.io.clock.monotonic().saturating_sub(started);
+        elapsed.saturating_sub(ctx.gone.waited().saturating_sub(waited))
+    };
+    let enveloped = note.enveloped;
     let Some(mut response) = (request.route.run)(broker, &ctx, body).await? else {
         // acks=0: no answer, but a producer over its quota is still muted.
-        note.throttle = throttle::apply(broker, &ctx, charge, None);
+        note.throttle = throttle::apply(broker, &ctx, charge, spent(&ctx), None);
         tally.count_unanswered(&broker.metrics, &name_of);
         return Ok(false);
     };
-    note.throttle = throttle::apply(broker, &ctx, charge, Some(&mut response));
+    let throttle = throttle::apply(broker, &ctx, charge, spent(&ctx), Some(&mut response));
+    if !enveloped {
+        note.throttle = throttle;
+    }
     tally.count(&broker.metrics, &response, &name_of);
     request.encode_answer(out, &response)?;
     Ok(true)
