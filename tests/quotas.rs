@@ -330,3 +330,67 @@ async fn controller_mutations_over_the_rate_are_refused_strictly_and_throttled_p
     assert_eq!(answer.responses[0].error_code, 0, "{answer:?}");
     running.broker.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_ip_over_its_connection_creation_rate_is_closed_unserved() {
+    let disk = MemDisk::new(11);
+    let io = io(&disk);
+    let running = start(&io).await;
+    let mut admin = Client::connect(&io, running.local_addr).await.unwrap();
+    // The default IP: 1 connection per second over a span of at least 1 s.
+    let quota = BTreeMap::from([("connection_creation_rate".to_string(), Some(1.0))]);
+    admin
+        .alter_client_quotas(&vec![("ip".to_string(), None)], &quota)
+        .await
+        .unwrap();
+    let found = admin
+        .describe_client_quotas(&[("ip".into(), QuotaMatch::Default)], true)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let _first = Client::connect(&io, running.local_addr).await.unwrap();
+    let second = Client::connect(&io, running.local_addr).await;
+    assert!(
+        second.is_err(),
+        "a second connection within the second is not served"
+    );
+    // The admin connection, opened before, is still served.
+    admin.metadata(None).await.unwrap();
+    running.broker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn connection_limits_change_at_run_time_and_the_creation_rate_delays_accepts() {
+    let disk = MemDisk::new(11);
+    let io = io(&disk);
+    let running = start(&io).await;
+    let mut admin = Client::connect(&io, running.local_addr).await.unwrap();
+    let _second = Client::connect(&io, running.local_addr).await.unwrap();
+    // Cluster-wide: two connections from one address at most (both are open).
+    let cluster = weir::client::ConfigResource::BrokerDefault;
+    let limit = BTreeMap::from([("max.connections.per.ip".to_string(), Some("2".to_string()))]);
+    admin.alter_configs(&cluster, &limit).await.unwrap();
+    assert!(
+        Client::connect(&io, running.local_addr).await.is_err(),
+        "a third connection is refused once the dynamic limit is set"
+    );
+    let unset = BTreeMap::from([("max.connections.per.ip".to_string(), None)]);
+    admin.alter_configs(&cluster, &unset).await.unwrap();
+    // 1 connection/s: accepts beyond it wait (a lower bound only: never flaky).
+    let rate = BTreeMap::from([(
+        "max.connection.creation.rate".to_string(),
+        Some("1".to_string()),
+    )]);
+    admin.alter_configs(&cluster, &rate).await.unwrap();
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(Client::connect(&io, running.local_addr).await.unwrap());
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "three connections at 1/s took {:?}",
+        started.elapsed()
+    );
+    running.broker.shutdown().await.unwrap();
+}

@@ -250,13 +250,6 @@ impl Broker {
             samples: config.quota_window_num,
             window: Duration::from_secs(config.quota_window_size_seconds.into()),
         };
-        let connection_limits = crate::quota::connections::ConnectionCounts::new(
-            crate::quota::connections::ConnectionLimits {
-                max: config.max_connections,
-                per_ip: config.max_connections_per_ip,
-                overrides: config.max_connections_per_ip_overrides.clone(),
-            },
-        );
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             active_controller: drivers::active_controller::ActiveControllerState::new(
@@ -289,7 +282,7 @@ impl Broker {
             replication_events: replication_events::ReplicationEvents::default(),
             metrics: crate::metrics::Metrics::new(),
             quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
-            connections: Arc::new(std::sync::Mutex::new(connection_limits)),
+            connections: connection_slot::new_counts(quota_windows),
             inter_broker_dialer,
         });
         // The client listener is bound first so that the registration carries the real port

@@ -18,6 +18,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::api::{self, encode_response, envelope, Decoded, ListenerKind, Request, RequestContext};
+use super::connection_slot::NotServed;
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::handlers::inter_node::{forward, timed_out};
 use super::handlers::security::throttle;
@@ -61,10 +62,30 @@ pub(super) async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
-                let slot = match broker.connection_slot(kind, peer.ip()) {
+                // Over the creation rate the acceptor waits before taking it (and the next).
+                let delay = broker.accept_delay(kind, name);
+                if !delay.is_zero() {
+                    tracing::debug!(%peer, ?delay, "connection creation rate reached; accept delayed");
+                    tokio::select! {
+                        biased;
+                        _ = broker.io.clock.sleep(delay) => {}
+                        _ = shutdown.changed() => return,
+                    }
+                }
+                let slot = match broker.connection_slot(kind, name, peer.ip()) {
                     Ok(slot) => slot,
-                    Err(refused) => {
+                    Err(NotServed::Refused(refused)) => {
                         tracing::info!(%peer, ?refused, "connection limit reached; closing new one");
+                        continue;
+                    }
+                    Err(NotServed::Throttled(throttle)) => {
+                        // Kafka's DelayedCloseSocket: held unserved, then closed.
+                        tracing::info!(%peer, ?throttle, "IP connection rate quota reached; closing after the throttle");
+                        let io = broker.io.clone();
+                        broker.io.spawn(async move {
+                            io.clock.sleep(throttle).await;
+                            drop(stream);
+                        });
                         continue;
                     }
                 };
