@@ -15,6 +15,7 @@ mod handlers;
 mod health;
 pub mod identity;
 mod peer;
+mod replayed_stream;
 pub mod replication_events;
 mod secure_connection;
 mod server;

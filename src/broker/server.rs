@@ -259,6 +259,36 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// Serves one connection on listener `listener` whose client wrote `input` and then
+    /// closed its side, through the whole connection loop (TLS, SASL, routing), and returns
+    /// what the broker wrote back. For the fuzzer (`fuzz/`, the unauthenticated path); `peer`
+    /// stands for the client's address.
+    pub async fn serve_replayed(
+        self: &Arc<Self>,
+        listener: &str,
+        input: Bytes,
+        peer: SocketAddr,
+    ) -> Result<Vec<u8>, String> {
+        let kind = if self
+            .config
+            .controller_listener_names
+            .iter()
+            .any(|n| n == listener)
+        {
+            ListenerKind::Controller
+        } else {
+            ListenerKind::Client
+        };
+        let secure = Arc::new(Secure::for_listener(&self.config, &self.io, listener)?);
+        let written = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stream = super::replayed_stream::ReplayedStream::new(input, written.clone());
+        serve_connection(self.clone(), Box::new(stream), peer, kind, secure).await;
+        let out = std::mem::take(&mut *written.lock().unwrap());
+        Ok(out)
+    }
+}
+
 /// What the connection loop learns of a request for the request metrics: set by `answer`.
 #[derive(Default)]
 struct RequestNote {
