@@ -355,6 +355,11 @@ pub struct Cluster {
     /// How long an fsync takes, in simulated microseconds: [min, max].
     #[serde(default = "default_fsync_latency")]
     pub fsync_latency_us: [u64; 2],
+    /// The controller listener (quorum, broker sessions, relayed admin requests) is SASL_SSL
+    /// with PLAIN, so every inter-node link does a TLS handshake and a SASL login, under the
+    /// scenario's faults too (`world::secure_controller_properties`).
+    #[serde(default)]
+    pub secure_controller: bool,
 }
 
 fn default_fsync_latency() -> [u64; 2] {
@@ -370,6 +375,7 @@ impl Default for Cluster {
             clock_offset_ms: 0,
             clock_drift_ppm: 0,
             fsync_latency_us: default_fsync_latency(),
+            secure_controller: false,
         }
     }
 }
