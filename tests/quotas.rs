@@ -233,3 +233,164 @@ async fn connections_over_the_per_ip_limit_are_closed_at_accept() {
     assert!(reconnected, "the slot was never freed");
     running.broker.shutdown().await.unwrap();
 }
+
+/// A connection of its own client id (quotas set for it leave the admin client alone).
+async fn connect_as(
+    io: &weir::io::Io,
+    running: &RunningBroker,
+    client_id: &str,
+) -> weir::client::Connection {
+    weir::client::Connection::connect(io, running.local_addr, client_id)
+        .await
+        .unwrap()
+}
+
+fn client_entity(id: &str) -> Vec<(String, Option<String>)> {
+    vec![("client-id".to_string(), Some(id.to_string()))]
+}
+
+#[tokio::test]
+async fn a_client_over_its_request_percentage_is_throttled_at_most_one_window() {
+    let disk = MemDisk::new(11);
+    let io = io(&disk);
+    let running = start(&io).await;
+    let mut admin = Client::connect(&io, running.local_addr).await.unwrap();
+    // 0.0001 % of a thread: one microsecond per second, which any handler exceeds.
+    let quota = BTreeMap::from([("request_percentage".to_string(), Some(0.0001))]);
+    admin
+        .alter_client_quotas(&client_entity("busy"), &quota)
+        .await
+        .unwrap();
+    let mut busy = connect_as(&io, &running, "busy").await;
+    let metadata = kafka_protocol::messages::MetadataRequest::default();
+    let answer = busy.call(&metadata, 12).await.unwrap();
+    let throttle = answer.throttle_time_ms;
+    // Far over its quota, but throttled one window (1 s) at most, as Kafka bounds it.
+    assert!((1..=1000).contains(&throttle), "throttle {throttle} ms");
+    // Another client id has no quota.
+    let other = admin.connection().call(&metadata, 12).await.unwrap();
+    assert_eq!(other.throttle_time_ms, 0);
+    running.broker.shutdown().await.unwrap();
+}
+
+fn create_topics(names: &[(&str, i32)]) -> kafka_protocol::messages::CreateTopicsRequest {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    kafka_protocol::messages::CreateTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(
+            names
+                .iter()
+                .map(|(name, partitions)| {
+                    CreatableTopic::default()
+                        .with_name(kafka_protocol::messages::TopicName(s(name)))
+                        .with_num_partitions(*partitions)
+                        .with_replication_factor(1)
+                })
+                .collect(),
+        )
+}
+
+#[tokio::test]
+async fn controller_mutations_over_the_rate_are_refused_strictly_and_throttled_permissively() {
+    let disk = MemDisk::new(11);
+    let io = io(&disk);
+    let running = start(&io).await;
+    let mut admin = Client::connect(&io, running.local_addr).await.unwrap();
+    // 1 partition/s over 2 windows of 1 s: a burst of 2 partitions.
+    let quota = BTreeMap::from([("controller_mutation_rate".to_string(), Some(1.0))]);
+    admin
+        .alter_client_quotas(&client_entity("mutator"), &quota)
+        .await
+        .unwrap();
+    let mut mutator = connect_as(&io, &running, "mutator").await;
+    let throttled = ResponseError::ThrottlingQuotaExceeded.code();
+    // v7 is strict: `a` takes the bucket below zero (a topic is never cut), `b` is refused.
+    let answer = mutator
+        .call(&create_topics(&[("a", 3), ("b", 1)]), 7)
+        .await
+        .unwrap();
+    let codes: Vec<i16> = answer.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(codes, vec![0, throttled], "{answer:?}");
+    assert!(answer.throttle_time_ms > 0, "{answer:?}");
+    // The connection is muted now; the same client id on others shares the bucket.
+    // v5 is permissive: carried out, and throttled.
+    let mut second = connect_as(&io, &running, "mutator").await;
+    let answer = second.call(&create_topics(&[("c", 1)]), 5).await.unwrap();
+    assert_eq!(answer.topics[0].error_code, 0, "{answer:?}");
+    assert!(answer.throttle_time_ms > 0, "{answer:?}");
+    // DeleteTopics v5 is strict too.
+    let delete = kafka_protocol::messages::DeleteTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topic_names(vec![kafka_protocol::messages::TopicName(s("a"))]);
+    let mut third = connect_as(&io, &running, "mutator").await;
+    let answer = third.call(&delete, 5).await.unwrap();
+    assert_eq!(answer.responses[0].error_code, throttled, "{answer:?}");
+    // The admin client has no quota: the same deletion goes through.
+    let answer = admin.connection().call(&delete, 5).await.unwrap();
+    assert_eq!(answer.responses[0].error_code, 0, "{answer:?}");
+    running.broker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_ip_over_its_connection_creation_rate_is_closed_unserved() {
+    let disk = MemDisk::new(11);
+    let io = io(&disk);
+    let running = start(&io).await;
+    let mut admin = Client::connect(&io, running.local_addr).await.unwrap();
+    // The default IP: 1 connection per second over a span of at least 1 s.
+    let quota = BTreeMap::from([("connection_creation_rate".to_string(), Some(1.0))]);
+    admin
+        .alter_client_quotas(&vec![("ip".to_string(), None)], &quota)
+        .await
+        .unwrap();
+    let found = admin
+        .describe_client_quotas(&[("ip".into(), QuotaMatch::Default)], true)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let _first = Client::connect(&io, running.local_addr).await.unwrap();
+    let second = Client::connect(&io, running.local_addr).await;
+    assert!(
+        second.is_err(),
+        "a second connection within the second is not served"
+    );
+    // The admin connection, opened before, is still served.
+    admin.metadata(None).await.unwrap();
+    running.broker.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn connection_limits_change_at_run_time_and_the_creation_rate_delays_accepts() {
+    let disk = MemDisk::new(11);
+    let io = io(&disk);
+    let running = start(&io).await;
+    let mut admin = Client::connect(&io, running.local_addr).await.unwrap();
+    let _second = Client::connect(&io, running.local_addr).await.unwrap();
+    // Cluster-wide: two connections from one address at most (both are open).
+    let cluster = weir::client::ConfigResource::BrokerDefault;
+    let limit = BTreeMap::from([("max.connections.per.ip".to_string(), Some("2".to_string()))]);
+    admin.alter_configs(&cluster, &limit).await.unwrap();
+    assert!(
+        Client::connect(&io, running.local_addr).await.is_err(),
+        "a third connection is refused once the dynamic limit is set"
+    );
+    let unset = BTreeMap::from([("max.connections.per.ip".to_string(), None)]);
+    admin.alter_configs(&cluster, &unset).await.unwrap();
+    // 1 connection/s: accepts beyond it wait (a lower bound only: never flaky).
+    let rate = BTreeMap::from([(
+        "max.connection.creation.rate".to_string(),
+        Some("1".to_string()),
+    )]);
+    admin.alter_configs(&cluster, &rate).await.unwrap();
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(Client::connect(&io, running.local_addr).await.unwrap());
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "three connections at 1/s took {:?}",
+        started.elapsed()
+    );
+    running.broker.shutdown().await.unwrap();
+}

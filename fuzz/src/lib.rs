@@ -4,3 +4,4 @@
 pub mod harness_io;
 pub mod log_recovery;
 pub mod requests;
+pub mod unauthenticated;

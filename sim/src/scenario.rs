@@ -453,6 +453,11 @@ pub struct Cluster {
     /// with `replica.selector.class` and consumers' `racks`).
     #[serde(default)]
     pub racks: bool,
+    /// The controller listener (quorum, broker sessions, relayed admin requests) is SASL_SSL
+    /// with PLAIN, so every inter-node link does a TLS handshake and a SASL login, under the
+    /// scenario's faults too (`world::secure_controller_properties`).
+    #[serde(default)]
+    pub secure_controller: bool,
 }
 
 fn default_fsync_latency() -> [u64; 2] {
@@ -469,6 +474,7 @@ impl Default for Cluster {
             clock_drift_ppm: 0,
             fsync_latency_us: default_fsync_latency(),
             racks: false,
+            secure_controller: false,
         }
     }
 }

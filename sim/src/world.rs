@@ -102,7 +102,53 @@ fn cluster_properties(scenario: &Scenario, index: u32) -> BTreeMap<String, Strin
         props.insert("inter.broker.listener.name".into(), "PLAINTEXT".into());
     }
     props.insert("controller.listener.names".into(), "CONTROLLER".into());
+    if cluster.secure_controller {
+        props.extend(secure_controller_properties());
+    }
     props
+}
+
+/// A self-signed certificate (P-256) every node serves and trusts; host names are not checked
+/// (`ssl.endpoint.identification.algorithm` empty), so one certificate fits every address.
+const NODE_CERT: &str = "-----BEGIN CERTIFICATE-----
+MIIBnDCCAUGgAwIBAgIUC+Fg14i1JkHSJoacIjM5b2hAgFEwCgYIKoZIzj0EAwIw
+FDESMBAGA1UEAwwJbG9jYWxob3N0MCAXDTI2MTIwNjE0MDQ1OFoYDzIxMjYxMTEy
+MTQwNDU4WjAUMRIwEAYDVQQDDAlsb2NhbGhvc3QwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAATdPdse4w1E6Z3Yw7s/XZ942ZqawpDMtqqONHN4UGMWQCxcoum61dXa
+PqJ3p9cHNdPXmsplSUcjPr2KovpQxp7Mo28wbTAdBgNVHQ4EFgQUrHf3gbbC+zAO
+1WJ4q0s/AFcMHmUwHwYDVR0jBBgwFoAUrHf3gbbC+zAO1WJ4q0s/AFcMHmUwDwYD
+VR0TAQH/BAUwAwEB/zAaBgNVHREEEzARhwR/AAABgglsb2NhbGhvc3QwCgYIKoZI
+zj0EAwIDSQAwRgIhAMq8c/M2dhGPKGj+e0PXEMRp8H9g1e8p+7EviUx56lCNAiEA
+1IUtLQyvyIuyZF+X7jBgZD4Q5q3q9FIIOGBTg1Uuheo=
+-----END CERTIFICATE-----";
+const NODE_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg9KlbXeB+WcMDBtYX
+FvctMg+zWFApVp9ai+4fn49LakKhRANCAATdPdse4w1E6Z3Yw7s/XZ942ZqawpDM
+tqqONHN4UGMWQCxcoum61dXaPqJ3p9cHNdPXmsplSUcjPr2KovpQxp7M
+-----END PRIVATE KEY-----";
+
+/// The controller listener as SASL_SSL with PLAIN: each node logs in as `node` and accepts it.
+fn secure_controller_properties() -> BTreeMap<String, String> {
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                username=\"node\" password=\"node-secret\" user_node=\"node-secret\";";
+    [
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+        ),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("sasl.mechanism.controller.protocol", "PLAIN"),
+        ("listener.name.controller.plain.sasl.jaas.config", jaas),
+        ("ssl.keystore.type", "PEM"),
+        ("ssl.keystore.certificate.chain", NODE_CERT),
+        ("ssl.keystore.key", NODE_KEY),
+        ("ssl.truststore.type", "PEM"),
+        ("ssl.truststore.certificates", NODE_CERT),
+        ("ssl.endpoint.identification.algorithm", ""),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }
 
 fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String> {

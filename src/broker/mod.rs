@@ -16,6 +16,7 @@ mod handlers;
 mod health;
 pub mod identity;
 mod peer;
+mod replayed_stream;
 pub mod replication_events;
 mod secure_connection;
 mod server;
@@ -253,13 +254,6 @@ impl Broker {
             samples: config.quota_window_num,
             window: Duration::from_secs(config.quota_window_size_seconds.into()),
         };
-        let connection_limits = crate::quota::connections::ConnectionCounts::new(
-            crate::quota::connections::ConnectionLimits {
-                max: config.max_connections,
-                per_ip: config.max_connections_per_ip,
-                overrides: config.max_connections_per_ip_overrides.clone(),
-            },
-        );
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             active_controller: drivers::active_controller::ActiveControllerState::new(
@@ -293,7 +287,7 @@ impl Broker {
             metrics: crate::metrics::Metrics::new(),
             quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
             replication_throttles: Default::default(),
-            connections: Arc::new(std::sync::Mutex::new(connection_limits)),
+            connections: connection_slot::new_counts(quota_windows),
             inter_broker_dialer,
         });
         // The client listener is bound first so that the registration carries the real port
@@ -780,21 +774,26 @@ impl Broker {
         new: crate::controller::NewTopic,
         validate_only: bool,
     ) -> Result<(), CommitError> {
-        self.create_topic_until(None, new, validate_only).await
+        self.create_topic_until(None, new, validate_only, |_| Ok(()))
+            .await
     }
 
     /// [`Broker::create_topic`] for a client's request with its deadline
-    /// ([`Broker::change_metadata_until`]).
+    /// ([`Broker::change_metadata_until`]); `charge` sees the records decided (validated)
+    /// and may still refuse them (the controller mutation quota).
     async fn create_topic_until(
         &self,
         deadline: Option<Duration>,
         new: crate::controller::NewTopic,
         validate_only: bool,
+        charge: impl FnOnce(&[MetadataRecord]) -> Result<(), ControllerError>,
     ) -> Result<(), CommitError> {
         let id = Uuid::from_u64_pair(self.io.rng.next_u64(), self.io.rng.next_u64());
         let entropy = self.io.rng.next_u64();
         self.change_metadata_until(deadline, validate_only, |controller, image| {
-            Ok((controller.create_topic(image, &new, id, entropy)?, ()))
+            let records = controller.create_topic(image, &new, id, entropy)?;
+            charge(&records)?;
+            Ok((records, ()))
         })
         .await
     }

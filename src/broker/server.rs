@@ -18,6 +18,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::api::{self, encode_response, envelope, Decoded, ListenerKind, Request, RequestContext};
+use super::connection_slot::NotServed;
 use super::delayed::{ConnectionGone, ConnectionWatch};
 use super::handlers::inter_node::{forward, timed_out};
 use super::handlers::security::throttle;
@@ -61,10 +62,30 @@ pub(super) async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
-                let slot = match broker.connection_slot(kind, peer.ip()) {
+                // Over the creation rate the acceptor waits before taking it (and the next).
+                let delay = broker.accept_delay(kind, name);
+                if !delay.is_zero() {
+                    tracing::debug!(%peer, ?delay, "connection creation rate reached; accept delayed");
+                    tokio::select! {
+                        biased;
+                        _ = broker.io.clock.sleep(delay) => {}
+                        _ = shutdown.changed() => return,
+                    }
+                }
+                let slot = match broker.connection_slot(kind, name, peer.ip()) {
                     Ok(slot) => slot,
-                    Err(refused) => {
+                    Err(NotServed::Refused(refused)) => {
                         tracing::info!(%peer, ?refused, "connection limit reached; closing new one");
+                        continue;
+                    }
+                    Err(NotServed::Throttled(throttle)) => {
+                        // Kafka's DelayedCloseSocket: held unserved, then closed.
+                        tracing::info!(%peer, ?throttle, "IP connection rate quota reached; closing after the throttle");
+                        let io = broker.io.clone();
+                        broker.io.spawn(async move {
+                            io.clock.sleep(throttle).await;
+                            drop(stream);
+                        });
                         continue;
                     }
                 };
@@ -238,6 +259,36 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// Serves one connection on listener `listener` whose client wrote `input` and then
+    /// closed its side, through the whole connection loop (TLS, SASL, routing), and returns
+    /// what the broker wrote back. For the fuzzer (`fuzz/`, the unauthenticated path); `peer`
+    /// stands for the client's address.
+    pub async fn serve_replayed(
+        self: &Arc<Self>,
+        listener: &str,
+        input: Bytes,
+        peer: SocketAddr,
+    ) -> Result<Vec<u8>, String> {
+        let kind = if self
+            .config
+            .controller_listener_names
+            .iter()
+            .any(|n| n == listener)
+        {
+            ListenerKind::Controller
+        } else {
+            ListenerKind::Client
+        };
+        let secure = Arc::new(Secure::for_listener(&self.config, &self.io, listener)?);
+        let written = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stream = super::replayed_stream::ReplayedStream::new(input, written.clone());
+        serve_connection(self.clone(), Box::new(stream), peer, kind, secure).await;
+        let out = std::mem::take(&mut *written.lock().unwrap());
+        Ok(out)
+    }
+}
+
 /// What the connection loop learns of a request for the request metrics: set by `answer`.
 #[derive(Default)]
 struct RequestNote {
@@ -247,6 +298,9 @@ struct RequestNote {
     handler_started: Option<Duration>,
     /// How long the client is over its quota: nothing more is read from it for this long.
     throttle: Duration,
+    /// The request is a client's another node relayed (an Envelope's): its quotas are charged
+    /// and its answer carries the throttle, but this (inter-node) connection is not muted.
+    enveloped: bool,
 }
 
 impl RequestNote {
@@ -328,6 +382,8 @@ async fn dispatch(
         let caller = (peer, principal);
         if let Some(relayed) = forward::forward(broker, &request, caller, deadline).await {
             *out = relayed;
+            // The controller charged the client's quotas; its throttle mutes the client here.
+            note.throttle = throttle::relayed(broker, request.key, request.version, out);
             return Ok(true);
         }
         if forward::expired(broker, deadline) {
@@ -397,6 +453,7 @@ async fn open_envelope(
             let principal = opened.principal.as_deref().unwrap_or(principal);
             let mut answer = BytesMut::new();
             let kind = ListenerKind::Controller;
+            note.enveloped = true;
             let caller = (client, principal, listener);
             let handling = dispatch(
                 broker,
@@ -459,6 +516,7 @@ async fn answer(
         version,
         listener: kind,
         trusted: kind == ListenerKind::Controller,
+        forwarded: note.enveloped,
         client_id: request.client_id.clone(),
         peer,
         principal: principal.to_string(),
@@ -467,13 +525,23 @@ async fn answer(
         deadline: forward::deadline(broker, &body),
     };
     let name_of = |id| broker.image().topic_by_id(id).map(|t| t.name.clone());
+    // The handler's own time (request_percentage): its delayed waits left out.
+    let (started, waited) = (broker.io.clock.monotonic(), ctx.gone.waited());
+    let spent = |ctx: &RequestContext| {
+        let elapsed = broker.io.clock.monotonic().saturating_sub(started);
+        elapsed.saturating_sub(ctx.gone.waited().saturating_sub(waited))
+    };
+    let enveloped = note.enveloped;
     let Some(mut response) = (request.route.run)(broker, &ctx, body).await? else {
         // acks=0: no answer, but a producer over its quota is still muted.
-        note.throttle = throttle::apply(broker, &ctx, charge, None);
+        note.throttle = throttle::apply(broker, &ctx, charge, spent(&ctx), None);
         tally.count_unanswered(&broker.metrics, &name_of);
         return Ok(false);
     };
-    note.throttle = throttle::apply(broker, &ctx, charge, Some(&mut response));
+    let throttle = throttle::apply(broker, &ctx, charge, spent(&ctx), Some(&mut response));
+    if !enveloped {
+        note.throttle = throttle;
+    }
     tally.count(&broker.metrics, &response, &name_of);
     request.encode_answer(out, &response)?;
     Ok(true)

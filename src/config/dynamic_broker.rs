@@ -12,7 +12,9 @@
 //! configs dynamically"); a key nobody knows is stored, as Kafka stores custom keys.
 //!
 //! Weir acts on the `log.*` topic defaults (a topic without its own override follows them at
-//! once, see [`topic_defaults_with`]); the others are validated and stored only (Weir has no
+//! once, see [`topic_defaults_with`]) and on the connection limits (`max.connections*`,
+//! `max.connection.creation.rate` and its listener form: read from the image at each accept,
+//! `broker::connection_slot`); the others are validated and stored only (Weir has no
 //! SASL/SSL, its thread pools are not sized by these keys, and its cleaner settings are read at
 //! start), as Kafka stores a listener config it can only apply on a reconfigure.
 

@@ -34,8 +34,8 @@ pub use listener::{Endpoint, Voter};
 pub use planted::PlantedBug;
 pub use properties::parse_properties;
 pub use server::{
-    AuthorizerConfig, ListenerSecurity, Outbound, ReplicaSelector, Role, SecurityProtocol,
-    ServerConfig, RACK_AWARE_SELECTOR, STANDARD_AUTHORIZER,
+    per_ip_overrides, AuthorizerConfig, ListenerSecurity, Outbound, ReplicaSelector, Role,
+    SecurityProtocol, ServerConfig, RACK_AWARE_SELECTOR, STANDARD_AUTHORIZER,
 };
 pub use topic::{CleanupPolicy, CompressionType, TimestampType, TopicConfig};
 

@@ -78,6 +78,8 @@ pub enum ControllerError {
     EligibleLeadersNotAvailable(String),
     /// A reassignment cancel with none in progress.
     NoReassignmentInProgress(String),
+    /// The client's `controller_mutation_rate` is exceeded (KIP-599): refused for this long.
+    ThrottlingQuotaExceeded(std::time::Duration),
 }
 
 impl fmt::Display for ControllerError {
@@ -105,6 +107,9 @@ impl fmt::Display for ControllerError {
                 f.write_str("topic deletion is disabled (delete.topic.enable=false)")
             }
             ControllerError::TooLarge => f.write_str(TOO_LARGE),
+            ControllerError::ThrottlingQuotaExceeded(_) => {
+                f.write_str("The throttling quota has been exceeded.")
+            }
         }
     }
 }

@@ -15,12 +15,14 @@
 pub mod connections;
 pub mod rate;
 pub mod replication;
+pub mod token_bucket;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::controller::image::quotas::{ClientQuotas, EntityName, QuotaEntity};
 use rate::SampledRate;
+use token_bucket::TokenBucket;
 
 /// What is measured, each against its own quota key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -31,6 +33,8 @@ pub enum QuotaKind {
     Fetch,
     /// Percent of one thread's time spent on the client's requests (`request_percentage`).
     Request,
+    /// Partitions created or deleted per second (`controller_mutation_rate`, KIP-599).
+    ControllerMutation,
 }
 
 impl QuotaKind {
@@ -39,6 +43,7 @@ impl QuotaKind {
             QuotaKind::Produce => "producer_byte_rate",
             QuotaKind::Fetch => "consumer_byte_rate",
             QuotaKind::Request => "request_percentage",
+            QuotaKind::ControllerMutation => "controller_mutation_rate",
         }
     }
 }
@@ -93,11 +98,22 @@ pub fn resolve(
     })
 }
 
+/// What a controller mutation is told ([`ClientQuotaCore::mutate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// Carried out; the client is then throttled this long (zero within its quota).
+    Admitted(Duration),
+    /// Refused THROTTLING_QUOTA_EXCEEDED; the client is throttled this long.
+    Refused(Duration),
+}
+
 /// The rates of every client group with a quota, and how they are measured.
 #[derive(Clone, Debug)]
 pub struct ClientQuotaCore {
     windows: QuotaWindows,
     rates: BTreeMap<(QuotaKind, String, String), SampledRate>,
+    /// Controller mutation buckets by (user tag, client tag), with the limit last applied.
+    buckets: BTreeMap<(String, String), (TokenBucket, f64)>,
     /// When idle rates were last forgotten.
     swept: Duration,
 }
@@ -108,13 +124,16 @@ impl ClientQuotaCore {
         ClientQuotaCore {
             windows,
             rates: BTreeMap::new(),
+            buckets: BTreeMap::new(),
             swept: Duration::ZERO,
         }
     }
 
     /// Records `amount` used by (user, client) at `now` and answers how long the client is
     /// throttled: zero within its quota (or with none); else (Kafka's `QuotaUtils.throttleTime`)
-    /// `(rate − limit) / limit × span`, the time the rate takes to fall back to the limit.
+    /// `(rate − limit) / limit × span`, the time the rate takes to fall back to the limit. The
+    /// request quota's throttle is at most one window (Kafka's `ClientRequestQuotaManager`
+    /// bounds it so: a long request does not mute its client for many seconds).
     pub fn record(
         &mut self,
         now: Duration,
@@ -141,7 +160,48 @@ impl ClientQuotaCore {
             Duration::ZERO
         };
         assert!(observed.is_finite(), "rate of {kind:?} not finite");
-        throttle
+        match kind {
+            QuotaKind::Request => throttle.min(windows.window),
+            _ => throttle,
+        }
+    }
+
+    /// A controller mutation of `partitions` partitions by (user, client) at `now` (KIP-599,
+    /// Kafka's `ControllerMutationQuotaManager`). `strict` (CreateTopics v6+, CreatePartitions
+    /// v3+, DeleteTopics v5+): refused while the client's bucket is below zero, with the time
+    /// until it is back; else taken from the bucket, which may go below zero (a request is
+    /// never cut in the middle of a topic). Not strict (older versions): always taken, and
+    /// the throttle is the time the bucket needs to be back at zero.
+    pub fn mutate(
+        &mut self,
+        now: Duration,
+        quotas: &ClientQuotas,
+        (user, client): (&str, &str),
+        partitions: f64,
+        strict: bool,
+    ) -> Mutation {
+        self.sweep(now);
+        let Some((limit, ut, ct)) = resolve(quotas, QuotaKind::ControllerMutation, user, client)
+        else {
+            return Mutation::Admitted(Duration::ZERO);
+        };
+        let burst = limit * self.windows.samples as f64 * self.windows.window.as_secs_f64();
+        let (bucket, last) = self
+            .buckets
+            .entry((ut, ct))
+            .or_insert_with(|| (TokenBucket::new(now, burst), limit));
+        *last = limit;
+        if strict {
+            let deficit = bucket.deficit(now, limit, burst);
+            if !deficit.is_zero() {
+                return Mutation::Refused(deficit);
+            }
+            bucket.take(now, limit, burst, partitions.max(0.0));
+            Mutation::Admitted(Duration::ZERO)
+        } else {
+            bucket.take(now, limit, burst, partitions.max(0.0));
+            Mutation::Admitted(bucket.deficit(now, limit, burst))
+        }
     }
 
     /// Takes back what a throttled Fetch recorded but did not send (Kafka's
@@ -181,10 +241,15 @@ impl ClientQuotaCore {
         }
         self.swept = now;
         self.rates.retain(|_, r| !r.is_idle(now));
+        let windows = self.windows;
+        self.buckets.retain(|_, (bucket, limit)| {
+            let burst = *limit * windows.samples as f64 * windows.window.as_secs_f64();
+            !bucket.is_full(now, *limit, burst)
+        });
     }
 
     pub fn tracked(&self) -> usize {
-        self.rates.len()
+        self.rates.len() + self.buckets.len()
     }
 }
 

@@ -159,3 +159,84 @@ fn a_steady_producer_is_held_to_its_quota() {
     let rate = sent / now.as_secs_f64();
     assert!(rate > 100_000.0 && rate < 160_000.0, "{rate}");
 }
+
+#[test]
+fn request_time_throttle_is_bounded_by_one_window() {
+    // request_percentage 10: 0.1 s of handler time per second. Recorded in percent-seconds,
+    // as Kafka records nanos × 100 / 1e9.
+    let windows = QuotaWindows {
+        samples: 2,
+        window: ms(1000),
+    };
+    let q = quotas(&[(
+        QuotaEntity::user(EntityName::Default),
+        "request_percentage",
+        10.0,
+    )]);
+    let who = ("alice", "c");
+    // (at ms, handler time ms, expected throttle ms)
+    let steps: &[(u64, u64, u64)] = &[
+        (0, 50, 0),        // 5 %·s over a 1 s span: 5 %
+        (10, 50, 0),       // 10 %: the limit
+        (20, 60, 580),     // 16 %·s over 1.02 s: (15.69 − 10) / 10 × 1.02 s
+        (30, 5_000, 1000), // far over: bounded at one window
+    ];
+    let mut core = ClientQuotaCore::new(windows);
+    for &(at, spent, expected) in steps {
+        let percent = spent as f64 / 1000.0 * 100.0;
+        let t = core.record(ms(at), &q, QuotaKind::Request, who, percent);
+        let got = t.as_millis() as u64;
+        assert!(
+            got.abs_diff(expected) <= 20,
+            "at {at}: {got} ms, expected ~{expected}"
+        );
+    }
+    // The byte rates are not bounded: the same overrun on producer bytes throttles longer.
+    let q = quotas(&[(
+        QuotaEntity::user(EntityName::Default),
+        "producer_byte_rate",
+        10.0,
+    )]);
+    let mut core = ClientQuotaCore::new(windows);
+    let t = core.record(ms(0), &q, QuotaKind::Produce, who, 500.0);
+    assert_eq!(t, ms(49_000));
+}
+
+#[test]
+fn controller_mutations_are_refused_strictly_or_throttled_permissively() {
+    // 2 partitions/s, 2 windows of 1 s: a burst of 4 partitions.
+    let windows = QuotaWindows {
+        samples: 2,
+        window: ms(1000),
+    };
+    let q = quotas(&[(
+        QuotaEntity::user(n("alice")),
+        "controller_mutation_rate",
+        2.0,
+    )]);
+    let alice = ("alice", "admin");
+    // (at ms, partitions, strict, expected)
+    use Mutation::{Admitted, Refused};
+    let steps: &[(u64, f64, bool, Mutation)] = &[
+        (0, 3.0, true, Admitted(ms(0))),       // 4 → 1
+        (0, 5.0, true, Admitted(ms(0))),       // 1 ≥ 0: admitted; the bucket goes to −4
+        (0, 1.0, true, Refused(ms(2000))),     // −4 / 2 per s
+        (500, 1.0, true, Refused(ms(1500))),   // refilled 1: −3
+        (500, 1.0, false, Admitted(ms(2000))), // permissive: taken anyway, −4
+        (2000, 1.0, true, Refused(ms(500))),   // refilled 3: −1
+        (2500, 1.0, true, Admitted(ms(0))),    // back at 0: admitted, −1
+    ];
+    let mut core = ClientQuotaCore::new(windows);
+    for (i, &(at, partitions, strict, expected)) in steps.iter().enumerate() {
+        let got = core.mutate(ms(at), &q, alice, partitions, strict);
+        assert_eq!(got, expected, "step {i}");
+    }
+    // No quota for bob: never refused, nothing tracked for him.
+    let before = core.tracked();
+    let got = core.mutate(ms(2000), &q, ("bob", "admin"), 1000.0, true);
+    assert_eq!(got, Admitted(ms(0)));
+    assert_eq!(core.tracked(), before);
+    // A full bucket is forgotten.
+    core.mutate(ms(60_000), &q, ("bob", "x"), 1.0, true);
+    assert_eq!(core.tracked(), 0);
+}

@@ -20,6 +20,9 @@ pub struct RequestContext {
     /// Arrived on the controller listener: inter-node traffic (or a client request another
     /// node relayed after authorizing it), never checked by the authorizer (`authz`).
     pub trusted: bool,
+    /// A client's request another node relayed in an Envelope (so `trusted` too): charged to
+    /// its client's quotas here, on the controller (`throttle`).
+    pub forwarded: bool,
     /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
     pub client_id: String,
     pub peer: SocketAddr,

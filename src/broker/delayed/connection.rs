@@ -72,6 +72,13 @@ impl ConnectionGone {
         }
     }
 
+    /// The request's delayed waits so far (what its handler time leaves out).
+    pub fn waited(&self) -> Duration {
+        self.waited.as_ref().map_or(Duration::ZERO, |t| {
+            Duration::from_nanos(t.load(Ordering::Relaxed))
+        })
+    }
+
     pub fn is_gone(&self) -> bool {
         self.rx.as_ref().is_some_and(|rx| *rx.borrow())
     }

@@ -262,12 +262,13 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("log.retention.minutes", Int(-1, I32), "", "`retention.ms` default in minutes, when `log.retention.ms` is not set.").no_default(),
     used("log.roll.hours", Int(1, I32), "168", "`segment.ms` default in hours, when `log.roll.ms` is not set."),
     accepted("log.roll.jitter.hours", Int(0, I32), ReadOnly, "Kafka's segment roll jitter in hours; Weir does not jitter rolls."),
-    stored("max.connection.creation.rate", Int(0, I32), ClusterWide, "Kafka's connection rate limit; Weir has none."),
-    used("max.connections", Int(0, I32), "2147483647", "Client connections over this many (across client listeners) are closed at accept; each listener also takes at most 10 000. Read at start.")
+    used("max.connection.creation.rate", Int(0, I32), "2147483647", "Over this many new client connections per second (over the quota windows) the acceptor waits before taking the next, at most one window; a listener's own rate (`listener.name.<l>.`) applies on top, and alone on the controller listener. Dynamic.")
+        .dynamic(ClusterWide).shows(|c| Some(c.max_connection_creation_rate.to_string())),
+    used("max.connections", Int(0, I32), "2147483647", "Client connections over this many (across client listeners) are closed at accept; each listener also takes at most 10 000. Dynamic: a lowered limit leaves open connections.")
         .dynamic(ClusterWide).shows(|c| Some(c.max_connections.to_string())),
-    used("max.connections.per.ip", Int(0, I32), "2147483647", "Client connections from one address over this many are closed at accept. Read at start.")
+    used("max.connections.per.ip", Int(0, I32), "2147483647", "Client connections from one address over this many are closed at accept. Dynamic.")
         .dynamic(ClusterWide).shows(|c| Some(c.max_connections_per_ip.to_string())),
-    used("max.connections.per.ip.overrides", Text, "", "`ip:N,ip:N`: per-address limits over `max.connections.per.ip` (addresses only, no host names). Read at start.")
+    used("max.connections.per.ip.overrides", Text, "", "`ip:N,ip:N`: per-address limits over `max.connections.per.ip` (addresses only, no host names). Dynamic.")
         .dynamic(ClusterWide).shows(|c| Some(c.max_connections_per_ip_overrides.iter().map(|(ip, n)| format!("{ip}:{n}")).collect::<Vec<_>>().join(","))),
     accepted("metadata.log.dir", Text, ReadOnly, "Weir keeps the metadata log (`__cluster_metadata-0`) in the data directory."),
     used("metadata.log.max.record.bytes.between.snapshots", Int(1, I64), "20971520", "A node snapshots its metadata image once this many bytes of records were applied since the last snapshot."),

@@ -25,7 +25,7 @@ use super::group_configs::GroupConfigBounds;
 use super::topic::{TopicConfig, FIELDS};
 use super::ConfigError;
 use super::{Endpoint, Voter};
-pub use parse::check;
+pub use parse::{check, per_ip_overrides};
 pub use security::{ListenerSecurity, Outbound, SecurityProtocol};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +84,10 @@ pub struct ServerConfig {
     pub max_connections: u32,
     pub max_connections_per_ip: u32,
     pub max_connections_per_ip_overrides: BTreeMap<std::net::IpAddr, u32>,
+    /// `max.connection.creation.rate` (connections/s, client listeners) and each listener's
+    /// own (`listener.name.<l>.max.connection.creation.rate`, by listener name).
+    pub max_connection_creation_rate: u32,
+    pub listener_connection_creation_rates: BTreeMap<String, u32>,
     pub log_retention_check_interval_ms: u64,
     pub log_flush_offset_checkpoint_interval_ms: u64,
     pub log_flush_scheduler_interval_ms: u64,

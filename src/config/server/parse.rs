@@ -183,6 +183,15 @@ pub(super) fn parse(
     )?;
     let group_consumer_assignors = groups::parse_assignors(p.text("group.consumer.assignors"))?;
     let topic_defaults = topic_defaults::read(&mut p, flush_scheduler_ms)?;
+    // `listener.name.<l>.max.connection.creation.rate`: a listener's own rate.
+    let mut listener_connection_creation_rates = BTreeMap::new();
+    for l in net.listeners.iter().map(|e| e.listener_name.clone()) {
+        let key = "max.connection.creation.rate";
+        if let Some(v) = p.listener_only(&l, key) {
+            let rate = parse_int(key, v, 0, i32::MAX as i64)? as u32;
+            listener_connection_creation_rates.insert(l, rate);
+        }
+    }
 
     let config = ServerConfig {
         node_id: net.node_id,
@@ -215,6 +224,8 @@ pub(super) fn parse(
         max_connections_per_ip_overrides: per_ip_overrides(
             p.text("max.connections.per.ip.overrides"),
         )?,
+        max_connection_creation_rate: p.int("max.connection.creation.rate")? as u32,
+        listener_connection_creation_rates,
         log_retention_check_interval_ms: p.int("log.retention.check.interval.ms")? as u64,
         log_flush_offset_checkpoint_interval_ms: p.int("log.flush.offset.checkpoint.interval.ms")?
             as u64,
@@ -602,7 +613,7 @@ fn parse_log_dirs(key: &str, value: &str) -> Result<Vec<String>, ConfigError> {
 /// `max.connections.per.ip.overrides`: `ip:N` pairs, comma-separated (an IPv6 address keeps
 /// its colons: the count follows the last one). Kafka also resolves host names; Weir takes
 /// addresses only and says so.
-fn per_ip_overrides(text: &str) -> Result<BTreeMap<std::net::IpAddr, u32>, ConfigError> {
+pub fn per_ip_overrides(text: &str) -> Result<BTreeMap<std::net::IpAddr, u32>, ConfigError> {
     let key = "max.connections.per.ip.overrides";
     let invalid = |reason: String| ConfigError::Invalid {
         key: key.to_string(),

@@ -1,4 +1,7 @@
 //! CreateTopics, DeleteTopics, CreatePartitions: wire requests to controller calls and back.
+//! Each topic's partitions are charged to the client's controller mutation quota once the
+//! controller has validated it (`throttle::MutationQuota`, Kafka's order): strict versions
+//! (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+) are refused per topic over it.
 
 use std::collections::BTreeMap;
 
@@ -18,8 +21,17 @@ use uuid::Uuid;
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
 use crate::broker::handlers::configs::{config_entries, SOURCE_DEFAULT, SOURCE_TOPIC};
+use crate::broker::handlers::security::throttle::MutationQuota;
 use crate::broker::{errors, Broker, CommitError};
-use crate::controller::{ControllerError, NewTopic};
+use crate::controller::{ControllerError, MetadataRecord, NewTopic};
+
+/// How many partitions `records` create.
+fn partitions_in(records: &[MetadataRecord]) -> usize {
+    records
+        .iter()
+        .filter(|r| matches!(r, MetadataRecord::Partition(_)))
+        .count()
+}
 
 fn message(s: impl Into<String>) -> Option<StrBytes> {
     Some(StrBytes::from_string(s.into()))
@@ -32,6 +44,7 @@ pub(crate) async fn create_topics(
 ) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     let authz = broker.authz(ctx);
+    let quota = MutationQuota::new(ctx, 6);
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
@@ -84,7 +97,9 @@ pub(crate) async fn create_topics(
             continue;
         }
         let outcome = broker
-            .create_topic_until(Some(ctx.deadline), new.clone(), req.validate_only)
+            .create_topic_until(Some(ctx.deadline), new.clone(), req.validate_only, |r| {
+                quota.charge(broker, partitions_in(r))
+            })
             .await;
         match outcome {
             Ok(()) => {
@@ -148,7 +163,9 @@ pub(crate) async fn create_topics(
         }
         results.push(result);
     }
-    CreateTopicsResponse::default().with_topics(results)
+    CreateTopicsResponse::default()
+        .with_topics(results)
+        .with_throttle_time_ms(quota.throttle_ms(broker))
 }
 
 pub(crate) async fn delete_topics(
@@ -170,6 +187,7 @@ pub(crate) async fn delete_topics(
     };
     let mut responses = Vec::with_capacity(targets.len());
     let authz = broker.authz(ctx);
+    let quota = MutationQuota::new(ctx, 5);
     for (name, id) in targets {
         let image = broker.image();
         let resolved = match &name {
@@ -212,7 +230,10 @@ pub(crate) async fn delete_topics(
             Some(n) => {
                 broker
                     .change_metadata_until(Some(ctx.deadline), false, |controller, image| {
-                        Ok((vec![controller.delete_topic(image, n)?], ()))
+                        let record = controller.delete_topic(image, n)?;
+                        let partitions = image.topic(n).map_or(0, |t| t.partitions.max(0));
+                        quota.charge(broker, partitions as usize)?;
+                        Ok((vec![record], ()))
                     })
                     .await
             }
@@ -233,7 +254,9 @@ pub(crate) async fn delete_topics(
         }
         responses.push(r);
     }
-    DeleteTopicsResponse::default().with_responses(responses)
+    DeleteTopicsResponse::default()
+        .with_responses(responses)
+        .with_throttle_time_ms(quota.throttle_ms(broker))
 }
 
 pub(crate) async fn create_partitions(
@@ -243,6 +266,7 @@ pub(crate) async fn create_partitions(
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     let authz = broker.authz(ctx);
+    let quota = MutationQuota::new(ctx, 3);
     for topic in req.topics {
         let name = topic.name.to_string();
         let mut r = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
@@ -275,16 +299,15 @@ pub(crate) async fn create_partitions(
                     Some(ctx.deadline),
                     req.validate_only,
                     |controller, image| {
-                        Ok((
-                            controller.create_partitions(
-                                image,
-                                &name,
-                                topic.count,
-                                assignments.as_deref(),
-                                entropy,
-                            )?,
-                            (),
-                        ))
+                        let records = controller.create_partitions(
+                            image,
+                            &name,
+                            topic.count,
+                            assignments.as_deref(),
+                            entropy,
+                        )?;
+                        quota.charge(broker, partitions_in(&records))?;
+                        Ok((records, ()))
                     },
                 )
                 .await
@@ -296,5 +319,7 @@ pub(crate) async fn create_partitions(
         }
         results.push(r);
     }
-    CreatePartitionsResponse::default().with_results(results)
+    CreatePartitionsResponse::default()
+        .with_results(results)
+        .with_throttle_time_ms(quota.throttle_ms(broker))
 }
