@@ -230,6 +230,8 @@ impl Broker {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove a partition no longer hosted here");
             }
         }
+        // A partition of that name placed here again later is placed afresh.
+        self.dirs.forget(topic, index);
     }
 }
 

@@ -237,6 +237,7 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(BrokerRegistration, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::BrokerRegistration(r)).await),
     route!(BrokerHeartbeat, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::BrokerHeartbeat(r)).await),
     route!(AlterPartition, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::AlterPartition(r)).await),
+    route!(AssignReplicasToDirs, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::AssignReplicasToDirs(r)).await),
 ];
 
 #[cfg(test)]

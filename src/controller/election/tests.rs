@@ -40,6 +40,7 @@ fn run(
     image.apply(
         1,
         &MetadataRecord::Partition(PartitionRecord {
+            directories: Vec::new(),
             topic_id: T,
             partition: 0,
             replicas: replicas.to_vec(),
@@ -406,6 +407,7 @@ fn cluster(elr: bool) -> MetadataImage {
         apply(
             &mut image,
             MetadataRecord::RegisterBroker {
+                log_dirs: Vec::new(),
                 id,
                 incarnation: Uuid::from_u128(id as u128),
                 listeners: vec![],
@@ -433,6 +435,7 @@ fn cluster(elr: bool) -> MetadataImage {
         apply(
             &mut image,
             MetadataRecord::Partition(PartitionRecord {
+                directories: Vec::new(),
                 topic_id: T,
                 partition: index as i32,
                 replicas: replicas.to_vec(),

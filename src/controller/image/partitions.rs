@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::records::{PartitionChange, PartitionRecord, NO_LEADER};
+use super::records::{PartitionChange, PartitionRecord, DIR_UNASSIGNED, NO_LEADER};
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartitionRegistration {
@@ -18,11 +18,22 @@ pub struct PartitionRegistration {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub leader_recovering: bool,
+    /// KIP-858: each replica's directory, parallel to `replicas` (empty: none known, as in
+    /// images from before directories).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<Uuid>,
 }
 
 impl PartitionRegistration {
     pub fn has_leader(&self) -> bool {
         self.leader != NO_LEADER
+    }
+
+    /// The directory the image places `broker`'s replica in (None: not a replica, or no
+    /// directories recorded).
+    pub fn directory_of(&self, broker: i32) -> Option<Uuid> {
+        let at = self.replicas.iter().position(|r| *r == broker)?;
+        self.directories.get(at).copied()
     }
 
     /// This registration after `change`, as every node replays it: the partition epoch always
@@ -31,7 +42,18 @@ impl PartitionRegistration {
     pub fn apply(&mut self, change: &PartitionChange) {
         let p = self;
         if let Some(replicas) = &change.replicas {
+            // A replica kept keeps its directory; a new one has none yet (Kafka's
+            // PartitionChangeBuilder does the same when a change does not name them).
+            if !p.directories.is_empty() {
+                p.directories = replicas
+                    .iter()
+                    .map(|r| p.directory_of(*r).unwrap_or(DIR_UNASSIGNED))
+                    .collect();
+            }
             p.replicas = replicas.clone();
+        }
+        if let Some(directories) = &change.directories {
+            p.directories = directories.clone();
         }
         if let Some(isr) = &change.isr {
             p.isr = isr.clone();
@@ -107,6 +129,12 @@ impl PartitionRegistration {
             self.isr
         );
         assert!(self.leader_epoch >= 0 && self.partition_epoch >= 0);
+        assert!(
+            self.directories.is_empty() || self.directories.len() == self.replicas.len(),
+            "{key:?}: directories {:?} not parallel to replicas {:?}",
+            self.directories,
+            self.replicas
+        );
     }
 }
 
@@ -127,6 +155,7 @@ impl Partitions {
             leader_epoch: record.leader_epoch,
             partition_epoch: record.partition_epoch,
             leader_recovering: record.leader_recovering,
+            directories: record.directories.clone(),
         };
         registration.check(key);
         if let Some(old) = self.by_key.get(&key) {

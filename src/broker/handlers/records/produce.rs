@@ -310,7 +310,7 @@ fn append_one(
             "partition is closing",
         ));
     };
-    if broker.is_storage_offline() {
+    if broker.is_partition_offline(topic, index) {
         return Err(Failure::new(
             ResponseError::KafkaStorageError,
             "the log directory is offline",

@@ -22,6 +22,7 @@ fn config(strategy: Option<RecoveryStrategy>) -> ElectionConfig {
 
 fn leaderless(lke: &[i32]) -> PartitionRegistration {
     PartitionRegistration {
+        directories: Vec::new(),
         replicas: vec![1, 2, 3],
         isr: vec![],
         elr: vec![],
@@ -265,6 +266,7 @@ fn image(p: &PartitionRegistration) -> MetadataImage {
         apply(
             &mut image,
             MetadataRecord::RegisterBroker {
+                log_dirs: Vec::new(),
                 id,
                 incarnation: Uuid::from_u128(id as u128),
                 listeners: vec![],
@@ -291,6 +293,7 @@ fn image(p: &PartitionRegistration) -> MetadataImage {
     apply(
         &mut image,
         MetadataRecord::Partition(PartitionRecord {
+            directories: Vec::new(),
             topic_id: T,
             partition: 0,
             replicas: p.replicas.clone(),
