@@ -18,6 +18,7 @@ mod configs;
 mod get_offsets;
 mod groups;
 mod leader_election;
+mod log_dirs;
 mod metadata_quorum;
 mod output;
 mod records;
@@ -71,6 +72,8 @@ enum Command {
     /// Each partition's offset at a time: latest, earliest, max-timestamp or a timestamp
     /// (like kafka-get-offsets.sh).
     GetOffsets(get_offsets::GetOffsetsArgs),
+    /// Each broker's log directories and the replicas in them (like kafka-log-dirs.sh).
+    LogDirs(log_dirs::LogDirsArgs),
     /// Load generators that print throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -93,6 +96,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Configs(args) => configs::run(&io, args, cli.output).await,
         Command::MetadataQuorum(args) => metadata_quorum::run(&io, args, cli.output).await,
         Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,
+        Command::LogDirs(args) => log_dirs::run(&io, args, cli.output).await,
         Command::Bench { which } => bench::run(&io, which).await,
     }
 }

@@ -17,6 +17,7 @@ use topics::{admin, elect_leaders, metadata, topic_partitions};
 pub(crate) mod configs;
 pub(crate) mod groups;
 pub(crate) mod inter_node;
+pub(crate) mod log_dirs;
 pub(crate) mod records;
 pub(crate) mod security;
 pub(crate) mod topics;
@@ -184,6 +185,12 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(DescribeCluster, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::DescribeCluster(metadata::describe_cluster(b, c, r))
     )),
+    route!(DescribeLogDirs, Range(1, 4), Both, |b, c, r| Some(
+        ResponseKind::DescribeLogDirs(log_dirs::describe(b, c, r))
+    )),
+    route!(AlterReplicaLogDirs, Range(1, 2), Both, |b, c, r| Some(
+        ResponseKind::AlterReplicaLogDirs(log_dirs::alter(b, c, r))
+    )),
     route!(DescribeQuorum, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::DescribeQuorum(quorum_rpc::describe_quorum(b, c, &r))
     )),
@@ -252,7 +259,7 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 45);
+        assert_eq!(client.len(), 47);
         assert!(served(ApiKey::DescribeClientQuotas, 1) && served(ApiKey::AlterClientQuotas, 1));
         assert!(served(ApiKey::Produce, 9));
         // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.
