@@ -170,7 +170,13 @@ impl Broker {
                 let view = match image.broker(r) {
                     Some(b) => BrokerView {
                         broker_epoch: b.epoch,
-                        eligible: b.is_active(),
+                        // KIP-858: not a replica in a failed directory either.
+                        eligible: b.is_active()
+                            && !crate::controller::log_dirs::replica_dir_offline(
+                                image,
+                                (t.id, index),
+                                r,
+                            ),
                     },
                     None => BrokerView {
                         broker_epoch: -1,
