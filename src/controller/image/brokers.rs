@@ -42,6 +42,8 @@ pub(super) struct Brokers {
 }
 
 impl Brokers {
+    // One argument per field of the RegisterBroker record it replays.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn register(
         &mut self,
         offset: i64,
