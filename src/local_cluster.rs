@@ -113,6 +113,13 @@ pub async fn prepare(io: &Io, plans: &[NodePlan]) -> anyhow::Result<String> {
         )
         .await?;
         format_log_dir(io, &plan.log_dir, &cluster_id, plan.node_id).await?;
+        // Every other directory of `log.dirs` (JBOD) too.
+        let dirs = plan.properties.get("log.dirs").map(String::as_str);
+        for dir in dirs.unwrap_or_default().split(',').map(str::trim) {
+            if !dir.is_empty() && Path::new(dir) != plan.log_dir {
+                format_log_dir(io, Path::new(dir), &cluster_id, plan.node_id).await?;
+            }
+        }
     }
     Ok(cluster_id)
 }

@@ -618,6 +618,37 @@ impl Nemesis {
                 m.clock.jump(jump);
                 self.fault_note(format!("clock of broker-{index} jumps {jump} ms"));
             }
+            FaultKind::FailLogDir => {
+                let running = m.broker.lock().unwrap().clone();
+                let dirs = running
+                    .map(|b| b.config().log_dirs.clone())
+                    .unwrap_or_default();
+                let Some(dir) = dirs.last().filter(|_| dirs.len() > 1).cloned() else {
+                    self.fault_note(format!(
+                        "broker-{index} has no second log directory to fail"
+                    ));
+                    return;
+                };
+                m.disk.set_faults(Faults {
+                    failed_dirs: vec![std::path::PathBuf::from(&dir)],
+                    ..Faults::default()
+                });
+                self.fault_note(format!(
+                    "log directory {dir} of broker-{index} fails for {ms} ms"
+                ));
+                tokio::time::sleep(duration).await;
+                // The disk is replaced (its data back): the node restarts on it, as an operator
+                // restarts a broker after swapping a disk.
+                let _power = m.power.lock().await;
+                handle.kill(m.node);
+                m.stopped();
+                m.disk.process_crash();
+                m.disk.set_faults(Faults::default());
+                m.paused.store(false, Ordering::SeqCst);
+                m.disk.thaw();
+                m.power_on(&handle);
+                self.heal_note(format!("restart broker-{index} with {dir} back"));
+            }
             FaultKind::BitFlip => {
                 let flipped = m.disk.flip_random_bit();
                 self.fault_note(format!("bit flip on broker-{index}: {flipped:?}"));

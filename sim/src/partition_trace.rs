@@ -323,6 +323,7 @@ mod tests {
 
     fn register(id: i32, incarnation: u128) -> MetadataRecord {
         MetadataRecord::RegisterBroker {
+            log_dirs: Vec::new(),
             id,
             incarnation: Uuid::from_u128(incarnation),
             listeners: Vec::new(),
@@ -343,6 +344,7 @@ mod tests {
         let mut records = vec![register(1, 1), register(2, 2), register(3, 3)];
         records.push(MetadataRecord::topic("events", topic, BTreeMap::new()));
         records.push(MetadataRecord::Partition(PartitionRecord {
+            directories: Vec::new(),
             topic_id: topic,
             partition: 0,
             replicas: vec![1, 2, 3],

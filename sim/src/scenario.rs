@@ -773,6 +773,9 @@ pub enum FaultKind {
     LostWrite,
     /// A write lands at the wrong offset.
     MisdirectedWrite,
+    /// The last of the node's `log.dirs` dies (every I/O under it fails with EIO) for the
+    /// fault's duration (JBOD, KIP-858); then the node restarts with the disk back.
+    FailLogDir,
     /// `kill`, of the node that leads the metadata quorum (found by asking every node).
     KillLeader,
     /// `power_loss`, of the quorum leader.

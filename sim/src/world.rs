@@ -161,7 +161,7 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
         props.insert("listeners".into(), format!("PLAINTEXT://{addr}"));
         props
     };
-    props.insert("log.dirs".into(), "/data".into());
+    props.insert("log.dirs".into(), "/data".into()); // a scenario's `[broker]` may name more
     props.insert("log.flush.scheduler.interval.ms".into(), "100".into());
     if let Some(g) = scenario.groups.as_ref().filter(|g| g.any_consumer()) {
         // KIP-848 members take their session and heartbeat interval from the coordinator:
@@ -416,7 +416,7 @@ async fn simulate(
         let mut rng = madsim::rand::thread_rng();
         let disk = MemDisk::new(rng.gen());
         if let Some(id) = &cluster_id {
-            format_node(&disk, id, index as i32 + 1).await?;
+            format_node(&disk, id, index as i32 + 1, &config.log_dirs).await?;
         }
         let offset = scenario.cluster.clock_offset_ms as i64;
         let drift = scenario.cluster.clock_drift_ppm as i64;
@@ -1120,17 +1120,28 @@ type SimEnd = (
 
 /// Writes `meta.properties` as `weir format --cluster-id ID` does (Kafka's format), so every
 /// node of the world belongs to one cluster.
-async fn format_node(disk: &MemDisk, cluster_id: &str, node_id: i32) -> Result<(), String> {
-    let dir = std::path::Path::new("/data");
-    weir::io::create_dir_all_durable(disk, dir)
-        .await
-        .map_err(|e| format!("format node {node_id}: {e}"))?;
-    let text = format!(
-        "version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id=sim-dir-{node_id}\n"
-    );
-    weir::io::write_file_atomic(disk, &dir.join("meta.properties"), text.as_bytes())
-        .await
-        .map_err(|e| format!("format node {node_id}: {e}"))
+async fn format_node(
+    disk: &MemDisk,
+    cluster_id: &str,
+    node_id: i32,
+    log_dirs: &[String],
+) -> Result<(), String> {
+    // Every directory of `log.dirs` (JBOD), each with its own id, as `weir format` writes them.
+    for (n, dir) in log_dirs.iter().enumerate() {
+        let dir = std::path::Path::new(dir);
+        weir::io::create_dir_all_durable(disk, dir)
+            .await
+            .map_err(|e| format!("format node {node_id}: {e}"))?;
+        let id = uuid::Uuid::from_u64_pair(node_id as u64, n as u64 + 1000);
+        let text = format!(
+            "version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={}\n",
+            weir::broker::identity::encode_id(id)
+        );
+        weir::io::write_file_atomic(disk, &dir.join("meta.properties"), text.as_bytes())
+            .await
+            .map_err(|e| format!("format node {node_id}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The workload partitions left leaderless by design (KIP-966), as the trace proves them.

@@ -41,6 +41,11 @@ pub async fn format_log_dir(
         node_id,
         directory_id: random_id(io),
     };
+    write_identity(io, dir, &identity).await?;
+    Ok(identity)
+}
+
+async fn write_identity(io: &Io, dir: &Path, identity: &DirIdentity) -> anyhow::Result<()> {
     let text = format!(
         "#\n#Written by weir format\nversion=1\ncluster.id={}\nnode.id={}\ndirectory.id={}\n",
         identity.cluster_id, identity.node_id, identity.directory_id
@@ -51,7 +56,32 @@ pub async fn format_log_dir(
         text.as_bytes(),
     )
     .await?;
-    Ok(identity)
+    Ok(())
+}
+
+/// The directory's `directory.id` as a UUID (KIP-858). A directory formatted before it had
+/// one (or with one that does not decode) is given a fresh id now, written back.
+pub async fn directory_uuid(io: &Io, dir: &Path, identity: &DirIdentity) -> anyhow::Result<Uuid> {
+    if let Some(id) = decode_id(&identity.directory_id) {
+        return Ok(id);
+    }
+    let fresh = DirIdentity {
+        directory_id: random_id(io),
+        ..identity.clone()
+    };
+    write_identity(io, dir, &fresh).await?;
+    decode_id(&fresh.directory_id).ok_or_else(|| anyhow::anyhow!("a fresh directory id decodes"))
+}
+
+/// A Kafka UUID string (22 characters of URL-safe base64) as a UUID.
+pub fn decode_id(text: &str) -> Option<Uuid> {
+    let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+    Uuid::from_slice(&bytes).ok()
+}
+
+/// A UUID as Kafka prints it.
+pub fn encode_id(id: Uuid) -> String {
+    URL_SAFE_NO_PAD.encode(id.as_bytes())
 }
 
 /// Reads `meta.properties`, if the directory has one.
@@ -134,6 +164,45 @@ pub async fn load_identity(
         );
     }
     format_log_dir(io, dir, &random_cluster_id(io), node_id).await
+}
+
+/// Opens every directory of `log.dirs` at start ([`load_identity`] each): one cluster id for
+/// all, and each directory's id, distinct. With `auto_format`, unformatted directories after
+/// the first are formatted for the first one's cluster.
+pub async fn load_log_dirs(
+    io: &Io,
+    dirs: &[std::path::PathBuf],
+    node_id: i32,
+    auto_format: bool,
+) -> anyhow::Result<(String, Vec<(std::path::PathBuf, Uuid)>)> {
+    let (first, rest) = dirs
+        .split_first()
+        .ok_or_else(|| anyhow::anyhow!("log.dirs names no directory"))?;
+    create_dir_all_durable(io.disk.as_ref(), first).await?;
+    let identity = load_identity(io, first, node_id, auto_format).await?;
+    let mut opened = vec![(first.clone(), directory_uuid(io, first, &identity).await?)];
+    for dir in rest {
+        create_dir_all_durable(io.disk.as_ref(), dir).await?;
+        let found = match read_identity(io, dir)? {
+            Some(found) => {
+                check_identity(dir, &found, Some(&identity.cluster_id), node_id)?;
+                found
+            }
+            None if auto_format => format_log_dir(io, dir, &identity.cluster_id, node_id).await?,
+            None => load_identity(io, dir, node_id, false).await?,
+        };
+        let id = directory_uuid(io, dir, &found).await?;
+        if let Some((other, _)) = opened.iter().find(|(_, o)| *o == id) {
+            anyhow::bail!(
+                "{} and {} have the same directory.id {} (a copied disk?): give one a new id",
+                other.display(),
+                dir.display(),
+                encode_id(id)
+            );
+        }
+        opened.push((dir.clone(), id));
+    }
+    Ok((identity.cluster_id, opened))
 }
 
 /// A fresh cluster id in Kafka's form: a random UUID in URL-safe base64 without padding.

@@ -15,6 +15,7 @@ mod errors;
 mod handlers;
 mod health;
 pub mod identity;
+pub mod log_dirs;
 mod peer;
 mod replayed_stream;
 pub mod replication_events;
@@ -96,7 +97,10 @@ pub struct Broker {
     this: std::sync::Weak<Broker>,
     config: ServerConfig,
     io: Io,
+    /// The first log directory: the metadata log's.
     log_dir: PathBuf,
+    /// Every log directory and the partitions placed in each (`log_dirs`).
+    dirs: log_dirs::LogDirs,
     cluster_id: String,
     controller: Controller,
     /// Writers serialise here (a commit awaits the quorum's commit and its application here).
@@ -170,18 +174,13 @@ impl Broker {
     /// of one, elects itself at once, and is registered and serving its partitions when this
     /// returns.
     pub async fn start(config: ServerConfig, io: Io) -> anyhow::Result<RunningBroker> {
-        let log_dir = PathBuf::from(config.log_dirs.first().cloned().unwrap_or_default());
-        if config.log_dirs.len() > 1 {
-            tracing::warn!(
-                "several log.dirs given; Weir uses only the first: {}",
-                log_dir.display()
-            );
-        }
-        crate::io::create_dir_all_durable(io.disk.as_ref(), &log_dir).await?;
-        let cluster_id =
-            identity::load_identity(&io, &log_dir, config.node_id, !config.needs_formatting())
-                .await?
-                .cluster_id;
+        let paths: Vec<PathBuf> = config.log_dirs.iter().map(PathBuf::from).collect();
+        let (cluster_id, opened) =
+            identity::load_log_dirs(&io, &paths, config.node_id, !config.needs_formatting())
+                .await?;
+        // The metadata log and the clean-shutdown file live in the first (`log_dirs`).
+        let log_dir = opened[0].0.clone();
+        let dirs = log_dirs::LogDirs::new(opened);
         let (shutdown, _) = watch::channel(false);
         let clustered = config.is_clustered();
         let (quorum, starter) = drivers::quorum::open(
@@ -264,6 +263,7 @@ impl Broker {
             config,
             io: io.clone(),
             log_dir,
+            dirs,
             cluster_id,
             controller,
             committed,
@@ -462,8 +462,25 @@ impl Broker {
             .cloned()
     }
 
+    /// Where `topic`-`index`'s data is: the directory it was placed in or, new here, the one
+    /// `log_dirs` places it in now.
     fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
-        self.log_dir.join(format!("{topic}-{index}"))
+        let name = format!("{topic}-{index}");
+        let located = self
+            .dirs
+            .locate(topic, index, |d| self.io.disk.exists(&d.join(&name)));
+        // Every directory failed: the broker is offline, and nothing is written there.
+        located.unwrap_or_else(|| self.log_dir.clone()).join(name)
+    }
+
+    /// Whether `topic`-`index` cannot be served here: its directory failed (or all did).
+    pub fn is_partition_offline(&self, topic: &str, index: i32) -> bool {
+        self.health.is_offline() || self.dirs.is_offline(topic, index)
+    }
+
+    /// The log directories as DescribeLogDirs shows them.
+    pub fn log_dir_views(&self) -> Vec<log_dirs::DirView> {
+        self.dirs.views()
     }
 
     /// A topic's effective config here: its overrides over this broker's topic defaults.
@@ -494,17 +511,20 @@ impl Broker {
                     .map(|t| (format!("{}-{p}", t.name), id))
             })
             .collect();
-        for name in self.io.disk.list_dir(&self.log_dir)? {
-            let dir = self.log_dir.join(&name);
-            if name == METADATA_DIR || known.contains_key(&name) {
-                continue;
-            }
-            // A directory whose topic id is not in the metadata belongs to a deleted topic
-            // (the delete crashed before removing it); one of a known topic that is not
-            // placed here any more, to a replica that moved away. Anything else is left alone.
-            if read_topic_id(&self.io, &dir).is_some() {
-                tracing::info!(dir = %dir.display(), "removing data of a partition not hosted here");
-                self.io.disk.remove_dir_all(&dir)?;
+        for log_dir in self.dirs.online_paths() {
+            for name in self.io.disk.list_dir(&log_dir)? {
+                let dir = log_dir.join(&name);
+                if name == METADATA_DIR || known.contains_key(&name) {
+                    continue;
+                }
+                // A directory whose topic id is not in the metadata belongs to a deleted topic
+                // (the delete crashed before removing it); one of a known topic that is not
+                // placed here any more, to a replica that moved away. Anything else is left
+                // alone.
+                if read_topic_id(&self.io, &dir).is_some() {
+                    tracing::info!(dir = %dir.display(), "removing data of a partition not hosted here");
+                    self.io.disk.remove_dir_all(&dir)?;
+                }
             }
         }
         self.reconcile().await
@@ -512,6 +532,10 @@ impl Broker {
 
     async fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
         let dir = self.partition_dir(topic, index);
+        if self.dirs.is_offline(topic, index) {
+            // Its directory failed: it stays closed until a restart (the controller knows).
+            return Ok(());
+        }
         match read_topic_id(&self.io, &dir) {
             Some(existing) if existing != id => {
                 // Same name, other topic (re-created after a delete that did not finish).
@@ -751,6 +775,16 @@ impl Broker {
         self.partitions.read().unwrap().values().cloned().collect()
     }
 
+    /// The open partitions whose log directory has not failed.
+    fn online_partitions(&self) -> Vec<Arc<PartitionHandle>> {
+        let partitions = self.partitions.read().unwrap();
+        partitions
+            .iter()
+            .filter(|((topic, index), _)| !self.dirs.is_offline(topic, *index))
+            .map(|(_, h)| h.clone())
+            .collect()
+    }
+
     /// Creates topics that a Metadata request named and auto-creation allows.
     async fn auto_create(&self, names: &[String]) -> Vec<(String, Result<(), CommitError>)> {
         let mut results = Vec::new();
@@ -804,17 +838,18 @@ impl Broker {
             return Ok(());
         }
         let _gate = handle.flush_gate.lock().await;
-        let plan = {
+        let (plan, key) = {
             let (partition, lifecycle) = handle.lock_with_lifecycle();
             // A deleted partition's data is gone with its topic: nothing left to make durable.
             if lifecycle == Lifecycle::Deleted || partition.log().recovery_point() >= up_to {
                 return Ok(());
             }
-            partition.log().flush_plan()
+            let key = (partition.topic().to_string(), partition.index());
+            (partition.log().flush_plan(), key)
         };
         // Checked under the gate: a flush queued behind the one that failed must not run, or
         // its fsync could "succeed" over pages the failure dropped.
-        self.check_online()?;
+        self.check_partition_online(&key.0, key.1)?;
         if crate::planted!(self.config, RecoveryPointBeforeFsync) {
             handle.lock().flushed(&plan, self.io.clock.wall_ms());
         }
@@ -824,7 +859,7 @@ impl Broker {
             .fsync(self.io.clock.monotonic().saturating_sub(started));
         if let Err(e) = synced {
             // Still under the gate, so no later flush of this partition runs first.
-            self.storage_failed("fsync of a partition", &e);
+            self.partition_storage_failed(&key.0, key.1, "fsync of a partition", &e);
             return Err(e);
         }
         // In durable mode this moves the high watermark, which completes this partition's
@@ -845,6 +880,57 @@ impl Broker {
         for handle in self.all_partitions() {
             handle.waiters.close(delayed::Closed::Offline);
         }
+    }
+
+    /// An I/O error on `topic`-`index`'s files: its log directory goes offline for good, and
+    /// with it only the partitions placed there (`log_dirs`); the broker as a whole once every
+    /// directory has failed.
+    fn partition_storage_failed(&self, topic: &str, index: i32, what: &str, e: &io::Error) {
+        if crate::planted!(self.config, ServeAfterFsyncError) {
+            return;
+        }
+        let reason = format!("{what} failed: {e}");
+        let Some(failed) = self.dirs.fail_dir_of(topic, index, reason.clone()) else {
+            if !self.dirs.is_offline(topic, index) {
+                // Not placed in any directory (cannot happen for an open partition).
+                self.storage_failed(what, e);
+            }
+            return;
+        };
+        if failed.all_offline {
+            self.storage_failed(what, e);
+            return;
+        }
+        tracing::error!(dir = %failed.path.display(), %reason, partitions = failed.partitions.len(),
+            "log directory is offline: its partitions are not served until a restart; the \
+             other directories keep serving");
+        for (t, i) in &failed.partitions {
+            if let Some(handle) = self.partition(t, *i) {
+                handle.waiters.close(delayed::Closed::Offline);
+            }
+            self.stop_following(t, *i);
+        }
+    }
+
+    /// [`Broker::partition_storage_failed`] for the partition behind `handle` (not locked by
+    /// the caller).
+    fn handle_storage_failed(&self, handle: &PartitionHandle, what: &str, e: &io::Error) {
+        let (topic, index) = {
+            let p = handle.lock();
+            (p.topic().to_string(), p.index())
+        };
+        self.partition_storage_failed(&topic, index, what, e);
+    }
+
+    /// Fails once `topic`-`index`'s log directory (or every directory) is offline.
+    fn check_partition_online(&self, topic: &str, index: i32) -> io::Result<()> {
+        self.check_online()?;
+        if self.dirs.is_offline(topic, index) {
+            return Err(io::Error::other(format!(
+                "the log directory of {topic}-{index} is offline"
+            )));
+        }
+        Ok(())
     }
 
     /// Fails once the log directory is offline.
@@ -885,7 +971,8 @@ impl Broker {
             .await;
         let _ = self.shutdown.send(true);
         self.check_online()?;
-        let handles = self.all_partitions();
+        // A failed directory's partitions are left as they are (a restart recovers them).
+        let handles = self.online_partitions();
         for handle in &handles {
             handle.set_lifecycle(Lifecycle::Stopping);
         }
@@ -895,7 +982,10 @@ impl Broker {
             self.flush_partition(&handle, end).await?;
             self.checkpoint_partition(&handle, true).await?;
         }
-        if self.config.is_clustered() && self.config.is_broker() {
+        if self.config.is_clustered()
+            && self.config.is_broker()
+            && self.dirs.offline_ids().is_empty()
+        {
             // Every log is clean: the next start may say so (KIP-966).
             self.write_clean_shutdown_epoch().await?;
         }
@@ -910,16 +1000,18 @@ impl Broker {
     async fn checkpoint_partition(&self, handle: &PartitionHandle, clean: bool) -> io::Result<()> {
         self.check_online()?;
         let _gate = handle.flush_gate.lock().await;
-        let (checkpoint, (snapshot_path, snapshot)) = {
+        let (checkpoint, (snapshot_path, snapshot), key) = {
             let (p, lifecycle) = handle.lock_with_lifecycle();
             if lifecycle == Lifecycle::Deleted {
                 return Ok(());
             }
+            let key = (p.topic().to_string(), p.index());
+            self.check_partition_online(&key.0, key.1)?;
             assert!(
                 !clean || lifecycle == Lifecycle::Stopping,
                 "a clean close stops appends first"
             );
-            (p.log().checkpoint(), p.producer_snapshot())
+            (p.log().checkpoint(), p.producer_snapshot(), key)
         };
         let written = async {
             write_file_atomic(self.io.disk.as_ref(), &snapshot_path, &snapshot).await?;
@@ -931,7 +1023,7 @@ impl Broker {
         }
         .await;
         if let Err(e) = &written {
-            self.storage_failed("a checkpoint", e);
+            self.partition_storage_failed(&key.0, key.1, "a checkpoint", e);
         }
         written
     }
@@ -1042,7 +1134,7 @@ async fn background_loop(broker: Arc<Broker>) {
         since_checkpoint += tick;
         since_expiry += tick;
         let now = broker.io.clock.wall_ms();
-        for handle in broker.all_partitions() {
+        for handle in broker.online_partitions() {
             let (due, end) = {
                 let p = handle.lock();
                 let c = p.config();
@@ -1059,7 +1151,7 @@ async fn background_loop(broker: Arc<Broker>) {
         }
         if since_retention >= retention_every {
             since_retention = Duration::ZERO;
-            for handle in broker.all_partitions() {
+            for handle in broker.online_partitions() {
                 let (mut p, lifecycle) = handle.lock_with_lifecycle();
                 // A deleted partition's directory may already hold a new topic's segments.
                 if lifecycle == Lifecycle::Deleted {
@@ -1080,7 +1172,7 @@ async fn background_loop(broker: Arc<Broker>) {
         if since_expiry >= expiry_every {
             since_expiry = Duration::ZERO;
             let expiration_ms = broker.config.producer_id_expiration_ms;
-            for handle in broker.all_partitions() {
+            for handle in broker.online_partitions() {
                 let mut p = handle.lock();
                 let expired = p.expire_producers(now, expiration_ms);
                 if expired > 0 {
@@ -1095,7 +1187,7 @@ async fn background_loop(broker: Arc<Broker>) {
         }
         if since_checkpoint >= checkpoint_every {
             since_checkpoint = Duration::ZERO;
-            for handle in broker.all_partitions() {
+            for handle in broker.online_partitions() {
                 if let Err(e) = broker.checkpoint_partition(&handle, false).await {
                     tracing::warn!(error = %e, "partition checkpoint failed");
                 }

@@ -26,6 +26,9 @@ enum EntityType {
     Users,
     /// Client quotas of client ids.
     Clients,
+    /// Consumer group configs (KIP-848): consumer.session.timeout.ms,
+    /// consumer.heartbeat.interval.ms.
+    Groups,
 }
 
 #[derive(Args)]
@@ -103,6 +106,13 @@ impl Entity {
         }
     }
 
+    fn group(name: &str) -> Entity {
+        Entity {
+            resource: ConfigResource::Group(name.to_string()),
+            label: format!("group {name}"),
+        }
+    }
+
     fn broker_default() -> Entity {
         Entity {
             resource: ConfigResource::BrokerDefault,
@@ -141,9 +151,10 @@ pub async fn run(io: &Io, args: ConfigsArgs, output: Output) -> anyhow::Result<(
     if args.entity_default && !args.entity_name.is_empty() {
         anyhow::bail!("--entity-name and --entity-default name different entities");
     }
-    if args.entity_default && entity_type == EntityType::Topics {
+    if args.entity_default && matches!(entity_type, EntityType::Topics | EntityType::Groups) {
         anyhow::bail!(
-            "--entity-default is for --entity-type brokers; topics have no default entity"
+            "--entity-default is for --entity-type brokers; {entity_type:?} have no default \
+             entity"
         );
     }
     let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
@@ -224,6 +235,13 @@ async fn entities(
             .await?
             .into_iter()
             .map(|b| Entity::broker(b.id))
+            .collect(),
+        (EntityType::Groups, Some(name)) => vec![Entity::group(name)],
+        (EntityType::Groups, None) => client
+            .list_groups()
+            .await?
+            .into_iter()
+            .map(|g| Entity::group(&g.group_id))
             .collect(),
         (EntityType::Users | EntityType::Clients, _) => {
             unreachable!("quota entities go to `quotas::run`")

@@ -21,6 +21,7 @@ mod configs;
 mod get_offsets;
 mod groups;
 mod leader_election;
+mod log_dirs;
 mod metadata_quorum;
 mod output;
 mod reassign;
@@ -81,6 +82,8 @@ enum Command {
     GetOffsets(get_offsets::GetOffsetsArgs),
     /// List, describe, find hanging or abort transactions (like kafka-transactions.sh).
     Transactions(transactions::TransactionsArgs),
+    /// Each broker's log directories and the replicas in them (like kafka-log-dirs.sh).
+    LogDirs(log_dirs::LogDirsArgs),
     /// Load generators that print throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -129,6 +132,7 @@ async fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Reassign(args) => reassign::run(&io, args).await,
         Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,
         Command::Transactions(args) => transactions::run(&io, args, cli.output).await,
+        Command::LogDirs(args) => log_dirs::run(&io, args, cli.output).await,
         Command::Bench { which } => bench::run(&io, which).await,
     }
 }

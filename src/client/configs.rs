@@ -24,14 +24,18 @@ pub enum ConfigResource {
     Broker(i32),
     /// The cluster-wide default of every broker (resource name "").
     BrokerDefault,
+    /// A consumer group's configs (KIP-848: `consumer.session.timeout.ms`,
+    /// `consumer.heartbeat.interval.ms`); the group need not exist.
+    Group(String),
 }
 
 impl ConfigResource {
-    /// Kafka's resource type code (2: topic, 4: broker).
+    /// Kafka's resource type code (2: topic, 4: broker, 32: group).
     fn kind(&self) -> i8 {
         match self {
             ConfigResource::Topic(_) => 2,
             ConfigResource::Broker(_) | ConfigResource::BrokerDefault => 4,
+            ConfigResource::Group(_) => 32,
         }
     }
 
@@ -40,6 +44,7 @@ impl ConfigResource {
             ConfigResource::Topic(t) => t.clone(),
             ConfigResource::Broker(id) => id.to_string(),
             ConfigResource::BrokerDefault => String::new(),
+            ConfigResource::Group(g) => g.clone(),
         }
     }
 
@@ -50,6 +55,7 @@ impl ConfigResource {
             ConfigResource::Topic(_) => ConfigSource::DynamicTopic,
             ConfigResource::Broker(_) => ConfigSource::DynamicBroker,
             ConfigResource::BrokerDefault => ConfigSource::DynamicDefaultBroker,
+            ConfigResource::Group(_) => ConfigSource::Group,
         }
     }
 }

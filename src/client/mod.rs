@@ -13,6 +13,7 @@ mod describe;
 mod elect;
 pub mod group_member;
 mod groups;
+mod log_dirs;
 mod quorum;
 mod quotas;
 mod reassign;
@@ -50,6 +51,7 @@ pub use group_member::Joined;
 pub use groups::{
     ConsumerGroupDescription, ConsumerGroupMember, GroupDescription, GroupListing, GroupMember,
 };
+pub use log_dirs::{LogDirDescription, ReplicaDirInfo};
 pub use quorum::{QuorumDescription, QuorumReplica};
 pub use quotas::{QuotaEntityParts, QuotaMatch};
 pub use reassign::{OngoingReassignment, ReassignOutcome};

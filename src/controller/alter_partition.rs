@@ -204,7 +204,9 @@ pub fn alter_partition(
     for &(id, epoch) in &request.new_isr {
         let eligible = image
             .broker(id)
-            .is_some_and(|b| b.is_active() && (epoch == -1 || epoch == b.epoch));
+            .is_some_and(|b| b.is_active() && (epoch == -1 || epoch == b.epoch))
+            // KIP-858: nor one whose replica's directory failed.
+            && !super::log_dirs::replica_dir_offline(image, (request.topic_id, request.partition), id);
         if !eligible {
             return Err(ControllerError::IneligibleReplica(format!(
                 "{name}: replica {id} is not registered, is fenced or shutting down, or has another broker epoch"

@@ -34,6 +34,8 @@ pub struct RegistrationRequest {
     /// anything committed, and it keeps its ISR and ELR places (a power loss of every node then
     /// leaves the partitions electable instead of leaderless).
     pub durable: bool,
+    /// BrokerRegistration v2 `LogDirs`: the ids of its online log directories (KIP-858).
+    pub log_dirs: Vec<Uuid>,
 }
 
 /// The BrokerRegistration feature a broker running with `weir.fsync.before.ack=true` lists
@@ -53,6 +55,8 @@ pub struct HeartbeatRequest {
     /// Weir's tagged field: the last epoch and log end of every hosted partition its image
     /// shows awaiting recovery (no leader, ISR and ELR empty), for KIP-966 part 2.
     pub replica_logs: Vec<((Uuid, i32), ReplicaLog)>,
+    /// BrokerHeartbeat v1 `OfflineLogDirs`: every directory of its that failed (KIP-858).
+    pub offline_dirs: Vec<Uuid>,
 }
 
 /// What a heartbeat is answered, as of after its records commit.
@@ -179,6 +183,7 @@ impl BrokerSessions {
             listeners: request.listeners.clone(),
             rack: request.rack.clone(),
             fenced: true,
+            log_dirs: request.log_dirs.clone(),
         });
         Ok(records)
     }
@@ -243,6 +248,15 @@ impl BrokerSessions {
             in_controlled_shutdown: broker.in_controlled_shutdown,
             should_shut_down: false,
         };
+        // A newly failed directory is decided alone: the state changes below are decided on
+        // the image before it, and the next heartbeat makes them against the image after.
+        let offline = super::log_dirs::dirs_offline(image, id, &request.offline_dirs, elections);
+        if !offline.is_empty() {
+            return Ok(Decision {
+                records: offline,
+                reply,
+            });
+        }
         if broker.fenced {
             if request.want_shutdown {
                 // Fenced brokers lead nothing: they may stop at once.

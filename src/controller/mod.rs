@@ -23,6 +23,7 @@ pub mod alter_partition;
 pub mod brokers;
 pub mod election;
 pub mod image;
+pub mod log_dirs;
 pub mod placement;
 pub mod quotas;
 pub mod reassignment;
@@ -442,6 +443,7 @@ impl Controller {
                     leader_epoch: 0,
                     partition_epoch: 0,
                     leader_recovering: false,
+                    directories: Vec::new(),
                 })
             })
             .collect()
@@ -669,6 +671,8 @@ fn partition_records(
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovering: false,
+                // Unassigned until each broker reports where it placed its replica (KIP-858).
+                directories: Vec::new(),
             })
         })
         .collect()

@@ -13,6 +13,7 @@ fn cluster(n: i32) -> MetadataImage {
         image.apply(
             at,
             &MetadataRecord::RegisterBroker {
+                log_dirs: Vec::new(),
                 id,
                 incarnation: Uuid::from_u128(id as u128),
                 listeners: vec![],
@@ -278,6 +279,7 @@ fn records_round_trip_as_json() {
             ..PartitionChange::new(Uuid::from_u128(4), 3)
         }),
         MetadataRecord::RegisterBroker {
+            log_dirs: Vec::new(),
             id: 1,
             incarnation: Uuid::from_u128(9),
             listeners: vec![BrokerEndpoint {

@@ -21,7 +21,8 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
 use kafka_protocol::messages::{
-    ApiKey, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest, RequestKind, ResponseKind,
+    ApiKey, AssignReplicasToDirsRequest, BrokerHeartbeatRequest, BrokerId,
+    BrokerRegistrationRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
@@ -200,6 +201,9 @@ pub(crate) async fn run(broker: Arc<Broker>) {
             },
             Some(e) => match heartbeat(&broker, e).await {
                 Ok(()) => {
+                    if let Err(e) = assign_dirs(&broker, e).await {
+                        tracing::debug!(reason = %e, "directory assignments will be sent again");
+                    }
                     if broker.session.is_fenced()
                         || broker.session.want_shutdown.load(Ordering::Acquire)
                     {
@@ -242,6 +246,7 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
         .with_listeners(listeners)
         .with_rack(broker.config.broker_rack.clone().map(StrBytes::from_string))
         .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire))
+        .with_log_dirs(broker.dirs.online_ids())
         .with_features(durable_features(broker.config.fsync_before_ack));
     match call(
         broker,
@@ -274,7 +279,8 @@ async fn heartbeat(broker: &Broker, epoch: i64) -> Result<(), Option<ResponseErr
         .with_broker_epoch(epoch)
         .with_current_metadata_offset(broker.image().applied() - 1)
         .with_want_fence(false)
-        .with_want_shut_down(want_shutdown);
+        .with_want_shut_down(want_shutdown)
+        .with_offline_log_dirs(broker.dirs.offline_ids());
     // KIP-966 part 2: the logs of partitions awaiting recovery (Weir's tagged field).
     let logs = replica_logs::local_report(broker);
     if !logs.is_empty() {
@@ -303,6 +309,82 @@ async fn heartbeat(broker: &Broker, epoch: i64) -> Result<(), Option<ResponseErr
         let _ = broker.session.granted.send(true);
     }
     Ok(())
+}
+
+/// AssignReplicasToDirs (KIP-858): tells the controller the directory of every open replica
+/// whose directory the image does not show yet (or shows another), in one request. Derived
+/// from the image each time, so a lost answer is simply sent again after the next heartbeat.
+async fn assign_dirs(broker: &Broker, epoch: i64) -> Result<(), String> {
+    use kafka_protocol::messages::assign_replicas_to_dirs_request::{
+        DirectoryData, PartitionData, TopicData,
+    };
+    use std::collections::BTreeMap;
+    let node = broker.config.node_id;
+    let image = broker.image();
+    let mut by_dir: BTreeMap<Uuid, BTreeMap<Uuid, Vec<i32>>> = BTreeMap::new();
+    let open: Vec<((String, i32), Uuid)> = {
+        let partitions = broker.partitions.read().unwrap();
+        partitions
+            .iter()
+            .map(|(k, h)| (k.clone(), h.topic_id))
+            .collect()
+    };
+    for ((topic, index), topic_id) in open {
+        let Some(p) = image.partition(topic_id, index) else {
+            continue;
+        };
+        let Some((dir, _)) = broker.dirs.dir_of(&topic, index) else {
+            continue;
+        };
+        if broker.dirs.is_offline(&topic, index) || p.directory_of(node) == Some(dir) {
+            continue;
+        }
+        if !p.replicas.contains(&node) {
+            continue;
+        }
+        let topics = by_dir.entry(dir).or_default();
+        topics.entry(topic_id).or_default().push(index);
+    }
+    if by_dir.is_empty() {
+        return Ok(());
+    }
+    let directories = by_dir
+        .into_iter()
+        .map(|(dir, topics)| {
+            let topics = topics
+                .into_iter()
+                .map(|(id, indexes)| {
+                    let partitions = indexes
+                        .into_iter()
+                        .map(|i| PartitionData::default().with_partition_index(i))
+                        .collect();
+                    TopicData::default()
+                        .with_topic_id(id)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            DirectoryData::default().with_id(dir).with_topics(topics)
+        })
+        .collect();
+    let request = AssignReplicasToDirsRequest::default()
+        .with_broker_id(BrokerId(node))
+        .with_broker_epoch(epoch)
+        .with_directories(directories);
+    match call(
+        broker,
+        ApiKey::AssignReplicasToDirs,
+        0,
+        RequestKind::AssignReplicasToDirs(request),
+    )
+    .await?
+    {
+        ResponseKind::AssignReplicasToDirs(r) if r.error_code == 0 => Ok(()),
+        ResponseKind::AssignReplicasToDirs(r) => Err(format!(
+            "refused: {:?}",
+            ResponseError::try_from_code(r.error_code)
+        )),
+        _ => Err("not an AssignReplicasToDirs response".into()),
+    }
 }
 
 /// The registration features: [`DURABLE_FEATURE`] when this broker fsyncs before

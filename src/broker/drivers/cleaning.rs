@@ -136,7 +136,7 @@ async fn clean_dirtiest(
             return true;
         }
         Err(e) => {
-            broker.storage_failed("a log cleaner pass", &e);
+            broker.partition_storage_failed(&topic, index, "a log cleaner pass", &e);
             return false;
         }
     };
@@ -176,7 +176,7 @@ async fn clean_dirtiest(
         }
         Ok(None) => true,
         Err(e) => {
-            broker.storage_failed("a log cleaner swap", &e);
+            broker.partition_storage_failed(&topic, index, "a log cleaner swap", &e);
             false
         }
     }

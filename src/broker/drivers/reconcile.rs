@@ -170,7 +170,13 @@ impl Broker {
                 let view = match image.broker(r) {
                     Some(b) => BrokerView {
                         broker_epoch: b.epoch,
-                        eligible: b.is_active(),
+                        // KIP-858: not a replica in a failed directory either.
+                        eligible: b.is_active()
+                            && !crate::controller::log_dirs::replica_dir_offline(
+                                image,
+                                (t.id, index),
+                                r,
+                            ),
                     },
                     None => BrokerView {
                         broker_epoch: -1,
@@ -230,6 +236,8 @@ impl Broker {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove a partition no longer hosted here");
             }
         }
+        // A partition of that name placed here again later is placed afresh.
+        self.dirs.forget(topic, index);
     }
 }
 

@@ -17,6 +17,7 @@ use topics::{admin, elect_leaders, metadata, reassignments, topic_partitions};
 pub(crate) mod configs;
 pub(crate) mod groups;
 pub(crate) mod inter_node;
+pub(crate) mod log_dirs;
 pub(crate) mod records;
 pub(crate) mod security;
 pub(crate) mod topics;
@@ -193,6 +194,12 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(DescribeCluster, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::DescribeCluster(metadata::describe_cluster(b, c, r))
     )),
+    route!(DescribeLogDirs, Range(1, 4), Both, |b, c, r| Some(
+        ResponseKind::DescribeLogDirs(log_dirs::describe(b, c, r))
+    )),
+    route!(AlterReplicaLogDirs, Range(1, 2), Both, |b, c, r| Some(
+        ResponseKind::AlterReplicaLogDirs(log_dirs::alter(b, c, r))
+    )),
     route!(DescribeQuorum, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::DescribeQuorum(quorum_rpc::describe_quorum(b, c, &r))
     )),
@@ -256,6 +263,7 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(BrokerRegistration, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::BrokerRegistration(r)).await),
     route!(BrokerHeartbeat, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::BrokerHeartbeat(r)).await),
     route!(AlterPartition, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::AlterPartition(r)).await),
+    route!(AssignReplicasToDirs, Codec, ControllerOnly, try |b, _, r| broker_rpc::answer_rpc(b, RequestKind::AssignReplicasToDirs(r)).await),
 ];
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ const T: Uuid = Uuid::from_u128(5);
 
 fn register(id: i32) -> MetadataRecord {
     MetadataRecord::RegisterBroker {
+        log_dirs: Vec::new(),
         id,
         incarnation: Uuid::from_u128(id as u128),
         listeners: vec![BrokerEndpoint {
@@ -118,6 +119,7 @@ async fn a_restarted_broker_leads_nothing_before_its_registration_is_applied() {
                 register(2),
                 MetadataRecord::topic("g", T, Default::default()),
                 MetadataRecord::Partition(PartitionRecord {
+                    directories: Vec::new(),
                     topic_id: T,
                     partition: 0,
                     replicas: vec![1, 2],

@@ -250,7 +250,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("log.cleaner.threads", Int(0, I32), "1", "Accepted, but Weir runs one cleaner task whatever the value.")
         .dynamic(ClusterWide).shows(|c| Some(c.log_cleaner.threads.to_string())),
     used("log.dir", Text, "./weir-data", "The data directory when `log.dirs` is not set."),
-    used("log.dirs", List, "", "The data directory: only the first is used (a warning is logged when more are given); default: `log.dir`.")
+    used("log.dirs", List, "", "The data directories (JBOD, KIP-858): new partitions go to the one with the fewest; a failed one takes only its partitions offline; the first also holds the metadata log; default: `log.dir`.")
         .no_default().shows(|c| Some(c.log_dirs.join(","))),
     used("log.flush.offset.checkpoint.interval.ms", Int(1, I64), "60000", "How often recovery points and producer state are checkpointed.")
         .shows(|c| Some(c.log_flush_offset_checkpoint_interval_ms.to_string())),

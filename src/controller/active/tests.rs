@@ -137,6 +137,7 @@ impl Runner {
         self.commit(&[
             MetadataRecord::topic(name, id, Default::default()),
             MetadataRecord::Partition(PartitionRecord {
+                directories: Vec::new(),
                 topic_id: id,
                 partition: 0,
                 leader: a
@@ -210,6 +211,7 @@ impl Runner {
             },
             "lost" => Event::LostLeadership,
             "register" => Event::Register(RegistrationRequest {
+                log_dirs: Vec::new(),
                 id: num(&a, "id") as i32,
                 incarnation: Uuid::from_u128(num(&a, "inc") as u128),
                 listeners: Vec::new(),
@@ -220,6 +222,7 @@ impl Runner {
             "heartbeat" => {
                 let id = num(&a, "id") as i32;
                 Event::Heartbeat(HeartbeatRequest {
+                    offline_dirs: Vec::new(),
                     id,
                     epoch: a.get("epoch").map_or_else(
                         || self.image.broker(id).map_or(-1, |b| b.epoch),

@@ -20,6 +20,7 @@ fn image(recovering: bool) -> MetadataImage {
         image.apply(
             id as i64 - 1,
             &MetadataRecord::RegisterBroker {
+                log_dirs: Vec::new(),
                 id,
                 incarnation: Uuid::from_u128(id as u128),
                 listeners: vec![],
@@ -32,6 +33,7 @@ fn image(recovering: bool) -> MetadataImage {
     image.apply(
         5,
         &MetadataRecord::Partition(PartitionRecord {
+            directories: Vec::new(),
             topic_id: T,
             partition: 0,
             replicas: vec![1, 2, 3],

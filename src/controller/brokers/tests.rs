@@ -16,6 +16,7 @@ fn config(_: &TopicMeta) -> ElectionConfig {
 
 fn request(id: i32, incarnation: u128) -> RegistrationRequest {
     RegistrationRequest {
+        log_dirs: Vec::new(),
         id,
         incarnation: Uuid::from_u128(incarnation),
         listeners: vec![BrokerEndpoint {
@@ -38,6 +39,7 @@ fn commit(image: &mut MetadataImage, records: &[MetadataRecord]) {
 
 fn beat(id: i32, image: &MetadataImage) -> HeartbeatRequest {
     HeartbeatRequest {
+        offline_dirs: Vec::new(),
         id,
         epoch: image.broker(id).unwrap().epoch,
         metadata_offset: image.applied() - 1,
@@ -68,6 +70,7 @@ fn cluster(sessions: &mut BrokerSessions) -> MetadataImage {
         &[
             MetadataRecord::topic("t", T, Default::default()),
             MetadataRecord::Partition(PartitionRecord {
+                directories: Vec::new(),
                 topic_id: T,
                 partition: 0,
                 replicas: vec![1, 2, 3],

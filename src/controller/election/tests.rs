@@ -40,6 +40,7 @@ fn run(
     image.apply(
         1,
         &MetadataRecord::Partition(PartitionRecord {
+            directories: Vec::new(),
             topic_id: T,
             partition: 0,
             replicas: replicas.to_vec(),
@@ -398,6 +399,7 @@ fn elections_follow_the_rules() {
 fn cluster(elr: bool) -> MetadataImage {
     let partitions = [[1, 2, 3], [2, 3, 1], [3, 1, 2]].iter().enumerate();
     image_with(partitions.map(|(index, replicas)| PartitionRecord {
+        directories: Vec::new(),
         topic_id: T,
         partition: index as i32,
         replicas: replicas.to_vec(),
@@ -419,6 +421,7 @@ fn cluster(elr: bool) -> MetadataImage {
 /// `partitions` of it. Shared with the recovery tests.
 pub(super) fn image_with(partitions: impl IntoIterator<Item = PartitionRecord>) -> MetadataImage {
     let brokers = (1..=3).map(|id| MetadataRecord::RegisterBroker {
+        log_dirs: Vec::new(),
         id,
         incarnation: Uuid::from_u128(id as u128),
         listeners: vec![],

@@ -17,6 +17,9 @@ pub struct BrokerRegistration {
     pub rack: Option<String>,
     pub fenced: bool,
     pub in_controlled_shutdown: bool,
+    /// KIP-858: its online log directories (empty: it registered none, as before JBOD).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log_dirs: Vec<Uuid>,
 }
 
 impl BrokerRegistration {
@@ -39,6 +42,8 @@ pub(super) struct Brokers {
 }
 
 impl Brokers {
+    // One argument per field of the RegisterBroker record it replays.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn register(
         &mut self,
         offset: i64,
@@ -47,6 +52,7 @@ impl Brokers {
         listeners: &[BrokerEndpoint],
         rack: &Option<String>,
         fenced: bool,
+        log_dirs: &[Uuid],
     ) {
         assert!(id >= 0, "broker id {id} is negative");
         if let Some(old) = self.by_id.get(&id) {
@@ -66,6 +72,7 @@ impl Brokers {
                 rack: rack.clone(),
                 fenced,
                 in_controlled_shutdown: false,
+                log_dirs: log_dirs.to_vec(),
             },
         );
     }
@@ -91,6 +98,19 @@ impl Brokers {
         if let Some(s) = in_controlled_shutdown {
             broker.in_controlled_shutdown = s;
         }
+    }
+
+    /// The broker's online directories after a failure (KIP-858).
+    pub(super) fn change_log_dirs(&mut self, id: i32, epoch: i64, log_dirs: &[Uuid]) {
+        let broker = self
+            .by_id
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("log dirs of unregistered broker {id}"));
+        assert_eq!(
+            broker.epoch, epoch,
+            "log dirs of broker {id} at a stale epoch"
+        );
+        broker.log_dirs = log_dirs.to_vec();
     }
 
     pub(super) fn unregister(&mut self, id: i32, epoch: i64) {

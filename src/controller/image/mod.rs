@@ -23,7 +23,7 @@ pub use brokers::BrokerRegistration;
 pub use partitions::PartitionRegistration;
 pub use records::{
     BrokerEndpoint, ConfigResource, MetadataRecord, PartitionChange, PartitionRecord, ScramRecord,
-    NO_LEADER,
+    DIR_LOST, DIR_UNASSIGNED, NO_LEADER,
 };
 pub use topics::TopicMeta;
 
@@ -63,9 +63,21 @@ impl MetadataImage {
                 listeners,
                 rack,
                 fenced,
-            } => self
-                .brokers
-                .register(offset, *id, *incarnation, listeners, rack, *fenced),
+                log_dirs,
+            } => self.brokers.register(
+                offset,
+                *id,
+                *incarnation,
+                listeners,
+                rack,
+                *fenced,
+                log_dirs,
+            ),
+            MetadataRecord::BrokerLogDirs {
+                id,
+                epoch,
+                log_dirs,
+            } => self.brokers.change_log_dirs(*id, *epoch, log_dirs),
             MetadataRecord::BrokerChange {
                 id,
                 epoch,

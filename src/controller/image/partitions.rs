@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use super::records::{PartitionChange, PartitionRecord, NO_LEADER};
+use super::records::{PartitionChange, PartitionRecord, DIR_UNASSIGNED, NO_LEADER};
 
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartitionRegistration {
@@ -24,6 +24,10 @@ pub struct PartitionRegistration {
     /// Replicas a reassignment will remove once every target replica is in the ISR.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing_replicas: Vec<i32>,
+    /// KIP-858: each replica's directory, parallel to `replicas` (empty: none known, as in
+    /// images from before directories).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<Uuid>,
 }
 
 impl PartitionRegistration {
@@ -45,13 +49,31 @@ impl PartitionRegistration {
         self.leader != NO_LEADER
     }
 
+    /// The directory the image places `broker`'s replica in (None: not a replica, or no
+    /// directories recorded).
+    pub fn directory_of(&self, broker: i32) -> Option<Uuid> {
+        let at = self.replicas.iter().position(|r| *r == broker)?;
+        self.directories.get(at).copied()
+    }
+
     /// This registration after `change`, as every node replays it: the partition epoch always
     /// bumps, the leader epoch only when the change sets the leader (notes §4.1). The caller
     /// checks the result.
     pub fn apply(&mut self, change: &PartitionChange) {
         let p = self;
         if let Some(replicas) = &change.replicas {
+            // A replica kept keeps its directory; a new one has none yet (Kafka's
+            // PartitionChangeBuilder does the same when a change does not name them).
+            if !p.directories.is_empty() {
+                p.directories = replicas
+                    .iter()
+                    .map(|r| p.directory_of(*r).unwrap_or(DIR_UNASSIGNED))
+                    .collect();
+            }
             p.replicas = replicas.clone();
+        }
+        if let Some(directories) = &change.directories {
+            p.directories = directories.clone();
         }
         if let Some(isr) = &change.isr {
             p.isr = isr.clone();
@@ -158,6 +180,12 @@ impl PartitionRegistration {
             self.replicas
         );
         assert!(self.leader_epoch >= 0 && self.partition_epoch >= 0);
+        assert!(
+            self.directories.is_empty() || self.directories.len() == self.replicas.len(),
+            "{key:?}: directories {:?} not parallel to replicas {:?}",
+            self.directories,
+            self.replicas
+        );
     }
 }
 
@@ -180,6 +208,7 @@ impl Partitions {
             leader_recovering: record.leader_recovering,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            directories: record.directories.clone(),
         };
         registration.check(key);
         if let Some(old) = self.by_key.get(&key) {

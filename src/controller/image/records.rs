@@ -43,7 +43,16 @@ pub struct PartitionRecord {
     /// KIP-704: the leader was elected uncleanly and has not yet reported RECOVERED.
     #[serde(default)]
     pub leader_recovering: bool,
+    /// KIP-858: each replica's log directory, parallel to `replicas` ([`DIR_UNASSIGNED`]
+    /// until its broker reports where it placed it). Empty in records written before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<Uuid>,
 }
+
+/// KIP-858's reserved directory ids (Kafka's `DirectoryId`): a replica not placed yet, and one
+/// whose directory is offline or unknown.
+pub const DIR_UNASSIGNED: Uuid = Uuid::from_u64_pair(0, 0);
+pub const DIR_LOST: Uuid = Uuid::from_u64_pair(0, 1);
 
 /// A change to one partition (Kafka's PartitionChangeRecord). `None` fields keep their value.
 /// On replay the partition epoch always grows by one and the leader epoch grows by one iff
@@ -70,6 +79,9 @@ pub struct PartitionChange {
     /// A reassignment's removing replicas; `Some(vec![])` clears them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removing_replicas: Option<Vec<i32>>,
+    /// KIP-858: the replicas' directories, parallel to the (new) replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directories: Option<Vec<Uuid>>,
 }
 
 impl PartitionChange {
@@ -91,6 +103,7 @@ impl PartitionChange {
             && self.leader_recovering.is_none()
             && self.adding_replicas.is_none()
             && self.removing_replicas.is_none()
+            && self.directories.is_none()
     }
 }
 
@@ -117,6 +130,16 @@ pub enum MetadataRecord {
         rack: Option<String>,
         /// Registrations start fenced; a heartbeat unfences.
         fenced: bool,
+        /// KIP-858: the ids of its online log directories (BrokerRegistration `LogDirs`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        log_dirs: Vec<Uuid>,
+    },
+    /// Kafka's BrokerRegistrationChangeRecord with only `LogDirs` set: the broker's online log
+    /// directories after some failed (KIP-858).
+    BrokerLogDirs {
+        id: i32,
+        epoch: i64,
+        log_dirs: Vec<Uuid>,
     },
     /// Kafka's BrokerRegistrationChangeRecord: fence, unfence, controlled shutdown.
     BrokerChange {

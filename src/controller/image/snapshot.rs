@@ -90,6 +90,7 @@ impl MetadataImage {
                 &b.listeners,
                 &b.rack,
                 b.fenced,
+                &b.log_dirs,
             );
             image
                 .brokers
@@ -110,6 +111,7 @@ impl MetadataImage {
             };
             if !(0..topic.partitions.max(topic.legacy_partitions)).contains(&partition)
                 || image.partitions.get(topic_id, partition).is_some()
+                || !(r.directories.is_empty() || r.directories.len() == r.replicas.len())
             {
                 return Err(format!(
                     "partition {partition} of {} out of range",
@@ -173,6 +175,7 @@ mod tests {
         };
         let records = [
             MetadataRecord::RegisterBroker {
+                log_dirs: Vec::new(),
                 id: 1,
                 incarnation: Uuid::from_u64_pair(1, 1),
                 listeners: vec![endpoint(9092)],
@@ -180,6 +183,7 @@ mod tests {
                 fenced: true,
             },
             MetadataRecord::RegisterBroker {
+                log_dirs: Vec::new(),
                 id: 2,
                 incarnation: Uuid::from_u64_pair(2, 2),
                 listeners: vec![endpoint(9093)],
@@ -204,6 +208,7 @@ mod tests {
                 BTreeMap::from([("retention.ms".into(), "1000".into())]),
             ),
             MetadataRecord::Partition(PartitionRecord {
+                directories: Vec::new(),
                 topic_id: topic,
                 partition: 0,
                 replicas: vec![1, 2],

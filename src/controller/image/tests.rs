@@ -12,6 +12,7 @@ fn endpoint(port: u16) -> BrokerEndpoint {
 
 fn register(id: i32) -> MetadataRecord {
     MetadataRecord::RegisterBroker {
+        log_dirs: Vec::new(),
         id,
         incarnation: Uuid::from_u128(id as u128),
         listeners: vec![endpoint(9000 + id as u16)],
@@ -24,6 +25,7 @@ const T: Uuid = Uuid::from_u128(7);
 
 fn partition(index: i32, replicas: &[i32]) -> MetadataRecord {
     MetadataRecord::Partition(PartitionRecord {
+        directories: Vec::new(),
         topic_id: T,
         partition: index,
         replicas: replicas.to_vec(),

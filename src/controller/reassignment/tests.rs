@@ -39,6 +39,7 @@ impl World {
             image.apply(
                 id as i64 - 1,
                 &MetadataRecord::RegisterBroker {
+                    log_dirs: Vec::new(),
                     id,
                     incarnation: Uuid::from_u128(id as u128),
                     listeners: vec![],
@@ -64,6 +65,7 @@ impl World {
         image.apply(
             offset + 1,
             &MetadataRecord::Partition(PartitionRecord {
+                directories: Vec::new(),
                 topic_id: T,
                 partition: 0,
                 replicas: vec![1, 2, 3],

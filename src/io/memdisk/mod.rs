@@ -34,6 +34,7 @@
 //!
 //! - `write_error_rate`: `write_at`/`set_len` fail with EIO and change nothing.
 //! - `read_error_rate`: `read_at` fails with EIO.
+//! - `failed_dirs`: everything under these directories fails with EIO (one dead JBOD disk).
 //! - `sync_error_rate`: `sync` fails with EIO, as Linux does it ("fsyncgate"): drawn per
 //!   failure, the dirty pages either stay dirty (a later fsync may still write them) or are
 //!   dropped, marked clean without reaching the medium: the page cache still shows them, a later
@@ -99,6 +100,9 @@ pub struct Faults {
     pub lost_write_rate: f64,
     /// `write_at` returns `Ok` but the bytes land at an offset shifted by up to ±4096.
     pub misdirected_write_rate: f64,
+    /// Directories whose disk died (a JBOD directory's failure): every open, read, write,
+    /// fsync, rename and removal under them fails with EIO, the rest of the disk works.
+    pub failed_dirs: Vec<PathBuf>,
 }
 
 /// Counters for test assertions and simulator reports.
@@ -248,6 +252,15 @@ impl State {
         } else {
             Ok(())
         }
+    }
+
+    /// EIO for a path under one of `Faults::failed_dirs`.
+    fn check_dir_alive(&mut self, path: &Path) -> io::Result<()> {
+        if self.faults.failed_dirs.iter().any(|d| path.starts_with(d)) {
+            self.stats.injected_faults += 1;
+            return Err(os_error(EIO));
+        }
+        Ok(())
     }
 
     /// New entries need an existing directory to live in.
@@ -495,6 +508,7 @@ impl Disk for MemDisk {
         let mut guard = lock(&self.state);
         let state = &mut *guard;
         state.live()?;
+        state.check_dir_alive(&path)?;
         if state.ns.is_dir(&path) {
             return Err(is_a_directory(&path));
         }
@@ -525,6 +539,7 @@ impl Disk for MemDisk {
         file.open_handles += 1;
         Ok(Arc::new(MemFile {
             state: self.state.clone(),
+            path,
             inode,
             generation: state.generation,
             writable: mode != OpenMode::Read,
@@ -535,6 +550,7 @@ impl Disk for MemDisk {
         let path = normalize(path);
         let mut state = lock(&self.state);
         state.live()?;
+        state.check_dir_alive(&path)?;
         for ancestor in path.ancestors() {
             if state.ns.is_file(ancestor) {
                 return Err(if ancestor == path {
@@ -555,8 +571,9 @@ impl Disk for MemDisk {
 
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         let path = normalize(path);
-        let state = lock(&self.state);
+        let mut state = lock(&self.state);
         state.live()?;
+        state.check_dir_alive(&path)?;
         if state.ns.is_file(&path) {
             return Err(not_a_directory(&path));
         }
@@ -587,6 +604,8 @@ impl Disk for MemDisk {
         let (from, to) = (normalize(from), normalize(to));
         let mut state = lock(&self.state);
         state.live()?;
+        state.check_dir_alive(&from)?;
+        state.check_dir_alive(&to)?;
         if state.ns.is_dir(&from) {
             return if from == to {
                 Ok(())
@@ -613,6 +632,7 @@ impl Disk for MemDisk {
         let path = normalize(path);
         let mut state = lock(&self.state);
         state.live()?;
+        state.check_dir_alive(&path)?;
         if state.ns.is_dir(&path) {
             return Err(is_a_directory(&path));
         }
@@ -628,6 +648,7 @@ impl Disk for MemDisk {
         let path = normalize(path);
         let mut state = lock(&self.state);
         state.live()?;
+        state.check_dir_alive(&path)?;
         if state.ns.is_file(&path) {
             return Err(not_a_directory(&path));
         }
@@ -648,6 +669,8 @@ impl Disk for MemDisk {
         let mut state = lock(&self.state);
         let result = if let Err(e) = state.live() {
             Err(e)
+        } else if let Err(e) = state.check_dir_alive(&path) {
+            Err(e)
         } else if state.ns.is_dir(&path) {
             state.ns.sync_dir(&path);
             state.collect_garbage();
@@ -663,6 +686,8 @@ impl Disk for MemDisk {
 /// A handle: the inode it was opened on, valid only in the generation it was opened in.
 struct MemFile {
     state: Arc<Mutex<State>>,
+    /// The name it was opened by (for `Faults::failed_dirs`).
+    path: PathBuf,
     inode: u64,
     generation: u64,
     writable: bool,
@@ -674,6 +699,7 @@ impl MemFile {
         if state.generation != self.generation || !state.files.contains_key(&self.inode) {
             return Err(stale());
         }
+        state.check_dir_alive(&self.path)?;
         Ok(state)
     }
 

@@ -368,6 +368,7 @@ type Observed = (Vec<Option<Vec<u8>>>, DiskStats, Vec<Option<(PathBuf, u64)>>);
 fn scenario(seed: u64) -> Observed {
     let disk = disk_with_dir(seed);
     disk.set_faults(Faults {
+        failed_dirs: Vec::new(),
         write_error_rate: 0.05,
         read_error_rate: 0.05,
         sync_error_rate: 0.1,

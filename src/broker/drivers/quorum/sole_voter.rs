@@ -73,7 +73,10 @@ impl Broker {
             self.commit_bootstrap_records().await.map_err(storage)?;
         }
         let registered = self.image().broker(node).is_some_and(|b| {
-            !b.fenced && !b.in_controlled_shutdown && b.listeners == self.registered_listeners()
+            !b.fenced
+                && !b.in_controlled_shutdown
+                && b.listeners == self.registered_listeners()
+                && b.log_dirs == self.dirs.ids()
         });
         if registered {
             return self
@@ -92,6 +95,7 @@ impl Broker {
             // unclean (that would only leave its partitions leaderless).
             previous_epoch: self.image().broker(node).map_or(-1, |b| b.epoch),
             durable: self.config.fsync_before_ack,
+            log_dirs: self.dirs.ids(),
         };
         let sessions = std::sync::Mutex::new(BrokerSessions::new(SESSION_TIMEOUT_MS));
         self.change_metadata(false, |controller, image| {
@@ -120,6 +124,7 @@ impl Broker {
                 want_fence: false,
                 want_shutdown: false,
                 replica_logs: Vec::new(),
+                offline_dirs: Vec::new(),
             };
             let decision = sessions
                 .lock()

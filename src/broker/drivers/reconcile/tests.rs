@@ -76,6 +76,7 @@ async fn partitions_follow_the_image_of_a_cluster() {
     commit(
         &broker,
         vec![MetadataRecord::RegisterBroker {
+            log_dirs: Vec::new(),
             id: 2,
             incarnation: Uuid::from_u128(2),
             listeners: vec![BrokerEndpoint {

@@ -126,7 +126,7 @@ pub(super) async fn append(
                 }
                 Err(FollowerAppendError::Storage(e)) => {
                     drop(p);
-                    broker.storage_failed("a follower append", &e);
+                    broker.handle_storage_failed(handle, "a follower append", &e);
                     return StepResult::Failed;
                 }
                 Err(e) => {
@@ -141,7 +141,7 @@ pub(super) async fn append(
         // batch can be on disk.
         let _gate = handle.flush_gate.lock().await;
         if let Err(e) = marker.write(broker.io.disk.as_ref(), &dir).await {
-            broker.storage_failed("the follower's gap marker", &e);
+            broker.handle_storage_failed(handle, "the follower's gap marker", &e);
             return StepResult::Failed;
         }
         match handle.lock_open() {
@@ -199,7 +199,7 @@ pub(super) async fn truncate(
             Ok(None) => return StepResult::Done,
             Err(TruncateError::Storage(e)) => {
                 drop(p);
-                broker.storage_failed("a follower truncation", &e);
+                broker.handle_storage_failed(handle, "a follower truncation", &e);
                 return StepResult::Failed;
             }
             Err(e) => {
@@ -210,7 +210,7 @@ pub(super) async fn truncate(
         }
     };
     if let Err(e) = plan.make_durable().await {
-        broker.storage_failed("a follower truncation", &e);
+        broker.handle_storage_failed(handle, "a follower truncation", &e);
         return StepResult::Failed;
     }
     {

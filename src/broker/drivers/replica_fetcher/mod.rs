@@ -112,6 +112,11 @@ impl Broker {
     /// it out of every fetcher when this node leads it, nobody does, or it is gone. Called by
     /// reconciliation after the role is synced; idempotent.
     pub(crate) fn follow_leader(&self, topic: &str, index: i32) {
+        if self.dirs.is_offline(topic, index) {
+            // Its log directory failed: nothing can be appended to it.
+            self.stop_following(topic, index);
+            return;
+        }
         let key = (topic.to_string(), index);
         let node = self.config.node_id;
         let handle = self.partition(topic, index);

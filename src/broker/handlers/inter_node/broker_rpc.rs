@@ -17,14 +17,15 @@ use kafka_protocol::messages::alter_partition_response::{
     PartitionData as AlterPartitionData, TopicData as AlterTopicData,
 };
 use kafka_protocol::messages::{
-    AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
-    BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse, RequestKind, ResponseKind,
+    AlterPartitionRequest, AlterPartitionResponse, AssignReplicasToDirsRequest,
+    AssignReplicasToDirsResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId,
+    BrokerRegistrationRequest, BrokerRegistrationResponse, RequestKind, ResponseKind,
 };
 
 use crate::broker::{errors, Broker, CommitError};
 use crate::controller::alter_partition::{self, Alteration, PartitionAnswer};
 use crate::controller::brokers::{HeartbeatRequest, RegistrationRequest, DURABLE_FEATURE};
-use crate::controller::BrokerEndpoint;
+use crate::controller::{log_dirs, BrokerEndpoint};
 
 /// Answers one session RPC on the controller listener; `Err` (no answer: not a session
 /// request) closes the connection.
@@ -49,6 +50,9 @@ pub(crate) async fn answer(broker: &Broker, request: &RequestKind) -> Option<Res
         }
         RequestKind::AlterPartition(req) => Some(ResponseKind::AlterPartition(
             alter_partitions(broker, req).await,
+        )),
+        RequestKind::AssignReplicasToDirs(req) => Some(ResponseKind::AssignReplicasToDirs(
+            assign_replicas_to_dirs(broker, req).await,
         )),
         _ => None,
     }
@@ -87,6 +91,7 @@ async fn register(broker: &Broker, req: &BrokerRegistrationRequest) -> BrokerReg
             .features
             .iter()
             .any(|f| f.name.as_str() == DURABLE_FEATURE && f.max_supported_version >= 1),
+        log_dirs: req.log_dirs.clone(),
     };
     match broker.register_broker(&request).await {
         Ok(epoch) => BrokerRegistrationResponse::default().with_broker_epoch(epoch),
@@ -106,6 +111,7 @@ async fn heartbeat(broker: &Broker, req: &BrokerHeartbeatRequest) -> BrokerHeart
             .get(&super::replica_logs::REPLICA_LOGS_TAG)
             .map(|field| super::replica_logs::decode(field))
             .unwrap_or_default(),
+        offline_dirs: req.offline_log_dirs.clone(),
     };
     let caught_up = req.current_metadata_offset >= broker.image().applied() - 1;
     match broker.broker_heartbeat(&request).await {
@@ -205,4 +211,70 @@ async fn alter_partitions(broker: &Broker, req: &AlterPartitionRequest) -> Alter
         })
         .collect();
     AlterPartitionResponse::default().with_topics(topics)
+}
+
+/// AssignReplicasToDirs (KIP-858): where the broker placed its replicas, decided by
+/// [`log_dirs::assign_dirs`] and answered per partition after the commit.
+async fn assign_replicas_to_dirs(
+    broker: &Broker,
+    req: &AssignReplicasToDirsRequest,
+) -> AssignReplicasToDirsResponse {
+    use kafka_protocol::messages::assign_replicas_to_dirs_response as out;
+    let assignments: Vec<((uuid::Uuid, i32), uuid::Uuid)> = req
+        .directories
+        .iter()
+        .flat_map(|d| {
+            d.topics.iter().flat_map(move |t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| ((t.topic_id, p.partition_index), d.id))
+            })
+        })
+        .collect();
+    let sender = req.broker_id.0;
+    let decided = broker
+        .change_metadata(false, |_, image| {
+            log_dirs::assign_dirs(image, sender, req.broker_epoch, &assignments)
+        })
+        .await;
+    let mut accepted = match decided {
+        Ok(accepted) => accepted.into_iter(),
+        Err(e) => {
+            tracing::debug!(broker = sender, error = %e, "AssignReplicasToDirs refused");
+            return AssignReplicasToDirsResponse::default().with_error_code(code(&e));
+        }
+    };
+    let directories = req
+        .directories
+        .iter()
+        .map(|d| {
+            let topics = d
+                .topics
+                .iter()
+                .map(|t| {
+                    let partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let ok = accepted.next().expect("one answer per assignment");
+                            let error = match ok {
+                                true => 0,
+                                false => ResponseError::NotLeaderOrFollower.code(),
+                            };
+                            out::PartitionData::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(error)
+                        })
+                        .collect();
+                    out::TopicData::default()
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            out::DirectoryData::default()
+                .with_id(d.id)
+                .with_topics(topics)
+        })
+        .collect();
+    AssignReplicasToDirsResponse::default().with_directories(directories)
 }

@@ -64,7 +64,7 @@ async fn delete_one(
     let handle = broker
         .partition(topic, index)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    if broker.is_storage_offline() {
+    if broker.is_partition_offline(topic, index) {
         return Err(ResponseError::KafkaStorageError);
     }
     // A delete takes this gate too before it removes the directory, so the start-offset file
@@ -85,7 +85,7 @@ async fn delete_one(
     };
     if let Err(e) = write.write().await {
         tracing::error!(topic, partition = index, error = %e, "could not record the log start offset");
-        broker.storage_failed("a log start offset write", &e);
+        broker.partition_storage_failed(topic, index, "a log start offset write", &e);
         return Err(ResponseError::KafkaStorageError);
     }
     let mut partition = handle.lock();

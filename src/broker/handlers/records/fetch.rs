@@ -344,7 +344,11 @@ fn read_all(
             out.push(data);
             continue;
         };
-        if broker.is_storage_offline() {
+        let offline = w
+            .topic
+            .as_deref()
+            .is_some_and(|t| broker.is_partition_offline(t, w.partition));
+        if offline {
             // What the page cache shows may not be on disk: serve nothing until a restart.
             data.error_code = ResponseError::KafkaStorageError.code();
             answer_now = true;
@@ -680,7 +684,7 @@ pub(crate) fn list_offsets(
                         r.error_code = ResponseError::UnknownTopicOrPartition.code();
                         return r;
                     };
-                    if broker.is_storage_offline() {
+                    if broker.is_partition_offline(&name, p.partition_index) {
                         r.error_code = ResponseError::KafkaStorageError.code();
                         return r;
                     }

@@ -67,7 +67,7 @@ fn end_offset(
     let handle = broker
         .partition(topic, partition)
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    if broker.is_storage_offline() {
+    if broker.is_partition_offline(topic, partition) {
         return Err(ResponseError::KafkaStorageError);
     }
     if !broker.serving_partitions() {

@@ -310,7 +310,7 @@ fn append_one(
             "partition is closing",
         ));
     };
-    if broker.is_storage_offline() {
+    if broker.is_partition_offline(topic, index) {
         return Err(Failure::new(
             ResponseError::KafkaStorageError,
             "the log directory is offline",
@@ -350,14 +350,27 @@ fn append_one(
     } else {
         None
     };
-    let appended = partition.append(records, now).map_err(|e| match e {
-        ProduceError::RecordErrors(record_errors) => Failure {
-            code: ResponseError::InvalidRecord,
-            message: validation::summary(&record_errors),
-            record_errors,
-        },
-        e => Failure::new(errors::produce(&e), format!("{e:?}")),
-    })?;
+    let appended = match partition.append(records, now) {
+        Ok(appended) => appended,
+        Err(ProduceError::Storage(e)) => {
+            // The directory is not to be trusted any more (KIP-858: only this one's
+            // partitions go offline); reported once the partition lock is released.
+            drop(partition);
+            broker.partition_storage_failed(topic, index, "an append", &e);
+            return Err(Failure::new(
+                ResponseError::KafkaStorageError,
+                e.to_string(),
+            ));
+        }
+        Err(ProduceError::RecordErrors(record_errors)) => {
+            return Err(Failure {
+                code: ResponseError::InvalidRecord,
+                message: validation::summary(&record_errors),
+                record_errors,
+            })
+        }
+        Err(e) => return Err(Failure::new(errors::produce(&e), format!("{e:?}"))),
+    };
     let config = partition.config();
     let flush = broker.config.fsync_before_ack
         || partition

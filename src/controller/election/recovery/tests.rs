@@ -22,6 +22,7 @@ fn config(strategy: Option<RecoveryStrategy>) -> ElectionConfig {
 
 fn leaderless(lke: &[i32]) -> PartitionRegistration {
     PartitionRegistration {
+        directories: Vec::new(),
         replicas: vec![1, 2, 3],
         isr: vec![],
         elr: vec![],
@@ -258,6 +259,7 @@ fn with_the_manager_the_last_known_elr_collects_unclean_elr_members_and_waits() 
 /// An image with brokers 1..=3 (epochs 0..=2, unfenced) and partition 0 of topic "t" as `p`.
 fn image(p: &PartitionRegistration) -> MetadataImage {
     crate::controller::election::tests::image_with([PartitionRecord {
+        directories: Vec::new(),
         topic_id: T,
         partition: 0,
         replicas: p.replicas.clone(),

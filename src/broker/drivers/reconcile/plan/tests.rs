@@ -60,6 +60,7 @@ fn image(spec: &str) -> MetadataImage {
             apply(
                 &mut image,
                 MetadataRecord::Partition(PartitionRecord {
+                    directories: Vec::new(),
                     topic_id: id(&tid),
                     partition: index,
                     isr: replicas.clone(),

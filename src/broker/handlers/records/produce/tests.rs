@@ -55,6 +55,7 @@ async fn start_with_peer(io: &Io) -> (RunningBroker, i64) {
     commit(
         &broker,
         vec![MetadataRecord::RegisterBroker {
+            log_dirs: Vec::new(),
             id: 2,
             incarnation: Uuid::from_u128(2),
             listeners: vec![BrokerEndpoint {

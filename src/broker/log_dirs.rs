@@ -1,0 +1,328 @@
+//! The broker's log directories (`log.dirs`; several of them is JBOD, KIP-858): each has its
+//! `directory.id` from `meta.properties`, the partitions placed in it, and whether it failed.
+//!
+//! - Placement: a partition stays where it was placed; at start it is found in the directory
+//!   that holds its data; a new one goes to the online directory with the fewest partitions
+//!   ([`least_loaded`], Kafka's rule; ties to the first in `log.dirs` order).
+//! - Failure: an I/O error on a partition's files takes its whole directory offline for good
+//!   (until a restart): its partitions are refused with KAFKA_STORAGE_ERROR and reported to the
+//!   controller, the other directories keep serving. The broker as a whole goes offline only
+//!   when every directory has failed (`health`).
+//!
+//! The first directory also holds the metadata log and the clean-shutdown file, as Kafka's
+//! `metadata.log.dir` defaults to it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
+type Key = (String, i32);
+
+struct Dir {
+    path: PathBuf,
+    id: Uuid,
+    /// `Some(reason)` once failed; never goes back.
+    offline: Option<String>,
+}
+
+struct State {
+    dirs: Vec<Dir>,
+    /// Where each partition known here lives (an index into `dirs`).
+    placed: BTreeMap<Key, usize>,
+}
+
+/// One directory as DescribeLogDirs and the metrics show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirView {
+    pub path: PathBuf,
+    pub id: Uuid,
+    pub offline: Option<String>,
+    pub partitions: Vec<Key>,
+}
+
+/// A directory that has just failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failed {
+    pub path: PathBuf,
+    pub id: Uuid,
+    /// The partitions placed in it.
+    pub partitions: Vec<Key>,
+    /// No directory is online any more.
+    pub all_offline: bool,
+}
+
+pub struct LogDirs {
+    state: Mutex<State>,
+}
+
+/// The directory a new partition goes to: the online one (`Some(partitions)`) with the fewest
+/// partitions, the first of equals; `None` when every directory is offline.
+pub fn least_loaded(loads: &[Option<usize>]) -> Option<usize> {
+    loads
+        .iter()
+        .enumerate()
+        .filter_map(|(i, load)| load.map(|n| (n, i)))
+        .min()
+        .map(|(_, i)| i)
+}
+
+impl LogDirs {
+    /// `dirs` in `log.dirs` order, with their directory ids (distinct, at least one).
+    pub fn new(dirs: Vec<(PathBuf, Uuid)>) -> LogDirs {
+        assert!(!dirs.is_empty(), "no log directory");
+        let mut ids: Vec<Uuid> = dirs.iter().map(|d| d.1).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), dirs.len(), "two log directories share an id");
+        LogDirs {
+            state: Mutex::new(State {
+                dirs: dirs
+                    .into_iter()
+                    .map(|(path, id)| Dir {
+                        path,
+                        id,
+                        offline: None,
+                    })
+                    .collect(),
+                placed: BTreeMap::new(),
+            }),
+        }
+    }
+
+    /// Every directory id, in `log.dirs` order.
+    pub fn ids(&self) -> Vec<Uuid> {
+        self.state
+            .lock()
+            .unwrap()
+            .dirs
+            .iter()
+            .map(|d| d.id)
+            .collect()
+    }
+
+    /// The ids of the directories still online (what a registration lists).
+    pub fn online_ids(&self) -> Vec<Uuid> {
+        let state = self.state.lock().unwrap();
+        state
+            .dirs
+            .iter()
+            .filter(|d| d.offline.is_none())
+            .map(|d| d.id)
+            .collect()
+    }
+
+    /// The ids of the failed directories.
+    pub fn offline_ids(&self) -> Vec<Uuid> {
+        let state = self.state.lock().unwrap();
+        state
+            .dirs
+            .iter()
+            .filter(|d| d.offline.is_some())
+            .map(|d| d.id)
+            .collect()
+    }
+
+    /// The online directories' paths.
+    pub fn online_paths(&self) -> Vec<PathBuf> {
+        let state = self.state.lock().unwrap();
+        state
+            .dirs
+            .iter()
+            .filter(|d| d.offline.is_none())
+            .map(|d| d.path.clone())
+            .collect()
+    }
+
+    /// The directory `topic`-`index` lives in: where it was placed; else the first online
+    /// directory `holds` says has its data (a restart); else a new placement. `None` only when
+    /// it was never placed and every directory is offline.
+    pub fn locate(
+        &self,
+        topic: &str,
+        index: i32,
+        holds: impl Fn(&Path) -> bool,
+    ) -> Option<PathBuf> {
+        let mut state = self.state.lock().unwrap();
+        let key = (topic.to_string(), index);
+        if let Some(&at) = state.placed.get(&key) {
+            return Some(state.dirs[at].path.clone());
+        }
+        let found = state
+            .dirs
+            .iter()
+            .position(|d| d.offline.is_none() && holds(&d.path));
+        let at = match found {
+            Some(at) => at,
+            None => {
+                let mut loads: Vec<Option<usize>> = state
+                    .dirs
+                    .iter()
+                    .map(|d| d.offline.is_none().then_some(0))
+                    .collect();
+                for &at in state.placed.values() {
+                    if let Some(n) = loads[at].as_mut() {
+                        *n += 1;
+                    }
+                }
+                least_loaded(&loads)?
+            }
+        };
+        state.placed.insert(key, at);
+        Some(state.dirs[at].path.clone())
+    }
+
+    /// Moves `topic`-`index` to the directory `id` (a finished intra-broker move).
+    pub fn replace(&self, topic: &str, index: i32, id: Uuid) -> bool {
+        let mut state = self.state.lock().unwrap();
+        let Some(at) = state.dirs.iter().position(|d| d.id == id) else {
+            return false;
+        };
+        state.placed.insert((topic.to_string(), index), at);
+        true
+    }
+
+    /// Forgets a partition no longer hosted here (its data is gone).
+    pub fn forget(&self, topic: &str, index: i32) {
+        let mut state = self.state.lock().unwrap();
+        state.placed.remove(&(topic.to_string(), index));
+    }
+
+    /// The id and path of the directory `topic`-`index` was placed in.
+    pub fn dir_of(&self, topic: &str, index: i32) -> Option<(Uuid, PathBuf)> {
+        let state = self.state.lock().unwrap();
+        let at = *state.placed.get(&(topic.to_string(), index))?;
+        Some((state.dirs[at].id, state.dirs[at].path.clone()))
+    }
+
+    /// The path of the directory with id `id`, if it is one of these and online.
+    pub fn online_path_of(&self, id: Uuid) -> Option<PathBuf> {
+        let state = self.state.lock().unwrap();
+        state
+            .dirs
+            .iter()
+            .find(|d| d.id == id && d.offline.is_none())
+            .map(|d| d.path.clone())
+    }
+
+    /// Whether `topic`-`index` was placed in a failed directory.
+    pub fn is_offline(&self, topic: &str, index: i32) -> bool {
+        let state = self.state.lock().unwrap();
+        state
+            .placed
+            .get(&(topic.to_string(), index))
+            .is_some_and(|&at| state.dirs[at].offline.is_some())
+    }
+
+    /// Takes the directory of `topic`-`index` offline. `None` when it already was (or the
+    /// partition was never placed).
+    pub fn fail_dir_of(&self, topic: &str, index: i32, reason: String) -> Option<Failed> {
+        let mut state = self.state.lock().unwrap();
+        let at = *state.placed.get(&(topic.to_string(), index))?;
+        if state.dirs[at].offline.is_some() {
+            return None;
+        }
+        state.dirs[at].offline = Some(reason);
+        let partitions = state
+            .placed
+            .iter()
+            .filter(|(_, &d)| d == at)
+            .map(|(k, _)| k.clone())
+            .collect();
+        Some(Failed {
+            path: state.dirs[at].path.clone(),
+            id: state.dirs[at].id,
+            partitions,
+            all_offline: state.dirs.iter().all(|d| d.offline.is_some()),
+        })
+    }
+
+    /// Every directory with its state and partitions, in `log.dirs` order.
+    pub fn views(&self) -> Vec<DirView> {
+        let state = self.state.lock().unwrap();
+        state
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(at, d)| DirView {
+                path: d.path.clone(),
+                id: d.id,
+                offline: d.offline.clone(),
+                partitions: state
+                    .placed
+                    .iter()
+                    .filter(|(_, &p)| p == at)
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dirs(n: u64) -> LogDirs {
+        LogDirs::new(
+            (0..n)
+                .map(|i| {
+                    (
+                        PathBuf::from(format!("/d{i}")),
+                        Uuid::from_u64_pair(7, i + 100),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn least_loaded_picks_the_online_directory_with_fewest_partitions() {
+        assert_eq!(least_loaded(&[Some(2), Some(1), Some(1)]), Some(1));
+        assert_eq!(least_loaded(&[Some(0), Some(0)]), Some(0));
+        assert_eq!(least_loaded(&[None, Some(5), Some(3)]), Some(2));
+        assert_eq!(least_loaded(&[None, None]), None);
+        assert_eq!(least_loaded(&[]), None);
+    }
+
+    #[test]
+    fn new_partitions_spread_over_the_directories() {
+        let d = dirs(2);
+        let placed: Vec<PathBuf> = (0..4)
+            .map(|i| d.locate("t", i, |_| false).unwrap())
+            .collect();
+        assert_eq!(placed, ["/d0", "/d1", "/d0", "/d1"].map(PathBuf::from));
+        // Placed once, found there again.
+        assert_eq!(d.locate("t", 1, |_| false), Some(PathBuf::from("/d1")));
+    }
+
+    #[test]
+    fn a_restart_finds_a_partition_where_its_data_is() {
+        let d = dirs(3);
+        let found = d.locate("t", 0, |p| p == Path::new("/d2"));
+        assert_eq!(found, Some(PathBuf::from("/d2")));
+        assert_eq!(d.dir_of("t", 0).unwrap().1, PathBuf::from("/d2"));
+    }
+
+    #[test]
+    fn a_failed_directory_takes_only_its_partitions_offline_and_gets_no_new_ones() {
+        let d = dirs(2);
+        d.locate("t", 0, |_| false);
+        d.locate("t", 1, |_| false);
+        let failed = d.fail_dir_of("t", 0, "EIO".into()).unwrap();
+        assert_eq!(failed.partitions, vec![("t".to_string(), 0)]);
+        assert!(!failed.all_offline);
+        assert!(d.is_offline("t", 0));
+        assert!(!d.is_offline("t", 1));
+        assert_eq!(d.fail_dir_of("t", 0, "again".into()), None);
+        assert_eq!(d.offline_ids(), vec![Uuid::from_u64_pair(7, 100)]);
+        // New partitions all go to the surviving directory.
+        for i in 2..5 {
+            assert_eq!(d.locate("t", i, |_| false), Some(PathBuf::from("/d1")));
+        }
+        let last = d.fail_dir_of("t", 1, "EIO".into()).unwrap();
+        assert!(last.all_offline);
+        assert_eq!(d.locate("t", 9, |_| false), None);
+    }
+}
