@@ -29,6 +29,7 @@ pub mod producer;
 pub mod progress;
 pub mod quorum_check;
 pub mod read_back;
+#[cfg(madsim)]
 pub mod reassigner;
 pub mod replica_check;
 pub mod report;
