@@ -108,23 +108,33 @@ fn cluster_properties(scenario: &Scenario, index: u32) -> BTreeMap<String, Strin
     props
 }
 
-/// A self-signed certificate (P-256) every node serves and trusts; host names are not checked
-/// (`ssl.endpoint.identification.algorithm` empty), so one certificate fits every address.
+/// One leaf certificate (P-256) every node serves, signed by a test CA every node trusts; host
+/// names are not checked (`ssl.endpoint.identification.algorithm` empty), so it fits every
+/// address. Valid from 2000 to 2100: the simulator's wall clock starts in 2022, so a
+/// certificate made "now" would not be valid yet inside it.
+const NODE_CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBQjCB6aADAgECAgEBMAoGCCqGSM49BAMCMBYxFDASBgNVBAMMC3dlaXItc2lt
+LWNhMCAXDTAwMDEwMTAwMDAwMFoYDzIxMDAwMTAxMDAwMDAwWjAWMRQwEgYDVQQD
+DAt3ZWlyLXNpbS1jYTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABLgCQeA+L9Xd
+6yUDVku0KJqaI85dxLEsG/4ojQcpUrVf1uj7nutgHByvurew+Jv1nrMZxM1GOcO4
+26N7w+9c/8SjJjAkMBIGA1UdEwEB/wQIMAYBAf8CAQAwDgYDVR0PAQH/BAQDAgGG
+MAoGCCqGSM49BAMCA0gAMEUCIQCXTN0HkNj6X+H5bKIAtv/0Zvc4lwiQFPVj2RxZ
+t+lyygIgLvYVVImkNzrbEYyZp/Bvq8Bbp0WoFSq16JutA5c+c/o=
+-----END CERTIFICATE-----";
 const NODE_CERT: &str = "-----BEGIN CERTIFICATE-----
-MIIBnDCCAUGgAwIBAgIUC+Fg14i1JkHSJoacIjM5b2hAgFEwCgYIKoZIzj0EAwIw
-FDESMBAGA1UEAwwJbG9jYWxob3N0MCAXDTI2MTIwNjE0MDQ1OFoYDzIxMjYxMTEy
-MTQwNDU4WjAUMRIwEAYDVQQDDAlsb2NhbGhvc3QwWTATBgcqhkjOPQIBBggqhkjO
-PQMBBwNCAATdPdse4w1E6Z3Yw7s/XZ942ZqawpDMtqqONHN4UGMWQCxcoum61dXa
-PqJ3p9cHNdPXmsplSUcjPr2KovpQxp7Mo28wbTAdBgNVHQ4EFgQUrHf3gbbC+zAO
-1WJ4q0s/AFcMHmUwHwYDVR0jBBgwFoAUrHf3gbbC+zAO1WJ4q0s/AFcMHmUwDwYD
-VR0TAQH/BAUwAwEB/zAaBgNVHREEEzARhwR/AAABgglsb2NhbGhvc3QwCgYIKoZI
-zj0EAwIDSQAwRgIhAMq8c/M2dhGPKGj+e0PXEMRp8H9g1e8p+7EviUx56lCNAiEA
-1IUtLQyvyIuyZF+X7jBgZD4Q5q3q9FIIOGBTg1Uuheo=
+MIIBaTCCARCgAwIBAgIBAjAKBggqhkjOPQQDAjAWMRQwEgYDVQQDDAt3ZWlyLXNp
+bS1jYTAgFw0wMDAxMDEwMDAwMDBaGA8yMTAwMDEwMTAwMDAwMFowGDEWMBQGA1UE
+AwwNd2Vpci1zaW0tbm9kZTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABGMezvaV
+IDl0f+50TBj1LZNIKVdZGdWb26/I9W66pqRbQuCHFqsmeOgw14YVwUvKozfQa28E
+TCLOXuV1JVsVNuejSzBJMAwGA1UdEwEB/wQCMAAwGgYDVR0RBBMwEYIJbG9jYWxo
+b3N0hwR/AAABMB0GA1UdJQQWMBQGCCsGAQUFBwMBBggrBgEFBQcDAjAKBggqhkjO
+PQQDAgNHADBEAiAW3obNiZLmrjWRURc9smX49ATZSOHLzue75k4rktIZ/QIgbdwh
+Z/ZWst6TPB0sLJQt3RJyN9clqL3dy8wMcYm5dE4=
 -----END CERTIFICATE-----";
 const NODE_KEY: &str = "-----BEGIN PRIVATE KEY-----
-MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg9KlbXeB+WcMDBtYX
-FvctMg+zWFApVp9ai+4fn49LakKhRANCAATdPdse4w1E6Z3Yw7s/XZ942ZqawpDM
-tqqONHN4UGMWQCxcoum61dXaPqJ3p9cHNdPXmsplSUcjPr2KovpQxp7M
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgU0Bez/vG8tfJpSk5
+6Zpm2nUWgNE/q5v2+fyfGUM0uBKhRANCAARjHs72lSA5dH/udEwY9S2TSClXWRnV
+m9uvyPVuuqakW0LghxarJnjoMNeGFcFLyqM30GtvBEwizl7ldSVbFTbn
 -----END PRIVATE KEY-----";
 
 /// The controller listener as SASL_SSL with PLAIN: each node logs in as `node` and accepts it.
@@ -143,7 +153,7 @@ fn secure_controller_properties() -> BTreeMap<String, String> {
         ("ssl.keystore.certificate.chain", NODE_CERT),
         ("ssl.keystore.key", NODE_KEY),
         ("ssl.truststore.type", "PEM"),
-        ("ssl.truststore.certificates", NODE_CERT),
+        ("ssl.truststore.certificates", NODE_CA),
         ("ssl.endpoint.identification.algorithm", ""),
     ]
     .into_iter()

@@ -19,6 +19,10 @@ pub struct TlsStream {
     conn: Connection,
     /// close_notify queued (once, however often shutdown is polled).
     closing: bool,
+    /// Records written to `io` and not yet flushed through it. An OS socket sends on write,
+    /// but `AsyncWrite` promises nothing before `poll_flush` (the simulator's TCP stream sends
+    /// only then): without it a handshake waits for an answer to a hello never sent.
+    unflushed: bool,
 }
 
 /// Adapts the async stream to the blocking `Read`/`Write` rustls calls, turning `Pending` into
@@ -77,6 +81,7 @@ impl TlsStream {
             io,
             conn,
             closing: false,
+            unflushed: false,
         };
         poll_fn(|cx| stream.poll_handshake(cx)).await?;
         Ok(stream)
@@ -140,10 +145,17 @@ impl TlsStream {
             };
             match self.conn.write_tls(&mut sync) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(_) => {}
+                Ok(_) => self.unflushed = true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Poll::Pending),
                 Err(e) => return Err(e),
             }
+        }
+        if self.unflushed {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(result) => result?,
+                Poll::Pending => return Ok(Poll::Pending),
+            }
+            self.unflushed = false;
         }
         Ok(Poll::Ready(()))
     }
