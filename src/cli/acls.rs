@@ -13,7 +13,6 @@ use weir::acl::{
 };
 use weir::io::Io;
 
-use super::connect_any;
 use super::output::{print_json, Output};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -29,16 +28,8 @@ enum PatternArg {
 #[derive(Args)]
 #[command(group = ArgGroup::new("mode").required(true).args(["list", "add", "remove"]))]
 pub struct AclsArgs {
-    /// host:port of a broker; several separated by commas (the first that answers is used).
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     /// List the ACLs of the resources named (every ACL without one).
     #[arg(long)]
     list: bool,
@@ -286,7 +277,7 @@ fn render(heading: &str, bindings: &[AclBinding]) -> String {
 }
 
 pub async fn run(io: &Io, args: AclsArgs, output: Output) -> anyhow::Result<()> {
-    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
+    let mut client = args.server.connect_any(io).await?;
     let named = resources(&args);
     if args.list {
         let mut found = Vec::new();

@@ -12,8 +12,6 @@ use clap::{Args, ValueEnum};
 use weir::client::{Client, ConfigEntry, ConfigResource, ConfigSource};
 use weir::io::Io;
 
-use super::connect_any;
-
 mod quotas;
 mod scram;
 use super::output::{print_json, Output};
@@ -34,16 +32,8 @@ enum EntityType {
 #[derive(Args)]
 #[command(group = clap::ArgGroup::new("mode").required(true).args(["describe", "alter"]))]
 pub struct ConfigsArgs {
-    /// host:port of a broker; several separated by commas (the first that answers is used).
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     /// topics, brokers, users or clients; for a user's client id give `--entity-type users
     /// --entity-name U --entity-type clients --entity-name C` (names and defaults pair up
     /// with types in order), or use --user/--client.
@@ -157,7 +147,7 @@ pub async fn run(io: &Io, args: ConfigsArgs, output: Output) -> anyhow::Result<(
              entity"
         );
     }
-    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
+    let mut client = args.server.connect_any(io).await?;
     let entities = entities(&mut client, &args, entity_type).await?;
     if args.alter {
         let [entity] = entities.as_slice() else {

@@ -9,16 +9,8 @@ use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct GetOffsetsArgs {
-    /// host:port of a broker; several separated by commas.
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     /// A regular expression of the topics to ask for (whole name); every topic without it.
     #[arg(long)]
     topic: Option<String>,
@@ -67,7 +59,7 @@ pub async fn run(io: &Io, args: GetOffsetsArgs, output: Output) -> anyhow::Resul
         ),
         None => None,
     };
-    let mut cluster = super::cluster_client(io, &args.bootstrap, &args.security).await?;
+    let mut cluster = args.server.cluster_client(io).await?;
     let topics = cluster.any().await?.describe_topics(None).await?;
     let mut out = Vec::new();
     for t in &topics {

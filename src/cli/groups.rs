@@ -13,11 +13,8 @@ use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct GroupsArgs {
-    #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     #[command(subcommand)]
     action: GroupAction,
 }
@@ -57,7 +54,7 @@ enum GroupAction {
 }
 
 pub async fn run(io: &Io, args: GroupsArgs, output: Output) -> anyhow::Result<()> {
-    let mut cluster = super::cluster_client(io, &args.bootstrap, &args.security).await?;
+    let mut cluster = args.server.cluster_client(io).await?;
     if let (GroupAction::List, true) = (&args.action, output.json()) {
         return print_json(&cluster.list_groups().await?);
     }

@@ -14,16 +14,8 @@ use weir::io::Io;
 
 #[derive(Args)]
 pub struct LeaderElectionArgs {
-    /// host:port of a broker; several separated by commas.
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     /// `preferred`: move leadership to each partition's first replica if it is in the ISR and
     /// alive. `unclean`: elect a leader for partitions that have none, from outside the ISR if
     /// need be (acknowledged records may be lost).
@@ -83,6 +75,7 @@ async fn elect(
 ) -> anyhow::Result<Vec<ElectionOutcome>> {
     let deadline = io.clock.monotonic() + Duration::from_millis(args.timeout_ms);
     let mut hosts: Vec<String> = args
+        .server
         .bootstrap
         .split(',')
         .map(str::trim)
@@ -92,7 +85,7 @@ async fn elect(
     if hosts.is_empty() {
         anyhow::bail!("empty --bootstrap-server");
     }
-    let security = args.security.security(io)?;
+    let security = args.server.security.security(io)?;
     let mut last = String::from("no broker answered");
     loop {
         for host in hosts.clone() {

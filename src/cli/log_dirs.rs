@@ -11,21 +11,12 @@ use serde::Serialize;
 use weir::client::Client;
 use weir::io::Io;
 
-use super::connect_any;
 use super::output::Output;
 
 #[derive(Args)]
 pub struct LogDirsArgs {
-    /// host:port of a broker; several separated by commas.
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     /// Describe the log directories (the only action, as in kafka-log-dirs.sh).
     #[arg(long)]
     describe: bool,
@@ -86,7 +77,7 @@ pub async fn run(io: &Io, args: LogDirsArgs, output: Output) -> anyhow::Result<(
     if !args.describe {
         anyhow::bail!("Command must include exactly one action: --describe");
     }
-    let mut bootstrap = connect_any(io, &args.bootstrap, &args.security).await?;
+    let mut bootstrap = args.server.connect_any(io).await?;
     let mut brokers = bootstrap.brokers().await?;
     if !args.broker_list.is_empty() {
         brokers.retain(|b| args.broker_list.contains(&b.id));
@@ -115,7 +106,7 @@ pub async fn run(io: &Io, args: LogDirsArgs, output: Output) -> anyhow::Result<(
             .next()
             .ok_or_else(|| anyhow::anyhow!("broker {}: cannot resolve {}", b.id, b.host))?;
         let mut client =
-            Client::connect_secure(io, addr, &b.host, &args.security.security(io)?).await?;
+            Client::connect_secure(io, addr, &b.host, &args.server.security.security(io)?).await?;
         let dirs = client.describe_log_dirs(None).await?;
         let log_dirs = dirs
             .into_iter()

@@ -7,21 +7,12 @@ use clap::{Args, Subcommand};
 use weir::client::{QuorumDescription, QuorumReplica};
 use weir::io::Io;
 
-use super::connect_any;
 use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct MetadataQuorumArgs {
-    /// host:port of a broker; several separated by commas (the first that answers is used).
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     #[command(subcommand)]
     action: QuorumAction,
 }
@@ -48,7 +39,7 @@ enum QuorumAction {
 }
 
 pub async fn run(io: &Io, args: MetadataQuorumArgs, output: Output) -> anyhow::Result<()> {
-    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
+    let mut client = args.server.connect_any(io).await?;
     let QuorumAction::Describe {
         status,
         replication,

@@ -197,6 +197,34 @@ impl CommandConfig {
     }
 }
 
+/// Where a client command connects, and how: Kafka's tools' `--bootstrap-server` (also
+/// `--bootstrap`) and `--command-config`.
+#[derive(Args, Clone, Debug)]
+pub struct ServerArgs {
+    /// host:port of a broker; several separated by commas.
+    #[arg(
+        long = "bootstrap-server",
+        alias = "bootstrap",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub bootstrap: String,
+    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
+    #[command(flatten)]
+    pub security: CommandConfig,
+}
+
+impl ServerArgs {
+    /// A client of the whole cluster (`cluster_client`).
+    async fn cluster_client(&self, io: &Io) -> anyhow::Result<ClusterClient> {
+        cluster_client(io, &self.bootstrap, &self.security).await
+    }
+
+    /// The first bootstrap broker that answers (`connect_any`).
+    async fn connect_any(&self, io: &Io) -> anyhow::Result<Client> {
+        connect_any(io, &self.bootstrap, &self.security).await
+    }
+}
+
 /// The host part of `host:port` (what a TLS certificate must name).
 fn host_of(host_port: &str) -> String {
     let host = host_port

@@ -25,16 +25,8 @@ use weir::io::Io;
 
 #[derive(Args)]
 pub struct ReassignArgs {
-    /// host:port of a broker; several separated by commas.
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     /// Propose a plan moving the topics of --topics-to-move-json-file onto --broker-list.
     #[arg(long, group = "action")]
     generate: bool,
@@ -146,7 +138,7 @@ pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
 /// The first bootstrap broker that answers (secured as --command-config says); it relays the
 /// admin requests to the controller.
 async fn connect(io: &Io, args: &ReassignArgs) -> anyhow::Result<Client> {
-    let mut client = super::connect_any(io, &args.bootstrap, &args.security).await?;
+    let mut client = args.server.connect_any(io).await?;
     client.set_timeout(Duration::from_millis(args.timeout_ms.clamp(1_000, 60_000)));
     Ok(client)
 }

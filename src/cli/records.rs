@@ -12,11 +12,8 @@ use super::acks;
 
 #[derive(Args)]
 pub struct ProduceArgs {
-    #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     topic: String,
     #[arg(long, default_value_t = 0)]
     partition: i32,
@@ -26,11 +23,8 @@ pub struct ProduceArgs {
 
 #[derive(Args)]
 pub struct ConsumeArgs {
-    #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     topic: String,
     #[arg(long, default_value_t = 0)]
     partition: i32,
@@ -43,8 +37,7 @@ pub struct ConsumeArgs {
 
 pub async fn produce(io: &Io, args: ProduceArgs) -> anyhow::Result<()> {
     let ProduceArgs {
-        bootstrap,
-        security,
+        server,
         topic,
         partition,
         acks: a,
@@ -52,7 +45,7 @@ pub async fn produce(io: &Io, args: ProduceArgs) -> anyhow::Result<()> {
     let acks = acks(&a)?;
     // As Kafka's producer: Metadata from any broker (creating the topic if the broker
     // allows), then the partition's leader, following it if it moves.
-    let mut cluster = super::cluster_client(io, &bootstrap, &security).await?;
+    let mut cluster = server.cluster_client(io).await?;
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
     let now = io.clock.wall_ms();
@@ -90,15 +83,14 @@ pub async fn produce(io: &Io, args: ProduceArgs) -> anyhow::Result<()> {
 
 pub async fn consume(io: &Io, args: ConsumeArgs) -> anyhow::Result<()> {
     let ConsumeArgs {
-        bootstrap,
-        security,
+        server,
         topic,
         partition,
         offset,
         max,
     } = args;
     // From the partition's leader, whichever broker is the bootstrap.
-    let mut cluster = super::cluster_client(io, &bootstrap, &security).await?;
+    let mut cluster = server.cluster_client(io).await?;
     let mut next = offset;
     let mut printed = 0;
     while printed < max {

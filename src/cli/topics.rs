@@ -5,16 +5,13 @@ use clap::{Args, Subcommand};
 
 use weir::io::Io;
 
+use super::key_values;
 use super::output::{print_json, Output};
-use super::{connect_any, key_values};
 
 #[derive(Args)]
 pub struct TopicsArgs {
-    #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:9092")]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     #[command(subcommand)]
     action: TopicAction,
 }
@@ -43,7 +40,7 @@ enum TopicAction {
 }
 
 pub async fn run(io: &Io, args: TopicsArgs, output: Output) -> anyhow::Result<()> {
-    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
+    let mut client = args.server.connect_any(io).await?;
     match args.action {
         TopicAction::Create {
             name,

@@ -11,16 +11,8 @@ use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct TransactionsArgs {
-    /// host:port of a broker; several separated by commas.
-    #[arg(
-        long = "bootstrap-server",
-        alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
-    )]
-    bootstrap: String,
-    /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
     #[command(flatten)]
-    security: super::CommandConfig,
+    server: super::ServerArgs,
     #[command(subcommand)]
     action: TransactionsAction,
 }
@@ -75,7 +67,7 @@ enum TransactionsAction {
 }
 
 pub async fn run(io: &Io, args: TransactionsArgs, output: Output) -> anyhow::Result<()> {
-    let mut cluster = super::cluster_client(io, &args.bootstrap, &args.security).await?;
+    let mut cluster = args.server.cluster_client(io).await?;
     match args.action {
         TransactionsAction::List {
             duration_filter,
