@@ -7,12 +7,11 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest,
+    BrokerId, FetchRequest, OffsetForLeaderEpochRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -23,8 +22,6 @@ use super::{check, name, BrokerInfo, Client, ClientError, Result};
 pub const CONSUMER_FETCH_VERSION: i16 = 11;
 /// OffsetForLeaderEpoch v3 (`current_leader_epoch`, a consumer's replica id -1 implied).
 const OFFSET_FOR_LEADER_EPOCH_VERSION: i16 = 3;
-/// ListOffsets v4+ answers the leader epoch of the offset found.
-const LIST_OFFSETS_VERSION: i16 = 7;
 
 /// A partition as the last Metadata answer described it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,22 +174,9 @@ impl Client {
         timestamp: i64,
         current_leader_epoch: i32,
     ) -> Result<(i64, i32)> {
-        let request = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(name(topic))
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(partition)
-                    .with_current_leader_epoch(current_leader_epoch)
-                    .with_timestamp(timestamp)])]);
-        let response = self.call(&request, LIST_OFFSETS_VERSION).await?;
-        let p = response
-            .topics
-            .into_iter()
-            .flat_map(|t| t.partitions)
-            .find(|p| p.partition_index == partition)
-            .ok_or_else(|| ClientError::Protocol("partition missing from ListOffsets".into()))?;
-        check(p.error_code, None)?;
+        let p = self
+            .list_one_offset(topic, partition, timestamp, current_leader_epoch)
+            .await?;
         Ok((p.offset, p.leader_epoch))
     }
 }

@@ -70,15 +70,7 @@ impl Client {
                 out.push(ElectionOutcome {
                     topic: t.topic.to_string(),
                     partition: p.partition_id,
-                    error: ResponseError::try_from_code(p.error_code).map(|e| {
-                        (
-                            e,
-                            p.error_message
-                                .as_ref()
-                                .map(StrBytes::to_string)
-                                .unwrap_or_default(),
-                        )
-                    }),
+                    error: super::error_of(p.error_code, p.error_message.as_ref()),
                 });
             }
         }

@@ -84,13 +84,16 @@ fn name(s: &str) -> TopicName {
 }
 
 fn check(code: i16, message: Option<&StrBytes>) -> Result<()> {
-    match ResponseError::try_from_code(code) {
+    match error_of(code, message) {
         None => Ok(()),
-        Some(e) => Err(ClientError::Kafka(
-            e,
-            message.map(|m| m.to_string()).unwrap_or_default(),
-        )),
+        Some((e, message)) => Err(ClientError::Kafka(e, message)),
     }
+}
+
+/// A per-partition answer's error and its message ("" without one); `None` for no error.
+fn error_of(code: i16, message: Option<&StrBytes>) -> Option<(ResponseError, String)> {
+    ResponseError::try_from_code(code)
+        .map(|e| (e, message.map(StrBytes::to_string).unwrap_or_default()))
 }
 
 /// What a fetch of one partition returned.
@@ -374,12 +377,27 @@ impl Client {
         partition: i32,
         timestamp: i64,
     ) -> Result<(i64, i64)> {
+        let p = self.list_one_offset(topic, partition, timestamp, -1).await?;
+        Ok((p.offset, p.timestamp))
+    }
+
+    /// ListOffsets for one partition as a consumer, fenced by `current_leader_epoch` (-1:
+    /// none); the partition's answer once its error code is checked.
+    async fn list_one_offset(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        current_leader_epoch: i32,
+    ) -> Result<kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse>
+    {
         let request = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
                 .with_name(name(topic))
                 .with_partitions(vec![ListOffsetsPartition::default()
                     .with_partition_index(partition)
+                    .with_current_leader_epoch(current_leader_epoch)
                     .with_timestamp(timestamp)])]);
         let response = self.call(&request, LIST_OFFSETS_VERSION).await?;
         let p = response
@@ -389,7 +407,7 @@ impl Client {
             .find(|p| p.partition_index == partition)
             .ok_or_else(|| ClientError::Protocol("partition missing from ListOffsets".into()))?;
         check(p.error_code, None)?;
-        Ok((p.offset, p.timestamp))
+        Ok(p)
     }
 }
 
