@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,52 +14,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use weir::broker::{Broker, RunningBroker};
 use weir::client::Client;
-use weir::config::ServerConfig;
 use weir::io::Io;
 
-use common::{free_port, temp_dir, wait_for, wait_for_async, CLUSTER_ID};
+use common::{combined_config, free_port, temp_dir, wait_for, wait_for_async, CLUSTER_ID};
 
 const TOPIC: &str = "moved";
 const PARTITIONS: i32 = 3;
-
-fn config(id: i32, dir: &Path, controller_ports: &[u16], client_port: u16) -> ServerConfig {
-    let voters: Vec<String> = controller_ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
-        .collect();
-    let mut props: BTreeMap<String, String> = [
-        ("node.id", id.to_string()),
-        ("controller.quorum.voters", voters.join(",")),
-        ("controller.listener.names", "CONTROLLER".to_string()),
-        ("inter.broker.listener.name", "PLAINTEXT".to_string()),
-        ("log.dirs", dir.display().to_string()),
-        ("controller.quorum.election.timeout.ms", "300".to_string()),
-        ("controller.quorum.fetch.timeout.ms", "600".to_string()),
-        ("broker.heartbeat.interval.ms", "200".to_string()),
-        ("broker.session.timeout.ms", "1500".to_string()),
-        ("replica.fetch.wait.max.ms", "100".to_string()),
-        ("replica.fetch.backoff.ms", "100".to_string()),
-        ("min.insync.replicas", "2".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    if let Some(cport) = controller_ports.get(id as usize - 1) {
-        props.insert("process.roles".into(), "broker,controller".into());
-        props.insert(
-            "listeners".into(),
-            format!("PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{cport}"),
-        );
-    } else {
-        props.insert("process.roles".into(), "broker".into());
-        props.insert(
-            "listeners".into(),
-            format!("PLAINTEXT://127.0.0.1:{client_port}"),
-        );
-    }
-    ServerConfig::from_properties(&props).unwrap().0
-}
 
 async fn start(id: i32, controller_ports: &[u16]) -> RunningBroker {
     let io = Io::os();
@@ -68,9 +27,12 @@ async fn start(id: i32, controller_ports: &[u16]) -> RunningBroker {
     weir::broker::format_log_dir(&io, &dir, CLUSTER_ID, id)
         .await
         .unwrap();
-    Broker::start(config(id, &dir, controller_ports, free_port()), io)
-        .await
-        .unwrap()
+    let extra = [
+        ("replica.fetch.wait.max.ms", "100"),
+        ("min.insync.replicas", "2"),
+    ];
+    let config = combined_config(id as usize, &dir, controller_ports, free_port(), &extra);
+    Broker::start(config, io).await.unwrap()
 }
 
 fn record(i: usize) -> Bytes {

@@ -10,9 +10,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
-use kafka_protocol::messages::{
-    BrokerId, FetchRequest, OffsetForLeaderEpochRequest,
-};
+use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{check, name, BrokerInfo, Client, ClientError, Result};

@@ -377,7 +377,9 @@ impl Client {
         partition: i32,
         timestamp: i64,
     ) -> Result<(i64, i64)> {
-        let p = self.list_one_offset(topic, partition, timestamp, -1).await?;
+        let p = self
+            .list_one_offset(topic, partition, timestamp, -1)
+            .await?;
         Ok((p.offset, p.timestamp))
     }
 
@@ -389,8 +391,7 @@ impl Client {
         partition: i32,
         timestamp: i64,
         current_leader_epoch: i32,
-    ) -> Result<kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse>
-    {
+    ) -> Result<kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse> {
         let request = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()

@@ -35,7 +35,8 @@ pub fn temp_dir(prefix: &str, name: &str) -> PathBuf {
 }
 
 /// Node `id` (1-based) of a cluster of combined broker+controller nodes, one controller port
-/// each, with time-outs short enough for tests; `extra` adds or overrides keys.
+/// each, with time-outs short enough for tests; `extra` adds or overrides keys. An `id` past
+/// the controller ports is a broker-only node (an added broker).
 pub fn combined_config(
     id: usize,
     dir: &Path,
@@ -48,15 +49,18 @@ pub fn combined_config(
         .enumerate()
         .map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1))
         .collect();
-    let cport = controller_ports[id - 1];
-    let mut props: BTreeMap<String, String> = [
-        ("process.roles", "broker,controller".to_string()),
-        ("node.id", id.to_string()),
-        ("controller.quorum.voters", voters.join(",")),
-        (
-            "listeners",
+    let (roles, listeners) = match controller_ports.get(id - 1) {
+        Some(cport) => (
+            "broker,controller",
             format!("PLAINTEXT://127.0.0.1:{client_port},CONTROLLER://127.0.0.1:{cport}"),
         ),
+        None => ("broker", format!("PLAINTEXT://127.0.0.1:{client_port}")),
+    };
+    let mut props: BTreeMap<String, String> = [
+        ("process.roles", roles.to_string()),
+        ("node.id", id.to_string()),
+        ("controller.quorum.voters", voters.join(",")),
+        ("listeners", listeners),
         ("controller.listener.names", "CONTROLLER".to_string()),
         ("inter.broker.listener.name", "PLAINTEXT".to_string()),
         ("log.dirs", dir.display().to_string()),
