@@ -745,11 +745,19 @@ async fn alter_partition_and_leadership_moving_off_a_halted_broker() {
         .create_topic("rep", 1, 3, &BTreeMap::new())
         .await
         .unwrap();
+    // ...and each broker's AssignReplicasToDirs (KIP-858), which bumps the partition epoch the
+    // AlterPartition below must name.
     let p = wait_for("every node to apply 'rep'", Duration::from_secs(10), || {
         let ps: Vec<_> = nodes.iter().map(|n| partition0(n, "rep")).collect();
         ps.iter()
             .all(|p| p.is_some() && *p == ps[0])
             .then(|| ps[0].clone().unwrap())
+            .filter(|p| {
+                p.directories.len() == p.replicas.len()
+                    && !p
+                        .directories
+                        .contains(&weir::controller::image::DIR_UNASSIGNED)
+            })
     })
     .await;
     assert_eq!(p.isr.len(), 3, "{p:?}");

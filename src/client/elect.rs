@@ -4,7 +4,6 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::ElectLeadersRequest;
-use kafka_protocol::protocol::StrBytes;
 
 use super::{check, name, Client, Result};
 

@@ -9,7 +9,6 @@ use kafka_protocol::messages::list_partition_reassignments_request::ListPartitio
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, BrokerId, ListPartitionReassignmentsRequest,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use super::{check, name, Client, Result};
 

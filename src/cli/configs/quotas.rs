@@ -9,7 +9,7 @@ use weir::client::{QuotaEntityParts, QuotaMatch, ScramCredentialInfo};
 use weir::io::Io;
 
 use super::scram::{self, ScramChanges};
-use super::{changes, connect_any, ConfigsArgs, EntityType};
+use super::{changes, ConfigsArgs, EntityType};
 use crate::cli::output::{print_json, Output};
 
 /// Whether the arguments name quota entities (users or client ids).
@@ -114,7 +114,7 @@ pub(super) async fn run(io: &Io, args: &ConfigsArgs, output: Output) -> anyhow::
     if args.all {
         anyhow::bail!("--all is for topics and brokers");
     }
-    let mut client = connect_any(io, &args.bootstrap, &args.security).await?;
+    let mut client = args.server.connect_any(io).await?;
     if args.alter {
         let entity: QuotaEntityParts = components
             .iter()
