@@ -20,7 +20,9 @@ use std::time::Duration;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use weir::client::{Client, ConfigResource, OngoingReassignment, TopicDescription};
+use weir::client::{
+    Client, ConfigResource, OngoingReassignment, ReassignOutcome, TopicDescription,
+};
 use weir::io::Io;
 
 #[derive(Args)]
@@ -338,30 +340,11 @@ async fn execute(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyho
     let outcomes = client
         .alter_partition_reassignments(&requests, !args.disallow_replication_factor_change)
         .await?;
-    let failed: Vec<String> = outcomes
-        .iter()
-        .filter_map(|o| {
-            o.error
-                .as_ref()
-                .map(|(e, m)| format!("{}-{}: {e:?}: {m}", o.topic, o.partition))
-        })
-        .collect();
-    let started: Vec<String> = outcomes
-        .iter()
-        .filter(|o| o.error.is_none())
-        .map(|o| format!("{}-{}", o.topic, o.partition))
-        .collect();
-    if !started.is_empty() {
-        println!(
-            "Successfully started partition reassignment{} for {}",
-            if started.len() > 1 { "s" } else { "" },
-            started.join(",")
-        );
-    }
-    if !failed.is_empty() {
-        anyhow::bail!("Error reassigning partition(s):\n{}", failed.join("\n"));
-    }
-    Ok(())
+    report(
+        &outcomes,
+        "Successfully started partition reassignment{s} for {}",
+        "Error reassigning partition(s)",
+    )
 }
 
 /// Kafka's throttle lists: every current replica may be throttled as a leader, every new
@@ -563,12 +546,30 @@ async fn cancel(client: &mut Client, plan: &Plan) -> anyhow::Result<()> {
     let outcomes = client
         .alter_partition_reassignments(&requests, true)
         .await?;
-    let cancelled: Vec<String> = outcomes
+    report(
+        &outcomes,
+        "Successfully cancelled partition reassignment{s} for: {}",
+        "Error cancelling partition reassignment(s)",
+    )
+}
+
+/// Prints the partitions an Alter request started or cancelled as kafka-reassign-partitions.sh
+/// does (`done` names them, `{s}` standing for the plural's "s"), then fails with `failed` and
+/// the refused ones, if any.
+fn report(outcomes: &[ReassignOutcome], done: &str, failed: &str) -> anyhow::Result<()> {
+    let ok: Vec<String> = outcomes
         .iter()
         .filter(|o| o.error.is_none())
         .map(|o| format!("{}-{}", o.topic, o.partition))
         .collect();
-    let failed: Vec<String> = outcomes
+    if !ok.is_empty() {
+        let plural = if ok.len() > 1 { "s" } else { "" };
+        println!(
+            "{}",
+            done.replace("{s}", plural).replace("{}", &ok.join(","))
+        );
+    }
+    let refused: Vec<String> = outcomes
         .iter()
         .filter_map(|o| {
             o.error
@@ -576,18 +577,8 @@ async fn cancel(client: &mut Client, plan: &Plan) -> anyhow::Result<()> {
                 .map(|(e, m)| format!("{}-{}: {e:?}: {m}", o.topic, o.partition))
         })
         .collect();
-    if !cancelled.is_empty() {
-        println!(
-            "Successfully cancelled partition reassignment{} for: {}",
-            if cancelled.len() > 1 { "s" } else { "" },
-            cancelled.join(",")
-        );
-    }
-    if !failed.is_empty() {
-        anyhow::bail!(
-            "Error cancelling partition reassignment(s):\n{}",
-            failed.join("\n")
-        );
+    if !refused.is_empty() {
+        anyhow::bail!("{failed}:\n{}", refused.join("\n"));
     }
     Ok(())
 }
