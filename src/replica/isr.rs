@@ -229,6 +229,13 @@ impl ReplicaSet {
         self.high_watermark
     }
 
+    /// This leader's log end when it was elected: its epoch's first offset. While the high
+    /// watermark is below it, the leader cannot yet say where the committed log ends
+    /// (Kafka's `leaderEpochStartOffsetOpt`, KAFKA-7395).
+    pub fn epoch_start_offset(&self) -> i64 {
+        self.epoch_start_offset
+    }
+
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
     }
