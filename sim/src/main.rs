@@ -166,11 +166,13 @@ mod cli {
 
     pub fn main() -> ExitCode {
         // The brokers' own logs, for debugging one seed: `WEIR_SIM_LOG=info cargo sim run ...`
-        // (to stderr; the simulated node's name is in each line's span).
+        // (to stderr; the simulated node's name is in each line's span, the run's seed in its thread name,
+        // `seed-N`, which tells the runs of a sweep apart).
         if let Ok(filter) = std::env::var("WEIR_SIM_LOG") {
             tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
                 .with_writer(std::io::stderr)
+                .with_thread_names(true)
                 .without_time()
                 .init();
         }

@@ -34,8 +34,8 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::sync::watch;
 use bytes::Bytes;
-use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::config::{ServerConfig, TopicConfig};

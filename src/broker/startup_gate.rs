@@ -23,7 +23,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::watch;
+use crate::sync::watch;
 
 use super::Broker;
 

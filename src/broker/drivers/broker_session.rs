@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sync::watch;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
 use kafka_protocol::messages::{
@@ -25,7 +26,6 @@ use kafka_protocol::messages::{
     BrokerRegistrationRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
-use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::controller::brokers::DURABLE_FEATURE;

@@ -293,7 +293,7 @@ mod tests {
             ..io
         };
         let running = Broker::start(config, io.clone()).await.unwrap();
-        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let (_stop, shutdown) = crate::sync::watch::channel(false);
         let outbound = |password: &str, trusted: &str| Outbound {
             listener: "SECURE".into(),
             protocol: SecurityProtocol::SaslSsl,

@@ -17,9 +17,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::watch;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::io::Io;
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};

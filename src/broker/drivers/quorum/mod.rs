@@ -28,9 +28,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::watch;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::broker::drivers::quorum_status::{QuorumRole, QuorumStatus, ReplicaProgress};
 use crate::broker::peer::{self, Dialer, Link};
