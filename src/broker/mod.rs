@@ -16,11 +16,13 @@ mod handlers;
 mod health;
 pub mod identity;
 pub mod log_dirs;
+mod partition_metadata;
 mod peer;
 mod replayed_stream;
 pub mod replication_events;
 mod secure_connection;
 mod server;
+mod shared;
 mod startup_gate;
 mod state;
 #[cfg(test)]
@@ -29,7 +31,7 @@ mod tests;
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -38,17 +40,19 @@ use bytes::Bytes;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::config::{ServerConfig, TopicConfig};
+use crate::config::ServerConfig;
 use crate::controller::{Controller, ControllerError, MetadataImage, MetadataRecord};
-use crate::io::{read_file, write_file_atomic, Io};
+use crate::io::{write_file_atomic, Io};
 use crate::log::Log;
 use crate::replica::Partition;
 use drivers::quorum::applied::{AppliedRecords, METADATA_DIR};
 use drivers::reconcile::plan::{effects, Delta, Effect};
 pub use drivers::reconcile::Leadership;
 pub use drivers::{quorum, quorum_status, replica_fetcher};
+use errors::CommitError;
 use health::LogDirHealth;
 pub use identity::format_log_dir;
+pub use shared::Broker;
 pub use state::{Lifecycle, PartitionHandle};
 
 /// How long a metadata change waits for the quorum's commit before REQUEST_TIMED_OUT.
@@ -56,107 +60,6 @@ const METADATA_COMMIT_TIMEOUT_MS: u64 = 10_000;
 
 /// How long a cluster broker waits at shutdown for the controller to move its leaderships.
 const CONTROLLED_SHUTDOWN_MS: u64 = 10_000;
-
-/// File in each partition directory naming the topic id it belongs to (Kafka's name).
-const PARTITION_METADATA: &str = "partition.metadata";
-
-/// Why a metadata change did not happen.
-#[derive(Debug)]
-pub enum CommitError {
-    /// The controller refused it (it does not fit the current metadata).
-    Rejected(ControllerError),
-    /// It could not be made durable.
-    Storage(io::Error),
-    /// This node is not the active controller (no leader known, or leadership moved).
-    NotController,
-    /// The quorum did not commit it in time (it may still commit).
-    Timeout,
-    /// The active controller refused it, with this code and message (the change was relayed
-    /// to it).
-    Remote(kafka_protocol::error::ResponseError, Option<String>),
-}
-
-impl std::fmt::Display for CommitError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CommitError::Rejected(e) => write!(f, "{e}"),
-            CommitError::Storage(e) => write!(f, "could not persist metadata: {e}"),
-            CommitError::NotController => f.write_str("this node is not the active controller"),
-            CommitError::Timeout => f.write_str("the metadata quorum did not commit in time"),
-            CommitError::Remote(code, message) => match message {
-                Some(m) => write!(f, "the controller refused it: {code:?}: {m}"),
-                None => write!(f, "the controller refused it: {code:?}"),
-            },
-        }
-    }
-}
-
-pub struct Broker {
-    /// This broker, for work a request starts but does not wait for (an acks=all produce's
-    /// fsync in durable mode: the request waits for the high watermark instead).
-    this: std::sync::Weak<Broker>,
-    config: ServerConfig,
-    io: Io,
-    /// The first log directory: the metadata log's.
-    log_dir: PathBuf,
-    /// Every log directory and the partitions placed in each (`log_dirs`).
-    dirs: log_dirs::LogDirs,
-    cluster_id: String,
-    controller: Controller,
-    /// Writers serialise here (a commit awaits the quorum's commit and its application here).
-    metadata: tokio::sync::Mutex<()>,
-    /// The metadata quorum's driver: it owns the metadata log (of one voter on a single node).
-    quorum: Arc<drivers::quorum::QuorumHandle>,
-    /// What readers see: replaced after each commit.
-    image: RwLock<Arc<MetadataImage>>,
-    /// The committed metadata records, in order (`committed_metadata`).
-    committed: AppliedRecords,
-    partitions: RwLock<BTreeMap<(String, i32), Arc<PartitionHandle>>>,
-    /// The bound on delayed operations (waiting produces and fetches) across all partitions;
-    /// each partition keeps its own waiters (`PartitionHandle::waiters`).
-    wait_budget: Arc<delayed::WaitBudget>,
-    /// The consumer-group coordinator and its driver state.
-    groups: drivers::group_coordinator::Groups,
-    /// The transaction coordinator and its driver state.
-    txns: drivers::txn_coordinator::Txns,
-    /// The active controller's core: broker sessions, producer ids, timers
-    /// (`drivers::active_controller`).
-    active_controller: drivers::active_controller::ActiveControllerState,
-    /// The address clients are told to use (known once the listener is bound).
-    advertised: RwLock<(String, u16)>,
-    /// The other client listeners' advertised endpoints (each serves clients too, with its
-    /// own security), in `listeners` order.
-    more_advertised: RwLock<Vec<crate::controller::BrokerEndpoint>>,
-    shutdown: watch::Sender<bool>,
-    /// Offline after a failed fsync: nothing is served or written any more.
-    health: LogDirHealth,
-    /// The image offset the local partitions last matched (`reconcile`); -1: never.
-    reconciled: AtomicI64,
-    /// Held by whoever reconciles (the quorum driver after a commit, the background loop's
-    /// retries), so two passes never open or delete the same partition at once.
-    reconcile_gate: tokio::sync::Mutex<()>,
-    /// This broker's own session with the active controller (in a cluster).
-    session: drivers::broker_session::SessionState,
-    /// The follower side: one fetcher per leader broker (`replica_fetcher`).
-    replica_fetchers: drivers::replica_fetcher::ReplicaFetchers,
-    /// No partition role before the registration is applied (`startup_gate`).
-    startup_gate: startup_gate::StartupGate,
-    /// Who is told of follower truncations (the simulator's trace), if anyone.
-    replication_events: replication_events::ReplicationEvents,
-    /// The ACL authorizer's settings, when `authorizer.class.name` configures one.
-    authorizer: Option<Arc<crate::acl::AuthorizerSettings>>,
-    /// Counters and histograms (the gauges are computed per scrape: `metrics_scrape`).
-    metrics: crate::metrics::Metrics,
-    /// Client quota rates (`handlers::security::throttle`).
-    quotas: std::sync::Mutex<crate::quota::ClientQuotaCore>,
-    /// Replication throttles (`handlers::records::replication_throttle`).
-    replication_throttles: std::sync::Mutex<crate::quota::replication::ReplicationThrottles>,
-    /// Open client connections against `max.connections*` (`connection_slot`).
-    connections: connection_slot::Counts,
-    /// TLS and SASL towards the other brokers' inter-broker listener (replica fetches,
-    /// transaction markers); `None`: PLAINTEXT.
-    inter_broker_dialer: Option<Arc<peer::Dialer>>,
-}
 
 /// A running broker: its address and the way to stop it.
 pub struct RunningBroker {
@@ -255,7 +158,7 @@ impl Broker {
         };
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
-            active_controller: drivers::active_controller::ActiveControllerState::new(
+            active_controller: drivers::active_controller::state::ActiveControllerState::new(
                 &config,
                 controller.clone(),
             ),
@@ -272,22 +175,22 @@ impl Broker {
             image: RwLock::new(image),
             partitions: RwLock::new(BTreeMap::new()),
             wait_budget: delayed::WaitBudget::new(delayed::MAX_WAITERS),
-            groups: drivers::group_coordinator::Groups::new(group_config),
-            txns: drivers::txn_coordinator::Txns::new(),
+            groups: drivers::group_coordinator::state::Groups::new(group_config),
+            txns: drivers::txn_coordinator::state::Txns::new(),
             advertised: RwLock::new(advertised),
             more_advertised: RwLock::default(),
             shutdown,
             health: LogDirHealth::new(),
             reconciled: AtomicI64::new(-1),
             reconcile_gate: tokio::sync::Mutex::new(()),
-            session: drivers::broker_session::SessionState::default(),
-            replica_fetchers: drivers::replica_fetcher::ReplicaFetchers::default(),
-            startup_gate: startup_gate::StartupGate::default(),
+            session: drivers::broker_session::state::SessionState::default(),
+            replica_fetchers: drivers::replica_fetcher::state::ReplicaFetchers::default(),
+            startup_gate: startup_gate::state::StartupGate::default(),
             replication_events: replication_events::ReplicationEvents::default(),
             metrics: crate::metrics::Metrics::new(),
             quotas: std::sync::Mutex::new(crate::quota::ClientQuotaCore::new(quota_windows)),
             replication_throttles: Default::default(),
-            connections: connection_slot::new_counts(quota_windows),
+            connections: connection_slot::state::new_counts(quota_windows),
             inter_broker_dialer,
         });
         // The client listener is bound first so that the registration carries the real port
@@ -436,68 +339,6 @@ impl Broker {
         (host, port)
     }
 
-    pub fn config(&self) -> &ServerConfig {
-        &self.config
-    }
-
-    pub fn io(&self) -> &Io {
-        &self.io
-    }
-
-    pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.read().unwrap().clone()
-    }
-
-    /// Tells `observer` of every follower truncation from now on (set once; `false` if an
-    /// observer was already set).
-    pub fn observe_replication(&self, observer: replication_events::ReplicationObserver) -> bool {
-        self.replication_events.set(observer)
-    }
-
-    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<PartitionHandle>> {
-        self.partitions
-            .read()
-            .unwrap()
-            .get(&(topic.to_string(), index))
-            .cloned()
-    }
-
-    /// Where `topic`-`index`'s data is: the directory it was placed in or, new here, the one
-    /// `log_dirs` places it in now.
-    fn partition_dir(&self, topic: &str, index: i32) -> PathBuf {
-        let name = format!("{topic}-{index}");
-        let located = self
-            .dirs
-            .locate(topic, index, |d| self.io.disk.exists(&d.join(&name)));
-        // Every directory failed: the broker is offline, and nothing is written there.
-        located.unwrap_or_else(|| self.log_dir.clone()).join(name)
-    }
-
-    /// Whether `topic`-`index` cannot be served here: its directory failed (or all did).
-    pub fn is_partition_offline(&self, topic: &str, index: i32) -> bool {
-        self.health.is_offline() || self.dirs.is_offline(topic, index)
-    }
-
-    /// The log directories as DescribeLogDirs shows them.
-    pub fn log_dir_views(&self) -> Vec<log_dirs::DirView> {
-        self.dirs.views()
-    }
-
-    /// A topic's effective config here: its overrides over this broker's topic defaults.
-    fn topic_config(&self, topic: &str) -> Option<TopicConfig> {
-        let image = self.image();
-        image.topic(topic).map(|t| {
-            self.controller
-                .topic_config_on(&image, self.config.node_id, t)
-        })
-    }
-
-    /// This broker's topic defaults: the static `log.*` keys under the dynamic broker configs.
-    fn topic_defaults(&self) -> TopicConfig {
-        self.controller
-            .topic_defaults_on(&self.image(), self.config.node_id)
-    }
-
     /// Opens every partition the metadata knows; removes directories of deleted topics.
     async fn open_partitions(&self) -> io::Result<()> {
         // Serialised with the quorum's applier, which reconciles after each commit.
@@ -521,7 +362,7 @@ impl Broker {
                 // (the delete crashed before removing it); one of a known topic that is not
                 // placed here any more, to a replica that moved away. Anything else is left
                 // alone.
-                if read_topic_id(&self.io, &dir).is_some() {
+                if partition_metadata::read_topic_id(&self.io, &dir).is_some() {
                     tracing::info!(dir = %dir.display(), "removing data of a partition not hosted here");
                     self.io.disk.remove_dir_all(&dir)?;
                 }
@@ -536,7 +377,7 @@ impl Broker {
             // Its directory failed: it stays closed until a restart (the controller knows).
             return Ok(());
         }
-        match read_topic_id(&self.io, &dir) {
+        match partition_metadata::read_topic_id(&self.io, &dir) {
             Some(existing) if existing != id => {
                 // Same name, other topic (re-created after a delete that did not finish).
                 tracing::warn!(dir = %dir.display(), "removing stale data of an earlier topic with this name");
@@ -585,7 +426,7 @@ impl Broker {
         if crate::planted!(self.config, NoReadCrc) {
             partition.log_mut().set_verify_reads(false);
         }
-        write_topic_id(&self.io, &dir, id).await?;
+        partition_metadata::write_topic_id(&self.io, &dir, id).await?;
         if !recovery.clean && (recovery.truncated_at.is_some() || recovery.segments_dropped > 0) {
             tracing::warn!(
                 topic,
@@ -757,34 +598,6 @@ impl Broker {
         }
     }
 
-    /// Whether this node decides metadata: the quorum leader once its epoch's LeaderChange is
-    /// applied (a single node from its start on).
-    pub fn is_active_controller(&self) -> bool {
-        self.quorum.is_active()
-    }
-
-    fn topic_partitions(&self, topic: &str) -> Vec<Arc<PartitionHandle>> {
-        let partitions = self.partitions.read().unwrap();
-        partitions
-            .range((topic.to_string(), i32::MIN)..=(topic.to_string(), i32::MAX))
-            .map(|(_, h)| h.clone())
-            .collect()
-    }
-
-    fn all_partitions(&self) -> Vec<Arc<PartitionHandle>> {
-        self.partitions.read().unwrap().values().cloned().collect()
-    }
-
-    /// The open partitions whose log directory has not failed.
-    fn online_partitions(&self) -> Vec<Arc<PartitionHandle>> {
-        let partitions = self.partitions.read().unwrap();
-        partitions
-            .iter()
-            .filter(|((topic, index), _)| !self.dirs.is_offline(topic, *index))
-            .map(|(_, h)| h.clone())
-            .collect()
-    }
-
     /// Creates topics that a Metadata request named and auto-creation allows.
     async fn auto_create(&self, names: &[String]) -> Vec<(String, Result<(), CommitError>)> {
         let mut results = Vec::new();
@@ -922,35 +735,6 @@ impl Broker {
         self.partition_storage_failed(&topic, index, what, e);
     }
 
-    /// Fails once `topic`-`index`'s log directory (or every directory) is offline.
-    fn check_partition_online(&self, topic: &str, index: i32) -> io::Result<()> {
-        self.check_online()?;
-        if self.dirs.is_offline(topic, index) {
-            return Err(io::Error::other(format!(
-                "the log directory of {topic}-{index} is offline"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Fails once the log directory is offline.
-    fn check_online(&self) -> io::Result<()> {
-        match self.health.reason() {
-            None => Ok(()),
-            Some(reason) => Err(io::Error::other(format!("log directory offline: {reason}"))),
-        }
-    }
-
-    pub fn is_storage_offline(&self) -> bool {
-        self.health.is_offline()
-    }
-
-    /// Resolves once the log directory has gone offline, with the reason. A supervisor then
-    /// restarts the process (`weir serve` exits).
-    pub async fn storage_offline(&self) -> String {
-        self.health.offline().await
-    }
-
     /// Stops accepting work and closes every log cleanly (flushed, checkpointed, marked clean).
     /// An offline log directory is left as it is: marking it clean would make the next start
     /// trust data a failed fsync may have dropped.
@@ -1026,27 +810,6 @@ impl Broker {
             self.partition_storage_failed(&key.0, key.1, "a checkpoint", e);
         }
         written
-    }
-
-    /// Stops every task of this node at once, as a crash would (no resignation, nothing
-    /// flushed or marked clean): for in-process cluster tests. The data directory is left as a
-    /// killed process leaves it.
-    pub fn halt(&self) {
-        let _ = self.shutdown.send(true);
-    }
-
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown.subscribe()
-    }
-
-    /// A link to another broker's inter-broker listener at `addr`, reached as `host`, secured
-    /// as that listener asks.
-    pub(crate) fn inter_broker_link(&self, addr: SocketAddr, host: &str) -> peer::Link {
-        let security = self
-            .inter_broker_dialer
-            .clone()
-            .map(|d| (d, host.to_string()));
-        peer::Link::secured(&self.io, addr, self.shutdown_signal(), security)
     }
 }
 
@@ -1204,25 +967,4 @@ async fn listener_addr(io: &Io, host: &str, port: u16) -> anyhow::Result<SocketA
         .resolve(host, port)
         .await
         .map_err(|e| anyhow::anyhow!("listener {host}:{port}: {e}"))
-}
-
-fn read_topic_id(io: &Io, dir: &Path) -> Option<Uuid> {
-    let raw = read_file(io.disk.as_ref(), &dir.join(PARTITION_METADATA)).ok()?;
-    let text = String::from_utf8(raw).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("topic_id: "))
-        .and_then(|id| Uuid::parse_str(id.trim()).ok())
-}
-
-async fn write_topic_id(io: &Io, dir: &Path, id: Uuid) -> io::Result<()> {
-    if read_topic_id(io, dir) == Some(id) {
-        return Ok(());
-    }
-    let text = format!("version: 0\ntopic_id: {id}\n");
-    write_file_atomic(
-        io.disk.as_ref(),
-        &dir.join(PARTITION_METADATA),
-        text.as_bytes(),
-    )
-    .await
 }
