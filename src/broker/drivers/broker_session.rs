@@ -14,11 +14,12 @@
 //! Requests go to the leader's controller listener over the quorum's peer link, or straight to
 //! [`broker_rpc::answer`] when this node is the active controller itself.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+pub(crate) mod state;
+
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sync::watch;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
 use kafka_protocol::messages::{
@@ -31,7 +32,8 @@ use uuid::Uuid;
 use crate::controller::brokers::DURABLE_FEATURE;
 
 use crate::broker::handlers::inter_node::{broker_rpc, replica_logs};
-use crate::broker::{peer, Broker};
+use crate::broker::{peer, shared::Broker};
+use state::SessionState;
 
 const REGISTRATION_VERSION: i16 = 3;
 /// Kafka's clean-shutdown file name, holding `{"version":0,"brokerEpoch":N}`.
@@ -41,54 +43,6 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(5000);
 const RETRY: Duration = Duration::from_millis(100);
 /// Heartbeat period while fenced or shutting down.
 const FAST_HEARTBEAT: Duration = Duration::from_millis(100);
-
-/// What the session task and `Broker::shutdown` share.
-pub struct SessionState {
-    want_shutdown: AtomicBool,
-    /// True once the controller allowed this broker to stop.
-    granted: watch::Sender<bool>,
-    /// The last heartbeat's answer: fenced or not.
-    fenced: AtomicBool,
-    /// The epoch of this process's registration (-1: not registered yet).
-    epoch: AtomicI64,
-    /// The epoch the last clean stop recorded (-1: none).
-    previous_epoch: AtomicI64,
-}
-
-impl Default for SessionState {
-    fn default() -> Self {
-        SessionState {
-            want_shutdown: AtomicBool::new(false),
-            granted: watch::channel(false).0,
-            fenced: AtomicBool::new(true),
-            epoch: AtomicI64::new(-1),
-            previous_epoch: AtomicI64::new(-1),
-        }
-    }
-}
-
-impl SessionState {
-    /// Whether the controller allowed this broker to stop (controlled shutdown).
-    pub fn shutdown_granted(&self) -> bool {
-        *self.granted.borrow()
-    }
-
-    pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
-    }
-
-    /// The broker epoch of this process's registration, once registered.
-    pub fn epoch(&self) -> Option<i64> {
-        Some(self.epoch.load(Ordering::Acquire)).filter(|e| *e >= 0)
-    }
-
-    /// As if the controller had accepted this process's registration at `epoch` (tests of
-    /// what waits on it, without a controller).
-    #[cfg(test)]
-    pub(crate) fn set_registered_for_test(&self, epoch: i64) {
-        self.epoch.store(epoch, Ordering::Release);
-    }
-}
 
 impl Broker {
     /// At start: the epoch a clean stop left in [`CLEAN_SHUTDOWN_FILE`], read and removed (a

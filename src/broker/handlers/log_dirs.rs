@@ -29,7 +29,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 
 pub(crate) fn describe(
     broker: &Broker,

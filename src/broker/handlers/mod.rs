@@ -7,7 +7,7 @@
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::api::{self, RequestContext, Route, Serves, Versions};
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use groups::{classic, consumer};
 use inter_node::{broker_rpc, quorum_rpc};
 use records::{delete_records, fetch, offset_for_leader_epoch, produce};

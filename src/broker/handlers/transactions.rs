@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
 
 use crate::broker::api::RequestContext;
 use crate::broker::handlers::inter_node::forward;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::group::OFFSETS_TOPIC;
 use crate::log::control::Marker;
 use crate::txn::{Event, Reply, TopicPartition, TxnError};

@@ -234,7 +234,7 @@ mod tests {
 
     use super::*;
     use crate::broker::peer::Link;
-    use crate::broker::Broker;
+    use crate::broker::shared::Broker;
     use crate::config::{SecurityProtocol, ServerConfig};
     use crate::security::tls::{ClientAuth, PemSource, TlsSettings};
 

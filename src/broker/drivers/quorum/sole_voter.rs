@@ -10,7 +10,7 @@ use std::io;
 
 use uuid::Uuid;
 
-use crate::broker::{Broker, CommitError};
+use crate::broker::{errors::CommitError, shared::Broker};
 use crate::controller::brokers::{BrokerSessions, HeartbeatRequest, RegistrationRequest};
 use crate::controller::BrokerEndpoint;
 

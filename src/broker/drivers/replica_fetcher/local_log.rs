@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::broker::replication_events::ReplicationEvent;
-use crate::broker::{Broker, PartitionHandle};
+use crate::broker::{shared::Broker, state::PartitionHandle};
 use crate::replica::fetcher::{Position, StepResult, ToRead};
 use crate::replica::partition::{FollowerAppendError, Role, TruncateError};
 

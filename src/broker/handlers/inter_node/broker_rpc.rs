@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
     BrokerRegistrationRequest, BrokerRegistrationResponse, RequestKind, ResponseKind,
 };
 
-use crate::broker::{errors, Broker, CommitError};
+use crate::broker::{errors, errors::CommitError, shared::Broker};
 use crate::controller::alter_partition::{self, Alteration, PartitionAnswer};
 use crate::controller::brokers::{HeartbeatRequest, RegistrationRequest, DURABLE_FEATURE};
 use crate::controller::{log_dirs, BrokerEndpoint};

@@ -30,7 +30,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::api::{envelope, Request};
-use crate::broker::{peer, Broker, CommitError};
+use crate::broker::{errors::CommitError, peer, shared::Broker};
 use crate::controller::{ControllerError, NewTopic};
 use crate::protocol::frame::{finish_frame, start_frame};
 

@@ -35,7 +35,7 @@ use super::replication_throttle::Side;
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
 use crate::broker::delayed::{self, FetchRegistration, FetchWake, Isolation, WaitError};
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::config::ServerConfig;
 
 /// Longest long poll honoured, whatever the client asks.
@@ -198,7 +198,7 @@ pub(crate) async fn handle(
                     None => name.as_deref().is_some_and(|t| {
                         matches!(
                             broker.leadership(t, p.partition),
-                            crate::broker::Leadership::NotLeader { .. }
+                            crate::broker::drivers::reconcile::Leadership::NotLeader { .. }
                         ) && !(client.is_some()
                             && broker.serving_partitions()
                             && image.topic(t).is_some_and(|meta| {
@@ -705,7 +705,7 @@ pub(crate) fn list_offsets(
                     // Offsets come from the leader (Kafka: also for followers' own lookups).
                     if matches!(
                         broker.leadership(&name, p.partition_index),
-                        crate::broker::Leadership::NotLeader { .. }
+                        crate::broker::drivers::reconcile::Leadership::NotLeader { .. }
                     ) {
                         r.error_code = ResponseError::NotLeaderOrFollower.code();
                         return r;

@@ -25,7 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
 use crate::broker::delayed::{self, Closed, Committed, ProduceWait, WaitError};
-use crate::broker::{errors, Broker, PartitionHandle};
+use crate::broker::{errors, shared::Broker, state::PartitionHandle};
 use crate::log::batch;
 use crate::replica::validation::{self, RecordError};
 use crate::replica::{Appended, ProduceError};
@@ -288,7 +288,9 @@ fn append_one(
             format!("cannot append to the internal topic {topic}"),
         ));
     }
-    if let crate::broker::Leadership::NotLeader { leader, .. } = broker.leadership(topic, index) {
+    if let crate::broker::drivers::reconcile::Leadership::NotLeader { leader, .. } =
+        broker.leadership(topic, index)
+    {
         return Err(Failure::new(
             ResponseError::NotLeaderOrFollower,
             format!("this broker does not lead {topic}-{index} (the leader is {leader})"),

@@ -19,7 +19,7 @@ use kafka_protocol::messages::RequestKind;
 
 use crate::acl::{self, AuthorizerSettings, Caller, Decision, Operation, ResourceType};
 use crate::broker::api::RequestContext;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::MetadataImage;
 
 /// The settings of the configured authorizer, if any.
