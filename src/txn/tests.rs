@@ -111,6 +111,7 @@ fn add(request: u64, epoch: i16, partitions: &[(&str, i32)]) -> Event {
             .iter()
             .map(|(t, p)| TopicPartition::new(t, *p))
             .collect(),
+        v2: false,
     }
 }
 
@@ -121,6 +122,8 @@ fn end(request: u64, epoch: i16, commit: bool) -> Event {
         producer_id: 101,
         producer_epoch: epoch,
         commit,
+        v2: false,
+        fresh_producer_id: -1,
     }
 }
 
@@ -178,6 +181,8 @@ fn run(rows: Vec<Row>) -> Harness {
 
 use Out::*;
 use Row::{At, Commit, Event as E};
+
+mod v2;
 
 #[test]
 fn commit_and_abort_round_trips() {
@@ -288,6 +293,8 @@ fn fencing_and_epochs() {
                 producer_id: 7,
                 producer_epoch: 3,
                 commit: true,
+                v2: false,
+                fresh_producer_id: -1,
             },
             vec![Reply(12, err(TxnError::InvalidProducerIdMapping))],
         ),

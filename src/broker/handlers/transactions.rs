@@ -177,6 +177,7 @@ pub(crate) async fn add_partitions(
                 producer_id: req.v3_and_below_producer_id.0,
                 producer_epoch: req.v3_and_below_producer_epoch,
                 partitions: partitions.clone(),
+                v2: false,
             })
             .await;
         let c = reply_code(&reply, 2, ctx.version);
@@ -238,6 +239,7 @@ pub(crate) async fn add_offsets(
             producer_id: req.producer_id.0,
             producer_epoch: req.producer_epoch,
             partitions: vec![TopicPartition::new(OFFSETS_TOPIC, partition)],
+            v2: false,
         })
         .await;
     AddOffsetsToTxnResponse::default().with_error_code(reply_code(&reply, 2, ctx.version))
@@ -254,19 +256,47 @@ pub(crate) async fn end_txn(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
     }
+    // EndTxn v5 is transactions v2: the coordinator bumps the epoch and answers the producer
+    // id and epoch to go on with (a new id when the bump exhausts the epoch: reserved first).
+    let v2 = ctx.version >= 5;
+    let id = req.transactional_id.to_string();
+    let fresh =
+        if v2 && broker.txn_read(|core, _| core.is_some_and(|c| c.needs_fresh_producer_id(&id))) {
+            match reserve_producer_id(broker).await {
+                Ok(pid) => pid,
+                Err(e) => {
+                    tracing::warn!(error = %e, "no producer id for a transactions v2 rotation");
+                    return EndTxnResponse::default()
+                        .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1);
+                }
+            }
+        } else {
+            -1
+        };
     let reply = broker
         .txn_call(|request| Event::EndTxn {
             request,
-            transactional_id: req.transactional_id.to_string(),
+            transactional_id: id,
             producer_id: req.producer_id.0,
             producer_epoch: req.producer_epoch,
             commit: req.committed,
+            v2,
+            fresh_producer_id: fresh,
         })
         .await;
+    let (producer_id, producer_epoch) = match reply {
+        Reply::ProducerId {
+            producer_id,
+            producer_epoch,
+        } => (producer_id, producer_epoch),
+        _ => (-1, -1),
+    };
     EndTxnResponse::default()
         .with_error_code(reply_code(&reply, 2, ctx.version))
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch)
 }
 
 /// TxnOffsetCommit at the group coordinator: once the offsets partition is verified to be in
