@@ -29,6 +29,7 @@ use crate::log::control::Marker;
 use crate::txn::{Event, Reply, TopicPartition, TxnError};
 
 mod describe;
+mod implicit_add;
 pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
 
 /// A coordinator error as the client's version expects it (PRODUCER_FENCED is
@@ -115,6 +116,10 @@ pub(crate) async fn add_partitions(
     ctx: &RequestContext,
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
+    if ctx.version >= 4 {
+        // The brokers' batched form (verification, transactions v2's implicit add).
+        return implicit_add::add_partitions_from_broker(broker, ctx, req).await;
+    }
     let partitions: Vec<TopicPartition> = req
         .v3_and_below_topics
         .iter()
@@ -333,14 +338,19 @@ pub(crate) async fn txn_offset_commit(
         }
         Err(e) => Err(e),
         Ok(p) => {
-            let reply = broker
-                .txn_verify(
-                    &req.transactional_id,
-                    req.producer_id.0,
-                    req.producer_epoch,
-                    TopicPartition::new(OFFSETS_TOPIC, p),
-                )
-                .await;
+            // v5 is transactions v2: the offsets partition joins the transaction here
+            // (no AddOffsetsToTxn); before, it must already be in it.
+            let partition = TopicPartition::new(OFFSETS_TOPIC, p);
+            let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+            let reply = if ctx.version >= 5 {
+                broker
+                    .txn_add_implicit(&req.transactional_id, pid, epoch, partition)
+                    .await
+            } else {
+                broker
+                    .txn_verify(&req.transactional_id, pid, epoch, partition)
+                    .await
+            };
             match reply {
                 Ok(()) => Ok(()),
                 Err(TxnError::ProducerFenced) => Err(ResponseError::InvalidProducerEpoch),
