@@ -15,6 +15,7 @@ use security::{acls, quotas, scram};
 use topics::{admin, elect_leaders, metadata, reassignments, topic_partitions};
 
 pub(crate) mod configs;
+pub(crate) mod features;
 pub(crate) mod groups;
 pub(crate) mod inter_node;
 pub(crate) mod log_dirs;
@@ -86,8 +87,15 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(FindCoordinator, Range(0, 6), Both, |b, c, r| Some(
         ResponseKind::FindCoordinator(classic::find_coordinator(b, c, r).await)
     )),
-    route!(ApiVersions, Range(0, 4), Both, |_, c, _r| Some(
-        ResponseKind::ApiVersions(api::api_versions(ROUTES, c.listener))
+    route!(ApiVersions, Range(0, 4), Both, |b, c, _r| Some(
+        ResponseKind::ApiVersions(features::advertise(
+            &b.image(),
+            c.version,
+            api::api_versions(ROUTES, c.listener)
+        ))
+    )),
+    route!(UpdateFeatures, Range(0, 2), Both, |b, c, r| Some(
+        ResponseKind::UpdateFeatures(features::update(b, c, r).await)
     )),
     // On a SASL listener the authenticator answers these before authentication
     // (`secure_connection`); here, after it or on another listener: ILLEGAL_SASL_STATE.
@@ -279,7 +287,7 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 52);
+        assert_eq!(client.len(), 53);
         assert!(served(ApiKey::AlterPartitionReassignments, 1));
         assert!(served(ApiKey::ListPartitionReassignments, 0));
         assert!(served(ApiKey::DescribeClientQuotas, 1) && served(ApiKey::AlterClientQuotas, 1));

@@ -83,7 +83,7 @@ impl TxnCoordinator {
                     txn,
                     commit,
                     false,
-                    { fresh_producer_id },
+                    fresh_producer_id,
                     out,
                 )
             }
