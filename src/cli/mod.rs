@@ -85,6 +85,7 @@ enum Command {
     Transactions(transactions::TransactionsArgs),
     /// Each broker's log directories and the replicas in them (like kafka-log-dirs.sh).
     LogDirs(log_dirs::LogDirsArgs),
+    /// Describe, upgrade or downgrade finalized features (like kafka-features.sh).
     Features(features::FeaturesArgs),
     /// Load generators that print throughput and latency.
     Bench {

@@ -132,7 +132,6 @@ impl Client {
                         FeatureUpdateKey::default()
                             .with_feature(StrBytes::from_string(n.clone()))
                             .with_max_version_level(*l)
-                            .with_allow_downgrade(upgrade_type != 1)
                             .with_upgrade_type(upgrade_type)
                     })
                     .collect(),

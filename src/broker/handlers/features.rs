@@ -17,7 +17,7 @@ use crate::broker::{errors, Broker};
 use crate::controller::features::{self, FeatureUpdate, UpgradeType, SUPPORTED};
 use crate::controller::MetadataImage;
 
-/// Adds the supported and finalized features to an ApiVersions answer. Before v4, a feature
+/// Adds the supported and finalized features to an ApiVersions answer (v3+). Before v4, a feature
 /// whose minimum level is 0 is left out of the supported ones, as Kafka does (older clients
 /// refuse a minimum of 0). The finalized epoch is the image's metadata offset (as KRaft's), so
 /// it only grows and a client re-reads the features when it does.
@@ -26,6 +26,9 @@ pub(crate) fn advertise(
     version: i16,
     response: ApiVersionsResponse,
 ) -> ApiVersionsResponse {
+    if version < 3 {
+        return response; // the feature fields are v3's tagged fields
+    }
     let supported = SUPPORTED
         .iter()
         .filter(|s| version >= 4 || s.min > 0)
