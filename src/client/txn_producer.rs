@@ -152,6 +152,19 @@ impl Client {
             .with_transaction_timeout_ms(timeout_ms)
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
+        // FindCoordinator first, as clients do (it makes `__transaction_state` on first use).
+        for _ in 0..CONCURRENT_RETRIES {
+            match self.transaction_coordinator(transactional_id).await {
+                Ok(_) => break,
+                Err(ClientError::Kafka(e, _)) if retriable(e.code()) => {
+                    self.io
+                        .clock
+                        .sleep(std::time::Duration::from_millis(20))
+                        .await
+                }
+                Err(e) => return Err(e),
+            }
+        }
         for _ in 0..CONCURRENT_RETRIES {
             let response = self.call(&request, INIT_PRODUCER_ID_VERSION).await?;
             if retriable(response.error_code) {
@@ -234,6 +247,19 @@ impl Client {
         offsets: &[(&str, i32, i64)],
     ) -> Result<()> {
         let group = GroupId(StrBytes::from_string(group_id.to_string()));
+        // The group's coordinator first, as clients do (it makes `__consumer_offsets`).
+        for _ in 0..CONCURRENT_RETRIES {
+            match self.coordinator(group_id).await {
+                Ok(_) => break,
+                Err(ClientError::Kafka(e, _)) if retriable(e.code()) => {
+                    self.io
+                        .clock
+                        .sleep(std::time::Duration::from_millis(20))
+                        .await
+                }
+                Err(e) => return Err(e),
+            }
+        }
         if producer.mode == TxnMode::V1 {
             let request = AddOffsetsToTxnRequest::default()
                 .with_transactional_id(ts(&producer.transactional_id))
@@ -336,11 +362,13 @@ impl Client {
 }
 
 /// Answers a transactional client retries (a transaction still completing, a coordinator
-/// loading).
+/// loading or `__transaction_state` being made; this client has one broker to ask).
 fn retriable(code: i16) -> bool {
     [
         ResponseError::ConcurrentTransactions,
         ResponseError::CoordinatorLoadInProgress,
+        ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotCoordinator,
     ]
     .iter()
     .any(|e| e.code() == code)
