@@ -32,6 +32,9 @@ pub struct TxnConfig {
     /// `transactional.id.expiration.ms`: an id with no transaction open (Empty, Complete*)
     /// and no update for this long is forgotten (a tombstone in `__transaction_state`).
     pub id_expiration_ms: i64,
+    /// Simulator and tests: the bug planted here (`TxnV2NoEpochBump`).
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

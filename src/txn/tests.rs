@@ -51,10 +51,15 @@ struct Harness {
 
 impl Harness {
     fn loaded() -> Harness {
+        Harness::loaded_with(Default::default())
+    }
+
+    fn loaded_with(planted: crate::config::planted::Planted) -> Harness {
         let mut core = TxnCoordinator::new(TxnConfig {
             max_timeout_ms: 900_000,
             partitions: PARTITIONS,
             id_expiration_ms: EXPIRATION_MS,
+            planted,
         });
         let partition = partition_for(ID, PARTITIONS);
         core.step(
@@ -165,7 +170,10 @@ enum Row {
 }
 
 fn run(rows: Vec<Row>) -> Harness {
-    let mut h = Harness::loaded();
+    run_with(Harness::loaded(), rows)
+}
+
+fn run_with(mut h: Harness, rows: Vec<Row>) -> Harness {
     for (i, row) in rows.into_iter().enumerate() {
         match row {
             Row::Event(e, want) => {
@@ -463,6 +471,7 @@ fn an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id() {
         max_timeout_ms: 900_000,
         partitions: PARTITIONS,
         id_expiration_ms: EXPIRATION_MS,
+        planted: Default::default(),
     });
     let partition = partition_for(ID, PARTITIONS);
     c.step(

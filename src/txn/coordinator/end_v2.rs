@@ -134,6 +134,17 @@ impl TxnCoordinator {
         next.v2 = true;
         next.producer_epoch = txn.producer_epoch.saturating_add(1);
         next.last_epoch = txn.producer_epoch;
+        #[cfg(any(madsim, test))]
+        if self
+            .config
+            .planted
+            .is(crate::config::PlantedBug::TxnV2NoEpochBump)
+        {
+            // The tooth: v1's epoch across the end, so nothing tells the next transaction
+            // from a late request of this one.
+            next.producer_epoch = txn.producer_epoch;
+            next.last_epoch = txn.last_epoch;
+        }
         next.next_producer_id = if exhausted { fresh_producer_id } else { -1 };
         next.state = if commit {
             TxnState::PrepareCommit

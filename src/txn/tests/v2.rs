@@ -287,3 +287,46 @@ fn an_exhausted_epoch_rotates_the_producer_id_at_the_end() {
     assert_eq!(h.ok(), vec![Reply(5, Reply::Done)]);
     assert!(!h.core.needs_fresh_producer_id(ID));
 }
+
+/// The tooth (`TxnV2NoEpochBump`): without the bump, v2 takes the late abort of transaction 1
+/// as the end of transaction 2, as v1 does. The simulator's scenario for KAFKA-17754 must catch
+/// this plant; here it shows the plant bites where the fence stood.
+#[test]
+fn the_planted_missing_bump_lets_a_late_end_txn_through() {
+    let planted =
+        crate::config::planted::Planted::new(Some(crate::config::PlantedBug::TxnV2NoEpochBump));
+    let h = run_with(
+        Harness::loaded_with(planted),
+        vec![
+            E(init(1, None), vec![Append(TxnState::Empty)]),
+            Commit(vec![Reply(1, pid(0))]),
+            E(
+                add2(2, 101, 0, &[("t", 0)]),
+                vec![Append(TxnState::Ongoing)],
+            ),
+            Commit(vec![Reply(2, Reply::Done)]),
+            E(
+                end2(3, 101, 0, true, -1),
+                vec![Append(TxnState::PrepareCommit)],
+            ),
+            Commit(vec![Reply(3, pid(0)), Markers(true, 0, 1)]),
+            E(written(101, 0), vec![Append(TxnState::CompleteCommit)]),
+            Commit(vec![]),
+            E(
+                add2(4, 101, 0, &[("t", 1)]),
+                vec![Append(TxnState::Ongoing)],
+            ),
+            Commit(vec![Reply(4, Reply::Done)]),
+            // The late abort of transaction 1 now ends transaction 2.
+            E(
+                end2(5, 101, 0, false, -1),
+                vec![Append(TxnState::PrepareAbort)],
+            ),
+        ],
+    );
+    assert_eq!(
+        h.core.describe(ID).unwrap().0,
+        TxnState::Ongoing,
+        "until committed"
+    );
+}
