@@ -57,7 +57,7 @@ async fn complete(client: &mut Client, id: &str) -> String {
     panic!("{id} never completed");
 }
 
-/// The batches of a partition: (control?, producer epoch, committed-marker?) each.
+/// The batches of a partition: (control?, producer epoch) each.
 async fn batches(client: &mut Client, topic: &str, partition: i32) -> Vec<(bool, i16)> {
     let fetched = client
         .fetch(topic, partition, 0, 1 << 20, Duration::ZERO)
@@ -95,7 +95,9 @@ async fn v2_bumps_the_epoch_per_transaction_and_fences_a_late_end_txn() {
         .update_features(&[("transaction.version".into(), 2)], 1, false)
         .await
         .unwrap();
-    assert_eq!(tv(&client.describe_features().await.unwrap()), (0, 2, 2));
+    let upgraded = client.describe_features().await.unwrap();
+    assert_eq!(tv(&upgraded), (0, 2, 2));
+    assert!(upgraded[0].epoch > 0, "a finalized feature has an epoch");
 
     client
         .create_topic("out", 2, 1, &BTreeMap::new())

@@ -50,9 +50,17 @@ pub(crate) fn advertise(
                 .with_max_version_level(*level)
         })
         .collect();
+    // No finalized feature: the epoch stays -1 (the default, not encoded), so a cluster at
+    // level 0 answers byte for byte as before features were served. A client that saw level 2
+    // and then sees -1 keeps using v2, which is still served at every level.
+    let epoch = if image.features().is_empty() {
+        -1
+    } else {
+        image.applied().max(0)
+    };
     response
         .with_supported_features(supported)
-        .with_finalized_features_epoch(image.applied().max(0))
+        .with_finalized_features_epoch(epoch)
         .with_finalized_features(finalized)
 }
 
