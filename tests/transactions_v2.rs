@@ -18,6 +18,8 @@ use weir::io::os::{OsRng, TokioClock, TokioNet, TokioSpawn};
 use weir::io::Io;
 use weir::log::batch;
 
+mod common;
+
 const PRODUCER_FENCED: i16 = 90;
 const INVALID_TXN_STATE: i16 = 48;
 
@@ -218,4 +220,115 @@ async fn v1_applies_a_late_end_txn_to_the_next_transaction() {
         "the transaction the client committed was aborted"
     );
     running.broker.shutdown().await.unwrap();
+}
+
+/// Produce v12 at a leader that does not coordinate the transaction: the leader adds the
+/// partition with AddPartitionsToTxn v5 to the coordinator's node (three nodes; the topic's
+/// partitions spread over them with one replica each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_adds_a_partition_led_by_another_broker() {
+    let io = Io::os();
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let mut configs = Vec::new();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        let dir = common::temp_dir("txn-v2", &format!("n{id}"));
+        weir::broker::format_log_dir(&io, &dir, common::CLUSTER_ID, id as i32)
+            .await
+            .unwrap();
+        let config = common::combined_config(
+            id,
+            &dir,
+            &ports,
+            common::free_port(),
+            &[("transaction.state.log.num.partitions", "3")],
+        );
+        configs.push(config.clone());
+        nodes.push(Broker::start(config, Io::os()).await.unwrap());
+    }
+    common::wait_for("three unfenced brokers", Duration::from_secs(20), || {
+        nodes
+            .iter()
+            .all(|n| n.broker.image().live_brokers().count() == 3)
+            .then_some(())
+    })
+    .await;
+    let addrs: Vec<_> = nodes.iter().map(|n| n.local_addr).collect();
+    common::wait_listening(&addrs).await;
+    let mut any = Client::connect(&io, addrs[0]).await.unwrap();
+    for _ in 0..400 {
+        if any
+            .create_topic("out", 6, 1, &BTreeMap::new())
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let id = "spread";
+    let coordinator = {
+        let mut found = None;
+        for _ in 0..400 {
+            if let Ok(b) = any.transaction_coordinator(id).await {
+                found = Some(b.id);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        found.expect("a transaction coordinator")
+    };
+    let at = |node: i32| addrs[(node - 1) as usize];
+    let mut coord = Client::connect(&io, at(coordinator)).await.unwrap();
+    let mut p = coord
+        .init_transactions(id, 60_000, TxnMode::V2)
+        .await
+        .unwrap();
+    let e0 = p.producer_epoch;
+    // A partition another node leads, once every node knows its leader.
+    let (partition, leader) =
+        common::wait_for("a leader elsewhere", Duration::from_secs(20), || {
+            let image = nodes[0].broker.image();
+            let topic = image.topic("out")?;
+            (0..6)
+                .filter_map(|i| image.partition(topic.id, i).map(|r| (i, r.leader)))
+                .find(|&(_, l)| l > 0 && l != coordinator)
+        })
+        .await;
+    let mut remote = Client::connect(&io, at(leader)).await.unwrap();
+    let mut written = None;
+    for _ in 0..100 {
+        match remote.txn_produce(&mut p, "out", partition, &[b"x"]).await {
+            Ok(offset) => {
+                written = Some(offset);
+                break;
+            }
+            // The leader may not know the coordinator's partition yet: retriable.
+            Err(ClientError::Kafka(e, _)) if e.is_retriable() => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("produce at the leader: {e}"),
+        }
+    }
+    assert!(written.is_some(), "the leader never accepted the write");
+    let d = coord.describe_transaction(id).await.unwrap();
+    assert_eq!(
+        d.partitions,
+        vec![("out".to_string(), partition)],
+        "added by the leader"
+    );
+    coord.end_txn(&mut p, true).await.unwrap();
+    assert_eq!(p.producer_epoch, e0 + 1);
+    assert_eq!(complete(&mut coord, id).await, "CompleteCommit");
+    assert_eq!(
+        batches(&mut remote, "out", partition).await,
+        vec![(false, e0), (true, e0 + 1)],
+        "the marker reached the other leader at the bumped epoch"
+    );
+    for n in &nodes {
+        n.broker.halt();
+    }
+    for c in &configs {
+        let _ = std::fs::remove_dir_all(&c.log_dirs[0]);
+    }
 }
