@@ -42,6 +42,42 @@ pub struct FormatArgs {
     /// iterations=N; repeatable). Format every controller with the same ones.
     #[arg(long = "add-scram", value_name = "MECHANISM=[name=U,password=P]")]
     add_scram: Vec<String>,
+    /// A feature's level in the new cluster, as `kafka-storage.sh format --feature`:
+    /// `transaction.version=1` (repeatable). By default a new cluster finalizes
+    /// transaction.version=2 (transactions v2), as Kafka 4.x does.
+    #[arg(long = "feature", value_name = "NAME=LEVEL")]
+    features: Vec<String>,
+}
+
+/// The FeatureLevel records of a new cluster: Kafka 4.x's defaults with `--feature` applied
+/// (a level 0 writes none).
+fn feature_records(args: &[String]) -> anyhow::Result<Vec<weir::controller::MetadataRecord>> {
+    use weir::controller::features::{supported, NEW_CLUSTER_LEVELS};
+    let mut levels: BTreeMap<String, i16> = NEW_CLUSTER_LEVELS
+        .iter()
+        .map(|(n, l)| (n.to_string(), *l))
+        .collect();
+    for (name, value) in key_values(args)? {
+        let range = supported(&name).ok_or_else(|| {
+            anyhow::anyhow!("unknown feature {name} (Weir supports transaction.version)")
+        })?;
+        let level: i16 = value
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}: level {value:?} is not a number"))?;
+        if !(range.min..=range.max).contains(&level) {
+            anyhow::bail!(
+                "{name}={level}: Weir supports {}..={}",
+                range.min,
+                range.max
+            );
+        }
+        levels.insert(name, level);
+    }
+    Ok(levels
+        .into_iter()
+        .filter(|(_, l)| *l > 0)
+        .map(|(name, level)| weir::controller::MetadataRecord::FeatureLevel { name, level })
+        .collect())
 }
 
 pub async fn format(io: Io, args: FormatArgs) -> anyhow::Result<()> {
@@ -51,7 +87,8 @@ pub async fn format(io: Io, args: FormatArgs) -> anyhow::Result<()> {
         (None, true) => weir::broker::identity::random_cluster_id(&io),
         (None, false) => anyhow::bail!("give --cluster-id ID or --random-cluster-id"),
     };
-    let bootstrap = super::add_scram::records(&io, &args.add_scram)?;
+    let mut bootstrap = feature_records(&args.features)?;
+    bootstrap.extend(super::add_scram::records(&io, &args.add_scram)?);
     for dir in &config.log_dirs {
         let dir_path = std::path::Path::new(dir);
         weir::broker::format_log_dir(&io, dir_path, &cluster_id, config.node_id).await?;

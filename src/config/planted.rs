@@ -126,6 +126,10 @@ pub enum PlantedBug {
     /// watermark), so read_committed readers get records of transactions not yet decided.
     #[cfg(any(madsim, test))]
     LsoPastOpenTransaction,
+    /// Transactions v2 (KAFKA-17754's tooth): EndTxn v5 ends a transaction without bumping the
+    /// producer epoch, so a late EndTxn or produce of an ended transaction lands in the next.
+    #[cfg(any(madsim, test))]
+    TxnV2NoEpochBump,
 }
 
 impl PlantedBug {
@@ -224,6 +228,8 @@ impl PlantedBug {
             "lso-past-open-transaction",
             PlantedBug::LsoPastOpenTransaction,
         ),
+        #[cfg(any(madsim, test))]
+        ("txn-v2-no-epoch-bump", PlantedBug::TxnV2NoEpochBump),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {

@@ -22,6 +22,7 @@ pub mod active;
 pub mod alter_partition;
 pub mod brokers;
 pub mod election;
+pub mod features;
 pub mod image;
 pub mod log_dirs;
 pub mod placement;

@@ -549,6 +549,8 @@ impl Broker {
                     max_timeout_ms: self.config.transaction_max_timeout_ms,
                     partitions: topic.partitions,
                     id_expiration_ms: self.config.transactional_id_expiration_ms as i64,
+                    #[cfg(any(madsim, test))]
+                    planted: crate::config::planted::Planted::new(self.config.planted_bug),
                 })
             });
             let mut actions = Vec::new();

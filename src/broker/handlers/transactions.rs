@@ -29,6 +29,7 @@ use crate::log::control::Marker;
 use crate::txn::{Event, Reply, TopicPartition, TxnError};
 
 mod describe;
+mod implicit_add;
 pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
 
 /// A coordinator error as the client's version expects it (PRODUCER_FENCED is
@@ -115,6 +116,10 @@ pub(crate) async fn add_partitions(
     ctx: &RequestContext,
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
+    if ctx.version >= 4 {
+        // The brokers' batched form (verification, transactions v2's implicit add).
+        return implicit_add::add_partitions_from_broker(broker, ctx, req).await;
+    }
     let partitions: Vec<TopicPartition> = req
         .v3_and_below_topics
         .iter()
@@ -177,6 +182,7 @@ pub(crate) async fn add_partitions(
                 producer_id: req.v3_and_below_producer_id.0,
                 producer_epoch: req.v3_and_below_producer_epoch,
                 partitions: partitions.clone(),
+                v2: false,
             })
             .await;
         let c = reply_code(&reply, 2, ctx.version);
@@ -238,6 +244,7 @@ pub(crate) async fn add_offsets(
             producer_id: req.producer_id.0,
             producer_epoch: req.producer_epoch,
             partitions: vec![TopicPartition::new(OFFSETS_TOPIC, partition)],
+            v2: false,
         })
         .await;
     AddOffsetsToTxnResponse::default().with_error_code(reply_code(&reply, 2, ctx.version))
@@ -254,19 +261,47 @@ pub(crate) async fn end_txn(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
     }
+    // EndTxn v5 is transactions v2: the coordinator bumps the epoch and answers the producer
+    // id and epoch to go on with (a new id when the bump exhausts the epoch: reserved first).
+    let v2 = ctx.version >= 5;
+    let id = req.transactional_id.to_string();
+    let fresh =
+        if v2 && broker.txn_read(|core, _| core.is_some_and(|c| c.needs_fresh_producer_id(&id))) {
+            match reserve_producer_id(broker).await {
+                Ok(pid) => pid,
+                Err(e) => {
+                    tracing::warn!(error = %e, "no producer id for a transactions v2 rotation");
+                    return EndTxnResponse::default()
+                        .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1);
+                }
+            }
+        } else {
+            -1
+        };
     let reply = broker
         .txn_call(|request| Event::EndTxn {
             request,
-            transactional_id: req.transactional_id.to_string(),
+            transactional_id: id,
             producer_id: req.producer_id.0,
             producer_epoch: req.producer_epoch,
             commit: req.committed,
+            v2,
+            fresh_producer_id: fresh,
         })
         .await;
+    let (producer_id, producer_epoch) = match reply {
+        Reply::ProducerId {
+            producer_id,
+            producer_epoch,
+        } => (producer_id, producer_epoch),
+        _ => (-1, -1),
+    };
     EndTxnResponse::default()
         .with_error_code(reply_code(&reply, 2, ctx.version))
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch)
 }
 
 /// TxnOffsetCommit at the group coordinator: once the offsets partition is verified to be in
@@ -303,14 +338,19 @@ pub(crate) async fn txn_offset_commit(
         }
         Err(e) => Err(e),
         Ok(p) => {
-            let reply = broker
-                .txn_verify(
-                    &req.transactional_id,
-                    req.producer_id.0,
-                    req.producer_epoch,
-                    TopicPartition::new(OFFSETS_TOPIC, p),
-                )
-                .await;
+            // v5 is transactions v2: the offsets partition joins the transaction here
+            // (no AddOffsetsToTxn); before, it must already be in it.
+            let partition = TopicPartition::new(OFFSETS_TOPIC, p);
+            let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+            let reply = if ctx.version >= 5 {
+                broker
+                    .txn_add_implicit(&req.transactional_id, pid, epoch, partition)
+                    .await
+            } else {
+                broker
+                    .txn_verify(&req.transactional_id, pid, epoch, partition)
+                    .await
+            };
             match reply {
                 Ok(()) => Ok(()),
                 Err(TxnError::ProducerFenced) => Err(ResponseError::InvalidProducerEpoch),

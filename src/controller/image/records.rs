@@ -228,6 +228,11 @@ pub enum MetadataRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         value: Option<QuotaValue>,
     },
+    /// Kafka's FeatureLevelRecord: a finalized feature's level (0 removes it, as in Kafka).
+    FeatureLevel {
+        name: String,
+        level: i16,
+    },
 }
 
 /// One user's credential for one mechanism.

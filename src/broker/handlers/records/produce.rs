@@ -489,14 +489,19 @@ async fn verify_transactional(
     if open {
         return Ok(());
     }
-    let verified = broker
-        .txn_verify(
-            transactional_id,
-            header.producer_id,
-            header.producer_epoch,
-            crate::txn::TopicPartition::new(topic, index),
-        )
-        .await;
+    // Produce v12 is transactions v2: the leader adds the partition to the transaction at
+    // the coordinator (no AddPartitionsToTxn from the client); before, it only verifies.
+    let partition = crate::txn::TopicPartition::new(topic, index);
+    let (pid, epoch) = (header.producer_id, header.producer_epoch);
+    let verified = if version >= 12 {
+        broker
+            .txn_add_implicit(transactional_id, pid, epoch, partition)
+            .await
+    } else {
+        broker
+            .txn_verify(transactional_id, pid, epoch, partition)
+            .await
+    };
     use crate::txn::TxnError;
     match verified {
         Ok(()) => Ok(()),
