@@ -27,8 +27,10 @@ pub struct FormatArgs {
     /// The node's server.properties.
     #[arg(long)]
     config: PathBuf,
-    /// The cluster id, the same on every node (`kafka-storage.sh format -t`).
-    #[arg(long, conflicts_with = "random_cluster_id")]
+    /// The cluster id, the same on every node (`kafka-storage.sh format -t`). It may begin
+    /// with '-' (URL-safe base64: one id in 64 made elsewhere does, and `--cluster-id -x…`
+    /// was then taken for an unknown option).
+    #[arg(long, conflicts_with = "random_cluster_id", allow_hyphen_values = true)]
     cluster_id: Option<String>,
     /// Make a fresh cluster id, format with it and print it (then format the other nodes
     /// with `--cluster-id` and that id).
@@ -178,5 +180,34 @@ pub(super) async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::Cli;
+
+    /// A cluster id beginning with '-' is the option's value, not another option.
+    #[test]
+    fn a_cluster_id_may_begin_with_a_dash() {
+        let id = "-1YiAHDwTkqBTeYa7lkXcQ";
+        let cli = Cli::try_parse_from([
+            "weir",
+            "format",
+            "--config",
+            "s.properties",
+            "--cluster-id",
+            id,
+        ]);
+        let Ok(Cli {
+            command: crate::cli::Command::Format(args),
+            ..
+        }) = cli
+        else {
+            panic!("refused: {:?}", cli.err());
+        };
+        assert_eq!(args.cluster_id.as_deref(), Some(id));
     }
 }
