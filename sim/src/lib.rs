@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod buggify;
 pub mod checker;
+#[cfg(madsim)]
 pub mod clock;
 #[cfg(madsim)]
 pub mod consumer_workload;
