@@ -126,6 +126,16 @@ pub enum PlantedBug {
     /// watermark), so read_committed readers get records of transactions not yet decided.
     #[cfg(any(madsim, test))]
     LsoPastOpenTransaction,
+    /// Transactions: the coordinator writes a COMMIT's marker to every partition of the
+    /// transaction but the last and takes them all as written, so that partition's part stays
+    /// open (and is decided by whatever marker of the producer comes next).
+    #[cfg(any(madsim, test))]
+    CommitMarkerSomePartitions,
+    /// Transactions: an ABORT marker on `__consumer_offsets` makes the transaction's pending
+    /// offsets (TxnOffsetCommit) the committed ones instead of dropping them, so a
+    /// consume-transform-produce task skips the inputs of its aborted transaction.
+    #[cfg(any(madsim, test))]
+    TxnOffsetsOnAbort,
 }
 
 impl PlantedBug {
@@ -224,6 +234,13 @@ impl PlantedBug {
             "lso-past-open-transaction",
             PlantedBug::LsoPastOpenTransaction,
         ),
+        #[cfg(any(madsim, test))]
+        (
+            "commit-marker-some-partitions",
+            PlantedBug::CommitMarkerSomePartitions,
+        ),
+        #[cfg(any(madsim, test))]
+        ("txn-offsets-on-abort", PlantedBug::TxnOffsetsOnAbort),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {
