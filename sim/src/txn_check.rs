@@ -746,7 +746,19 @@ mod tests {
     /// [0, 2) and commits; transaction 2 consumes [2, 4) and aborts; the task restarts from 2
     /// and transaction 3 consumes [2, 4) again and commits.
     fn pipeline_base() -> Vec<Entry> {
+        let input = |txn, v: &str| TxnEvent::Send {
+            producer: 0,
+            txn,
+            partition: 0,
+            value: v.into(),
+        };
         vec![
+            at(0, input(1, "a")),
+            at(0, input(2, "b")),
+            at(0, input(3, "c")),
+            at(0, ended(1, true)),
+            at(0, ended(2, true)),
+            at(0, ended(3, true)),
             at(1, restarted(0)),
             at(2, consumed(1, 0, 2, &[(0, "a"), (1, "b")])),
             at(3, output(1, 0)),
@@ -781,6 +793,7 @@ mod tests {
         let f = check(&h);
         assert_eq!(f.count(), 0, "{f:?}");
         assert_eq!((f.pipeline_transactions, f.restarts), (3, 2));
+        assert_eq!((f.transactions, f.committed, f.aborted), (6, 5, 1));
     }
 
     #[test]
@@ -808,7 +821,7 @@ mod tests {
         // Transaction 3 consumed from 0 again (an overlap: a and b twice), and transaction 1
         // consumed a value the final read does not hold at 0.
         let mut h = pipeline_base();
-        h[1] = at(2, consumed(1, 0, 2, &[(0, "aborted"), (1, "b")]));
+        h[7] = at(2, consumed(1, 0, 2, &[(0, "aborted"), (1, "b")]));
         h.push(at(9, restarted(2)));
         h.push(at(10, consumed(3, 0, 4, &[(0, "a"), (1, "b"), (3, "c")])));
         h.push(at(11, output(3, 0)));
