@@ -342,6 +342,11 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
     f
 }
 
+/// (producer or task, transaction).
+type TxnKey = (u32, u64);
+/// What a pipeline transaction consumed: input partition, from, to, the inputs.
+type Consumption<'a> = (i32, i64, i64, &'a [(i64, String)]);
+
 /// Consume-transform-produce, exactly once: the committed transactions of each input
 /// partition consumed one contiguous run from offset 0 to the committed offset, each restart
 /// began where the last committed transaction ended, every committed input below the committed
@@ -357,7 +362,7 @@ fn check_pipeline(
     end: u64,
 ) {
     // (task, txn) → (input partition, from, to, inputs), and whether its outputs are visible.
-    let mut consumed: BTreeMap<(u32, u64), (i32, i64, i64, &[(i64, String)])> = BTreeMap::new();
+    let mut consumed: BTreeMap<TxnKey, Consumption> = BTreeMap::new();
     let visible = |key: &(u32, u64)| {
         txns.get(key)
             .is_some_and(|t| t.values.iter().any(|v| stored.contains_key(v.as_str())))
@@ -406,9 +411,9 @@ fn check_pipeline(
         return;
     }
     // Input partition → its visible transactions by `from`.
-    let mut chains: BTreeMap<i32, Vec<(i64, i64, (u32, u64))>> = BTreeMap::new();
+    let mut chains: BTreeMap<i32, Vec<(i64, i64, TxnKey)>> = BTreeMap::new();
     // (input partition, input offset) → the visible outputs of it, with the value consumed.
-    let mut outputs: BTreeMap<(i32, i64), Vec<(&str, (u32, u64))>> = BTreeMap::new();
+    let mut outputs: BTreeMap<(i32, i64), Vec<(&str, TxnKey)>> = BTreeMap::new();
     for (key, &(partition, from, to, inputs)) in &consumed {
         if !visible(key) {
             continue;
