@@ -130,6 +130,16 @@ pub enum PlantedBug {
     /// producer epoch, so a late EndTxn or produce of an ended transaction lands in the next.
     #[cfg(any(madsim, test))]
     TxnV2NoEpochBump,
+    /// Transactions: the coordinator writes a COMMIT's marker to every partition of the
+    /// transaction but the last and takes them all as written, so that partition's part stays
+    /// open (and is decided by whatever marker of the producer comes next).
+    #[cfg(any(madsim, test))]
+    CommitMarkerSomePartitions,
+    /// Transactions: an ABORT marker on `__consumer_offsets` makes the transaction's pending
+    /// offsets (TxnOffsetCommit) the committed ones instead of dropping them, so a
+    /// consume-transform-produce task skips the inputs of its aborted transaction.
+    #[cfg(any(madsim, test))]
+    TxnOffsetsOnAbort,
 }
 
 impl PlantedBug {
@@ -230,6 +240,13 @@ impl PlantedBug {
         ),
         #[cfg(any(madsim, test))]
         ("txn-v2-no-epoch-bump", PlantedBug::TxnV2NoEpochBump),
+        #[cfg(any(madsim, test))]
+        (
+            "commit-marker-some-partitions",
+            PlantedBug::CommitMarkerSomePartitions,
+        ),
+        #[cfg(any(madsim, test))]
+        ("txn-offsets-on-abort", PlantedBug::TxnOffsetsOnAbort),
     ];
 
     pub fn parse(name: &str) -> Result<PlantedBug, String> {

@@ -291,6 +291,10 @@ impl Broker {
             crate::txn::partition_for(&transactional_id, core.config().partitions)
         };
         let mut left = partitions;
+        #[cfg(any(madsim, test))]
+        if crate::planted!(self.config, CommitMarkerSomePartitions) && marker.commit {
+            left.pop();
+        }
         while !left.is_empty() {
             // All partitions at once: the next transaction waits for the slowest marker.
             let results = crate::io::join_all(
