@@ -29,6 +29,9 @@ struct Dir {
 
 struct State {
     dirs: Vec<Dir>,
+    /// The cordoned directories' ids (KIP-1066): no new partition goes there while another
+    /// online directory is not cordoned.
+    cordoned: Vec<Uuid>,
     /// Where each partition known here lives (an index into `dirs`).
     placed: BTreeMap<Key, usize>,
 }
@@ -86,6 +89,7 @@ impl LogDirs {
                         offline: None,
                     })
                     .collect(),
+                cordoned: Vec::new(),
                 placed: BTreeMap::new(),
             }),
         }
@@ -156,10 +160,13 @@ impl LogDirs {
         let at = match found {
             Some(at) => at,
             None => {
+                // Cordoned directories take a new partition only when every online one is.
+                let open = |d: &Dir| d.offline.is_none() && !state.cordoned.contains(&d.id);
+                let any_open = state.dirs.iter().any(open);
                 let mut loads: Vec<Option<usize>> = state
                     .dirs
                     .iter()
-                    .map(|d| d.offline.is_none().then_some(0))
+                    .map(|d| (open(d) || (!any_open && d.offline.is_none())).then_some(0))
                     .collect();
                 for &at in state.placed.values() {
                     if let Some(n) = loads[at].as_mut() {
@@ -171,6 +178,24 @@ impl LogDirs {
         };
         state.placed.insert(key, at);
         Some(state.dirs[at].path.clone())
+    }
+
+    /// The ids that `cordoned.log.dirs` names: every directory for `*`, else those whose path
+    /// is listed (a path that is not one of these is ignored).
+    pub fn ids_named(&self, cordoned: &[String]) -> Vec<Uuid> {
+        let state = self.state.lock().unwrap();
+        let all = cordoned.iter().any(|c| c == "*");
+        state
+            .dirs
+            .iter()
+            .filter(|d| all || cordoned.iter().any(|c| Path::new(c) == d.path))
+            .map(|d| d.id)
+            .collect()
+    }
+
+    /// Which directories are cordoned now (KIP-1066).
+    pub fn set_cordoned(&self, ids: Vec<Uuid>) {
+        self.state.lock().unwrap().cordoned = ids;
     }
 
     /// Moves `topic`-`index` to the directory `id` (a finished intra-broker move).
@@ -324,5 +349,22 @@ mod tests {
         let last = d.fail_dir_of("t", 1, "EIO".into()).unwrap();
         assert!(last.all_offline);
         assert_eq!(d.locate("t", 9, |_| false), None);
+    }
+
+    #[test]
+    fn cordoned_directories_get_new_partitions_only_when_all_are() {
+        let d = dirs(3);
+        assert_eq!(d.ids_named(&["*".into()]).len(), 3);
+        let named = d.ids_named(&["/d0".into(), "/d2".into(), "/elsewhere".into()]);
+        assert_eq!(named, vec![Uuid::from_u64_pair(7, 100), Uuid::from_u64_pair(7, 102)]);
+        d.set_cordoned(named);
+        for i in 0..3 {
+            assert_eq!(d.locate("t", i, |_| false), Some(PathBuf::from("/d1")));
+        }
+        // Found where its data is, cordoned or not (cordoning moves nothing).
+        assert_eq!(d.locate("u", 0, |p| p == Path::new("/d0")), Some(PathBuf::from("/d0")));
+        // Everything cordoned: a replica the controller placed here anyway still gets a home.
+        d.set_cordoned(d.ids_named(&["*".into()]));
+        assert!(d.locate("t", 9, |_| false).is_some());
     }
 }
