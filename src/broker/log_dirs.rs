@@ -356,13 +356,19 @@ mod tests {
         let d = dirs(3);
         assert_eq!(d.ids_named(&["*".into()]).len(), 3);
         let named = d.ids_named(&["/d0".into(), "/d2".into(), "/elsewhere".into()]);
-        assert_eq!(named, vec![Uuid::from_u64_pair(7, 100), Uuid::from_u64_pair(7, 102)]);
+        assert_eq!(
+            named,
+            vec![Uuid::from_u64_pair(7, 100), Uuid::from_u64_pair(7, 102)]
+        );
         d.set_cordoned(named);
         for i in 0..3 {
             assert_eq!(d.locate("t", i, |_| false), Some(PathBuf::from("/d1")));
         }
         // Found where its data is, cordoned or not (cordoning moves nothing).
-        assert_eq!(d.locate("u", 0, |p| p == Path::new("/d0")), Some(PathBuf::from("/d0")));
+        assert_eq!(
+            d.locate("u", 0, |p| p == Path::new("/d0")),
+            Some(PathBuf::from("/d0"))
+        );
         // Everything cordoned: a replica the controller placed here anyway still gets a home.
         d.set_cordoned(d.ids_named(&["*".into()]));
         assert!(d.locate("t", 9, |_| false).is_some());

@@ -246,7 +246,10 @@ async fn generate(io: &Io, client: &mut Client, args: &ReassignArgs) -> anyhow::
     let mut brokers_open = Vec::with_capacity(brokers.len());
     for b in live.iter().filter(|l| brokers.contains(&l.id)) {
         if cordoned(io, args, b).await? {
-            eprintln!("Broker {} is cordoned (cordoned.log.dirs): left out of the proposal", b.id);
+            eprintln!(
+                "Broker {} is cordoned (cordoned.log.dirs): left out of the proposal",
+                b.id
+            );
         } else {
             brokers_open.push(b.id);
         }
@@ -296,7 +299,11 @@ async fn generate(io: &Io, client: &mut Client, args: &ReassignArgs) -> anyhow::
 
 /// Whether broker `b` is cordoned (KIP-1066): its `cordoned.log.dirs` (asked of the broker
 /// itself, which alone knows its static value) is `*` or names every one of its directories.
-async fn cordoned(io: &Io, args: &ReassignArgs, b: &weir::client::BrokerInfo) -> anyhow::Result<bool> {
+async fn cordoned(
+    io: &Io,
+    args: &ReassignArgs,
+    b: &weir::client::BrokerInfo,
+) -> anyhow::Result<bool> {
     use std::net::ToSocketAddrs as _;
     let addr = format!("{}:{}", b.host, b.port)
         .to_socket_addrs()?
@@ -322,10 +329,11 @@ async fn cordoned(io: &Io, args: &ReassignArgs, b: &weir::client::BrokerInfo) ->
         return Ok(false);
     }
     let dirs = client.describe_log_dirs(None).await?;
-    Ok(dirs
-        .iter()
-        .filter(|d| d.error.is_none())
-        .all(|d| named.iter().any(|n| std::path::Path::new(n) == std::path::Path::new(&d.path))))
+    Ok(dirs.iter().filter(|d| d.error.is_none()).all(|d| {
+        named
+            .iter()
+            .any(|n| std::path::Path::new(n) == std::path::Path::new(&d.path))
+    }))
 }
 
 async fn execute(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow::Result<()> {

@@ -4,7 +4,9 @@
 //! from `Client::brokers` (Metadata leaves fenced brokers out, as in Kafka).
 
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, TopicName, UnregisterBrokerRequest};
+use kafka_protocol::messages::{
+    BrokerId, DescribeQuorumRequest, TopicName, UnregisterBrokerRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{check, Client, ClientError, Result};

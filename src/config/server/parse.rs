@@ -618,7 +618,11 @@ fn parse_cordoned(value: &str, log_dirs: &[String]) -> Result<Vec<String>, Confi
     let dirs: Vec<String> = parse_list(value).into_iter().map(str::to_string).collect();
     if dirs.iter().any(|d| d == "*") {
         if dirs.len() > 1 {
-            return Err(invalid(key, value, "`*` cordons every directory and stands alone"));
+            return Err(invalid(
+                key,
+                value,
+                "`*` cordons every directory and stands alone",
+            ));
         }
         return Ok(dirs);
     }

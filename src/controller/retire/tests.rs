@@ -55,7 +55,13 @@ fn cluster(n: i32, dirs: u128) -> MetadataImage {
     image
 }
 
-fn partition(index: i32, replicas: &[i32], isr: &[i32], elr: &[i32], leader: i32) -> MetadataRecord {
+fn partition(
+    index: i32,
+    replicas: &[i32],
+    isr: &[i32],
+    elr: &[i32],
+    leader: i32,
+) -> MetadataRecord {
     MetadataRecord::Partition(PartitionRecord {
         topic_id: T,
         partition: index,
@@ -89,7 +95,10 @@ fn new_topic(name: &str, partitions: i32, rf: i16) -> NewTopic {
 fn unregistering_an_unknown_id_is_refused() {
     let image = cluster(3, 1);
     let e = unregister(&image, 9, &config).unwrap_err();
-    assert!(matches!(e, ControllerError::BrokerIdNotRegistered(_)), "{e:?}");
+    assert!(
+        matches!(e, ControllerError::BrokerIdNotRegistered(_)),
+        "{e:?}"
+    );
     assert_eq!(e.to_string(), "Broker ID 9 is not currently registered");
 }
 
@@ -115,7 +124,11 @@ fn unregistering_takes_the_broker_out_of_every_isr_and_elr() {
         records.last(),
         Some(&MetadataRecord::UnregisterBroker { id: 3, epoch })
     );
-    assert_eq!(records.len(), 4, "p0, p1, p2 and the unregistration: {records:?}");
+    assert_eq!(
+        records.len(),
+        4,
+        "p0, p1, p2 and the unregistration: {records:?}"
+    );
     apply(&mut image, &records);
     assert!(image.broker(3).is_none());
     let p = |i| image.partition(T, i).unwrap().clone();
@@ -145,7 +158,10 @@ fn unregistering_the_last_isr_member_leaves_no_leader() {
     let records = unregister(&image, 2, &config).unwrap();
     apply(&mut image, &records);
     let p = image.partition(T, 0).unwrap();
-    assert_eq!((p.leader, p.isr.clone(), p.elr.clone()), (NO_LEADER, vec![], vec![]));
+    assert_eq!(
+        (p.leader, p.isr.clone(), p.elr.clone()),
+        (NO_LEADER, vec![], vec![])
+    );
 }
 
 #[test]
@@ -164,7 +180,11 @@ fn a_heartbeats_cordoned_directories_are_recorded_once() {
     );
     apply(&mut image, &[record]);
     assert!(image.broker(1).unwrap().is_cordoned());
-    assert_eq!(cordon(&image, 1, &[dir(1, 0), dir(1, 1)]), None, "unchanged");
+    assert_eq!(
+        cordon(&image, 1, &[dir(1, 0), dir(1, 1)]),
+        None,
+        "unchanged"
+    );
     // Uncordoning one directory: no longer a cordoned broker.
     let record = cordon(&image, 1, &[dir(1, 1)]).unwrap();
     apply(&mut image, &[record]);
@@ -188,7 +208,11 @@ fn new_partitions_avoid_cordoned_brokers() {
             let MetadataRecord::Partition(p) = r else {
                 panic!("{r:?}")
             };
-            assert!(!p.replicas.contains(&4), "entropy {entropy}: {:?}", p.replicas);
+            assert!(
+                !p.replicas.contains(&4),
+                "entropy {entropy}: {:?}",
+                p.replicas
+            );
         }
     }
     // Three brokers left: a replication factor of 4 cannot be reached.

@@ -41,7 +41,11 @@ pub(crate) fn decode(mut field: &[u8]) -> Option<Vec<Uuid>> {
     if field.remaining() != count.checked_mul(16)? {
         return None;
     }
-    Some((0..count).map(|_| Uuid::from_u128(field.get_u128())).collect())
+    Some(
+        (0..count)
+            .map(|_| Uuid::from_u128(field.get_u128()))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -50,12 +54,20 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_what_does_not_parse() {
-        for dirs in [vec![], vec![Uuid::from_u128(7)], (0..200).map(Uuid::from_u128).collect()] {
+        for dirs in [
+            vec![],
+            vec![Uuid::from_u128(7)],
+            (0..200).map(Uuid::from_u128).collect(),
+        ] {
             assert_eq!(decode(&encode(&dirs)), Some(dirs));
         }
         assert_eq!(decode(&[0]), None, "null");
         assert_eq!(decode(&[]), None);
-        assert_eq!(decode(&[2, 1, 2, 3]), None, "one id promised, 3 bytes given");
+        assert_eq!(
+            decode(&[2, 1, 2, 3]),
+            None,
+            "one id promised, 3 bytes given"
+        );
         assert_eq!(decode(&[0x80]), None, "varint cut short");
     }
 }
