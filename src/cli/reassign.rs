@@ -564,13 +564,22 @@ async fn wait(
 ) -> anyhow::Result<()> {
     let total = plan.partitions.len();
     let start = io.clock.monotonic();
+    // The reassignments are listed by the active controller, the replicas by this broker's
+    // Metadata: right after a move completes, the broker may not have applied it yet. A
+    // partition neither moving nor at its target only fails the wait if it stays so.
+    const STRAY_POLLS: u32 = 6;
+    let mut stray = 0;
     loop {
         let (done, lines) = status(client, plan).await?;
         let completed = lines
             .iter()
             .filter(|l| l.ends_with("is completed."))
             .count();
-        let failed = lines.iter().any(|l| l.starts_with("There is no active"));
+        stray = match lines.iter().any(|l| l.starts_with("There is no active")) {
+            true => stray + 1,
+            false => 0,
+        };
+        let failed = stray >= STRAY_POLLS;
         let width = 30;
         let filled = completed * width / total.max(1);
         eprint!(
