@@ -23,8 +23,12 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import test_reassign
 from test_cluster import wait_for
-from test_reassign import four_nodes, weir  # noqa: F401 (a fixture)
+from test_reassign import weir
+
+# The reassignment test's cluster: three combined nodes and a broker-only node 4 (not started).
+four_nodes = test_reassign.four_nodes
 
 TOPIC = "retiring"
 # Broker 4 holds a replica of every partition and leads partition 0.
