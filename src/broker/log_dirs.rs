@@ -29,6 +29,9 @@ struct Dir {
 
 struct State {
     dirs: Vec<Dir>,
+    /// Directories that failed before they could be opened at start (their id unknown):
+    /// never online, in no registration, shown offline by DescribeLogDirs.
+    failed_at_start: Vec<(PathBuf, String)>,
     /// The cordoned directories' ids (KIP-1066): no new partition goes there while another
     /// online directory is not cordoned.
     cordoned: Vec<Uuid>,
@@ -90,9 +93,25 @@ impl LogDirs {
                     })
                     .collect(),
                 cordoned: Vec::new(),
+                failed_at_start: Vec::new(),
                 placed: BTreeMap::new(),
             }),
         }
+    }
+
+    /// A directory of `log.dirs` that failed at start (KIP-858: offline from the outset).
+    pub fn add_failed(&self, path: PathBuf, reason: String) {
+        self.state
+            .lock()
+            .unwrap()
+            .failed_at_start
+            .push((path, reason));
+    }
+
+    /// Whether a directory failed at start (a clean-shutdown epoch then says nothing:
+    /// Kafka sends PreviousBrokerEpoch -1 when any directory is offline).
+    pub fn any_failed_at_start(&self) -> bool {
+        !self.state.lock().unwrap().failed_at_start.is_empty()
     }
 
     /// Every directory id, in `log.dirs` order.
@@ -281,6 +300,12 @@ impl LogDirs {
                     .map(|(k, _)| k.clone())
                     .collect(),
             })
+            .chain(state.failed_at_start.iter().map(|(path, reason)| DirView {
+                path: path.clone(),
+                id: Uuid::nil(),
+                offline: Some(reason.clone()),
+                partitions: Vec::new(),
+            }))
             .collect()
     }
 }
@@ -372,5 +397,23 @@ mod tests {
         // Everything cordoned: a replica the controller placed here anyway still gets a home.
         d.set_cordoned(d.ids_named(&["*".into()]));
         assert!(d.locate("t", 9, |_| false).is_some());
+    }
+
+    #[test]
+    fn a_directory_failed_at_start_is_offline_and_in_no_registration() {
+        let d = dirs(2);
+        assert!(!d.any_failed_at_start());
+        d.add_failed(PathBuf::from("/bad"), "meta.properties: corrupt".into());
+        assert!(d.any_failed_at_start());
+        assert_eq!(d.online_ids().len(), 2);
+        assert!(d.offline_ids().is_empty(), "no id to report");
+        assert!(!d.online_paths().contains(&PathBuf::from("/bad")));
+        let views = d.views();
+        assert_eq!(views.len(), 3);
+        assert_eq!(views[2].path, PathBuf::from("/bad"));
+        assert!(views[2].offline.is_some());
+        for i in 0..4 {
+            assert_ne!(d.locate("t", i, |_| false), Some(PathBuf::from("/bad")));
+        }
     }
 }

@@ -268,7 +268,12 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
         .with_incarnation_id(incarnation)
         .with_listeners(listeners)
         .with_rack(broker.config.broker_rack.clone().map(StrBytes::from_string))
-        .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire))
+        .with_previous_broker_epoch(if broker.dirs.any_failed_at_start() {
+            // Kafka's rule: a configured directory offline makes the stop count as unclean.
+            -1
+        } else {
+            broker.session.previous_epoch.load(Ordering::Acquire)
+        })
         .with_log_dirs(broker.dirs.online_ids())
         .with_features(durable_features(broker.config.fsync_before_ack));
     match call(
