@@ -217,6 +217,11 @@ impl LogDirs {
         self.state.lock().unwrap().cordoned = ids;
     }
 
+    /// Whether the directory `id` is cordoned.
+    pub fn is_cordoned(&self, id: Uuid) -> bool {
+        self.state.lock().unwrap().cordoned.contains(&id)
+    }
+
     /// Moves `topic`-`index` to the directory `id` (a finished intra-broker move).
     pub fn replace(&self, topic: &str, index: i32, id: Uuid) -> bool {
         let mut state = self.state.lock().unwrap();

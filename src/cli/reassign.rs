@@ -192,7 +192,11 @@ fn read_plan(io: &Io, args: &ReassignArgs) -> anyhow::Result<Plan> {
                 );
             }
             if dirs.iter().any(|d| d != "any") {
-                anyhow::bail!("log_dirs other than \"any\" are not supported by weir reassign");
+                anyhow::bail!(
+                    "log_dirs other than \"any\" are not supported by weir reassign: moving a \
+                     replica between a broker's log directories (AlterReplicaLogDirs) is not \
+                     implemented yet; use \"any\" (the broker picks the directory)"
+                );
             }
         }
     }
