@@ -30,7 +30,10 @@ pub fn cordon(image: &MetadataImage, broker: i32, cordoned: &[Uuid]) -> Option<M
         .collect();
     now.sort();
     now.dedup();
-    (now != registration.cordoned_log_dirs).then(|| MetadataRecord::BrokerCordonedLogDirs {
+    if now == registration.cordoned_log_dirs {
+        return None;
+    }
+    Some(MetadataRecord::BrokerCordonedLogDirs {
         id: broker,
         epoch: registration.epoch,
         cordoned_log_dirs: now,
