@@ -68,6 +68,7 @@ pub fn controller(e: &ControllerError) -> ResponseError {
             ResponseError::EligibleLeadersNotAvailable
         }
         ControllerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
+        ControllerError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
         ControllerError::ThrottlingQuotaExceeded(_) => ResponseError::ThrottlingQuotaExceeded,
     }
 }

@@ -71,12 +71,18 @@ impl Broker {
     /// returns.
     pub async fn start(config: ServerConfig, io: Io) -> anyhow::Result<RunningBroker> {
         let paths: Vec<PathBuf> = config.log_dirs.iter().map(PathBuf::from).collect();
-        let (cluster_id, opened) =
-            identity::load_log_dirs(&io, &paths, config.node_id, !config.needs_formatting())
-                .await?;
+        let identity::OpenedDirs {
+            cluster_id,
+            online,
+            failed,
+        } = identity::load_log_dirs(&io, &paths, config.node_id, !config.needs_formatting())
+            .await?;
         // The metadata log and the clean-shutdown file live in the first (`log_dirs`).
-        let log_dir = opened[0].0.clone();
-        let dirs = log_dirs::LogDirs::new(opened);
+        let log_dir = online[0].0.clone();
+        let dirs = log_dirs::LogDirs::new(online);
+        for (path, reason) in failed {
+            dirs.add_failed(path, reason);
+        }
         let (shutdown, _) = watch::channel(false);
         let clustered = config.is_clustered();
         let (quorum, starter) = drivers::quorum::open(

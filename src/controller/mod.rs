@@ -28,6 +28,7 @@ pub mod log_dirs;
 pub mod placement;
 pub mod quotas;
 pub mod reassignment;
+pub mod retire;
 pub mod scram;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ use uuid::Uuid;
 
 use crate::config::{dynamic_broker, GroupConfigBounds, TopicConfig};
 use election::ElectionConfig;
+use image::DIR_UNASSIGNED;
 pub use image::{
     BrokerEndpoint, BrokerRegistration, ConfigResource, MetadataImage, MetadataRecord,
     PartitionChange, PartitionRecord, PartitionRegistration, ScramRecord, TopicMeta, NO_LEADER,
@@ -80,6 +82,8 @@ pub enum ControllerError {
     EligibleLeadersNotAvailable(String),
     /// A reassignment cancel with none in progress.
     NoReassignmentInProgress(String),
+    /// UnregisterBroker of an id that is not registered.
+    BrokerIdNotRegistered(String),
     /// The client's `controller_mutation_rate` is exceeded (KIP-599): refused for this long.
     ThrottlingQuotaExceeded(std::time::Duration),
 }
@@ -103,7 +107,8 @@ impl fmt::Display for ControllerError {
             | ControllerError::IneligibleReplica(m)
             | ControllerError::PreferredLeaderNotAvailable(m)
             | ControllerError::EligibleLeadersNotAvailable(m)
-            | ControllerError::NoReassignmentInProgress(m) => f.write_str(m),
+            | ControllerError::NoReassignmentInProgress(m)
+            | ControllerError::BrokerIdNotRegistered(m) => f.write_str(m),
             ControllerError::UnknownTopicId(id) => write!(f, "unknown topic id {id}"),
             ControllerError::TopicDeletionDisabled => {
                 f.write_str("topic deletion is disabled (delete.topic.enable=false)")
@@ -620,13 +625,28 @@ fn merge(
     merged
 }
 
-/// Brokers that may take new replicas: unfenced and not shutting down.
+/// Brokers that may take new replicas: unfenced, not shutting down, and not cordoned
+/// (KIP-1066: at least one online directory not cordoned).
 fn usable_brokers(image: &MetadataImage) -> Vec<i32> {
     image
         .brokers()
-        .filter(|b| b.is_active())
+        .filter(|b| b.is_active() && !b.is_cordoned())
         .map(|b| b.id)
         .collect()
+}
+
+/// The directory a new replica on `broker` is assigned at creation (Kafka's
+/// `ClusterDescriber.defaultDir`): its one placeable directory when it has exactly one, else
+/// unassigned until the broker reports where it placed the replica (AssignReplicasToDirs).
+fn default_dir(image: &MetadataImage, broker: i32) -> Uuid {
+    let Some(b) = image.broker(broker) else {
+        return DIR_UNASSIGNED;
+    };
+    let mut dirs = b.placeable_log_dirs();
+    match (dirs.next(), dirs.next(), b.log_dirs.len()) {
+        (Some(only), None, 1) => only,
+        _ => DIR_UNASSIGNED,
+    }
 }
 
 fn check_manual(
@@ -642,6 +662,18 @@ fn check_manual(
         |b| image.is_active_broker(b),
         first,
     )
+}
+
+/// A new partition's directories (KIP-858): each broker's only directory where it has
+/// exactly one, so that broker's AssignReplicasToDirs is a no-op; none at all (an empty list)
+/// when no replica's directory is known yet.
+fn directories(image: &MetadataImage, replicas: &[i32]) -> Vec<Uuid> {
+    let dirs: Vec<Uuid> = replicas.iter().map(|b| default_dir(image, *b)).collect();
+    if dirs.iter().all(|d| *d == DIR_UNASSIGNED) {
+        Vec::new()
+    } else {
+        dirs
+    }
 }
 
 /// New partitions: the ISR is the active replicas, the first of them leads (Kafka's choice for
@@ -661,6 +693,7 @@ fn partition_records(
                 .copied()
                 .filter(|b| image.is_active_broker(*b))
                 .collect();
+            let directories = directories(image, &replicas);
             MetadataRecord::Partition(PartitionRecord {
                 topic_id,
                 partition: first + i as i32,
@@ -672,8 +705,7 @@ fn partition_records(
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovering: false,
-                // Unassigned until each broker reports where it placed its replica (KIP-858).
-                directories: Vec::new(),
+                directories,
             })
         })
         .collect()

@@ -119,6 +119,10 @@ pub(crate) fn alter(
                     match target {
                         None => Some(ResponseError::LogDirNotFound),
                         Some(t) if t.offline.is_some() => Some(ResponseError::KafkaStorageError),
+                        // KIP-1066: nothing moves into a cordoned directory.
+                        Some(t) if broker.dirs.is_cordoned(t.id) => {
+                            Some(ResponseError::InvalidReplicaAssignment)
+                        }
                         Some(t) => match broker.partition(&name, index) {
                             None => Some(ResponseError::ReplicaNotAvailable),
                             Some(_) if t.partitions.contains(&(name.clone(), index)) => None,

@@ -23,6 +23,7 @@ pub(crate) mod records;
 pub(crate) mod security;
 pub(crate) mod topics;
 pub(crate) mod transactions;
+pub(crate) mod unregister_broker;
 
 /// A route: `$key` at `$versions` on `$serves`, answered by `$body` (an expression of
 /// `Option<ResponseKind>`, or `Result<Option<ResponseKind>, String>` after `try`) with the
@@ -228,6 +229,9 @@ pub static ROUTES: &[Route<Broker>] = &[
             reassignments::list(b, c, r),
         ))
     }),
+    route!(UnregisterBroker, Range(0, 0), Both, |b, c, r| Some(
+        ResponseKind::UnregisterBroker(unregister_broker::handle(b, c, r).await)
+    )),
     route!(OffsetCommit, Range(2, 9), Both, |b, c, r| Some(
         ResponseKind::OffsetCommit(classic::offset_commit(b, c, r).await)
     )),
@@ -288,6 +292,7 @@ mod tests {
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
         assert_eq!(client.len(), 53);
+        assert!(served(ApiKey::UnregisterBroker, 0));
         assert!(served(ApiKey::AlterPartitionReassignments, 1));
         assert!(served(ApiKey::ListPartitionReassignments, 0));
         assert!(served(ApiKey::DescribeClientQuotas, 1) && served(ApiKey::AlterClientQuotas, 1));

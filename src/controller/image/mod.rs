@@ -80,6 +80,13 @@ impl MetadataImage {
                 epoch,
                 log_dirs,
             } => self.brokers.change_log_dirs(*id, *epoch, log_dirs),
+            MetadataRecord::BrokerCordonedLogDirs {
+                id,
+                epoch,
+                cordoned_log_dirs,
+            } => self
+                .brokers
+                .change_cordoned_log_dirs(*id, *epoch, cordoned_log_dirs),
             MetadataRecord::BrokerChange {
                 id,
                 epoch,

@@ -125,6 +125,7 @@ impl Broker {
                 want_shutdown: false,
                 replica_logs: Vec::new(),
                 offline_dirs: Vec::new(),
+                cordoned_dirs: None,
             };
             let decision = sessions
                 .lock()

@@ -56,6 +56,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
     ApiKey::UpdateFeatures,
+    ApiKey::UnregisterBroker,
 ];
 
 /// Whether requests of `key` go to the active controller (and may wait for one).
@@ -340,6 +341,7 @@ fn answered_not_controller(key: ApiKey, version: i16, response: &[u8]) -> bool {
             .collect(),
         ResponseKind::ListPartitionReassignments(r) => vec![r.error_code],
         ResponseKind::UpdateFeatures(r) => vec![r.error_code],
+        ResponseKind::UnregisterBroker(r) => vec![r.error_code],
         ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
             .chain(
                 r.replica_election_results

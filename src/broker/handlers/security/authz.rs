@@ -201,7 +201,8 @@ impl Broker {
             | RequestKind::DeleteAcls(_)
             | RequestKind::AlterUserScramCredentials(_)
             | RequestKind::ElectLeaders(_)
-            | RequestKind::AlterPartitionReassignments(_) => authz.cluster(Operation::Alter),
+            | RequestKind::AlterPartitionReassignments(_)
+            | RequestKind::UnregisterBroker(_) => authz.cluster(Operation::Alter),
             RequestKind::AlterClientQuotas(_) => authz.cluster(Operation::AlterConfigs),
             RequestKind::DescribeQuorum(_) | RequestKind::ListPartitionReassignments(_) => {
                 authz.cluster(Operation::Describe)
