@@ -85,6 +85,7 @@ fn default_max() -> u32 {
 }
 
 /// What the nemesis last saw of one partition.
+#[cfg(any(madsim, test))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Seen {
     leader: i32,
@@ -92,7 +93,8 @@ struct Seen {
     isr: Vec<i32>,
 }
 
-/// The moments between two looks, each with the node to strike (machine index).
+/// The moments between two looks, each with the node to strike (its node id).
+#[cfg(any(madsim, test))]
 fn moments(
     before: &BTreeMap<(String, i32), Seen>,
     now: &BTreeMap<(String, i32), Seen>,

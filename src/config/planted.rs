@@ -146,8 +146,9 @@ pub enum PlantedBug {
     /// holds everything below its log end) before fsyncing what it appended.
     #[cfg(any(madsim, test))]
     FollowerFetchBeforeFsync,
-    /// Elections: `unclean.leader.election.enable` read as true when no one set it (Kafka's
-    /// default before 0.11), so a partition with no eligible replica elects any live one.
+    /// Elections: with no topic or dynamic override, `unclean.leader.election.enable` is true
+    /// (Kafka's default before 0.11; the static setting is not read), so a partition with no
+    /// eligible replica elects any live one.
     #[cfg(any(madsim, test))]
     UncleanElectionByDefault,
     /// Quorum (Raft's "figure 8"): the leader commits an offset a majority holds even when it

@@ -248,8 +248,8 @@ impl Controller {
         false
     }
 
-    /// Planted `unclean-election-by-default`: an unset `unclean.leader.election.enable` reads
-    /// as true (Kafka's default before 0.11).
+    /// Planted `unclean-election-by-default`: without a topic or dynamic override, unclean
+    /// election is on (Kafka's default before 0.11; the static setting is not read).
     fn planted_unclean_by_default(&self) -> bool {
         #[cfg(any(madsim, test))]
         if (self.planted).is(crate::config::PlantedBug::UncleanElectionByDefault) {
