@@ -6,6 +6,7 @@
 
 #[cfg(madsim)]
 pub mod admin;
+pub mod aimed;
 pub mod buggify;
 pub mod checker;
 #[cfg(madsim)]

@@ -354,6 +354,13 @@ mod cli {
                             .collect();
                         let mean =
                             to_first.iter().sum::<usize>() as f64 / to_first.len().max(1) as f64;
+                        // Per scenario, for the mutation table (scripts/mutation-run).
+                        for (name, runs, caught, first) in &summary.plant_catches {
+                            println!(
+                                "plant-catch-scenario: {bug} {name} {caught}/{runs} first seed {}",
+                                first.map_or("-".to_string(), |s| s.to_string())
+                            );
+                        }
                         println!(
                             "plant-catch: {bug} caught in {caught}/{runs} runs, {scenarios}/{} scenarios, first seed {}, mean seeds to first detection {mean:.1}{}",
                             summary.plant_catches.len(),

@@ -738,6 +738,9 @@ pub struct Nemesis {
     /// Narrow-window disk faults (see `buggify.rs`).
     #[serde(default)]
     pub buggify: crate::buggify::Buggify,
+    /// Aimed faults in the replication path (see `aimed.rs`); off when absent.
+    #[serde(default)]
+    pub aimed: Option<crate::aimed::Aimed>,
 }
 
 impl Default for Nemesis {
@@ -753,6 +756,7 @@ impl Default for Nemesis {
             latency_ms: default_latency(),
             loss_rate: default_loss(),
             buggify: crate::buggify::Buggify::default(),
+            aimed: None,
         }
     }
 }

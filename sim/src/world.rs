@@ -826,6 +826,7 @@ async fn simulate(
             nemesis.run_random(duration_ms),
             nemesis.run_timeline(),
             nemesis.run_restarts(duration_ms),
+            nemesis.run_aimed(duration_ms),
             sample_quorum(&nemesis, &observer, &trace, clock, duration_ms, None),
         );
     } else {

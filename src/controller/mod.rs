@@ -254,6 +254,16 @@ impl Controller {
         false
     }
 
+    /// Planted `unclean-election-by-default`: without a topic or dynamic override, unclean
+    /// election is on (Kafka's default before 0.11; the static setting is not read).
+    fn planted_unclean_by_default(&self) -> bool {
+        #[cfg(any(madsim, test))]
+        if (self.planted).is(crate::config::PlantedBug::UncleanElectionByDefault) {
+            return true;
+        }
+        false
+    }
+
     pub fn set_recovery(&mut self, recovery: RecoverySettings) {
         self.recovery = recovery;
     }
@@ -273,7 +283,7 @@ impl Controller {
             .get(key)
             .or_else(|| cluster.get(key))
             .map(|v| v.trim().eq_ignore_ascii_case("true"))
-            .unwrap_or(self.unclean_leader_election);
+            .unwrap_or(self.unclean_leader_election || self.planted_unclean_by_default());
         // `unclean.recovery.strategy` the same way; unset everywhere, KIP-966's mapping.
         let key = "unclean.recovery.strategy";
         let strategy = topic

@@ -417,7 +417,7 @@ impl Broker {
             // To the log end, not the high watermark (`Partition::read`): the watermark of
             // a replica that just reopened its log starts at the log start, a new leader's
             // trails the old one's, and what this leader holds is what it will commit.
-            let chunk = match handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES) {
+            let chunk = match read_offsets(&self.config, handle, offset) {
                 Ok(chunk) => chunk,
                 Err(e) => {
                     tracing::error!(partition, offset, error = ?e,
@@ -562,4 +562,19 @@ pub(crate) async fn timer_loop(broker: Arc<Broker>) {
                 .await;
         }
     }
+}
+
+/// A chunk of `__consumer_offsets` for the replay, to the log end. Planted
+/// `group-load-to-high-watermark`: only to the high watermark (`Partition::read`).
+fn read_offsets(
+    config: &crate::config::ServerConfig,
+    handle: &PartitionHandle,
+    offset: i64,
+) -> Result<bytes::Bytes, crate::log::ReadError> {
+    #[cfg(any(madsim, test))]
+    if crate::planted!(config, GroupLoadToHighWatermark) {
+        return handle.lock().read(offset, LOAD_CHUNK_BYTES);
+    }
+    let _ = config;
+    handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES)
 }
