@@ -29,26 +29,11 @@ use crate::log::control::Marker;
 use crate::txn::{Event, Reply, TopicPartition, TxnError};
 
 mod describe;
+mod error_codes;
 mod implicit_add;
-pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
 
-/// A coordinator error as the client's version expects it (PRODUCER_FENCED is
-/// INVALID_PRODUCER_EPOCH before InitProducerId v4 and EndTxn / AddPartitionsToTxn /
-/// AddOffsetsToTxn v2).
-fn code(e: TxnError, fenced_since: i16, version: i16) -> ResponseError {
-    match e {
-        TxnError::NotCoordinator => ResponseError::NotCoordinator,
-        TxnError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
-        TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
-        TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
-        TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
-        TxnError::ProducerFenced if version < fenced_since => ResponseError::InvalidProducerEpoch,
-        TxnError::ProducerFenced => ResponseError::ProducerFenced,
-        TxnError::InvalidTxnState | TxnError::NotInTransaction => ResponseError::InvalidTxnState,
-        TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
-        TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
-    }
-}
+pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
+use error_codes::code;
 
 fn reply_code(reply: &Reply, fenced_since: i16, version: i16) -> i16 {
     match reply {

@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::api::RequestContext;
-use crate::broker::{peer, Broker};
+use crate::broker::{peer, shared::Broker};
 use crate::txn::{Event, Reply, TopicPartition, TxnError};
 
 /// The broker-to-broker version with the implicit add.
@@ -35,7 +35,7 @@ const TIMEOUT: Duration = Duration::from_millis(5000);
 fn code(e: TxnError) -> i16 {
     match e {
         TxnError::NotInTransaction => ResponseError::TransactionAbortable.code(),
-        e => super::code(e, 0, 5).code(),
+        e => super::error_codes::code(e, 0, 5).code(),
     }
 }
 
