@@ -291,7 +291,7 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 53);
+        assert_eq!(client.len(), 54);
         assert!(served(ApiKey::UnregisterBroker, 0));
         assert!(served(ApiKey::AlterPartitionReassignments, 1));
         assert!(served(ApiKey::ListPartitionReassignments, 0));
