@@ -26,4 +26,5 @@ pub mod quota;
 pub mod raft;
 pub mod replica;
 pub mod security;
+pub mod sync;
 pub mod txn;

@@ -434,6 +434,8 @@ async fn every_advertised_version_is_answered() {
         assert_eq!(response.error_code, 0, "ApiVersions v{v}");
     }
     transaction_tooling(&mut conn).await;
+    transactions_every_version(&mut conn).await;
+    features_every_version(&mut conn).await;
     running.broker.shutdown().await.unwrap();
 }
 
@@ -718,12 +720,13 @@ async fn groups(conn: &mut Connection) {
     }
 }
 
-/// Retries `ask` while it answers COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE or
-/// CONCURRENT_TRANSACTIONS (the transaction topic is being made, a transition is in flight).
+/// Retries `ask` while it answers COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+/// NOT_COORDINATOR or CONCURRENT_TRANSACTIONS (the transaction topic is being made or its
+/// partition not yet taken by the coordinator, a transition is in flight).
 async fn until_settled<T>(mut ask: impl AsyncFnMut() -> (i16, T)) -> T {
     for _ in 0..200 {
         let (code, answer) = ask().await;
-        if ![14, 15, 51].contains(&code) {
+        if ![14, 15, 16, 51].contains(&code) {
             assert_eq!(code, 0);
             return answer;
         }
@@ -812,11 +815,17 @@ async fn transaction_tooling(conn: &mut Connection) {
         );
         let request = DescribeTransactionsRequest::default()
             .with_transactional_ids(vec![TransactionalId(sb("never-seen"))]);
-        let unknown = call(conn, &request, v).await;
-        assert_eq!(
-            unknown.transaction_states[0].error_code, 105,
-            "TRANSACTIONAL_ID_NOT_FOUND"
-        );
+        // Its `__transaction_state` partition may still be loading (NOT_COORDINATOR until
+        // the coordinator's timer loop takes it).
+        let mut code = 16;
+        for _ in 0..200 {
+            code = call(conn, &request, v).await.transaction_states[0].error_code;
+            if code != 16 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        assert_eq!(code, 105, "TRANSACTIONAL_ID_NOT_FOUND");
     }
     for v in versions(conn, ApiKey::ListTransactions) {
         let list = async |conn: &mut Connection, request: ListTransactionsRequest| {
@@ -899,4 +908,216 @@ async fn transaction_tooling(conn: &mut Connection) {
     let p = producers(conn, 0).await;
     assert_eq!(p.current_txn_start_offset, -1);
     assert!(p.coordinator_epoch >= 0);
+}
+
+/// A transactional batch of one record at `seq`.
+fn txn_records(pid: ProducerId, epoch: i16, seq: i32) -> Bytes {
+    let mut b = BatchBuilder::new(1_000);
+    b.push(Some(b"k"), Some(b"v"), 1_000);
+    let mut records = b.finish(pid.0, epoch, seq);
+    records[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    let crc = weir::log::batch::compute_crc(&records);
+    records[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(records)
+}
+
+async fn init_txn(conn: &mut Connection, id: &str) -> (ProducerId, i16) {
+    until_settled(async || {
+        let request = FindCoordinatorRequest::default()
+            .with_key(sb(id))
+            .with_key_type(1);
+        (call(conn, &request, 3).await.error_code, ())
+    })
+    .await;
+    until_settled(async || {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(sb(id))))
+            .with_transaction_timeout_ms(60_000);
+        let r = call(conn, &request, 3).await;
+        (r.error_code, (r.producer_id, r.producer_epoch))
+    })
+    .await
+}
+
+/// Produce of one transactional record to txn-ev/0 at Produce `v`: its error code.
+async fn txn_produce(conn: &mut Connection, id: &str, pid: ProducerId, epoch: i16, v: i16) -> i16 {
+    let produce = ProduceRequest::default()
+        .with_transactional_id(Some(TransactionalId(sb(id))))
+        .with_acks(-1)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name("txn-ev"))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(txn_records(pid, epoch, 0)))])]);
+    call(conn, &produce, v).await.responses[0].partition_responses[0].error_code
+}
+
+/// EndTxn, TxnOffsetCommit and AddPartitionsToTxn at every version: v1's explicit adds before
+/// EndTxn < 5 and TxnOffsetCommit < 5; transactions v2's implicit adds (Produce 12,
+/// TxnOffsetCommit 5) and EndTxn 5's bumped epoch; the brokers' AddPartitionsToTxn 4 (verify)
+/// and 5 (add).
+async fn transactions_every_version(conn: &mut Connection) {
+    use kafka_protocol::messages::add_partitions_to_txn_request::{
+        AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+    };
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    let create = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        .with_name(name("txn-ev"))
+        .with_num_partitions(1)
+        .with_replication_factor(1)]);
+    assert_eq!(call(conn, &create, 5).await.topics[0].error_code, 0);
+    let add_v1 = |id: &str, pid, epoch| {
+        AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(sb(id)))
+            .with_v3_and_below_producer_id(pid)
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(name("txn-ev"))
+                .with_partitions(vec![0])])
+    };
+    let add_versions = versions(conn, ApiKey::AddPartitionsToTxn);
+    assert_eq!(*add_versions.end(), 5);
+    for v in versions(conn, ApiKey::EndTxn) {
+        let id = format!("end-v{v}");
+        let (pid, epoch) = init_txn(conn, &id).await;
+        if v >= 5 {
+            assert_eq!(
+                txn_produce(conn, &id, pid, epoch, 12).await,
+                0,
+                "Produce v12"
+            );
+        } else {
+            let added = call(conn, &add_v1(&id, pid, epoch), v.min(3)).await;
+            let code =
+                added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+            assert_eq!(code, 0, "AddPartitionsToTxn v{}", v.min(3));
+            assert_eq!(txn_produce(conn, &id, pid, epoch, 11).await, 0);
+        }
+        let end = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(sb(&id)))
+            .with_producer_id(pid)
+            .with_producer_epoch(epoch)
+            .with_committed(true);
+        let r = call(conn, &end, v).await;
+        assert_eq!(r.error_code, 0, "EndTxn v{v}");
+        if v >= 5 {
+            assert_eq!(
+                (r.producer_id, r.producer_epoch),
+                (pid, epoch + 1),
+                "EndTxn v5 bumps"
+            );
+        }
+    }
+    for v in versions(conn, ApiKey::TxnOffsetCommit) {
+        let id = format!("offsets-v{v}");
+        let (pid, epoch) = init_txn(conn, &id).await;
+        let group = format!("g-txn-{v}");
+        if v < 5 {
+            let add = AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(sb(&id)))
+                .with_producer_id(pid)
+                .with_producer_epoch(epoch)
+                .with_group_id(GroupId(sb(&group)));
+            let code = until_settled(async || (call(conn, &add, 0).await.error_code, 0)).await;
+            assert_eq!(code, 0);
+        }
+        let commit = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(sb(&id)))
+            .with_group_id(GroupId(sb(&group)))
+            .with_producer_id(pid)
+            .with_producer_epoch(epoch)
+            .with_generation_id(-1)
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(name("txn-ev"))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(1)])]);
+        let code = until_settled(async || {
+            let r = call(conn, &commit, v).await;
+            (r.topics[0].partitions[0].error_code, 0)
+        })
+        .await;
+        assert_eq!(code, 0, "TxnOffsetCommit v{v}");
+        let end = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(sb(&id)))
+            .with_producer_id(pid)
+            .with_producer_epoch(epoch)
+            .with_committed(true);
+        let end_version = if v >= 5 { 5 } else { 3 };
+        assert_eq!(call(conn, &end, end_version).await.error_code, 0);
+    }
+    // The brokers' form: verify-only (4) and add (5), CLUSTER_ACTION (no authorizer here).
+    let id = "brokers-form";
+    let (pid, epoch) = init_txn(conn, id).await;
+    let batched = |verify_only: bool| {
+        AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(sb(id)))
+                .with_producer_id(pid)
+                .with_producer_epoch(epoch)
+                .with_verify_only(verify_only)
+                .with_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(name("txn-ev"))
+                    .with_partitions(vec![0])]),
+        ])
+    };
+    let code = |r: &AddPartitionsToTxnResponse| {
+        r.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code
+    };
+    let not_in = call(conn, &batched(true), 4).await;
+    assert_eq!(
+        code(&not_in),
+        120,
+        "TRANSACTION_ABORTABLE: not in the transaction"
+    );
+    let added = call(conn, &batched(false), 5).await;
+    assert_eq!(code(&added), 0, "AddPartitionsToTxn v5 adds");
+    let verified = call(conn, &batched(true), 4).await;
+    assert_eq!(code(&verified), 0, "AddPartitionsToTxn v4 verifies");
+}
+
+/// UpdateFeatures at every version (validate only: the cluster keeps its levels), and
+/// ApiVersions v4's supported `transaction.version` 0..=2.
+async fn features_every_version(conn: &mut Connection) {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let v4 = ApiVersionsRequest::default()
+        .with_client_software_name(sb("every-version"))
+        .with_client_software_version(sb("1"));
+    let r = call(conn, &v4, 4).await;
+    let tv = r
+        .supported_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .expect("transaction.version supported");
+    assert_eq!((tv.min_version, tv.max_version), (0, 2));
+    assert_eq!(
+        r.supported_features.len(),
+        1,
+        "no other feature is advertised"
+    );
+    assert_eq!(
+        r.finalized_features_epoch, -1,
+        "nothing finalized: no epoch"
+    );
+    for v in versions(conn, ApiKey::UpdateFeatures) {
+        let update = |feature: &str, level| {
+            UpdateFeaturesRequest::default()
+                .with_timeout_ms(5000)
+                .with_validate_only(v >= 1)
+                .with_feature_updates(vec![FeatureUpdateKey::default()
+                    .with_feature(sb(feature))
+                    .with_max_version_level(level)
+                    .with_upgrade_type(1)])
+        };
+        if v >= 1 {
+            let ok = call(conn, &update("transaction.version", 2), v).await;
+            assert_eq!(ok.error_code, 0, "UpdateFeatures v{v}");
+        }
+        let refused = call(conn, &update("metadata.version", 20), v).await;
+        assert_eq!(refused.error_code, 95, "INVALID_UPDATE_VERSION v{v}");
+        assert_eq!(refused.results.len(), if v >= 2 { 0 } else { 1 });
+    }
 }

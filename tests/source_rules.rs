@@ -4,6 +4,11 @@
 //! tokio's thread-local RNG, whose seed comes from a process-wide counter: the same seed then
 //! took other branches when it was not the first run in its process (a sweep, a shrink), and
 //! its trace hash changed. `biased;` polls the branches in the order written.
+//!
+//! No `tokio::sync::watch` either: it parks each waiting receiver on one of eight shards picked
+//! by that same RNG and wakes the shards in order, so the order tasks woke after a change
+//! depended on how many runs the process had made before (seed 111 of `reassign-under-faults`
+//! failed as the 32nd run of a sweep and passed alone). `weir::sync::watch` wakes in FIFO order.
 
 use std::path::Path;
 
@@ -62,6 +67,67 @@ fn the_rule_sees_an_unbiased_select() {
     let text =
         "    tokio::select! {\n        // why\n        biased;\n        _ = a => {}\n    }\n";
     assert!(unbiased_selects("x.rs", text).is_empty());
+}
+
+/// `file:line` of each use of tokio's `watch` in `text`.
+fn tokio_watches(name: &str, text: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| {
+            l.contains("tokio::sync::watch")
+                || (l.contains("use tokio::sync::{")
+                    && l.split(['{', ',', '}']).any(|i| i.trim() == "watch"))
+        })
+        .map(|(i, _)| format!("{name}:{}", i + 1))
+        .collect()
+}
+
+#[test]
+fn simulated_code_uses_the_fifo_watch() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("sim/src"), &mut files);
+    files.retain(|f| f != &root.join("src/main.rs"));
+    assert!(files.len() > 50, "the source tree was not found");
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let name = file.strip_prefix(root).unwrap().display().to_string();
+        found.extend(tokio_watches(&name, &text));
+    }
+    assert!(
+        found.is_empty(),
+        "tokio's watch wakes in an order drawn from a per-process RNG; use crate::sync::watch: {found:?}"
+    );
+}
+
+#[test]
+fn the_rule_sees_a_tokio_watch() {
+    assert_eq!(
+        tokio_watches(
+            "x.rs",
+            "use tokio::sync::{mpsc, watch};
+"
+        ),
+        vec!["x.rs:1".to_string()]
+    );
+    assert_eq!(
+        tokio_watches(
+            "x.rs",
+            "let (a, b) = tokio::sync::watch::channel(0);
+"
+        ),
+        vec!["x.rs:1".to_string()]
+    );
+    assert!(tokio_watches(
+        "x.rs",
+        "use crate::sync::watch;
+use tokio::sync::{mpsc, watcher};
+"
+    )
+    .is_empty());
 }
 
 /// `file:line` of each place in `text` (the file `name`) that keeps a planted bug in global or

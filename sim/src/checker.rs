@@ -224,6 +224,16 @@ impl Findings {
             t.unsettled.len(),
             "partitions with a transaction left hanging",
         );
+        add(
+            Check::Transactions,
+            t.intermediate.len(),
+            "read_committed reads of part of a transaction (intermediate reads)",
+        );
+        add(
+            Check::Transactions,
+            t.offsets.len(),
+            "committed offsets not matching what committed transactions consumed",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));

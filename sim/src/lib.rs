@@ -6,8 +6,10 @@
 
 #[cfg(madsim)]
 pub mod admin;
+pub mod aimed;
 pub mod buggify;
 pub mod checker;
+#[cfg(madsim)]
 pub mod clock;
 #[cfg(madsim)]
 pub mod consumer_workload;
@@ -38,6 +40,8 @@ pub mod scenario;
 pub mod shrink;
 pub mod swarm;
 pub mod txn_check;
+#[cfg(madsim)]
+pub mod txn_pipeline;
 #[cfg(madsim)]
 pub mod txn_workload;
 pub mod validating_consumer;

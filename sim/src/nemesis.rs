@@ -179,7 +179,7 @@ impl Nemesis {
         });
     }
 
-    fn fault_note(&self, what: String) {
+    pub(crate) fn fault_note(&self, what: String) {
         self.history.record(self.clock.now_ms(), Event::Fault(what));
     }
 

@@ -260,6 +260,29 @@ pub struct Transactions {
     /// Between healing and the final read: abandoned transactions time out meanwhile.
     #[serde(default = "default_txn_drain")]
     pub drain_secs: u64,
+    /// Consume-transform-produce (`txn_pipeline`): one task per partition of the workload's
+    /// topic, writing to `output_partitions` partitions of `txn-output`.
+    #[serde(default)]
+    pub pipeline: bool,
+    #[serde(default = "default_output_partitions")]
+    pub output_partitions: i32,
+    /// Input records one pipeline transaction takes at most.
+    #[serde(default = "default_pipeline_batch")]
+    pub pipeline_batch: u32,
+    /// The chance a task crashes after writing a transaction's outputs (before its offsets
+    /// and EndTxn), restarting from the committed offset.
+    #[serde(default = "default_pipeline_crash_ratio")]
+    pub pipeline_crash_ratio: f64,
+}
+
+fn default_output_partitions() -> i32 {
+    3
+}
+fn default_pipeline_batch() -> u32 {
+    4
+}
+fn default_pipeline_crash_ratio() -> f64 {
+    0.1
 }
 
 fn default_txn_producers() -> u32 {
@@ -299,6 +322,16 @@ impl Transactions {
             || self.drain_secs * 1000 <= self.transaction_timeout_ms as u64
         {
             return Err("transactions: drain_secs must outlast transaction_timeout_ms".into());
+        }
+        if !(1..=64).contains(&self.output_partitions)
+            || self.pipeline_batch == 0
+            || !(0.0..=1.0).contains(&self.pipeline_crash_ratio)
+        {
+            return Err(
+                "transactions: output_partitions 1..=64, pipeline_batch ≥ 1, \
+                 pipeline_crash_ratio 0..=1"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -705,6 +738,9 @@ pub struct Nemesis {
     /// Narrow-window disk faults (see `buggify.rs`).
     #[serde(default)]
     pub buggify: crate::buggify::Buggify,
+    /// Aimed faults in the replication path (see `aimed.rs`); off when absent.
+    #[serde(default)]
+    pub aimed: Option<crate::aimed::Aimed>,
 }
 
 impl Default for Nemesis {
@@ -720,6 +756,7 @@ impl Default for Nemesis {
             latency_ms: default_latency(),
             loss_rate: default_loss(),
             buggify: crate::buggify::Buggify::default(),
+            aimed: None,
         }
     }
 }

@@ -16,8 +16,22 @@ use crate::world;
 /// How many expected violations of an unsafe scenario a sweep prints in full.
 const SHOWN_EXPECTED: usize = 2;
 
-/// `A..B` (B excluded), `A..=B`, or a single seed.
+/// `A..B` (B excluded), `A..=B`, a single seed, or several of these joined by commas, run in
+/// the order given (`80,111` replays a sweep's order when one run seems to depend on another).
 pub fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
+    let mut seeds = Vec::new();
+    for part in text.split(',') {
+        seeds.extend(parse_seed_range(part.trim()).map_err(|_| {
+            format!("seeds must look like 1..500, 1..=500, 7 or 1..=5,9, not '{text}'")
+        })?);
+        if seeds.len() > 1_000_000 {
+            return Err(format!("{text}: more than 1,000,000 seeds"));
+        }
+    }
+    Ok(seeds)
+}
+
+fn parse_seed_range(text: &str) -> Result<Vec<u64>, String> {
     let bad = || format!("seeds must look like 1..500, 1..=500 or 7, not '{text}'");
     let (lo, hi) = if let Some((a, b)) = text.split_once("..=") {
         (

@@ -45,12 +45,35 @@ pub enum TxnEvent {
         txn: u64,
         error: String,
     },
-    /// A live read_committed consumer returned `value` at `offset`.
+    /// A live read_committed consumer returned `value` at `offset`, in a Fetch that moved its
+    /// position to `upto`.
     Read {
         partition: i32,
         offset: i64,
         value: String,
+        #[serde(default)]
+        upto: i64,
     },
+    /// Consume-transform-produce (`txn_pipeline`): `task`'s transaction `txn` consumed
+    /// `inputs` of input `partition`, from `from` (its position) up to `to` (the offset it
+    /// commits); its outputs are its `Send`s.
+    Consumed {
+        task: u32,
+        txn: u64,
+        partition: i32,
+        from: i64,
+        to: i64,
+        inputs: Vec<(i64, String)>,
+    },
+    /// `task` (re)started from the group's committed `offset` of input `partition`.
+    Restarted {
+        task: u32,
+        partition: i32,
+        offset: i64,
+    },
+    /// The group's committed offset of input `partition` after the final read (`None`: the
+    /// coordinator never answered).
+    Committed { partition: i32, offset: Option<i64> },
     /// The final read_committed read (after healing and the drain) of one partition.
     Final {
         partition: i32,
@@ -73,6 +96,16 @@ pub struct TxnFindings {
     pub lost: Vec<String>,
     pub duplicated: Vec<String>,
     pub unsettled: Vec<String>,
+    /// A live read returned part of a transaction's records on a partition, stopping right
+    /// at the next record of that decided transaction (Jepsen's intermediate read).
+    pub intermediate: Vec<String>,
+    /// Consume-transform-produce: committed offsets that do not match what the committed
+    /// transactions consumed (a gap or an overlap between them, a restart or the final offset
+    /// elsewhere than where the last committed transaction ended).
+    pub offsets: Vec<String>,
+    /// Consume-transform-produce transactions and restarts seen.
+    pub pipeline_transactions: usize,
+    pub restarts: usize,
     /// When each kind was first evident (ms), for the shrinker and the report.
     pub first_ms: Option<u64>,
 }
@@ -84,6 +117,8 @@ impl TxnFindings {
             + self.lost.len()
             + self.duplicated.len()
             + self.unsettled.len()
+            + self.intermediate.len()
+            + self.offsets.len()
     }
 }
 
@@ -103,6 +138,12 @@ fn push(list: &mut Vec<String>, what: String) {
     }
 }
 
+/// The output of consume-transform-produce `task`'s transaction `txn` for the input record
+/// at `offset`.
+pub fn output_value(task: u32, txn: u64, offset: i64) -> String {
+    format!("y{task}-{txn}-{offset}")
+}
+
 /// The transaction a value belongs to: values are `x{producer}-{txn}-p{partition}`.
 pub fn value(producer: u32, txn: u64, partition: i32) -> String {
     format!("x{producer}-{txn}-p{partition}")
@@ -119,7 +160,9 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
     let mut f = TxnFindings::default();
     let mut txns: BTreeMap<(u32, u64), Txn> = BTreeMap::new();
     let mut owner: BTreeMap<String, (u32, u64)> = BTreeMap::new();
-    let mut reads: Vec<(u64, i32, i64, String)> = Vec::new();
+    let mut reads: Vec<(u64, i32, i64, String, i64)> = Vec::new();
+    let mut pipeline: Vec<&Entry> = Vec::new();
+    let mut committed_offsets: BTreeMap<i32, (u64, Option<i64>)> = BTreeMap::new();
     let mut finals: BTreeMap<i32, (u64, &Stored)> = BTreeMap::new();
     for e in entries {
         let Event::Txn(t) = &e.event else { continue };
@@ -147,7 +190,12 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
                 partition,
                 offset,
                 value,
-            } => reads.push((e.at_ms, *partition, *offset, value.clone())),
+                upto,
+            } => reads.push((e.at_ms, *partition, *offset, value.clone(), *upto)),
+            TxnEvent::Consumed { .. } | TxnEvent::Restarted { .. } => pipeline.push(e),
+            TxnEvent::Committed { partition, offset } => {
+                committed_offsets.insert(*partition, (e.at_ms, *offset));
+            }
             TxnEvent::Final {
                 partition,
                 values,
@@ -233,7 +281,35 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
             );
         }
     }
-    for (at, partition, offset, v) in reads {
+    for (at, partition, offset, v, upto) in reads {
+        // Intermediate read: the Fetch that returned this record stopped right at a record of
+        // the same transaction (it was decided, so the last stable offset and the high
+        // watermark were past its marker: nothing could stop a read there). A stop earlier, at
+        // another transaction's record, is Kafka's: a transaction still open there holds the
+        // LSO, and the decided ones interleaved with it show in part until it is decided.
+        // `upto` is 0 in histories from before it was recorded.
+        if let Some(t) = owner
+            .get(&v)
+            .and_then(|k| txns.get(k))
+            .filter(|_| upto > offset)
+        {
+            let later = t
+                .values
+                .iter()
+                .flat_map(|w| stored.get(w.as_str()))
+                .flatten()
+                .find(|&&(p, o)| p == partition && o == upto);
+            if let Some((_, o)) = later {
+                evident(&mut f, at);
+                push(
+                    &mut f.intermediate,
+                    format!(
+                        "{v} read at {partition}/{offset} by a Fetch that ended at {upto}, \
+                         its transaction's record at {o} not with it"
+                    ),
+                );
+            }
+        }
         let aborted = owner
             .get(&v)
             .and_then(|k| txns.get(k))
@@ -254,7 +330,177 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
             );
         }
     }
+    check_pipeline(
+        &mut f,
+        &txns,
+        &stored,
+        &finals,
+        &pipeline,
+        &committed_offsets,
+        end,
+    );
     f
+}
+
+/// (producer or task, transaction).
+type TxnKey = (u32, u64);
+/// What a pipeline transaction consumed: input partition, from, to, the inputs.
+type Consumption<'a> = (i32, i64, i64, &'a [(i64, String)]);
+
+/// Consume-transform-produce, exactly once: the committed transactions of each input
+/// partition consumed one contiguous run from offset 0 to the committed offset, each restart
+/// began where the last committed transaction ended, every committed input below the committed
+/// offset has exactly one committed output, and every committed output is of a committed
+/// input (its value as the final read holds it).
+fn check_pipeline(
+    f: &mut TxnFindings,
+    txns: &BTreeMap<(u32, u64), Txn>,
+    stored: &BTreeMap<&str, Vec<(i32, i64)>>,
+    finals: &BTreeMap<i32, (u64, &Stored)>,
+    pipeline: &[&Entry],
+    committed_offsets: &BTreeMap<i32, (u64, Option<i64>)>,
+    end: u64,
+) {
+    // (task, txn) → (input partition, from, to, inputs), and whether its outputs are visible.
+    let mut consumed: BTreeMap<TxnKey, Consumption> = BTreeMap::new();
+    let visible = |key: &(u32, u64)| {
+        txns.get(key)
+            .is_some_and(|t| t.values.iter().any(|v| stored.contains_key(v.as_str())))
+    };
+    // Per task, the `to` of its last visible transaction so far (in history order).
+    let mut last_end: BTreeMap<u32, i64> = BTreeMap::new();
+    for e in pipeline {
+        let Event::Txn(t) = &e.event else { continue };
+        match t {
+            TxnEvent::Consumed {
+                task,
+                txn,
+                partition,
+                from,
+                to,
+                inputs,
+            } => {
+                f.pipeline_transactions += 1;
+                consumed.insert((*task, *txn), (*partition, *from, *to, inputs));
+                if visible(&(*task, *txn)) {
+                    last_end.insert(*task, *to);
+                }
+            }
+            TxnEvent::Restarted {
+                task,
+                partition,
+                offset,
+            } => {
+                f.restarts += 1;
+                let expected = last_end.get(task).copied().unwrap_or(0);
+                if *offset != expected {
+                    evident(f, e.at_ms);
+                    push(
+                        &mut f.offsets,
+                        format!(
+                            "task {task} restarted on input {partition} from committed offset \
+                             {offset}; its committed transactions consumed up to {expected}"
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if consumed.is_empty() {
+        return;
+    }
+    // Input partition → its visible transactions by `from`.
+    let mut chains: BTreeMap<i32, Vec<(i64, i64, TxnKey)>> = BTreeMap::new();
+    // (input partition, input offset) → the visible outputs of it, with the value consumed.
+    let mut outputs: BTreeMap<(i32, i64), Vec<(&str, TxnKey)>> = BTreeMap::new();
+    for (key, &(partition, from, to, inputs)) in &consumed {
+        if !visible(key) {
+            continue;
+        }
+        chains.entry(partition).or_default().push((from, to, *key));
+        for (offset, v) in inputs {
+            let out = output_value(key.0, key.1, *offset);
+            if stored.contains_key(out.as_str()) {
+                outputs
+                    .entry((partition, *offset))
+                    .or_default()
+                    .push((v, *key));
+            }
+        }
+    }
+    for (&partition, (_, input)) in finals
+        .iter()
+        .filter(|(p, _)| committed_offsets.contains_key(p))
+    {
+        let committed = match committed_offsets[&partition].1 {
+            Some(o) => o,
+            None => continue,
+        };
+        let mut chain = chains.remove(&partition).unwrap_or_default();
+        chain.sort();
+        let mut expected = 0;
+        for (from, to, (task, txn)) in &chain {
+            if *from != expected {
+                evident(f, end);
+                push(
+                    &mut f.offsets,
+                    format!(
+                        "input {partition}: task {task} transaction {txn} consumed from {from}, \
+                         the committed transactions before it up to {expected}"
+                    ),
+                );
+            }
+            expected = *to;
+        }
+        if committed != expected {
+            evident(f, end);
+            push(
+                &mut f.offsets,
+                format!(
+                    "input {partition}: committed offset {committed}, the committed \
+                     transactions consumed up to {expected}"
+                ),
+            );
+        }
+        let held: BTreeMap<i64, &str> = input.iter().map(|(o, v)| (*o, v.as_str())).collect();
+        for (&offset, &v) in held.range(..committed) {
+            match outputs.get(&(partition, offset)).map_or(0, |o| o.len()) {
+                1 => {}
+                0 => {
+                    evident(f, end);
+                    push(
+                        &mut f.lost,
+                        format!(
+                            "input {partition}/{offset} ({v}) below the committed offset has \
+                             no committed output"
+                        ),
+                    );
+                }
+                n => {
+                    evident(f, end);
+                    push(
+                        &mut f.duplicated,
+                        format!("input {partition}/{offset} ({v}) has {n} committed outputs"),
+                    );
+                }
+            }
+        }
+        for (&(p, offset), outs) in outputs.range((partition, i64::MIN)..=(partition, i64::MAX)) {
+            for (v, (task, txn)) in outs {
+                if held.get(&offset) != Some(v) {
+                    evident(f, end);
+                    push(
+                        &mut f.aborted_reads,
+                        format!(
+                            "task {task} transaction {txn} consumed {v} at {p}/{offset}, which \
+                             the final read_committed read does not hold there"
+                        ),
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -319,6 +565,7 @@ mod tests {
                 partition: 0,
                 offset: 0,
                 value: value(0, 1, 0),
+                upto: 1,
             },
         ));
         h.push(at(10, last(0, &[(0, 1)])));
@@ -341,6 +588,7 @@ mod tests {
                 partition: 0,
                 offset: 2,
                 value: value(0, 2, 0),
+                upto: 3,
             },
         ));
         h.push(at(10, last(0, &[(0, 1), (2, 2)])));
@@ -359,6 +607,7 @@ mod tests {
                 partition: 1,
                 offset: 5,
                 value: value(0, 1, 1),
+                upto: 6,
             },
         ));
         h.push(at(10, last(0, &[(0, 1)])));
@@ -375,5 +624,228 @@ mod tests {
         let f = check(&h);
         assert_eq!((f.aborted_reads.len(), f.unsettled.len()), (1, 1), "{f:?}");
         assert_eq!(f.count(), 2);
+    }
+
+    #[test]
+    fn an_intermediate_read_is_caught() {
+        // Transaction 1 wrote two records to partition 0 (offsets 0 and 1); a Fetch that
+        // returned the first and left the reader at 1 read part of it.
+        let mut h = vec![
+            at(1, send(1, 0)),
+            at(
+                2,
+                TxnEvent::Send {
+                    producer: 0,
+                    txn: 1,
+                    partition: 0,
+                    value: "second".into(),
+                },
+            ),
+            at(3, ended(1, true)),
+        ];
+        let stored = |h: &mut Vec<Entry>| {
+            h.push(at(
+                10,
+                TxnEvent::Final {
+                    partition: 0,
+                    values: vec![(0, value(0, 1, 0)), (1, "second".into())],
+                    settled: true,
+                    last_stable_offset: 3,
+                    high_watermark: 3,
+                },
+            ))
+        };
+        let read = |upto| TxnEvent::Read {
+            partition: 0,
+            offset: 0,
+            value: value(0, 1, 0),
+            upto,
+        };
+        let mut whole = h.clone();
+        whole.push(at(4, read(3)));
+        stored(&mut whole);
+        assert_eq!(check(&whole).count(), 0, "{:?}", check(&whole));
+        h.push(at(4, read(1)));
+        stored(&mut h);
+        let f = check(&h);
+        assert_eq!((f.intermediate.len(), f.count()), (1, 1), "{f:?}");
+        assert_eq!(f.first_ms, Some(4));
+    }
+
+    const TASK: u32 = 100;
+
+    fn consumed(txn: u64, from: i64, to: i64, inputs: &[(i64, &str)]) -> TxnEvent {
+        TxnEvent::Consumed {
+            task: TASK,
+            txn,
+            partition: 0,
+            from,
+            to,
+            inputs: inputs.iter().map(|&(o, v)| (o, v.to_string())).collect(),
+        }
+    }
+
+    fn output(txn: u64, input: i64) -> TxnEvent {
+        TxnEvent::Send {
+            producer: TASK,
+            txn,
+            partition: 1000 + (input % 2) as i32,
+            value: output_value(TASK, txn, input),
+        }
+    }
+
+    fn piped(txn: u64, commit: bool) -> TxnEvent {
+        TxnEvent::Ended {
+            producer: TASK,
+            txn,
+            commit,
+        }
+    }
+
+    fn restarted(offset: i64) -> TxnEvent {
+        TxnEvent::Restarted {
+            task: TASK,
+            partition: 0,
+            offset,
+        }
+    }
+
+    fn finals(
+        input: &[(i64, &str)],
+        out: &[(i32, Vec<(i64, String)>)],
+        committed: i64,
+    ) -> Vec<Entry> {
+        let mut h = vec![at(
+            50,
+            TxnEvent::Final {
+                partition: 0,
+                values: input.iter().map(|&(o, v)| (o, v.to_string())).collect(),
+                settled: true,
+                last_stable_offset: 9,
+                high_watermark: 9,
+            },
+        )];
+        for (p, values) in out {
+            h.push(at(
+                51,
+                TxnEvent::Final {
+                    partition: *p,
+                    values: values.clone(),
+                    settled: true,
+                    last_stable_offset: 9,
+                    high_watermark: 9,
+                },
+            ));
+        }
+        h.push(at(
+            52,
+            TxnEvent::Committed {
+                partition: 0,
+                offset: Some(committed),
+            },
+        ));
+        h
+    }
+
+    /// Input partition 0 holds a, b, c at 0, 1, 3 (a marker at 2). Transaction 1 consumes
+    /// [0, 2) and commits; transaction 2 consumes [2, 4) and aborts; the task restarts from 2
+    /// and transaction 3 consumes [2, 4) again and commits.
+    fn pipeline_base() -> Vec<Entry> {
+        let input = |txn, v: &str| TxnEvent::Send {
+            producer: 0,
+            txn,
+            partition: 0,
+            value: v.into(),
+        };
+        vec![
+            at(0, input(1, "a")),
+            at(0, input(2, "b")),
+            at(0, input(3, "c")),
+            at(0, ended(1, true)),
+            at(0, ended(2, true)),
+            at(0, ended(3, true)),
+            at(1, restarted(0)),
+            at(2, consumed(1, 0, 2, &[(0, "a"), (1, "b")])),
+            at(3, output(1, 0)),
+            at(4, output(1, 1)),
+            at(5, piped(1, true)),
+            at(6, consumed(2, 2, 4, &[(3, "c")])),
+            at(7, output(2, 3)),
+            at(8, piped(2, false)),
+        ]
+    }
+
+    const INPUT: [(i64, &str); 3] = [(0, "a"), (1, "b"), (3, "c")];
+
+    #[test]
+    fn a_clean_pipeline_passes() {
+        let mut h = pipeline_base();
+        h.push(at(9, restarted(2)));
+        h.push(at(10, consumed(3, 2, 4, &[(3, "c")])));
+        h.push(at(11, output(3, 3)));
+        h.push(at(12, piped(3, true)));
+        h.extend(finals(
+            &INPUT,
+            &[
+                (1000, vec![(0, output_value(TASK, 1, 0))]),
+                (
+                    1001,
+                    vec![(0, output_value(TASK, 1, 1)), (2, output_value(TASK, 3, 3))],
+                ),
+            ],
+            4,
+        ));
+        let f = check(&h);
+        assert_eq!(f.count(), 0, "{f:?}");
+        assert_eq!((f.pipeline_transactions, f.restarts), (3, 2));
+        assert_eq!((f.transactions, f.committed, f.aborted), (6, 5, 1));
+    }
+
+    #[test]
+    fn offsets_committed_on_abort_are_caught() {
+        // The aborted transaction's offset 4 became the committed one: the restart skips c.
+        let mut h = pipeline_base();
+        h.push(at(9, restarted(4)));
+        h.extend(finals(
+            &INPUT,
+            &[
+                (1000, vec![(0, output_value(TASK, 1, 0))]),
+                (1001, vec![(0, output_value(TASK, 1, 1))]),
+            ],
+            4,
+        ));
+        let f = check(&h);
+        assert_eq!(f.offsets.len(), 2, "restart and final offset: {f:?}");
+        assert_eq!(f.lost.len(), 1, "c has no output: {f:?}");
+        assert_eq!(f.count(), 3);
+        assert_eq!(f.first_ms, Some(9));
+    }
+
+    #[test]
+    fn reprocessed_and_misread_inputs_are_caught() {
+        // Transaction 3 consumed from 0 again (an overlap: a and b twice), and transaction 1
+        // consumed a value the final read does not hold at 0.
+        let mut h = pipeline_base();
+        h[7] = at(2, consumed(1, 0, 2, &[(0, "aborted"), (1, "b")]));
+        h.push(at(9, restarted(2)));
+        h.push(at(10, consumed(3, 0, 4, &[(0, "a"), (1, "b"), (3, "c")])));
+        h.push(at(11, output(3, 0)));
+        h.push(at(12, output(3, 1)));
+        h.push(at(13, output(3, 3)));
+        h.push(at(14, piped(3, true)));
+        let o = |txn, i| output_value(TASK, txn, i);
+        h.extend(finals(
+            &INPUT,
+            &[
+                (1000, vec![(0, o(1, 0)), (1, o(3, 0))]),
+                (1001, vec![(0, o(1, 1)), (1, o(3, 1)), (2, o(3, 3))]),
+            ],
+            4,
+        ));
+        let f = check(&h);
+        assert_eq!(f.offsets.len(), 1, "the overlap: {f:?}");
+        assert_eq!(f.duplicated.len(), 2, "a and b twice: {f:?}");
+        assert_eq!(f.aborted_reads.len(), 1, "the misread a: {f:?}");
+        assert_eq!(f.count(), 4);
     }
 }

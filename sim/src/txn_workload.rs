@@ -18,8 +18,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, EndTxnRequest, FetchRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, ProducerId, TopicName, TransactionalId,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, FetchRequest,
+    FindCoordinatorRequest, GroupId, InitProducerIdRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use madsim::rand::Rng;
@@ -38,11 +38,12 @@ const FIND_COORDINATOR_VERSION: i16 = 3;
 const INIT_PRODUCER_ID_VERSION: i16 = 1;
 const ADD_PARTITIONS_VERSION: i16 = 1;
 const END_TXN_VERSION: i16 = 1;
+const ADD_OFFSETS_VERSION: i16 = 1;
 /// Fetch with isolation levels and aborted transactions, without topic ids.
 const FETCH_VERSION: i16 = 11;
 /// Attempts at one step (each after a short pause) before the transaction is abandoned.
-const ATTEMPTS: u32 = 20;
-const PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const ATTEMPTS: u32 = 20;
+pub(crate) const PAUSE: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Debug)]
 pub struct TxnSpec {
@@ -56,11 +57,11 @@ pub struct TxnSpec {
     pub final_at_ms: u64,
 }
 
-fn s(v: &str) -> StrBytes {
+pub(crate) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-fn kafka(code: i16) -> Result<(), ClientError> {
+pub(crate) fn kafka(code: i16) -> Result<(), ClientError> {
     match ResponseError::try_from_code(code) {
         None => Ok(()),
         Some(e) => Err(ClientError::Kafka(e, String::new())),
@@ -69,7 +70,7 @@ fn kafka(code: i16) -> Result<(), ClientError> {
 
 /// Errors worth the same step again after a pause (with the coordinator or leader found again
 /// when `moved`).
-fn retriable(e: &ClientError) -> bool {
+pub(crate) fn retriable(e: &ClientError) -> bool {
     match e {
         ClientError::Kafka(k, _) => matches!(
             k,
@@ -89,20 +90,21 @@ fn retriable(e: &ClientError) -> bool {
 }
 
 /// Makes the workload's topic (any broker; already made is fine).
-async fn ensure_topic(io: &Io, spec: &TxnSpec, clock: &RunClock) {
+pub(crate) async fn ensure_topic(
+    io: &Io,
+    spec: &TxnSpec,
+    clock: &RunClock,
+    topic: &str,
+    partitions: i32,
+) {
     let mut attempt = 0usize;
     while clock.now_ms() < spec.until_ms {
         let addr = spec.bootstrap[attempt % spec.bootstrap.len()];
         attempt += 1;
         let made = async {
             let mut c = connect(io, addr, spec.timeout).await?;
-            c.create_topic(
-                TOPIC,
-                spec.txns.partitions,
-                spec.replication_factor,
-                &BTreeMap::new(),
-            )
-            .await
+            c.create_topic(topic, partitions, spec.replication_factor, &BTreeMap::new())
+                .await
         };
         match io.timeout(spec.timeout, made).await {
             Some(Ok(())) | Some(Err(ClientError::Kafka(ResponseError::TopicAlreadyExists, _))) => {
@@ -114,29 +116,68 @@ async fn ensure_topic(io: &Io, spec: &TxnSpec, clock: &RunClock) {
 }
 
 /// A request to the transaction coordinator.
-enum Call {
+pub(crate) enum Call {
     Init,
+    /// AddPartitionsToTxn of partitions of the producer's topic.
     Add(Vec<i32>),
+    /// AddOffsetsToTxn of a group (sendOffsetsToTransaction's first half).
+    AddOffsets(String),
     End(bool),
 }
 
-struct Producer {
-    io: Io,
-    spec: TxnSpec,
-    id: u32,
-    transactional_id: String,
-    history: History,
-    clock: RunClock,
-    attempt: u64,
-    coordinator: Option<Client>,
-    leaders: BTreeMap<i32, Client>,
+/// A transactional producer of one transactional id, writing to one topic (the workload's
+/// producers and the consume-transform-produce tasks of `txn_pipeline`).
+pub(crate) struct Producer {
+    pub io: Io,
+    pub spec: TxnSpec,
+    pub id: u32,
+    pub transactional_id: String,
+    pub topic: &'static str,
+    pub history: History,
+    pub clock: RunClock,
+    pub attempt: u64,
+    pub coordinator: Option<Client>,
+    pub leaders: BTreeMap<i32, Client>,
     /// (producer id, epoch) and the next sequence per partition at that epoch.
-    producer: Option<(i64, i16)>,
-    sequences: BTreeMap<i32, i32>,
+    pub producer: Option<(i64, i16)>,
+    pub sequences: BTreeMap<i32, i32>,
 }
 
 impl Producer {
-    fn record(&self, e: TxnEvent) {
+    pub fn new(
+        io: Io,
+        spec: TxnSpec,
+        id: u32,
+        transactional_id: String,
+        topic: &'static str,
+        history: History,
+        clock: RunClock,
+    ) -> Producer {
+        Producer {
+            io,
+            spec,
+            id,
+            transactional_id,
+            topic,
+            history,
+            clock,
+            attempt: id as u64,
+            coordinator: None,
+            leaders: BTreeMap::new(),
+            producer: None,
+            sequences: BTreeMap::new(),
+        }
+    }
+
+    /// Forgets every connection and the producer id (after a failure or a crash): the next
+    /// InitProducerId fences the old epoch and has the coordinator abort what it left open.
+    pub fn reset(&mut self) {
+        self.producer = None;
+        self.coordinator = None;
+        self.leaders.clear();
+    }
+
+    pub fn record(&self, e: TxnEvent) {
         self.history.record(self.clock.now_ms(), Event::Txn(e));
     }
 
@@ -174,6 +215,7 @@ impl Producer {
         let id = self.txn_id();
         let (pid, epoch) = self.producer.unwrap_or((-1, -1));
         let timeout_ms = self.spec.txns.transaction_timeout_ms;
+        let topic = self.topic;
         let c = self.coordinator().await?.connection();
         match call {
             Call::Init => {
@@ -190,7 +232,7 @@ impl Producer {
                     .with_v3_and_below_producer_id(ProducerId(pid))
                     .with_v3_and_below_producer_epoch(epoch)
                     .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                        .with_name(TopicName(s(TOPIC)))
+                        .with_name(TopicName(s(topic)))
                         .with_partitions(partitions.clone())]);
                 let r = c.call(&request, ADD_PARTITIONS_VERSION).await?;
                 for t in &r.results_by_topic_v3_and_below {
@@ -198,6 +240,16 @@ impl Producer {
                         kafka(p.partition_error_code)?;
                     }
                 }
+                Ok(None)
+            }
+            Call::AddOffsets(group) => {
+                let request = AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(id)
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_group_id(GroupId(s(group)));
+                let r = c.call(&request, ADD_OFFSETS_VERSION).await?;
+                kafka(r.error_code)?;
                 Ok(None)
             }
             Call::End(commit) => {
@@ -215,7 +267,7 @@ impl Producer {
 
     /// Runs `call` at the coordinator until it succeeds or fails for good (finding the
     /// coordinator again when it moved).
-    async fn at_coordinator(&mut self, call: Call) -> Result<Option<(i64, i16)>, ClientError> {
+    pub async fn at_coordinator(&mut self, call: Call) -> Result<Option<(i64, i16)>, ClientError> {
         let mut last = ClientError::Timeout;
         for _ in 0..ATTEMPTS {
             if self.clock.now_ms() > self.spec.final_at_ms {
@@ -246,7 +298,7 @@ impl Producer {
         Err(last)
     }
 
-    async fn init(&mut self) -> Result<(), ClientError> {
+    pub async fn init(&mut self) -> Result<(), ClientError> {
         self.producer = None;
         let (pid, epoch) = self
             .at_coordinator(Call::Init)
@@ -290,7 +342,7 @@ impl Producer {
     }
 
     /// One transactional record to `partition`'s leader, retried with the same sequence.
-    async fn produce(&mut self, partition: i32, v: &str) -> Result<(), ClientError> {
+    pub async fn produce(&mut self, partition: i32, v: &str) -> Result<(), ClientError> {
         let (pid, epoch) = self.producer.expect("initialized");
         let sequence = *self.sequences.get(&partition).unwrap_or(&0);
         let mut b = BatchBuilder::new(self.clock.now_ms() as i64);
@@ -300,7 +352,7 @@ impl Producer {
         let crc = batch::compute_crc(&records);
         records[17..21].copy_from_slice(&crc.to_be_bytes());
         let records = Bytes::from(records);
-        let request = produce_request(TOPIC, &[(partition, records)], -1, self.spec.timeout)
+        let request = produce_request(self.topic, &[(partition, records)], -1, self.spec.timeout)
             .with_transactional_id(Some(self.txn_id()));
         let mut last = ClientError::Timeout;
         for _ in 0..ATTEMPTS {
@@ -313,7 +365,7 @@ impl Producer {
                     &self.io,
                     &self.spec.bootstrap,
                     self.attempt,
-                    TOPIC,
+                    self.topic,
                     partition,
                     self.spec.timeout,
                 )
@@ -354,20 +406,8 @@ impl Producer {
 }
 
 pub async fn run_producer(io: Io, spec: TxnSpec, id: u32, history: History, clock: RunClock) {
-    ensure_topic(&io, &spec, &clock).await;
-    let mut p = Producer {
-        transactional_id: format!("txn-{id}"),
-        io,
-        spec,
-        id,
-        history,
-        clock,
-        attempt: id as u64,
-        coordinator: None,
-        leaders: BTreeMap::new(),
-        producer: None,
-        sequences: BTreeMap::new(),
-    };
+    ensure_topic(&io, &spec, &clock, TOPIC, spec.txns.partitions).await;
+    let mut p = Producer::new(io, spec, id, format!("txn-{id}"), TOPIC, history, clock);
     let interval = Duration::from_millis(p.spec.txns.interval_ms);
     let mut n = 0u64;
     while p.clock.now_ms() < p.spec.until_ms {
@@ -396,9 +436,7 @@ pub async fn run_producer(io: Io, spec: TxnSpec, id: u32, history: History, cloc
                 error: e.to_string(),
             });
             // A new epoch fences this one; the coordinator aborts what it left open.
-            p.producer = None;
-            p.coordinator = None;
-            p.leaders.clear();
+            p.reset();
         }
         tokio::time::sleep(interval).await;
     }
@@ -450,8 +488,9 @@ fn committed_values(records: &[u8], from: i64, aborted: &mut Aborted) -> (Vec<(i
 
 /// One read_committed Fetch of `partition` from `offset`: values, next offset, last stable
 /// offset and high watermark.
-async fn fetch_committed(
+pub(crate) async fn fetch_committed(
     c: &mut Client,
+    topic: &str,
     partition: i32,
     offset: i64,
 ) -> Result<(Vec<(i64, String)>, i64, i64, i64), ClientError> {
@@ -462,7 +501,7 @@ async fn fetch_committed(
         .with_max_bytes(1 << 20)
         .with_isolation_level(1)
         .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(s(TOPIC)))
+            .with_topic(TopicName(s(topic)))
             .with_partitions(vec![FetchPartition::default()
                 .with_partition(partition)
                 .with_fetch_offset(offset)
@@ -490,21 +529,37 @@ async fn fetch_committed(
     Ok((values, next, p.last_stable_offset, p.high_watermark))
 }
 
-/// The live read_committed consumer until `until_ms`, then (at `final_at_ms`) the final read.
+/// The partitions the reader follows: (topic, partition, the partition as recorded), the
+/// pipeline's output partitions recorded from [`OUTPUT_BASE`](crate::txn_pipeline::OUTPUT_BASE).
+fn streams(spec: &TxnSpec) -> Vec<(&'static str, i32, i32)> {
+    let mut out: Vec<_> = (0..spec.txns.partitions).map(|p| (TOPIC, p, p)).collect();
+    if spec.txns.pipeline {
+        use crate::txn_pipeline::{OUTPUT, OUTPUT_BASE};
+        out.extend((0..spec.txns.output_partitions).map(|p| (OUTPUT, p, OUTPUT_BASE + p)));
+    }
+    out
+}
+
+/// The live read_committed consumer until `until_ms`, then (at `final_at_ms`) the final read
+/// (and the pipeline's committed offsets).
 pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock) {
-    ensure_topic(&io, &spec, &clock).await;
-    let partitions = spec.txns.partitions;
-    let mut positions: BTreeMap<i32, i64> = (0..partitions).map(|p| (p, 0)).collect();
+    ensure_topic(&io, &spec, &clock, TOPIC, spec.txns.partitions).await;
+    if spec.txns.pipeline {
+        let (topic, n) = (crate::txn_pipeline::OUTPUT, spec.txns.output_partitions);
+        ensure_topic(&io, &spec, &clock, topic, n).await;
+    }
+    let streams = streams(&spec);
+    let mut positions: BTreeMap<i32, i64> = streams.iter().map(|s| (s.2, 0)).collect();
     let mut leaders: BTreeMap<i32, Client> = BTreeMap::new();
     let mut attempt = 0u64;
     let record = |e: TxnEvent| history.record(clock.now_ms(), Event::Txn(e));
     while clock.now_ms() < spec.until_ms {
-        for p in 0..partitions {
-            let c = match leaders.entry(p) {
+        for &(topic, p, recorded) in &streams {
+            let c = match leaders.entry(recorded) {
                 std::collections::btree_map::Entry::Occupied(c) => c.into_mut(),
                 std::collections::btree_map::Entry::Vacant(slot) => {
                     attempt += 1;
-                    match connect_leader(&io, &spec.bootstrap, attempt, TOPIC, p, spec.timeout)
+                    match connect_leader(&io, &spec.bootstrap, attempt, topic, p, spec.timeout)
                         .await
                     {
                         Ok(c) => slot.insert(c),
@@ -512,24 +567,25 @@ pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock
                     }
                 }
             };
-            let at = positions[&p];
+            let at = positions[&recorded];
             match io
-                .timeout(spec.timeout, fetch_committed(c, p, at))
+                .timeout(spec.timeout, fetch_committed(c, topic, p, at))
                 .await
                 .unwrap_or(Err(ClientError::Timeout))
             {
                 Ok((values, next, _, _)) => {
                     for (offset, value) in values {
                         record(TxnEvent::Read {
-                            partition: p,
+                            partition: recorded,
                             offset,
                             value,
+                            upto: next,
                         });
                     }
-                    positions.insert(p, next.max(at));
+                    positions.insert(recorded, next.max(at));
                 }
                 Err(_) => {
-                    leaders.remove(&p);
+                    leaders.remove(&recorded);
                 }
             }
         }
@@ -540,6 +596,9 @@ pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock
         tokio::time::sleep(Duration::from_millis(spec.final_at_ms - now)).await;
     }
     final_read(&io, &spec, &clock, &history).await;
+    if spec.txns.pipeline {
+        crate::txn_pipeline::final_offsets(&io, &spec, &clock, &history).await;
+    }
 }
 
 /// Every partition from offset 0, read_committed, until the last stable offset is the high
@@ -548,7 +607,7 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
     const FINAL_BOUND_MS: u64 = 20_000;
     let deadline = clock.now_ms() + FINAL_BOUND_MS;
     let mut attempt = 0u64;
-    for p in 0..spec.txns.partitions {
+    for (topic, p, recorded) in streams(spec) {
         let mut values = Vec::new();
         let mut offset = 0i64;
         let (mut lso, mut hw) = (-1, -1);
@@ -559,7 +618,7 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
             }
             if client.is_none() {
                 attempt += 1;
-                match connect_leader(io, &spec.bootstrap, attempt, TOPIC, p, spec.timeout).await {
+                match connect_leader(io, &spec.bootstrap, attempt, topic, p, spec.timeout).await {
                     Ok(c) => client = Some(c),
                     Err(_) => {
                         tokio::time::sleep(PAUSE).await;
@@ -569,7 +628,7 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
             }
             let c = client.as_mut().expect("connected above");
             match io
-                .timeout(spec.timeout, fetch_committed(c, p, offset))
+                .timeout(spec.timeout, fetch_committed(c, topic, p, offset))
                 .await
                 .unwrap_or(Err(ClientError::Timeout))
             {
@@ -594,7 +653,7 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
         history.record(
             clock.now_ms(),
             Event::Txn(TxnEvent::Final {
-                partition: p,
+                partition: recorded,
                 values,
                 settled,
                 last_stable_offset: lso,

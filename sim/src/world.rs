@@ -785,6 +785,17 @@ async fn simulate(
                 clock,
             )));
         }
+        if t.pipeline {
+            for partition in 0..t.partitions {
+                tasks.push(client_node.spawn(crate::txn_pipeline::run_task(
+                    client_io(),
+                    spec.clone(),
+                    partition,
+                    history.clone(),
+                    clock,
+                )));
+            }
+        }
         tasks.push(client_node.spawn(crate::txn_workload::run_reader(
             client_io(),
             spec,
@@ -815,6 +826,7 @@ async fn simulate(
             nemesis.run_random(duration_ms),
             nemesis.run_timeline(),
             nemesis.run_restarts(duration_ms),
+            nemesis.run_aimed(duration_ms),
             sample_quorum(&nemesis, &observer, &trace, clock, duration_ms, None),
         );
     } else {

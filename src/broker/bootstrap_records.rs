@@ -8,7 +8,7 @@
 use std::io;
 use std::path::Path;
 
-use super::{Broker, CommitError};
+use super::{errors::CommitError, shared::Broker};
 use crate::controller::MetadataRecord;
 use crate::io::{read_file, write_file_atomic, Io};
 

@@ -11,34 +11,18 @@
 //! the cluster default, as Kafka layers them), read from the image at each accept: an
 //! AlterConfigs takes effect on the next connection.
 
+pub(crate) mod state;
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::broker::api::ListenerKind;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::image::quotas::{EntityName, QuotaEntity};
 use crate::controller::image::ConfigResource;
-use crate::quota::connections::{
-    ConnectionCounts, ConnectionLimits, CreationLimits, CreationRates, Refused,
-};
-use crate::quota::QuotaWindows;
-
-/// The counts and rates every listener of the broker shares.
-pub(crate) struct ConnectionQuotas {
-    counts: ConnectionCounts,
-    rates: CreationRates,
-}
-
-pub(crate) type Counts = Arc<Mutex<ConnectionQuotas>>;
-
-pub(crate) fn new_counts(windows: QuotaWindows) -> Counts {
-    Arc::new(Mutex::new(ConnectionQuotas {
-        counts: ConnectionCounts::default(),
-        rates: CreationRates::new(windows),
-    }))
-}
+use crate::quota::connections::{ConnectionLimits, CreationLimits, Refused};
+use state::Counts;
 
 /// A counted connection; dropping it frees the slot.
 pub(crate) struct ConnectionSlot {

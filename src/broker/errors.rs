@@ -1,12 +1,44 @@
 //! Core errors as Kafka error codes: the one place where the cores' vocabulary meets the wire's.
 
+use std::io;
+
 use kafka_protocol::error::ResponseError;
 
-use super::CommitError;
 use crate::controller::ControllerError;
 use crate::group::GroupError;
 use crate::log::ReadError;
 use crate::replica::{EpochRefusal, ProduceError};
+
+/// Why a metadata change did not happen.
+#[derive(Debug)]
+pub enum CommitError {
+    /// The controller refused it (it does not fit the current metadata).
+    Rejected(ControllerError),
+    /// It could not be made durable.
+    Storage(io::Error),
+    /// This node is not the active controller (no leader known, or leadership moved).
+    NotController,
+    /// The quorum did not commit it in time (it may still commit).
+    Timeout,
+    /// The active controller refused it, with this code and message (the change was relayed
+    /// to it).
+    Remote(kafka_protocol::error::ResponseError, Option<String>),
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommitError::Rejected(e) => write!(f, "{e}"),
+            CommitError::Storage(e) => write!(f, "could not persist metadata: {e}"),
+            CommitError::NotController => f.write_str("this node is not the active controller"),
+            CommitError::Timeout => f.write_str("the metadata quorum did not commit in time"),
+            CommitError::Remote(code, message) => match message {
+                Some(m) => write!(f, "the controller refused it: {code:?}: {m}"),
+                None => write!(f, "the controller refused it: {code:?}"),
+            },
+        }
+    }
+}
 
 pub fn controller(e: &ControllerError) -> ResponseError {
     match e {
@@ -36,6 +68,7 @@ pub fn controller(e: &ControllerError) -> ResponseError {
             ResponseError::EligibleLeadersNotAvailable
         }
         ControllerError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
+        ControllerError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
         ControllerError::ThrottlingQuotaExceeded(_) => ResponseError::ThrottlingQuotaExceeded,
     }
 }

@@ -6,7 +6,7 @@
 //! until it is restarted, and the restart recovers from the checkpoint, rewriting and fsyncing
 //! everything after it (see `Log::open`).
 
-use tokio::sync::watch;
+use crate::sync::watch;
 
 pub struct LogDirHealth {
     /// `Some(reason)` once the directory went offline; never goes back.

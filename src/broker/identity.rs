@@ -166,32 +166,62 @@ pub async fn load_identity(
     format_log_dir(io, dir, &random_cluster_id(io), node_id).await
 }
 
+/// The directories of `log.dirs` as opened at start.
+pub struct OpenedDirs {
+    pub cluster_id: String,
+    /// The healthy ones with their directory ids, in `log.dirs` order; the first is always
+    /// there (it holds the metadata log).
+    pub online: Vec<(std::path::PathBuf, Uuid)>,
+    /// Those that could not be opened (unreadable, corrupt, unwritable), with why.
+    pub failed: Vec<(std::path::PathBuf, String)>,
+}
+
 /// Opens every directory of `log.dirs` at start ([`load_identity`] each): one cluster id for
 /// all, and each directory's id, distinct. With `auto_format`, unformatted directories after
 /// the first are formatted for the first one's cluster.
+///
+/// A directory after the first that cannot be opened (an I/O error, an unreadable or corrupt
+/// `meta.properties`, one that is not formatted) does not stop the broker: it is `failed`,
+/// left out of the registration, as Kafka's `LogManager` starts with it offline. The first
+/// (the metadata log's) failing stops it, and so does a directory of another node or cluster,
+/// or two directories with one id (misconfigurations, not failures).
 pub async fn load_log_dirs(
     io: &Io,
     dirs: &[std::path::PathBuf],
     node_id: i32,
     auto_format: bool,
-) -> anyhow::Result<(String, Vec<(std::path::PathBuf, Uuid)>)> {
+) -> anyhow::Result<OpenedDirs> {
     let (first, rest) = dirs
         .split_first()
         .ok_or_else(|| anyhow::anyhow!("log.dirs names no directory"))?;
     create_dir_all_durable(io.disk.as_ref(), first).await?;
     let identity = load_identity(io, first, node_id, auto_format).await?;
     let mut opened = vec![(first.clone(), directory_uuid(io, first, &identity).await?)];
+    let mut failed = Vec::new();
     for dir in rest {
-        create_dir_all_durable(io.disk.as_ref(), dir).await?;
-        let found = match read_identity(io, dir)? {
-            Some(found) => {
-                check_identity(dir, &found, Some(&identity.cluster_id), node_id)?;
-                found
+        let found = async {
+            create_dir_all_durable(io.disk.as_ref(), dir).await?;
+            let found = match read_identity(io, dir)? {
+                Some(found) => found,
+                None if auto_format => {
+                    format_log_dir(io, dir, &identity.cluster_id, node_id).await?
+                }
+                None => load_identity(io, dir, node_id, false).await?,
+            };
+            let id = directory_uuid(io, dir, &found).await?;
+            anyhow::Ok((found, id))
+        }
+        .await;
+        let (found, id) = match found {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::error!(dir = %dir.display(), error = %e,
+                    "log directory failed at start: offline, the others serve");
+                failed.push((dir.clone(), e.to_string()));
+                continue;
             }
-            None if auto_format => format_log_dir(io, dir, &identity.cluster_id, node_id).await?,
-            None => load_identity(io, dir, node_id, false).await?,
         };
-        let id = directory_uuid(io, dir, &found).await?;
+        check_identity(dir, &found, Some(&identity.cluster_id), node_id)?;
         if let Some((other, _)) = opened.iter().find(|(_, o)| *o == id) {
             anyhow::bail!(
                 "{} and {} have the same directory.id {} (a copied disk?): give one a new id",
@@ -202,7 +232,11 @@ pub async fn load_log_dirs(
         }
         opened.push((dir.clone(), id));
     }
-    Ok((identity.cluster_id, opened))
+    Ok(OpenedDirs {
+        cluster_id: identity.cluster_id,
+        online: opened,
+        failed,
+    })
 }
 
 /// A fresh cluster id in Kafka's form: a random UUID in URL-safe base64 without padding.
@@ -232,6 +266,7 @@ pub fn validate_cluster_id(id: &str) -> anyhow::Result<()> {
 
 #[cfg(all(test, not(madsim)))]
 mod tests {
+    use std::path::PathBuf;
     use std::sync::Arc;
 
     use super::*;
@@ -287,5 +322,48 @@ mod tests {
         ] {
             assert!(validate_cluster_id(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A directory after the first that cannot be opened is offline and the broker starts;
+    /// the first (the metadata log's) failing, or a directory of another cluster, stops it.
+    #[test]
+    fn a_directory_failing_at_start_goes_offline_unless_it_is_the_first() {
+        let io = io();
+        let dirs: Vec<PathBuf> = ["/a", "/b", "/c"].iter().map(PathBuf::from).collect();
+        let id = random_cluster_id(&io);
+        for d in &dirs {
+            block_on(format_log_dir(&io, d, &id, 1)).unwrap();
+        }
+        let corrupt = |d: &str| {
+            block_on(write_file_atomic(
+                io.disk.as_ref(),
+                &Path::new(d).join(META_PROPERTIES),
+                b"version=7\ncluster.id=x\n",
+            ))
+            .unwrap()
+        };
+        corrupt("/b");
+        let opened = block_on(load_log_dirs(&io, &dirs, 1, false)).unwrap();
+        let online: Vec<&PathBuf> = opened.online.iter().map(|(p, _)| p).collect();
+        assert_eq!(online, [&dirs[0], &dirs[2]]);
+        assert_eq!(opened.failed.len(), 1);
+        assert_eq!(opened.failed[0].0, dirs[1]);
+        // Unformatted (and not auto-formatted) counts as failed too.
+        let with_new: Vec<PathBuf> = ["/a", "/new"].iter().map(PathBuf::from).collect();
+        let opened = block_on(load_log_dirs(&io, &with_new, 1, false)).unwrap();
+        assert_eq!(opened.failed.len(), 1);
+        // Another cluster's directory is a misconfiguration: refused.
+        block_on(format_log_dir(
+            &io,
+            Path::new("/other"),
+            &random_cluster_id(&io),
+            1,
+        ))
+        .unwrap();
+        let mixed: Vec<PathBuf> = ["/a", "/other"].iter().map(PathBuf::from).collect();
+        assert!(block_on(load_log_dirs(&io, &mixed, 1, false)).is_err());
+        // The first failing stops the broker.
+        corrupt("/a");
+        assert!(block_on(load_log_dirs(&io, &dirs, 1, false)).is_err());
     }
 }

@@ -29,6 +29,12 @@ struct Dir {
 
 struct State {
     dirs: Vec<Dir>,
+    /// Directories that failed before they could be opened at start (their id unknown):
+    /// never online, in no registration, shown offline by DescribeLogDirs.
+    failed_at_start: Vec<(PathBuf, String)>,
+    /// The cordoned directories' ids (KIP-1066): no new partition goes there while another
+    /// online directory is not cordoned.
+    cordoned: Vec<Uuid>,
     /// Where each partition known here lives (an index into `dirs`).
     placed: BTreeMap<Key, usize>,
 }
@@ -86,9 +92,26 @@ impl LogDirs {
                         offline: None,
                     })
                     .collect(),
+                cordoned: Vec::new(),
+                failed_at_start: Vec::new(),
                 placed: BTreeMap::new(),
             }),
         }
+    }
+
+    /// A directory of `log.dirs` that failed at start (KIP-858: offline from the outset).
+    pub fn add_failed(&self, path: PathBuf, reason: String) {
+        self.state
+            .lock()
+            .unwrap()
+            .failed_at_start
+            .push((path, reason));
+    }
+
+    /// Whether a directory failed at start (a clean-shutdown epoch then says nothing:
+    /// Kafka sends PreviousBrokerEpoch -1 when any directory is offline).
+    pub fn any_failed_at_start(&self) -> bool {
+        !self.state.lock().unwrap().failed_at_start.is_empty()
     }
 
     /// Every directory id, in `log.dirs` order.
@@ -156,10 +179,13 @@ impl LogDirs {
         let at = match found {
             Some(at) => at,
             None => {
+                // Cordoned directories take a new partition only when every online one is.
+                let open = |d: &Dir| d.offline.is_none() && !state.cordoned.contains(&d.id);
+                let any_open = state.dirs.iter().any(open);
                 let mut loads: Vec<Option<usize>> = state
                     .dirs
                     .iter()
-                    .map(|d| d.offline.is_none().then_some(0))
+                    .map(|d| (open(d) || (!any_open && d.offline.is_none())).then_some(0))
                     .collect();
                 for &at in state.placed.values() {
                     if let Some(n) = loads[at].as_mut() {
@@ -171,6 +197,29 @@ impl LogDirs {
         };
         state.placed.insert(key, at);
         Some(state.dirs[at].path.clone())
+    }
+
+    /// The ids that `cordoned.log.dirs` names: every directory for `*`, else those whose path
+    /// is listed (a path that is not one of these is ignored).
+    pub fn ids_named(&self, cordoned: &[String]) -> Vec<Uuid> {
+        let state = self.state.lock().unwrap();
+        let all = cordoned.iter().any(|c| c == "*");
+        state
+            .dirs
+            .iter()
+            .filter(|d| all || cordoned.iter().any(|c| Path::new(c) == d.path))
+            .map(|d| d.id)
+            .collect()
+    }
+
+    /// Which directories are cordoned now (KIP-1066).
+    pub fn set_cordoned(&self, ids: Vec<Uuid>) {
+        self.state.lock().unwrap().cordoned = ids;
+    }
+
+    /// Whether the directory `id` is cordoned.
+    pub fn is_cordoned(&self, id: Uuid) -> bool {
+        self.state.lock().unwrap().cordoned.contains(&id)
     }
 
     /// Moves `topic`-`index` to the directory `id` (a finished intra-broker move).
@@ -256,6 +305,12 @@ impl LogDirs {
                     .map(|(k, _)| k.clone())
                     .collect(),
             })
+            .chain(state.failed_at_start.iter().map(|(path, reason)| DirView {
+                path: path.clone(),
+                id: Uuid::nil(),
+                offline: Some(reason.clone()),
+                partitions: Vec::new(),
+            }))
             .collect()
     }
 }
@@ -324,5 +379,46 @@ mod tests {
         let last = d.fail_dir_of("t", 1, "EIO".into()).unwrap();
         assert!(last.all_offline);
         assert_eq!(d.locate("t", 9, |_| false), None);
+    }
+
+    #[test]
+    fn cordoned_directories_get_new_partitions_only_when_all_are() {
+        let d = dirs(3);
+        assert_eq!(d.ids_named(&["*".into()]).len(), 3);
+        let named = d.ids_named(&["/d0".into(), "/d2".into(), "/elsewhere".into()]);
+        assert_eq!(
+            named,
+            vec![Uuid::from_u64_pair(7, 100), Uuid::from_u64_pair(7, 102)]
+        );
+        d.set_cordoned(named);
+        for i in 0..3 {
+            assert_eq!(d.locate("t", i, |_| false), Some(PathBuf::from("/d1")));
+        }
+        // Found where its data is, cordoned or not (cordoning moves nothing).
+        assert_eq!(
+            d.locate("u", 0, |p| p == Path::new("/d0")),
+            Some(PathBuf::from("/d0"))
+        );
+        // Everything cordoned: a replica the controller placed here anyway still gets a home.
+        d.set_cordoned(d.ids_named(&["*".into()]));
+        assert!(d.locate("t", 9, |_| false).is_some());
+    }
+
+    #[test]
+    fn a_directory_failed_at_start_is_offline_and_in_no_registration() {
+        let d = dirs(2);
+        assert!(!d.any_failed_at_start());
+        d.add_failed(PathBuf::from("/bad"), "meta.properties: corrupt".into());
+        assert!(d.any_failed_at_start());
+        assert_eq!(d.online_ids().len(), 2);
+        assert!(d.offline_ids().is_empty(), "no id to report");
+        assert!(!d.online_paths().contains(&PathBuf::from("/bad")));
+        let views = d.views();
+        assert_eq!(views.len(), 3);
+        assert_eq!(views[2].path, PathBuf::from("/bad"));
+        assert!(views[2].offline.is_some());
+        for i in 0..4 {
+            assert_ne!(d.locate("t", i, |_| false), Some(PathBuf::from("/bad")));
+        }
     }
 }

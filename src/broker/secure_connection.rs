@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::api::{self, encode_response, Decoded, ListenerKind};
 use super::handlers::ROUTES;
-use super::Broker;
+use super::shared::Broker;
 use crate::config::{SecurityProtocol, ServerConfig};
 use crate::controller::image::scram::ScramMechanism;
 use crate::io::{BoxStream, Io};

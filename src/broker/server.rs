@@ -24,7 +24,7 @@ use super::handlers::inter_node::{forward, timed_out};
 use super::handlers::security::throttle;
 use super::handlers::ROUTES;
 use super::secure_connection::{Admit, Secure};
-use super::Broker;
+use super::shared::Broker;
 use crate::io::{BoxStream, Listener};
 use crate::metrics::wire::RequestTally;
 use crate::metrics::RequestTimes;

@@ -21,27 +21,11 @@
 //! Until then the client port is not bound (as Kafka defers opening a fixed port), so a
 //! process that listens is one that serves.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+pub(crate) mod state;
 
-use tokio::sync::watch;
+use std::sync::atomic::Ordering;
 
-use super::Broker;
-
-/// Whether the gates are open (both latched).
-pub struct StartupGate {
-    open: AtomicBool,
-    /// Ready for clients: serving partitions and unfenced in its own image.
-    clients: watch::Sender<bool>,
-}
-
-impl Default for StartupGate {
-    fn default() -> Self {
-        StartupGate {
-            open: AtomicBool::new(false),
-            clients: watch::channel(false).0,
-        }
-    }
-}
+use super::shared::Broker;
 
 /// The client gate's rule, pure: past the registration, and the image lists this broker
 /// unfenced (so Metadata names it among the brokers).

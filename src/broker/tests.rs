@@ -12,7 +12,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{Broker, RunningBroker};
+use super::{shared::Broker, RunningBroker};
 use crate::client::{produce_request, Client, FETCH_VERSION, PRODUCE_VERSION};
 use crate::config::ServerConfig;
 use crate::io::memdisk::MemDisk;

@@ -1,5 +1,6 @@
-//! `weir cluster up` (a local cluster on loopback) and `weir cluster status` (the quorum and
-//! the brokers as DescribeQuorum and Metadata show them).
+//! `weir cluster up` (a local cluster on loopback), `weir cluster status` (the quorum and
+//! the brokers as DescribeQuorum and Metadata show them) and `weir cluster unregister --id N`
+//! (a retired broker's registration removed, as `kafka-cluster.sh unregister`).
 
 use std::path::PathBuf;
 
@@ -34,6 +35,15 @@ pub enum ClusterAction {
         #[command(flatten)]
         security: super::CommandConfig,
     },
+    /// Remove a retired broker's registration (UnregisterBroker, like `kafka-cluster.sh
+    /// unregister`): cordon it, move its replicas away (`weir reassign`), stop it, then this.
+    Unregister {
+        #[command(flatten)]
+        server: super::ServerArgs,
+        /// The id of the broker to unregister.
+        #[arg(long)]
+        id: i32,
+    },
 }
 
 pub async fn run(io: Io, action: ClusterAction) -> anyhow::Result<()> {
@@ -47,6 +57,16 @@ pub async fn run(io: Io, action: ClusterAction) -> anyhow::Result<()> {
             bootstrap,
             security,
         } => cluster_status(io, &bootstrap, &security).await,
+        ClusterAction::Unregister { server, id } => {
+            let mut client = server.connect_any(&io).await?;
+            client
+                .unregister_broker(id)
+                .await
+                .map_err(|e| anyhow::anyhow!("Error while unregistering broker {id}: {e}"))?;
+            // kafka-cluster.sh's line.
+            println!("Broker {id} is no longer registered.");
+            Ok(())
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod add_scram;
 mod bench;
 mod cluster;
 mod configs;
+mod features;
 mod get_offsets;
 mod groups;
 mod leader_election;
@@ -84,6 +85,8 @@ enum Command {
     Transactions(transactions::TransactionsArgs),
     /// Each broker's log directories and the replicas in them (like kafka-log-dirs.sh).
     LogDirs(log_dirs::LogDirsArgs),
+    /// Describe, upgrade or downgrade finalized features (like kafka-features.sh).
+    Features(features::FeaturesArgs),
     /// Load generators that print throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -133,6 +136,7 @@ async fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,
         Command::Transactions(args) => transactions::run(&io, args, cli.output).await,
         Command::LogDirs(args) => log_dirs::run(&io, args, cli.output).await,
+        Command::Features(args) => features::run(&io, args, cli.output).await,
         Command::Bench { which } => bench::run(&io, which).await,
     }
 }

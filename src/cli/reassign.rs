@@ -192,7 +192,11 @@ fn read_plan(io: &Io, args: &ReassignArgs) -> anyhow::Result<Plan> {
                 );
             }
             if dirs.iter().any(|d| d != "any") {
-                anyhow::bail!("log_dirs other than \"any\" are not supported by weir reassign");
+                anyhow::bail!(
+                    "log_dirs other than \"any\" are not supported by weir reassign: moving a \
+                     replica between a broker's log directories (AlterReplicaLogDirs) is not \
+                     implemented yet; use \"any\" (the broker picks the directory)"
+                );
             }
         }
     }
@@ -238,10 +242,26 @@ async fn generate(io: &Io, client: &mut Client, args: &ReassignArgs) -> anyhow::
         .map(|b| b.trim().parse::<i32>())
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("--broker-list {list}: {e}"))?;
-    let known: BTreeSet<i32> = client.brokers().await?.iter().map(|b| b.id).collect();
-    if let Some(b) = brokers.iter().find(|b| !known.contains(b)) {
+    let live = client.brokers().await?;
+    if let Some(b) = brokers.iter().find(|b| !live.iter().any(|l| l.id == **b)) {
         anyhow::bail!("Broker {b} in --broker-list is not a live broker");
     }
+    // KIP-1066: a cordoned broker (a broker being retired) takes no new replicas.
+    let mut brokers_open = Vec::with_capacity(brokers.len());
+    for b in live.iter().filter(|l| brokers.contains(&l.id)) {
+        if cordoned(io, args, b).await? {
+            eprintln!(
+                "Broker {} is cordoned (cordoned.log.dirs): left out of the proposal",
+                b.id
+            );
+        } else {
+            brokers_open.push(b.id);
+        }
+    }
+    if brokers_open.is_empty() {
+        anyhow::bail!("Every broker in --broker-list is cordoned");
+    }
+    let brokers = brokers_open;
     let names: Vec<&str> = topics.topics.iter().map(|t| t.topic.as_str()).collect();
     let described: Vec<TopicDescription> = client.describe_topics(Some(&names)).await?;
     for name in &names {
@@ -279,6 +299,45 @@ async fn generate(io: &Io, client: &mut Client, args: &ReassignArgs) -> anyhow::
         })
     );
     Ok(())
+}
+
+/// Whether broker `b` is cordoned (KIP-1066): its `cordoned.log.dirs` (asked of the broker
+/// itself, which alone knows its static value) is `*` or names every one of its directories.
+async fn cordoned(
+    io: &Io,
+    args: &ReassignArgs,
+    b: &weir::client::BrokerInfo,
+) -> anyhow::Result<bool> {
+    use std::net::ToSocketAddrs as _;
+    let addr = format!("{}:{}", b.host, b.port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("broker {}: cannot resolve {}", b.id, b.host))?;
+    let mut client =
+        Client::connect_secure(io, addr, &b.host, &args.server.security.security(io)?).await?;
+    let configs = client
+        .describe_configs(&ConfigResource::Broker(b.id))
+        .await?;
+    let named: Vec<String> = configs
+        .get("cordoned.log.dirs")
+        .and_then(|e| e.value.clone())
+        .unwrap_or_default()
+        .split(',')
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty())
+        .collect();
+    if named.iter().any(|d| d == "*") {
+        return Ok(true);
+    }
+    if named.is_empty() {
+        return Ok(false);
+    }
+    let dirs = client.describe_log_dirs(None).await?;
+    Ok(dirs.iter().filter(|d| d.error.is_none()).all(|d| {
+        named
+            .iter()
+            .any(|n| std::path::Path::new(n) == std::path::Path::new(&d.path))
+    }))
 }
 
 async fn execute(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow::Result<()> {
@@ -509,13 +568,22 @@ async fn wait(
 ) -> anyhow::Result<()> {
     let total = plan.partitions.len();
     let start = io.clock.monotonic();
+    // The reassignments are listed by the active controller, the replicas by this broker's
+    // Metadata: right after a move completes, the broker may not have applied it yet. A
+    // partition neither moving nor at its target only fails the wait if it stays so.
+    const STRAY_POLLS: u32 = 6;
+    let mut stray = 0;
     loop {
         let (done, lines) = status(client, plan).await?;
         let completed = lines
             .iter()
             .filter(|l| l.ends_with("is completed."))
             .count();
-        let failed = lines.iter().any(|l| l.starts_with("There is no active"));
+        stray = match lines.iter().any(|l| l.starts_with("There is no active")) {
+            true => stray + 1,
+            false => 0,
+        };
+        let failed = stray >= STRAY_POLLS;
         let width = 30;
         let filled = completed * width / total.max(1);
         eprint!(

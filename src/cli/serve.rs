@@ -27,8 +27,10 @@ pub struct FormatArgs {
     /// The node's server.properties.
     #[arg(long)]
     config: PathBuf,
-    /// The cluster id, the same on every node (`kafka-storage.sh format -t`).
-    #[arg(long, conflicts_with = "random_cluster_id")]
+    /// The cluster id, the same on every node (`kafka-storage.sh format -t`). It may begin
+    /// with '-' (URL-safe base64: one id in 64 made elsewhere does, and `--cluster-id -x…`
+    /// was then taken for an unknown option).
+    #[arg(long, conflicts_with = "random_cluster_id", allow_hyphen_values = true)]
     cluster_id: Option<String>,
     /// Make a fresh cluster id, format with it and print it (then format the other nodes
     /// with `--cluster-id` and that id).
@@ -42,6 +44,42 @@ pub struct FormatArgs {
     /// iterations=N; repeatable). Format every controller with the same ones.
     #[arg(long = "add-scram", value_name = "MECHANISM=[name=U,password=P]")]
     add_scram: Vec<String>,
+    /// A feature's level in the new cluster, as `kafka-storage.sh format --feature`:
+    /// `transaction.version=1` (repeatable). By default a new cluster finalizes
+    /// transaction.version=2 (transactions v2), as Kafka 4.x does.
+    #[arg(long = "feature", value_name = "NAME=LEVEL")]
+    features: Vec<String>,
+}
+
+/// The FeatureLevel records of a new cluster: Kafka 4.x's defaults with `--feature` applied
+/// (a level 0 writes none).
+fn feature_records(args: &[String]) -> anyhow::Result<Vec<weir::controller::MetadataRecord>> {
+    use weir::controller::features::{supported, NEW_CLUSTER_LEVELS};
+    let mut levels: BTreeMap<String, i16> = NEW_CLUSTER_LEVELS
+        .iter()
+        .map(|(n, l)| (n.to_string(), *l))
+        .collect();
+    for (name, value) in key_values(args)? {
+        let range = supported(&name).ok_or_else(|| {
+            anyhow::anyhow!("unknown feature {name} (Weir supports transaction.version)")
+        })?;
+        let level: i16 = value
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}: level {value:?} is not a number"))?;
+        if !(range.min..=range.max).contains(&level) {
+            anyhow::bail!(
+                "{name}={level}: Weir supports {}..={}",
+                range.min,
+                range.max
+            );
+        }
+        levels.insert(name, level);
+    }
+    Ok(levels
+        .into_iter()
+        .filter(|(_, l)| *l > 0)
+        .map(|(name, level)| weir::controller::MetadataRecord::FeatureLevel { name, level })
+        .collect())
 }
 
 pub async fn format(io: Io, args: FormatArgs) -> anyhow::Result<()> {
@@ -51,7 +89,8 @@ pub async fn format(io: Io, args: FormatArgs) -> anyhow::Result<()> {
         (None, true) => weir::broker::identity::random_cluster_id(&io),
         (None, false) => anyhow::bail!("give --cluster-id ID or --random-cluster-id"),
     };
-    let bootstrap = super::add_scram::records(&io, &args.add_scram)?;
+    let mut bootstrap = feature_records(&args.features)?;
+    bootstrap.extend(super::add_scram::records(&io, &args.add_scram)?);
     for dir in &config.log_dirs {
         let dir_path = std::path::Path::new(dir);
         weir::broker::format_log_dir(&io, dir_path, &cluster_id, config.node_id).await?;
@@ -141,5 +180,34 @@ pub(super) async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::Cli;
+
+    /// A cluster id beginning with '-' is the option's value, not another option.
+    #[test]
+    fn a_cluster_id_may_begin_with_a_dash() {
+        let id = "-1YiAHDwTkqBTeYa7lkXcQ";
+        let cli = Cli::try_parse_from([
+            "weir",
+            "format",
+            "--config",
+            "s.properties",
+            "--cluster-id",
+            id,
+        ]);
+        let Ok(Cli {
+            command: crate::cli::Command::Format(args),
+            ..
+        }) = cli
+        else {
+            panic!("refused: {:?}", cli.err());
+        };
+        assert_eq!(args.cluster_id.as_deref(), Some(id));
     }
 }

@@ -20,6 +20,7 @@ mod reassign;
 mod scram;
 pub mod security;
 mod transactions;
+pub mod txn_producer;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,14 +1,18 @@
 //! Cluster calls for `weir cluster status`: the metadata quorum as DescribeQuorum reports it
-//! (leader, epoch, high watermark, each voter's and observer's progress). The live brokers come
+//! (leader, epoch, high watermark, each voter's and observer's progress); and for `weir
+//! cluster unregister`, UnregisterBroker. The live brokers come
 //! from `Client::brokers` (Metadata leaves fenced brokers out, as in Kafka).
 
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{DescribeQuorumRequest, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DescribeQuorumRequest, TopicName, UnregisterBrokerRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{check, Client, ClientError, Result};
 
 const DESCRIBE_QUORUM_VERSION: i16 = 2;
+const UNREGISTER_BROKER_VERSION: i16 = 0;
 /// The metadata partition KRaft's quorum replicates.
 const METADATA_TOPIC: &str = "__cluster_metadata";
 
@@ -42,6 +46,14 @@ impl QuorumDescription {
 
 impl Client {
     /// DescribeQuorum for `__cluster_metadata-0` (any broker forwards it to the leader).
+    /// UnregisterBroker (`kafka-cluster.sh unregister --id N`): removes a retired broker's
+    /// registration (BROKER_ID_NOT_REGISTERED for an id that has none).
+    pub async fn unregister_broker(&mut self, id: i32) -> Result<()> {
+        let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(id));
+        let response = self.call(&request, UNREGISTER_BROKER_VERSION).await?;
+        check(response.error_code, response.error_message.as_ref())
+    }
+
     pub async fn describe_quorum(&mut self) -> Result<QuorumDescription> {
         let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
             .with_topic_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))

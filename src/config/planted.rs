@@ -126,6 +126,64 @@ pub enum PlantedBug {
     /// watermark), so read_committed readers get records of transactions not yet decided.
     #[cfg(any(madsim, test))]
     LsoPastOpenTransaction,
+    /// Transactions v2 (KAFKA-17754's tooth): EndTxn v5 ends a transaction without bumping the
+    /// producer epoch, so a late EndTxn or produce of an ended transaction lands in the next.
+    #[cfg(any(madsim, test))]
+    TxnV2NoEpochBump,
+    /// Transactions: the coordinator writes a COMMIT's marker to every partition of the
+    /// transaction but the last and takes them all as written, so that partition's part stays
+    /// open (and is decided by whatever marker of the producer comes next).
+    #[cfg(any(madsim, test))]
+    CommitMarkerSomePartitions,
+    /// Transactions: an ABORT marker on `__consumer_offsets` makes the transaction's pending
+    /// offsets (TxnOffsetCommit) the committed ones instead of dropping them, so a
+    /// consume-transform-produce task skips the inputs of its aborted transaction.
+    #[cfg(any(madsim, test))]
+    TxnOffsetsOnAbort,
+    /// Replication (issue 21's mutation run): the leader admits a follower to the ISR when the
+    /// answer to its fetch will carry it to the high watermark (the leader's end at that fetch),
+    /// one fetch round trip before the follower holds those records; elected in that round
+    /// trip, it lacks committed records.
+    #[cfg(any(madsim, test))]
+    IsrExpandOneFetchEarly,
+    /// Replication (pre-KIP-320, leader side): the leader never answers a follower's fetch with
+    /// a diverging epoch; a follower with a tail from an older epoch keeps it and the leader
+    /// counts it as replicated.
+    #[cfg(any(madsim, test))]
+    LeaderSkipsDivergingEpoch,
+    /// Replication, right after an election: the high watermark skips followers whose log end
+    /// the new leader does not know yet (instead of waiting for their first fetch), so it
+    /// commits its whole log, and new appends, on its own say-so.
+    #[cfg(any(madsim, test))]
+    NewLeaderHwSkipsUnknown,
+    /// Replication with `weir.fsync.before.ack`: a follower fetches on (telling the leader it
+    /// holds everything below its log end) before fsyncing what it appended.
+    #[cfg(any(madsim, test))]
+    FollowerFetchBeforeFsync,
+    /// Elections: with no topic or dynamic override, `unclean.leader.election.enable` is true
+    /// (Kafka's default before 0.11; the static setting is not read), so a partition with no
+    /// eligible replica elects any live one.
+    #[cfg(any(madsim, test))]
+    UncleanElectionByDefault,
+    /// Quorum (Raft's "figure 8"): the leader commits an offset a majority holds even when it
+    /// lies before the start of its own epoch, instead of waiting for a majority past it.
+    #[cfg(any(madsim, test))]
+    QuorumCommitOldEpoch,
+    /// Quorum: a voter that already voted in an epoch grants a second candidate in it too.
+    #[cfg(any(madsim, test))]
+    QuorumDoubleVote,
+    /// Quorum: a voter compares logs by end offset alone, not (last epoch, end offset), so a
+    /// longer log of a stale epoch wins over a shorter one holding committed entries.
+    #[cfg(any(madsim, test))]
+    QuorumVoteComparesOffsetOnly,
+    /// Groups: requests for a group on an offsets partition still loading are served (from
+    /// what is loaded so far) instead of COORDINATOR_LOAD_IN_PROGRESS.
+    #[cfg(any(madsim, test))]
+    GroupServeWhileLoading,
+    /// Groups: a new coordinator replays `__consumer_offsets` only up to its high watermark
+    /// (which trails the log end on a new leader), the bug the cluster scenario found.
+    #[cfg(any(madsim, test))]
+    GroupLoadToHighWatermark,
 }
 
 impl PlantedBug {
@@ -223,6 +281,59 @@ impl PlantedBug {
         (
             "lso-past-open-transaction",
             PlantedBug::LsoPastOpenTransaction,
+        ),
+        #[cfg(any(madsim, test))]
+        ("txn-v2-no-epoch-bump", PlantedBug::TxnV2NoEpochBump),
+        #[cfg(any(madsim, test))]
+        (
+            "commit-marker-some-partitions",
+            PlantedBug::CommitMarkerSomePartitions,
+        ),
+        #[cfg(any(madsim, test))]
+        ("txn-offsets-on-abort", PlantedBug::TxnOffsetsOnAbort),
+        #[cfg(any(madsim, test))]
+        (
+            "isr-expand-one-fetch-early",
+            PlantedBug::IsrExpandOneFetchEarly,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "leader-skips-diverging-epoch",
+            PlantedBug::LeaderSkipsDivergingEpoch,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "new-leader-hw-skips-unknown",
+            PlantedBug::NewLeaderHwSkipsUnknown,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "follower-fetch-before-fsync",
+            PlantedBug::FollowerFetchBeforeFsync,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "unclean-election-by-default",
+            PlantedBug::UncleanElectionByDefault,
+        ),
+        #[cfg(any(madsim, test))]
+        ("quorum-commit-old-epoch", PlantedBug::QuorumCommitOldEpoch),
+        #[cfg(any(madsim, test))]
+        ("quorum-double-vote", PlantedBug::QuorumDoubleVote),
+        #[cfg(any(madsim, test))]
+        (
+            "quorum-vote-compares-offset-only",
+            PlantedBug::QuorumVoteComparesOffsetOnly,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "group-serve-while-loading",
+            PlantedBug::GroupServeWhileLoading,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "group-load-to-high-watermark",
+            PlantedBug::GroupLoadToHighWatermark,
         ),
     ];
 

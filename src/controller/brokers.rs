@@ -57,6 +57,8 @@ pub struct HeartbeatRequest {
     pub replica_logs: Vec<((Uuid, i32), ReplicaLog)>,
     /// BrokerHeartbeat v1 `OfflineLogDirs`: every directory of its that failed (KIP-858).
     pub offline_dirs: Vec<Uuid>,
+    /// KIP-1066 `CordonedLogDirs` (tag 1): its cordoned directories; `None`: not reported.
+    pub cordoned_dirs: Option<Vec<Uuid>>,
 }
 
 /// What a heartbeat is answered, as of after its records commit.
@@ -256,6 +258,9 @@ impl BrokerSessions {
                 records: offline,
                 reply,
             });
+        }
+        if let Some(cordoned) = &request.cordoned_dirs {
+            records.extend(super::retire::cordon(image, id, cordoned));
         }
         if broker.fenced {
             if request.want_shutdown {

@@ -22,11 +22,13 @@ pub mod active;
 pub mod alter_partition;
 pub mod brokers;
 pub mod election;
+pub mod features;
 pub mod image;
 pub mod log_dirs;
 pub mod placement;
 pub mod quotas;
 pub mod reassignment;
+pub mod retire;
 pub mod scram;
 
 use std::collections::BTreeMap;
@@ -36,6 +38,7 @@ use uuid::Uuid;
 
 use crate::config::{dynamic_broker, GroupConfigBounds, TopicConfig};
 use election::ElectionConfig;
+use image::DIR_UNASSIGNED;
 pub use image::{
     BrokerEndpoint, BrokerRegistration, ConfigResource, MetadataImage, MetadataRecord,
     PartitionChange, PartitionRecord, PartitionRegistration, ScramRecord, TopicMeta, NO_LEADER,
@@ -79,6 +82,8 @@ pub enum ControllerError {
     EligibleLeadersNotAvailable(String),
     /// A reassignment cancel with none in progress.
     NoReassignmentInProgress(String),
+    /// UnregisterBroker of an id that is not registered.
+    BrokerIdNotRegistered(String),
     /// The client's `controller_mutation_rate` is exceeded (KIP-599): refused for this long.
     ThrottlingQuotaExceeded(std::time::Duration),
 }
@@ -102,7 +107,8 @@ impl fmt::Display for ControllerError {
             | ControllerError::IneligibleReplica(m)
             | ControllerError::PreferredLeaderNotAvailable(m)
             | ControllerError::EligibleLeadersNotAvailable(m)
-            | ControllerError::NoReassignmentInProgress(m) => f.write_str(m),
+            | ControllerError::NoReassignmentInProgress(m)
+            | ControllerError::BrokerIdNotRegistered(m) => f.write_str(m),
             ControllerError::UnknownTopicId(id) => write!(f, "unknown topic id {id}"),
             ControllerError::TopicDeletionDisabled => {
                 f.write_str("topic deletion is disabled (delete.topic.enable=false)")
@@ -248,6 +254,16 @@ impl Controller {
         false
     }
 
+    /// Planted `unclean-election-by-default`: without a topic or dynamic override, unclean
+    /// election is on (Kafka's default before 0.11; the static setting is not read).
+    fn planted_unclean_by_default(&self) -> bool {
+        #[cfg(any(madsim, test))]
+        if (self.planted).is(crate::config::PlantedBug::UncleanElectionByDefault) {
+            return true;
+        }
+        false
+    }
+
     pub fn set_recovery(&mut self, recovery: RecoverySettings) {
         self.recovery = recovery;
     }
@@ -267,7 +283,7 @@ impl Controller {
             .get(key)
             .or_else(|| cluster.get(key))
             .map(|v| v.trim().eq_ignore_ascii_case("true"))
-            .unwrap_or(self.unclean_leader_election);
+            .unwrap_or(self.unclean_leader_election || self.planted_unclean_by_default());
         // `unclean.recovery.strategy` the same way; unset everywhere, KIP-966's mapping.
         let key = "unclean.recovery.strategy";
         let strategy = topic
@@ -619,13 +635,28 @@ fn merge(
     merged
 }
 
-/// Brokers that may take new replicas: unfenced and not shutting down.
+/// Brokers that may take new replicas: unfenced, not shutting down, and not cordoned
+/// (KIP-1066: at least one online directory not cordoned).
 fn usable_brokers(image: &MetadataImage) -> Vec<i32> {
     image
         .brokers()
-        .filter(|b| b.is_active())
+        .filter(|b| b.is_active() && !b.is_cordoned())
         .map(|b| b.id)
         .collect()
+}
+
+/// The directory a new replica on `broker` is assigned at creation (Kafka's
+/// `ClusterDescriber.defaultDir`): its one placeable directory when it has exactly one, else
+/// unassigned until the broker reports where it placed the replica (AssignReplicasToDirs).
+fn default_dir(image: &MetadataImage, broker: i32) -> Uuid {
+    let Some(b) = image.broker(broker) else {
+        return DIR_UNASSIGNED;
+    };
+    let mut dirs = b.placeable_log_dirs();
+    match (dirs.next(), dirs.next(), b.log_dirs.len()) {
+        (Some(only), None, 1) => only,
+        _ => DIR_UNASSIGNED,
+    }
 }
 
 fn check_manual(
@@ -641,6 +672,18 @@ fn check_manual(
         |b| image.is_active_broker(b),
         first,
     )
+}
+
+/// A new partition's directories (KIP-858): each broker's only directory where it has
+/// exactly one, so that broker's AssignReplicasToDirs is a no-op; none at all (an empty list)
+/// when no replica's directory is known yet.
+fn directories(image: &MetadataImage, replicas: &[i32]) -> Vec<Uuid> {
+    let dirs: Vec<Uuid> = replicas.iter().map(|b| default_dir(image, *b)).collect();
+    if dirs.iter().all(|d| *d == DIR_UNASSIGNED) {
+        Vec::new()
+    } else {
+        dirs
+    }
 }
 
 /// New partitions: the ISR is the active replicas, the first of them leads (Kafka's choice for
@@ -660,6 +703,7 @@ fn partition_records(
                 .copied()
                 .filter(|b| image.is_active_broker(*b))
                 .collect();
+            let directories = directories(image, &replicas);
             MetadataRecord::Partition(PartitionRecord {
                 topic_id,
                 partition: first + i as i32,
@@ -671,8 +715,7 @@ fn partition_records(
                 leader_epoch: 0,
                 partition_epoch: 0,
                 leader_recovering: false,
-                // Unassigned until each broker reports where it placed its replica (KIP-858).
-                directories: Vec::new(),
+                directories,
             })
         })
         .collect()

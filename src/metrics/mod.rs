@@ -16,6 +16,8 @@ mod names;
 mod snapshot;
 pub mod wire;
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::prometheus_text;
@@ -94,6 +96,22 @@ pub struct Metrics {
     fsync: Histogram,
     log_open: Histogram,
     logs_recovered: Counter,
+    /// Handles on the series of `requests` and the five request-time families, by API name:
+    /// every request updates six series, and finding them in the families costs six label
+    /// vectors, their strings and six SipHash lookups (3 % of a simulated run's instructions).
+    /// The handles share their values with the families (a series is created on first use,
+    /// as before), so what a scrape renders is unchanged.
+    request_series: Arc<Mutex<BTreeMap<String, RequestSeries>>>,
+}
+
+/// One API name's series: its count per version and its five time histograms.
+struct RequestSeries {
+    versions: Vec<(i16, Counter)>,
+    total: Histogram,
+    queue: Histogram,
+    local: Histogram,
+    remote: Histogram,
+    send: Histogram,
 }
 
 impl Default for Metrics {
@@ -125,28 +143,45 @@ impl Metrics {
             fsync: Histogram::new(SECONDS_BUCKETS),
             log_open: Histogram::new(SECONDS_BUCKETS),
             logs_recovered: Counter::default(),
+            request_series: Arc::default(),
         }
     }
 
     /// One request answered (or dropped, acks=0): counted per API name and version, timed per
     /// API name.
     pub fn request(&self, name: &str, version: i16, times: &RequestTimes) {
-        self.requests
-            .get_or_create(&vec![
-                ("request", name.to_string()),
-                ("version", version.to_string()),
-            ])
-            .inc();
-        let api = vec![("request", name.to_string())];
-        self.total_time
-            .get_or_create(&api)
-            .observe(ms(times.total()));
-        self.queue_time.get_or_create(&api).observe(ms(times.queue));
-        self.local_time.get_or_create(&api).observe(ms(times.local));
-        self.remote_time
-            .get_or_create(&api)
-            .observe(ms(times.remote));
-        self.send_time.get_or_create(&api).observe(ms(times.send));
+        let mut cache = self.request_series.lock().unwrap();
+        if !cache.contains_key(name) {
+            let api = vec![("request", name.to_string())];
+            let series = RequestSeries {
+                versions: Vec::new(),
+                total: self.total_time.get_or_create(&api).clone(),
+                queue: self.queue_time.get_or_create(&api).clone(),
+                local: self.local_time.get_or_create(&api).clone(),
+                remote: self.remote_time.get_or_create(&api).clone(),
+                send: self.send_time.get_or_create(&api).clone(),
+            };
+            cache.insert(name.to_string(), series);
+        }
+        let series = cache.get_mut(name).expect("inserted above");
+        let at = match series.versions.iter().position(|(v, _)| *v == version) {
+            Some(at) => at,
+            None => {
+                let labels = vec![
+                    ("request", name.to_string()),
+                    ("version", version.to_string()),
+                ];
+                let counter = self.requests.get_or_create(&labels).clone();
+                series.versions.push((version, counter));
+                series.versions.len() - 1
+            }
+        };
+        series.versions[at].1.inc();
+        series.total.observe(ms(times.total()));
+        series.queue.observe(ms(times.queue));
+        series.local.observe(ms(times.local));
+        series.remote.observe(ms(times.remote));
+        series.send.observe(ms(times.send));
     }
 
     /// A request whose connection was closed instead of answered (malformed, codec error).

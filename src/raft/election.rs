@@ -84,7 +84,11 @@ impl Raft {
             epoch: req.last_offset_epoch,
             offset: req.last_offset,
         };
-        let log_ok = candidate_log >= self.log_end() || self.planted_grant_shorter_log();
+        let log_ok = if self.planted(PlantedVote::OffsetOnly) {
+            candidate_log.offset >= self.log_end().offset
+        } else {
+            candidate_log >= self.log_end() || self.planted_grant_shorter_log()
+        };
         let granted = self.is_voter
             && log_ok
             && if req.pre_vote {
@@ -98,7 +102,7 @@ impl Raft {
             } else {
                 self.leader.is_none()
                     && match self.voted_for {
-                        Some(v) => v == from,
+                        Some(v) => v == from || self.planted(PlantedVote::Twice),
                         None => matches!(
                             self.role,
                             Role::Unattached { .. } | Role::Prospective { .. }
@@ -322,6 +326,21 @@ impl Raft {
         }
     }
 
+    fn planted(&self, bug: PlantedVote) -> bool {
+        #[cfg(any(madsim, test))]
+        {
+            let bug = match bug {
+                PlantedVote::Twice => crate::config::PlantedBug::QuorumDoubleVote,
+                PlantedVote::OffsetOnly => crate::config::PlantedBug::QuorumVoteComparesOffsetOnly,
+            };
+            if (self.cfg.planted).is(bug) {
+                return true;
+            }
+        }
+        let _ = bug;
+        false
+    }
+
     fn planted_grant_shorter_log(&self) -> bool {
         #[cfg(any(madsim, test))]
         if (self.cfg.planted).is(crate::config::PlantedBug::QuorumGrantShorterLog) {
@@ -329,4 +348,13 @@ impl Raft {
         }
         false
     }
+}
+
+/// The vote bugs the mutation run plants (`quorum-double-vote`, `quorum-vote-compares-offset-only`).
+#[derive(Clone, Copy)]
+enum PlantedVote {
+    /// A second candidate granted in an epoch already voted in.
+    Twice,
+    /// Logs compared by end offset alone.
+    OffsetOnly,
 }

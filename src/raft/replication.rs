@@ -345,7 +345,9 @@ impl Raft {
             committed <= self.end_offset,
             "a majority is past the leader's end"
         );
-        if committed > state.epoch_start && committed > self.high_watermark {
+        if (committed > state.epoch_start || self.planted_commit_old_epoch())
+            && committed > self.high_watermark
+        {
             self.set_high_watermark(committed);
         }
     }
@@ -363,6 +365,16 @@ impl Raft {
     fn planted_commit_on_minority(&self) -> bool {
         #[cfg(any(madsim, test))]
         if (self.cfg.planted).is(crate::config::PlantedBug::QuorumCommitOnMinority) {
+            return true;
+        }
+        false
+    }
+
+    /// Planted `quorum-commit-old-epoch`: Raft's figure 8, an earlier epoch's entries committed
+    /// by counting replicas.
+    fn planted_commit_old_epoch(&self) -> bool {
+        #[cfg(any(madsim, test))]
+        if (self.cfg.planted).is(crate::config::PlantedBug::QuorumCommitOldEpoch) {
             return true;
         }
         false

@@ -229,6 +229,13 @@ impl ReplicaSet {
         self.high_watermark
     }
 
+    /// This leader's log end when it was elected: its epoch's first offset. While the high
+    /// watermark is below it, the leader cannot yet say where the committed log ends
+    /// (Kafka's `leaderEpochStartOffsetOpt`, KAFKA-7395).
+    pub fn epoch_start_offset(&self) -> i64 {
+        self.epoch_start_offset
+    }
+
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
     }
@@ -470,7 +477,15 @@ impl ReplicaSet {
             return;
         }
         let f = self.followers[&replica];
-        let in_sync = f.log_end >= self.high_watermark && f.log_end >= self.epoch_start_offset;
+        #[allow(unused_mut)]
+        let mut held = f.log_end;
+        // The planted bug: what this fetch's answer will carry (up to the leader's end at the
+        // fetch) counts as held already, one round trip before the follower has it.
+        #[cfg(any(madsim, test))]
+        if (self.config.planted).is(crate::config::PlantedBug::IsrExpandOneFetchEarly) {
+            held = f.leader_end_at_last_fetch;
+        }
+        let in_sync = held >= self.high_watermark && held >= self.epoch_start_offset;
         if !in_sync || !self.eligible(replica, f.broker_epoch) {
             return;
         }
@@ -587,6 +602,12 @@ impl ReplicaSet {
             let waiting_to_join = f.log_end != UNKNOWN_OFFSET
                 && f.caught_up(self.log_end, self.now, lag_max)
                 && self.eligible(r, f.broker_epoch);
+            #[cfg(any(madsim, test))]
+            if f.log_end == UNKNOWN_OFFSET
+                && (self.config.planted).is(crate::config::PlantedBug::NewLeaderHwSkipsUnknown)
+            {
+                continue;
+            }
             if maximal.contains(&r) || waiting_to_join {
                 candidate = candidate.min(f.log_end);
             }

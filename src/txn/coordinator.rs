@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 pub mod describe;
+mod end_v2;
 
 use super::records::{self, TxnRecord};
 use super::{partition_for, TopicPartition, TxnError, TxnState};
@@ -31,6 +32,9 @@ pub struct TxnConfig {
     /// `transactional.id.expiration.ms`: an id with no transaction open (Empty, Complete*)
     /// and no update for this long is forgotten (a tombstone in `__transaction_state`).
     pub id_expiration_ms: i64,
+    /// Simulator and tests: the bug planted here (`TxnV2NoEpochBump`).
+    #[cfg(any(madsim, test))]
+    pub planted: crate::config::planted::Planted,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +72,9 @@ pub enum Event {
         producer_id: i64,
         producer_epoch: i16,
         partitions: Vec<TopicPartition>,
+        /// Transactions v2 (KIP-890 part 2): a partition leader's implicit add for Produce v12
+        /// or TxnOffsetCommit v5 (AddPartitionsToTxn v5); the transaction it opens is a v2 one.
+        v2: bool,
     },
     /// KIP-890 part 1: is `partition` in the producer's ongoing transaction?
     Verify {
@@ -83,6 +90,12 @@ pub enum Event {
         producer_id: i64,
         producer_epoch: i16,
         commit: bool,
+        /// EndTxn v5 (transactions v2): the epoch is bumped at the end of every transaction and
+        /// the answer carries the producer id and epoch to use next.
+        v2: bool,
+        /// A producer id the driver reserved for a v2 end whose bump exhausts the epoch
+        /// ([`TxnCoordinator::needs_fresh_producer_id`]); -1 if none.
+        fresh_producer_id: i64,
     },
     /// A `__transaction_state` append is committed (or failed).
     AppendDone {
@@ -148,6 +161,14 @@ struct Txn {
     pending: Option<Token>,
     /// Markers asked of the driver and not yet reported written.
     markers_in_flight: bool,
+    /// The transaction in this state follows transactions v2 (opened by an implicit add or
+    /// ended by EndTxn v5): its end bumps the epoch.
+    v2: bool,
+    /// Transactions v2 across an exhausted epoch: the producer id the transaction's end moves
+    /// to (at epoch 0) once Complete*, -1 otherwise.
+    next_producer_id: i64,
+    /// The producer id before the last rotation (a retried EndTxn v5 may name it), -1 if none.
+    previous_producer_id: i64,
 }
 
 struct PendingAppend {
@@ -172,8 +193,9 @@ pub struct TxnCoordinator {
     next_token: Token,
 }
 
-/// Epochs at or past this are exhausted: the next InitProducerId rotates to a new producer id.
-const EPOCH_EXHAUSTED: i16 = i16::MAX - 1;
+/// Epochs at or past this are exhausted: the next InitProducerId rotates to a new producer id
+/// (and a v2 end bumps to `i16::MAX` internally, then rotates).
+pub(crate) const EPOCH_EXHAUSTED: i16 = i16::MAX - 1;
 
 impl TxnCoordinator {
     pub fn new(config: TxnConfig) -> TxnCoordinator {
@@ -235,12 +257,14 @@ impl TxnCoordinator {
                 producer_id,
                 producer_epoch,
                 partitions,
+                v2,
             } => self.add_partitions(
                 now,
                 request,
                 &transactional_id,
                 (producer_id, producer_epoch),
                 partitions,
+                v2,
                 &mut out,
             ),
             Event::Verify {
@@ -264,12 +288,31 @@ impl TxnCoordinator {
                 producer_id,
                 producer_epoch,
                 commit,
+                v2: false,
+                ..
             } => self.end_txn(
                 now,
                 request,
                 &transactional_id,
                 (producer_id, producer_epoch),
                 commit,
+                &mut out,
+            ),
+            Event::EndTxn {
+                request,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                v2: true,
+                fresh_producer_id,
+            } => self.end_txn_v2(
+                now,
+                request,
+                &transactional_id,
+                (producer_id, producer_epoch),
+                commit,
+                fresh_producer_id,
                 &mut out,
             ),
             Event::AppendDone { token, result } => self.append_done(token, result, &mut out),
@@ -371,6 +414,9 @@ impl TxnCoordinator {
                 last_update_ms: now,
                 pending: None,
                 markers_in_flight: false,
+                v2: false,
+                next_producer_id: -1,
+                previous_producer_id: -1,
             })
             .clone();
         if txn.pending.is_some() {
@@ -447,6 +493,7 @@ impl TxnCoordinator {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn add_partitions(
         &mut self,
         now: i64,
@@ -454,6 +501,7 @@ impl TxnCoordinator {
         transactional_id: &str,
         producer: (i64, i16),
         partitions: Vec<TopicPartition>,
+        v2: bool,
         out: &mut Vec<Action>,
     ) {
         let txn = match self.current(transactional_id, producer) {
@@ -475,6 +523,7 @@ impl TxnCoordinator {
         if txn.state != TxnState::Ongoing {
             next.start_ms = now;
             next.partitions.clear();
+            next.v2 = v2;
         }
         next.partitions.extend(partitions);
         next.state = TxnState::Ongoing;
@@ -559,6 +608,15 @@ impl TxnCoordinator {
         };
         next.partitions.clear();
         next.last_update_ms = now;
+        if next.next_producer_id >= 0 {
+            // Transactions v2 across an exhausted epoch: the producer goes on under the id
+            // reserved at the end, at epoch 0 (its client saw the old id's last epoch before).
+            next.previous_producer_id = txn.producer_id;
+            next.producer_id = next.next_producer_id;
+            next.next_producer_id = -1;
+            next.producer_epoch = 0;
+            next.last_epoch = EPOCH_EXHAUSTED;
+        }
         self.persist(transactional_id, next, None, out);
     }
 
@@ -609,6 +667,7 @@ impl TxnCoordinator {
         assert!(txn.pending.is_none(), "one transition at a time");
         assert!(
             next.state.may_follow(txn.state)
+                || (next.v2 && next.state.may_follow_in_v2(txn.state))
                 || (txn.producer_epoch == -1 && next.state == TxnState::Empty),
             "{:?} may not follow {:?}",
             next.state,
@@ -625,6 +684,9 @@ impl TxnCoordinator {
             partitions: next.partitions.iter().cloned().collect(),
             last_update_ms: next.last_update_ms,
             start_ms: next.start_ms,
+            v2: next.v2,
+            previous_producer_id: next.previous_producer_id,
+            next_producer_id: next.next_producer_id,
         };
         out.push(Action::Append {
             token,
@@ -771,6 +833,9 @@ impl TxnCoordinator {
                         last_update_ms: r.last_update_ms,
                         pending: None,
                         markers_in_flight: false,
+                        v2: r.v2,
+                        next_producer_id: r.next_producer_id,
+                        previous_producer_id: r.previous_producer_id,
                     },
                 );
             }
@@ -848,6 +913,15 @@ impl TxnCoordinator {
                 );
             }
             assert!(txn.producer_epoch >= -1);
+            if txn.next_producer_id >= 0 {
+                // A rotation waits only on the end of a v2 transaction at an exhausted epoch.
+                assert!(
+                    txn.v2
+                        && txn.producer_epoch > EPOCH_EXHAUSTED
+                        && matches!(txn.state, TxnState::PrepareCommit | TxnState::PrepareAbort),
+                    "{id}: next producer id outside a v2 end at an exhausted epoch"
+                );
+            }
         }
     }
 

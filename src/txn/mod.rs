@@ -1,4 +1,5 @@
-//! Transactions (KIP-98, served as transactions v1 with KIP-890 part 1's verification): the
+//! Transactions (KIP-98, served as transactions v1 with KIP-890 part 1's verification, and
+//! transactions v2 of KIP-890 part 2 for clients that speak it): the
 //! transaction coordinator as a pure core (`coordinator`), its `__transaction_state` records
 //! (`records`). The partition side (markers, LSO, aborted index) lives with the producer state
 //! in `crate::replica`; the driver that does the I/O is `broker::drivers::txn_coordinator`.
@@ -108,6 +109,14 @@ impl TxnState {
             CompleteCommit => previous == PrepareCommit,
             CompleteAbort => previous == PrepareAbort,
         }
+    }
+
+    /// Transactions v2 also lets an abort begin from a transaction that is not open (Empty or
+    /// Complete*): an abort with no partitions, which still bumps the epoch (KIP-890).
+    pub fn may_follow_in_v2(self, previous: TxnState) -> bool {
+        use TxnState::*;
+        self.may_follow(previous)
+            || (self == PrepareAbort && matches!(previous, Empty | CompleteCommit | CompleteAbort))
     }
 }
 

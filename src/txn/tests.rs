@@ -51,10 +51,15 @@ struct Harness {
 
 impl Harness {
     fn loaded() -> Harness {
+        Harness::loaded_with(Default::default())
+    }
+
+    fn loaded_with(planted: crate::config::planted::Planted) -> Harness {
         let mut core = TxnCoordinator::new(TxnConfig {
             max_timeout_ms: 900_000,
             partitions: PARTITIONS,
             id_expiration_ms: EXPIRATION_MS,
+            planted,
         });
         let partition = partition_for(ID, PARTITIONS);
         core.step(
@@ -111,6 +116,7 @@ fn add(request: u64, epoch: i16, partitions: &[(&str, i32)]) -> Event {
             .iter()
             .map(|(t, p)| TopicPartition::new(t, *p))
             .collect(),
+        v2: false,
     }
 }
 
@@ -121,6 +127,8 @@ fn end(request: u64, epoch: i16, commit: bool) -> Event {
         producer_id: 101,
         producer_epoch: epoch,
         commit,
+        v2: false,
+        fresh_producer_id: -1,
     }
 }
 
@@ -162,7 +170,10 @@ enum Row {
 }
 
 fn run(rows: Vec<Row>) -> Harness {
-    let mut h = Harness::loaded();
+    run_with(Harness::loaded(), rows)
+}
+
+fn run_with(mut h: Harness, rows: Vec<Row>) -> Harness {
     for (i, row) in rows.into_iter().enumerate() {
         match row {
             Row::Event(e, want) => {
@@ -178,6 +189,8 @@ fn run(rows: Vec<Row>) -> Harness {
 
 use Out::*;
 use Row::{At, Commit, Event as E};
+
+mod v2;
 
 #[test]
 fn commit_and_abort_round_trips() {
@@ -288,6 +301,8 @@ fn fencing_and_epochs() {
                 producer_id: 7,
                 producer_epoch: 3,
                 commit: true,
+                v2: false,
+                fresh_producer_id: -1,
             },
             vec![Reply(12, err(TxnError::InvalidProducerIdMapping))],
         ),
@@ -456,6 +471,7 @@ fn an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id() {
         max_timeout_ms: 900_000,
         partitions: PARTITIONS,
         id_expiration_ms: EXPIRATION_MS,
+        planted: Default::default(),
     });
     let partition = partition_for(ID, PARTITIONS);
     c.step(

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use crate::sync::watch;
 
 /// Held by the connection loop: says when the connection went away.
 pub struct ConnectionWatch {

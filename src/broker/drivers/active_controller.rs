@@ -10,49 +10,15 @@
 //! dead broker fenced, its restart refused as a duplicate registration; replication-5-mixed
 //! seed 52 lost acknowledged writes that way).
 
+pub(crate) mod state;
+
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
-
-use crate::broker::{Broker, CommitError};
-use crate::config::ServerConfig;
-use crate::controller::active::{Action, ActiveConfig, ActiveController, Answer, Event};
+use crate::broker::{errors::CommitError, shared::Broker};
+use crate::controller::active::{Action, Answer, Event};
 use crate::controller::brokers::{HeartbeatReply, HeartbeatRequest, RegistrationRequest};
-use crate::controller::Controller;
-
-/// How often leaderless partitions are elected again.
-const LEADERLESS_RETRY_MS: i64 = 1000;
-
-/// The core and the timer's wake-up.
-pub(crate) struct ActiveControllerState {
-    core: Mutex<ActiveController>,
-    /// Poked after a request's step (it may have moved the deadline): the timer reads it again.
-    wake: Notify,
-}
-
-impl ActiveControllerState {
-    pub(crate) fn new(config: &ServerConfig, rules: Controller) -> ActiveControllerState {
-        let timeout = config.broker_session_timeout_ms.clamp(1, i64::MAX as u64) as i64;
-        let rebalance_ms = config
-            .leader_imbalance_check_interval_seconds
-            .clamp(1, i64::MAX as u64 / 1000) as i64
-            * 1000;
-        let active = ActiveConfig {
-            session_timeout_ms: timeout,
-            leaderless_retry_ms: LEADERLESS_RETRY_MS,
-            rebalance_every_ms: config.auto_leader_rebalance_enable.then_some(rebalance_ms),
-            // A failed fence is tried again an eighth of the session timeout later, within
-            // 10..=250 ms.
-            retry_ms: (timeout / 8).clamp(10, 250),
-        };
-        ActiveControllerState {
-            core: Mutex::new(ActiveController::new(active, rules)),
-            wake: Notify::new(),
-        }
-    }
-}
 
 /// Reports a write the driver stopped waiting for (its future dropped) as not committed, so
 /// the core never keeps a write in flight that nobody will report.

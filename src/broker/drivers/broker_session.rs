@@ -14,7 +14,9 @@
 //! Requests go to the leader's controller listener over the quorum's peer link, or straight to
 //! [`broker_rpc::answer`] when this node is the active controller itself.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+pub(crate) mod state;
+
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,13 +27,14 @@ use kafka_protocol::messages::{
     BrokerRegistrationRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
-use tokio::sync::watch;
 use uuid::Uuid;
 
 use crate::controller::brokers::DURABLE_FEATURE;
+use crate::controller::ConfigResource;
 
-use crate::broker::handlers::inter_node::{broker_rpc, replica_logs};
-use crate::broker::{peer, Broker};
+use crate::broker::handlers::inter_node::{broker_rpc, cordoned_dirs, replica_logs};
+use crate::broker::{peer, shared::Broker};
+use state::SessionState;
 
 const REGISTRATION_VERSION: i16 = 3;
 /// Kafka's clean-shutdown file name, holding `{"version":0,"brokerEpoch":N}`.
@@ -41,54 +44,6 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(5000);
 const RETRY: Duration = Duration::from_millis(100);
 /// Heartbeat period while fenced or shutting down.
 const FAST_HEARTBEAT: Duration = Duration::from_millis(100);
-
-/// What the session task and `Broker::shutdown` share.
-pub struct SessionState {
-    want_shutdown: AtomicBool,
-    /// True once the controller allowed this broker to stop.
-    granted: watch::Sender<bool>,
-    /// The last heartbeat's answer: fenced or not.
-    fenced: AtomicBool,
-    /// The epoch of this process's registration (-1: not registered yet).
-    epoch: AtomicI64,
-    /// The epoch the last clean stop recorded (-1: none).
-    previous_epoch: AtomicI64,
-}
-
-impl Default for SessionState {
-    fn default() -> Self {
-        SessionState {
-            want_shutdown: AtomicBool::new(false),
-            granted: watch::channel(false).0,
-            fenced: AtomicBool::new(true),
-            epoch: AtomicI64::new(-1),
-            previous_epoch: AtomicI64::new(-1),
-        }
-    }
-}
-
-impl SessionState {
-    /// Whether the controller allowed this broker to stop (controlled shutdown).
-    pub fn shutdown_granted(&self) -> bool {
-        *self.granted.borrow()
-    }
-
-    pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::Acquire)
-    }
-
-    /// The broker epoch of this process's registration, once registered.
-    pub fn epoch(&self) -> Option<i64> {
-        Some(self.epoch.load(Ordering::Acquire)).filter(|e| *e >= 0)
-    }
-
-    /// As if the controller had accepted this process's registration at `epoch` (tests of
-    /// what waits on it, without a controller).
-    #[cfg(test)]
-    pub(crate) fn set_registered_for_test(&self, epoch: i64) {
-        self.epoch.store(epoch, Ordering::Release);
-    }
-}
 
 impl Broker {
     /// At start: the epoch a clean stop left in [`CLEAN_SHUTDOWN_FILE`], read and removed (a
@@ -124,6 +79,28 @@ impl Broker {
 }
 
 impl Broker {
+    /// The ids of the directories `cordoned.log.dirs` names (KIP-1066): this broker's dynamic
+    /// value, else the cluster default, else `server.properties`. Also tells `dirs`, so new
+    /// replicas avoid them.
+    pub(crate) fn cordoned_dir_ids(&self) -> Vec<Uuid> {
+        const KEY: &str = "cordoned.log.dirs";
+        let image = self.image();
+        let own = image.resource_configs(&ConfigResource::Broker(self.config.node_id.to_string()));
+        let default = image.resource_configs(&ConfigResource::Broker(String::new()));
+        let named: Vec<String> = match own.get(KEY).or_else(|| default.get(KEY)) {
+            Some(v) => v
+                .split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(str::to_string)
+                .collect(),
+            None => self.config.cordoned_log_dirs.clone(),
+        };
+        let ids = self.dirs.ids_named(&named);
+        self.dirs.set_cordoned(ids.clone());
+        ids
+    }
+
     /// This broker's session with the active controller (cluster brokers only).
     pub fn broker_session(&self) -> &SessionState {
         &self.session
@@ -245,7 +222,12 @@ async fn register(broker: &Broker, incarnation: Uuid) -> Result<i64, String> {
         .with_incarnation_id(incarnation)
         .with_listeners(listeners)
         .with_rack(broker.config.broker_rack.clone().map(StrBytes::from_string))
-        .with_previous_broker_epoch(broker.session.previous_epoch.load(Ordering::Acquire))
+        .with_previous_broker_epoch(if broker.dirs.any_failed_at_start() {
+            // Kafka's rule: a configured directory offline makes the stop count as unclean.
+            -1
+        } else {
+            broker.session.previous_epoch.load(Ordering::Acquire)
+        })
         .with_log_dirs(broker.dirs.online_ids())
         .with_features(durable_features(broker.config.fsync_before_ack));
     match call(
@@ -281,6 +263,15 @@ async fn heartbeat(broker: &Broker, epoch: i64) -> Result<(), Option<ResponseErr
         .with_want_fence(false)
         .with_want_shut_down(want_shutdown)
         .with_offline_log_dirs(broker.dirs.offline_ids());
+    // KIP-1066: the cordoned directories, in every heartbeat (KAFKA-20441: only once the
+    // broker has caught up with the metadata, so a dynamic change is not lost).
+    if !broker.session.is_fenced() {
+        let cordoned = broker.cordoned_dir_ids();
+        request = request.with_unknown_tagged_field(
+            cordoned_dirs::CORDONED_LOG_DIRS_TAG,
+            cordoned_dirs::encode(&cordoned),
+        );
+    }
     // KIP-966 part 2: the logs of partitions awaiting recovery (Weir's tagged field).
     let logs = replica_logs::local_report(broker);
     if !logs.is_empty() {

@@ -16,7 +16,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::broker::{Broker, Lifecycle, PartitionHandle};
+use crate::broker::{shared::Broker, state::Lifecycle, state::PartitionHandle};
 use crate::log::cleaner::{CleanJob, PassStats, Throttle};
 
 /// At most this many passes back to back before the task yields for one scheduler tick: the

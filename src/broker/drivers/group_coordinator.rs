@@ -13,13 +13,15 @@
 //! group) complete it. The timer task sleeps until the core's earliest deadline; a request that
 //! arms an earlier one wakes that task only.
 
+pub(crate) mod state;
+
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 
-use crate::broker::{delayed, Broker, PartitionHandle};
+use crate::broker::{delayed, shared::Broker, state::PartitionHandle};
 use crate::group::{
     Action, AppendError, AppendToken, Coordinator, GroupConfig, GroupError, OffsetRecord,
     RequestId, Response, TxnProducer, OFFSETS_TOPIC,
@@ -27,6 +29,7 @@ use crate::group::{
 use crate::log::batch::{self, BatchBuilder};
 use crate::log::control;
 use crate::replica::ProduceError;
+use state::Inner;
 
 /// Bound on requests waiting for an answer (parked joins and syncs, commits waiting on fsync).
 const MAX_WAITING: usize = 100_000;
@@ -34,23 +37,6 @@ const MAX_WAITING: usize = 100_000;
 const MAX_TIMER_SLEEP_MS: i64 = 1000;
 /// Bytes read per step while replaying an offsets partition.
 const LOAD_CHUNK_BYTES: usize = 1 << 20;
-
-struct Inner {
-    core: Coordinator,
-    waiting: BTreeMap<RequestId, oneshot::Sender<Response>>,
-    next_request: RequestId,
-    /// When the timer task will next look (it is woken if a deadline comes earlier).
-    timer_planned: i64,
-    /// The load under way per offsets partition: a replay whose id is no longer here was
-    /// superseded (the partition was unloaded, perhaps loaded again) and stops.
-    loads: BTreeMap<i32, u64>,
-    next_load: u64,
-}
-
-pub(crate) struct Groups {
-    inner: Mutex<Inner>,
-    timer_wake: Notify,
-}
 
 /// How long an offsets-log append may wait for the high watermark (Kafka's default
 /// `offsets.commit.timeout.ms`); past it the commit fails with COORDINATOR_NOT_AVAILABLE.
@@ -88,32 +74,6 @@ pub(crate) fn group_config(config: &crate::config::ServerConfig) -> GroupConfig 
         #[cfg(any(madsim, test))]
         planted: crate::config::planted::Planted::new(config.planted_bug),
         ..GroupConfig::default()
-    }
-}
-
-impl Groups {
-    pub(crate) fn new(config: GroupConfig) -> Groups {
-        Groups {
-            inner: Mutex::new(Inner {
-                core: Coordinator::new(config),
-                waiting: BTreeMap::new(),
-                next_request: 1,
-                timer_planned: i64::MAX,
-                loads: BTreeMap::new(),
-                next_load: 1,
-            }),
-            timer_wake: Notify::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic under the lock is an invariant violation; poison would only hide it.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Read-only access for queries that never park (OffsetFetch, ListGroups, DescribeGroups).
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Coordinator) -> T) -> T {
-        f(&self.lock().core)
     }
 }
 
@@ -457,7 +417,7 @@ impl Broker {
             // To the log end, not the high watermark (`Partition::read`): the watermark of
             // a replica that just reopened its log starts at the log start, a new leader's
             // trails the old one's, and what this leader holds is what it will commit.
-            let chunk = match handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES) {
+            let chunk = match read_offsets(&self.config, handle, offset) {
                 Ok(chunk) => chunk,
                 Err(e) => {
                     tracing::error!(partition, offset, error = ?e,
@@ -602,4 +562,19 @@ pub(crate) async fn timer_loop(broker: Arc<Broker>) {
                 .await;
         }
     }
+}
+
+/// A chunk of `__consumer_offsets` for the replay, to the log end. Planted
+/// `group-load-to-high-watermark`: only to the high watermark (`Partition::read`).
+fn read_offsets(
+    config: &crate::config::ServerConfig,
+    handle: &PartitionHandle,
+    offset: i64,
+) -> Result<bytes::Bytes, crate::log::ReadError> {
+    #[cfg(any(madsim, test))]
+    if crate::planted!(config, GroupLoadToHighWatermark) {
+        return handle.lock().read(offset, LOAD_CHUNK_BYTES);
+    }
+    let _ = config;
+    handle.lock().read_for_replica(offset, LOAD_CHUNK_BYTES)
 }

@@ -2,7 +2,7 @@
 //! (`__consumer_offsets`, `__transaction_state`): made on first use through the active
 //! controller, and a key's coordinator is the leader of its partition there.
 
-use crate::broker::{Broker, CommitError};
+use crate::broker::{errors::CommitError, shared::Broker};
 use crate::controller::{ControllerError, NewTopic};
 
 impl Broker {

@@ -26,7 +26,7 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
-use crate::broker::{drivers::broker_session, Broker, PartitionHandle};
+use crate::broker::{drivers::broker_session, shared::Broker, state::PartitionHandle};
 use crate::replica::isr::{Action, AlterOutcome};
 
 /// How often led partitions are ticked and queued AlterPartitions sent: a shrink lands within

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::metrics::http::{self, Render};
 
 pub(crate) async fn start(broker: &Arc<Broker>) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::metrics::{self, LagGauge, PartitionGauge, Snapshot};
 
 impl Broker {

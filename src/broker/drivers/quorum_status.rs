@@ -6,10 +6,6 @@
 //! A node without other voters (no `controller.quorum.voters`, or only itself) is its own
 //! quorum of one: Leader from its start, of an epoch one past its previous run's.
 
-use bytes::Bytes;
-
-use crate::broker::Broker;
-
 /// KRaft's roles, plus Observer for a node outside the voter set (a pure broker).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuorumRole {
@@ -61,17 +57,4 @@ pub struct QuorumStatus {
     pub snapshot: Option<crate::raft::OffsetAndEpoch>,
     /// On the leader only: every voter's and observer's progress.
     pub replicas: Vec<ReplicaProgress>,
-}
-
-impl Broker {
-    /// This node's view of the metadata quorum.
-    pub fn quorum_status(&self) -> QuorumStatus {
-        self.quorum.status()
-    }
-
-    /// Committed metadata records this node applied, from offset `from`, at most `max`:
-    /// (offset, the record's raw value bytes). For the simulator's prefix check.
-    pub fn committed_metadata(&self, from: u64, max: usize) -> Vec<(u64, Bytes)> {
-        self.committed.read(from, max)
-    }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use crate::broker::{Broker, Lifecycle, PartitionHandle};
+use crate::broker::{shared::Broker, state::Lifecycle, state::PartitionHandle};
 use crate::replica::isr::{BrokerView, Leadership as IsrLeadership};
 use crate::replica::LeaderView;
 
@@ -235,7 +235,9 @@ impl Broker {
         let dir = self.partition_dir(topic, index);
         // Only this topic's data: a directory a newer topic of the same name already took is
         // that topic's (its partition.metadata names another id).
-        if crate::broker::read_topic_id(&self.io, &dir).is_none_or(|id| id == handle.topic_id) {
+        if crate::broker::partition_metadata::read_topic_id(&self.io, &dir)
+            .is_none_or(|id| id == handle.topic_id)
+        {
             if let Err(e) = self.io.disk.remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not remove a partition no longer hosted here");
             }

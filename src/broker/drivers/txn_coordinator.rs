@@ -10,8 +10,10 @@
 //! transaction's pending offsets there (the group coordinator holds them; TxnOffsetCommit wrote
 //! them to that partition as the producer's transactional batch).
 
+pub(crate) mod state;
+
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::write_txn_markers_request::{
@@ -23,7 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::oneshot;
 
-use crate::broker::{delayed, peer, Broker};
+use crate::broker::{delayed, peer, shared::Broker};
 use crate::group::OFFSETS_TOPIC;
 use crate::log::batch::{self, BatchBuilder};
 use crate::log::control::Marker;
@@ -33,6 +35,7 @@ use crate::txn::{
     Action, Event, Reply, TopicPartition, TxnConfig, TxnCoordinator, TxnError,
     TRANSACTION_STATE_TOPIC,
 };
+use state::Inner;
 
 /// Bound on requests waiting for an answer.
 const MAX_WAITING: usize = 100_000;
@@ -44,39 +47,10 @@ const MARKER_RETRY: Duration = Duration::from_millis(100);
 const MAX_TIMER_SLEEP_MS: i64 = 500;
 const LOAD_CHUNK_BYTES: usize = 1 << 20;
 
-#[derive(Default)]
-struct Inner {
-    core: Option<TxnCoordinator>,
-    waiting: BTreeMap<RequestId, oneshot::Sender<Reply>>,
-    next_request: RequestId,
-    loads: BTreeMap<i32, u64>,
-    next_load: u64,
-}
-
-pub(crate) struct Txns {
-    inner: Mutex<Inner>,
-}
-
-impl Txns {
-    pub(crate) fn new() -> Txns {
-        Txns {
-            inner: Mutex::new(Inner {
-                next_request: 1,
-                next_load: 1,
-                ..Inner::default()
-            }),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 /// An append the core asked for, made, waiting to count.
 struct Appending {
     token: Token,
-    handle: Option<Arc<crate::broker::PartitionHandle>>,
+    handle: Option<Arc<crate::broker::state::PartitionHandle>>,
     up_to: i64,
     fsync: bool,
     /// Failed before it was written.
@@ -275,7 +249,7 @@ impl Broker {
     /// Waits until `up_to` is below the partition's high watermark (after an fsync when asked).
     async fn wait_committed(
         &self,
-        handle: &crate::broker::PartitionHandle,
+        handle: &crate::broker::state::PartitionHandle,
         up_to: i64,
         fsync: bool,
     ) -> Result<(), TxnError> {
@@ -317,6 +291,10 @@ impl Broker {
             crate::txn::partition_for(&transactional_id, core.config().partitions)
         };
         let mut left = partitions;
+        #[cfg(any(madsim, test))]
+        if crate::planted!(self.config, CommitMarkerSomePartitions) && marker.commit {
+            left.pop();
+        }
         while !left.is_empty() {
             // All partitions at once: the next transaction waits for the slowest marker.
             let results = crate::io::join_all(
@@ -575,6 +553,8 @@ impl Broker {
                     max_timeout_ms: self.config.transaction_max_timeout_ms,
                     partitions: topic.partitions,
                     id_expiration_ms: self.config.transactional_id_expiration_ms as i64,
+                    #[cfg(any(madsim, test))]
+                    planted: crate::config::planted::Planted::new(self.config.planted_bug),
                 })
             });
             let mut actions = Vec::new();

@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::config::dynamic_broker::{self, ListKey};
 use crate::config::TopicConfig;
 use crate::controller::ConfigResource;

@@ -29,7 +29,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 
 pub(crate) fn describe(
     broker: &Broker,
@@ -119,6 +119,10 @@ pub(crate) fn alter(
                     match target {
                         None => Some(ResponseError::LogDirNotFound),
                         Some(t) if t.offline.is_some() => Some(ResponseError::KafkaStorageError),
+                        // KIP-1066: nothing moves into a cordoned directory.
+                        Some(t) if broker.dirs.is_cordoned(t.id) => {
+                            Some(ResponseError::InvalidReplicaAssignment)
+                        }
                         Some(t) => match broker.partition(&name, index) {
                             None => Some(ResponseError::ReplicaNotAvailable),
                             Some(_) if t.partitions.contains(&(name.clone(), index)) => None,

@@ -7,7 +7,7 @@
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 
 use crate::broker::api::{self, RequestContext, Route, Serves, Versions};
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use groups::{classic, consumer};
 use inter_node::{broker_rpc, quorum_rpc};
 use records::{delete_records, fetch, offset_for_leader_epoch, produce};
@@ -15,6 +15,7 @@ use security::{acls, quotas, scram};
 use topics::{admin, elect_leaders, metadata, reassignments, topic_partitions};
 
 pub(crate) mod configs;
+pub(crate) mod features;
 pub(crate) mod groups;
 pub(crate) mod inter_node;
 pub(crate) mod log_dirs;
@@ -22,6 +23,7 @@ pub(crate) mod records;
 pub(crate) mod security;
 pub(crate) mod topics;
 pub(crate) mod transactions;
+pub(crate) mod unregister_broker;
 
 /// A route: `$key` at `$versions` on `$serves`, answered by `$body` (an expression of
 /// `Option<ResponseKind>`, or `Result<Option<ResponseKind>, String>` after `try`) with the
@@ -58,8 +60,8 @@ macro_rules! route {
 use Versions::{Codec, Range};
 
 /// Every API Weir serves, in the order ApiVersions lists them. Ceilings sit below the codec's
-/// where a newer version changes semantics Weir does not have yet (Produce 12+ transactions v2
-/// and topic ids, Fetch 17+ follower-only fields, InitProducerId 5+ two-phase commit).
+/// where a newer version changes semantics Weir does not have yet (Produce 13+ topic ids, Fetch
+/// 17+ follower-only fields, InitProducerId 6 two-phase commit).
 /// OffsetCommit and OffsetFetch v9 carry KIP-848 member epochs, which a classic group ignores
 /// as Kafka's does. On the controller listener a Fetch is the metadata log's.
 pub static ROUTES: &[Route<Broker>] = &[
@@ -73,7 +75,7 @@ pub static ROUTES: &[Route<Broker>] = &[
     // this handler never runs.
     route!(Envelope, Range(0, 0), ControllerOnly, try |_, _, _r| Err("an Envelope is opened by the connection loop, not routed".to_string())),
     // The client APIs (both listeners).
-    route!(Produce, Range(3, 11), Both, try |b, c, r| Ok(produce::handle(b, c, r).await.map(ResponseKind::Produce))),
+    route!(Produce, Range(3, 12), Both, try |b, c, r| Ok(produce::handle(b, c, r).await.map(ResponseKind::Produce))),
     route!(Fetch, Range(4, 16), ClientOnly, |b, c, r| Some(
         ResponseKind::Fetch(fetch::handle(b, c, r).await)
     )),
@@ -86,8 +88,15 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(FindCoordinator, Range(0, 6), Both, |b, c, r| Some(
         ResponseKind::FindCoordinator(classic::find_coordinator(b, c, r).await)
     )),
-    route!(ApiVersions, Range(0, 4), Both, |_, c, _r| Some(
-        ResponseKind::ApiVersions(api::api_versions(ROUTES, c.listener))
+    route!(ApiVersions, Range(0, 4), Both, |b, c, _r| Some(
+        ResponseKind::ApiVersions(features::advertise(
+            &b.image(),
+            c.version,
+            api::api_versions(ROUTES, c.listener)
+        ))
+    )),
+    route!(UpdateFeatures, Range(0, 2), Both, |b, c, r| Some(
+        ResponseKind::UpdateFeatures(features::update(b, c, r).await)
     )),
     // On a SASL listener the authenticator answers these before authentication
     // (`secure_connection`); here, after it or on another listener: ILLEGAL_SASL_STATE.
@@ -112,22 +121,23 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(DeleteTopics, Range(1, 6), Both, |b, c, r| Some(
         ResponseKind::DeleteTopics(admin::delete_topics(b, c, r).await)
     )),
-    route!(InitProducerId, Range(0, 4), Both, |b, c, r| Some(
+    route!(InitProducerId, Range(0, 5), Both, |b, c, r| Some(
         ResponseKind::InitProducerId(produce::init_producer_id(b, c, r).await)
     )),
-    // Transactions v1 (KIP-98 with KIP-890 part 1's verification). Not the v2 versions
-    // (EndTxn 5, TxnOffsetCommit 5, AddPartitionsToTxn 4+ from brokers), and no
-    // `transaction.version` feature is advertised, so clients stay on v1.
-    route!(AddPartitionsToTxn, Range(0, 3), Both, |b, c, r| Some(
+    // Transactions v1 (KIP-98 with KIP-890 part 1's verification) and v2 (KIP-890 part 2:
+    // Produce 12 and TxnOffsetCommit 5 add partitions implicitly, EndTxn 5 bumps the epoch,
+    // AddPartitionsToTxn 4–5 is the brokers' batched form). Clients take v2 only when
+    // `transaction.version` 2 is finalized (ApiVersions' features).
+    route!(AddPartitionsToTxn, Range(0, 5), Both, |b, c, r| Some(
         ResponseKind::AddPartitionsToTxn(transactions::add_partitions(b, c, r).await)
     )),
     route!(AddOffsetsToTxn, Range(0, 3), Both, |b, c, r| Some(
         ResponseKind::AddOffsetsToTxn(transactions::add_offsets(b, c, r).await)
     )),
-    route!(EndTxn, Range(0, 3), Both, |b, c, r| Some(
+    route!(EndTxn, Range(0, 5), Both, |b, c, r| Some(
         ResponseKind::EndTxn(transactions::end_txn(b, c, r).await)
     )),
-    route!(TxnOffsetCommit, Range(0, 3), Both, |b, c, r| Some(
+    route!(TxnOffsetCommit, Range(0, 5), Both, |b, c, r| Some(
         ResponseKind::TxnOffsetCommit(transactions::txn_offset_commit(b, c, r).await)
     )),
     route!(WriteTxnMarkers, Range(1, 1), Both, |b, c, r| Some(
@@ -219,6 +229,9 @@ pub static ROUTES: &[Route<Broker>] = &[
             reassignments::list(b, c, r),
         ))
     }),
+    route!(UnregisterBroker, Range(0, 0), Both, |b, c, r| Some(
+        ResponseKind::UnregisterBroker(unregister_broker::handle(b, c, r).await)
+    )),
     route!(OffsetCommit, Range(2, 9), Both, |b, c, r| Some(
         ResponseKind::OffsetCommit(classic::offset_commit(b, c, r).await)
     )),
@@ -278,15 +291,17 @@ mod tests {
     #[test]
     fn advertised_versions_fit_the_codec() {
         let client = api_versions(ROUTES, ListenerKind::Client).api_keys;
-        assert_eq!(client.len(), 52);
+        assert_eq!(client.len(), 54);
+        assert!(served(ApiKey::UnregisterBroker, 0));
         assert!(served(ApiKey::AlterPartitionReassignments, 1));
         assert!(served(ApiKey::ListPartitionReassignments, 0));
         assert!(served(ApiKey::DescribeClientQuotas, 1) && served(ApiKey::AlterClientQuotas, 1));
         assert!(served(ApiKey::Produce, 9));
-        // Transactions v1 only: no v2 versions (EndTxn 5) and no broker-to-broker verify.
-        assert!(served(ApiKey::EndTxn, 3) && !served(ApiKey::EndTxn, 4));
-        assert!(served(ApiKey::AddPartitionsToTxn, 3));
-        assert!(!served(ApiKey::AddPartitionsToTxn, 4));
+        // Transactions v2's versions (KIP-890 part 2), and not Produce's topic ids.
+        assert!(served(ApiKey::EndTxn, 5) && served(ApiKey::TxnOffsetCommit, 5));
+        assert!(served(ApiKey::Produce, 12) && !served(ApiKey::Produce, 13));
+        assert!(served(ApiKey::AddPartitionsToTxn, 5));
+        assert!(served(ApiKey::InitProducerId, 5) && !served(ApiKey::InitProducerId, 6));
         assert!(!served(ApiKey::Produce, 2));
         assert!(served(ApiKey::JoinGroup, 0));
         // KIP-848: librdkafka's group.protocol=consumer needs v1.

@@ -23,31 +23,17 @@ use kafka_protocol::messages::{
 
 use crate::broker::api::RequestContext;
 use crate::broker::handlers::inter_node::forward;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::group::OFFSETS_TOPIC;
 use crate::log::control::Marker;
 use crate::txn::{Event, Reply, TopicPartition, TxnError};
 
 mod describe;
-pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
+mod error_codes;
+mod implicit_add;
 
-/// A coordinator error as the client's version expects it (PRODUCER_FENCED is
-/// INVALID_PRODUCER_EPOCH before InitProducerId v4 and EndTxn / AddPartitionsToTxn /
-/// AddOffsetsToTxn v2).
-fn code(e: TxnError, fenced_since: i16, version: i16) -> ResponseError {
-    match e {
-        TxnError::NotCoordinator => ResponseError::NotCoordinator,
-        TxnError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
-        TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
-        TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
-        TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
-        TxnError::ProducerFenced if version < fenced_since => ResponseError::InvalidProducerEpoch,
-        TxnError::ProducerFenced => ResponseError::ProducerFenced,
-        TxnError::InvalidTxnState | TxnError::NotInTransaction => ResponseError::InvalidTxnState,
-        TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
-        TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
-    }
-}
+pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
+use error_codes::code;
 
 fn reply_code(reply: &Reply, fenced_since: i16, version: i16) -> i16 {
     match reply {
@@ -115,6 +101,10 @@ pub(crate) async fn add_partitions(
     ctx: &RequestContext,
     req: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
+    if ctx.version >= 4 {
+        // The brokers' batched form (verification, transactions v2's implicit add).
+        return implicit_add::add_partitions_from_broker(broker, ctx, req).await;
+    }
     let partitions: Vec<TopicPartition> = req
         .v3_and_below_topics
         .iter()
@@ -177,6 +167,7 @@ pub(crate) async fn add_partitions(
                 producer_id: req.v3_and_below_producer_id.0,
                 producer_epoch: req.v3_and_below_producer_epoch,
                 partitions: partitions.clone(),
+                v2: false,
             })
             .await;
         let c = reply_code(&reply, 2, ctx.version);
@@ -238,6 +229,7 @@ pub(crate) async fn add_offsets(
             producer_id: req.producer_id.0,
             producer_epoch: req.producer_epoch,
             partitions: vec![TopicPartition::new(OFFSETS_TOPIC, partition)],
+            v2: false,
         })
         .await;
     AddOffsetsToTxnResponse::default().with_error_code(reply_code(&reply, 2, ctx.version))
@@ -254,19 +246,47 @@ pub(crate) async fn end_txn(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1);
     }
+    // EndTxn v5 is transactions v2: the coordinator bumps the epoch and answers the producer
+    // id and epoch to go on with (a new id when the bump exhausts the epoch: reserved first).
+    let v2 = ctx.version >= 5;
+    let id = req.transactional_id.to_string();
+    let fresh =
+        if v2 && broker.txn_read(|core, _| core.is_some_and(|c| c.needs_fresh_producer_id(&id))) {
+            match reserve_producer_id(broker).await {
+                Ok(pid) => pid,
+                Err(e) => {
+                    tracing::warn!(error = %e, "no producer id for a transactions v2 rotation");
+                    return EndTxnResponse::default()
+                        .with_error_code(ResponseError::CoordinatorNotAvailable.code())
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1);
+                }
+            }
+        } else {
+            -1
+        };
     let reply = broker
         .txn_call(|request| Event::EndTxn {
             request,
-            transactional_id: req.transactional_id.to_string(),
+            transactional_id: id,
             producer_id: req.producer_id.0,
             producer_epoch: req.producer_epoch,
             commit: req.committed,
+            v2,
+            fresh_producer_id: fresh,
         })
         .await;
+    let (producer_id, producer_epoch) = match reply {
+        Reply::ProducerId {
+            producer_id,
+            producer_epoch,
+        } => (producer_id, producer_epoch),
+        _ => (-1, -1),
+    };
     EndTxnResponse::default()
         .with_error_code(reply_code(&reply, 2, ctx.version))
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch)
 }
 
 /// TxnOffsetCommit at the group coordinator: once the offsets partition is verified to be in
@@ -303,14 +323,19 @@ pub(crate) async fn txn_offset_commit(
         }
         Err(e) => Err(e),
         Ok(p) => {
-            let reply = broker
-                .txn_verify(
-                    &req.transactional_id,
-                    req.producer_id.0,
-                    req.producer_epoch,
-                    TopicPartition::new(OFFSETS_TOPIC, p),
-                )
-                .await;
+            // v5 is transactions v2: the offsets partition joins the transaction here
+            // (no AddOffsetsToTxn); before, it must already be in it.
+            let partition = TopicPartition::new(OFFSETS_TOPIC, p);
+            let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
+            let reply = if ctx.version >= 5 {
+                broker
+                    .txn_add_implicit(&req.transactional_id, pid, epoch, partition)
+                    .await
+            } else {
+                broker
+                    .txn_verify(&req.transactional_id, pid, epoch, partition)
+                    .await
+            };
             match reply {
                 Ok(()) => Ok(()),
                 Err(TxnError::ProducerFenced) => Err(ResponseError::InvalidProducerEpoch),

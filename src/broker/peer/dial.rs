@@ -3,7 +3,10 @@
 //! is this node's certificate for `ssl.client.auth`), then SASL: SaslHandshake v1 with the
 //! configured mechanism and the mechanism's tokens in SaslAuthenticate, driven by the pure
 //! client core (`security::sasl::client`). A [`Dialer`] is built once per target listener at
-//! start; [`Dialer::secure`] runs on each new connection of a `Link`.
+//! start; [`Dialer::secure`] runs on each new connection of a `Link`, and
+//! [`Dialer::reauthenticate`] again on that connection before the session the other node
+//! granted ends (KIP-368, `connections.max.reauth.ms` on its listener), through whatever
+//! carries the link's requests ([`Exchange`]).
 
 use std::fmt;
 use std::sync::Arc;
@@ -95,13 +98,14 @@ impl Dialer {
         &self.listener
     }
 
-    /// Runs TLS (checking the certificate names `host`) and SASL on a new connection.
+    /// Runs TLS (checking the certificate names `host`) and SASL on a new connection. With
+    /// the stream comes the SASL session's lifetime (`session_lifetime_ms`, 0: no expiry).
     pub async fn secure(
         &self,
         io: &Io,
         stream: BoxStream,
         host: &str,
-    ) -> Result<BoxStream, DialError> {
+    ) -> Result<(BoxStream, i64), DialError> {
         let mut stream = match &self.tls {
             None => stream,
             Some(config) => {
@@ -116,32 +120,99 @@ impl Dialer {
                 Box::new(TlsStream::connect(stream, conn).await?) as BoxStream
             }
         };
+        let mut lifetime = 0;
         if let Some((mechanism, user, password)) = &self.sasl {
             let mut client = SaslClient::new(*mechanism, user, password);
-            authenticate(io, &mut stream, &mut client).await?;
+            let mut fresh = Fresh {
+                stream: &mut stream,
+                correlation: 0,
+            };
+            lifetime = authenticate(io, &mut fresh, &mut client).await?;
         }
-        Ok(stream)
+        Ok((stream, lifetime))
+    }
+
+    /// KIP-368: logs in again on a connection whose session is about to end, with the same
+    /// mechanism and user (the other node refuses a change), SaslHandshake v1 then
+    /// SaslAuthenticate, as a Kafka client does. The caller has no request in flight on it.
+    /// Returns the new session's lifetime.
+    pub async fn reauthenticate(
+        &self,
+        io: &Io,
+        exchange: &mut impl Exchange,
+    ) -> Result<i64, DialError> {
+        let Some((mechanism, user, password)) = &self.sasl else {
+            return Ok(0);
+        };
+        let mut client = SaslClient::new(*mechanism, user, password);
+        authenticate(io, exchange, &mut client).await
     }
 }
 
-/// One request and its answer on a connection nothing else uses yet.
-async fn exchange(
-    stream: &mut BoxStream,
+/// Carries one SASL request to the other node and brings back its answer.
+pub trait Exchange {
+    fn exchange(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> impl std::future::Future<Output = Result<ResponseKind, DialError>> + Send;
+}
+
+/// A connection nothing else uses yet: write one request, read its answer.
+struct Fresh<'a> {
+    stream: &'a mut BoxStream,
     correlation: i32,
+}
+
+impl Exchange for Fresh<'_> {
+    async fn exchange(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Result<ResponseKind, DialError> {
+        self.correlation += 1;
+        let frame = sasl_frame(key, version, self.correlation, &body)?;
+        let mut out = BytesMut::with_capacity(frame.len() + 4);
+        start_frame(&mut out);
+        out.extend_from_slice(&frame);
+        finish_frame(&mut out);
+        self.stream.write_all(&out).await?;
+        self.stream.flush().await?;
+        let answer = read_answer(key, read_frame(self.stream, MAX_SASL_FRAME).await)?;
+        decode_answer(key, version, answer)
+    }
+}
+
+/// A SASL request's frame (without its size prefix) with this correlation id.
+pub fn sasl_frame(
     key: ApiKey,
     version: i16,
-    body: RequestKind,
-) -> Result<ResponseKind, DialError> {
-    let mut frame = encode_request(key, version, "weir-broker", &body)
+    correlation: i32,
+    body: &RequestKind,
+) -> Result<Vec<u8>, DialError> {
+    let mut frame = encode_request(key, version, "weir-broker", body)
         .map_err(|e| DialError::Io(std::io::Error::other(e.to_string())))?;
     frame[4..8].copy_from_slice(&correlation.to_be_bytes());
-    let mut out = BytesMut::with_capacity(frame.len() + 4);
-    start_frame(&mut out);
-    out.extend_from_slice(&frame);
-    finish_frame(&mut out);
-    stream.write_all(&out).await?;
-    stream.flush().await?;
-    let answer = match read_frame(stream, MAX_SASL_FRAME).await {
+    Ok(frame)
+}
+
+/// Decodes the answer to a SASL request (its frame, correlation id first).
+pub fn decode_answer(
+    key: ApiKey,
+    version: i16,
+    answer: bytes::Bytes,
+) -> Result<ResponseKind, DialError> {
+    decode_response(key, version, answer)
+        .map_err(|e| DialError::Io(std::io::Error::other(format!("{key:?} answer: {e}"))))
+}
+
+fn read_answer(
+    key: ApiKey,
+    read: Result<Option<BytesMut>, impl std::fmt::Display>,
+) -> Result<bytes::Bytes, DialError> {
+    let answer = match read {
         Ok(Some(f)) => f.freeze(),
         Ok(None) => {
             return Err(DialError::Authentication(format!(
@@ -151,26 +222,26 @@ async fn exchange(
         }
         Err(e) => return Err(DialError::Io(std::io::Error::other(e.to_string()))),
     };
-    decode_response(key, version, answer)
-        .map_err(|e| DialError::Io(std::io::Error::other(format!("{key:?} answer: {e}"))))
+    Ok(answer)
 }
 
+/// SaslHandshake v1 and the mechanism's tokens; the session's lifetime (ms, 0: none) from the
+/// last SaslAuthenticate answer.
 async fn authenticate(
     io: &Io,
-    stream: &mut BoxStream,
+    exchange: &mut impl Exchange,
     client: &mut SaslClient,
-) -> Result<(), DialError> {
+) -> Result<i64, DialError> {
     let mechanism = client.mechanism().name();
     let request =
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
-    let ResponseKind::SaslHandshake(answer) = exchange(
-        stream,
-        1,
-        ApiKey::SaslHandshake,
-        HANDSHAKE_VERSION,
-        RequestKind::SaslHandshake(request),
-    )
-    .await?
+    let ResponseKind::SaslHandshake(answer) = exchange
+        .exchange(
+            ApiKey::SaslHandshake,
+            HANDSHAKE_VERSION,
+            RequestKind::SaslHandshake(request),
+        )
+        .await?
     else {
         return Err(DialError::Io(std::io::Error::other(
             "not a SaslHandshake answer",
@@ -186,22 +257,21 @@ async fn authenticate(
     }
     let entropy = crate::security::entropy(io);
     let mut step = client.start(&entropy);
-    let mut correlation = 2;
+    let mut lifetime = 0;
     loop {
         let token = match step {
-            ClientStep::Done => return Ok(()),
+            ClientStep::Done => return Ok(lifetime),
             ClientStep::Failed(m) => return Err(DialError::Authentication(m)),
             ClientStep::Send(token) => token,
         };
         let request = SaslAuthenticateRequest::default().with_auth_bytes(token.into());
-        let ResponseKind::SaslAuthenticate(answer) = exchange(
-            stream,
-            correlation,
-            ApiKey::SaslAuthenticate,
-            AUTHENTICATE_VERSION,
-            RequestKind::SaslAuthenticate(request),
-        )
-        .await?
+        let ResponseKind::SaslAuthenticate(answer) = exchange
+            .exchange(
+                ApiKey::SaslAuthenticate,
+                AUTHENTICATE_VERSION,
+                RequestKind::SaslAuthenticate(request),
+            )
+            .await?
         else {
             return Err(DialError::Io(std::io::Error::other(
                 "not a SaslAuthenticate answer",
@@ -214,14 +284,15 @@ async fn authenticate(
                 answer.error_message.as_deref().unwrap_or("")
             )));
         }
-        correlation += 1;
+        lifetime = answer.session_lifetime_ms;
         step = client.server_token(&answer.auth_bytes);
     }
 }
 
 /// A peer link to a single node's SASL_SSL listener (rcgen certificates, PLAIN): the login
 /// succeeds with the right password and the link carries requests; a wrong password or an
-/// untrusted certificate fails the call with the reason, never hangs.
+/// untrusted certificate fails the call with the reason, never hangs; with a session lifetime
+/// the link re-authenticates in time.
 #[cfg(all(test, not(madsim)))]
 mod tests {
     use std::collections::BTreeMap;
@@ -234,7 +305,7 @@ mod tests {
 
     use super::*;
     use crate::broker::peer::Link;
-    use crate::broker::Broker;
+    use crate::broker::shared::Broker;
     use crate::config::{SecurityProtocol, ServerConfig};
     use crate::security::tls::{ClientAuth, PemSource, TlsSettings};
 
@@ -258,12 +329,16 @@ mod tests {
         encode_request(ApiKey::ApiVersions, 0, "test", &body).unwrap()
     }
 
-    #[tokio::test]
-    async fn links_log_in_over_tls_and_sasl() {
-        let (ca, chain, key) = certificates();
+    /// A single node with a SASL_SSL listener named SECURE (PLAIN, user `broker`, password
+    /// `right`), plus `extra` properties.
+    async fn secure_node(
+        chain: &str,
+        key: &str,
+        extra: &[(&str, &str)],
+    ) -> (crate::broker::RunningBroker, Io) {
         let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
                     user_broker=\"right\";";
-        let props = BTreeMap::from([
+        let mut props = BTreeMap::from([
             (
                 "listeners".to_string(),
                 "SECURE://127.0.0.1:0,CONTROLLER://127.0.0.1:0".to_string(),
@@ -282,30 +357,44 @@ mod tests {
                 jaas.to_string(),
             ),
             ("ssl.keystore.type".to_string(), "PEM".to_string()),
-            ("ssl.keystore.certificate.chain".to_string(), chain.clone()),
-            ("ssl.keystore.key".to_string(), key.clone()),
+            (
+                "ssl.keystore.certificate.chain".to_string(),
+                chain.to_string(),
+            ),
+            ("ssl.keystore.key".to_string(), key.to_string()),
             ("log.dirs".to_string(), "/data".to_string()),
         ]);
+        props.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let config = ServerConfig::from_properties(&props).unwrap().0;
         let io = Io::os();
         let io = Io {
             disk: Arc::new(crate::io::memdisk::MemDisk::new(3)),
             ..io
         };
-        let running = Broker::start(config, io.clone()).await.unwrap();
-        let (_stop, shutdown) = tokio::sync::watch::channel(false);
-        let outbound = |password: &str, trusted: &str| Outbound {
+        (Broker::start(config, io.clone()).await.unwrap(), io)
+    }
+
+    fn outbound(chain: &str, key: &str, password: &str, trusted: &str) -> Outbound {
+        Outbound {
             listener: "SECURE".into(),
             protocol: SecurityProtocol::SaslSsl,
             tls: Some(TlsSettings {
-                chain: PemSource::Inline(chain.clone()),
-                key: PemSource::Inline(key.clone()),
+                chain: PemSource::Inline(chain.to_string()),
+                key: PemSource::Inline(key.to_string()),
                 truststore: Some(PemSource::Inline(trusted.to_string())),
                 client_auth: ClientAuth::None,
             }),
             verify_hostname: true,
             sasl: Some((Mechanism::Plain, "broker".into(), password.into())),
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn links_log_in_over_tls_and_sasl() {
+        let (ca, chain, key) = certificates();
+        let (running, io) = secure_node(&chain, &key, &[]).await;
+        let (_stop, shutdown) = crate::sync::watch::channel(false);
+        let outbound = |password: &str, trusted: &str| outbound(&chain, &key, password, trusted);
         let call = |outbound: Outbound, host: &str| {
             let dialer = Dialer::new(&outbound, &io).unwrap().unwrap();
             let link = Link::secured(
@@ -345,6 +434,44 @@ mod tests {
         let mut any_name = outbound("right", &ca);
         any_name.verify_hostname = false;
         assert!(call(any_name, "elsewhere.example").await.is_ok());
+        running.broker.halt();
+    }
+
+    /// KIP-368 on the node's own connections: the listener grants 1.5 s sessions and closes a
+    /// connection at its first request past the session's end (no answer). The link logs in
+    /// again on the same connection before that (at 85–95 %), so a call after 2 s is answered;
+    /// without re-authentication it fails ("peer connection lost").
+    #[tokio::test]
+    async fn links_reauthenticate_before_the_session_ends() {
+        let (ca, chain, key) = certificates();
+        let (running, io) =
+            secure_node(&chain, &key, &[("connections.max.reauth.ms", "1500")]).await;
+        let (_stop, shutdown) = crate::sync::watch::channel(false);
+        let dialer = Dialer::new(&outbound(&chain, &key, "right", &ca), &io)
+            .unwrap()
+            .unwrap();
+        let link = Link::secured(
+            &io,
+            running.local_addr,
+            shutdown,
+            Some((dialer, "localhost".into())),
+        );
+        let call = || async {
+            let answer = tokio::time::timeout(Duration::from_secs(10), link.call(api_versions()))
+                .await
+                .expect("the link hung")
+                .unwrap()
+                .expect("the call failed: the session ended without re-authentication");
+            let ResponseKind::ApiVersions(r) =
+                decode_response(ApiKey::ApiVersions, 0, answer).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(r.error_code, 0);
+        };
+        call().await;
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        call().await;
         running.broker.halt();
     }
 }

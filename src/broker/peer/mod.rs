@@ -6,6 +6,11 @@
 //!
 //! A link to a secured listener runs TLS and SASL on each new connection first ([`dial`]); a
 //! refused login is logged as the configuration error it is, and retried at the slowest pace.
+//! When the other node's listener limits a SASL session (`connections.max.reauth.ms`, KIP-368)
+//! the link logs in again on the same connection before the session ends, as Kafka's clients
+//! do (at 85–95 % of it): it stops writing calls, lets the ones in flight be answered, then
+//! sends SaslHandshake and SaslAuthenticate like calls. Without that the other node would close
+//! the connection at the first request past the session's end, failing the calls in flight.
 //!
 //! A link carries raw frames (a request without its size prefix; the link writes the
 //! correlation id), so the same link carries forwarded client requests, byte for byte inside
@@ -17,11 +22,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::watch;
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot, watch};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use tokio::io::{AsyncWriteExt, BufReader, WriteHalf};
+use tokio::sync::{mpsc, oneshot};
 
-use crate::io::Io;
+use crate::io::{BoxStream, Io};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame};
 
 /// Calls waiting to be written.
@@ -106,19 +113,20 @@ impl Link {
 
 type Pending = Arc<Mutex<BTreeMap<i32, oneshot::Sender<Reply>>>>;
 
-/// Connects and secures, within [`CONNECT_TIMEOUT`] each.
+/// Connects and secures, within [`CONNECT_TIMEOUT`] each. With the stream comes the SASL
+/// session's lifetime in ms (0: no SASL, or no expiry).
 async fn connect(
     io: &Io,
     addr: SocketAddr,
     security: &Security,
-) -> Result<crate::io::BoxStream, dial::DialError> {
+) -> Result<(BoxStream, i64), dial::DialError> {
     let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "connect timed out");
     let stream = match io.timeout(CONNECT_TIMEOUT, io.net.connect(addr)).await {
         Some(s) => s?,
         None => return Err(timed_out().into()),
     };
     let Some((dialer, host)) = security else {
-        return Ok(stream);
+        return Ok((stream, 0));
     };
     match io
         .timeout(CONNECT_TIMEOUT, dialer.secure(io, stream, host))
@@ -148,7 +156,7 @@ async fn run(
         if *shutdown.borrow() {
             return;
         }
-        let stream = match connect(&io, addr, &security).await {
+        let (stream, lifetime) = match connect(&io, addr, &security).await {
             Ok(s) => s,
             Err(e) => {
                 if let dial::DialError::Authentication(reason) = &e {
@@ -180,18 +188,50 @@ async fn run(
         let (read_half, mut write_half) = tokio::io::split(stream);
         let pending: Pending = Arc::default();
         let (dead_tx, mut dead) = watch::channel(false);
+        let (answered_tx, mut answered) = watch::channel(0u64);
         io.spawn(read_responses(
             BufReader::new(read_half),
             pending.clone(),
             dead_tx,
+            answered_tx,
             addr,
         ));
+        let mut reauth_at = reauth_deadline(&io, lifetime);
         let mut next = Some(first);
         loop {
             let call = match next.take() {
                 Some(c) => c,
                 None => tokio::select! {
                     biased;
+                    // First, so a busy link cannot put it off.
+                    _ = until(&io, reauth_at) => {
+                        let Some((dialer, _)) = &security else { unreachable!("a lifetime without SASL") };
+                        if !drain(&pending, &mut answered, &mut dead).await {
+                            break;
+                        }
+                        let mut on_link = OnLink {
+                            io: &io,
+                            write: &mut write_half,
+                            pending: &pending,
+                            correlation: &mut correlation,
+                        };
+                        match dialer.reauthenticate(&io, &mut on_link).await {
+                            Ok(lifetime) => {
+                                tracing::debug!(%addr, lifetime, "re-authenticated");
+                                reauth_at = reauth_deadline(&io, lifetime);
+                                continue;
+                            }
+                            Err(dial::DialError::Authentication(reason)) => {
+                                tracing::error!(%addr, listener = dialer.listener(), %reason,
+                                    "cannot re-authenticate to the other node: the connection closes");
+                                break;
+                            }
+                            Err(dial::DialError::Io(e)) => {
+                                tracing::debug!(%addr, error = %e, "re-authentication failed");
+                                break;
+                            }
+                        }
+                    }
                     c = rx.recv() => match c { Some(c) => c, None => return },
                     _ = dead.changed() => break,
                     _ = shutdown.changed() => return,
@@ -237,10 +277,90 @@ async fn run(
     }
 }
 
+/// When to log in again on a connection whose session lasts `lifetime` ms (monotonic time).
+fn reauth_deadline(io: &Io, lifetime: i64) -> Option<Duration> {
+    crate::security::sasl::client::reauthenticate_after(lifetime, io.rng.next_u64())
+        .map(|after| io.clock.monotonic() + after)
+}
+
+/// Ends at `at` (monotonic), never without one.
+async fn until(io: &Io, at: Option<Duration>) {
+    let Some(at) = at else {
+        return std::future::pending().await;
+    };
+    let now = io.clock.monotonic();
+    if at > now {
+        io.clock.sleep(at - now).await;
+    }
+}
+
+/// Waits until no call is in flight; false if the connection died meanwhile.
+async fn drain(
+    pending: &Pending,
+    answered: &mut watch::Receiver<u64>,
+    dead: &mut watch::Receiver<bool>,
+) -> bool {
+    loop {
+        if *dead.borrow() {
+            return false;
+        }
+        if pending.lock().unwrap().is_empty() {
+            return true;
+        }
+        tokio::select! {
+            r = answered.changed() => if r.is_err() { return false },
+            _ = dead.changed() => {}
+        }
+    }
+}
+
+/// Re-authentication's requests on a live connection: written like any call, their answers
+/// come back through the reader's pending map.
+struct OnLink<'a> {
+    io: &'a Io,
+    write: &'a mut WriteHalf<BoxStream>,
+    pending: &'a Pending,
+    correlation: &'a mut i32,
+}
+
+impl dial::Exchange for OnLink<'_> {
+    async fn exchange(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: RequestKind,
+    ) -> Result<ResponseKind, dial::DialError> {
+        *self.correlation = self.correlation.wrapping_add(1);
+        let frame = dial::sasl_frame(key, version, *self.correlation, &body)?;
+        let (reply, answer) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap()
+            .insert(*self.correlation, reply);
+        let mut out = BytesMut::with_capacity(frame.len() + 4);
+        start_frame(&mut out);
+        out.extend_from_slice(&frame);
+        finish_frame(&mut out);
+        write_frame(self.write, &out).await?;
+        let answer = match self.io.timeout(CONNECT_TIMEOUT, answer).await {
+            None => {
+                return Err(
+                    io::Error::new(io::ErrorKind::TimedOut, "re-authentication timed out").into(),
+                )
+            }
+            // The reader dropped it: the connection is gone.
+            Some(Err(_)) => return Err(io::Error::other("peer connection lost").into()),
+            Some(Ok(reply)) => reply?,
+        };
+        dial::decode_answer(key, version, answer)
+    }
+}
+
 async fn read_responses(
     mut reader: BufReader<tokio::io::ReadHalf<crate::io::BoxStream>>,
     pending: Pending,
     dead: watch::Sender<bool>,
+    answered: watch::Sender<u64>,
     addr: SocketAddr,
 ) {
     loop {
@@ -262,9 +382,11 @@ async fn read_responses(
             }
         };
         let correlation = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
-        match pending.lock().unwrap().remove(&correlation) {
+        let waiting = pending.lock().unwrap().remove(&correlation);
+        match waiting {
             Some(reply) => {
                 let _ = reply.send(Ok(frame));
+                answered.send_modify(|n| *n += 1);
             }
             None => {
                 tracing::warn!(%addr, correlation, "peer answered a request never sent");

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use super::{caught_up_past_registration, ready_for_clients};
-use crate::broker::{Broker, Leadership};
+use crate::broker::{drivers::reconcile::Leadership, shared::Broker};
 use crate::config::ServerConfig;
 use crate::controller::image::PartitionRecord;
 use crate::controller::{BrokerEndpoint, MetadataRecord};

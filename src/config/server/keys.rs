@@ -178,6 +178,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     used("controller.quorum.fetch.timeout.ms", Int(2, I32), "2000", "A quorum follower that has not heard from its leader this long stands for election."),
     used("controller.quorum.voters", List, "", "The static voters (`id@host:port`); none: the node is its own quorum of one.")
         .no_default().shows(|c| Some(voters(c, true))),
+    used("cordoned.log.dirs", List, "", "KIP-1066: log directories (paths from `log.dirs`, or `*` for all) that take no new partitions; a broker with all of them cordoned gets none. Its replicas keep serving. Reported to the controller in heartbeats.")
+        .dynamic(ClusterWide).shows(|c| Some(c.cordoned_log_dirs.join(","))),
     used("default.replication.factor", Int(1, I16), "1", "Replication factor for auto-created topics and CreateTopics without one.")
         .shows(|c| Some(c.default_replication_factor.to_string())),
     used("delete.topic.enable", Bool, "true", "Whether DeleteTopics is allowed.")

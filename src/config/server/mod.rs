@@ -70,6 +70,8 @@ pub struct ServerConfig {
     /// `sasl.mechanism.controller.protocol`.
     pub sasl_mechanism_controller_protocol: Option<String>,
     pub log_dirs: Vec<String>,
+    /// `cordoned.log.dirs` (KIP-1066): paths of `log_dirs`, or `*` alone for all of them.
+    pub cordoned_log_dirs: Vec<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
     pub auto_create_topics_enable: bool,

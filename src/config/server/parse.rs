@@ -151,6 +151,7 @@ pub(super) fn parse(
         let (key, v) = dirs.unwrap_or(("log.dir", dir));
         parse_log_dirs(key, v)?
     };
+    let cordoned_log_dirs = parse_cordoned(p.text("cordoned.log.dirs"), &log_dirs)?;
     let connections_max_idle_ms = match p.int("connections.max.idle.ms")? {
         ms if ms < 0 => u64::MAX,
         ms => ms as u64,
@@ -211,6 +212,7 @@ pub(super) fn parse(
             .get("sasl.mechanism.controller.protocol")
             .map(str::to_string),
         log_dirs,
+        cordoned_log_dirs,
         num_partitions: p.int("num.partitions")? as i32,
         default_replication_factor: p.int("default.replication.factor")? as i16,
         auto_create_topics_enable: p.bool("auto.create.topics.enable")?,
@@ -606,6 +608,26 @@ fn parse_log_dirs(key: &str, value: &str) -> Result<Vec<String>, ConfigError> {
     }
     if dirs.is_empty() {
         return Err(invalid(key, value, "must name at least one directory"));
+    }
+    Ok(dirs)
+}
+
+/// `cordoned.log.dirs`: `*` alone, or directories of `log.dirs` (Kafka's rule).
+fn parse_cordoned(value: &str, log_dirs: &[String]) -> Result<Vec<String>, ConfigError> {
+    let key = "cordoned.log.dirs";
+    let dirs: Vec<String> = parse_list(value).into_iter().map(str::to_string).collect();
+    if dirs.iter().any(|d| d == "*") {
+        if dirs.len() > 1 {
+            return Err(invalid(
+                key,
+                value,
+                "`*` cordons every directory and stands alone",
+            ));
+        }
+        return Ok(dirs);
+    }
+    if let Some(d) = dirs.iter().find(|d| !log_dirs.contains(d)) {
+        return Err(invalid(key, value, format!("'{d}' is not one of log.dirs")));
     }
     Ok(dirs)
 }

@@ -223,6 +223,7 @@ impl Runner {
                 let id = num(&a, "id") as i32;
                 Event::Heartbeat(HeartbeatRequest {
                     offline_dirs: Vec::new(),
+                    cordoned_dirs: None,
                     id,
                     epoch: a.get("epoch").map_or_else(
                         || self.image.broker(id).map_or(-1, |b| b.epoch),

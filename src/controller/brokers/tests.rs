@@ -40,6 +40,7 @@ fn commit(image: &mut MetadataImage, records: &[MetadataRecord]) {
 fn beat(id: i32, image: &MetadataImage) -> HeartbeatRequest {
     HeartbeatRequest {
         offline_dirs: Vec::new(),
+        cordoned_dirs: None,
         id,
         epoch: image.broker(id).unwrap().epoch,
         metadata_offset: image.applied() - 1,

@@ -20,12 +20,34 @@ pub struct BrokerRegistration {
     /// KIP-858: its online log directories (empty: it registered none, as before JBOD).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub log_dirs: Vec<Uuid>,
+    /// KIP-1066: those of its directories that take no new partitions (a new registration
+    /// starts with none; the broker's heartbeats report them once it has caught up).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cordoned_log_dirs: Vec<Uuid>,
 }
 
 impl BrokerRegistration {
     /// May lead a partition or join an ISR (KIP-841: unfenced and not shutting down).
     pub fn is_active(&self) -> bool {
         !self.fenced && !self.in_controlled_shutdown
+    }
+
+    /// Takes no new partitions (KIP-1066): every online directory is cordoned. A broker that
+    /// registered no directories (before JBOD) cannot be cordoned.
+    pub fn is_cordoned(&self) -> bool {
+        !self.log_dirs.is_empty()
+            && self
+                .log_dirs
+                .iter()
+                .all(|d| self.cordoned_log_dirs.contains(d))
+    }
+
+    /// Its online directories that may take a new partition (not cordoned).
+    pub fn placeable_log_dirs(&self) -> impl Iterator<Item = Uuid> + '_ {
+        self.log_dirs
+            .iter()
+            .copied()
+            .filter(|d| !self.cordoned_log_dirs.contains(d))
     }
 
     /// The endpoint for `listener` (upper-cased name), if the broker registered one.
@@ -73,8 +95,22 @@ impl Brokers {
                 fenced,
                 in_controlled_shutdown: false,
                 log_dirs: log_dirs.to_vec(),
+                cordoned_log_dirs: Vec::new(),
             },
         );
+    }
+
+    /// The broker's cordoned directories (KIP-1066).
+    pub(super) fn change_cordoned_log_dirs(&mut self, id: i32, epoch: i64, cordoned: &[Uuid]) {
+        let broker = self
+            .by_id
+            .get_mut(&id)
+            .unwrap_or_else(|| panic!("cordoned log dirs of unregistered broker {id}"));
+        assert_eq!(
+            broker.epoch, epoch,
+            "cordoned log dirs of broker {id} at a stale epoch"
+        );
+        broker.cordoned_log_dirs = cordoned.to_vec();
     }
 
     pub(super) fn change(

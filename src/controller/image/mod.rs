@@ -42,6 +42,8 @@ pub struct MetadataImage {
     scram: scram::ScramCredentials,
     /// Client quotas by entity and key (KIP-546).
     quotas: quotas::ClientQuotas,
+    /// Finalized feature levels by name (a feature at level 0 has no entry).
+    features: BTreeMap<String, i16>,
     /// The offset after the last applied record.
     applied: i64,
 }
@@ -78,6 +80,13 @@ impl MetadataImage {
                 epoch,
                 log_dirs,
             } => self.brokers.change_log_dirs(*id, *epoch, log_dirs),
+            MetadataRecord::BrokerCordonedLogDirs {
+                id,
+                epoch,
+                cordoned_log_dirs,
+            } => self
+                .brokers
+                .change_cordoned_log_dirs(*id, *epoch, cordoned_log_dirs),
             MetadataRecord::BrokerChange {
                 id,
                 epoch,
@@ -178,6 +187,14 @@ impl MetadataImage {
             }
             MetadataRecord::ClientQuota { entity, key, value } => {
                 self.quotas.set(entity, key, value.map(|v| v.0))
+            }
+            MetadataRecord::FeatureLevel { name, level } => {
+                assert!(*level >= 0, "feature {name} at level {level}");
+                if *level == 0 {
+                    self.features.remove(name);
+                } else {
+                    self.features.insert(name.clone(), *level);
+                }
             }
         }
         self.applied = offset + 1;
@@ -284,6 +301,16 @@ impl MetadataImage {
 
     pub fn quotas(&self) -> &quotas::ClientQuotas {
         &self.quotas
+    }
+
+    /// The finalized level of feature `name` (0 when none is finalized).
+    pub fn feature_level(&self, name: &str) -> i16 {
+        self.features.get(name).copied().unwrap_or(0)
+    }
+
+    /// Every finalized feature (level above 0), by name.
+    pub fn features(&self) -> &BTreeMap<String, i16> {
+        &self.features
     }
 
     pub fn producer_ids_reserved(&self) -> i64 {

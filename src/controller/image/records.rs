@@ -141,6 +141,13 @@ pub enum MetadataRecord {
         epoch: i64,
         log_dirs: Vec<Uuid>,
     },
+    /// Kafka's BrokerRegistrationChangeRecord with only `CordonedLogDirs` set (KIP-1066): the
+    /// broker's directories that take no new partitions, as its heartbeat last reported them.
+    BrokerCordonedLogDirs {
+        id: i32,
+        epoch: i64,
+        cordoned_log_dirs: Vec<Uuid>,
+    },
     /// Kafka's BrokerRegistrationChangeRecord: fence, unfence, controlled shutdown.
     BrokerChange {
         id: i32,
@@ -227,6 +234,11 @@ pub enum MetadataRecord {
         key: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         value: Option<QuotaValue>,
+    },
+    /// Kafka's FeatureLevelRecord: a finalized feature's level (0 removes it, as in Kafka).
+    FeatureLevel {
+        name: String,
+        level: i16,
     },
 }
 

@@ -35,6 +35,9 @@ struct ImageTables {
     /// Client quotas (absent in snapshots written before them).
     #[serde(default)]
     quotas: Vec<(QuotaEntity, BTreeMap<String, QuotaValue>)>,
+    /// Finalized features (absent in snapshots written before them).
+    #[serde(default)]
+    features: Vec<(String, i16)>,
 }
 
 impl MetadataImage {
@@ -62,6 +65,7 @@ impl MetadataImage {
                 .all()
                 .map(|(e, keys)| (e.clone(), keys.clone()))
                 .collect(),
+            features: self.features.iter().map(|(n, l)| (n.clone(), *l)).collect(),
         };
         serde_json::to_vec(&tables).expect("the image serialises")
     }
@@ -151,6 +155,11 @@ impl MetadataImage {
             }
             for (key, value) in keys {
                 image.quotas.set(&entity, &key, Some(value.0));
+            }
+        }
+        for (name, level) in tables.features {
+            if level <= 0 || image.features.insert(name.clone(), level).is_some() {
+                return Err(format!("feature {name} twice or at level {level}"));
             }
         }
         Ok(image)
@@ -263,6 +272,10 @@ mod tests {
                 key: "producer_byte_rate".into(),
                 value: Some(QuotaValue(1024.0)),
             },
+            MetadataRecord::FeatureLevel {
+                name: "transaction.version".into(),
+                level: 2,
+            },
         ];
         for (offset, r) in records.iter().enumerate() {
             image.apply(offset as i64 + 3, r);
@@ -276,7 +289,8 @@ mod tests {
         let body = image.to_snapshot();
         let back = MetadataImage::from_snapshot(&body).expect("reads back");
         assert_eq!(back, image);
-        assert_eq!(back.applied(), 16);
+        assert_eq!(back.applied(), 17);
+        assert_eq!(back.feature_level("transaction.version"), 2);
         assert_eq!(
             back.resource_configs(&ConfigResource::Group("g".into()))
                 ["consumer.session.timeout.ms"],

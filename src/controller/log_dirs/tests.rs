@@ -33,6 +33,7 @@ fn beat(id: i32, image: &MetadataImage, offline: Vec<Uuid>) -> HeartbeatRequest 
         want_shutdown: false,
         replica_logs: Vec::new(),
         offline_dirs: offline,
+        cordoned_dirs: None,
     }
 }
 

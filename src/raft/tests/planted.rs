@@ -54,3 +54,30 @@ fn catches_fetches_without_an_epoch_check() {
     report("no_fetch_epoch_check", 3, bug);
     report("no_fetch_epoch_check", 5, bug);
 }
+
+/// The mutation run's quorum bugs (issue 21): how many seeds the core's own harness needs.
+#[test]
+#[ignore = "a measurement: cargo test --lib raft::tests::planted::mutation -- --ignored --nocapture"]
+fn mutation_run_quorum_bugs() {
+    for (name, bug) in [
+        ("commit_old_epoch", PlantedBug::QuorumCommitOldEpoch),
+        ("double_vote", PlantedBug::QuorumDoubleVote),
+        (
+            "vote_compares_offset_only",
+            PlantedBug::QuorumVoteComparesOffsetOnly,
+        ),
+    ] {
+        for voters in [3, 5] {
+            let mut opts = Options::new(voters);
+            opts.planted = Planted::new(Some(bug));
+            let caught = (0..MAX_SEEDS).find_map(|seed| run(seed, &opts).err().map(|w| (seed, w)));
+            match caught {
+                Some((seed, why)) => eprintln!(
+                    "planted `{name}` ({voters} voters) caught after {} seeds: {why}",
+                    seed + 1
+                ),
+                None => eprintln!("planted `{name}` ({voters} voters) missed in {MAX_SEEDS} seeds"),
+            }
+        }
+    }
+}

@@ -69,6 +69,11 @@ impl Partition {
         if last_fetched_epoch < 0 {
             return Ok(None);
         }
+        // The planted pre-KIP-320 leader: a follower's last fetched epoch is never checked.
+        #[cfg(any(madsim, test))]
+        if require_leader && self.planted(crate::config::PlantedBug::LeaderSkipsDivergingEpoch) {
+            return Ok(None);
+        }
         let end = self.log.end_offset_for_epoch(last_fetched_epoch);
         if end.is_undefined() || fetch_offset < self.log.start_offset() {
             return Err(EpochRefusal::OffsetOutOfRange);

@@ -209,6 +209,23 @@ impl SaslClient {
     }
 }
 
+/// When a client re-authenticates (KIP-368) after a login whose SaslAuthenticate answer gave
+/// `session_lifetime_ms`: as Kafka's clients (`SaslClientAuthenticator.ReauthInfo`), at 85 %
+/// of the lifetime plus up to 10 % jitter (`draw`, a random u64), so that the connections of
+/// many nodes logged in at once do not re-authenticate at once, and well before the server
+/// closes the connection at 100 %. `None`: the session does not expire.
+pub fn reauthenticate_after(session_lifetime_ms: i64, draw: u64) -> Option<std::time::Duration> {
+    if session_lifetime_ms <= 0 {
+        return None;
+    }
+    // In hundredths of a percent: 85.00 % to 94.99 %.
+    let basis_points = 8_500 + draw % 1_000;
+    let micros = session_lifetime_ms as u128 * 1_000 * basis_points as u128 / 10_000;
+    let after = std::time::Duration::from_micros(micros.min(u64::MAX as u128) as u64);
+    assert!(after.as_millis() < session_lifetime_ms as u128);
+    Some(after)
+}
+
 /// SaltedPassword := Hi(password, salt, i) (PBKDF2 with the mechanism's HMAC).
 pub fn salted_password(hash: Hash, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
     let (alg, len) = match hash {
@@ -321,6 +338,23 @@ mod tests {
             client.server_token(answer.as_bytes()),
             ClientStep::Failed(_)
         ));
+    }
+
+    /// 85 % to 95 % of the lifetime, never at or past it; no re-authentication without one.
+    #[test]
+    fn reauthentication_comes_before_the_session_ends() {
+        assert_eq!(reauthenticate_after(0, 7), None);
+        assert_eq!(reauthenticate_after(-1, 7), None);
+        let ms = |draw| reauthenticate_after(10_000, draw).unwrap().as_millis();
+        assert_eq!(ms(0), 8_500);
+        assert_eq!(ms(500), 9_000);
+        assert_eq!(ms(999), 9_499);
+        assert_eq!(ms(1_000), 8_500);
+        assert_eq!(reauthenticate_after(1, 999).unwrap().as_micros(), 949);
+        for draw in [1, 1 << 40, u64::MAX - 1, u64::MAX] {
+            let after = reauthenticate_after(2_000, draw).unwrap().as_millis();
+            assert!((1_700..1_900).contains(&after), "{after}");
+        }
     }
 
     #[test]

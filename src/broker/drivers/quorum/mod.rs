@@ -16,6 +16,7 @@
 pub mod applied;
 pub mod batches;
 pub mod codec;
+pub mod handle;
 pub mod legacy;
 pub mod raft_log;
 pub mod snapshot_file;
@@ -28,19 +29,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::sync::watch;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::broker::drivers::quorum_status::{QuorumRole, QuorumStatus, ReplicaProgress};
 use crate::broker::peer::{self, Dialer, Link};
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::image::MetadataImage;
 use crate::io::Io;
 use crate::raft::{
     Action, DropReason, Event, Message, NodeId, OffsetAndEpoch, Raft, RaftConfig, RoleKind,
     SnapshotMeta,
 };
+use handle::Input;
+pub use handle::{Answer, ControllerView, ProposeError, QuorumHandle};
 use raft_log::{LoadedSnapshot, RaftLog};
 
 /// Inputs waiting for the driver.
@@ -66,156 +70,6 @@ enum Committed {
 const APPLY_QUEUE: usize = 4096;
 /// The longest the driver sleeps without a deadline.
 const MAX_IDLE: Duration = Duration::from_millis(1000);
-
-/// The core's answer to an inbound request.
-#[derive(Debug)]
-pub enum Answer {
-    /// A response message, with the fetched batches for a fetch.
-    Message(Message, Option<Bytes>),
-    /// The request could not be processed: answer this error code.
-    Error(ResponseError),
-}
-
-/// Why a proposal was not committed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProposeError {
-    /// This node is not the active controller (or stopped being it before the commit).
-    NotController,
-    /// The quorum driver stopped (storage failure or shutdown).
-    Stopped,
-}
-
-enum Input {
-    Request {
-        from: NodeId,
-        message: Message,
-        reply: oneshot::Sender<Answer>,
-    },
-    Response {
-        from: NodeId,
-        message: Message,
-    },
-    Propose {
-        values: Vec<Bytes>,
-        reply: oneshot::Sender<Result<u64, ProposeError>>,
-    },
-    Shutdown {
-        reply: oneshot::Sender<()>,
-    },
-    /// The applier wrote a snapshot of the image.
-    SnapshotTaken(SnapshotMeta),
-}
-
-/// The broker's handle on its quorum driver.
-pub struct QuorumHandle {
-    node_id: NodeId,
-    tx: mpsc::Sender<Input>,
-    status: Mutex<QuorumStatus>,
-    /// Leader whose LeaderChange this node has applied: the controller may write.
-    active: AtomicBool,
-    /// The quorum's own connections (votes, fetches): never behind a slow request.
-    links: BTreeMap<NodeId, Link>,
-    /// Separate connections for forwarded requests and broker sessions, which wait for
-    /// commits: a peer serves one connection's requests in order, so sharing would hold
-    /// fetches behind them past the fetch timeout.
-    request_links: BTreeMap<NodeId, Link>,
-    voters: BTreeMap<NodeId, SocketAddr>,
-    /// The controller as this node sees it, changed at every leader change and when the
-    /// leader becomes active: what a forwarded request waits on.
-    controller: watch::Sender<ControllerView>,
-}
-
-/// Who the controller is, as this node sees it: the quorum leader (if known), its epoch, and
-/// whether this node is the active controller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ControllerView {
-    pub leader: Option<NodeId>,
-    pub epoch: u32,
-    pub active: bool,
-}
-
-impl QuorumHandle {
-    /// Changes of [`ControllerView`] (leader elected, lost, or now active).
-    pub fn controller_changes(&self) -> watch::Receiver<ControllerView> {
-        self.controller.subscribe()
-    }
-
-    pub fn node_id(&self) -> NodeId {
-        self.node_id
-    }
-
-    pub fn status(&self) -> QuorumStatus {
-        self.status.lock().unwrap().clone()
-    }
-
-    /// Whether this node is the active controller: the quorum leader, with everything before
-    /// its epoch applied.
-    pub fn is_active(&self) -> bool {
-        self.active.load(Ordering::Acquire)
-    }
-
-    /// A link to the leader for requests that wait for commits (forwarding, broker
-    /// sessions), with the epoch it leads, when a leader other than this node is known.
-    pub fn leader_link(&self) -> Option<(&Link, u32)> {
-        let view = *self.controller.borrow();
-        let leader = view.leader?;
-        (leader != self.node_id)
-            .then(|| self.request_links.get(&leader))
-            .flatten()
-            .map(|link| (link, view.epoch))
-    }
-
-    /// The epoch in which this node leads the quorum (active controller yet or not), if it does.
-    pub fn leader_epoch(&self) -> Option<u32> {
-        let view = *self.controller.borrow();
-        (view.leader == Some(self.node_id)).then_some(view.epoch)
-    }
-
-    /// The epoch in which this node is the active controller, if it is one.
-    pub fn active_epoch(&self) -> Option<u32> {
-        let view = *self.controller.borrow();
-        view.active.then_some(view.epoch)
-    }
-
-    pub fn voters(&self) -> &BTreeMap<NodeId, SocketAddr> {
-        &self.voters
-    }
-
-    /// Hands an inbound request to the core; the receiver yields its answer.
-    pub fn request(&self, from: NodeId, message: Message) -> oneshot::Receiver<Answer> {
-        let (reply, rx) = oneshot::channel();
-        if let Err(
-            mpsc::error::TrySendError::Full(Input::Request { reply, .. })
-            | mpsc::error::TrySendError::Closed(Input::Request { reply, .. }),
-        ) = self.tx.try_send(Input::Request {
-            from,
-            message,
-            reply,
-        }) {
-            let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
-        }
-        rx
-    }
-
-    /// Proposes records (JSON values) as one batch; resolves once they are committed and
-    /// applied here, with the offset after them.
-    pub async fn propose(&self, values: Vec<Bytes>) -> Result<u64, ProposeError> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Input::Propose { values, reply })
-            .await
-            .map_err(|_| ProposeError::Stopped)?;
-        rx.await.unwrap_or(Err(ProposeError::Stopped))
-    }
-
-    /// Resigns leadership (EndQuorumEpoch) and closes the log cleanly; bounded by `limit`.
-    pub async fn shutdown(&self, io: &Io, limit: Duration) {
-        let (reply, rx) = oneshot::channel();
-        if self.tx.send(Input::Shutdown { reply }).await.is_ok() {
-            let _ = io.timeout(limit, rx).await;
-        }
-    }
-}
 
 /// Resolves `controller.quorum.voters` to socket addresses, names through the `io` layer's
 /// resolver (once, at start: a voter whose name does not resolve stops the start, naming it).

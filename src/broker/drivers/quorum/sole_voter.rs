@@ -10,7 +10,7 @@ use std::io;
 
 use uuid::Uuid;
 
-use crate::broker::{Broker, CommitError};
+use crate::broker::{errors::CommitError, shared::Broker};
 use crate::controller::brokers::{BrokerSessions, HeartbeatRequest, RegistrationRequest};
 use crate::controller::BrokerEndpoint;
 
@@ -125,6 +125,7 @@ impl Broker {
                 want_shutdown: false,
                 replica_logs: Vec::new(),
                 offline_dirs: Vec::new(),
+                cordoned_dirs: None,
             };
             let decision = sessions
                 .lock()

@@ -11,7 +11,7 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
-use crate::broker::{Broker, RunningBroker};
+use crate::broker::{shared::Broker, RunningBroker};
 use crate::client::{Client, ClientError};
 use crate::config::ServerConfig;
 use crate::controller::{BrokerEndpoint, MetadataRecord, NewTopic, PartitionChange};

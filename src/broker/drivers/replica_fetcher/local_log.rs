@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::broker::replication_events::ReplicationEvent;
-use crate::broker::{Broker, PartitionHandle};
+use crate::broker::{shared::Broker, state::PartitionHandle};
 use crate::replica::fetcher::{Position, StepResult, ToRead};
 use crate::replica::partition::{FollowerAppendError, Role, TruncateError};
 
@@ -35,7 +35,7 @@ pub(super) async fn positions(broker: &Broker, list: &[ToRead]) -> Vec<Position>
             let target = planted_checkpointed_hw(broker, &handle, key);
             truncate(broker, &handle, r.leader_epoch, None, target).await;
         }
-        if broker.config.fsync_before_ack {
+        if durable_fetches(broker) {
             // Durable mode: the fetch offset tells the leader what is held here durably, so
             // what an earlier append left unsynced (its flush failed) is synced first.
             let (durable, end) = {
@@ -49,7 +49,7 @@ pub(super) async fn positions(broker: &Broker, list: &[ToRead]) -> Vec<Position>
         let Some(p) = handle.lock_open() else {
             continue;
         };
-        if broker.config.fsync_before_ack && p.durable_log_end() < p.log_end_offset() {
+        if durable_fetches(broker) && p.durable_log_end() < p.log_end_offset() {
             continue;
         }
         if p.role() != Role::Follower
@@ -150,7 +150,7 @@ pub(super) async fn append(
         }
     }
     if let Some(end) = appended_to {
-        if broker.config.fsync_before_ack {
+        if durable_fetches(broker) {
             // Durable mode: the next fetch offset (which the leader counts towards its high
             // watermark) covers only what is fsynced here.
             if let Err(e) = broker.flush_partition(handle, end).await {
@@ -264,4 +264,14 @@ fn planted_note_hw(broker: &Broker, p: &crate::replica::Partition) {
     if let Err(e) = written {
         tracing::debug!(error = %e, "planted HW checkpoint not written");
     }
+}
+
+/// Durable mode (`weir.fsync.before.ack`): a follower's fetch offset covers only what it has
+/// fsynced. Planted `follower-fetch-before-fsync`: it fetches on before the fsync.
+fn durable_fetches(broker: &Broker) -> bool {
+    #[cfg(any(madsim, test))]
+    if crate::planted!(broker.config, FollowerFetchBeforeFsync) {
+        return false;
+    }
+    broker.config.fsync_before_ack
 }

@@ -18,10 +18,11 @@ use uuid::Uuid;
 
 use super::local_log::{append, at_position, handle_at, positions, truncate};
 use super::request::{self, FetchSettings, FETCH_VERSION};
-use super::{core, Fetcher};
+use super::state::Fetcher;
 use crate::broker::handlers::records::replication_throttle::Side;
 use crate::broker::peer::{self, Link};
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
+use crate::replica::fetcher as core;
 use crate::replica::fetcher::{Action, Event, Position, StepResult};
 
 /// How long a Fetch may take beyond the leader's long poll before it counts as lost.

@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::{Operation, ResourceType};
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::group::{self, GroupError, GroupState, Response};
 
 const GROUP_DENIED: ResponseError = ResponseError::GroupAuthorizationFailed;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::acl::{Operation, ResourceType};
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::group::consumer::{self, Assignment, TopicView, Topics};
 use crate::group::{GroupError, Response};
 use kafka_protocol::error::ResponseError;

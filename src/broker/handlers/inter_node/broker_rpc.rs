@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
     BrokerRegistrationRequest, BrokerRegistrationResponse, RequestKind, ResponseKind,
 };
 
-use crate::broker::{errors, Broker, CommitError};
+use crate::broker::{errors, errors::CommitError, shared::Broker};
 use crate::controller::alter_partition::{self, Alteration, PartitionAnswer};
 use crate::controller::brokers::{HeartbeatRequest, RegistrationRequest, DURABLE_FEATURE};
 use crate::controller::{log_dirs, BrokerEndpoint};
@@ -112,6 +112,10 @@ async fn heartbeat(broker: &Broker, req: &BrokerHeartbeatRequest) -> BrokerHeart
             .map(|field| super::replica_logs::decode(field))
             .unwrap_or_default(),
         offline_dirs: req.offline_log_dirs.clone(),
+        cordoned_dirs: req
+            .unknown_tagged_fields
+            .get(&super::cordoned_dirs::CORDONED_LOG_DIRS_TAG)
+            .and_then(|field| super::cordoned_dirs::decode(field)),
     };
     let caught_up = req.current_metadata_offset >= broker.image().applied() - 1;
     match broker.broker_heartbeat(&request).await {

@@ -30,7 +30,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::api::{envelope, Request};
-use crate::broker::{peer, Broker, CommitError};
+use crate::broker::{errors::CommitError, peer, shared::Broker};
 use crate::controller::{ControllerError, NewTopic};
 use crate::protocol::frame::{finish_frame, start_frame};
 
@@ -55,6 +55,8 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
+    ApiKey::UpdateFeatures,
+    ApiKey::UnregisterBroker,
 ];
 
 /// Whether requests of `key` go to the active controller (and may wait for one).
@@ -338,6 +340,8 @@ fn answered_not_controller(key: ApiKey, version: i16, response: &[u8]) -> bool {
             )
             .collect(),
         ResponseKind::ListPartitionReassignments(r) => vec![r.error_code],
+        ResponseKind::UpdateFeatures(r) => vec![r.error_code],
+        ResponseKind::UnregisterBroker(r) => vec![r.error_code],
         ResponseKind::ElectLeaders(r) => std::iter::once(r.error_code)
             .chain(
                 r.replica_election_results

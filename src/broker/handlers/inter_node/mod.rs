@@ -3,6 +3,7 @@
 //! from a client listener to the active controller (`forward`).
 
 pub(crate) mod broker_rpc;
+pub(crate) mod cordoned_dirs;
 pub(crate) mod forward;
 pub(crate) mod quorum_rpc;
 pub(crate) mod replica_logs;

@@ -21,7 +21,7 @@ use crate::broker::api::RequestContext;
 use crate::broker::drivers::quorum::codec::{self, METADATA_TOPIC};
 use crate::broker::drivers::quorum::Answer;
 use crate::broker::drivers::quorum_status::QuorumRole;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 
 /// How long an inbound quorum request waits for the driver.
 const ANSWER_TIMEOUT: Duration = Duration::from_millis(5000);

@@ -8,7 +8,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::election::recovery::awaits_recovery;
 use crate::controller::election::ReplicaLog;
 

@@ -188,6 +188,9 @@ pub(crate) fn response(request: &RequestKind) -> Option<ResponseKind> {
             kafka_protocol::messages::AlterPartitionReassignmentsResponse::default()
                 .with_error_code(code),
         ),
+        RequestKind::UnregisterBroker(_) => ResponseKind::UnregisterBroker(
+            kafka_protocol::messages::UnregisterBrokerResponse::default().with_error_code(code),
+        ),
         RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
             kafka_protocol::messages::ListPartitionReassignmentsResponse::default()
                 .with_error_code(code),

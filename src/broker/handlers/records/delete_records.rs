@@ -10,7 +10,7 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::replica::DeleteRecordsError;
 
 pub(crate) async fn handle(

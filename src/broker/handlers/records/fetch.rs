@@ -35,7 +35,7 @@ use super::replication_throttle::Side;
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
 use crate::broker::delayed::{self, FetchRegistration, FetchWake, Isolation, WaitError};
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::config::ServerConfig;
 
 /// Longest long poll honoured, whatever the client asks.
@@ -198,7 +198,7 @@ pub(crate) async fn handle(
                     None => name.as_deref().is_some_and(|t| {
                         matches!(
                             broker.leadership(t, p.partition),
-                            crate::broker::Leadership::NotLeader { .. }
+                            crate::broker::drivers::reconcile::Leadership::NotLeader { .. }
                         ) && !(client.is_some()
                             && broker.serving_partitions()
                             && image.topic(t).is_some_and(|meta| {
@@ -643,6 +643,36 @@ fn offset_lookup(
     })
 }
 
+/// A client's lookup has no answer yet: this new leader's high watermark is still below the
+/// start of its epoch, so the committed end it knows may lie below what the last leader
+/// answered, and a consumer told that end would see the log shrink (KAFKA-7395). Retriable:
+/// OFFSET_NOT_AVAILABLE from v5, LEADER_NOT_AVAILABLE before (Kafka's `KafkaApis`).
+#[derive(Debug, PartialEq, Eq)]
+struct HighWatermarkLagging;
+
+/// What a lookup answers once `visible` (the high watermark, the last stable offset, or a
+/// follower's log end) bounds it, as Kafka's `Partition.fetchOffsetForTimestamp`: LATEST is
+/// refused while the high watermark `lags` the epoch start; a time or MAX_TIMESTAMP answers only
+/// a record below `visible` (an uncommitted one is not found), and finding none is refused too
+/// while it lags, as the record may be committed but not yet known to be; EARLIEST never is.
+fn visible_answer(
+    timestamp: i64,
+    found: Option<Found>,
+    visible: i64,
+    lagging: bool,
+) -> Result<Option<Found>, HighWatermarkLagging> {
+    match timestamp {
+        LATEST if lagging => Err(HighWatermarkLagging),
+        LATEST | EARLIEST | EARLIEST_LOCAL | EARLIEST_TIERED => {
+            Ok(found.filter(|f| f.offset <= visible))
+        }
+        _ => match found.filter(|f| f.offset < visible) {
+            None if lagging => Err(HighWatermarkLagging),
+            answer => Ok(answer),
+        },
+    }
+}
+
 pub(crate) fn list_offsets(
     broker: &Broker,
     ctx: &RequestContext,
@@ -675,7 +705,7 @@ pub(crate) fn list_offsets(
                     // Offsets come from the leader (Kafka: also for followers' own lookups).
                     if matches!(
                         broker.leadership(&name, p.partition_index),
-                        crate::broker::Leadership::NotLeader { .. }
+                        crate::broker::drivers::reconcile::Leadership::NotLeader { .. }
                     ) {
                         r.error_code = ResponseError::NotLeaderOrFollower.code();
                         return r;
@@ -708,16 +738,27 @@ pub(crate) fn list_offsets(
                         partition.leader_epoch(),
                         p.timestamp,
                     );
-                    match found {
-                        // Only committed offsets are visible (to consumers).
-                        Ok(Some(found)) if found.offset <= visible => {
+                    // Only a client's lookup waits for the high watermark (a follower asks
+                    // for the log end).
+                    let lagging = !from_replica
+                        && partition.replica_set().is_some_and(|set| {
+                            set.epoch_start_offset() > partition.high_watermark()
+                        });
+                    match found.map(|f| visible_answer(p.timestamp, f, visible, lagging)) {
+                        Ok(Ok(Some(found))) => {
                             r.offset = found.offset;
                             r.timestamp = found.timestamp;
                             if ctx.version >= 4 {
                                 r.leader_epoch = found.leader_epoch;
                             }
                         }
-                        Ok(_) => {}
+                        Ok(Ok(None)) => {}
+                        Ok(Err(HighWatermarkLagging)) => {
+                            r.error_code = match ctx.version >= 5 {
+                                true => ResponseError::OffsetNotAvailable.code(),
+                                false => ResponseError::LeaderNotAvailable.code(),
+                            };
+                        }
                         Err(e) => {
                             tracing::error!(topic = %name, error = %e, "offset lookup failed");
                             r.error_code = ResponseError::KafkaStorageError.code();
@@ -786,6 +827,40 @@ mod tests {
         assert_eq!(
             offset_lookup(&moved, 6, 12, 5, EARLIEST).unwrap(),
             Some(found(6, -1, 2))
+        );
+    }
+
+    #[test]
+    fn a_lagging_high_watermark_refuses_what_it_cannot_answer_yet() {
+        let at = |offset| Found {
+            offset,
+            timestamp: 5,
+            leader_epoch: 1,
+        };
+        let latest = Some(at(10));
+        // Caught up: LATEST is the visible end; a record at the end is not committed yet.
+        assert_eq!(visible_answer(LATEST, latest, 10, false), Ok(latest));
+        assert_eq!(visible_answer(5, Some(at(9)), 10, false), Ok(Some(at(9))));
+        assert_eq!(visible_answer(5, Some(at(10)), 10, false), Ok(None));
+        assert_eq!(visible_answer(5, None, 10, false), Ok(None));
+        assert_eq!(
+            visible_answer(MAX_TIMESTAMP, Some(at(10)), 10, false),
+            Ok(None)
+        );
+        // Lagging: LATEST and an unanswerable time are refused; a found record and EARLIEST stand.
+        assert_eq!(
+            visible_answer(LATEST, latest, 10, true),
+            Err(HighWatermarkLagging)
+        );
+        assert_eq!(visible_answer(5, Some(at(9)), 10, true), Ok(Some(at(9))));
+        assert_eq!(
+            visible_answer(5, Some(at(10)), 10, true),
+            Err(HighWatermarkLagging)
+        );
+        assert_eq!(visible_answer(5, None, 10, true), Err(HighWatermarkLagging));
+        assert_eq!(
+            visible_answer(EARLIEST, Some(at(0)), 10, true),
+            Ok(Some(at(0)))
         );
     }
 

@@ -25,7 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
 use crate::broker::delayed::{self, Closed, Committed, ProduceWait, WaitError};
-use crate::broker::{errors, Broker, PartitionHandle};
+use crate::broker::{errors, shared::Broker, state::PartitionHandle};
 use crate::log::batch;
 use crate::replica::validation::{self, RecordError};
 use crate::replica::{Appended, ProduceError};
@@ -288,7 +288,9 @@ fn append_one(
             format!("cannot append to the internal topic {topic}"),
         ));
     }
-    if let crate::broker::Leadership::NotLeader { leader, .. } = broker.leadership(topic, index) {
+    if let crate::broker::drivers::reconcile::Leadership::NotLeader { leader, .. } =
+        broker.leadership(topic, index)
+    {
         return Err(Failure::new(
             ResponseError::NotLeaderOrFollower,
             format!("this broker does not lead {topic}-{index} (the leader is {leader})"),
@@ -487,14 +489,19 @@ async fn verify_transactional(
     if open {
         return Ok(());
     }
-    let verified = broker
-        .txn_verify(
-            transactional_id,
-            header.producer_id,
-            header.producer_epoch,
-            crate::txn::TopicPartition::new(topic, index),
-        )
-        .await;
+    // Produce v12 is transactions v2: the leader adds the partition to the transaction at
+    // the coordinator (no AddPartitionsToTxn from the client); before, it only verifies.
+    let partition = crate::txn::TopicPartition::new(topic, index);
+    let (pid, epoch) = (header.producer_id, header.producer_epoch);
+    let verified = if version >= 12 {
+        broker
+            .txn_add_implicit(transactional_id, pid, epoch, partition)
+            .await
+    } else {
+        broker
+            .txn_verify(transactional_id, pid, epoch, partition)
+            .await
+    };
     use crate::txn::TxnError;
     match verified {
         Ok(()) => Ok(()),

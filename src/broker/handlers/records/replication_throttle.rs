@@ -3,7 +3,7 @@
 //! the cluster default), and the two measured sides. The leader side is applied in Fetch
 //! (`fetch`), the follower side in the replica fetcher (`drivers::replica_fetcher`).
 
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::{ConfigResource, MetadataImage};
 use crate::quota::replication::{self, ReplicationQuota};
 

@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::acl::{AclBinding, AclFilter, Operation, RawBinding};
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::controller::acls as decide;
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";

@@ -19,7 +19,7 @@ use kafka_protocol::messages::RequestKind;
 
 use crate::acl::{self, AuthorizerSettings, Caller, Decision, Operation, ResourceType};
 use crate::broker::api::RequestContext;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::MetadataImage;
 
 /// The settings of the configured authorizer, if any.
@@ -201,7 +201,8 @@ impl Broker {
             | RequestKind::DeleteAcls(_)
             | RequestKind::AlterUserScramCredentials(_)
             | RequestKind::ElectLeaders(_)
-            | RequestKind::AlterPartitionReassignments(_) => authz.cluster(Operation::Alter),
+            | RequestKind::AlterPartitionReassignments(_)
+            | RequestKind::UnregisterBroker(_) => authz.cluster(Operation::Alter),
             RequestKind::AlterClientQuotas(_) => authz.cluster(Operation::AlterConfigs),
             RequestKind::DescribeQuorum(_) | RequestKind::ListPartitionReassignments(_) => {
                 authz.cluster(Operation::Describe)

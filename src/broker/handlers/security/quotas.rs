@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::controller::quotas::{self as decide, FilterComponent, QuotaAlteration, QuotaOp};
 
 fn text(s: impl Into<String>) -> Option<StrBytes> {

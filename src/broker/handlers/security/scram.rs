@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::controller::scram::{self as decide, Deletion, ScramError, Upsertion};
 
 const NOT_FOUND: &str = "Attempt to describe a user credential that does not exist: ";

@@ -28,7 +28,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use super::throttle_field;
 use crate::broker::api::RequestContext;
 use crate::broker::handlers::records::fetch;
-use crate::broker::{peer, Broker};
+use crate::broker::{peer, shared::Broker};
 use crate::controller::ControllerError;
 use crate::quota::{Mutation, QuotaKind};
 

@@ -22,7 +22,7 @@ use crate::acl::Operation;
 use crate::broker::api::RequestContext;
 use crate::broker::handlers::configs::{config_entries, SOURCE_DEFAULT, SOURCE_TOPIC};
 use crate::broker::handlers::security::throttle::MutationQuota;
-use crate::broker::{errors, Broker, CommitError};
+use crate::broker::{errors, errors::CommitError, shared::Broker};
 use crate::controller::{ControllerError, MetadataRecord, NewTopic};
 
 /// How many partitions `records` create.

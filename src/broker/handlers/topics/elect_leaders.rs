@@ -10,7 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::controller::election;
 use crate::controller::{ControllerError, MetadataRecord};
 

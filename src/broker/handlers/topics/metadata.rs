@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::broker::api::RequestContext;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::{validate_topic_name, MetadataImage, TopicMeta, NO_LEADER};
 
 /// The first client listener (`listeners` order): the one internal uses that have no request

@@ -20,7 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::Operation;
 use crate::broker::api::RequestContext;
-use crate::broker::{errors, Broker};
+use crate::broker::{errors, shared::Broker};
 use crate::controller::reassignment::{self, Reassign};
 use crate::controller::MetadataRecord;
 

@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::acl::{Operation, ResourceType};
 use crate::broker::api::RequestContext;
 use crate::broker::handlers::security::authz::Authz;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::controller::{MetadataImage, TopicMeta, NO_LEADER};
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions one answer holds.

@@ -19,7 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::acl::{Operation, ResourceType};
 use crate::broker::api::RequestContext;
-use crate::broker::Broker;
+use crate::broker::shared::Broker;
 use crate::txn::{ListFilter, TxnError, TxnState};
 
 use super::code;

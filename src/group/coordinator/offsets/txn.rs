@@ -152,6 +152,9 @@ impl Coordinator {
             })
             .map(|(id, _)| id.clone())
             .collect();
+        #[cfg(any(madsim, test))]
+        let commit =
+            commit || (self.config.planted).is(crate::config::PlantedBug::TxnOffsetsOnAbort);
         for id in ids {
             self.with_group(&id, |_, g| {
                 settle(&mut g.pending_txn, &mut g.offsets, producer_id, commit)
