@@ -1,7 +1,8 @@
 //! Reconciliation: makes the partitions this node holds match the image. A node hosts a
 //! partition iff the image lists it among the partition's replicas; the partition is opened
 //! (leader or follower alike) when the image gains it, and closed and its directory deleted
-//! when the image no longer has it here (topic deleted, or the replica moved away).
+//! when the image no longer has it here (topic deleted, or the replica moved away; a move
+//! away only once the image has caught up at start-up, `plan::plan`).
 //!
 //! Idempotent and retried: it runs after every applied commit and again from the background
 //! loop until a pass succeeds at the image's current offset, so a failure after a durable
@@ -69,8 +70,11 @@ impl Broker {
             .iter()
             .map(|(k, h)| (k.clone(), h.topic_id))
             .collect();
+        // Before the start-up gate opens the image is still catching up: replicas it moves
+        // away are kept until it has (`plan::plan`).
+        let caught_up = self.serving_partitions();
         let mut first_error = None;
-        for change in plan::plan(&image, self.config.node_id, &local) {
+        for change in plan::plan(&image, self.config.node_id, &local, caught_up) {
             match change {
                 plan::Change::Remove((topic, index)) => {
                     if let Some(handle) = self.partition(&topic, index) {
@@ -90,9 +94,9 @@ impl Broker {
         // The group coordinator follows the offsets partitions' leadership (load / unload).
         self.sync_offsets_roles();
         match first_error {
-            // Roles were held back by the start-up gate: the background loop passes again, and
-            // the first pass after the gate opens hands them out.
-            None if !self.serving_partitions() => Ok(()),
+            // Roles (and removals) were held back by the start-up gate: the background loop
+            // passes again, and the first pass after the gate opens carries them out.
+            None if !caught_up => Ok(()),
             None => {
                 self.reconciled.store(image.applied(), Ordering::SeqCst);
                 Ok(())

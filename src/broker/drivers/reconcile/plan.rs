@@ -26,7 +26,21 @@ pub enum Change {
 /// The changes that make `local` (the replicas open here, with their topic ids) match the
 /// partitions `image` places on `node`: removals first (a name re-created as another topic
 /// is removed, then opened afresh), then openings, then every hosted replica's role.
-pub fn plan(image: &MetadataImage, node: i32, local: &BTreeMap<PartitionKey, Uuid>) -> Vec<Change> {
+///
+/// `caught_up` is false while the image is still being rebuilt at start-up (the start-up gate
+/// is closed): it is then some intermediate state of the metadata log, and a replica of a live
+/// topic it does not place here may be placed here again by a later record (a reassignment
+/// that moved it away and back). Such a replica is kept until the image has caught up, as
+/// Kafka's broker acts on the metadata only once its loader has caught up: deleting it would
+/// throw away data this node may be the last holder of, reopen the replica empty, and let a
+/// later election of this node (the last known leader) take every acknowledged write back.
+/// A deleted topic (its id gone from the image) never comes back, so its data goes at once.
+pub fn plan(
+    image: &MetadataImage,
+    node: i32,
+    local: &BTreeMap<PartitionKey, Uuid>,
+    caught_up: bool,
+) -> Vec<Change> {
     let wanted: BTreeMap<PartitionKey, Uuid> = image
         .partitions_hosted_on(node)
         .filter_map(|((id, index), _)| image.topic_by_id(id).map(|t| ((t.name.clone(), index), id)))
@@ -34,6 +48,9 @@ pub fn plan(image: &MetadataImage, node: i32, local: &BTreeMap<PartitionKey, Uui
     let mut changes: Vec<Change> = local
         .iter()
         .filter(|(key, id)| wanted.get(*key) != Some(*id))
+        .filter(|(key, id)| {
+            caught_up || wanted.contains_key(*key) || image.topic_by_id(**id).is_none()
+        })
         .map(|(key, _)| Change::Remove(key.clone()))
         .collect();
     changes.extend(
