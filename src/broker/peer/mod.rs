@@ -308,8 +308,10 @@ async fn drain(
             return true;
         }
         tokio::select! {
-            r = answered.changed() => if r.is_err() { return false },
+            // A dead link ends the wait first (the loop's check returns).
+            biased;
             _ = dead.changed() => {}
+            r = answered.changed() => if r.is_err() { return false },
         }
     }
 }
