@@ -38,21 +38,27 @@ fn unbiased_selects(name: &str, text: &str) -> Vec<String> {
     found
 }
 
-#[test]
-fn every_select_in_simulated_code_is_biased() {
+/// What `find` reports in each file the simulator runs (`src/` and `sim/src/`, but `main.rs`,
+/// whose signals and process exit never run there), as `file:line`.
+fn in_simulated_code(find: fn(&str, &str) -> Vec<String>) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     rust_files(&root.join("sim/src"), &mut files);
-    // main.rs (signals, process exit) never runs in the simulator.
     files.retain(|f| f != &root.join("src/main.rs"));
     assert!(files.len() > 50, "the source tree was not found");
-    let mut unbiased = Vec::new();
+    let mut found = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         let name = file.strip_prefix(root).unwrap().display().to_string();
-        unbiased.extend(unbiased_selects(&name, &text));
+        found.extend(find(&name, &text));
     }
+    found
+}
+
+#[test]
+fn every_select_in_simulated_code_is_biased() {
+    let unbiased = in_simulated_code(unbiased_selects);
     assert!(
         unbiased.is_empty(),
         "tokio::select! without `biased;` (nondeterministic across runs in one process): {unbiased:?}"
@@ -85,18 +91,7 @@ fn tokio_watches(name: &str, text: &str) -> Vec<String> {
 
 #[test]
 fn simulated_code_uses_the_fifo_watch() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    rust_files(&root.join("sim/src"), &mut files);
-    files.retain(|f| f != &root.join("src/main.rs"));
-    assert!(files.len() > 50, "the source tree was not found");
-    let mut found = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).unwrap();
-        let name = file.strip_prefix(root).unwrap().display().to_string();
-        found.extend(tokio_watches(&name, &text));
-    }
+    let found = in_simulated_code(tokio_watches);
     assert!(
         found.is_empty(),
         "tokio's watch wakes in an order drawn from a per-process RNG; use crate::sync::watch: {found:?}"
