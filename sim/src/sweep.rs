@@ -73,16 +73,35 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
-/// Runs one seed on a fresh thread.
+/// Wall time after which a run is reported as possibly stuck (a task that never waits keeps
+/// madsim's executor busy and simulated time still): a run takes well under a second.
+const STUCK_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs one seed on a fresh thread; says on stderr which run it is if it is still running
+/// after [`STUCK_AFTER`] (and keeps waiting: the verdict is still the run's).
 pub fn run_isolated(scenario: &Scenario, seed: u64) -> RunOutcome {
+    let name = scenario.name.clone();
     let scenario = scenario.clone();
-    std::thread::Builder::new()
+    let (done, outcome) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
         .name(format!("seed-{seed}"))
         .stack_size(64 << 20)
-        .spawn(move || world::run(&scenario, seed))
-        .expect("spawning a simulation thread")
-        .join()
-        .expect("world::run catches panics")
+        .spawn(move || {
+            let _ = done.send(world::run(&scenario, seed));
+        })
+        .expect("spawning a simulation thread");
+    let result = match outcome.recv_timeout(STUCK_AFTER) {
+        Ok(result) => result,
+        Err(_) => {
+            eprintln!(
+                "still running after {} s (stuck?): {name} seed {seed}",
+                STUCK_AFTER.as_secs()
+            );
+            outcome.recv().expect("world::run catches panics")
+        }
+    };
+    thread.join().expect("world::run catches panics");
+    result
 }
 
 pub struct SweepSummary {
