@@ -432,6 +432,7 @@ impl Fetcher {
         let asked = self.reading.take().expect("positions nobody asked for");
         assert!(self.in_flight.is_none(), "a second fetch in flight");
         let mut sent = BTreeMap::new();
+        let mut fetched = std::collections::BTreeSet::new();
         let mut out = Vec::with_capacity(positions.len());
         for mut p in positions {
             let key = p.key();
@@ -461,7 +462,23 @@ impl Fetcher {
             }
             let previous = sent.insert((p.topic_id, p.partition), p.clone());
             assert!(previous.is_none(), "{key:?} fetched twice in one request");
+            fetched.insert(key);
             out.push(p);
+        }
+        // A partition asked for whose position did not come back (not a follower at this epoch
+        // here yet, a truncation not yet durable, ...) waits a backoff, as Kafka delays a
+        // partition in error: listed again at once, it would be read again at once, and a
+        // driver whose reads never wait would spin with the simulated clock standing still.
+        let missing: Vec<(Key, i32)> = asked
+            .iter()
+            .filter(|key| !fetched.contains(*key))
+            .filter_map(|key| {
+                let a = self.partitions.get(key)?;
+                a.open.is_none().then(|| (key.clone(), a.leader_epoch))
+            })
+            .collect();
+        for (key, leader_epoch) in missing {
+            self.back_off_if_current(&key, leader_epoch);
         }
         if out.is_empty() {
             return;
