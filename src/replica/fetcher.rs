@@ -14,6 +14,10 @@
 //!   `LeaderOffsets` → truncate to the leader's end when ours is past it, else back off;
 //! - stale metadata or any other error: back off `backoff` (a new leader epoch re-arms at once).
 //!
+//! A partition the driver leaves out of `Positions` (not a follower at that epoch here yet, a
+//! truncation not yet durable) backs off too: listed again at once, it would be read again at
+//! once by a driver whose reads need not wait, which then never yields to what it waits for.
+//!
 //! Then `Done` closes each partition's step (a failure backs it off). While a partition has a
 //! step open it is not fetched again, so its positions come from one state at a time.
 //!
