@@ -239,6 +239,30 @@ impl Broker {
             .map(|d| (d, host.to_string()));
         peer::Link::secured(&self.io, addr, self.shutdown_signal(), security)
     }
+
+    /// One request to another broker's inter-broker listener, answered within `timeout`:
+    /// encoded, sent on a link secured as that listener asks, and decoded; the error says why.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn inter_broker_call(
+        &self,
+        addr: SocketAddr,
+        host: &str,
+        client_id: &str,
+        key: kafka_protocol::messages::ApiKey,
+        version: i16,
+        body: &kafka_protocol::messages::RequestKind,
+        timeout: std::time::Duration,
+    ) -> Result<kafka_protocol::messages::ResponseKind, String> {
+        let frame =
+            peer::encode_request(key, version, client_id, body).map_err(|e| e.to_string())?;
+        let link = self.inter_broker_link(addr, host);
+        let reply = tokio::select! {
+            biased;
+            r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
+            _ = self.io.clock.sleep(timeout) => return Err("timed out".into()),
+        };
+        peer::decode_response(key, version, reply).map_err(|e| e.to_string())
+    }
     /// This node's view of the metadata quorum.
     pub fn quorum_status(&self) -> QuorumStatus {
         self.quorum.status()

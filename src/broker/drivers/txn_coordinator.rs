@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::oneshot;
 
-use crate::broker::{delayed, peer, shared::Broker};
+use crate::broker::{delayed, shared::Broker};
 use crate::group::OFFSETS_TOPIC;
 use crate::log::batch::{self, BatchBuilder};
 use crate::log::control::Marker;
@@ -439,23 +439,18 @@ impl Broker {
                 .with_topics(vec![WritableTxnMarkerTopic::default()
                     .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
                     .with_partition_indexes(vec![tp.partition])])]);
-        let frame = peer::encode_request(
-            ApiKey::WriteTxnMarkers,
-            VERSION,
-            "weir-txn-coordinator",
-            &RequestKind::WriteTxnMarkers(request),
-        )
-        .map_err(|e| e.to_string())?;
-        let link = self.inter_broker_link(addr, &endpoint.host);
-        let reply = tokio::select! {
-            biased;
-            r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
-            _ = self.io.clock.sleep(COMMIT_TIMEOUT) => return Err("timed out".into()),
-        };
-        let ResponseKind::WriteTxnMarkers(response) =
-            peer::decode_response(ApiKey::WriteTxnMarkers, VERSION, reply)
-                .map_err(|e| e.to_string())?
-        else {
+        let answer = self
+            .inter_broker_call(
+                addr,
+                &endpoint.host,
+                "weir-txn-coordinator",
+                ApiKey::WriteTxnMarkers,
+                VERSION,
+                &RequestKind::WriteTxnMarkers(request),
+                COMMIT_TIMEOUT,
+            )
+            .await?;
+        let ResponseKind::WriteTxnMarkers(response) = answer else {
             return Err("an answer of another kind".into());
         };
         let code = response

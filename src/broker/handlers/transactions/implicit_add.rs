@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::api::RequestContext;
-use crate::broker::{peer, shared::Broker};
+use crate::broker::shared::Broker;
 use crate::txn::{Event, Reply, TopicPartition, TxnError};
 
 /// The broker-to-broker version with the implicit add.
@@ -128,23 +128,18 @@ impl Broker {
                     .with_name(TopicName(StrBytes::from_string(partition.topic.clone())))
                     .with_partitions(vec![partition.partition])]),
         ]);
-        let frame = peer::encode_request(
-            ApiKey::AddPartitionsToTxn,
-            VERSION,
-            "weir-partition-leader",
-            &RequestKind::AddPartitionsToTxn(request),
-        )
-        .map_err(|e| e.to_string())?;
-        let link = self.inter_broker_link(addr, &endpoint.host);
-        let reply = tokio::select! {
-            biased;
-            r = link.call(frame) => r.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?,
-            _ = self.io.clock.sleep(TIMEOUT) => return Err("timed out".into()),
-        };
-        let ResponseKind::AddPartitionsToTxn(response) =
-            peer::decode_response(ApiKey::AddPartitionsToTxn, VERSION, reply)
-                .map_err(|e| e.to_string())?
-        else {
+        let answer = self
+            .inter_broker_call(
+                addr,
+                &endpoint.host,
+                "weir-partition-leader",
+                ApiKey::AddPartitionsToTxn,
+                VERSION,
+                &RequestKind::AddPartitionsToTxn(request),
+                TIMEOUT,
+            )
+            .await?;
+        let ResponseKind::AddPartitionsToTxn(response) = answer else {
             return Err("an answer of another kind".into());
         };
         if response.error_code != 0 {
