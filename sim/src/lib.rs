@@ -40,9 +40,7 @@ pub mod scenario;
 pub mod shrink;
 pub mod swarm;
 pub mod txn_check;
-#[cfg(madsim)]
 pub mod txn_pipeline;
-#[cfg(madsim)]
 pub mod txn_workload;
 pub mod validating_consumer;
 pub mod verdict;

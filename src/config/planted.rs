@@ -132,8 +132,8 @@ pub enum PlantedBug {
     TxnV2NoEpochBump,
     /// Transactions: the coordinator writes a COMMIT's marker to every partition of the
     /// transaction but the last and takes them all as written, so that partition's part stays
-    /// open (and is decided by whatever marker of the producer comes next).
-    #[cfg(any(madsim, test))]
+    /// open (and is decided by whatever marker of the producer comes next). A broker-level
+    /// site, so the `planted` build has it too (the real-process suite's transaction tooth).
     CommitMarkerSomePartitions,
     /// Transactions: an ABORT marker on `__consumer_offsets` makes the transaction's pending
     /// offsets (TxnOffsetCommit) the committed ones instead of dropping them, so a
@@ -284,7 +284,6 @@ impl PlantedBug {
         ),
         #[cfg(any(madsim, test))]
         ("txn-v2-no-epoch-bump", PlantedBug::TxnV2NoEpochBump),
-        #[cfg(any(madsim, test))]
         (
             "commit-marker-some-partitions",
             PlantedBug::CommitMarkerSomePartitions,
