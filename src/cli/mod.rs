@@ -25,6 +25,7 @@ mod leader_election;
 mod log_dirs;
 mod metadata_quorum;
 mod output;
+mod progress;
 mod reassign;
 mod records;
 mod serve;

@@ -13,7 +13,6 @@
 //! - `--cancel --reassignment-json-file F`, `--list`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -558,8 +557,9 @@ async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Polls until the plan is done, redrawing one progress line on standard error, then verifies
-/// (and so clears the throttles).
+/// Polls until the plan is done, showing a progress line on standard error (a terminal only),
+/// then one closing line there (`N/M partitions moved, T s`, for logs too) and verifies (and
+/// so clears the throttles).
 async fn wait(
     io: &Io,
     client: &mut Client,
@@ -573,6 +573,7 @@ async fn wait(
     // partition neither moving nor at its target only fails the wait if it stays so.
     const STRAY_POLLS: u32 = 6;
     let mut stray = 0;
+    let line = super::progress::Progress::on_stderr();
     loop {
         let (done, lines) = status(client, plan).await?;
         let completed = lines
@@ -584,17 +585,17 @@ async fn wait(
             false => 0,
         };
         let failed = stray >= STRAY_POLLS;
-        let width = 30;
-        let filled = completed * width / total.max(1);
-        eprint!(
-            "\r[{}{}] {completed}/{total} partitions moved, {:.1}s",
-            "#".repeat(filled),
-            " ".repeat(width - filled),
+        let moved = format!(
+            "{completed}/{total} partitions moved, {:.1}s",
             (io.clock.monotonic() - start).as_secs_f64()
         );
-        let _ = std::io::stderr().flush();
+        line.update(
+            super::progress::fraction(completed as u64, total as u64),
+            moved.clone(),
+        );
         if done || failed {
-            eprintln!();
+            line.finish();
+            eprintln!("{moved}");
             verify(client, args, plan).await?;
             if failed {
                 anyhow::bail!("a partition of the plan is neither moving nor at its target");
