@@ -12,6 +12,7 @@ use weir::io::Io;
 use weir::local_cluster::{self, Readiness};
 
 use super::connect_any;
+use super::output::{print_json, Output};
 use super::progress::Progress;
 use super::serve::wait_for_signal;
 
@@ -32,7 +33,7 @@ pub enum ClusterAction {
     /// brokers (fenced or not).
     Status {
         /// Brokers to ask, comma-separated; the first that answers is used.
-        #[arg(long, default_value = "127.0.0.1:19092")]
+        #[arg(long, alias = "bootstrap-server", default_value = "127.0.0.1:19092")]
         bootstrap: String,
         /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
         #[command(flatten)]
@@ -49,7 +50,7 @@ pub enum ClusterAction {
     },
 }
 
-pub async fn run(io: Io, action: ClusterAction) -> anyhow::Result<()> {
+pub async fn run(io: Io, action: ClusterAction, output: Output) -> anyhow::Result<()> {
     match action {
         ClusterAction::Up {
             nodes,
@@ -59,7 +60,7 @@ pub async fn run(io: Io, action: ClusterAction) -> anyhow::Result<()> {
         ClusterAction::Status {
             bootstrap,
             security,
-        } => cluster_status(io, &bootstrap, &security).await,
+        } => cluster_status(io, &bootstrap, &security, output).await,
         ClusterAction::Unregister { server, id } => {
             let mut client = server.connect_any(&io).await?;
             client
@@ -163,10 +164,14 @@ async fn cluster_status(
     io: Io,
     bootstrap: &str,
     security: &super::CommandConfig,
+    output: Output,
 ) -> anyhow::Result<()> {
     let mut client = connect_any(&io, bootstrap, security).await?;
     let quorum = client.describe_quorum().await?;
     let brokers = client.brokers().await?;
+    if output.json() {
+        return print_json(&Status::of(quorum, &brokers));
+    }
     println!(
         "quorum: leader {} epoch {} high watermark {}",
         quorum.leader_id, quorum.leader_epoch, quorum.high_watermark
@@ -210,6 +215,45 @@ async fn cluster_status(
         }
     }
     Ok(())
+}
+
+/// `cluster status --output json`: the quorum as DescribeQuorum tells it, the unfenced brokers
+/// as Metadata lists them, and the quorum's nodes Metadata does not list (fenced, or pure
+/// controllers).
+#[derive(serde::Serialize)]
+struct Status {
+    quorum: weir::client::QuorumDescription,
+    brokers: Vec<StatusBroker>,
+    fenced_or_not_brokers: Vec<i32>,
+}
+
+#[derive(serde::Serialize)]
+struct StatusBroker {
+    id: i32,
+    host: String,
+    port: u16,
+}
+
+impl Status {
+    fn of(quorum: weir::client::QuorumDescription, brokers: &[weir::client::BrokerInfo]) -> Self {
+        let listed = |id: i32| brokers.iter().any(|b| b.id == id);
+        let fenced_or_not_brokers = (quorum.voters.iter().chain(&quorum.observers))
+            .map(|r| r.node_id)
+            .filter(|id| !listed(*id))
+            .collect();
+        Self {
+            brokers: brokers
+                .iter()
+                .map(|b| StatusBroker {
+                    id: b.id,
+                    host: b.host.clone(),
+                    port: b.port,
+                })
+                .collect(),
+            fenced_or_not_brokers,
+            quorum,
+        }
+    }
 }
 
 #[cfg(test)]
