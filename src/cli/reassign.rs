@@ -13,7 +13,6 @@
 //! - `--cancel --reassignment-json-file F`, `--list`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,6 +23,8 @@ use weir::client::{
     Client, ConfigResource, OngoingReassignment, ReassignOutcome, TopicDescription,
 };
 use weir::io::Io;
+
+use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct ReassignArgs {
@@ -107,7 +108,7 @@ const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
 const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
 
-pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
+pub async fn run(io: &Io, args: ReassignArgs, output: Output) -> anyhow::Result<()> {
     let mut client = connect(io, &args).await?;
     if args.generate {
         generate(io, &mut client, &args).await
@@ -122,12 +123,16 @@ pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
         let plan = read_plan(io, &args)?;
         if args.wait {
             wait(io, &mut client, &args, &plan).await
+        } else if output.json() {
+            verify_json(&mut client, &args, &plan).await
         } else {
             verify(&mut client, &args, &plan).await.map(|_| ())
         }
     } else if args.cancel {
         let plan = read_plan(io, &args)?;
         cancel(&mut client, &plan).await
+    } else if args.list && output.json() {
+        print_json(&client.list_partition_reassignments(None).await?)
     } else if args.list {
         list(&mut client).await
     } else {
@@ -472,9 +477,53 @@ async fn verify(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow
         println!("{line}");
     }
     if done && !args.preserve_throttles {
-        clear_throttles(client, plan).await?;
+        for line in clear_throttles(client, plan).await? {
+            println!("{line}");
+        }
     }
     Ok(done)
+}
+
+/// `--verify --output json`: each partition's state (`completed`, `in_progress`, or `failed`:
+/// neither moving nor at its target), as one document; the throttles are cleared as `--verify`
+/// clears them.
+async fn verify_json(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow::Result<()> {
+    #[derive(Serialize)]
+    struct Verified<'a> {
+        topic: &'a str,
+        partition: i32,
+        state: &'static str,
+    }
+    #[derive(Serialize)]
+    struct Verification<'a> {
+        complete: bool,
+        throttles_cleared: bool,
+        partitions: Vec<Verified<'a>>,
+    }
+    let (done, lines) = status(client, plan).await?;
+    // `status` gives one line per partition of the plan, in its order.
+    let partitions = (plan.partitions.iter().zip(&lines))
+        .map(|(e, line)| Verified {
+            topic: &e.topic,
+            partition: e.partition,
+            state: if line.ends_with("is completed.") {
+                "completed"
+            } else if line.ends_with("is still in progress.") {
+                "in_progress"
+            } else {
+                "failed"
+            },
+        })
+        .collect();
+    let throttles_cleared = done && !args.preserve_throttles;
+    if throttles_cleared {
+        clear_throttles(client, plan).await?;
+    }
+    print_json(&Verification {
+        complete: done,
+        throttles_cleared,
+        partitions,
+    })
 }
 
 /// Each partition of the plan: completed (its replicas are the target and nothing is in
@@ -523,7 +572,8 @@ async fn status(client: &mut Client, plan: &Plan) -> anyhow::Result<(bool, Vec<S
     Ok((done, lines))
 }
 
-async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<()> {
+/// Clears the plan's throttles; the lines to say so, as Kafka's tool does.
+async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<Vec<String>> {
     let topics: BTreeSet<&str> = plan.partitions.iter().map(|e| e.topic.as_str()).collect();
     let brokers: BTreeSet<i32> = client.brokers().await?.iter().map(|b| b.id).collect();
     let clear = |keys: &[&str]| -> BTreeMap<String, Option<String>> {
@@ -537,29 +587,30 @@ async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<()>
             )
             .await?;
     }
-    println!(
+    let mut said = vec![format!(
         "Clearing broker-level throttles on brokers {}",
         brokers
             .iter()
             .map(i32::to_string)
             .collect::<Vec<_>>()
             .join(",")
-    );
+    )];
     for t in &topics {
         client
             .alter_topic_configs(t, &clear(&[LEADER_REPLICAS, FOLLOWER_REPLICAS]))
             .await?;
     }
-    println!(
+    said.push(format!(
         "Clearing topic-level throttles on topic{} {}",
         if topics.len() > 1 { "s" } else { "" },
         topics.into_iter().collect::<Vec<_>>().join(",")
-    );
-    Ok(())
+    ));
+    Ok(said)
 }
 
-/// Polls until the plan is done, redrawing one progress line on standard error, then verifies
-/// (and so clears the throttles).
+/// Polls until the plan is done, showing a progress line on standard error (a terminal only),
+/// then one closing line there (`N/M partitions moved, T s`, for logs too) and verifies (and
+/// so clears the throttles).
 async fn wait(
     io: &Io,
     client: &mut Client,
@@ -573,6 +624,7 @@ async fn wait(
     // partition neither moving nor at its target only fails the wait if it stays so.
     const STRAY_POLLS: u32 = 6;
     let mut stray = 0;
+    let line = super::progress::Progress::on_stderr();
     loop {
         let (done, lines) = status(client, plan).await?;
         let completed = lines
@@ -584,17 +636,17 @@ async fn wait(
             false => 0,
         };
         let failed = stray >= STRAY_POLLS;
-        let width = 30;
-        let filled = completed * width / total.max(1);
-        eprint!(
-            "\r[{}{}] {completed}/{total} partitions moved, {:.1}s",
-            "#".repeat(filled),
-            " ".repeat(width - filled),
+        let moved = format!(
+            "{completed}/{total} partitions moved, {:.1}s",
             (io.clock.monotonic() - start).as_secs_f64()
         );
-        let _ = std::io::stderr().flush();
+        line.update(
+            super::progress::fraction(completed as u64, total as u64),
+            moved.clone(),
+        );
         if done || failed {
-            eprintln!();
+            line.finish();
+            eprintln!("{moved}");
             verify(client, args, plan).await?;
             if failed {
                 anyhow::bail!("a partition of the plan is neither moving nor at its target");
