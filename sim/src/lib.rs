@@ -27,6 +27,8 @@ pub mod html;
 pub mod jepsen;
 pub mod metadata_check;
 pub mod partition_trace;
+#[cfg(madsim)]
+pub mod probes;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;

@@ -147,6 +147,19 @@ pub enum Check {
     /// epoch, CRC) below the lower of their high watermarks, or a replica's high watermark is
     /// outside its log (multi-node worlds with replicated topics).
     Replicas,
+    /// After healing, an admin sequence (CreateTopics, CreatePartitions,
+    /// IncrementalAlterConfigs, DeleteTopics through any broker) did not succeed within the
+    /// bound (`probes`; clusters and admin scenarios).
+    #[serde(rename = "admin-liveness")]
+    AdminLiveness,
+    /// After healing, a fresh group's member did not join a stable generation and commit within
+    /// the bound (`probes`; group scenarios).
+    #[serde(rename = "group-liveness")]
+    GroupLiveness,
+    /// After healing, a transaction was not committed and read back read_committed within the
+    /// bound (`probes`; transaction scenarios).
+    #[serde(rename = "txn-liveness")]
+    TxnLiveness,
     /// Transactions (`txn_check`): a read_committed read of an aborted or later-undone value,
     /// a transaction partly visible, an acknowledged commit missing, a value stored twice, a
     /// last stable offset stuck below the high watermark after healing.
@@ -177,6 +190,9 @@ impl Check {
             Check::GroupDelivery,
             Check::GroupSettle,
             Check::Transactions,
+            Check::AdminLiveness,
+            Check::GroupLiveness,
+            Check::TxnLiveness,
         ]
     }
 }
@@ -233,6 +249,14 @@ pub struct Groups {
     /// broker's default.
     #[serde(default)]
     pub assignor: Option<String>,
+    /// How members fetch: `basic` (Fetch v10 from each leader) or `librdkafka` (the validating
+    /// consumers' path: Fetch v11 with leader epoch and rack, KIP-320 validation, committed
+    /// leader epochs, KIP-392 follower reads). Clusters only.
+    #[serde(default)]
+    pub client: ConsumerClient,
+    /// `client.rack` of member slot i: `racks[i % len]` (none when empty).
+    #[serde(default)]
+    pub racks: Vec<String>,
 }
 
 /// The `[transactions]` section: `producers` transactional producers (`txn-0`, `txn-1`...),
@@ -968,6 +992,9 @@ impl Scenario {
         }
         if let Some(groups) = &self.groups {
             groups.validate()?;
+            if groups.client == ConsumerClient::Librdkafka && !self.cluster.is_multi_node() {
+                return Err("groups.client = \"librdkafka\" needs a cluster (brokers > 1)".into());
+            }
         }
         if let Some(t) = &self.transactions {
             t.validate()?;

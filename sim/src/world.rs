@@ -22,7 +22,7 @@ use weir::io::os::{OsRng, TokioNet, TokioSpawn};
 use weir::io::Io;
 
 use crate::admin::{self, AdminSpec};
-use crate::checker::{self, FinalRead};
+use crate::checker::{self, FinalRead, ProbeFindings};
 use crate::clock::NodeClock;
 use crate::consumer_workload;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
@@ -229,14 +229,27 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     } else {
         SETTLE * 2
     };
-    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle);
+    // Each post-heal probe may take its whole bound when it fails.
+    let probing = probe_spec(scenario, Vec::new());
+    let probe_time = crate::probes::PROBE_BOUND
+        * [
+            probing.admin.is_some(),
+            probing.group.is_some(),
+            probing.txn.is_some(),
+        ]
+        .iter()
+        .filter(|&&on| on)
+        .count() as u32;
+    runtime
+        .set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle + probe_time);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
+    let probed: Arc<std::sync::Mutex<ProbeFindings>> = Arc::default();
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
         runtime.block_on(simulate(
             scenario.clone(),
             history.clone(),
-            sim_end.clone(),
+            (sim_end.clone(), probed.clone()),
             nodes.clone(),
         ))
     }));
@@ -344,6 +357,18 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             findings.evidence_ms.insert(Check::Metadata, end);
         }
     }
+    findings.probes = std::mem::take(&mut *probed.lock().unwrap());
+    for (check, failed) in [
+        (Check::AdminLiveness, findings.probes.admin.is_some()),
+        (Check::GroupLiveness, findings.probes.group.is_some()),
+        (Check::TxnLiveness, findings.probes.txn.is_some()),
+    ] {
+        if failed {
+            // Seen only at the end.
+            let end = entries.last().map_or(0, |e| e.at_ms);
+            findings.evidence_ms.insert(check, end);
+        }
+    }
     if let Some((quorum, quorum_liveness)) = quorum {
         let end = entries.last().map_or(0, |e| e.at_ms);
         if let Some(t) = quorum.leaders_ms {
@@ -405,12 +430,69 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     }
 }
 
+/// Which post-heal probes a scenario's end runs (`probes`): the admin sequence in clusters and
+/// with an admin client, a group join where groups run, a transaction where transactions run.
+fn probe_spec(scenario: &Scenario, addrs: Vec<SocketAddr>) -> crate::probes::ProbeSpec {
+    let topic = &scenario.topic;
+    crate::probes::ProbeSpec {
+        admin: (scenario.cluster.is_multi_node() || scenario.admin.is_some())
+            .then_some(topic.replication_factor.max(1)),
+        group: scenario
+            .groups
+            .as_ref()
+            .map(|g| (topic.name.clone(), topic.partitions, g.session_timeout_ms)),
+        txn: scenario
+            .transactions
+            .as_ref()
+            .map(|t| crate::txn_workload::TxnSpec {
+                txns: t.clone(),
+                bootstrap: addrs.clone(),
+                replication_factor: topic.replication_factor,
+                timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+                until_ms: 0,
+                final_at_ms: 0,
+            }),
+        addrs,
+    }
+}
+
+/// The probes of what users do after healing (`probes`), on the client machine, once the
+/// final read and metadata are in; their findings go to `slot`. The run's simulated end
+/// moves past them.
+async fn end_probes(
+    scenario: &Scenario,
+    client_node: &madsim::runtime::NodeHandle,
+    addrs: Vec<SocketAddr>,
+    history: History,
+    clock: RunClock,
+    (sim_end, slot): &EndSlots,
+) -> Result<(), String> {
+    let spec = probe_spec(scenario, addrs);
+    if spec.admin.is_none() && spec.group.is_none() && spec.txn.is_none() {
+        return Ok(());
+    }
+    let found = client_node
+        .spawn(crate::probes::run(client_io(), spec, history, clock))
+        .await
+        .map_err(|e| e.to_string())?;
+    *slot.lock().unwrap() = found;
+    *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    Ok(())
+}
+
+/// Where `simulate` leaves the run's simulated end (seconds) and the probes' findings.
+type EndSlots = (
+    Arc<std::sync::Mutex<f64>>,
+    Arc<std::sync::Mutex<ProbeFindings>>,
+);
+
 async fn simulate(
     scenario: Scenario,
     history: History,
-    sim_end: Arc<std::sync::Mutex<f64>>,
+    slots: EndSlots,
     nodes: Arc<std::sync::Mutex<Vec<NodeId>>>,
 ) -> Result<SimEnd, String> {
+    let sim_end = slots.0.clone();
     let handle = Handle::current();
     let clock = RunClock::start();
     let duration_ms = scenario.duration_secs * 1000;
@@ -945,18 +1027,20 @@ async fn simulate(
                 }),
             );
         }
-        return multi_node_end(
+        let end = multi_node_end(
             quorum,
             quorum_liveness,
             data,
             &scenario,
             &client_node,
-            addrs,
-            history,
+            addrs.clone(),
+            history.clone(),
             clock,
             sim_end,
         )
-        .await;
+        .await?;
+        end_probes(&scenario, &client_node, addrs, history, clock, &slots).await?;
+        return Ok(end);
     }
 
     let (final_read, liveness) = read_back(
@@ -1004,6 +1088,7 @@ async fn simulate(
         None
     };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    end_probes(&scenario, &client_node, vec![addr], history, clock, &slots).await?;
     Ok((final_read, liveness, final_metadata, None, Vec::new()))
 }
 

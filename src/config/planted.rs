@@ -184,6 +184,11 @@ pub enum PlantedBug {
     /// (which trails the log end on a new leader), the bug the cluster scenario found.
     #[cfg(any(madsim, test))]
     GroupLoadToHighWatermark,
+    /// Admin: a controller that took over (active in a quorum epoch after the first) never
+    /// carries out CreatePartitions and answers REQUEST_TIMED_OUT, while produce, fetch and
+    /// every other change still work (a request queue only the first controller drains).
+    #[cfg(any(madsim, test))]
+    CreatePartitionsStuckAfterFailover,
 }
 
 impl PlantedBug {
@@ -333,6 +338,11 @@ impl PlantedBug {
         (
             "group-load-to-high-watermark",
             PlantedBug::GroupLoadToHighWatermark,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "create-partitions-stuck-after-failover",
+            PlantedBug::CreatePartitionsStuckAfterFailover,
         ),
     ];
 
