@@ -3,8 +3,8 @@ use crate::{rand::*, task::NodeId};
 use serde::{Deserialize, Serialize};
 use std::{
     any::Any,
-    collections::{hash_map::Entry, HashMap, HashSet},
-    hash::{Hash, Hasher},
+    collections::hash_map::Entry,
+    hash::{BuildHasherDefault, Hash, Hasher},
     io,
     net::{IpAddr, Ipv4Addr, SocketAddr},
     ops::Range,
@@ -12,6 +12,63 @@ use std::{
     time::Duration,
 };
 use tracing::*;
+
+// Weir patch (vendor/madsim/PATCHED.md): every message sent looks up these maps about five
+// times (`try_send`), and SipHash made that ~2 k instructions a message. Their keys are small
+// integers and addresses the simulation chooses itself, so a multiply-rotate hash is enough; no
+// code iterates these maps, so their order cannot leak into a schedule.
+type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+type HashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+
+/// The rustc-hash "Fx" hash: per written word, rotate, xor, multiply.
+#[derive(Default, Clone, Copy)]
+struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().unwrap()));
+        }
+        for &byte in chunks.remainder() {
+            self.add(byte as u64);
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
 
 /// A simulated network.
 ///
@@ -118,11 +175,11 @@ impl Network {
             rand,
             config,
             stat: Stat::default(),
-            nodes: HashMap::new(),
-            addr_to_node: HashMap::new(),
-            clogged_node_in: HashSet::new(),
-            clogged_node_out: HashSet::new(),
-            clogged_link: HashSet::new(),
+            nodes: HashMap::default(),
+            addr_to_node: HashMap::default(),
+            clogged_node_in: HashSet::default(),
+            clogged_node_out: HashSet::default(),
+            clogged_link: HashSet::default(),
         }
     }
 

@@ -1,5 +1,10 @@
 use super::*;
-use std::{fmt, pin::Pin, task::Poll};
+use std::{
+    fmt,
+    pin::Pin,
+    sync::Weak,
+    task::{Poll, Waker},
+};
 
 /// Waits until `duration` has elapsed.
 pub fn sleep(duration: Duration) -> Sleep {
@@ -20,6 +25,12 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     pub(super) handle: TimeHandle,
     pub(super) deadline: Instant,
+    // Weir patch (vendor/madsim/PATCHED.md): the waker the one timer registered for `deadline`
+    // will wake. Upstream added a timer-heap entry on every poll of a pending sleep and never
+    // took one back, so a sleep polled 10 times woke its task 10 times and a dropped sleep
+    // (the loser of a `select!`) woke it once more later. Now one entry per deadline, which
+    // wakes the latest waker (tokio's rule) and nothing once the sleep is dropped or reset.
+    pub(super) armed: Option<Arc<Mutex<Option<Waker>>>>,
 }
 
 impl Sleep {
@@ -38,18 +49,38 @@ impl Sleep {
     /// Resets the `Sleep` instance to a new deadline.
     pub fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
         self.deadline = deadline;
+        // Weir patch: the timer armed for the old deadline must not wake anyone.
+        self.armed = None;
     }
 }
 
 impl Future for Sleep {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         if self.is_elapsed() {
             return Poll::Ready(());
         }
-        let waker = cx.waker().clone();
-        self.handle.add_timer_at(self.deadline, || waker.wake());
+        // Weir patch: reuse the armed timer (only its waker may change); arm one otherwise, or
+        // again should the armed one have fired already (it cannot fire before `deadline`).
+        if let Some(slot) = &self.armed {
+            let mut waker = slot.lock();
+            if let Some(waker) = waker.as_mut() {
+                if !waker.will_wake(cx.waker()) {
+                    *waker = cx.waker().clone();
+                }
+                return Poll::Pending;
+            }
+        }
+        let slot = Arc::new(Mutex::new(Some(cx.waker().clone())));
+        let weak: Weak<Mutex<Option<Waker>>> = Arc::downgrade(&slot);
+        self.handle.add_timer_at(self.deadline, move || {
+            let waker = weak.upgrade().and_then(|slot| slot.lock().take());
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        });
+        self.armed = Some(slot);
         Poll::Pending
     }
 }
