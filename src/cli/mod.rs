@@ -26,6 +26,7 @@ mod log_dirs;
 mod metadata_quorum;
 mod output;
 mod reassign;
+mod reassign_dirs;
 mod records;
 mod serve;
 mod topics;

@@ -11,6 +11,10 @@
 //!   throttles are cleared (unless `--preserve-throttles`); with `--wait` it polls, showing a
 //!   progress bar, until they are;
 //! - `--cancel --reassignment-json-file F`, `--list`.
+//!
+//! A plan's `log_dirs` (a path per replica, or "any") also moves replicas between a broker's
+//! log directories: `--execute` sends AlterReplicaLogDirs to those brokers, `--verify` reports
+//! each move (`reassign_dirs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -24,6 +28,8 @@ use weir::client::{
     Client, ConfigResource, OngoingReassignment, ReassignOutcome, TopicDescription,
 };
 use weir::io::Io;
+
+use super::reassign_dirs;
 
 #[derive(Args)]
 pub struct ReassignArgs {
@@ -58,6 +64,9 @@ pub struct ReassignArgs {
     /// Replication throttle in bytes/s for the moves (with --execute).
     #[arg(long, default_value_t = -1)]
     throttle: i64,
+    /// Throttle in bytes/s for moves between a broker's log directories (with --execute).
+    #[arg(long = "replica-alter-log-dirs-throttle", default_value_t = -1)]
+    replica_alter_log_dirs_throttle: i64,
     /// With --verify: keep the throttles even when the reassignment is complete.
     #[arg(long = "preserve-throttles")]
     preserve_throttles: bool,
@@ -106,6 +115,7 @@ const LEADER_RATE: &str = "leader.replication.throttled.rate";
 const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
 const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+const DIR_MOVE_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
 pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
     let mut client = connect(io, &args).await?;
@@ -114,6 +124,20 @@ pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
     } else if args.execute {
         let plan = read_plan(io, &args)?;
         execute(&mut client, &args, &plan).await?;
+        let timeout = Duration::from_millis(args.timeout_ms);
+        let moves = dir_moves(&plan);
+        if args.replica_alter_log_dirs_throttle >= 0 && !moves.is_empty() {
+            let rate = args.replica_alter_log_dirs_throttle.to_string();
+            let brokers: BTreeSet<i32> = moves.iter().map(|m| m.broker).collect();
+            for b in brokers {
+                let change = [(DIR_MOVE_RATE.to_string(), Some(rate.clone()))].into();
+                client
+                    .alter_configs(&ConfigResource::Broker(b), &change)
+                    .await?;
+            }
+            println!("The replica-alter-dir throttle limit was set to {rate} B/s");
+        }
+        reassign_dirs::start(io, &args.server, &mut client, &moves, timeout).await?;
         if args.wait {
             wait(io, &mut client, &args, &plan).await?;
         }
@@ -123,7 +147,7 @@ pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
         if args.wait {
             wait(io, &mut client, &args, &plan).await
         } else {
-            verify(&mut client, &args, &plan).await.map(|_| ())
+            verify(io, &mut client, &args, &plan).await.map(|_| ())
         }
     } else if args.cancel {
         let plan = read_plan(io, &args)?;
@@ -189,13 +213,6 @@ fn read_plan(io: &Io, args: &ReassignArgs) -> anyhow::Result<Plan> {
                     e.partition,
                     dirs.len(),
                     e.replicas.len()
-                );
-            }
-            if dirs.iter().any(|d| d != "any") {
-                anyhow::bail!(
-                    "log_dirs other than \"any\" are not supported by weir reassign: moving a \
-                     replica between a broker's log directories (AlterReplicaLogDirs) is not \
-                     implemented yet; use \"any\" (the broker picks the directory)"
                 );
             }
         }
@@ -464,12 +481,39 @@ async fn set_throttles(
     Ok(())
 }
 
-/// Kafka's `--verify` lines; `Ok(true)` when every partition of the plan is done.
-async fn verify(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow::Result<bool> {
+/// The plan's moves between log directories.
+fn dir_moves(plan: &Plan) -> Vec<reassign_dirs::DirMove> {
+    reassign_dirs::moves(plan.partitions.iter().map(|e| {
+        (
+            e.topic.as_str(),
+            e.partition,
+            e.replicas.as_slice(),
+            e.log_dirs.as_deref(),
+        )
+    }))
+}
+
+/// Kafka's `--verify` lines; `Ok(true)` when every partition of the plan is done, and every
+/// move between log directories.
+async fn verify(
+    io: &Io,
+    client: &mut Client,
+    args: &ReassignArgs,
+    plan: &Plan,
+) -> anyhow::Result<bool> {
     let (done, lines) = status(client, plan).await?;
     println!("Status of partition reassignment:");
     for line in lines {
         println!("{line}");
+    }
+    let moves = dir_moves(plan);
+    let mut done = done;
+    if !moves.is_empty() {
+        let (moved, lines) = reassign_dirs::states(io, &args.server, client, &moves).await?;
+        for line in lines {
+            println!("{line}");
+        }
+        done &= moved;
     }
     if done && !args.preserve_throttles {
         clear_throttles(client, plan).await?;
@@ -533,7 +577,7 @@ async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<()>
         client
             .alter_configs(
                 &ConfigResource::Broker(*b),
-                &clear(&[LEADER_RATE, FOLLOWER_RATE]),
+                &clear(&[LEADER_RATE, FOLLOWER_RATE, DIR_MOVE_RATE]),
             )
             .await?;
     }
@@ -593,9 +637,14 @@ async fn wait(
             (io.clock.monotonic() - start).as_secs_f64()
         );
         let _ = std::io::stderr().flush();
-        if done || failed {
+        let moves = dir_moves(plan);
+        let moved = moves.is_empty()
+            || reassign_dirs::states(io, &args.server, client, &moves)
+                .await?
+                .0;
+        if (done && moved) || failed {
             eprintln!();
-            verify(client, args, plan).await?;
+            verify(io, client, args, plan).await?;
             if failed {
                 anyhow::bail!("a partition of the plan is neither moving nor at its target");
             }
