@@ -116,7 +116,8 @@ def test_reassign_log_dirs_moves_a_replica_to_the_other_directory(jbod, tmp_path
     assert placement(describe(binary, bootstrap, "--topic-list", "moving")) == {
         source: [], dest: ["moving-0"]}
     assert not [n for n in os.listdir(source) if n.startswith("moving-0")], os.listdir(source)
-    consumed = weir(binary, "consume", "--bootstrap", bootstrap, "--partition", "0", "moving")
+    consumed = weir(binary, "consume", "--bootstrap", bootstrap, "--partition", "0", "--max",
+                    str(len(values)), "moving")
     assert [line.split("\t")[-1] for line in consumed.strip().splitlines()] == values
     # A path that is not one of the broker's directories: Kafka's error.
     plan.write_text(json.dumps({"version": 1, "partitions": [
