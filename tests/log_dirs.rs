@@ -508,3 +508,93 @@ async fn a_move_cut_by_a_crash_finishes_after_the_restart() {
     read_back_locally(&node.broker, "r", 0, &acked);
     node.broker.halt();
 }
+
+/// A figure, not a check: how fast a replica moves between two directories on the real disk,
+/// unthrottled and under `replica.alter.log.dirs.io.max.bytes.per.second`. Run by hand:
+/// `cargo test --release --test log_dirs measure_move -- --ignored --nocapture`
+/// (`WEIR_MOVE_MB`, default 64; `WEIR_MOVE_THROTTLED_MB`, default 16, at 4 MB/s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_move_throughput() {
+    let mb = |key: &str, default: usize| {
+        std::env::var(key)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let io = weir::io::Io::os();
+    let root = common::temp_dir("move-figure", "dirs");
+    let (a, b) = (root.join("a"), root.join("b"));
+    for dir in [&a, &b] {
+        format_log_dir(&io, dir, CLUSTER_ID, 1).await.unwrap();
+    }
+    let log_dirs = format!("{},{}", a.display(), b.display());
+    let (cport, port) = (free_port(), free_port());
+    let config = combined_config(1, &a, &[cport], port, &[("log.dirs", &log_dirs)]);
+    let node = Broker::start(config, io.clone()).await.unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    wait_listening(&[addr]).await;
+    let mut client = Client::connect(&io, addr).await.unwrap();
+    let rate = "replica.alter.log.dirs.io.max.bytes.per.second".to_string();
+    let throttle = weir::client::ConfigResource::Broker(1);
+    for (topic, megabytes, limit) in [
+        ("fast", mb("WEIR_MOVE_MB", 64), None),
+        ("slow", mb("WEIR_MOVE_THROTTLED_MB", 16), Some(4u64 << 20)),
+    ] {
+        client
+            .create_topic(topic, 1, 1, &Default::default())
+            .await
+            .unwrap();
+        let value = "z".repeat(1000);
+        for _ in 0..megabytes {
+            let mut batch = BatchBuilder::new(1);
+            for _ in 0..1000 {
+                batch.push(None, Some(value.as_bytes()), 1);
+            }
+            let batch = Bytes::from(batch.finish(-1, -1, -1));
+            client.produce(topic, 0, batch, 1).await.unwrap();
+        }
+        let key = (topic.to_string(), 0);
+        let placed = node
+            .broker
+            .log_dir_views()
+            .into_iter()
+            .find(|v| v.partitions.contains(&key))
+            .unwrap();
+        let dest = if placed.path == a { &b } else { &a };
+        let change = [(rate.clone(), limit.map(|l| l.to_string()))].into();
+        client.alter_configs(&throttle, &change).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let started = std::time::Instant::now();
+        let answers = client
+            .alter_replica_log_dirs(&[(dest.display().to_string(), topic.into(), 0)])
+            .await
+            .unwrap();
+        assert_eq!(answers, vec![(topic.to_string(), 0, None)]);
+        let broker = node.broker.clone();
+        let dest_path = dest.clone();
+        wait_for("the move", Duration::from_secs(600), || {
+            let views = broker.log_dir_views();
+            let there = views.iter().find(|v| v.path == dest_path)?;
+            there.partitions.contains(&key).then_some(())
+        })
+        .await;
+        let took = started.elapsed();
+        let size = node
+            .broker
+            .partition(topic, 0)
+            .unwrap()
+            .lock()
+            .log()
+            .size_bytes();
+        eprintln!(
+            "moved {topic}-0: {:.1} MB in {:.2} s = {:.1} MB/s (throttle {:?} B/s)",
+            size as f64 / 1e6,
+            took.as_secs_f64(),
+            size as f64 / 1e6 / took.as_secs_f64(),
+            limit
+        );
+    }
+    node.broker.halt();
+    let _ = std::fs::remove_dir_all(&root);
+}
