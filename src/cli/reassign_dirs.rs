@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_plans_paths_become_moves_and_any_is_left_out() {
-        let dirs = vec!["any".to_string(), "/d2".to_string()];
+        let dirs = ["any".to_string(), "/d2".to_string()];
         let found = moves(
             [
                 ("foo", 0, &[5, 6][..], Some(&dirs[..])),
