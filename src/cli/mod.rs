@@ -27,6 +27,7 @@ mod metadata_quorum;
 mod output;
 mod progress;
 mod reassign;
+mod reassign_dirs;
 mod records;
 mod serve;
 mod topics;

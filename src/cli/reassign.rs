@@ -11,6 +11,10 @@
 //!   throttles are cleared (unless `--preserve-throttles`); with `--wait` it polls, showing a
 //!   progress bar, until they are;
 //! - `--cancel --reassignment-json-file F`, `--list`.
+//!
+//! A plan's `log_dirs` (a path per replica, or "any") also moves replicas between a broker's
+//! log directories: `--execute` sends AlterReplicaLogDirs to those brokers, `--verify` reports
+//! each move (`reassign_dirs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -25,6 +29,7 @@ use weir::client::{
 use weir::io::Io;
 
 use super::output::{print_json, Output};
+use super::reassign_dirs;
 
 #[derive(Args)]
 pub struct ReassignArgs {
@@ -59,6 +64,9 @@ pub struct ReassignArgs {
     /// Replication throttle in bytes/s for the moves (with --execute).
     #[arg(long, default_value_t = -1)]
     throttle: i64,
+    /// Throttle in bytes/s for moves between a broker's log directories (with --execute).
+    #[arg(long = "replica-alter-log-dirs-throttle", default_value_t = -1)]
+    replica_alter_log_dirs_throttle: i64,
     /// With --verify: keep the throttles even when the reassignment is complete.
     #[arg(long = "preserve-throttles")]
     preserve_throttles: bool,
@@ -107,6 +115,7 @@ const LEADER_RATE: &str = "leader.replication.throttled.rate";
 const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
 const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+const DIR_MOVE_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
 pub async fn run(io: &Io, args: ReassignArgs, output: Output) -> anyhow::Result<()> {
     let mut client = connect(io, &args).await?;
@@ -115,6 +124,20 @@ pub async fn run(io: &Io, args: ReassignArgs, output: Output) -> anyhow::Result<
     } else if args.execute {
         let plan = read_plan(io, &args)?;
         execute(&mut client, &args, &plan).await?;
+        let timeout = Duration::from_millis(args.timeout_ms);
+        let moves = dir_moves(&plan);
+        if args.replica_alter_log_dirs_throttle >= 0 && !moves.is_empty() {
+            let rate = args.replica_alter_log_dirs_throttle.to_string();
+            let brokers: BTreeSet<i32> = moves.iter().map(|m| m.broker).collect();
+            for b in brokers {
+                let change = [(DIR_MOVE_RATE.to_string(), Some(rate.clone()))].into();
+                client
+                    .alter_configs(&ConfigResource::Broker(b), &change)
+                    .await?;
+            }
+            println!("The replica-alter-dir throttle limit was set to {rate} B/s");
+        }
+        reassign_dirs::start(io, &args.server, &mut client, &moves, timeout).await?;
         if args.wait {
             wait(io, &mut client, &args, &plan).await?;
         }
@@ -126,7 +149,7 @@ pub async fn run(io: &Io, args: ReassignArgs, output: Output) -> anyhow::Result<
         } else if output.json() {
             verify_json(&mut client, &args, &plan).await
         } else {
-            verify(&mut client, &args, &plan).await.map(|_| ())
+            verify(io, &mut client, &args, &plan).await.map(|_| ())
         }
     } else if args.cancel {
         let plan = read_plan(io, &args)?;
@@ -194,13 +217,6 @@ fn read_plan(io: &Io, args: &ReassignArgs) -> anyhow::Result<Plan> {
                     e.partition,
                     dirs.len(),
                     e.replicas.len()
-                );
-            }
-            if dirs.iter().any(|d| d != "any") {
-                anyhow::bail!(
-                    "log_dirs other than \"any\" are not supported by weir reassign: moving a \
-                     replica between a broker's log directories (AlterReplicaLogDirs) is not \
-                     implemented yet; use \"any\" (the broker picks the directory)"
                 );
             }
         }
@@ -469,12 +485,39 @@ async fn set_throttles(
     Ok(())
 }
 
-/// Kafka's `--verify` lines; `Ok(true)` when every partition of the plan is done.
-async fn verify(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow::Result<bool> {
+/// The plan's moves between log directories.
+fn dir_moves(plan: &Plan) -> Vec<reassign_dirs::DirMove> {
+    reassign_dirs::moves(plan.partitions.iter().map(|e| {
+        (
+            e.topic.as_str(),
+            e.partition,
+            e.replicas.as_slice(),
+            e.log_dirs.as_deref(),
+        )
+    }))
+}
+
+/// Kafka's `--verify` lines; `Ok(true)` when every partition of the plan is done, and every
+/// move between log directories.
+async fn verify(
+    io: &Io,
+    client: &mut Client,
+    args: &ReassignArgs,
+    plan: &Plan,
+) -> anyhow::Result<bool> {
     let (done, lines) = status(client, plan).await?;
     println!("Status of partition reassignment:");
     for line in lines {
         println!("{line}");
+    }
+    let moves = dir_moves(plan);
+    let mut done = done;
+    if !moves.is_empty() {
+        let (moved, lines) = reassign_dirs::states(io, &args.server, client, &moves).await?;
+        for line in lines {
+            println!("{line}");
+        }
+        done &= moved;
     }
     if done && !args.preserve_throttles {
         for line in clear_throttles(client, plan).await? {
@@ -583,7 +626,7 @@ async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<Vec
         client
             .alter_configs(
                 &ConfigResource::Broker(*b),
-                &clear(&[LEADER_RATE, FOLLOWER_RATE]),
+                &clear(&[LEADER_RATE, FOLLOWER_RATE, DIR_MOVE_RATE]),
             )
             .await?;
     }
@@ -644,10 +687,15 @@ async fn wait(
             super::progress::fraction(completed as u64, total as u64),
             moved.clone(),
         );
-        if done || failed {
+        let moves = dir_moves(plan);
+        let dirs_moved = moves.is_empty()
+            || reassign_dirs::states(io, &args.server, client, &moves)
+                .await?
+                .0;
+        if (done && dirs_moved) || failed {
             line.finish();
             eprintln!("{moved}");
-            verify(client, args, plan).await?;
+            verify(io, client, args, plan).await?;
             if failed {
                 anyhow::bail!("a partition of the plan is neither moving nor at its target");
             }

@@ -314,6 +314,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     stored("remote.log.index.file.cache.total.size.bytes", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.log.manager.copy.max.bytes.per.second", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.log.manager.fetch.max.bytes.per.second", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
+    stored("replica.alter.log.dirs.io.max.bytes.per.second", Int(0, I64), ClusterWide, "Bytes/s this broker copies for replicas moving between its log directories (AlterReplicaLogDirs, KIP-113): applied, dynamic; unlimited when unset.").default_is("9223372036854775807"),
     used("replica.fetch.backoff.ms", Int(0, I32), "1000", "A follower's pause after a failed fetch of a partition.")
         .shows(|c| Some(c.replica_fetch_backoff_ms.to_string())),
     used("replica.fetch.max.bytes", Int(0, I32), "1048576", "Per partition, what a follower asks for; the leader also caps a replica's fetch at it.")
