@@ -206,6 +206,9 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
         .as_deref()
         .map(PlantedBug::parse)
         .transpose()?;
+    if let Some(aimed) = &scenario.nemesis.aimed {
+        config.fault_points = aimed.fault_points();
+    }
     Ok(config)
 }
 
