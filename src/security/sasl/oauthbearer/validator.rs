@@ -272,8 +272,9 @@ pub fn validate(token: &str, options: &ValidatorOptions, now_ms: i64) -> Result<
             )));
         }
     }
-    // NaN compares false both ways: treat it as already expired.
-    if !(now - skew < 1000.0 * exp) {
+    // NaN compares false both ways: a NaN `exp` is not live, so it counts as expired.
+    let live = now - skew < 1000.0 * exp;
+    if !live {
         return Err(bad(format!(
             "The indicated time ({now_ms} ms) minus allowable clock skew ({skew} ms) was on or after the Expiration Time value ({exp} seconds)"
         )));
