@@ -515,6 +515,20 @@ pub struct Cluster {
     /// scenario's faults too (`world::secure_controller_properties`).
     #[serde(default)]
     pub secure_controller: bool,
+    /// Every inter-node link is secured: the controller listener as with `secure_controller`,
+    /// and the inter-broker listener (replica fetchers, transaction markers) a third one,
+    /// INTERNAL, SASL_SSL with OAUTHBEARER (unsecured tokens of [`Cluster::token_secs`]), so
+    /// sessions end with their tokens and links re-authenticate (KIP-368) under the faults;
+    /// clients stay on PLAINTEXT (`world::secure_links_properties`).
+    #[serde(default)]
+    pub secure_links: bool,
+    /// With `secure_links`: the lifetime of the nodes' OAUTHBEARER tokens, in seconds.
+    #[serde(default = "default_token_secs")]
+    pub token_secs: u64,
+}
+
+fn default_token_secs() -> u64 {
+    3600
 }
 
 fn default_fsync_latency() -> [u64; 2] {
@@ -532,6 +546,8 @@ impl Default for Cluster {
             fsync_latency_us: default_fsync_latency(),
             racks: false,
             secure_controller: false,
+            secure_links: false,
+            token_secs: default_token_secs(),
         }
     }
 }

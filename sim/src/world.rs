@@ -47,6 +47,8 @@ const LIVENESS_BOUND: Duration = Duration::from_secs(30);
 const FINAL_READ_BOUND: Duration = Duration::from_secs(90);
 const BROKER_PORT: u16 = 9092;
 const CONTROLLER_PORT: u16 = 9093;
+/// The inter-broker listener of `[cluster] secure_links`.
+const INTERNAL_PORT: u16 = 9094;
 /// Multi-node worlds: how long after healing a leader and a committed CreateTopics may take,
 /// and then how long every node may take to reach the same committed end.
 const QUORUM_BOUND: Duration = Duration::from_secs(30);
@@ -86,6 +88,9 @@ fn cluster_properties(scenario: &Scenario, index: u32) -> BTreeMap<String, Strin
     if broker {
         listeners.push(format!("PLAINTEXT://{ip}:{BROKER_PORT}"));
     }
+    if broker && cluster.secure_links {
+        listeners.push(format!("INTERNAL://{ip}:{INTERNAL_PORT}"));
+    }
     if voter {
         listeners.push(format!("CONTROLLER://{ip}:{CONTROLLER_PORT}"));
     }
@@ -102,8 +107,15 @@ fn cluster_properties(scenario: &Scenario, index: u32) -> BTreeMap<String, Strin
         props.insert("inter.broker.listener.name".into(), "PLAINTEXT".into());
     }
     props.insert("controller.listener.names".into(), "CONTROLLER".into());
-    if cluster.secure_controller {
+    if cluster.secure_controller || cluster.secure_links {
         props.extend(secure_controller_properties());
+    }
+    if cluster.secure_links && broker {
+        props.extend(secure_links_properties(cluster.token_secs));
+        props.insert(
+            "advertised.listeners".into(),
+            format!("PLAINTEXT://{ip}:{BROKER_PORT},INTERNAL://{ip}:{INTERNAL_PORT}"),
+        );
     }
     props
 }
@@ -158,6 +170,36 @@ fn secure_controller_properties() -> BTreeMap<String, String> {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// With `secure_links`, on top of the secure controller listener: INTERNAL, the inter-broker
+/// listener, SASL_SSL with OAUTHBEARER; each node logs in with an unsecured token for `node`
+/// lasting `token_secs`, so a session lasts at most that long (less with
+/// `connections.max.reauth.ms`).
+fn secure_links_properties(token_secs: u64) -> BTreeMap<String, String> {
+    let jaas = format!(
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         unsecuredLoginStringClaim_sub=\"node\" unsecuredLoginLifetimeSeconds=\"{token_secs}\";"
+    );
+    [
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL,INTERNAL:SASL_SSL".to_string(),
+        ),
+        ("inter.broker.listener.name", "INTERNAL".to_string()),
+        (
+            "listener.name.internal.sasl.enabled.mechanisms",
+            "OAUTHBEARER".to_string(),
+        ),
+        (
+            "sasl.mechanism.inter.broker.protocol",
+            "OAUTHBEARER".to_string(),
+        ),
+        ("listener.name.internal.oauthbearer.sasl.jaas.config", jaas),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
     .collect()
 }
 
