@@ -485,7 +485,10 @@ async fn verify_transactional(
     };
     let open = broker
         .partition(topic, index)
-        .is_some_and(|h| h.lock().has_open_transaction(header.producer_id));
+        .is_some_and(|h| {
+            h.lock()
+                .has_open_transaction(header.producer_id, header.producer_epoch)
+        });
     if open {
         return Ok(());
     }
