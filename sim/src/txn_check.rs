@@ -63,6 +63,12 @@ pub enum TxnEvent {
         epoch: i16,
         during: Option<u64>,
         released_ms: u64,
+        /// The producer id and epoch an accepted EndTxn v5 answered (none before v5): one
+        /// epoch above the request's is the answer to a retry of transaction n's own end,
+        /// which changes nothing (a coordinator that has not yet learned it lost the id
+        /// answers so from what it last knew).
+        #[serde(default)]
+        answered: Option<(i64, i16)>,
         error: Option<String>,
     },
     /// A live read_committed consumer returned `value` at `offset`, in a Fetch that moved its
@@ -264,13 +270,19 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
             producer,
             txn,
             commit,
+            producer_id,
+            epoch,
             during: Some(m),
             released_ms,
+            answered,
             ..
         } = late
         else {
             continue;
         };
+        if *answered == Some((*producer_id, epoch.saturating_add(1))) {
+            continue; // the answer to a retry of transaction n's end: nothing was ended
+        }
         // Released by an acknowledged write of a later transaction m, so the coordinator had
         // m open (its partition added) before the request arrived. Under v2 the answer to the
         // retried EndTxn moved the epoch past this request's, so a coordinator must fence it
@@ -756,6 +768,7 @@ mod tests {
             epoch: 0,
             during,
             released_ms: 4,
+            answered: None,
             error: error.map(str::to_string),
         }
     }
@@ -785,6 +798,16 @@ mod tests {
         let f = check(&history(late_end(1, Some(2), None)));
         assert_eq!((f.misdirected.len(), f.count()), (1, 1), "{f:?}");
         assert_eq!(f.first_ms, Some(4));
+        // Answered as a retry of transaction 1's own end (v5: the epoch after it): nothing
+        // ended; the same epoch back (no bump) is an end of transaction 2.
+        let answered = |a| {
+            let mut late = late_end(1, Some(2), None);
+            if let TxnEvent::LateEnd { answered, .. } = &mut late {
+                *answered = Some(a);
+            }
+            check(&history(late)).count()
+        };
+        assert_eq!((answered((7, 1)), answered((7, 0))), (0, 1));
         // Accepted but released by the time limit, or by a transaction that had ended before
         // the release: not judged (a retry may be answered NONE before the next transaction
         // began).

@@ -389,7 +389,10 @@ impl Producer {
                     .timeout(timeout, c.connection().call(&request, version))
                     .await
                     .unwrap_or(Err(ClientError::Timeout))
-                    .and_then(|r| kafka(r.error_code)),
+                    .and_then(|r| {
+                        kafka(r.error_code)?;
+                        Ok((r.producer_id.0 >= 0).then_some((r.producer_id.0, r.producer_epoch)))
+                    }),
                 Err(e) => Err(e),
             };
             history.record(
@@ -402,6 +405,7 @@ impl Producer {
                     epoch,
                     during,
                     released_ms,
+                    answered: answer.as_ref().ok().copied().flatten(),
                     error: answer.err().map(|e| e.to_string()),
                 }),
             );

@@ -428,7 +428,11 @@ async fn simulate(
         if let Some(id) = &cluster_id {
             format_node(&disk, id, index as i32 + 1, &config.log_dirs).await?;
         }
-        if scenario.transactions.as_ref().is_some_and(|t| t.version >= 2) {
+        if scenario
+            .transactions
+            .as_ref()
+            .is_some_and(|t| t.version >= 2)
+        {
             finalize_transactions_v2(&disk, &config.log_dirs).await?;
         }
         let offset = scenario.cluster.clock_offset_ms as i64;
