@@ -249,6 +249,11 @@ impl Findings {
             t.offsets.len(),
             "committed offsets not matching what committed transactions consumed",
         );
+        add(
+            Check::Transactions,
+            t.misdirected.len(),
+            "late EndTxns that ended a later transaction (KAFKA-17754)",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));

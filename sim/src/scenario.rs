@@ -297,6 +297,34 @@ pub struct Transactions {
     /// and EndTxn), restarting from the committed offset.
     #[serde(default = "default_pipeline_crash_ratio")]
     pub pipeline_crash_ratio: f64,
+    /// The transaction protocol the clients speak: 1 (KIP-98: AddPartitionsToTxn,
+    /// AddOffsetsToTxn, EndTxn v1; librdkafka's path) or 2 (KIP-890 part 2: Produce v12 and
+    /// TxnOffsetCommit v5 add partitions implicitly, EndTxn v5 answers the bumped epoch the
+    /// client goes on with; Java 4.x's path). With 2 the cluster is formatted with
+    /// `transaction.version=2` finalized, as `weir format` does, and a client speaks v2 only
+    /// when ApiVersions says so (as Java's).
+    #[serde(default = "one_version")]
+    pub version: u8,
+    /// The chance that an EndTxn's first send is held in the network (KAFKA-17754's delayed
+    /// EndTxn): the client gets no answer within `end_txn_timeout_ms`, retries on a new
+    /// connection and goes on to its next transaction; the held request reaches the
+    /// coordinator once that next transaction has written a record (or after
+    /// `end_txn_hold_max_ms`). 0: never.
+    #[serde(default)]
+    pub end_txn_hold_ratio: f64,
+    /// How long a client waits for a held EndTxn's answer before it retries (its request
+    /// time-out for that request; the producers' `request_timeout_ms` when absent).
+    #[serde(default)]
+    pub end_txn_timeout_ms: Option<u64>,
+    #[serde(default = "default_end_txn_hold_max")]
+    pub end_txn_hold_max_ms: u64,
+}
+
+fn one_version() -> u8 {
+    1
+}
+fn default_end_txn_hold_max() -> u64 {
+    5000
 }
 
 fn default_output_partitions() -> i32 {
@@ -356,6 +384,9 @@ impl Transactions {
                  pipeline_crash_ratio 0..=1"
                     .into(),
             );
+        }
+        if !(1..=2).contains(&self.version) || !(0.0..=1.0).contains(&self.end_txn_hold_ratio) {
+            return Err("transactions: version 1 or 2, end_txn_hold_ratio 0..=1".into());
         }
         Ok(())
     }

@@ -555,6 +555,13 @@ async fn simulate(
         if let Some(id) = &cluster_id {
             format_node(&disk, id, index as i32 + 1, &config.log_dirs).await?;
         }
+        if scenario
+            .transactions
+            .as_ref()
+            .is_some_and(|t| t.version >= 2)
+        {
+            finalize_transactions_v2(&disk, &config.log_dirs).await?;
+        }
         let offset = scenario.cluster.clock_offset_ms as i64;
         let drift = scenario.cluster.clock_drift_ppm as i64;
         let node_clock = NodeClock::new(
@@ -1294,6 +1301,30 @@ async fn format_node(
             .map_err(|e| format!("format node {node_id}: {e}"))?;
     }
     Ok(())
+}
+
+/// Finalizes `transaction.version=2` in the new cluster's first metadata, as `weir format`
+/// does by default (its bootstrap records, committed by the first active controller).
+async fn finalize_transactions_v2(disk: &MemDisk, log_dirs: &[String]) -> Result<(), String> {
+    let Some(dir) = log_dirs.first() else {
+        return Ok(());
+    };
+    let dir = std::path::Path::new(dir);
+    let record = weir::controller::MetadataRecord::FeatureLevel {
+        name: weir::controller::features::TRANSACTION_VERSION.to_string(),
+        level: 2,
+    };
+    let line = serde_json::to_string(&record).map_err(|e| e.to_string())? + "\n";
+    weir::io::create_dir_all_durable(disk, dir)
+        .await
+        .map_err(|e| format!("bootstrap records: {e}"))?;
+    weir::io::write_file_atomic(
+        disk,
+        &dir.join(weir::broker::bootstrap_records::FILE),
+        line.as_bytes(),
+    )
+    .await
+    .map_err(|e| format!("bootstrap records: {e}"))
 }
 
 /// The workload partitions left leaderless by design (KIP-966), as the trace proves them.

@@ -516,9 +516,12 @@ impl Partition {
         Ok((records, aborted))
     }
 
-    /// Whether `producer_id` has a transaction open on this replica.
-    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
-        self.state.producers().has_open_transaction(producer_id)
+    /// Whether `producer_id` has a transaction open on this replica at `epoch` (one of an
+    /// older epoch is not the batch's: see `ProducerStates::has_open_transaction_at`).
+    pub fn has_open_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.state
+            .producers()
+            .has_open_transaction_at(producer_id, epoch)
     }
 
     /// The producers this replica remembers (DescribeProducers).

@@ -260,6 +260,17 @@ impl ProducerStates {
             .is_some_and(|e| e.txn_first_offset.is_some())
     }
 
+    /// Whether the transaction open here for `producer_id` is one of `epoch` (Kafka's
+    /// `hasOngoingTransaction(producerId, producerEpoch)`). A batch of a newer epoch belongs to
+    /// a later transaction — transactions v2 bumps the epoch at every end, and that end's
+    /// marker may still be on its way here — so it needs the coordinator's word as a first
+    /// batch does, or it would join the ended transaction and share its outcome.
+    pub fn has_open_transaction_at(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some() && e.epoch == epoch)
+    }
+
     /// Checks a marker from a leader's coordinator (Kafka's `appendEndTxnMarker` checks, TV1:
     /// the marker epoch may equal the producer's).
     pub fn check_marker(

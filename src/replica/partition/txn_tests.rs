@@ -251,11 +251,13 @@ fn a_coordinators_transactional_batches_carry_no_sequence_and_are_fenced_by_epoc
     // A second one in the same transaction is appended, not taken for a retry.
     let second = p.append_from_coordinator(&offsets(), 10).unwrap();
     assert!(!second.duplicate && second.base_offset == first.base_offset + 1);
-    assert!(p.has_open_transaction(5));
+    assert!(p.has_open_transaction(5, 2));
+    // A batch of a newer epoch is a later transaction's (v2 bumps at every end), not this one.
+    assert!(!p.has_open_transaction(5, 3));
     // From a client the same bytes would be a retry of the first: the sequence check.
     assert!(p.append(&offsets(), 10).unwrap().duplicate);
     p.append_marker(5, 2, commit(0), 10).unwrap();
-    assert!(!p.has_open_transaction(5));
+    assert!(!p.has_open_transaction(5, 2));
     // A zombie of an older epoch is refused.
     let mut b = BatchBuilder::new(10);
     b.push(Some(b"k"), Some(b"v"), 10);

@@ -483,9 +483,10 @@ async fn verify_transactional(
             "transactional records need a transactional id",
         ));
     };
-    let open = broker
-        .partition(topic, index)
-        .is_some_and(|h| h.lock().has_open_transaction(header.producer_id));
+    let open = broker.partition(topic, index).is_some_and(|h| {
+        h.lock()
+            .has_open_transaction(header.producer_id, header.producer_epoch)
+    });
     if open {
         return Ok(());
     }
