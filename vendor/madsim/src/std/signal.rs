@@ -1,3 +1,0 @@
-//! Asynchronous signal handling.
-
-pub use tokio::signal::ctrl_c;
