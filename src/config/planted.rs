@@ -186,8 +186,8 @@ pub enum PlantedBug {
     GroupLoadToHighWatermark,
     /// Admin: a controller that took over (active in a quorum epoch after the first) never
     /// carries out CreatePartitions and answers REQUEST_TIMED_OUT, while produce, fetch and
-    /// every other change still work (a request queue only the first controller drains).
-    #[cfg(any(madsim, test))]
+    /// every other change still work (a request queue only the first controller drains). A
+    /// broker-level site, so the `planted` build has it too.
     CreatePartitionsStuckAfterFailover,
 }
 
@@ -339,7 +339,6 @@ impl PlantedBug {
             "group-load-to-high-watermark",
             PlantedBug::GroupLoadToHighWatermark,
         ),
-        #[cfg(any(madsim, test))]
         (
             "create-partitions-stuck-after-failover",
             PlantedBug::CreatePartitionsStuckAfterFailover,
