@@ -45,6 +45,7 @@ const VALIDATE_RETRY: Duration = Duration::from_millis(500);
 /// ListOffsets LATEST: `auto.offset.reset=latest`, as the plain consumer resets.
 const LATEST: i64 = -1;
 /// ListOffsets EARLIEST: `auto.offset.reset=earliest`, as group members reset.
+#[cfg(madsim)]
 const EARLIEST: i64 = -2;
 
 /// What a validating consumer does that the checker and the report see.
@@ -464,11 +465,13 @@ pub async fn run(io: Io, spec: ConsumerSpec, history: History, clock: RunClock) 
 /// A group member's fetch path when it fetches as librdkafka does: the owned partitions of
 /// the member's positions, each from its leader (or a preferred follower) with Fetch v11, its
 /// position validated after every leader change and before the first fetch from a committed
-/// offset that carries a leader epoch.
+/// offset that carries a leader epoch. Only `group_route` (madsim) uses it.
+#[cfg(madsim)]
 pub(crate) struct GroupFetch {
     consumer: Consumer,
 }
 
+#[cfg(madsim)]
 impl GroupFetch {
     /// `spec.id` names the member in the consumer events (validations, truncations, replica
     /// switches); `spec.partitions` is unused (the positions say what is owned).
