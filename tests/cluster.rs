@@ -608,6 +608,80 @@ async fn unformatted_or_foreign_dirs_are_refused_in_a_cluster() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Relative directories are what users type: `weir format` with `log.dirs=data` and `weir
+/// cluster up` with its default `--dir weir-cluster` ran from the directory that holds them
+/// (both once failed fsyncing the parent of a one-component relative path, `""`).
+#[test]
+fn relative_directories_are_formatted_and_run() {
+    let dir = temp_dir("relative-dirs");
+    let weir = env!("CARGO_BIN_EXE_weir");
+    let (client, controller) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("server.properties"),
+        format!(
+            "process.roles=broker,controller\nnode.id=1\n\
+             controller.quorum.voters=1@127.0.0.1:{controller}\n\
+             listeners=PLAINTEXT://127.0.0.1:{client},CONTROLLER://127.0.0.1:{controller}\n\
+             controller.listener.names=CONTROLLER\nlog.dirs=data\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(weir)
+        .current_dir(&dir)
+        .args([
+            "format",
+            "--config",
+            "server.properties",
+            "--cluster-id",
+            CLUSTER_ID,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("data/meta.properties").exists());
+
+    // `cluster up` formats every node before it starts any: node 3's identity on disk means
+    // the relative directory was created, fsynced and written.
+    let base = free_port().saturating_sub(40).max(20_000);
+    let mut up = std::process::Command::new(weir)
+        .current_dir(&dir)
+        .args([
+            "cluster",
+            "up",
+            "--nodes",
+            "3",
+            "--base-port",
+            &base.to_string(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let meta = dir.join("weir-cluster/node-3/data/meta.properties");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exited = loop {
+        if meta.exists() || Instant::now() > deadline {
+            break None;
+        }
+        if let Some(status) = up.try_wait().unwrap() {
+            break Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = up.kill();
+    let out = up.wait_with_output().unwrap();
+    assert!(
+        meta.exists(),
+        "cluster up exited ({exited:?}) or never formatted node 3: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn weir_format_writes_meta_properties() {
     let dir = temp_dir("format-cli");

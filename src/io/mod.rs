@@ -218,10 +218,22 @@ pub async fn write_file_atomic(disk: &dyn Disk, path: &Path, data: &[u8]) -> io:
     file.sync().await?;
     drop(file);
     disk.rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = parent_dir(path) {
         disk.sync_dir(dir).await?;
     }
     Ok(())
+}
+
+/// The directory holding `path`, to fsync after creating or renaming it: a relative path with
+/// one component (`data`) lives in `.`, where `Path::parent` says `""` — which no one can open.
+fn parent_dir(path: &Path) -> Option<&Path> {
+    path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        }
+    })
 }
 
 /// Creates `path` and any missing ancestors so that they survive power loss: a new directory's
@@ -233,7 +245,7 @@ pub async fn create_dir_all_durable(disk: &dyn Disk, path: &Path) -> io::Result<
         .collect();
     disk.create_dir_all(path)?;
     for dir in missing {
-        if let Some(parent) = dir.parent() {
+        if let Some(parent) = parent_dir(dir) {
             disk.sync_dir(parent).await?;
         }
     }
