@@ -149,7 +149,12 @@ impl BrokerSessions {
                 self.touch(request.id, now);
                 return Ok(Vec::new());
             }
-            if self.live(request.id, now) {
+            // An incarnation whose controlled shutdown was granted (it was fenced as it went)
+            // has stopped: its successor registers at once instead of waiting out
+            // `broker.session.timeout.ms`. Any other live session — a fenced broker still
+            // catching up included — may belong to a process that still runs.
+            let shut_down = existing.fenced && existing.in_controlled_shutdown;
+            if !shut_down && self.live(request.id, now) {
                 return Err(ControllerError::DuplicateBrokerRegistration(format!(
                     "Another broker is registered with that broker id {} (incarnation {}), and its session has not expired.",
                     request.id, existing.incarnation
@@ -286,6 +291,12 @@ impl BrokerSessions {
             reply.should_shut_down = !leads
                 && request.metadata_offset >= shutdown_offset
                 && self.lowest_active_offset(image, id) >= shutdown_offset;
+            if reply.should_shut_down {
+                // Granted: fenced as it goes (Kafka fences on SHUTDOWN_NOW), so nothing waits
+                // on its session and its next incarnation may register at once.
+                records.push(change(Some(true), None));
+                reply.is_fenced = true;
+            }
         } else if request.want_fence {
             records.extend(partition_changes(election::remove_broker(
                 image, id, elections,

@@ -267,7 +267,18 @@ fn controlled_shutdown_moves_leaderships_before_it_is_granted() {
         .heartbeat(&image, &beat(3, &image), 3, &config)
         .unwrap();
     let d = sessions.heartbeat(&image, &hb, 3, &config).unwrap();
-    assert!(d.records.is_empty() && d.reply.should_shut_down);
+    // Granted, and fenced as it goes: its next incarnation need not wait for a session to
+    // expire (a rolling restart is not slowed by broker.session.timeout.ms).
+    assert!(d.reply.should_shut_down && d.reply.is_fenced);
+    commit(&mut image, &d.records);
+    assert!(image.broker(1).unwrap().fenced);
+    let mut restart = request(1, 77);
+    restart.previous_epoch = image.broker(1).unwrap().epoch;
+    let records = sessions.register(&image, &restart, 4, &config).unwrap();
+    assert!(matches!(
+        records.as_slice(),
+        [MetadataRecord::RegisterBroker { id: 1, .. }]
+    ));
     // A fenced broker asking to shut down may go at once.
     let mut hb = beat(2, &image);
     hb.want_fence = true;
