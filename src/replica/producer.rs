@@ -297,8 +297,8 @@ impl ProducerStates {
 
     /// Begins KIP-890 part 1's verification of `producer_id`'s transactional write at
     /// `producer_epoch`: `None` if it has a transaction open here at that epoch (nothing to
-    /// verify), else its guard — the one already
-    /// handed out if a verification is under way (a retry shares it), else a new one.
+    /// verify), else its guard — the one already handed out if a verification is under way (a
+    /// retry shares it), else a new one.
     pub fn start_verification(
         &mut self,
         producer_id: i64,
