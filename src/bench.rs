@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,32 @@ use crate::log::batch::{self, BatchBuilder};
 
 /// No single answer may take longer than this: a stalled broker ends the run with an error.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How far a run has got, for whoever draws a progress line (`weir bench`): records and bytes
+/// answered so far. Added to once per answered request (or per sent one with acks=0, per
+/// fetch round, per long-poll round), never per record, so the hot loop stays as it was.
+#[derive(Debug, Default)]
+pub struct Progress {
+    records: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Progress {
+    fn add(&self, records: u64, bytes: u64) {
+        self.records.fetch_add(records, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records acknowledged (produce), received (consume) or rounds done (long poll).
+    pub fn records(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
+    }
+
+    /// Record value bytes acknowledged (produce), batch bytes received (consume, long poll).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct ProduceBench {
@@ -67,6 +94,8 @@ pub struct ProduceBench {
     /// window of requests in flight allows.
     pub rate: Option<f64>,
     pub time_limit: Duration,
+    /// Advanced as answers come (see [`Progress`]).
+    pub progress: Arc<Progress>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -394,6 +423,10 @@ async fn produce_on(
             if bench.acks == 0 {
                 conn.send_oneway(&plan.request, version).await?;
                 acked += plan.per_request;
+                bench.progress.add(
+                    plan.per_request,
+                    plan.per_request * bench.record_size as u64,
+                );
             } else {
                 conn.send(&plan.request, version).await?;
                 // Diagnostics (`latency` target, see scripts/latency-breakdown).
@@ -438,6 +471,10 @@ async fn produce_on(
         tracing::debug!(target: "latency", us = latency, "bench answered");
         latencies.push(latency);
         acked += plan.per_request;
+        bench.progress.add(
+            plan.per_request,
+            plan.per_request * bench.record_size as u64,
+        );
     }
     Ok(Worker {
         acked,
@@ -515,6 +552,8 @@ pub struct ConsumeBench {
     /// `partitions` times this.
     pub fetch_bytes: i32,
     pub time_limit: Duration,
+    /// Advanced once per fetch round (see [`Progress`]).
+    pub progress: Arc<Progress>,
 }
 
 /// Reads every partition from its earliest offset (ListOffsets, as a consumer with
@@ -571,7 +610,7 @@ pub async fn consume(io: &Io, bench: &ConsumeBench) -> Result<Report, ClientErro
         if let Some(e) = ResponseError::try_from_code(response.error_code) {
             return Err(ClientError::Kafka(e, "fetch".into()));
         }
-        let mut progressed = false;
+        let (records_before, bytes_before) = (records, bytes);
         for data in response.responses.into_iter().flat_map(|t| t.partitions) {
             if let Some(e) = ResponseError::try_from_code(data.error_code) {
                 return Err(ClientError::Kafka(
@@ -600,9 +639,12 @@ pub async fn consume(io: &Io, bench: &ConsumeBench) -> Result<Report, ClientErro
                 records += header.record_count as u64;
                 bytes += header.total_len() as u64;
                 *offset = header.next_offset();
-                progressed = true;
             }
         }
+        let progressed = bytes > bytes_before;
+        bench
+            .progress
+            .add(records - records_before, bytes - bytes_before);
         if progressed {
             last_progress = io.clock.monotonic();
             samples_at_progress = latencies.len();
@@ -688,6 +730,8 @@ pub struct LongPollBench {
     pub idle_pollers: usize,
     pub create_topic: bool,
     pub time_limit: Duration,
+    /// Advanced once per round (see [`Progress`]).
+    pub progress: Arc<Progress>,
 }
 
 /// How long the consumer's fetch may park: far longer than a round takes.
@@ -802,6 +846,7 @@ pub async fn longpoll(io: &Io, bench: &LongPollBench) -> Result<Report, ClientEr
             break;
         }
         bytes += got as u64;
+        bench.progress.add(1, got as u64);
     }
     let seconds = (io.clock.monotonic() - start).as_secs_f64();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -125,15 +125,22 @@ pub async fn prepare(io: &Io, plans: &[NodePlan]) -> anyhow::Result<String> {
 }
 
 /// Starts every node from the files `prepare` wrote (read back, so what runs is what a user
-/// can copy).
-pub async fn start(io: &Io, plans: &[NodePlan]) -> anyhow::Result<Vec<RunningBroker>> {
+/// can copy), telling `started` how many are up after each one (for a progress line).
+pub async fn start(
+    io: &Io,
+    plans: &[NodePlan],
+    mut started: impl FnMut(usize),
+) -> anyhow::Result<Vec<RunningBroker>> {
     let mut running = Vec::new();
     for plan in plans {
         let raw = crate::io::read_file(io.disk.as_ref(), &plan.config_path)?;
         let props = parse_properties(&String::from_utf8_lossy(&raw))?;
         let (config, _warnings) = ServerConfig::from_properties(&props)?;
         match Broker::start(config, io.clone()).await {
-            Ok(node) => running.push(node),
+            Ok(node) => {
+                running.push(node);
+                started(running.len());
+            }
             Err(e) => {
                 stop(&running).await;
                 return Err(e.context(format!("starting node {}", plan.node_id)));
@@ -141,6 +148,31 @@ pub async fn start(io: &Io, plans: &[NodePlan]) -> anyhow::Result<Vec<RunningBro
         }
     }
     Ok(running)
+}
+
+/// How far started nodes have got towards serving: the quorum leader any of them knows, and
+/// how many serve clients (registered, caught up and unfenced: their client port answers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    pub leader: Option<i32>,
+    pub serving: usize,
+}
+
+impl Readiness {
+    /// A leader is elected and every one of `nodes` serves.
+    pub fn complete(&self, nodes: usize) -> bool {
+        self.leader.is_some() && self.serving == nodes
+    }
+}
+
+pub fn readiness(running: &[RunningBroker]) -> Readiness {
+    Readiness {
+        leader: running.iter().find_map(|r| r.broker.quorum_status().leader),
+        serving: running
+            .iter()
+            .filter(|r| r.broker.ready_for_clients())
+            .count(),
+    }
 }
 
 /// Shuts every node down (the last ones started first).

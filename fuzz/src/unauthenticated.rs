@@ -9,7 +9,8 @@
 //!
 //! What must hold, beyond "never panics, never hangs": nothing is carried out for a client
 //! that has not authenticated. The only credentials the broker knows are PLAIN's
-//! `alice`/`alice-secret` (no SCRAM credentials are stored), so an input without that password
+//! `alice`/`alice-secret` (no SCRAM credentials are stored) and, for OAUTHBEARER (unsecured
+//! tokens, which anyone can write), a token whose scope holds [`SCOPE`]: an input with neither
 //! creates no topic, through CreateTopics or a Metadata's auto-creation.
 
 use std::collections::BTreeMap;
@@ -24,6 +25,10 @@ use crate::requests::PEER;
 
 /// The one password that authenticates (PLAIN, user `alice`).
 pub const PASSWORD: &[u8] = b"alice-secret";
+
+/// The scope an OAUTHBEARER token needs (`unsecuredValidatorRequiredScope`): the "password"
+/// of unsecured tokens.
+pub const SCOPE: &str = "fuzz-scope";
 
 /// A self-signed certificate for 127.0.0.1 and its key (P-256, PKCS#8), for the SASL_SSL
 /// listener: a fuzz input cannot complete a handshake without the client's randomness
@@ -64,9 +69,22 @@ pub fn config() -> ServerConfig {
             "SASL_PLAINTEXT:SASL_PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT".to_string(),
         ),
         ("inter.broker.listener.name", "SASL_PLAINTEXT".to_string()),
-        ("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-256".to_string()),
+        (
+            "sasl.enabled.mechanisms",
+            "PLAIN,SCRAM-SHA-256,OAUTHBEARER".to_string(),
+        ),
+        (
+            "sasl.jaas.config",
+            format!(
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 unsecuredValidatorRequiredScope=\"{SCOPE}\";"
+            ),
+        ),
         ("sasl.mechanism.inter.broker.protocol", "PLAIN".to_string()),
-        ("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas.clone()),
+        (
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            jaas.clone(),
+        ),
         ("listener.name.secure.plain.sasl.jaas.config", jaas),
         (
             "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config",
@@ -82,13 +100,25 @@ pub fn config() -> ServerConfig {
         ("log.dirs", "/data".to_string()),
         ("weir.fsync.before.ack", "true".to_string()),
     ]);
-    let props = props
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+    let props = props.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     ServerConfig::from_properties(&props)
         .expect("the harness config is valid")
         .0
+}
+
+/// Whether some base64 run of the input (either alphabet, as the broker decodes a token's
+/// parts) decodes to text naming [`SCOPE`], or to JSON with a `\u` escape that might spell it.
+fn carries_scope(input: &[u8]) -> bool {
+    use weir::security::sasl::oauthbearer::validator::decode_any;
+    let b64 = |b: &u8| b.is_ascii_alphanumeric() || b"+/-_".contains(b);
+    input
+        .split(|b| !b64(b))
+        .filter(|run| !run.is_empty())
+        .filter_map(|run| decode_any(std::str::from_utf8(run).ok()?))
+        .any(|text| {
+            text.windows(SCOPE.len()).any(|w| w == SCOPE.as_bytes())
+                || text.windows(2).any(|w| w == b"\\u")
+        })
 }
 
 pub fn run(data: &[u8]) {
@@ -101,10 +131,15 @@ pub fn run(data: &[u8]) {
     let io = io(&disk);
     let running = block_on(Broker::start(config(), io)).expect("a fresh broker starts");
     let broker = running.broker;
-    let listener = if pick % 2 == 0 { "SASL_PLAINTEXT" } else { "SECURE" };
+    let listener = if pick % 2 == 0 {
+        "SASL_PLAINTEXT"
+    } else {
+        "SECURE"
+    };
     let served = block_on(broker.serve_replayed(listener, Bytes::copy_from_slice(input), PEER));
     served.expect("the listener's security is usable");
-    let knows_password = input.windows(PASSWORD.len()).any(|w| w == PASSWORD);
+    let knows_password =
+        input.windows(PASSWORD.len()).any(|w| w == PASSWORD) || carries_scope(input);
     if !knows_password {
         let topics: Vec<String> = broker.image().topics().map(|t| t.name.clone()).collect();
         assert!(

@@ -16,6 +16,17 @@
 //! The broker names none of these moments: the nemesis reads them from the freshest metadata
 //! image and the quorum statuses, as `kill_partition_leader` does. Off unless a scenario has a
 //! `[nemesis.aimed]` table, so other scenarios keep their schedules and trace hashes.
+//!
+//! Two more points are the broker's own fault points (`weir::config::fault_points`): windows
+//! the nemesis cannot see in time, named in the broker's code and armed through its config
+//! with the chance given here (the world copies them into every broker's `ServerConfig`):
+//!
+//! - `catch_up_answer_lost`: a follower catching up (out of the ISR, below the high
+//!   watermark) loses the leader's answer and backs off, so a leader that admitted it on what
+//!   that answer carried has it in the ISR without the records (with `isr_expand`, the leader
+//!   is struck meanwhile);
+//! - `coordinator_load_stall`: a new coordinator's replay of an offsets partition starts
+//!   200–2000 ms late, so its groups stay loading while members come asking.
 
 use std::collections::BTreeMap;
 #[cfg(madsim)]
@@ -42,6 +53,22 @@ pub enum AimPoint {
     IsrShrink,
     QuorumElection,
     CoordinatorMove,
+    /// A broker fault point (`FaultPoints::catch_up_answer_lost`), not a nemesis strike.
+    CatchUpAnswerLost,
+    /// A broker fault point (`FaultPoints::coordinator_load_stall`), not a nemesis strike.
+    CoordinatorLoadStall,
+}
+
+#[cfg(madsim)]
+impl Aimed {
+    /// The broker fault points this table arms, with their chances.
+    pub fn fault_points(&self) -> weir::config::FaultPoints {
+        let chance = |p: AimPoint| self.points.get(&p).copied().unwrap_or(0.0).clamp(0.0, 1.0);
+        weir::config::FaultPoints {
+            catch_up_answer_lost: chance(AimPoint::CatchUpAnswerLost),
+            coordinator_load_stall: chance(AimPoint::CoordinatorLoadStall),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]

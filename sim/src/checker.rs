@@ -30,6 +30,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::group_check::GroupEvent;
 use crate::history::{Entry, Event};
 use crate::scenario::Check;
 use crate::validating_consumer::ConsumerEvent;
@@ -91,6 +92,9 @@ pub struct Findings {
     pub groups: crate::group_check::GroupFindings,
     /// Transactions (`txn_check`).
     pub txn: crate::txn_check::TxnFindings,
+    /// What failed of the post-heal probes of what users do (`probes`), filled in by the
+    /// world.
+    pub probes: ProbeFindings,
     /// Validating consumers (`validating_consumer`): log truncations their position
     /// validation detected (each moved the position back; not a violation by itself: a
     /// committed read taken back is a `lost-read`), positions validated after a leader change,
@@ -104,6 +108,17 @@ pub struct Findings {
     pub follower_switches: usize,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
+}
+
+/// Why each post-heal probe (`probes`) failed (`None`: it succeeded, or did not run).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeFindings {
+    /// `admin-liveness`: CreateTopics, CreatePartitions, IncrementalAlterConfigs, DeleteTopics.
+    pub admin: Option<String>,
+    /// `group-liveness`: a join to a stable generation with a commit.
+    pub group: Option<String>,
+    /// `txn-liveness`: a transaction committed and read back read_committed.
+    pub txn: Option<String>,
 }
 
 /// Bound on how many examples of one anomaly are kept for the report.
@@ -234,6 +249,11 @@ impl Findings {
             t.offsets.len(),
             "committed offsets not matching what committed transactions consumed",
         );
+        add(
+            Check::Transactions,
+            t.misdirected.len(),
+            "late EndTxns that ended a later transaction (KAFKA-17754)",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));
@@ -242,6 +262,15 @@ impl Findings {
         if checks.contains(&Check::QuorumLiveness) {
             if let Some(why) = &self.quorum_liveness {
                 out.push(format!("quorum liveness: {why}"));
+            }
+        }
+        for (check, what, failed) in [
+            (Check::AdminLiveness, "admin", &self.probes.admin),
+            (Check::GroupLiveness, "group", &self.probes.group),
+            (Check::TxnLiveness, "transaction", &self.probes.txn),
+        ] {
+            if let Some(why) = failed.as_ref().filter(|_| checks.contains(&check)) {
+                out.push(format!("{what} liveness after healing: {why}"));
             }
         }
         out
@@ -422,35 +451,17 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 value,
                 high_watermark,
             } => {
-                findings.reads += 1;
-                // A value is always invoked before anyone can read it.
-                if !written.contains_key(value.as_str()) {
-                    findings.evidence(Check::Corrupt, at_ms);
-                    push_example(&mut findings.corrupt, || {
-                        format!(
-                        "consumer {consumer} partition {partition} offset {offset}: phantom value {value:?}"
-                    )
-                    });
-                }
-                if *offset >= *high_watermark {
-                    findings.evidence(Check::Uncommitted, at_ms);
-                    push_example(&mut findings.uncommitted, || {
-                        format!(
-                        "consumer {consumer} partition {partition}: read offset {offset} with high watermark {high_watermark}"
-                    )
-                    });
-                } else {
-                    committed_reads.entry((*partition, *offset)).or_insert((
-                        value.as_str(),
-                        *high_watermark,
-                        at_ms,
-                    ));
-                }
-                let seen = observed.entry((*partition, *offset)).or_default();
-                seen.insert(value.as_str());
-                if seen.len() > 1 {
-                    findings.evidence(Check::Inconsistent, at_ms);
-                }
+                let served = Served {
+                    partition: *partition,
+                    offset: *offset,
+                    value,
+                    high_watermark: *high_watermark,
+                    at_ms,
+                };
+                let reads = (&mut committed_reads, &mut observed);
+                judge_served(&served, &written, reads, &mut findings, || {
+                    format!("consumer {consumer}")
+                });
                 if let Some(prev) = positions.insert((*consumer, *partition), *offset) {
                     if *offset != prev + 1 {
                         findings.evidence(Check::Monotonic, at_ms);
@@ -461,6 +472,28 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                         });
                     }
                 }
+            }
+            Event::Group(GroupEvent::ReadServed {
+                member,
+                partition,
+                offset,
+                value,
+                high_watermark,
+                ..
+            }) => {
+                // A group member's read: judged as any consumer's, except for `monotonic`
+                // (a member's positions jump with every assignment).
+                let served = Served {
+                    partition: *partition,
+                    offset: *offset,
+                    value,
+                    high_watermark: *high_watermark,
+                    at_ms,
+                };
+                let reads = (&mut committed_reads, &mut observed);
+                judge_served(&served, &written, reads, &mut findings, || {
+                    format!("group member {member}")
+                });
             }
             Event::Reset {
                 consumer,
@@ -588,6 +621,63 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     check_order(&written, final_read, end_ms, &mut findings);
     check_acked_offsets(&acked_at, final_read, &mut findings);
     findings
+}
+
+/// One record a consumer was served, with the serving replica's high watermark.
+struct Served<'a> {
+    partition: i32,
+    offset: i64,
+    value: &'a String,
+    high_watermark: i64,
+    at_ms: u64,
+}
+
+/// The committed reads (value, high watermark, time) and the values seen, per offset.
+type ReadTables<'t, 'a> = (
+    &'t mut Table<(i32, i64), (&'a str, i64, u64)>,
+    &'t mut Table<(i32, i64), Seen<'a>>,
+);
+
+/// What every read is judged for: a value nobody wrote (`corrupt`), a record at or past the
+/// high watermark (`uncommitted`), else knowledge for `lost-read`; and two values at one
+/// offset (`inconsistent`). `who` names the reader in examples.
+fn judge_served<'a>(
+    r: &Served<'a>,
+    written: &Table<&'a str, Written>,
+    (committed_reads, observed): ReadTables<'_, 'a>,
+    findings: &mut Findings,
+    who: impl Fn() -> String,
+) {
+    findings.reads += 1;
+    let (partition, offset, value, hw) = (r.partition, r.offset, r.value, r.high_watermark);
+    // A value is always invoked before anyone can read it.
+    if !written.contains_key(value.as_str()) {
+        findings.evidence(Check::Corrupt, r.at_ms);
+        push_example(&mut findings.corrupt, || {
+            format!(
+                "{} partition {partition} offset {offset}: phantom value {value:?}",
+                who()
+            )
+        });
+    }
+    if offset >= hw {
+        findings.evidence(Check::Uncommitted, r.at_ms);
+        push_example(&mut findings.uncommitted, || {
+            format!(
+                "{} partition {partition}: read offset {offset} with high watermark {hw}",
+                who()
+            )
+        });
+    } else {
+        committed_reads
+            .entry((partition, offset))
+            .or_insert((value.as_str(), hw, r.at_ms));
+    }
+    let seen = observed.entry((partition, offset)).or_default();
+    seen.insert(value.as_str());
+    if seen.len() > 1 {
+        findings.evidence(Check::Inconsistent, r.at_ms);
+    }
 }
 
 /// Acknowledged offsets never move: a value acknowledged at `o` is read back at `o` whenever

@@ -22,9 +22,10 @@ use weir::client::{Client, ClientError};
 use weir::io::Io;
 
 use crate::group_check::{Churn, GroupEvent};
-use crate::group_route::{connect_coordinator, coordinator_moved, LeaderFetch};
+use crate::group_route::{connect_coordinator, coordinator_moved, LeaderFetch, MemberRead};
 use crate::group_workload::{
-    commit_op, coordinator_note, group_name, member_name, GroupsSpec, RETURN_MS, STALL_EXTRA_MS,
+    advance, commit_op, coordinator_note, group_name, member_name, read_event, GroupsSpec,
+    RETURN_MS, STALL_EXTRA_MS,
 };
 use crate::history::{Event, History};
 use crate::workload::{RunClock, RECONNECT_BACKOFF};
@@ -239,13 +240,15 @@ impl Member {
         let (group, topic) = (group_name(self.group), self.spec.topic.clone());
         let client = self.client.as_mut().expect("connected");
         let list = client
-            .committed_offsets(&group, Some((&topic, &missing)))
+            .committed_positions(&group, Some((&topic, &missing)))
             .await?;
-        for (_, p, o) in list {
+        for (_, p, o, epoch) in list {
             if !missing.contains(&p) {
                 continue;
             }
             self.positions.insert(p, o.max(0));
+            self.fetcher
+                .start_at(p, o.max(0), if o >= 0 { epoch } else { -1 });
             if o >= 0 {
                 self.committed.insert(p, o);
             }
@@ -256,25 +259,15 @@ impl Member {
         Ok(())
     }
 
-    fn process(&mut self, records: &[(i32, i64, String)]) {
+    fn process(&mut self, records: &[MemberRead]) {
         let epoch = self.membership.epoch();
-        for (p, o, v) in records {
-            self.record(GroupEvent::Read {
-                group: self.group,
-                member: self.name.clone(),
-                generation: epoch,
-                partition: *p,
-                offset: *o,
-                value: v.clone(),
-            });
+        for r in records {
+            self.record(read_event(self.group, &self.name, epoch, r));
         }
     }
 
-    fn advance(&mut self, records: &[(i32, i64, String)]) {
-        for (p, o, _) in records {
-            let at = self.positions.entry(*p).or_insert(0);
-            *at = (*at).max(o + 1);
-        }
+    fn advance(&mut self, records: &[MemberRead]) {
+        advance(&mut self.positions, records);
     }
 
     /// Commits the positions (of `only`, or all) that moved since the last acknowledged
@@ -305,9 +298,13 @@ impl Member {
         });
         let (group, topic) = (group_name(self.group), self.spec.topic.clone());
         let id = self.membership.member_id().to_string();
+        let epochs: Vec<(i32, i64, i32)> = offsets
+            .iter()
+            .map(|&(p, o)| (p, o, self.fetcher.epoch_at(p, o)))
+            .collect();
         let client = self.client.as_mut().expect("connected");
         let result = client
-            .commit_consumer_offsets(&group, &id, epoch, &topic, &offsets)
+            .commit_consumer_offsets(&group, &id, epoch, &topic, &epochs)
             .await;
         match &result {
             Ok(()) => {
@@ -456,7 +453,7 @@ pub async fn run_member(
 ) {
     let until = spec.until_ms;
     let membership = Member::new_membership(&spec, group, &io);
-    let fetcher = LeaderFetch::new(spec.bootstrap.clone(), spec.timeout);
+    let fetcher = LeaderFetch::for_member(&spec, group, slot, &io, &history, clock);
     let mut m = Member {
         spec,
         group,

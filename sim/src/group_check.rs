@@ -72,6 +72,19 @@ pub enum GroupEvent {
         offset: i64,
         value: String,
     },
+    /// A member processed a record it fetched as librdkafka does, which the replica that
+    /// served it sent with `high_watermark` (the checker judges it as a consumer's read too:
+    /// `uncommitted`, `lost-read`). A variant of its own so that the basic path's histories,
+    /// and trace hashes, stay as they were.
+    ReadServed {
+        group: u32,
+        member: String,
+        generation: i32,
+        partition: i32,
+        offset: i64,
+        value: String,
+        high_watermark: i64,
+    },
     /// A member commit was sent: (partition, next offset to process).
     Commit {
         op: u64,
@@ -283,7 +296,7 @@ pub fn check(
                 }
                 *held = now;
             }
-            GroupEvent::Read { group, value, .. } => {
+            GroupEvent::Read { group, value, .. } | GroupEvent::ReadServed { group, value, .. } => {
                 f.processed += 1;
                 processed.entry(*group).or_default().insert(value.as_str());
             }

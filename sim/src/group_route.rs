@@ -7,6 +7,8 @@
 //! coordinator still loading the group (COORDINATOR_LOAD_IN_PROGRESS) is asked again as is,
 //! after a pause, as the Java consumer does. In the single-node world the bootstrap is that one
 //! broker, which answers that it is the coordinator: the same requests as before routing.
+//! With `[groups] client = "librdkafka"` fetches take the validating consumers' path instead
+//! (`validating_consumer::GroupFetch`: Fetch v11, leader epochs, KIP-320, KIP-392).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,8 +18,16 @@ use kafka_protocol::error::ResponseError;
 use weir::client::{Client, ClientError};
 use weir::io::Io;
 
-use crate::group_workload::{fetch_partition, FETCH_WAIT};
-use crate::workload::{connect, RECONNECT_BACKOFF};
+use crate::group_workload::{fetch_partition, member_id_number, GroupsSpec, FETCH_WAIT};
+use crate::history::History;
+use crate::scenario::ConsumerClient;
+use crate::validating_consumer::GroupFetch;
+use crate::workload::{connect, ConsumerSpec, RunClock, RECONNECT_BACKOFF};
+
+/// What a member's fetch returned: (partition, offset, value, and the high watermark of the
+/// replica that served it when the member fetches as librdkafka does — the checker then judges
+/// the read as a consumer's).
+pub(crate) type MemberRead = (i32, i64, String, Option<i64>);
 
 /// `true` if the error says the coordinator is elsewhere (or unknown): find it again.
 pub(crate) fn coordinator_moved(e: &ClientError) -> bool {
@@ -60,6 +70,8 @@ pub(crate) struct LeaderFetch {
     timeout: Duration,
     leaders: BTreeMap<i32, Client>,
     lookups: u64,
+    /// The librdkafka-like path (`[groups] client = "librdkafka"`).
+    validating: Option<GroupFetch>,
 }
 
 impl LeaderFetch {
@@ -70,12 +82,68 @@ impl LeaderFetch {
             timeout,
             leaders: BTreeMap::new(),
             lookups: 0,
+            validating: None,
         }
+    }
+
+    /// Member `slot` of `group`'s fetcher, by the spec's `client`; its rack is
+    /// `racks[slot % len]`.
+    pub(crate) fn for_member(
+        spec: &GroupsSpec,
+        group: u32,
+        slot: u32,
+        io: &Io,
+        history: &History,
+        clock: RunClock,
+    ) -> LeaderFetch {
+        let mut fetch = LeaderFetch::new(spec.bootstrap.clone(), spec.timeout);
+        if spec.groups.client == ConsumerClient::Librdkafka {
+            let racks = &spec.groups.racks;
+            let consumer = ConsumerSpec {
+                id: member_id_number(group, slot),
+                addr: spec.addr,
+                bootstrap: spec.bootstrap.clone(),
+                topic: spec.topic.clone(),
+                partitions: spec.partitions,
+                max_wait: FETCH_WAIT,
+                timeout: spec.timeout,
+                until_ms: spec.until_ms,
+                rack: match racks.as_slice() {
+                    [] => String::new(),
+                    racks => racks[slot as usize % racks.len()].clone(),
+                },
+            };
+            fetch.validating = Some(GroupFetch::new(
+                io.clone(),
+                consumer,
+                history.clone(),
+                clock,
+            ));
+        }
+        fetch
+    }
+
+    /// A partition newly owned starts at its committed `offset`, whose leader epoch (from
+    /// OffsetFetch) the librdkafka-like path validates before fetching.
+    pub(crate) fn start_at(&mut self, partition: i32, offset: i64, epoch: i32) {
+        if let Some(v) = self.validating.as_mut() {
+            v.start_at(partition, offset, epoch);
+        }
+    }
+
+    /// The leader epoch a commit of `offset` carries (-1: unknown, or the basic path).
+    pub(crate) fn epoch_at(&self, partition: i32, offset: i64) -> i32 {
+        self.validating
+            .as_ref()
+            .map_or(-1, |v| v.epoch_at(partition, offset))
     }
 
     /// Forgets every connection (a consumer process that went away).
     pub(crate) fn reset(&mut self) {
         self.leaders.clear();
+        if let Some(v) = self.validating.as_mut() {
+            v.reset();
+        }
     }
 
     /// Fetches every partition of `positions` once (see `group_workload::fetch_owned`): from
@@ -88,9 +156,18 @@ impl LeaderFetch {
         coordinator: &mut Client,
         topic: &str,
         positions: &mut BTreeMap<i32, i64>,
-    ) -> Result<Vec<(i32, i64, String)>, ClientError> {
+    ) -> Result<Vec<MemberRead>, ClientError> {
+        if let Some(v) = self.validating.as_mut() {
+            let served = v.fetch(positions).await;
+            return Ok(served
+                .into_iter()
+                .map(|(p, o, value, hw)| (p, o, value, Some(hw)))
+                .collect());
+        }
         if self.bootstrap.is_empty() {
-            return crate::group_workload::fetch_owned(coordinator, io, topic, positions).await;
+            let read =
+                crate::group_workload::fetch_owned(coordinator, io, topic, positions).await?;
+            return Ok(read.into_iter().map(|(p, o, v)| (p, o, v, None)).collect());
         }
         let owned: Vec<i32> = positions.keys().copied().collect();
         if owned.is_empty() {
@@ -123,7 +200,7 @@ impl LeaderFetch {
             }
             let client = self.leaders.get_mut(&p).expect("connected above");
             match fetch_partition(client, topic, p, positions).await {
-                Ok(records) => out.extend(records),
+                Ok(records) => out.extend(records.into_iter().map(|(p, o, v)| (p, o, v, None))),
                 Err(_) => {
                     // NOT_LEADER_OR_FOLLOWER, a broker gone: ask where the leader is again.
                     self.leaders.remove(&p);

@@ -22,7 +22,7 @@ use weir::client::{Client, ClientError};
 use weir::io::Io;
 
 use crate::group_check::{Churn, GroupEvent};
-use crate::group_route::{connect_coordinator, coordinator_moved, LeaderFetch};
+use crate::group_route::{connect_coordinator, coordinator_moved, LeaderFetch, MemberRead};
 use crate::history::{Event, History};
 use crate::scenario::{GroupProtocol, Groups};
 use crate::workload::{connect, decode, RunClock, RECONNECT_BACKOFF};
@@ -91,6 +91,49 @@ pub(crate) fn churn_in(g: &Groups, elapsed_ms: u64) -> Option<Churn> {
 
 pub fn group_name(group: u32) -> String {
     format!("group-{group}")
+}
+
+/// The consumer id a member's librdkafka-like fetcher records its validations under (standalone
+/// consumers are 0..32).
+pub(crate) fn member_id_number(group: u32, slot: u32) -> u32 {
+    1000 + group * 100 + slot
+}
+
+/// What a member processed: with the serving replica's high watermark when it fetched as
+/// librdkafka does (the checker judges those reads as a consumer's too).
+pub(crate) fn read_event(
+    group: u32,
+    member: &str,
+    generation: i32,
+    (partition, offset, value, high_watermark): &MemberRead,
+) -> GroupEvent {
+    match high_watermark {
+        None => GroupEvent::Read {
+            group,
+            member: member.to_string(),
+            generation,
+            partition: *partition,
+            offset: *offset,
+            value: value.clone(),
+        },
+        Some(hw) => GroupEvent::ReadServed {
+            group,
+            member: member.to_string(),
+            generation,
+            partition: *partition,
+            offset: *offset,
+            value: value.clone(),
+            high_watermark: *hw,
+        },
+    }
+}
+
+/// Advances each position past the records processed.
+pub(crate) fn advance(positions: &mut BTreeMap<i32, i64>, records: &[MemberRead]) {
+    for (p, o, _, _) in records {
+        let at = positions.entry(*p).or_insert(0);
+        *at = (*at).max(o + 1);
+    }
 }
 
 /// Commit ops: the top byte says "group", then the group, the member slot and a counter.
@@ -276,12 +319,14 @@ impl Member {
         }
         let client = self.client.as_mut().expect("connected");
         let committed = client
-            .committed_offsets(&group, Some((&topic, &partitions)))
+            .committed_positions(&group, Some((&topic, &partitions)))
             .await;
         match committed {
             Ok(list) => {
-                for (_, p, o) in list {
+                for (_, p, o, epoch) in list {
                     self.positions.insert(p, o.max(0));
+                    self.fetcher
+                        .start_at(p, o.max(0), if o >= 0 { epoch } else { -1 });
                     if o >= 0 {
                         self.committed.insert(p, o);
                     }
@@ -302,32 +347,22 @@ impl Member {
 
     /// Fetches every owned partition once; returns the records read: (partition, offset,
     /// value), and advances nothing yet.
-    async fn fetch(&mut self) -> Result<Vec<(i32, i64, String)>, ClientError> {
+    async fn fetch(&mut self) -> Result<Vec<MemberRead>, ClientError> {
         let client = self.client.as_mut().expect("connected");
         self.fetcher
             .fetch(&self.io, client, &self.spec.topic, &mut self.positions)
             .await
     }
 
-    fn process(&mut self, records: &[(i32, i64, String)]) {
+    fn process(&mut self, records: &[MemberRead]) {
         let generation = self.joined.as_ref().map_or(-1, |j| j.0);
-        for (p, o, v) in records {
-            self.record(GroupEvent::Read {
-                group: self.group,
-                member: self.name.clone(),
-                generation,
-                partition: *p,
-                offset: *o,
-                value: v.clone(),
-            });
+        for r in records {
+            self.record(read_event(self.group, &self.name, generation, r));
         }
     }
 
-    fn advance(&mut self, records: &[(i32, i64, String)]) {
-        for (p, o, _) in records {
-            let at = self.positions.entry(*p).or_insert(0);
-            *at = (*at).max(o + 1);
-        }
+    fn advance(&mut self, records: &[MemberRead]) {
+        advance(&mut self.positions, records);
     }
 
     /// Commits the positions that moved since the last acknowledged commit.
@@ -354,9 +389,13 @@ impl Member {
             offsets: offsets.clone(),
         });
         let (group, topic) = (self.group_name(), self.spec.topic.clone());
+        let epochs: Vec<(i32, i64, i32)> = offsets
+            .iter()
+            .map(|&(p, o)| (p, o, self.fetcher.epoch_at(p, o)))
+            .collect();
         let client = self.client.as_mut().expect("connected");
         let result = client
-            .commit_member_offsets(&group, generation, &self.member_id, &topic, &offsets)
+            .commit_member_offsets(&group, generation, &self.member_id, &topic, &epochs)
             .await;
         match &result {
             Ok(()) => {
@@ -561,7 +600,7 @@ pub async fn run_member(
     clock: RunClock,
 ) {
     let until = spec.until_ms;
-    let fetcher = LeaderFetch::new(spec.bootstrap.clone(), spec.timeout);
+    let fetcher = LeaderFetch::for_member(&spec, group, slot, &io, &history, clock);
     let mut m = Member {
         spec,
         group,

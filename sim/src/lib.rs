@@ -27,6 +27,8 @@ pub mod html;
 pub mod jepsen;
 pub mod metadata_check;
 pub mod partition_trace;
+#[cfg(madsim)]
+pub mod probes;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;
@@ -40,9 +42,7 @@ pub mod scenario;
 pub mod shrink;
 pub mod swarm;
 pub mod txn_check;
-#[cfg(madsim)]
 pub mod txn_pipeline;
-#[cfg(madsim)]
 pub mod txn_workload;
 pub mod validating_consumer;
 pub mod verdict;

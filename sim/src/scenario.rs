@@ -147,6 +147,19 @@ pub enum Check {
     /// epoch, CRC) below the lower of their high watermarks, or a replica's high watermark is
     /// outside its log (multi-node worlds with replicated topics).
     Replicas,
+    /// After healing, an admin sequence (CreateTopics, CreatePartitions,
+    /// IncrementalAlterConfigs, DeleteTopics through any broker) did not succeed within the
+    /// bound (`probes`; clusters and admin scenarios).
+    #[serde(rename = "admin-liveness")]
+    AdminLiveness,
+    /// After healing, a fresh group's member did not join a stable generation and commit within
+    /// the bound (`probes`; group scenarios).
+    #[serde(rename = "group-liveness")]
+    GroupLiveness,
+    /// After healing, a transaction was not committed and read back read_committed within the
+    /// bound (`probes`; transaction scenarios).
+    #[serde(rename = "txn-liveness")]
+    TxnLiveness,
     /// Transactions (`txn_check`): a read_committed read of an aborted or later-undone value,
     /// a transaction partly visible, an acknowledged commit missing, a value stored twice, a
     /// last stable offset stuck below the high watermark after healing.
@@ -177,6 +190,9 @@ impl Check {
             Check::GroupDelivery,
             Check::GroupSettle,
             Check::Transactions,
+            Check::AdminLiveness,
+            Check::GroupLiveness,
+            Check::TxnLiveness,
         ]
     }
 }
@@ -233,6 +249,14 @@ pub struct Groups {
     /// broker's default.
     #[serde(default)]
     pub assignor: Option<String>,
+    /// How members fetch: `basic` (Fetch v10 from each leader) or `librdkafka` (the validating
+    /// consumers' path: Fetch v11 with leader epoch and rack, KIP-320 validation, committed
+    /// leader epochs, KIP-392 follower reads). Clusters only.
+    #[serde(default)]
+    pub client: ConsumerClient,
+    /// `client.rack` of member slot i: `racks[i % len]` (none when empty).
+    #[serde(default)]
+    pub racks: Vec<String>,
 }
 
 /// The `[transactions]` section: `producers` transactional producers (`txn-0`, `txn-1`...),
@@ -273,6 +297,34 @@ pub struct Transactions {
     /// and EndTxn), restarting from the committed offset.
     #[serde(default = "default_pipeline_crash_ratio")]
     pub pipeline_crash_ratio: f64,
+    /// The transaction protocol the clients speak: 1 (KIP-98: AddPartitionsToTxn,
+    /// AddOffsetsToTxn, EndTxn v1; librdkafka's path) or 2 (KIP-890 part 2: Produce v12 and
+    /// TxnOffsetCommit v5 add partitions implicitly, EndTxn v5 answers the bumped epoch the
+    /// client goes on with; Java 4.x's path). With 2 the cluster is formatted with
+    /// `transaction.version=2` finalized, as `weir format` does, and a client speaks v2 only
+    /// when ApiVersions says so (as Java's).
+    #[serde(default = "one_version")]
+    pub version: u8,
+    /// The chance that an EndTxn's first send is held in the network (KAFKA-17754's delayed
+    /// EndTxn): the client gets no answer within `end_txn_timeout_ms`, retries on a new
+    /// connection and goes on to its next transaction; the held request reaches the
+    /// coordinator once that next transaction has written a record (or after
+    /// `end_txn_hold_max_ms`). 0: never.
+    #[serde(default)]
+    pub end_txn_hold_ratio: f64,
+    /// How long a client waits for a held EndTxn's answer before it retries (its request
+    /// time-out for that request; the producers' `request_timeout_ms` when absent).
+    #[serde(default)]
+    pub end_txn_timeout_ms: Option<u64>,
+    #[serde(default = "default_end_txn_hold_max")]
+    pub end_txn_hold_max_ms: u64,
+}
+
+fn one_version() -> u8 {
+    1
+}
+fn default_end_txn_hold_max() -> u64 {
+    5000
 }
 
 fn default_output_partitions() -> i32 {
@@ -332,6 +384,9 @@ impl Transactions {
                  pipeline_crash_ratio 0..=1"
                     .into(),
             );
+        }
+        if !(1..=2).contains(&self.version) || !(0.0..=1.0).contains(&self.end_txn_hold_ratio) {
+            return Err("transactions: version 1 or 2, end_txn_hold_ratio 0..=1".into());
         }
         Ok(())
     }
@@ -491,6 +546,20 @@ pub struct Cluster {
     /// scenario's faults too (`world::secure_controller_properties`).
     #[serde(default)]
     pub secure_controller: bool,
+    /// Every inter-node link is secured: the controller listener as with `secure_controller`,
+    /// and the inter-broker listener (replica fetchers, transaction markers) a third one,
+    /// INTERNAL, SASL_SSL with OAUTHBEARER (unsecured tokens of [`Cluster::token_secs`]), so
+    /// sessions end with their tokens and links re-authenticate (KIP-368) under the faults;
+    /// clients stay on PLAINTEXT (`world::secure_links_properties`).
+    #[serde(default)]
+    pub secure_links: bool,
+    /// With `secure_links`: the lifetime of the nodes' OAUTHBEARER tokens, in seconds.
+    #[serde(default = "default_token_secs")]
+    pub token_secs: u64,
+}
+
+fn default_token_secs() -> u64 {
+    3600
 }
 
 fn default_fsync_latency() -> [u64; 2] {
@@ -508,6 +577,8 @@ impl Default for Cluster {
             fsync_latency_us: default_fsync_latency(),
             racks: false,
             secure_controller: false,
+            secure_links: false,
+            token_secs: default_token_secs(),
         }
     }
 }
@@ -968,6 +1039,9 @@ impl Scenario {
         }
         if let Some(groups) = &self.groups {
             groups.validate()?;
+            if groups.client == ConsumerClient::Librdkafka && !self.cluster.is_multi_node() {
+                return Err("groups.client = \"librdkafka\" needs a cluster (brokers > 1)".into());
+            }
         }
         if let Some(t) = &self.transactions {
             t.validate()?;

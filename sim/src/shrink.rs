@@ -66,6 +66,9 @@ pub fn check_name(check: Check) -> &'static str {
         Check::GroupDelivery => "group-delivery",
         Check::GroupSettle => "group-settle",
         Check::Transactions => "transactions",
+        Check::AdminLiveness => "admin-liveness",
+        Check::GroupLiveness => "group-liveness",
+        Check::TxnLiveness => "txn-liveness",
     }
 }
 

@@ -9,7 +9,10 @@
 //! - lost: a transaction whose EndTxn(commit) was acknowledged is missing from the final read;
 //! - duplicated: a value at two offsets, or an aborted transaction's value in the final read;
 //! - unsettled: a partition whose last stable offset never reached its high watermark after
-//!   healing (a transaction left hanging).
+//!   healing (a transaction left hanging);
+//! - misdirected: an EndTxn of transaction n, held in the network until the producer's next
+//!   transaction had written, was accepted — it ended a transaction the client did not end
+//!   (KAFKA-17754; transactions v2's epoch bump fences it, v1 accepts it by design).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,6 +27,9 @@ pub enum TxnEvent {
         producer: u32,
         producer_id: i64,
         epoch: i16,
+        /// It speaks transactions v2 (KIP-890 part 2).
+        #[serde(default)]
+        v2: bool,
     },
     /// Transaction `txn` of `producer` sent `value` to `partition` (acknowledged or not).
     Send {
@@ -44,6 +50,26 @@ pub enum TxnEvent {
         producer: u32,
         txn: u64,
         error: String,
+    },
+    /// The EndTxn of `producer`'s transaction `txn`, held in the network, reached the
+    /// coordinator late and was answered: `error` none = accepted. `during`: the later
+    /// transaction whose acknowledged write released it at `released_ms` (none: released by
+    /// the time limit).
+    LateEnd {
+        producer: u32,
+        txn: u64,
+        commit: bool,
+        producer_id: i64,
+        epoch: i16,
+        during: Option<u64>,
+        released_ms: u64,
+        /// The producer id and epoch an accepted EndTxn v5 answered (none before v5): one
+        /// epoch above the request's is the answer to a retry of transaction n's own end,
+        /// which changes nothing (a coordinator that has not yet learned it lost the id
+        /// answers so from what it last knew).
+        #[serde(default)]
+        answered: Option<(i64, i16)>,
+        error: Option<String>,
     },
     /// A live read_committed consumer returned `value` at `offset`, in a Fetch that moved its
     /// position to `upto`.
@@ -103,6 +129,12 @@ pub struct TxnFindings {
     /// transactions consumed (a gap or an overlap between them, a restart or the final offset
     /// elsewhere than where the last committed transaction ended).
     pub offsets: Vec<String>,
+    /// Late EndTxns accepted after the later transaction that released them had written (and
+    /// before it ended): they ended a transaction the client did not end.
+    pub misdirected: Vec<String>,
+    /// Late (held) EndTxns delivered, and how many of them were accepted.
+    pub late_ends: usize,
+    pub late_ends_accepted: usize,
     /// Consume-transform-produce transactions and restarts seen.
     pub pipeline_transactions: usize,
     pub restarts: usize,
@@ -119,6 +151,7 @@ impl TxnFindings {
             + self.unsettled.len()
             + self.intermediate.len()
             + self.offsets.len()
+            + self.misdirected.len()
     }
 }
 
@@ -164,6 +197,9 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
     let mut pipeline: Vec<&Entry> = Vec::new();
     let mut committed_offsets: BTreeMap<i32, (u64, Option<i64>)> = BTreeMap::new();
     let mut finals: BTreeMap<i32, (u64, &Stored)> = BTreeMap::new();
+    // When each transaction ended or was abandoned, and the late EndTxns accepted.
+    let mut finished: BTreeMap<TxnKey, u64> = BTreeMap::new();
+    let mut accepted_late: Vec<(u64, &TxnEvent)> = Vec::new();
     for e in entries {
         let Event::Txn(t) = &e.event else { continue };
         match t {
@@ -184,8 +220,20 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
                 producer,
                 txn,
                 commit,
-            } => txns.entry((*producer, *txn)).or_default().ended = Some(*commit),
-            TxnEvent::Abandoned { .. } => {}
+            } => {
+                txns.entry((*producer, *txn)).or_default().ended = Some(*commit);
+                finished.entry((*producer, *txn)).or_insert(e.at_ms);
+            }
+            TxnEvent::Abandoned { producer, txn, .. } => {
+                finished.entry((*producer, *txn)).or_insert(e.at_ms);
+            }
+            TxnEvent::LateEnd { error, .. } => {
+                f.late_ends += 1;
+                if error.is_none() {
+                    f.late_ends_accepted += 1;
+                    accepted_late.push((e.at_ms, t));
+                }
+            }
             TxnEvent::Read {
                 partition,
                 offset,
@@ -215,6 +263,45 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
                     );
                 }
             }
+        }
+    }
+    for (at, late) in accepted_late {
+        let TxnEvent::LateEnd {
+            producer,
+            txn,
+            commit,
+            producer_id,
+            epoch,
+            during: Some(m),
+            released_ms,
+            answered,
+            ..
+        } = late
+        else {
+            continue;
+        };
+        if *answered == Some((*producer_id, epoch.saturating_add(1))) {
+            continue; // the answer to a retry of transaction n's end: nothing was ended
+        }
+        // Released by an acknowledged write of a later transaction m, so the coordinator had
+        // m open (its partition added) before the request arrived. Under v2 the answer to the
+        // retried EndTxn moved the epoch past this request's, so a coordinator must fence it
+        // whatever happened since; accepted, it ended m (or what followed m at the same
+        // epoch), which v1 does by design. Not judged: a release by the time limit, or one
+        // after m had already ended.
+        let open_at_release = finished
+            .get(&(*producer, *m))
+            .is_none_or(|ended| ended > released_ms);
+        if m > txn && open_at_release {
+            evident(&mut f, at);
+            let what = if *commit { "commit" } else { "abort" };
+            push(
+                &mut f.misdirected,
+                format!(
+                    "producer {producer}: the late EndTxn({what}) of transaction {txn} was \
+                     accepted after its transaction {m} had written"
+                ),
+            );
         }
     }
     f.transactions = txns.len();
@@ -670,6 +757,69 @@ mod tests {
         let f = check(&h);
         assert_eq!((f.intermediate.len(), f.count()), (1, 1), "{f:?}");
         assert_eq!(f.first_ms, Some(4));
+    }
+
+    fn late_end(txn: u64, during: Option<u64>, error: Option<&str>) -> TxnEvent {
+        TxnEvent::LateEnd {
+            producer: 0,
+            txn,
+            commit: true,
+            producer_id: 7,
+            epoch: 0,
+            during,
+            released_ms: 4,
+            answered: None,
+            error: error.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_late_end_txn_that_ends_the_next_transaction_is_caught() {
+        // Transaction 1 commits (its EndTxn retried after the first was held); transaction 2
+        // writes, which releases the held EndTxn of transaction 1; transaction 2 then commits.
+        let history = |late: TxnEvent| {
+            let mut h = vec![
+                at(1, send(1, 0)),
+                at(2, ended(1, true)),
+                at(3, send(2, 1)),
+                at(4, late),
+                at(5, ended(2, true)),
+                at(10, last(0, &[(0, 1)])),
+                at(11, last(1, &[(0, 2)])),
+            ];
+            h.sort_by_key(|e| e.at_ms);
+            h
+        };
+        // Fenced (transactions v2): clean, and counted.
+        let f = check(&history(late_end(1, Some(2), Some("PRODUCER_FENCED"))));
+        assert_eq!(f.count(), 0, "{f:?}");
+        assert_eq!((f.late_ends, f.late_ends_accepted), (1, 0));
+        // Accepted after transaction 2 had written: it ended transaction 2.
+        let f = check(&history(late_end(1, Some(2), None)));
+        assert_eq!((f.misdirected.len(), f.count()), (1, 1), "{f:?}");
+        assert_eq!(f.first_ms, Some(4));
+        // Answered as a retry of transaction 1's own end (v5: the epoch after it): nothing
+        // ended; the same epoch back (no bump) is an end of transaction 2.
+        let answered = |a| {
+            let mut late = late_end(1, Some(2), None);
+            if let TxnEvent::LateEnd { answered, .. } = &mut late {
+                *answered = Some(a);
+            }
+            check(&history(late)).count()
+        };
+        assert_eq!((answered((7, 1)), answered((7, 0))), (0, 1));
+        // Accepted but released by the time limit, or by a transaction that had ended before
+        // the release: not judged (a retry may be answered NONE before the next transaction
+        // began).
+        assert_eq!(check(&history(late_end(1, None, None))).count(), 0);
+        let mut late = late_end(1, Some(2), None);
+        if let TxnEvent::LateEnd { released_ms, .. } = &mut late {
+            *released_ms = 6;
+        }
+        let mut h = history(late);
+        h[3].at_ms = 7;
+        h.sort_by_key(|e| e.at_ms);
+        assert_eq!(check(&h).count(), 0, "{:?}", check(&h));
     }
 
     const TASK: u32 = 100;

@@ -11,6 +11,10 @@
 //! consumed ([`TxnEvent::Consumed`]), its outputs (`Send`, at partition [`OUTPUT_BASE`] + k),
 //! how it ended, each restart's offset and, after the final read, the committed offsets; the
 //! reader follows the output partitions too. `txn_check` judges exactly-once from that.
+//!
+//! Under transactions v2 (`version = 2`) a task sends no AddPartitionsToTxn or AddOffsetsToTxn:
+//! its outputs go as Produce v12 and its offsets as TxnOffsetCommit v5, which add their
+//! partitions to the transaction themselves, as Java 4.x's `sendOffsetsToTransaction` does.
 
 use std::time::Duration;
 
@@ -49,6 +53,8 @@ const FIND_COORDINATOR_VERSION: i16 = 3;
 const OFFSET_FETCH_VERSION: i16 = 7;
 /// TxnOffsetCommit with the generation and member (KIP-447), sent as a group-less task does.
 const TXN_OFFSET_COMMIT_VERSION: i16 = 3;
+/// TxnOffsetCommit that adds the offsets partition to the transaction (transactions v2).
+const TXN_OFFSET_COMMIT_V2_VERSION: i16 = 5;
 
 /// The output partition of the input record at `offset` (consecutive inputs spread over all).
 pub fn output_partition(offset: i64, partitions: i32) -> i32 {
@@ -129,7 +135,12 @@ impl Task {
                             .with_partition_index(self.partition)
                             .with_committed_offset(*offset)
                             .with_committed_leader_epoch(-1)])]);
-                let r = c.call(&request, TXN_OFFSET_COMMIT_VERSION).await?;
+                let version = if self.p.v2 {
+                    TXN_OFFSET_COMMIT_V2_VERSION
+                } else {
+                    TXN_OFFSET_COMMIT_VERSION
+                };
+                let r = c.call(&request, version).await?;
                 for t in &r.topics {
                     for p in &t.partitions {
                         kafka(p.error_code)?;
@@ -227,7 +238,10 @@ impl Task {
             .collect();
         partitions.sort_unstable();
         partitions.dedup();
-        self.p.at_coordinator(Call::Add(partitions)).await?;
+        self.p.txn = n;
+        if !self.p.v2 {
+            self.p.at_coordinator(Call::Add(partitions)).await?;
+        }
         for (offset, _) in inputs {
             let out = output_partition(*offset, outputs);
             let v = output_value(self.p.id, n, *offset);
@@ -242,16 +256,13 @@ impl Task {
         if crash {
             return Ok(false);
         }
-        self.p
-            .at_coordinator(Call::AddOffsets(GROUP.into()))
-            .await?;
+        if !self.p.v2 {
+            self.p
+                .at_coordinator(Call::AddOffsets(GROUP.into()))
+                .await?;
+        }
         self.at_group(GroupCall::Commit(to)).await?;
-        self.p.at_coordinator(Call::End(commit)).await?;
-        self.p.record(TxnEvent::Ended {
-            producer: self.p.id,
-            txn: n,
-            commit,
-        });
+        self.p.end(commit).await?;
         Ok(true)
     }
 

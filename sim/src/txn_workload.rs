@@ -8,10 +8,20 @@
 //! initializes again, which fences it and has the coordinator abort it. Every call is bounded
 //! by a time-out and every loop by the run's deadline. Its own topic, so the plain workload's
 //! checks are untouched.
+//!
+//! With `version = 2` the clients speak transactions v2 as Java 4.x's `TransactionManager`
+//! does once ApiVersions says `transaction.version` 2 is finalized: no AddPartitionsToTxn
+//! (Produce v12 carries the transactional id and the leader adds the partition), EndTxn v5,
+//! whose answer names the producer id and epoch the next transaction uses, sequences starting
+//! again at 0. With `end_txn_hold_ratio` the network holds an EndTxn's first send
+//! (KAFKA-17754's delayed EndTxn): the client times out, retries on a new connection, goes on,
+//! and the held request reaches the coordinator once the next transaction has written.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+use tokio::sync::oneshot;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -38,6 +48,11 @@ const FIND_COORDINATOR_VERSION: i16 = 3;
 const INIT_PRODUCER_ID_VERSION: i16 = 1;
 const ADD_PARTITIONS_VERSION: i16 = 1;
 const END_TXN_VERSION: i16 = 1;
+/// EndTxn whose answer carries the bumped epoch (transactions v2).
+const END_TXN_V2_VERSION: i16 = 5;
+/// Produce as the v1 clients send it, and v12: transactions v2's implicit add.
+const PRODUCE_VERSION: i16 = 7;
+const PRODUCE_V2_VERSION: i16 = 12;
 const ADD_OFFSETS_VERSION: i16 = 1;
 /// Fetch with isolation levels and aborted transactions, without topic ids.
 const FETCH_VERSION: i16 = 11;
@@ -141,6 +156,14 @@ pub(crate) struct Producer {
     /// (producer id, epoch) and the next sequence per partition at that epoch.
     pub producer: Option<(i64, i16)>,
     pub sequences: BTreeMap<i32, i32>,
+    /// Speaking transactions v2 (asked for and finalized by the cluster), since the last init.
+    pub v2: bool,
+    /// The transaction in progress (its number in the history).
+    pub txn: u64,
+    coordinator_addr: Option<SocketAddr>,
+    /// An EndTxn held in the network: its transaction, and the release (with the transaction
+    /// whose acknowledged write lets it through).
+    held: Option<(u64, oneshot::Sender<u64>)>,
 }
 
 impl Producer {
@@ -166,6 +189,10 @@ impl Producer {
             leaders: BTreeMap::new(),
             producer: None,
             sequences: BTreeMap::new(),
+            v2: false,
+            txn: 0,
+            coordinator_addr: None,
+            held: None,
         }
     }
 
@@ -206,14 +233,37 @@ impl Producer {
                 .resolve(&r.host.to_string(), r.port as u16)
                 .await?;
             self.coordinator = Some(connect(&self.io, addr, self.spec.timeout).await?);
+            self.coordinator_addr = Some(addr);
         }
         Ok(self.coordinator.as_mut().expect("connected above"))
     }
 
-    /// One coordinator request, answered: the producer id and epoch for InitProducerId.
+    /// The EndTxn this producer sends now, and its version.
+    fn end_txn_request(&self, commit: bool) -> (EndTxnRequest, i16) {
+        let (pid, epoch) = self.producer.unwrap_or((-1, -1));
+        let request = EndTxnRequest::default()
+            .with_transactional_id(self.txn_id())
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(commit);
+        let version = if self.v2 {
+            END_TXN_V2_VERSION
+        } else {
+            END_TXN_VERSION
+        };
+        (request, version)
+    }
+
+    /// One coordinator request, answered: the producer id and epoch for InitProducerId, and
+    /// for EndTxn under v2 (the ones the next transaction uses).
     async fn ask(&mut self, call: &Call) -> Result<Option<(i64, i16)>, ClientError> {
         let id = self.txn_id();
         let (pid, epoch) = self.producer.unwrap_or((-1, -1));
+        let end = match call {
+            Call::End(commit) => Some(self.end_txn_request(*commit)),
+            _ => None,
+        };
+        let v2 = self.v2;
         let timeout_ms = self.spec.txns.transaction_timeout_ms;
         let topic = self.topic;
         let c = self.coordinator().await?.connection();
@@ -252,15 +302,11 @@ impl Producer {
                 kafka(r.error_code)?;
                 Ok(None)
             }
-            Call::End(commit) => {
-                let request = EndTxnRequest::default()
-                    .with_transactional_id(id)
-                    .with_producer_id(ProducerId(pid))
-                    .with_producer_epoch(epoch)
-                    .with_committed(*commit);
-                let r = c.call(&request, END_TXN_VERSION).await?;
+            Call::End(_) => {
+                let (request, version) = end.expect("built above");
+                let r = c.call(&request, version).await?;
                 kafka(r.error_code)?;
-                Ok(None)
+                Ok((v2 && r.producer_id.0 >= 0).then_some((r.producer_id.0, r.producer_epoch)))
             }
         }
     }
@@ -269,9 +315,18 @@ impl Producer {
     /// coordinator again when it moved).
     pub async fn at_coordinator(&mut self, call: Call) -> Result<Option<(i64, i16)>, ClientError> {
         let mut last = ClientError::Timeout;
-        for _ in 0..ATTEMPTS {
+        for attempt in 0..ATTEMPTS {
             if self.clock.now_ms() > self.spec.final_at_ms {
                 break;
+            }
+            if let (0, Call::End(commit)) = (attempt, &call) {
+                if self.hold_end_txn(*commit).await {
+                    // No answer within the request time-out: the connection is dropped and
+                    // the request sent again, as Java's NetworkClient and TransactionManager do.
+                    self.coordinator = None;
+                    tokio::time::sleep(PAUSE).await;
+                    continue;
+                }
             }
             let timeout = self.spec.timeout;
             let io = self.io.clone();
@@ -298,18 +353,123 @@ impl Producer {
         Err(last)
     }
 
+    /// With `end_txn_hold_ratio`, holds this EndTxn's first send in the network (KAFKA-17754's
+    /// delayed EndTxn) and waits the request time-out for an answer that cannot come; `false`:
+    /// sent as usual. The held request travels on a connection of its own, opened now, and
+    /// reaches the coordinator once the producer's next transaction has written a record (the
+    /// moment it can do the most harm) or after `end_txn_hold_max_ms`; its answer goes into
+    /// the history ([`TxnEvent::LateEnd`]).
+    async fn hold_end_txn(&mut self, commit: bool) -> bool {
+        let ratio = self.spec.txns.end_txn_hold_ratio;
+        if ratio <= 0.0 || self.held.is_some() || !madsim::rand::thread_rng().gen_bool(ratio) {
+            return false;
+        }
+        let timeout = self.spec.timeout;
+        let io = self.io.clone();
+        if !matches!(io.timeout(timeout, self.coordinator()).await, Some(Ok(_))) {
+            return false;
+        }
+        let Some(addr) = self.coordinator_addr else {
+            return false;
+        };
+        let (request, version) = self.end_txn_request(commit);
+        let (producer_id, epoch) = self.producer.unwrap_or((-1, -1));
+        let (release, released) = oneshot::channel();
+        self.held = Some((self.txn, release));
+        let (history, clock, producer, txn) = (self.history.clone(), self.clock, self.id, self.txn);
+        let hold_max = Duration::from_millis(self.spec.txns.end_txn_hold_max_ms);
+        let late = io.clone();
+        io.spawn(async move {
+            let io = late;
+            let client = connect(&io, addr, timeout).await;
+            let during = io.timeout(hold_max, released).await.and_then(|r| r.ok());
+            let released_ms = clock.now_ms();
+            let answer = match client {
+                Ok(mut c) => io
+                    .timeout(timeout, c.connection().call(&request, version))
+                    .await
+                    .unwrap_or(Err(ClientError::Timeout))
+                    .and_then(|r| {
+                        kafka(r.error_code)?;
+                        Ok((r.producer_id.0 >= 0).then_some((r.producer_id.0, r.producer_epoch)))
+                    }),
+                Err(e) => Err(e),
+            };
+            history.record(
+                clock.now_ms(),
+                Event::Txn(TxnEvent::LateEnd {
+                    producer,
+                    txn,
+                    commit,
+                    producer_id,
+                    epoch,
+                    during,
+                    released_ms,
+                    answered: answer.as_ref().ok().copied().flatten(),
+                    error: answer.err().map(|e| e.to_string()),
+                }),
+            );
+        });
+        let wait = self
+            .spec
+            .txns
+            .end_txn_timeout_ms
+            .map_or(timeout, Duration::from_millis);
+        tokio::time::sleep(wait).await;
+        true
+    }
+
     pub async fn init(&mut self) -> Result<(), ClientError> {
         self.producer = None;
         let (pid, epoch) = self
             .at_coordinator(Call::Init)
             .await?
             .expect("InitProducerId answers an id");
+        // Java 4.x speaks v2 only once ApiVersions says `transaction.version` 2 is finalized.
+        self.v2 = self.spec.txns.version >= 2 && self.v2_finalized().await?;
         self.producer = Some((pid, epoch));
         self.sequences.clear();
         self.record(TxnEvent::Init {
             producer: self.id,
             producer_id: pid,
             epoch,
+            v2: self.v2,
+        });
+        Ok(())
+    }
+
+    /// Whether the coordinator's ApiVersions finalizes `transaction.version` 2 or more.
+    async fn v2_finalized(&mut self) -> Result<bool, ClientError> {
+        let io = self.io.clone();
+        let timeout = self.spec.timeout;
+        let asked = async {
+            let features = self.coordinator().await?.describe_features().await?;
+            Ok::<_, ClientError>(
+                features
+                    .iter()
+                    .any(|f| f.name == "transaction.version" && f.finalized >= 2),
+            )
+        };
+        let answer = io.timeout(timeout, asked).await;
+        let answer = answer.unwrap_or(Err(ClientError::Timeout));
+        if answer.is_err() {
+            self.coordinator = None;
+        }
+        answer
+    }
+
+    /// Ends the transaction in progress (`txn`): EndTxn, and under v2 the producer id and
+    /// epoch it answers for the next transaction, sequences from 0 (Java's
+    /// `resetSequenceNumbers`).
+    pub async fn end(&mut self, commit: bool) -> Result<(), ClientError> {
+        if let Some(next) = self.at_coordinator(Call::End(commit)).await? {
+            self.producer = Some(next);
+            self.sequences.clear();
+        }
+        self.record(TxnEvent::Ended {
+            producer: self.id,
+            txn: self.txn,
+            commit,
         });
         Ok(())
     }
@@ -321,7 +481,10 @@ impl Producer {
         partitions: &[i32],
         commit: bool,
     ) -> Result<(), ClientError> {
-        self.at_coordinator(Call::Add(partitions.to_vec())).await?;
+        self.txn = n;
+        if !self.v2 {
+            self.at_coordinator(Call::Add(partitions.to_vec())).await?;
+        }
         for &p in partitions {
             let v = value(self.id, n, p);
             self.record(TxnEvent::Send {
@@ -332,13 +495,7 @@ impl Producer {
             });
             self.produce(p, &v).await?;
         }
-        self.at_coordinator(Call::End(commit)).await?;
-        self.record(TxnEvent::Ended {
-            producer: self.id,
-            txn: n,
-            commit,
-        });
-        Ok(())
+        self.end(commit).await
     }
 
     /// One transactional record to `partition`'s leader, retried with the same sequence.
@@ -354,6 +511,11 @@ impl Producer {
         let records = Bytes::from(records);
         let request = produce_request(self.topic, &[(partition, records)], -1, self.spec.timeout)
             .with_transactional_id(Some(self.txn_id()));
+        let version = if self.v2 {
+            PRODUCE_V2_VERSION
+        } else {
+            PRODUCE_VERSION
+        };
         let mut last = ClientError::Timeout;
         for _ in 0..ATTEMPTS {
             if self.clock.now_ms() > self.spec.final_at_ms {
@@ -384,13 +546,18 @@ impl Producer {
             let c = self.leaders.get_mut(&partition).expect("connected above");
             let sent = self
                 .io
-                .timeout(self.spec.timeout, c.connection().call(&request, 7))
+                .timeout(self.spec.timeout, c.connection().call(&request, version))
                 .await
                 .unwrap_or(Err(ClientError::Timeout))
                 .and_then(|r| produce_offsets(&r));
             match sent {
                 Ok(_) => {
                     self.sequences.insert(partition, sequence + 1);
+                    // A held EndTxn of an earlier transaction goes on its way now.
+                    if self.held.as_ref().is_some_and(|(t, _)| *t < self.txn) {
+                        let (_, release) = self.held.take().expect("checked");
+                        let _ = release.send(self.txn);
+                    }
                     return Ok(());
                 }
                 Err(e) if retriable(&e) => {

@@ -17,6 +17,11 @@
 //! Every read is recorded with the high watermark of the replica that served it, so the
 //! checker's `uncommitted` check covers a follower serving past its own high watermark and
 //! `lost-read` a follower read that was later taken back.
+//!
+//! Consumer-group members (`[groups] client = "librdkafka"`) fetch their owned partitions the
+//! same way through [`GroupFetch`]: a position starts at the committed offset with its
+//! committed leader epoch (OffsetFetch), which is validated before the first fetch, as
+//! librdkafka validates a committed position; the reset policy is `earliest`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -39,6 +44,9 @@ const PREFERRED_REPLICA_MAX_AGE: Duration = Duration::from_secs(5);
 const VALIDATE_RETRY: Duration = Duration::from_millis(500);
 /// ListOffsets LATEST: `auto.offset.reset=latest`, as the plain consumer resets.
 const LATEST: i64 = -1;
+/// ListOffsets EARLIEST: `auto.offset.reset=earliest`, as group members reset.
+#[cfg(madsim)]
+const EARLIEST: i64 = -2;
 
 /// What a validating consumer does that the checker and the report see.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,7 +77,6 @@ pub enum ConsumerEvent {
     },
 }
 
-#[derive(Default)]
 struct Part {
     position: i64,
     /// Leader epoch of the record before `position` (-1: unknown, nothing to validate).
@@ -80,7 +87,28 @@ struct Part {
     validated_at: i32,
     /// The preferred read replica and when the leader named it.
     replica: Option<(i32, u64)>,
+    /// Where the last fetch started (after any validation moved the position).
+    fetched_from: i64,
 }
+
+impl Part {
+    /// At `position`, after a record of leader epoch `epoch` (-1: unknown), not yet validated.
+    fn at(position: i64, epoch: i32) -> Part {
+        Part {
+            position,
+            epoch,
+            route: None,
+            route_at_ms: 0,
+            validated_at: -1,
+            replica: None,
+            fetched_from: position,
+        }
+    }
+}
+
+/// A record a group member's fetch returned: (partition, offset, value, high watermark of the
+/// replica that served it).
+pub(crate) type Served = (i32, i64, String, i64);
 
 struct Consumer {
     spec: ConsumerSpec,
@@ -92,7 +120,12 @@ struct Consumer {
     /// The connection metadata requests go to (a bootstrap broker, the next one each time).
     meta: Option<Client>,
     lookups: u64,
-    parts: Vec<Part>,
+    parts: BTreeMap<i32, Part>,
+    /// `auto.offset.reset`: [`LATEST`] or [`EARLIEST`].
+    reset_to: i64,
+    /// A group member's fetcher hands its reads back here (to process, then commit) instead
+    /// of recording them as a standalone consumer's reads.
+    served: Option<Vec<Served>>,
 }
 
 /// Why a step stopped: pause before the next.
@@ -138,9 +171,15 @@ impl Consumer {
         self.conns.get_mut(&node)
     }
 
+    fn part(&mut self, partition: i32) -> &mut Part {
+        self.parts
+            .get_mut(&partition)
+            .expect("a partition is fetched only once it has a position")
+    }
+
     /// Forgets what the partition's metadata said (and a connection that failed).
     fn stale(&mut self, partition: i32, failed_node: Option<i32>) {
-        let part = &mut self.parts[partition as usize];
+        let part = self.part(partition);
         part.route = None;
         part.replica = None;
         if let Some(n) = failed_node {
@@ -152,14 +191,14 @@ impl Consumer {
     /// then one fetch.
     async fn step(&mut self, partition: i32) -> Result<(), Backoff> {
         let now = self.clock.now_ms();
-        let p = partition as usize;
-        let fresh = self.parts[p]
+        let part = self.part(partition);
+        let fresh = part
             .route
             .as_ref()
-            .is_some_and(|_| now < self.parts[p].route_at_ms + METADATA_MAX_AGE.as_millis() as u64);
+            .is_some_and(|_| now < part.route_at_ms + METADATA_MAX_AGE.as_millis() as u64);
         if !fresh {
             let route = self.route(partition).await?;
-            let part = &mut self.parts[p];
+            let part = self.part(partition);
             if part
                 .route
                 .as_ref()
@@ -170,12 +209,12 @@ impl Consumer {
             part.route = Some(route);
             part.route_at_ms = now;
         }
-        let route = self.parts[p].route.clone().expect("set above");
+        let route = self.part(partition).route.clone().expect("set above");
         let Some(leader) = route.leader.as_ref().map(|b| b.id) else {
             self.stale(partition, None);
             return Err(Backoff(RECONNECT_BACKOFF));
         };
-        if self.parts[p].validated_at != route.leader_epoch {
+        if self.part(partition).validated_at != route.leader_epoch {
             self.validate(partition, &route, leader).await?;
         }
         self.fetch(partition, &route, leader).await
@@ -188,11 +227,10 @@ impl Consumer {
         route: &PartitionRoute,
         leader: i32,
     ) -> Result<(), Backoff> {
-        let p = partition as usize;
-        let (position, epoch) = (self.parts[p].position, self.parts[p].epoch);
+        let (position, epoch) = (self.part(partition).position, self.part(partition).epoch);
         if epoch < 0 {
             // Nothing consumed yet (or an epoch-less reset): nothing to validate.
-            self.parts[p].validated_at = route.leader_epoch;
+            self.part(partition).validated_at = route.leader_epoch;
             return Ok(());
         }
         let topic = self.spec.topic.clone();
@@ -216,7 +254,7 @@ impl Consumer {
             // No epoch at or below ours: reset by the policy.
             let c = self.conns.get_mut(&leader).expect("connected above");
             let Ok((to, to_epoch)) = c
-                .list_offset_with_epoch(&topic, partition, LATEST, route.leader_epoch)
+                .list_offset_with_epoch(&topic, partition, self.reset_to, route.leader_epoch)
                 .await
             else {
                 self.stale(partition, Some(leader));
@@ -230,8 +268,9 @@ impl Consumer {
                 epoch: end_epoch,
                 end,
             });
-            self.parts[p].position = to;
-            self.parts[p].epoch = to_epoch;
+            let part = self.part(partition);
+            part.position = to;
+            part.epoch = to_epoch;
         } else if end < position {
             self.note(ConsumerEvent::Truncated {
                 consumer,
@@ -241,8 +280,9 @@ impl Consumer {
                 epoch: end_epoch,
                 end,
             });
-            self.parts[p].position = end;
-            self.parts[p].epoch = end_epoch;
+            let part = self.part(partition);
+            part.position = end;
+            part.epoch = end_epoch;
         } else {
             self.note(ConsumerEvent::Validated {
                 consumer,
@@ -251,7 +291,7 @@ impl Consumer {
                 leader_epoch: route.leader_epoch,
             });
         }
-        self.parts[p].validated_at = route.leader_epoch;
+        self.part(partition).validated_at = route.leader_epoch;
         Ok(())
     }
 
@@ -261,20 +301,21 @@ impl Consumer {
         route: &PartitionRoute,
         leader: i32,
     ) -> Result<(), Backoff> {
-        let p = partition as usize;
         let now = self.clock.now_ms();
-        let follower = self.parts[p]
+        let follower = self
+            .part(partition)
             .replica
             .filter(|&(_, at)| now < at + PREFERRED_REPLICA_MAX_AGE.as_millis() as u64)
             .map(|(node, _)| node)
             .filter(|&n| n != leader);
-        if follower.is_none() && self.parts[p].replica.is_some() {
-            self.parts[p].replica = None;
+        if follower.is_none() && self.part(partition).replica.is_some() {
+            self.part(partition).replica = None;
             self.read_from(partition, leader, false);
         }
         let node = follower.unwrap_or(leader);
         let (topic, rack) = (self.spec.topic.clone(), self.spec.rack.clone());
-        let position = self.parts[p].position;
+        let position = self.part(partition).position;
+        self.part(partition).fetched_from = position;
         let max_wait_ms = self.spec.max_wait.as_millis() as i32;
         let Some(c) = self.conn(route, node).await else {
             self.stale(partition, Some(node));
@@ -293,14 +334,14 @@ impl Consumer {
             Ok(f) => f,
             Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) if follower.is_some() => {
                 // A follower may lag: the leader decides whether the offset is out of range.
-                self.parts[p].replica = None;
+                self.part(partition).replica = None;
                 self.read_from(partition, leader, false);
                 return Ok(());
             }
             Err(ClientError::Kafka(ResponseError::OffsetOutOfRange, _)) => {
                 let c = self.conns.get_mut(&node).expect("connected above");
                 let Ok((to, to_epoch)) = c
-                    .list_offset_with_epoch(&topic, partition, LATEST, route.leader_epoch)
+                    .list_offset_with_epoch(&topic, partition, self.reset_to, route.leader_epoch)
                     .await
                 else {
                     self.stale(partition, Some(node));
@@ -312,8 +353,9 @@ impl Consumer {
                     from: position,
                     to,
                 });
-                self.parts[p].position = to;
-                self.parts[p].epoch = to_epoch;
+                let part = self.part(partition);
+                part.position = to;
+                part.epoch = to_epoch;
                 return Ok(());
             }
             Err(ClientError::Kafka(..)) => {
@@ -330,11 +372,7 @@ impl Consumer {
         let preferred = fetched.preferred_read_replica;
         if preferred >= 0 && preferred != node {
             // Sent elsewhere: the answer holds no records (KIP-392).
-            if preferred == leader {
-                self.parts[p].replica = None;
-            } else {
-                self.parts[p].replica = Some((preferred, now));
-            }
+            self.part(partition).replica = (preferred != leader).then_some((preferred, now));
             self.read_from(partition, preferred, preferred != leader);
             return Ok(());
         }
@@ -345,13 +383,17 @@ impl Consumer {
             match read {
                 Ok((offset, value)) => {
                     read_up_to = Some(offset);
-                    self.record(Event::Read {
-                        consumer: self.spec.id,
-                        partition,
-                        offset,
-                        value,
-                        high_watermark: fetched.high_watermark,
-                    });
+                    let high_watermark = fetched.high_watermark;
+                    match self.served.as_mut() {
+                        Some(served) => served.push((partition, offset, value, high_watermark)),
+                        None => self.record(Event::Read {
+                            consumer: self.spec.id,
+                            partition,
+                            offset,
+                            value,
+                            high_watermark,
+                        }),
+                    }
                 }
                 Err((offset, error)) => {
                     self.record(Event::CorruptRead {
@@ -370,7 +412,7 @@ impl Consumer {
                     last_epoch = Some(h.partition_leader_epoch);
                 }
             }
-            let part = &mut self.parts[p];
+            let part = self.part(partition);
             part.position = last + 1;
             part.epoch = last_epoch.unwrap_or(part.epoch);
         }
@@ -393,13 +435,7 @@ pub async fn run(io: Io, spec: ConsumerSpec, history: History, clock: RunClock) 
         !spec.bootstrap.is_empty(),
         "a validating consumer needs a cluster's brokers"
     );
-    let parts = (0..spec.partitions)
-        .map(|_| Part {
-            epoch: -1,
-            validated_at: -1,
-            ..Part::default()
-        })
-        .collect();
+    let parts = (0..spec.partitions).map(|p| (p, Part::at(0, -1))).collect();
     let until = spec.until_ms;
     let mut c = Consumer {
         spec,
@@ -410,6 +446,8 @@ pub async fn run(io: Io, spec: ConsumerSpec, history: History, clock: RunClock) 
         meta: None,
         lookups: 0,
         parts,
+        reset_to: LATEST,
+        served: None,
     };
     while clock.now_ms() < until {
         let mut pause = None;
@@ -421,5 +459,106 @@ pub async fn run(io: Io, spec: ConsumerSpec, history: History, clock: RunClock) 
         if let Some(d) = pause {
             c.io.clock.sleep(d).await;
         }
+    }
+}
+
+/// A group member's fetch path when it fetches as librdkafka does: the owned partitions of
+/// the member's positions, each from its leader (or a preferred follower) with Fetch v11, its
+/// position validated after every leader change and before the first fetch from a committed
+/// offset that carries a leader epoch. Only `group_route` (madsim) uses it.
+#[cfg(madsim)]
+pub(crate) struct GroupFetch {
+    consumer: Consumer,
+}
+
+#[cfg(madsim)]
+impl GroupFetch {
+    /// `spec.id` names the member in the consumer events (validations, truncations, replica
+    /// switches); `spec.partitions` is unused (the positions say what is owned).
+    pub(crate) fn new(io: Io, spec: ConsumerSpec, history: History, clock: RunClock) -> GroupFetch {
+        assert!(
+            !spec.bootstrap.is_empty(),
+            "a validating group member needs a cluster's brokers"
+        );
+        GroupFetch {
+            consumer: Consumer {
+                spec,
+                io,
+                history,
+                clock,
+                conns: BTreeMap::new(),
+                meta: None,
+                lookups: 0,
+                parts: BTreeMap::new(),
+                reset_to: EARLIEST,
+                served: Some(Vec::new()),
+            },
+        }
+    }
+
+    /// Starts `partition` at a committed `offset` whose record before it has leader epoch
+    /// `epoch` (-1: none committed; nothing to validate).
+    pub(crate) fn start_at(&mut self, partition: i32, offset: i64, epoch: i32) {
+        self.consumer
+            .parts
+            .insert(partition, Part::at(offset, epoch));
+    }
+
+    /// The leader epoch of the record before `offset` in `partition`, as a commit of that
+    /// offset carries it (-1 when this fetcher is elsewhere).
+    pub(crate) fn epoch_at(&self, partition: i32, offset: i64) -> i32 {
+        self.consumer
+            .parts
+            .get(&partition)
+            .filter(|p| p.position == offset)
+            .map_or(-1, |p| p.epoch)
+    }
+
+    /// Forgets every partition and connection (a consumer process that went away).
+    pub(crate) fn reset(&mut self) {
+        self.consumer.parts.clear();
+        self.consumer.conns.clear();
+        self.consumer.meta = None;
+    }
+
+    /// Fetches every partition of `positions` once. A partition without a fetch position
+    /// starts at its member position (epoch unknown); one no longer owned is forgotten. A
+    /// position the fetcher moved (a detected truncation, a reset) moves the member's
+    /// position with it; records still advance it only once processed.
+    pub(crate) async fn fetch(&mut self, positions: &mut BTreeMap<i32, i64>) -> Vec<Served> {
+        let c = &mut self.consumer;
+        c.parts.retain(|p, _| positions.contains_key(p));
+        for (&p, &o) in positions.iter() {
+            let stale = c.parts.get(&p).is_none_or(|part| part.position != o);
+            if stale {
+                c.parts.insert(p, Part::at(o, -1));
+            }
+        }
+        if positions.is_empty() {
+            // Nothing assigned: a consumer's poll still waits (and the loop must not spin).
+            c.io.clock.sleep(c.spec.max_wait).await;
+        }
+        let mut pause: Option<Duration> = None;
+        let owned: Vec<i32> = positions.keys().copied().collect();
+        for p in owned {
+            let before = c.served.as_ref().map_or(0, Vec::len);
+            if let Err(Backoff(d)) = c.step(p).await {
+                pause = Some(pause.map_or(d, |x| x.max(d)));
+            }
+            let read = c.served.as_ref().map_or(0, Vec::len) > before;
+            let part = c.part(p);
+            positions.insert(
+                p,
+                if read {
+                    part.fetched_from
+                } else {
+                    part.position
+                },
+            );
+        }
+        if let Some(d) = pause {
+            c.io.clock.sleep(d).await;
+        }
+        c.served.replace(Vec::new()).unwrap_or_default()
     }
 }

@@ -22,7 +22,7 @@ use weir::io::os::{OsRng, TokioNet, TokioSpawn};
 use weir::io::Io;
 
 use crate::admin::{self, AdminSpec};
-use crate::checker::{self, FinalRead};
+use crate::checker::{self, FinalRead, ProbeFindings};
 use crate::clock::NodeClock;
 use crate::consumer_workload;
 use crate::disk::{NodeDisk, RestartRequest, Strikes};
@@ -47,6 +47,8 @@ const LIVENESS_BOUND: Duration = Duration::from_secs(30);
 const FINAL_READ_BOUND: Duration = Duration::from_secs(90);
 const BROKER_PORT: u16 = 9092;
 const CONTROLLER_PORT: u16 = 9093;
+/// The inter-broker listener of `[cluster] secure_links`.
+const INTERNAL_PORT: u16 = 9094;
 /// Multi-node worlds: how long after healing a leader and a committed CreateTopics may take,
 /// and then how long every node may take to reach the same committed end.
 const QUORUM_BOUND: Duration = Duration::from_secs(30);
@@ -86,6 +88,9 @@ fn cluster_properties(scenario: &Scenario, index: u32) -> BTreeMap<String, Strin
     if broker {
         listeners.push(format!("PLAINTEXT://{ip}:{BROKER_PORT}"));
     }
+    if broker && cluster.secure_links {
+        listeners.push(format!("INTERNAL://{ip}:{INTERNAL_PORT}"));
+    }
     if voter {
         listeners.push(format!("CONTROLLER://{ip}:{CONTROLLER_PORT}"));
     }
@@ -102,8 +107,15 @@ fn cluster_properties(scenario: &Scenario, index: u32) -> BTreeMap<String, Strin
         props.insert("inter.broker.listener.name".into(), "PLAINTEXT".into());
     }
     props.insert("controller.listener.names".into(), "CONTROLLER".into());
-    if cluster.secure_controller {
+    if cluster.secure_controller || cluster.secure_links {
         props.extend(secure_controller_properties());
+    }
+    if cluster.secure_links && broker {
+        props.extend(secure_links_properties(cluster.token_secs));
+        props.insert(
+            "advertised.listeners".into(),
+            format!("PLAINTEXT://{ip}:{BROKER_PORT},INTERNAL://{ip}:{INTERNAL_PORT}"),
+        );
     }
     props
 }
@@ -161,6 +173,36 @@ fn secure_controller_properties() -> BTreeMap<String, String> {
     .collect()
 }
 
+/// With `secure_links`, on top of the secure controller listener: INTERNAL, the inter-broker
+/// listener, SASL_SSL with OAUTHBEARER; each node logs in with an unsecured token for `node`
+/// lasting `token_secs`, so a session lasts at most that long (less with
+/// `connections.max.reauth.ms`).
+fn secure_links_properties(token_secs: u64) -> BTreeMap<String, String> {
+    let jaas = format!(
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         unsecuredLoginStringClaim_sub=\"node\" unsecuredLoginLifetimeSeconds=\"{token_secs}\";"
+    );
+    [
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL,INTERNAL:SASL_SSL".to_string(),
+        ),
+        ("inter.broker.listener.name", "INTERNAL".to_string()),
+        (
+            "listener.name.internal.sasl.enabled.mechanisms",
+            "OAUTHBEARER".to_string(),
+        ),
+        (
+            "sasl.mechanism.inter.broker.protocol",
+            "OAUTHBEARER".to_string(),
+        ),
+        ("listener.name.internal.oauthbearer.sasl.jaas.config", jaas),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
 fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String> {
     let mut props: BTreeMap<String, String> = if scenario.cluster.is_multi_node() {
         cluster_properties(scenario, index)
@@ -206,6 +248,9 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
         .as_deref()
         .map(PlantedBug::parse)
         .transpose()?;
+    if let Some(aimed) = &scenario.nemesis.aimed {
+        config.fault_points = aimed.fault_points();
+    }
     Ok(config)
 }
 
@@ -229,14 +274,27 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     } else {
         SETTLE * 2
     };
-    runtime.set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle);
+    // Each post-heal probe may take its whole bound when it fails.
+    let probing = probe_spec(scenario, Vec::new());
+    let probe_time = crate::probes::PROBE_BOUND
+        * [
+            probing.admin.is_some(),
+            probing.group.is_some(),
+            probing.txn.is_some(),
+        ]
+        .iter()
+        .filter(|&&on| on)
+        .count() as u32;
+    runtime
+        .set_time_limit(Duration::from_secs(scenario.duration_secs + drain) + settle + probe_time);
     let sim_end = Arc::new(std::sync::Mutex::new(0f64));
+    let probed: Arc<std::sync::Mutex<ProbeFindings>> = Arc::default();
     let nodes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
         runtime.block_on(simulate(
             scenario.clone(),
             history.clone(),
-            sim_end.clone(),
+            (sim_end.clone(), probed.clone()),
             nodes.clone(),
         ))
     }));
@@ -344,6 +402,18 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             findings.evidence_ms.insert(Check::Metadata, end);
         }
     }
+    findings.probes = std::mem::take(&mut *probed.lock().unwrap());
+    for (check, failed) in [
+        (Check::AdminLiveness, findings.probes.admin.is_some()),
+        (Check::GroupLiveness, findings.probes.group.is_some()),
+        (Check::TxnLiveness, findings.probes.txn.is_some()),
+    ] {
+        if failed {
+            // Seen only at the end.
+            let end = entries.last().map_or(0, |e| e.at_ms);
+            findings.evidence_ms.insert(check, end);
+        }
+    }
     if let Some((quorum, quorum_liveness)) = quorum {
         let end = entries.last().map_or(0, |e| e.at_ms);
         if let Some(t) = quorum.leaders_ms {
@@ -405,12 +475,69 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     }
 }
 
+/// Which post-heal probes a scenario's end runs (`probes`): the admin sequence in clusters and
+/// with an admin client, a group join where groups run, a transaction where transactions run.
+fn probe_spec(scenario: &Scenario, addrs: Vec<SocketAddr>) -> crate::probes::ProbeSpec {
+    let topic = &scenario.topic;
+    crate::probes::ProbeSpec {
+        admin: (scenario.cluster.is_multi_node() || scenario.admin.is_some())
+            .then_some(topic.replication_factor.max(1)),
+        group: scenario
+            .groups
+            .as_ref()
+            .map(|g| (topic.name.clone(), topic.partitions, g.session_timeout_ms)),
+        txn: scenario
+            .transactions
+            .as_ref()
+            .map(|t| crate::txn_workload::TxnSpec {
+                txns: t.clone(),
+                bootstrap: addrs.clone(),
+                replication_factor: topic.replication_factor,
+                timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+                until_ms: 0,
+                final_at_ms: 0,
+            }),
+        addrs,
+    }
+}
+
+/// The probes of what users do after healing (`probes`), on the client machine, once the
+/// final read and metadata are in; their findings go to `slot`. The run's simulated end
+/// moves past them.
+async fn end_probes(
+    scenario: &Scenario,
+    client_node: &madsim::runtime::NodeHandle,
+    addrs: Vec<SocketAddr>,
+    history: History,
+    clock: RunClock,
+    (sim_end, slot): &EndSlots,
+) -> Result<(), String> {
+    let spec = probe_spec(scenario, addrs);
+    if spec.admin.is_none() && spec.group.is_none() && spec.txn.is_none() {
+        return Ok(());
+    }
+    let found = client_node
+        .spawn(crate::probes::run(client_io(), spec, history, clock))
+        .await
+        .map_err(|e| e.to_string())?;
+    *slot.lock().unwrap() = found;
+    *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    Ok(())
+}
+
+/// Where `simulate` leaves the run's simulated end (seconds) and the probes' findings.
+type EndSlots = (
+    Arc<std::sync::Mutex<f64>>,
+    Arc<std::sync::Mutex<ProbeFindings>>,
+);
+
 async fn simulate(
     scenario: Scenario,
     history: History,
-    sim_end: Arc<std::sync::Mutex<f64>>,
+    slots: EndSlots,
     nodes: Arc<std::sync::Mutex<Vec<NodeId>>>,
 ) -> Result<SimEnd, String> {
+    let sim_end = slots.0.clone();
     let handle = Handle::current();
     let clock = RunClock::start();
     let duration_ms = scenario.duration_secs * 1000;
@@ -427,6 +554,13 @@ async fn simulate(
         let disk = MemDisk::new(rng.gen());
         if let Some(id) = &cluster_id {
             format_node(&disk, id, index as i32 + 1, &config.log_dirs).await?;
+        }
+        if scenario
+            .transactions
+            .as_ref()
+            .is_some_and(|t| t.version >= 2)
+        {
+            finalize_transactions_v2(&disk, &config.log_dirs).await?;
         }
         let offset = scenario.cluster.clock_offset_ms as i64;
         let drift = scenario.cluster.clock_drift_ppm as i64;
@@ -945,18 +1079,20 @@ async fn simulate(
                 }),
             );
         }
-        return multi_node_end(
+        let end = multi_node_end(
             quorum,
             quorum_liveness,
             data,
             &scenario,
             &client_node,
-            addrs,
-            history,
+            addrs.clone(),
+            history.clone(),
             clock,
             sim_end,
         )
-        .await;
+        .await?;
+        end_probes(&scenario, &client_node, addrs, history, clock, &slots).await?;
+        return Ok(end);
     }
 
     let (final_read, liveness) = read_back(
@@ -1004,6 +1140,7 @@ async fn simulate(
         None
     };
     *sim_end.lock().unwrap() = clock.now_ms() as f64 / 1000.0;
+    end_probes(&scenario, &client_node, vec![addr], history, clock, &slots).await?;
     Ok((final_read, liveness, final_metadata, None, Vec::new()))
 }
 
@@ -1164,6 +1301,30 @@ async fn format_node(
             .map_err(|e| format!("format node {node_id}: {e}"))?;
     }
     Ok(())
+}
+
+/// Finalizes `transaction.version=2` in the new cluster's first metadata, as `weir format`
+/// does by default (its bootstrap records, committed by the first active controller).
+async fn finalize_transactions_v2(disk: &MemDisk, log_dirs: &[String]) -> Result<(), String> {
+    let Some(dir) = log_dirs.first() else {
+        return Ok(());
+    };
+    let dir = std::path::Path::new(dir);
+    let record = weir::controller::MetadataRecord::FeatureLevel {
+        name: weir::controller::features::TRANSACTION_VERSION.to_string(),
+        level: 2,
+    };
+    let line = serde_json::to_string(&record).map_err(|e| e.to_string())? + "\n";
+    weir::io::create_dir_all_durable(disk, dir)
+        .await
+        .map_err(|e| format!("bootstrap records: {e}"))?;
+    weir::io::write_file_atomic(
+        disk,
+        &dir.join(weir::broker::bootstrap_records::FILE),
+        line.as_bytes(),
+    )
+    .await
+    .map_err(|e| format!("bootstrap records: {e}"))
 }
 
 /// The workload partitions left leaderless by design (KIP-966), as the trace proves them.

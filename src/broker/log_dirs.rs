@@ -37,6 +37,9 @@ struct State {
     cordoned: Vec<Uuid>,
     /// Where each partition known here lives (an index into `dirs`).
     placed: BTreeMap<Key, usize>,
+    /// Directories AlterReplicaLogDirs asked for replicas not here yet (Kafka's preferred log
+    /// dir): such a replica is created there.
+    preferred: BTreeMap<Key, Uuid>,
 }
 
 /// One directory as DescribeLogDirs and the metrics show it.
@@ -95,6 +98,7 @@ impl LogDirs {
                 cordoned: Vec::new(),
                 failed_at_start: Vec::new(),
                 placed: BTreeMap::new(),
+                preferred: BTreeMap::new(),
             }),
         }
     }
@@ -176,7 +180,12 @@ impl LogDirs {
             .dirs
             .iter()
             .position(|d| d.offline.is_none() && holds(&d.path));
-        let at = match found {
+        let preferred = state
+            .preferred
+            .remove(&key)
+            .and_then(|id| state.dirs.iter().position(|d| d.id == id))
+            .filter(|&at| state.dirs[at].offline.is_none());
+        let at = match found.or(preferred) {
             Some(at) => at,
             None => {
                 // Cordoned directories take a new partition only when every online one is.
@@ -232,6 +241,46 @@ impl LogDirs {
         true
     }
 
+    /// Places `topic`-`index` in the directory `id` when it is created here (AlterReplicaLogDirs
+    /// for a replica not here yet). `false`: no such directory.
+    pub fn prefer(&self, topic: &str, index: i32, id: Uuid) -> bool {
+        let mut state = self.state.lock().unwrap();
+        if !state.dirs.iter().any(|d| d.id == id) {
+            return false;
+        }
+        state.preferred.insert((topic.to_string(), index), id);
+        true
+    }
+
+    /// Whether any directory is offline (Kafka creates no future log then).
+    pub fn any_offline(&self) -> bool {
+        let state = self.state.lock().unwrap();
+        !state.failed_at_start.is_empty() || state.dirs.iter().any(|d| d.offline.is_some())
+    }
+
+    /// Takes the directory `id` offline (an I/O error on a future log in it). `None` when it
+    /// already was, or is not one of these.
+    pub fn fail_dir(&self, id: Uuid, reason: String) -> Option<Failed> {
+        let mut state = self.state.lock().unwrap();
+        let at = state.dirs.iter().position(|d| d.id == id)?;
+        if state.dirs[at].offline.is_some() {
+            return None;
+        }
+        state.dirs[at].offline = Some(reason);
+        let partitions = state
+            .placed
+            .iter()
+            .filter(|(_, &d)| d == at)
+            .map(|(k, _)| k.clone())
+            .collect();
+        Some(Failed {
+            path: state.dirs[at].path.clone(),
+            id,
+            partitions,
+            all_offline: state.dirs.iter().all(|d| d.offline.is_some()),
+        })
+    }
+
     /// Forgets a partition no longer hosted here (its data is gone).
     pub fn forget(&self, topic: &str, index: i32) {
         let mut state = self.state.lock().unwrap();
@@ -267,24 +316,8 @@ impl LogDirs {
     /// Takes the directory of `topic`-`index` offline. `None` when it already was (or the
     /// partition was never placed).
     pub fn fail_dir_of(&self, topic: &str, index: i32, reason: String) -> Option<Failed> {
-        let mut state = self.state.lock().unwrap();
-        let at = *state.placed.get(&(topic.to_string(), index))?;
-        if state.dirs[at].offline.is_some() {
-            return None;
-        }
-        state.dirs[at].offline = Some(reason);
-        let partitions = state
-            .placed
-            .iter()
-            .filter(|(_, &d)| d == at)
-            .map(|(k, _)| k.clone())
-            .collect();
-        Some(Failed {
-            path: state.dirs[at].path.clone(),
-            id: state.dirs[at].id,
-            partitions,
-            all_offline: state.dirs.iter().all(|d| d.offline.is_some()),
-        })
+        let (id, _) = self.dir_of(topic, index)?;
+        self.fail_dir(id, reason)
     }
 
     /// Every directory with its state and partitions, in `log.dirs` order.
@@ -402,6 +435,32 @@ mod tests {
         // Everything cordoned: a replica the controller placed here anyway still gets a home.
         d.set_cordoned(d.ids_named(&["*".into()]));
         assert!(d.locate("t", 9, |_| false).is_some());
+    }
+
+    #[test]
+    fn a_preferred_directory_takes_the_replica_when_it_is_created() {
+        let d = dirs(3);
+        assert!(d.prefer("t", 0, Uuid::from_u64_pair(7, 102)));
+        assert!(
+            !d.prefer("t", 0, Uuid::from_u64_pair(7, 999)),
+            "not a directory here"
+        );
+        assert_eq!(d.locate("t", 0, |_| false), Some(PathBuf::from("/d2")));
+        // Used once: a later placement of the same name is placed afresh.
+        d.forget("t", 0);
+        assert_eq!(d.locate("t", 0, |_| false), Some(PathBuf::from("/d0")));
+        // Data found elsewhere wins over the preference; an offline preference is ignored.
+        d.prefer("u", 0, Uuid::from_u64_pair(7, 102));
+        assert_eq!(
+            d.locate("u", 0, |p| p == Path::new("/d1")),
+            Some(PathBuf::from("/d1"))
+        );
+        d.prefer("v", 0, Uuid::from_u64_pair(7, 102));
+        assert!(d
+            .fail_dir(Uuid::from_u64_pair(7, 102), "EIO".into())
+            .is_some());
+        assert!(d.any_offline());
+        assert_ne!(d.locate("v", 0, |_| false), Some(PathBuf::from("/d2")));
     }
 
     #[test]

@@ -155,6 +155,10 @@ impl Broker {
             samples: config.quota_window_num,
             window: Duration::from_secs(config.quota_window_size_seconds.into()),
         };
+        let dir_moves = drivers::dir_mover::state::DirMoves::new(
+            config.replica_fetch_max_bytes,
+            Duration::from_millis(config.replica_fetch_backoff_ms),
+        );
         let broker = Arc::new_cyclic(|this| Broker {
             this: this.clone(),
             active_controller: drivers::active_controller::state::ActiveControllerState::new(
@@ -184,6 +188,7 @@ impl Broker {
             reconcile_gate: tokio::sync::Mutex::new(()),
             session: drivers::broker_session::state::SessionState::default(),
             replica_fetchers: drivers::replica_fetcher::state::ReplicaFetchers::default(),
+            dir_moves,
             startup_gate: startup_gate::state::StartupGate::default(),
             replication_events: replication_events::ReplicationEvents::default(),
             metrics: crate::metrics::Metrics::new(),
@@ -300,6 +305,7 @@ impl Broker {
         io.spawn(partition_storage::background_loop(broker.clone()));
         io.spawn(drivers::active_controller::run(broker.clone()));
         io.spawn(drivers::cleaning::cleaner_loop(broker.clone()));
+        io.spawn(drivers::dir_mover::mover_loop(broker.clone()));
         io.spawn(drivers::group_coordinator::timer_loop(broker.clone()));
         io.spawn(drivers::txn_coordinator::timer_loop(broker.clone()));
         Ok(RunningBroker {

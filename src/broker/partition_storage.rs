@@ -10,6 +10,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use crate::broker::delayed;
+use crate::broker::drivers::dir_mover::recovery;
 use crate::broker::drivers::quorum::applied::METADATA_DIR;
 use crate::broker::partition_metadata::{read_topic_id, write_topic_id};
 use crate::broker::shared::Broker;
@@ -32,10 +33,16 @@ impl Broker {
                     .map(|t| (format!("{}-{p}", t.name), id))
             })
             .collect();
+        // Moves a crash interrupted: finished or resumed below.
+        let hosted = known.keys().cloned().collect();
+        let resume = self.recover_moves(&hosted)?;
         for log_dir in self.dirs.online_paths() {
             for name in self.io.disk.list_dir(&log_dir)? {
                 let dir = log_dir.join(&name);
-                if name == METADATA_DIR || known.contains_key(&name) {
+                if name == METADATA_DIR
+                    || known.contains_key(&name)
+                    || recovery::parse_future_name(&name).is_some()
+                {
                     continue;
                 }
                 // A directory whose topic id is not in the metadata belongs to a deleted topic
@@ -48,7 +55,11 @@ impl Broker {
                 }
             }
         }
-        self.reconcile().await
+        self.reconcile().await?;
+        for ((topic, index), dest) in resume {
+            self.request_dir_move(&topic, index, dest);
+        }
+        Ok(())
     }
 
     pub(super) async fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
@@ -198,6 +209,28 @@ impl Broker {
             }
             return;
         };
+        self.dir_went_offline(failed, what, e, &reason);
+    }
+
+    /// An I/O error in the log directory `id` outside any replica's files (a future log of an
+    /// intra-broker move): the directory goes offline as for a replica's error.
+    pub(super) fn dir_storage_failed(&self, id: Uuid, what: &str, e: &io::Error) {
+        if crate::planted!(self.config, ServeAfterFsyncError) {
+            return;
+        }
+        let reason = format!("{what} failed: {e}");
+        if let Some(failed) = self.dirs.fail_dir(id, reason.clone()) {
+            self.dir_went_offline(failed, what, e, &reason);
+        }
+    }
+
+    fn dir_went_offline(
+        &self,
+        failed: crate::broker::log_dirs::Failed,
+        what: &str,
+        e: &io::Error,
+        reason: &str,
+    ) {
         if failed.all_offline {
             self.storage_failed(what, e);
             return;

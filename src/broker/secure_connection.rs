@@ -138,7 +138,7 @@ impl sasl::Credentials for ImageCredentials {
         let mechanism = match mechanism {
             Mechanism::ScramSha256 => ScramMechanism::Sha256,
             Mechanism::ScramSha512 => ScramMechanism::Sha512,
-            Mechanism::Plain => return None,
+            Mechanism::Plain | Mechanism::OAuthBearer => return None,
         };
         let record = self.0.scram().get(user, mechanism)?;
         Some(Credential {
@@ -177,6 +177,7 @@ impl Session {
             return Admit::Route;
         };
         let now = broker.io.clock.monotonic();
+        let wall_ms = broker.io.clock.wall_ms();
         let creds = ImageCredentials(broker.image());
         let entropy = || crate::security::entropy(&broker.io);
         if auth.expects_raw_token() {
@@ -184,6 +185,7 @@ impl Session {
                 bytes: frame,
                 entropy: entropy(),
                 raw: true,
+                wall_ms,
             };
             let step = auth.step(now, input, &creds);
             return finish(step.then, step.reply, out, None);
@@ -219,6 +221,7 @@ impl Session {
                     bytes: &r.auth_bytes,
                     entropy: entropy(),
                     raw: false,
+                    wall_ms,
                 };
                 auth.step(now, input, &creds)
             }

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use crate::broker::connection_slot::state::Counts;
 use crate::broker::drivers::active_controller::state::ActiveControllerState;
 use crate::broker::drivers::broker_session::state::SessionState;
+use crate::broker::drivers::dir_mover::state::DirMoves;
 use crate::broker::drivers::group_coordinator::state::Groups;
 use crate::broker::drivers::quorum::applied::AppliedRecords;
 use crate::broker::drivers::quorum::handle::QuorumHandle;
@@ -79,6 +80,8 @@ pub struct Broker {
     pub(super) session: SessionState,
     /// The follower side: one fetcher per leader broker (`replica_fetcher`).
     pub(super) replica_fetchers: ReplicaFetchers,
+    /// Replicas moving between this broker's log directories (`dir_mover`).
+    pub(super) dir_moves: DirMoves,
     /// No partition role before the registration is applied (`startup_gate`).
     pub(super) startup_gate: StartupGate,
     /// Who is told of follower truncations (the simulator's trace), if anyone.

@@ -45,6 +45,18 @@ pub struct ConfigsArgs {
     /// The cluster-wide default of every broker, or the default user or client id.
     #[arg(long = "entity-default")]
     entity_default: bool,
+    /// This topic's configs (as `--entity-type topics --entity-name`).
+    #[arg(long, conflicts_with_all = ["entity_type", "entity_name", "entity_default"])]
+    topic: Option<String>,
+    /// This broker's configs (as `--entity-type brokers --entity-name`).
+    #[arg(long, conflicts_with_all = ["entity_type", "entity_name", "entity_default", "topic"])]
+    broker: Option<i32>,
+    /// The cluster-wide broker default (as `--entity-type brokers --entity-default`).
+    #[arg(long = "broker-defaults", conflicts_with_all = ["entity_type", "entity_name", "entity_default", "topic", "broker"])]
+    broker_defaults: bool,
+    /// This consumer group's configs (as `--entity-type groups --entity-name`).
+    #[arg(long, conflicts_with_all = ["entity_type", "entity_name", "entity_default", "topic", "broker", "broker_defaults"])]
+    group: Option<String>,
     /// Quotas of this user (as `--entity-type users --entity-name`).
     #[arg(long)]
     user: Option<String>,
@@ -126,7 +138,27 @@ struct DescribedConfig {
     read_only: bool,
 }
 
-pub async fn run(io: &Io, args: ConfigsArgs, output: Output) -> anyhow::Result<()> {
+/// Kafka's shorthands (`--topic T`, `--broker N`, `--broker-defaults`, `--group G`) as the
+/// `--entity-type`/`--entity-name`/`--entity-default` they stand for (clap refuses them
+/// together with those).
+fn expand_shorthands(args: &mut ConfigsArgs) {
+    let named = |t: EntityType, name: String| (vec![t], vec![name], false);
+    let expanded = if let Some(t) = args.topic.take() {
+        named(EntityType::Topics, t)
+    } else if let Some(b) = args.broker.take() {
+        named(EntityType::Brokers, b.to_string())
+    } else if let Some(g) = args.group.take() {
+        named(EntityType::Groups, g)
+    } else if args.broker_defaults {
+        (vec![EntityType::Brokers], vec![], true)
+    } else {
+        return;
+    };
+    (args.entity_type, args.entity_name, args.entity_default) = expanded;
+}
+
+pub async fn run(io: &Io, mut args: ConfigsArgs, output: Output) -> anyhow::Result<()> {
+    expand_shorthands(&mut args);
     if quotas::is_quota_command(&args) {
         return quotas::run(io, &args, output).await;
     }

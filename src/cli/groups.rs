@@ -1,6 +1,9 @@
 //! `weir groups`: list, describe and delete consumer groups and reset their offsets (like
 //! `kafka-consumer-groups.sh`). Group requests go to the group's coordinator, offsets to each
-//! partition's leader (`ClusterClient`), whichever broker the bootstrap is.
+//! partition's leader (`ClusterClient`), whichever broker the bootstrap is. Kafka's spellings
+//! work too: `--list|--describe|--delete|--reset-offsets` for the actions, `--group G` for
+//! the name, `--to-earliest|--to-latest|--to-offset N` and `--execute` for a reset (Weir's
+//! reset always executes: there is no `--dry-run`).
 
 use std::collections::BTreeMap;
 
@@ -9,6 +12,7 @@ use clap::{Args, Subcommand};
 use weir::client::ClusterClient;
 use weir::io::Io;
 
+use super::named;
 use super::output::{print_json, Output};
 
 #[derive(Args)]
@@ -22,12 +26,17 @@ pub struct GroupsArgs {
 #[derive(Subcommand)]
 enum GroupAction {
     /// One line per group: group<TAB>state<TAB>protocol type<TAB>type (classic or consumer).
+    #[command(long_flag = "list")]
     List,
     /// As kafka-consumer-groups.sh --describe: each partition's committed offset, log end, lag
     /// and the member holding it (default, --offsets); or the members (--members); or the
     /// group's state, coordinator and assignor (--state).
+    #[command(long_flag = "describe")]
     Describe {
-        group: String,
+        #[arg(value_name = "GROUP")]
+        name: Option<String>,
+        #[arg(long = "group", value_name = "GROUP")]
+        group: Option<String>,
         #[arg(long, conflicts_with_all = ["state", "offsets"])]
         members: bool,
         #[arg(long, conflicts_with = "offsets")]
@@ -41,15 +50,37 @@ enum GroupAction {
         verbose: bool,
     },
     /// Delete a group with no members (classic or consumer), with its committed offsets.
-    Delete { group: String },
+    #[command(long_flag = "delete")]
+    Delete {
+        #[arg(value_name = "GROUP")]
+        name: Option<String>,
+        #[arg(long = "group", value_name = "GROUP")]
+        group: Option<String>,
+    },
     /// Set the committed offsets of a group for one topic; refused while it has members.
+    #[command(long_flag = "reset-offsets")]
     ResetOffsets {
-        group: String,
+        #[arg(value_name = "GROUP")]
+        name: Option<String>,
+        #[arg(long = "group", value_name = "GROUP")]
+        group: Option<String>,
         #[arg(long)]
         topic: String,
         /// earliest, latest, or an offset (clamped to the partition's range).
+        #[arg(long, required_unless_present_any = ["to_earliest", "to_latest", "to_offset"])]
+        to: Option<String>,
+        /// As `--to earliest` (kafka-consumer-groups.sh's spelling).
+        #[arg(long = "to-earliest", conflicts_with_all = ["to", "to_latest", "to_offset"])]
+        to_earliest: bool,
+        /// As `--to latest`.
+        #[arg(long = "to-latest", conflicts_with_all = ["to", "to_offset"])]
+        to_latest: bool,
+        /// As `--to N`.
+        #[arg(long = "to-offset", conflicts_with = "to")]
+        to_offset: Option<i64>,
+        /// Accepted for kafka-consumer-groups.sh's habit: Weir's reset always executes.
         #[arg(long)]
-        to: String,
+        execute: bool,
     },
 }
 
@@ -76,12 +107,14 @@ async fn groups(
             }
         }
         GroupAction::Describe {
+            name,
             group,
             members,
             state,
             offsets: _,
             verbose,
         } => {
+            let group = named(name, group, "--group")?;
             let view = describe(cluster, &group).await?;
             if output.json() {
                 return print_json(&view);
@@ -95,7 +128,8 @@ async fn groups(
             };
             print!("{text}");
         }
-        GroupAction::Delete { group } => {
+        GroupAction::Delete { name, group } => {
+            let group = named(name, group, "--group")?;
             cluster
                 .at_coordinator(&group, |c| {
                     let group = group.clone();
@@ -104,7 +138,26 @@ async fn groups(
                 .await?;
             println!("deleted group {group}");
         }
-        GroupAction::ResetOffsets { group, topic, to } => {
+        GroupAction::ResetOffsets {
+            name,
+            group,
+            topic,
+            to,
+            to_earliest,
+            to_latest,
+            to_offset,
+            execute: _,
+        } => {
+            let group = named(name, group, "--group")?;
+            let to = match (to, to_offset) {
+                (Some(to), _) => to,
+                (None, Some(n)) => n.to_string(),
+                (None, None) if to_earliest => "earliest".to_string(),
+                (None, None) if to_latest => "latest".to_string(),
+                (None, None) => {
+                    anyhow::bail!("--to (or --to-earliest|--to-latest|--to-offset) is required")
+                }
+            };
             let (consumer, classic, _) = describe_at_coordinator(cluster, &group).await?;
             if let Some(d) = consumer {
                 if !d.members.is_empty() {

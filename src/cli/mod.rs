@@ -25,7 +25,9 @@ mod leader_election;
 mod log_dirs;
 mod metadata_quorum;
 mod output;
+mod progress;
 mod reassign;
+mod reassign_dirs;
 mod records;
 mod serve;
 mod topics;
@@ -123,21 +125,58 @@ async fn run_command(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::serve(io, args).await,
         Command::Format(args) => serve::format(io, args).await,
-        Command::Cluster { action } => cluster::run(io, action).await,
+        Command::Cluster { action } => cluster::run(io, action, cli.output).await,
         Command::Topics(args) => topics::run(&io, args, cli.output).await,
         Command::Produce(args) => records::produce(&io, args).await,
-        Command::Consume(args) => records::consume(&io, args).await,
+        Command::Consume(args) => records::consume(&io, args, cli.output).await,
         Command::Groups(args) => groups::run(&io, args, cli.output).await,
         Command::LeaderElection(args) => leader_election::run(&io, args).await,
         Command::Acls(args) => acls::run(&io, args, cli.output).await,
         Command::Configs(args) => configs::run(&io, args, cli.output).await,
         Command::MetadataQuorum(args) => metadata_quorum::run(&io, args, cli.output).await,
-        Command::Reassign(args) => reassign::run(&io, args).await,
+        Command::Reassign(args) => reassign::run(&io, args, cli.output).await,
         Command::GetOffsets(args) => get_offsets::run(&io, args, cli.output).await,
         Command::Transactions(args) => transactions::run(&io, args, cli.output).await,
         Command::LogDirs(args) => log_dirs::run(&io, args, cli.output).await,
         Command::Features(args) => features::run(&io, args, cli.output).await,
         Command::Bench { which } => bench::run(&io, which).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn kafkas_spellings_parse() {
+        use clap::Parser;
+        for line in [
+            "weir topics --create --topic t --partitions 3 --replication-factor 1 --bootstrap-server h:1",
+            "weir topics --bootstrap-server h:1 --describe --topic t",
+            "weir topics --list --bootstrap-server h:1",
+            "weir topics --delete --topic t",
+            "weir groups --list",
+            "weir groups --describe --group g --members",
+            "weir groups --delete --group g",
+            "weir groups --reset-offsets --group g --topic t --to-earliest --execute",
+            "weir groups --reset-offsets --group g --topic t --to-offset 5 --execute",
+            "weir consume --topic t --max-messages 3 --bootstrap-server h:1",
+            "weir produce --topic t",
+            "weir configs --describe --topic t",
+            "weir configs --describe --broker 1",
+            "weir configs --alter --broker-defaults --add-config a=1",
+            "weir configs --describe --group g",
+            "weir bench produce --bootstrap-server h:1 --num-records 10",
+            "weir bench consume --bootstrap-server h:1 --messages 10",
+            "weir cluster status --bootstrap-server h:1",
+        ] {
+            let parsed = super::Cli::try_parse_from(line.split(' '));
+            assert!(parsed.is_ok(), "{line}: {}", parsed.err().unwrap());
+        }
     }
 }
 
@@ -205,11 +244,13 @@ impl CommandConfig {
 /// `--bootstrap`) and `--command-config`.
 #[derive(Args, Clone, Debug)]
 pub struct ServerArgs {
-    /// host:port of a broker; several separated by commas.
+    /// host:port of a broker; several separated by commas. Anywhere on the line, as Kafka's
+    /// tools take it (before or after the action).
     #[arg(
         long = "bootstrap-server",
         alias = "bootstrap",
-        default_value = "127.0.0.1:9092"
+        default_value = "127.0.0.1:9092",
+        global = true
     )]
     pub bootstrap: String,
     /// Kafka client properties securing the connection (security.protocol, sasl.*, ssl.*).
@@ -254,6 +295,16 @@ async fn cluster_client(
         .map(|h| Ok((host_of(h), addr(h)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(ClusterClient::connect_secure(io, named, security).await?)
+}
+
+/// A name given positionally (`weir topics create T`) or as Kafka's tools spell it
+/// (`--topic T`, `--group G`): the one given, or an error naming the option.
+fn named(positional: Option<String>, option: Option<String>, flag: &str) -> anyhow::Result<String> {
+    match (positional, option) {
+        (Some(n), None) | (None, Some(n)) => Ok(n),
+        (Some(_), Some(_)) => anyhow::bail!("give the name once: positionally or with {flag}"),
+        (None, None) => anyhow::bail!("{flag} is required"),
+    }
 }
 
 /// Connects to the first broker of `bootstrap` that answers, secured as `--command-config`

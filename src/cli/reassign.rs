@@ -11,9 +11,12 @@
 //!   throttles are cleared (unless `--preserve-throttles`); with `--wait` it polls, showing a
 //!   progress bar, until they are;
 //! - `--cancel --reassignment-json-file F`, `--list`.
+//!
+//! A plan's `log_dirs` (a path per replica, or "any") also moves replicas between a broker's
+//! log directories: `--execute` sends AlterReplicaLogDirs to those brokers, `--verify` reports
+//! each move (`reassign_dirs`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,6 +27,9 @@ use weir::client::{
     Client, ConfigResource, OngoingReassignment, ReassignOutcome, TopicDescription,
 };
 use weir::io::Io;
+
+use super::output::{print_json, Output};
+use super::reassign_dirs;
 
 #[derive(Args)]
 pub struct ReassignArgs {
@@ -58,6 +64,9 @@ pub struct ReassignArgs {
     /// Replication throttle in bytes/s for the moves (with --execute).
     #[arg(long, default_value_t = -1)]
     throttle: i64,
+    /// Throttle in bytes/s for moves between a broker's log directories (with --execute).
+    #[arg(long = "replica-alter-log-dirs-throttle", default_value_t = -1)]
+    replica_alter_log_dirs_throttle: i64,
     /// With --verify: keep the throttles even when the reassignment is complete.
     #[arg(long = "preserve-throttles")]
     preserve_throttles: bool,
@@ -106,14 +115,29 @@ const LEADER_RATE: &str = "leader.replication.throttled.rate";
 const FOLLOWER_RATE: &str = "follower.replication.throttled.rate";
 const LEADER_REPLICAS: &str = "leader.replication.throttled.replicas";
 const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
+const DIR_MOVE_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
-pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
+pub async fn run(io: &Io, args: ReassignArgs, output: Output) -> anyhow::Result<()> {
     let mut client = connect(io, &args).await?;
     if args.generate {
         generate(io, &mut client, &args).await
     } else if args.execute {
         let plan = read_plan(io, &args)?;
         execute(&mut client, &args, &plan).await?;
+        let timeout = Duration::from_millis(args.timeout_ms);
+        let moves = dir_moves(&plan);
+        if args.replica_alter_log_dirs_throttle >= 0 && !moves.is_empty() {
+            let rate = args.replica_alter_log_dirs_throttle.to_string();
+            let brokers: BTreeSet<i32> = moves.iter().map(|m| m.broker).collect();
+            for b in brokers {
+                let change = [(DIR_MOVE_RATE.to_string(), Some(rate.clone()))].into();
+                client
+                    .alter_configs(&ConfigResource::Broker(b), &change)
+                    .await?;
+            }
+            println!("The replica-alter-dir throttle limit was set to {rate} B/s");
+        }
+        reassign_dirs::start(io, &args.server, &mut client, &moves, timeout).await?;
         if args.wait {
             wait(io, &mut client, &args, &plan).await?;
         }
@@ -122,12 +146,16 @@ pub async fn run(io: &Io, args: ReassignArgs) -> anyhow::Result<()> {
         let plan = read_plan(io, &args)?;
         if args.wait {
             wait(io, &mut client, &args, &plan).await
+        } else if output.json() {
+            verify_json(&mut client, &args, &plan).await
         } else {
-            verify(&mut client, &args, &plan).await.map(|_| ())
+            verify(io, &mut client, &args, &plan).await.map(|_| ())
         }
     } else if args.cancel {
         let plan = read_plan(io, &args)?;
         cancel(&mut client, &plan).await
+    } else if args.list && output.json() {
+        print_json(&client.list_partition_reassignments(None).await?)
     } else if args.list {
         list(&mut client).await
     } else {
@@ -189,13 +217,6 @@ fn read_plan(io: &Io, args: &ReassignArgs) -> anyhow::Result<Plan> {
                     e.partition,
                     dirs.len(),
                     e.replicas.len()
-                );
-            }
-            if dirs.iter().any(|d| d != "any") {
-                anyhow::bail!(
-                    "log_dirs other than \"any\" are not supported by weir reassign: moving a \
-                     replica between a broker's log directories (AlterReplicaLogDirs) is not \
-                     implemented yet; use \"any\" (the broker picks the directory)"
                 );
             }
         }
@@ -464,17 +485,88 @@ async fn set_throttles(
     Ok(())
 }
 
-/// Kafka's `--verify` lines; `Ok(true)` when every partition of the plan is done.
-async fn verify(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow::Result<bool> {
+/// The plan's moves between log directories.
+fn dir_moves(plan: &Plan) -> Vec<reassign_dirs::DirMove> {
+    reassign_dirs::moves(plan.partitions.iter().map(|e| {
+        (
+            e.topic.as_str(),
+            e.partition,
+            e.replicas.as_slice(),
+            e.log_dirs.as_deref(),
+        )
+    }))
+}
+
+/// Kafka's `--verify` lines; `Ok(true)` when every partition of the plan is done, and every
+/// move between log directories.
+async fn verify(
+    io: &Io,
+    client: &mut Client,
+    args: &ReassignArgs,
+    plan: &Plan,
+) -> anyhow::Result<bool> {
     let (done, lines) = status(client, plan).await?;
     println!("Status of partition reassignment:");
     for line in lines {
         println!("{line}");
     }
+    let moves = dir_moves(plan);
+    let mut done = done;
+    if !moves.is_empty() {
+        let (moved, lines) = reassign_dirs::states(io, &args.server, client, &moves).await?;
+        for line in lines {
+            println!("{line}");
+        }
+        done &= moved;
+    }
     if done && !args.preserve_throttles {
-        clear_throttles(client, plan).await?;
+        for line in clear_throttles(client, plan).await? {
+            println!("{line}");
+        }
     }
     Ok(done)
+}
+
+/// `--verify --output json`: each partition's state (`completed`, `in_progress`, or `failed`:
+/// neither moving nor at its target), as one document; the throttles are cleared as `--verify`
+/// clears them.
+async fn verify_json(client: &mut Client, args: &ReassignArgs, plan: &Plan) -> anyhow::Result<()> {
+    #[derive(Serialize)]
+    struct Verified<'a> {
+        topic: &'a str,
+        partition: i32,
+        state: &'static str,
+    }
+    #[derive(Serialize)]
+    struct Verification<'a> {
+        complete: bool,
+        throttles_cleared: bool,
+        partitions: Vec<Verified<'a>>,
+    }
+    let (done, lines) = status(client, plan).await?;
+    // `status` gives one line per partition of the plan, in its order.
+    let partitions = (plan.partitions.iter().zip(&lines))
+        .map(|(e, line)| Verified {
+            topic: &e.topic,
+            partition: e.partition,
+            state: if line.ends_with("is completed.") {
+                "completed"
+            } else if line.ends_with("is still in progress.") {
+                "in_progress"
+            } else {
+                "failed"
+            },
+        })
+        .collect();
+    let throttles_cleared = done && !args.preserve_throttles;
+    if throttles_cleared {
+        clear_throttles(client, plan).await?;
+    }
+    print_json(&Verification {
+        complete: done,
+        throttles_cleared,
+        partitions,
+    })
 }
 
 /// Each partition of the plan: completed (its replicas are the target and nothing is in
@@ -523,7 +615,8 @@ async fn status(client: &mut Client, plan: &Plan) -> anyhow::Result<(bool, Vec<S
     Ok((done, lines))
 }
 
-async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<()> {
+/// Clears the plan's throttles; the lines to say so, as Kafka's tool does.
+async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<Vec<String>> {
     let topics: BTreeSet<&str> = plan.partitions.iter().map(|e| e.topic.as_str()).collect();
     let brokers: BTreeSet<i32> = client.brokers().await?.iter().map(|b| b.id).collect();
     let clear = |keys: &[&str]| -> BTreeMap<String, Option<String>> {
@@ -533,33 +626,34 @@ async fn clear_throttles(client: &mut Client, plan: &Plan) -> anyhow::Result<()>
         client
             .alter_configs(
                 &ConfigResource::Broker(*b),
-                &clear(&[LEADER_RATE, FOLLOWER_RATE]),
+                &clear(&[LEADER_RATE, FOLLOWER_RATE, DIR_MOVE_RATE]),
             )
             .await?;
     }
-    println!(
+    let mut said = vec![format!(
         "Clearing broker-level throttles on brokers {}",
         brokers
             .iter()
             .map(i32::to_string)
             .collect::<Vec<_>>()
             .join(",")
-    );
+    )];
     for t in &topics {
         client
             .alter_topic_configs(t, &clear(&[LEADER_REPLICAS, FOLLOWER_REPLICAS]))
             .await?;
     }
-    println!(
+    said.push(format!(
         "Clearing topic-level throttles on topic{} {}",
         if topics.len() > 1 { "s" } else { "" },
         topics.into_iter().collect::<Vec<_>>().join(",")
-    );
-    Ok(())
+    ));
+    Ok(said)
 }
 
-/// Polls until the plan is done, redrawing one progress line on standard error, then verifies
-/// (and so clears the throttles).
+/// Polls until the plan is done, showing a progress line on standard error (a terminal only),
+/// then one closing line there (`N/M partitions moved, T s`, for logs too) and verifies (and
+/// so clears the throttles).
 async fn wait(
     io: &Io,
     client: &mut Client,
@@ -573,6 +667,7 @@ async fn wait(
     // partition neither moving nor at its target only fails the wait if it stays so.
     const STRAY_POLLS: u32 = 6;
     let mut stray = 0;
+    let line = super::progress::Progress::on_stderr();
     loop {
         let (done, lines) = status(client, plan).await?;
         let completed = lines
@@ -584,18 +679,23 @@ async fn wait(
             false => 0,
         };
         let failed = stray >= STRAY_POLLS;
-        let width = 30;
-        let filled = completed * width / total.max(1);
-        eprint!(
-            "\r[{}{}] {completed}/{total} partitions moved, {:.1}s",
-            "#".repeat(filled),
-            " ".repeat(width - filled),
+        let moved = format!(
+            "{completed}/{total} partitions moved, {:.1}s",
             (io.clock.monotonic() - start).as_secs_f64()
         );
-        let _ = std::io::stderr().flush();
-        if done || failed {
-            eprintln!();
-            verify(client, args, plan).await?;
+        line.update(
+            super::progress::fraction(completed as u64, total as u64),
+            moved.clone(),
+        );
+        let moves = dir_moves(plan);
+        let dirs_moved = moves.is_empty()
+            || reassign_dirs::states(io, &args.server, client, &moves)
+                .await?
+                .0;
+        if (done && dirs_moved) || failed {
+            line.finish();
+            eprintln!("{moved}");
+            verify(io, client, args, plan).await?;
             if failed {
                 anyhow::bail!("a partition of the plan is neither moving nor at its target");
             }

@@ -9,12 +9,17 @@ use weir::io::Io;
 use weir::log::batch::{self, BatchBuilder};
 
 use super::acks;
+use super::output::{print_json, Output};
 
 #[derive(Args)]
 pub struct ProduceArgs {
     #[command(flatten)]
     server: super::ServerArgs,
-    topic: String,
+    /// The topic (also `--topic`, as kafka-console-producer.sh spells it).
+    #[arg(value_name = "TOPIC")]
+    name: Option<String>,
+    #[arg(long = "topic", value_name = "TOPIC")]
+    topic: Option<String>,
     #[arg(long, default_value_t = 0)]
     partition: i32,
     #[arg(long, default_value = "all")]
@@ -25,23 +30,29 @@ pub struct ProduceArgs {
 pub struct ConsumeArgs {
     #[command(flatten)]
     server: super::ServerArgs,
-    topic: String,
+    /// The topic (also `--topic`, as kafka-console-consumer.sh spells it).
+    #[arg(value_name = "TOPIC")]
+    name: Option<String>,
+    #[arg(long = "topic", value_name = "TOPIC")]
+    topic: Option<String>,
     #[arg(long, default_value_t = 0)]
     partition: i32,
     #[arg(long, default_value_t = 0)]
     offset: i64,
-    /// Stop after this many records.
-    #[arg(long, default_value_t = 100)]
+    /// Stop after this many records (also `--max-messages`).
+    #[arg(long, alias = "max-messages", default_value_t = 100)]
     max: u64,
 }
 
 pub async fn produce(io: &Io, args: ProduceArgs) -> anyhow::Result<()> {
     let ProduceArgs {
         server,
+        name,
         topic,
         partition,
         acks: a,
     } = args;
+    let topic = super::named(name, topic, "--topic")?;
     let acks = acks(&a)?;
     // As Kafka's producer: Metadata from any broker (creating the topic if the broker
     // allows), then the partition's leader, following it if it moves.
@@ -81,18 +92,31 @@ pub async fn produce(io: &Io, args: ProduceArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn consume(io: &Io, args: ConsumeArgs) -> anyhow::Result<()> {
+/// One record as `--output json` prints it (key and value as UTF-8, lossy; null when absent).
+#[derive(serde::Serialize)]
+struct ConsumedRecord {
+    offset: i64,
+    timestamp: i64,
+    key: Option<String>,
+    value: Option<String>,
+}
+
+pub async fn consume(io: &Io, args: ConsumeArgs, output: Output) -> anyhow::Result<()> {
     let ConsumeArgs {
         server,
+        name,
         topic,
         partition,
         offset,
         max,
     } = args;
+    let topic = super::named(name, topic, "--topic")?;
     // From the partition's leader, whichever broker is the bootstrap.
     let mut cluster = server.cluster_client(io).await?;
     let mut next = offset;
     let mut printed = 0;
+    // With --output json: every record, printed as one document at the end.
+    let mut consumed = Vec::new();
     while printed < max {
         let fetched = cluster
             .fetch(&topic, partition, next, 1 << 20, Duration::from_millis(500))
@@ -104,10 +128,14 @@ pub async fn consume(io: &Io, args: ConsumeArgs) -> anyhow::Result<()> {
             let (at, header) = item?;
             let bytes = &fetched.records[at..at + header.total_len()];
             let Some(records) = batch::records(bytes, &header) else {
-                println!(
+                let note = format!(
                     "(compressed batch at offset {}: not decoded)",
                     header.base_offset
                 );
+                match output {
+                    Output::Text => println!("{note}"),
+                    Output::Json => eprintln!("{note}"),
+                }
                 next = header.next_offset();
                 continue;
             };
@@ -115,21 +143,33 @@ pub async fn consume(io: &Io, args: ConsumeArgs) -> anyhow::Result<()> {
                 if r.offset < next || printed >= max {
                     continue;
                 }
-                let show = |b: Option<&[u8]>| {
-                    b.map(|b| String::from_utf8_lossy(b).into_owned())
-                        .unwrap_or_else(|| "null".into())
+                let text = |b: Option<&[u8]>| b.map(|b| String::from_utf8_lossy(b).into_owned());
+                let record = ConsumedRecord {
+                    offset: r.offset,
+                    timestamp: r.timestamp,
+                    key: text(r.key),
+                    value: text(r.value),
                 };
-                println!(
-                    "{}\t{}\t{}\t{}",
-                    r.offset,
-                    r.timestamp,
-                    show(r.key),
-                    show(r.value)
-                );
+                match output {
+                    Output::Json => consumed.push(record),
+                    Output::Text => {
+                        let null = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+                        println!(
+                            "{}\t{}\t{}\t{}",
+                            record.offset,
+                            record.timestamp,
+                            null(record.key),
+                            null(record.value)
+                        );
+                    }
+                }
                 printed += 1;
             }
             next = header.next_offset();
         }
+    }
+    if output.json() {
+        print_json(&consumed)?;
     }
     Ok(())
 }

@@ -120,8 +120,8 @@ impl Connection {
             }
         };
         let mut conn = Connection::over(stream, client_id).await?;
-        if let Some((mechanism, user, password)) = &security.sasl {
-            let mut client = SaslClient::new(*mechanism, user, password);
+        if let Some(login) = &security.sasl {
+            let mut client = SaslClient::for_login(login, io.clock.wall_ms());
             conn.authenticate(io, &mut client).await?;
         }
         Ok(conn)

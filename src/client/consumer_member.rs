@@ -308,14 +308,15 @@ impl Client {
     }
 
     /// Commits offsets as consumer-protocol member `member_id` at `member_epoch` (OffsetCommit
-    /// v9; the coordinator refuses any other epoch). The first partition error fails it.
+    /// v9; the coordinator refuses any other epoch): (partition, offset, leader epoch of the
+    /// record before it, -1 if unknown). The first partition error fails it.
     pub async fn commit_consumer_offsets(
         &mut self,
         group: &str,
         member_id: &str,
         member_epoch: i32,
         topic: &str,
-        offsets: &[(i32, i64)],
+        offsets: &[(i32, i64, i32)],
     ) -> Result<()> {
         self.commit_as(
             group,

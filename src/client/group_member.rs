@@ -309,14 +309,15 @@ impl Client {
     }
 
     /// Commits offsets as member `member_id` of `generation` (fenced by the coordinator, unlike
-    /// the admin commit of [`Client::commit_offsets`]). The first partition error fails it.
+    /// the admin commit of [`Client::commit_offsets`]): (partition, offset, leader epoch of
+    /// the record before it, -1 if unknown). The first partition error fails it.
     pub async fn commit_member_offsets(
         &mut self,
         group: &str,
         generation: i32,
         member_id: &str,
         topic: &str,
-        offsets: &[(i32, i64)],
+        offsets: &[(i32, i64, i32)],
     ) -> Result<()> {
         self.commit_as(
             group,

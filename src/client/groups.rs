@@ -213,6 +213,21 @@ impl Client {
         group: &str,
         topic: Option<(&str, &[i32])>,
     ) -> Result<Vec<(String, i32, i64)>> {
+        let positions = self.committed_positions(group, topic).await?;
+        Ok(positions
+            .into_iter()
+            .map(|(t, p, o, _)| (t, p, o))
+            .collect())
+    }
+
+    /// As [`Client::committed_offsets`], with each offset's `committed_leader_epoch` (-1 when
+    /// the commit carried none): the leader epoch a consumer validates a committed position
+    /// with before fetching from it (KIP-320).
+    pub async fn committed_positions(
+        &mut self,
+        group: &str,
+        topic: Option<(&str, &[i32])>,
+    ) -> Result<Vec<(String, i32, i64, i32)>> {
         let request = OffsetFetchRequest::default()
             .with_group_id(group_id(group))
             .with_topics(topic.map(|(t, partitions)| {
@@ -226,7 +241,12 @@ impl Client {
         for t in response.topics {
             for p in t.partitions {
                 check(p.error_code, None)?;
-                out.push((t.name.to_string(), p.partition_index, p.committed_offset));
+                out.push((
+                    t.name.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                ));
             }
         }
         Ok(out)
@@ -240,20 +260,22 @@ impl Client {
         topic: &str,
         offsets: &[(i32, i64)],
     ) -> Result<()> {
-        self.commit_as(group, -1, "", topic, offsets, OFFSET_COMMIT_VERSION)
+        let offsets: Vec<(i32, i64, i32)> = offsets.iter().map(|&(p, o)| (p, o, -1)).collect();
+        self.commit_as(group, -1, "", topic, &offsets, OFFSET_COMMIT_VERSION)
             .await
     }
 
     /// One OffsetCommit of `offsets` in `topic`: by `member_id` at its generation (classic) or
-    /// member epoch (consumer protocol), or by an admin (-1, ""). The first partition error
-    /// fails it.
+    /// member epoch (consumer protocol), or by an admin (-1, ""): (partition, offset, leader
+    /// epoch of the record before the offset, -1 if unknown). The first partition error fails
+    /// it.
     pub(super) async fn commit_as(
         &mut self,
         group: &str,
         generation_or_epoch: i32,
         member_id: &str,
         topic: &str,
-        offsets: &[(i32, i64)],
+        offsets: &[(i32, i64, i32)],
         version: i16,
     ) -> Result<()> {
         let request = OffsetCommitRequest::default()
@@ -266,11 +288,11 @@ impl Client {
                 .with_partitions(
                     offsets
                         .iter()
-                        .map(|&(p, o)| {
+                        .map(|&(p, o, epoch)| {
                             OffsetCommitRequestPartition::default()
                                 .with_partition_index(p)
                                 .with_committed_offset(o)
-                                .with_committed_leader_epoch(-1)
+                                .with_committed_leader_epoch(epoch)
                         })
                         .collect(),
                 )]);

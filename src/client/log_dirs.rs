@@ -1,14 +1,21 @@
 //! DescribeLogDirs for `weir log-dirs` (Kafka's `Admin.describeLogDirs`): one broker's log
-//! directories, each with its error and its replicas' sizes and offset lags.
+//! directories, each with its error and its replicas' sizes and offset lags; and
+//! AlterReplicaLogDirs for `weir reassign`'s `log_dirs` (Kafka's `Admin.alterReplicaLogDirs`).
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_replica_log_dirs_request::{
+    AlterReplicaLogDir, AlterReplicaLogDirTopic,
+};
 use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
-use kafka_protocol::messages::DescribeLogDirsRequest;
+use kafka_protocol::messages::{AlterReplicaLogDirsRequest, DescribeLogDirsRequest};
 
 use super::{check, name, Client, Result};
 
-/// v4: total and usable bytes (KIP-827); v1 is the oldest Kafka 4 serves.
-const DESCRIBE_LOG_DIRS_VERSION: i16 = 4;
+/// v5: whether each directory is cordoned (KIP-1066); v4 added total and usable bytes
+/// (KIP-827); v1 is the oldest Kafka 4 serves.
+const DESCRIBE_LOG_DIRS_VERSION: i16 = 5;
+/// v2: the first flexible version; Kafka 4 serves 1-2.
+const ALTER_REPLICA_LOG_DIRS_VERSION: i16 = 2;
 
 /// One log directory of a broker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +23,8 @@ pub struct LogDirDescription {
     pub path: String,
     /// KAFKA_STORAGE_ERROR for a failed directory.
     pub error: Option<ResponseError>,
+    /// Cordoned (KIP-1066): no new replica goes there.
+    pub cordoned: bool,
     pub replicas: Vec<ReplicaDirInfo>,
 }
 
@@ -54,6 +63,7 @@ impl Client {
             .map(|r| LogDirDescription {
                 path: r.log_dir.to_string(),
                 error: ResponseError::try_from_code(r.error_code),
+                cordoned: r.is_cordoned,
                 replicas: r
                     .topics
                     .into_iter()
@@ -68,6 +78,52 @@ impl Client {
                         })
                     })
                     .collect(),
+            })
+            .collect())
+    }
+
+    /// Asks the connected broker to move its replicas to the named directories: `moves` are
+    /// (directory path, topic, partition). Each replica's outcome: `None` accepted (a move
+    /// started, or it is already there).
+    pub async fn alter_replica_log_dirs(
+        &mut self,
+        moves: &[(String, String, i32)],
+    ) -> Result<Vec<(String, i32, Option<ResponseError>)>> {
+        let mut dirs: Vec<AlterReplicaLogDir> = Vec::new();
+        for (path, topic, partition) in moves {
+            let at = match dirs.iter().position(|d| d.path.as_str() == path) {
+                Some(at) => at,
+                None => {
+                    dirs.push(AlterReplicaLogDir::default().with_path(
+                        kafka_protocol::protocol::StrBytes::from_string(path.clone()),
+                    ));
+                    dirs.len() - 1
+                }
+            };
+            let dir = &mut dirs[at];
+            match dir.topics.iter_mut().find(|t| t.name.as_str() == topic) {
+                Some(t) => t.partitions.push(*partition),
+                None => dir.topics.push(
+                    AlterReplicaLogDirTopic::default()
+                        .with_name(name(topic))
+                        .with_partitions(vec![*partition]),
+                ),
+            }
+        }
+        let request = AlterReplicaLogDirsRequest::default().with_dirs(dirs);
+        let response = self.call(&request, ALTER_REPLICA_LOG_DIRS_VERSION).await?;
+        Ok(response
+            .results
+            .into_iter()
+            .flat_map(|t| {
+                let topic = t.topic_name.to_string();
+                t.partitions.into_iter().map(move |p| {
+                    (
+                        topic.clone(),
+                        p.partition_index,
+                        ResponseError::try_from_code(p.error_code),
+                    )
+                })
             })
             .collect())
     }

@@ -1,7 +1,8 @@
 //! How this client secures its connections, from Kafka's client properties (what
 //! `kafka-topics.sh --command-config client.properties` reads): `security.protocol`,
-//! `sasl.mechanism`, `sasl.jaas.config` (PLAIN's and SCRAM's login modules), PEM trust and key
-//! stores (KIP-651) and `ssl.endpoint.identification.algorithm`. [`ClientSecurity::parse`] is
+//! `sasl.mechanism`, `sasl.jaas.config` (PLAIN's and SCRAM's login modules, OAUTHBEARER's with
+//! `unsecuredLoginStringClaim_sub`), librdkafka's `sasl.oauthbearer.config` (`principal=...`),
+//! PEM trust and key stores (KIP-651) and `ssl.endpoint.identification.algorithm`. [`ClientSecurity::parse`] is
 //! pure (the text of the properties in, settings and warnings out); [`ClientSecurity::build`]
 //! reads the PEM files through the io layer. The connection then runs TLS
 //! (`security::tls`), ApiVersions, and SaslHandshake v1 + SaslAuthenticate with the pure SASL
@@ -11,6 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::io::Io;
+use crate::security::sasl::client::Login;
+use crate::security::sasl::oauthbearer::login::UnsecuredLogin;
 use crate::security::sasl::{jaas, Mechanism};
 use crate::security::tls::PemSource;
 
@@ -58,8 +61,9 @@ impl Protocol {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClientSecurity {
     pub protocol: Protocol,
-    /// With SASL: the mechanism, user name and password of the JAAS config.
-    pub sasl: Option<(Mechanism, String, String)>,
+    /// With SASL: the mechanism and credentials (user name and password, or an unsecured
+    /// OAUTHBEARER token's claims).
+    pub sasl: Option<Login>,
     /// With TLS: the CAs the broker's certificate must chain to.
     pub truststore: Option<PemSource>,
     /// With TLS, for mTLS: this client's certificate chain and key.
@@ -75,6 +79,8 @@ const KNOWN: &[&str] = &[
     "security.protocol",
     "sasl.mechanism",
     "sasl.jaas.config",
+    "sasl.oauthbearer.config",
+    "enable.sasl.oauthbearer.unsecure.jwt",
     "ssl.truststore.type",
     "ssl.truststore.location",
     "ssl.truststore.certificates",
@@ -248,30 +254,50 @@ impl ClientSecurity {
     }
 }
 
-/// `sasl.mechanism` and the user name and password of `sasl.jaas.config`.
-fn sasl_login(props: &BTreeMap<String, String>) -> Result<(Mechanism, String, String), String> {
+/// `sasl.mechanism` and its credentials: the user name and password of `sasl.jaas.config`, or
+/// for OAUTHBEARER librdkafka's `sasl.oauthbearer.config` or the JAAS `unsecuredLogin*` claims.
+fn sasl_login(props: &BTreeMap<String, String>) -> Result<Login, String> {
     let mechanism = match props.get("sasl.mechanism").map(|m| m.trim()) {
         None | Some("") => {
             return Err(
-                "a SASL security.protocol needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or \
-                        SCRAM-SHA-512; Kafka's default GSSAPI is not supported)"
+                "a SASL security.protocol needs sasl.mechanism (PLAIN, SCRAM-SHA-256, \
+                 SCRAM-SHA-512 or OAUTHBEARER; Kafka's default GSSAPI is not supported)"
                     .into(),
             )
         }
         Some(m) => Mechanism::parse(m).ok_or_else(|| {
             bad(
                 "sasl.mechanism",
-                format!("'{m}' is not supported (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"),
+                format!(
+                    "'{m}' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)"
+                ),
             )
         })?,
     };
-    let text = props
-        .get("sasl.jaas.config")
-        .ok_or("a SASL security.protocol needs sasl.jaas.config with username and password")?;
+    let oauth_config = props
+        .get("sasl.oauthbearer.config")
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty());
+    if let (Mechanism::OAuthBearer, Some(config)) = (mechanism, oauth_config) {
+        let login = UnsecuredLogin::from_librdkafka(config)
+            .map_err(|e| bad("sasl.oauthbearer.config", e))?;
+        return Ok(Login::OAuthBearer(login));
+    }
+    let text = props.get("sasl.jaas.config").ok_or(match mechanism {
+        Mechanism::OAuthBearer => {
+            "sasl.mechanism=OAUTHBEARER needs sasl.jaas.config (OAuthBearerLoginModule required \
+             unsecuredLoginStringClaim_sub=\"<name>\";) or sasl.oauthbearer.config \
+             (principal=<name>)"
+        }
+        _ => "a SASL security.protocol needs sasl.jaas.config with username and password",
+    })?;
     let options = jaas::options(text).map_err(|e| bad("sasl.jaas.config", e))?;
     let module = text.split_whitespace().next().unwrap_or("");
     let expected = match mechanism {
         Mechanism::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
+        Mechanism::OAuthBearer => {
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+        }
         _ => "org.apache.kafka.common.security.scram.ScramLoginModule",
     };
     if module != expected {
@@ -283,6 +309,10 @@ fn sasl_login(props: &BTreeMap<String, String>) -> Result<(Mechanism, String, St
             ),
         ));
     }
+    if mechanism == Mechanism::OAuthBearer {
+        let login = UnsecuredLogin::from_jaas(&options).map_err(|e| bad("sasl.jaas.config", e))?;
+        return Ok(Login::OAuthBearer(login));
+    }
     let user = options
         .get("username")
         .filter(|u| !u.is_empty())
@@ -290,14 +320,14 @@ fn sasl_login(props: &BTreeMap<String, String>) -> Result<(Mechanism, String, St
     let password = options
         .get("password")
         .ok_or_else(|| bad("sasl.jaas.config", "no password=\"...\""))?;
-    Ok((mechanism, user.clone(), password.clone()))
+    Ok(Login::password(mechanism, user, password))
 }
 
 /// What a connection is secured with: built once, cloned to every connection.
 #[derive(Clone, Default)]
 pub struct Security {
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
-    pub(crate) sasl: Option<(Mechanism, String, String)>,
+    pub(crate) sasl: Option<Login>,
 }
 
 impl std::fmt::Debug for Security {
@@ -305,7 +335,7 @@ impl std::fmt::Debug for Security {
         // The password never reaches a log.
         f.debug_struct("Security")
             .field("tls", &self.tls.is_some())
-            .field("sasl", &self.sasl.as_ref().map(|(m, u, _)| (m.name(), u)))
+            .field("sasl", &self.sasl)
             .finish()
     }
 }

@@ -18,6 +18,8 @@
 //! Everything is pure: the caller reads files and logs warnings.
 
 pub mod dynamic_broker;
+#[cfg(any(madsim, test))]
+pub mod fault_points;
 pub mod group_configs;
 mod listener;
 #[cfg(any(madsim, test, feature = "planted"))]
@@ -28,6 +30,8 @@ mod topic;
 
 use std::fmt;
 
+#[cfg(any(madsim, test))]
+pub use fault_points::FaultPoints;
 pub use group_configs::{GroupConfigBounds, GroupConfigs};
 pub use listener::{Endpoint, Voter};
 #[cfg(any(madsim, test, feature = "planted"))]

@@ -132,8 +132,8 @@ pub enum PlantedBug {
     TxnV2NoEpochBump,
     /// Transactions: the coordinator writes a COMMIT's marker to every partition of the
     /// transaction but the last and takes them all as written, so that partition's part stays
-    /// open (and is decided by whatever marker of the producer comes next).
-    #[cfg(any(madsim, test))]
+    /// open (and is decided by whatever marker of the producer comes next). A broker-level
+    /// site, so the `planted` build has it too (the real-process suite's transaction tooth).
     CommitMarkerSomePartitions,
     /// Transactions: an ABORT marker on `__consumer_offsets` makes the transaction's pending
     /// offsets (TxnOffsetCommit) the committed ones instead of dropping them, so a
@@ -184,6 +184,11 @@ pub enum PlantedBug {
     /// (which trails the log end on a new leader), the bug the cluster scenario found.
     #[cfg(any(madsim, test))]
     GroupLoadToHighWatermark,
+    /// Admin: a controller that took over (active in a quorum epoch after the first) never
+    /// carries out CreatePartitions and answers REQUEST_TIMED_OUT, while produce, fetch and
+    /// every other change still work (a request queue only the first controller drains). A
+    /// broker-level site, so the `planted` build has it too.
+    CreatePartitionsStuckAfterFailover,
 }
 
 impl PlantedBug {
@@ -284,7 +289,6 @@ impl PlantedBug {
         ),
         #[cfg(any(madsim, test))]
         ("txn-v2-no-epoch-bump", PlantedBug::TxnV2NoEpochBump),
-        #[cfg(any(madsim, test))]
         (
             "commit-marker-some-partitions",
             PlantedBug::CommitMarkerSomePartitions,
@@ -334,6 +338,10 @@ impl PlantedBug {
         (
             "group-load-to-high-watermark",
             PlantedBug::GroupLoadToHighWatermark,
+        ),
+        (
+            "create-partitions-stuck-after-failover",
+            PlantedBug::CreatePartitionsStuckAfterFailover,
         ),
     ];
 

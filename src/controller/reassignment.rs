@@ -68,6 +68,16 @@ pub fn reassign(
     match &request.replicas {
         Some(target) => {
             validate_target(image, &name, target)?;
+            // KIP-1066 (its error handling): a reassignment placing a replica on a broker
+            // whose every directory is cordoned is refused; replicas already there may stay.
+            let added_to_cordoned = target.iter().find(|r| {
+                !p.replicas.contains(r) && image.broker(**r).is_some_and(|b| b.is_cordoned())
+            });
+            if let Some(r) = added_to_cordoned {
+                return Err(ControllerError::IneligibleReplica(format!(
+                    "{name}: broker {r} has every log directory cordoned"
+                )));
+            }
             let original = p.replicas.len() - p.adding_replicas.len();
             if !request.allow_rf_change && target.len() != original {
                 return Err(ControllerError::InvalidReplicationFactor(format!(

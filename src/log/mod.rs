@@ -416,6 +416,15 @@ impl Log {
     }
 
     /// The leader-epoch cache.
+    /// Takes `epochs` as this log's cache (a future log swapped in for the replica whose cache
+    /// it was: same batches, perhaps an epoch started without a batch yet).
+    pub fn adopt_epochs(&mut self, epochs: LeaderEpochCache) {
+        if self.epochs != epochs {
+            self.epochs = epochs;
+            self.epochs_changed(true);
+        }
+    }
+
     pub fn epochs(&self) -> &LeaderEpochCache {
         &self.epochs
     }
@@ -643,6 +652,12 @@ impl Log {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The log's directory was renamed to `dir` (a future log swapped in by an intra-broker
+    /// move, `replica::dir_move`): its open files stay valid; files made from now on go there.
+    pub fn set_dir(&mut self, dir: &Path) {
+        self.dir = dir.to_path_buf();
     }
 
     pub fn disk(&self) -> &Arc<dyn Disk> {

@@ -1,6 +1,7 @@
 //! Partition replica state: the log plus what the protocol keeps beside it (high watermark,
 //! idempotent-producer state). Plain state machines: no sockets, no waiting.
 
+pub mod dir_move;
 pub mod fetcher;
 pub mod isr;
 pub mod partition;

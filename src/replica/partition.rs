@@ -332,6 +332,40 @@ impl Partition {
         &self.log
     }
 
+    /// Whether `future` holds exactly this replica's log (same start and end, its last epoch
+    /// ending where this log's does: no truncation came between) and at least as much of it
+    /// durably: the condition for [`Partition::replace_log`].
+    pub fn can_replace_log(&self, future: &Log) -> bool {
+        let log = &self.log;
+        let epoch = future.latest_epoch();
+        let same_tail = epoch < 0 || {
+            let here = log.end_offset_for_epoch(epoch);
+            here.epoch == epoch && here.end_offset == future.end_offset()
+        };
+        future.start_offset() == log.start_offset()
+            && future.end_offset() == log.end_offset()
+            && future.recovery_point() >= log.recovery_point().min(log.end_offset())
+            && same_tail
+            && (future.gaps_allowed() || !log.gaps_allowed())
+    }
+
+    /// Swaps in `future` as this replica's log (an intra-broker move, KIP-113) and returns the
+    /// old one; every other state (high watermark, producers, role) stays, as the logs hold
+    /// the same batches.
+    pub fn replace_log(&mut self, future: Log) -> Log {
+        assert!(
+            self.can_replace_log(&future),
+            "the future log is not caught up"
+        );
+        let mut future = future;
+        // Epochs a leader started without a batch yet are in this log's cache only.
+        future.adopt_epochs(self.log.epochs().clone());
+        let old = std::mem::replace(&mut self.log, future);
+        let ends = self.ends();
+        self.state.flushed(ends);
+        old
+    }
+
     pub fn log_mut(&mut self) -> &mut Log {
         &mut self.log
     }
@@ -523,9 +557,12 @@ impl Partition {
         Ok((records, aborted))
     }
 
-    /// Whether `producer_id` has a transaction open on this replica.
-    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
-        self.state.producers().has_open_transaction(producer_id)
+    /// Whether `producer_id` has a transaction open on this replica at `epoch` (one of an
+    /// older epoch is not the batch's: see `ProducerStates::has_open_transaction_at`).
+    pub fn has_open_transaction(&self, producer_id: i64, epoch: i16) -> bool {
+        self.state
+            .producers()
+            .has_open_transaction_at(producer_id, epoch)
     }
 
     /// The producers this replica remembers (DescribeProducers).

@@ -159,3 +159,36 @@ test('SASL_SSL with SCRAM-SHA-512', { timeout: 90000 }, async () => {
   await assert.rejects(send(as('bob', 'bob-secret', 'scram-sha-256')), /SASL|mechanism|auth/i)
   assert.equal(await endOffset(as('admin', 'admin-secret', 'plain')), '1')
 })
+
+// An unsecured JWS (KIP-255): header {"alg":"none"}, claims with sub, iat, exp, scope; no signature.
+function unsecuredToken (sub, scope, lifeSeconds = 3600) {
+  const b64 = o => Buffer.from(JSON.stringify(o)).toString('base64url')
+  const now = Date.now() / 1000
+  return `${b64({ alg: 'none' })}.${b64({ sub, iat: now, exp: now + lifeSeconds, scope })}.`
+}
+
+test('SASL_SSL with OAUTHBEARER (unsecured tokens)', { timeout: 90000 }, async () => {
+  const port = await start('oauth', [
+    'listener.security.protocol.map=SECURE:SASL_SSL,CONTROLLER:PLAINTEXT',
+    'sasl.enabled.mechanisms=OAUTHBEARER,PLAIN', 'sasl.mechanism.inter.broker.protocol=PLAIN',
+    'listener.name.secure.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";',
+    'listener.name.secure.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorRequiredScope="kafka";'
+  ])
+  const as = (who, scope = ['kafka']) => new Kafka({
+    brokers: [`127.0.0.1:${port}`], logLevel: logLevel.NOTHING, clientId: who, retry: { retries: 1 },
+    ssl: { ca: ca() },
+    sasl: { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: unsecuredToken(who, scope) }) }
+  })
+  const admin = new Kafka({
+    brokers: [`127.0.0.1:${port}`], logLevel: logLevel.NOTHING, retry: { retries: 1 },
+    ssl: { ca: ca() }, sasl: { mechanism: 'plain', username: 'admin', password: 'admin-secret' }
+  })
+  await setUp(admin)
+  await send(as('alice'))
+  await assert.rejects(send(as('bob')), /not authorized|TOPIC_AUTHORIZATION_FAILED/i)
+  // A token without the listener's required scope is refused at login. kafkajs ignores the
+  // server's JSON status and sends its next request, which closes the connection (as Kafka
+  // does): no record gets through either way.
+  await assert.rejects(send(as('alice', ['other'])))
+  assert.equal(await endOffset(admin), '1')
+})

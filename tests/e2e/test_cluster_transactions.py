@@ -2,8 +2,9 @@
 transaction are led by different brokers, so the coordinator writes some markers itself and
 sends the others with WriteTxnMarkers; `__transaction_state` is replicated. A read_committed
 consumer sees exactly the committed records. A consume-transform-produce pipeline stays exactly
-once across kill -9 of its group coordinator between TxnOffsetCommit and EndTxn. Every wait is
-bounded.
+once across kill -9 of every node in turn, each killed between TxnOffsetCommit and EndTxn (so
+the group coordinator, the transaction coordinator and partition leaders each die with a
+transaction open). Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 import test_cluster_clients
 from test_cluster_clients import bootstrap_of, create_once, start_all, wait_registered
@@ -53,111 +53,122 @@ def test_transactions_across_three_brokers(nodes):
     assert sorted(seen) == sorted(committed)
 
 
-def _group_coordinator(bootstrap: str, group: str) -> int:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)
-    return described[group].result(TIMEOUT_S).coordinator.id
+class Pipeline:
+    """A consume-transform-produce application as users write it with confluent-kafka: a
+    read_committed consumer in a group, a transactional producer, each round's outputs and
+    consumed offsets committed in one transaction. On any error it does what a Kafka Streams
+    task does: abort if it can, then start again from scratch (a new consumer resuming from
+    the group's committed offsets, a new producer whose init_transactions fences the old one
+    and aborts its open transaction)."""
+
+    def __init__(self, servers: str, source: str, sink: str, group: str):
+        self.servers, self.source, self.sink, self.group = servers, source, sink, group
+        self.restarts = 0
+        self.consumer = self.producer = None
+        self._start()
+
+    def _start(self):
+        self.consumer = Consumer({
+            "bootstrap.servers": self.servers,
+            "group.id": self.group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        })
+        self.consumer.subscribe([self.source])
+        self.producer = Producer({
+            "bootstrap.servers": self.servers,
+            "transactional.id": f"tx-{self.group}",
+            "transaction.timeout.ms": 60000,
+            "linger.ms": 5,
+        })
+        self.producer.init_transactions(2 * TIMEOUT_S)
+
+    def restart(self, why: Exception):
+        print(f"  pipeline restarts after: {why}")
+        self.restarts += 1
+        try:
+            self.producer.abort_transaction(TIMEOUT_S)
+        except KafkaException:
+            pass  # the new producer's init_transactions aborts it
+        self.consumer.close()
+        self._start()
+
+    def round(self, size: int, before_commit=None) -> int:
+        """Up to `size` inputs in one transaction; how many it committed (0 on a restart)."""
+        try:
+            batch = [m for m in self.consumer.consume(size, 1.0) if not m.error()]
+            if not batch:
+                return 0
+            self.producer.begin_transaction()
+            for m in batch:
+                self.producer.produce(self.sink, value=b"x" + m.value(), partition=m.partition())
+            self.producer.send_offsets_to_transaction(
+                self.consumer.position(self.consumer.assignment()),
+                self.consumer.consumer_group_metadata(),
+                TIMEOUT_S,
+            )
+            if before_commit is not None:
+                before_commit()
+            while True:
+                try:
+                    self.producer.commit_transaction(2 * TIMEOUT_S)
+                    return len(batch)
+                except KafkaException as e:
+                    if not e.args[0].retriable():
+                        raise
+        except KafkaException as e:
+            self.restart(e)
+            return 0
 
 
-def test_transactional_offsets_survive_a_kill9_of_the_group_coordinator(nodes):
-    """Consume-transform-produce, exactly once across kill -9 of the node leading the group's
-    `__consumer_offsets` partition between TxnOffsetCommit and EndTxn: the offsets were written
-    there as a transactional batch, so the new leader replays them as pending and the COMMIT
-    marker makes them visible (or, if the commit fails, the abort drops them with the output).
-    A restarted application resumes from the committed offsets: no input lost, no output
-    twice."""
+def kill_and_restart(victim, done: int):
+    def kill():
+        victim.kill9()
+        t0 = time.monotonic()
+        victim.start()
+        print(f"  kill -9 of node {victim.node_id} after {done} inputs; "
+              f"listening again {time.monotonic() - t0:.2f} s later")
+    return kill
+
+
+def test_pipeline_is_exactly_once_across_kill9_of_every_node(nodes):
+    """A consume-transform-produce pipeline over three partitions, each node killed with
+    kill -9 in turn while a transaction is open (its outputs produced and its offsets sent with
+    TxnOffsetCommit, EndTxn not yet sent), and started again at once: whichever roles the node
+    had (transaction coordinator, group coordinator, partition leaders) move or come back.
+    Afterwards read_committed shows every input transformed exactly once and the group's
+    committed offsets are at the end of the input."""
     start_all(nodes)
     wait_registered(nodes)
     bootstrap = bootstrap_of(nodes)
     source = f"eos-in-{uuid.uuid4().hex[:8]}"
     sink = f"eos-out-{uuid.uuid4().hex[:8]}"
     group = f"eos-{uuid.uuid4().hex[:8]}"
-    create_once(bootstrap, source, 1, 3)
-    create_once(bootstrap, sink, 1, 3)
-    inputs = 40
-    plain = Producer({"bootstrap.servers": bootstrap})
+    create_once(bootstrap, source, 3, 3)
+    create_once(bootstrap, sink, 3, 3)
+    inputs = 300
+    plain = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i in range(inputs):
-        plain.produce(source, value=f"{i}".encode())
-    plain.flush(TIMEOUT_S)
+        plain.produce(source, value=f"{i}".encode(), partition=i % 3)
+    assert plain.flush(TIMEOUT_S) == 0
 
-    def app(servers: str, txn_id: str):
-        consumer = Consumer({
-            "bootstrap.servers": servers,
-            "group.id": group,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        })
-        consumer.subscribe([source])
-        producer = Producer({
-            "bootstrap.servers": servers,
-            "transactional.id": txn_id,
-            "transaction.timeout.ms": 60000,
-            "linger.ms": 5,
-        })
-        producer.init_transactions(TIMEOUT_S)
-        return consumer, producer
-
-    def one_round(consumer, producer, size: int, before_commit=None,
-                  commit_timeout: float = TIMEOUT_S) -> int:
-        """Processes up to `size` inputs in one transaction; returns how many committed."""
-        deadline = time.monotonic() + TIMEOUT_S
-        batch = []
-        while not batch and time.monotonic() < deadline:
-            batch = [m for m in consumer.consume(size, 1.0) if not m.error()]
-        assert batch, "no input within the timeout"
-        producer.begin_transaction()
-        for m in batch:
-            producer.produce(sink, value=b"x" + m.value())
-        producer.flush(TIMEOUT_S)
-        producer.send_offsets_to_transaction(
-            consumer.position(consumer.assignment()),
-            consumer.consumer_group_metadata(),
-            TIMEOUT_S,
-        )
-        if before_commit is not None:
-            before_commit()
-        try:
-            producer.commit_transaction(commit_timeout)
-        except KafkaException as e:
-            # The commit may fail over the failover; abort: no output, no offsets.
-            assert e.args[0].txn_requires_abort(), e
-            producer.abort_transaction(TIMEOUT_S)
-            tp = TopicPartition(source, 0)
-            committed = consumer.committed([tp], TIMEOUT_S)[0].offset
-            consumer.seek(TopicPartition(source, 0, max(committed, 0)))
-            return 0
-        return len(batch)
-
-    consumer, producer = app(bootstrap, f"tx-{group}")
-    done = one_round(consumer, producer, 10)
-    coordinator = _group_coordinator(bootstrap, group)
-    victim = next(n for n in nodes if n.node_id == coordinator)
-    survivors = [n for n in nodes if n is not victim]
-    killed_at = {}
-
-    def kill_coordinator():
-        victim.kill9()
-        killed_at["t"] = time.monotonic()
-
-    # TxnOffsetCommit done, EndTxn not yet sent: the group coordinator's node dies. The commit
-    # waits for the failover (the dead broker is fenced after its session timeout, then its
-    # partitions get new leaders): 10-18 s measured, so a longer bound than other calls.
-    done += one_round(consumer, producer, 10, before_commit=kill_coordinator,
-                      commit_timeout=2 * TIMEOUT_S)
-    took = time.monotonic() - killed_at["t"]
-    print(f"\nkill -9 of group coordinator {coordinator} -> EndTxn answered: {took:.2f} s "
-          f"({done} inputs committed so far)")
-    # What the transaction committed is what the group has committed, from the new leader.
-    tp = TopicPartition(source, 0)
-    committed = consumer.committed([tp], TIMEOUT_S)[0].offset
-    assert committed == done, f"committed offset {committed}, {done} inputs committed"
-    consumer.close()
-    # The application restarts (a new consumer and producer, as after a crash) and finishes.
-    consumer, producer = app(bootstrap_of(survivors), f"tx-{group}")
-    while done < inputs:
-        done += one_round(consumer, producer, 10)
-    assert consumer.committed([tp], TIMEOUT_S)[0].offset == inputs
-    consumer.close()
-    out = read_all(bootstrap_of(survivors), sink, 1, "read_committed", inputs)
+    app = Pipeline(bootstrap, source, sink, group)
+    victims = list(nodes)
+    done, rounds = 0, 0
+    deadline = time.monotonic() + 6 * TIMEOUT_S
+    while done < inputs and time.monotonic() < deadline:
+        rounds += 1
+        kill = None
+        if victims and rounds % 3 == 0 and done > 0:
+            kill = kill_and_restart(victims.pop(0), done)
+        done += app.round(10, before_commit=kill)
+    assert not victims, f"the pipeline ended before every node was killed: {victims}"
+    assert done == inputs, f"{done} of {inputs} inputs committed within the bound"
+    tps = [TopicPartition(source, p) for p in range(3)]
+    committed = sum(tp.offset for tp in app.consumer.committed(tps, TIMEOUT_S))
+    assert committed == inputs, f"committed offsets add up to {committed}, not {inputs}"
+    app.consumer.close()
+    out = read_all(bootstrap, sink, 3, "read_committed", inputs)
+    print(f"\n{rounds} rounds, {app.restarts} restarts of the pipeline, {len(out)} outputs")
     assert sorted(out) == sorted(f"x{i}" for i in range(inputs)), "not exactly once"

@@ -18,7 +18,7 @@ import pytest
 
 from certs import free_ports, key_store
 from test_secure_cluster import (
-    BIN, BROKER_PW, Node, external_conf, make_certs, produce_all, wait_for,
+    BIN, BROKER_PW, Node, external_conf, make_certs, produce_all, stop_all, wait_for,
 )
 
 pytest.importorskip("confluent_kafka")
@@ -61,5 +61,4 @@ ssl.keystore.location={certs}/admin-store.pem
         for n in nodes:
             assert "cannot log in" not in n.log(), n.log()[-2000:]
     finally:
-        for n in nodes:
-            n.stop()
+        stop_all(nodes)

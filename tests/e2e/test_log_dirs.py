@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -83,3 +84,45 @@ def test_partitions_spread_over_two_log_dirs_and_stay_there(jbod):
     assert placement(describe(binary, bootstrap, "--topic-list", "spread")) == placed
     consumed = weir(binary, "consume", "--bootstrap", bootstrap, "--partition", "1", "spread")
     assert [line.split("\t")[-1] for line in consumed.strip().splitlines()] == ["a", "b", "c"]
+
+
+def test_reassign_log_dirs_moves_a_replica_to_the_other_directory(jbod, tmp_path):
+    """kafka-reassign-partitions.sh's `log_dirs`: `weir reassign --execute` sends
+    AlterReplicaLogDirs, `--verify` reports the move, and the replica ends in the named
+    directory with every record, nothing of it left in the old one."""
+    broker, dirs = jbod
+    binary, bootstrap = broker.binary, broker.bootstrap
+    weir(binary, "topics", "--bootstrap", bootstrap, "create", "moving", "--partitions", "1")
+    values = [f"v{i}-" + "x" * 100 for i in range(2000)]
+    weir(binary, "produce", "--bootstrap", bootstrap, "--partition", "0", "moving",
+         stdin="\n".join(values) + "\n")
+    placed = placement(describe(binary, bootstrap, "--topic-list", "moving"))
+    [source] = [d for d, ps in placed.items() if ps == ["moving-0"]]
+    [dest] = [d for d in placed if d != source]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": [1], "log_dirs": [dest]}]}))
+    out = weir(binary, "reassign", "--bootstrap-server", bootstrap, "--execute",
+               "--reassignment-json-file", str(plan))
+    assert "Successfully started log directory move for: moving-0-1" in out, out
+    deadline = time.monotonic() + 30
+    while True:
+        out = weir(binary, "reassign", "--bootstrap-server", bootstrap, "--verify",
+                   "--reassignment-json-file", str(plan))
+        if "Reassignment of replica moving-0-1 completed successfully." in out:
+            break
+        assert time.monotonic() < deadline, out
+        time.sleep(0.2)
+    assert placement(describe(binary, bootstrap, "--topic-list", "moving")) == {
+        source: [], dest: ["moving-0"]}
+    assert not [n for n in os.listdir(source) if n.startswith("moving-0")], os.listdir(source)
+    consumed = weir(binary, "consume", "--bootstrap", bootstrap, "--partition", "0", "--max",
+                    str(len(values)), "moving")
+    assert [line.split("\t")[-1] for line in consumed.strip().splitlines()] == values
+    # A path that is not one of the broker's directories: Kafka's error.
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": [1], "log_dirs": ["/not/a/dir"]}]}))
+    out = subprocess.run([str(binary), "reassign", "--bootstrap-server", bootstrap, "--execute",
+                          "--reassignment-json-file", str(plan)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0 and "LogDirNotFound" in out.stderr, out

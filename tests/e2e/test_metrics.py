@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from test_cluster import formatted_nodes, start_all, wait_for
+from test_cluster import formatted_nodes, start_all, stop_all, wait_for
 
 NODES = 3
 TOPIC = "metrics-e2e"
@@ -87,8 +87,7 @@ def cluster(tmp_path):
         start_all(nodes)
         yield nodes
     finally:
-        for n in nodes:
-            n.stop()
+        stop_all(nodes)
 
 
 def test_metrics_move_with_the_workload(cluster):

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import pick_free_ports, weir_binary
-from test_cluster import Node, wait_for
+from test_cluster import Node, stop_all, wait_for
 
 TOPIC = "moving"
 PARTITIONS = 3
@@ -80,8 +80,7 @@ def four_nodes(tmp_path):
             n.wait_listening()
         yield binary, nodes, fourth
     finally:
-        for n in [fourth] + nodes:
-            n.stop()
+        stop_all([fourth] + nodes)
 
 
 def test_a_topic_moves_onto_an_added_broker_with_no_failed_produce(four_nodes, tmp_path):

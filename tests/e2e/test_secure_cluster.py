@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from certs import free_ports, key_store, make_ca, make_leaf
+from test_cluster import stop_all
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
@@ -113,8 +114,15 @@ class Node:
         return self.log_path.read_text(errors="replace")
 
     def stop(self):
+        self.begin_stop()
+        self.wait_stopped()
+
+    def begin_stop(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self):
+        if self.proc is not None:
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
@@ -193,8 +201,7 @@ def cluster(tmp_path):
                              for n in nodes), nodes)
         yield certs, nodes, voters, cluster_id, tmp_path
     finally:
-        for n in nodes:
-            n.stop()
+        stop_all(nodes)
 
 
 def test_secure_cluster_replicates_and_serves_each_listener(cluster):

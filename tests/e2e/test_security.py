@@ -7,6 +7,7 @@ Run: `WEIR_BIN=target/debug/weir pytest tests/e2e/test_security.py` (needs `open
 `pip install confluent-kafka`).
 """
 
+import logging
 import os
 import signal
 import socket
@@ -175,6 +176,109 @@ ssl.principal.mapping.rules=RULE:^CN=([^,]+),.*$/$1/,DEFAULT
         nocert = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL",
                   "ssl.ca.location": str(d / "ca.pem")}
         assert produce(nocert, "orders") is not None
+        assert broker.proc.poll() is None
+    finally:
+        broker.stop()
+    log = (d / "weir.log").read_text()
+    assert "panicked" not in log
+
+
+def oauth(port, d, config, **extra):
+    """confluent-kafka over SASL_SSL with an unsecured OAUTHBEARER token
+    (`sasl.oauthbearer.config` is librdkafka's: principal=..., scope=..., lifeSeconds=...)."""
+    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(d / "ca.pem"), "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": config,
+            **extra}
+
+
+def test_sasl_ssl_oauthbearer_unsecured_jwt_and_acls(certs):
+    """KIP-255's unsecured tokens: the principal is the token's `sub`, ACLs apply to it, a
+    token without the listener's required scope is refused; a token that expires mid-session
+    (3 s) makes librdkafka re-authenticate on the same connection (KIP-368) and keep
+    producing and consuming."""
+    d = certs
+    port, cport = free_ports(2)
+    plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+             'user_admin="admin-secret";')
+    bearer = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+              'unsecuredValidatorRequiredScope="kafka";')
+    broker = Broker(d, BASE.format(d=d, cport=cport) + f"""listeners=CLIENT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}
+listener.security.protocol.map=CLIENT:SASL_SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=CLIENT
+sasl.enabled.mechanisms=OAUTHBEARER,PLAIN
+sasl.mechanism.inter.broker.protocol=PLAIN
+listener.name.client.plain.sasl.jaas.config={plain}
+listener.name.client.oauthbearer.sasl.jaas.config={bearer}
+group.initial.rebalance.delay.ms=0
+""", port)
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_SSL",
+                             "ssl.ca.location": str(d / "ca.pem"), "sasl.mechanism": "PLAIN",
+                             "sasl.username": "admin", "sasl.password": "admin-secret"})
+        for f in admin.create_topics([NewTopic("orders", 1, 1)]).values():
+            f.result(15)
+        acls = [AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice",
+                           "*", op, AclPermissionType.ALLOW)
+                for op in (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)]
+        acls.append(AclBinding(ResourceType.GROUP, "alice-group", ResourcePatternType.LITERAL,
+                               "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW))
+        for f in admin.create_acls(acls).values():
+            f.result(15)
+
+        assert produce(oauth(port, d, "principal=alice scope=kafka"), "orders") is None
+        # `weir`'s own client logs in the same way (--command-config), as the super user here.
+        cli = d / "oauth-admin.properties"
+        cli.write_text("security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
+                       "sasl.oauthbearer.config=principal=admin scope=kafka\n"
+                       f"ssl.truststore.type=PEM\nssl.truststore.location={d / 'ca.pem'}\n")
+        r = subprocess.run([str(BIN), "topics", "--bootstrap", f"127.0.0.1:{port}", "list",
+                            "--command-config", str(cli)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "orders" in r.stdout.split(), r.stderr
+        err = produce(oauth(port, d, "principal=bob scope=kafka"), "orders")
+        assert err is not None and err.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+        err = produce(oauth(port, d, "principal=alice scope=other"), "orders")
+        assert err is not None, "a token without the required scope must not deliver"
+
+        # Tokens of 3 s: the broker bounds each session by the token's exp, librdkafka
+        # refreshes its token and re-authenticates at 90 % of it, on the same connection.
+        logger = logging.getLogger("oauth-reauth")
+        logger.addHandler(logging.NullHandler())
+        logger.setLevel(logging.DEBUG)
+        seen = []
+
+        class Collect(logging.Handler):
+            def emit(self, record):
+                if "-> REAUTH" in record.getMessage():
+                    seen.append(record.getMessage())
+
+        logger.addHandler(Collect())
+        p = Producer(oauth(port, d, "principal=alice scope=kafka lifeSeconds=3",
+                           debug="broker", logger=logger, **{"message.timeout.ms": 20000}))
+        errors, delivered = [], []
+        deadline = time.monotonic() + 8
+        n = 0
+        while time.monotonic() < deadline:
+            p.produce("orders", f"r{n}".encode(),
+                      callback=lambda e, m: (errors if e else delivered).append(e or m.offset()))
+            n += 1
+            p.poll(0.05)
+        p.flush(20)
+        assert not errors, errors[:3]
+        assert len(delivered) == n
+        assert len(seen) >= 2, f"librdkafka re-authenticated {len(seen)} times in 8 s of 3 s tokens"
+
+        c = ck.Consumer(oauth(port, d, "principal=alice scope=kafka lifeSeconds=3",
+                              **{"group.id": "alice-group", "auto.offset.reset": "earliest"}))
+        c.subscribe(["orders"])
+        got = 0
+        deadline = time.monotonic() + 20
+        while got < n + 1 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got += 1
+        c.close()
+        assert got == n + 1, f"consumed {got} of {n + 1}"
         assert broker.proc.poll() is None
     finally:
         broker.stop()

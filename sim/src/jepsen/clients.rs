@@ -243,7 +243,9 @@ pub fn summary(name: String, h: &HistoryFile) -> String {
         match &e.event {
             Event::Invoke { .. } => invoked += 1,
             Event::Ack { .. } => acked += 1,
-            Event::Read { .. } | Event::Group(GroupEvent::Read { .. }) => reads += 1,
+            Event::Read { .. }
+            | Event::Group(GroupEvent::Read { .. })
+            | Event::Group(GroupEvent::ReadServed { .. }) => reads += 1,
             Event::Group(GroupEvent::CommitAck { .. }) => commits += 1,
             Event::AdminInvoke { .. } => admin += 1,
             Event::AdminAck { .. } => admin_acked += 1,

@@ -234,6 +234,7 @@ fn run_inner(scenario: &Scenario, opts: &Options, outcome: &mut Outcome) -> Resu
     outcome.invoked = judged.invoked;
     outcome.acked = judged.acked;
     outcome.reads = judged.reads;
+    outcome.clients.extend(judged.transactions);
     outcome.faults = tally.total();
     outcome.fault_kinds = tally
         .faults
@@ -256,6 +257,8 @@ pub struct Judged {
     pub invoked: usize,
     pub acked: usize,
     pub reads: usize,
+    /// What the transactional workload did, when the history has one.
+    pub transactions: Option<String>,
 }
 
 /// The simulator's checker on a history file, with the scenario's checks (those a real run
@@ -274,6 +277,20 @@ pub fn judge(path: &Path, scenario: &Scenario) -> Result<Judged, String> {
     if let Some(expected) = file.groups {
         findings.groups = group_check::check(&file.entries, Some(&file.final_read), expected);
         checks.extend(GROUP_CHECKS);
+    }
+    let mut transactions = None;
+    if file
+        .entries
+        .iter()
+        .any(|e| matches!(e.event, Event::Txn(_)))
+    {
+        findings.txn = crate::txn_check::check(&file.entries);
+        checks.push(Check::Transactions);
+        let t = &findings.txn;
+        transactions = Some(format!(
+            "weir transactional clients: {} transactions ({} committed, {} aborted), {} read_committed reads, {} consume-transform-produce transactions, {} restarts",
+            t.transactions, t.committed, t.aborted, t.reads, t.pipeline_transactions, t.restarts
+        ));
     }
     let admin = file
         .entries
@@ -331,6 +348,7 @@ pub fn judge(path: &Path, scenario: &Scenario) -> Result<Judged, String> {
         invoked: findings.invoked,
         acked: findings.acked,
         reads: findings.reads,
+        transactions,
     })
 }
 
@@ -445,6 +463,45 @@ async fn workload_and_faults(
                 crate::validating_consumer::run(Io::os(), spec, history.clone(), clock),
             ),
         });
+    }
+    // The transactional workload (the simulator's own clients over real sockets): producers,
+    // the consume-transform-produce tasks and the read_committed reader, which does the final
+    // read and the group's committed offsets once its drain time has passed.
+    if let Some(t) = &scenario.transactions {
+        let spec = crate::txn_workload::TxnSpec {
+            txns: t.clone(),
+            bootstrap: addrs.clone(),
+            replication_factor: topic.replication_factor,
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            until_ms: duration_ms,
+            final_at_ms: duration_ms + t.drain_secs * 1000,
+        };
+        for id in 0..t.producers {
+            tasks.push(tokio::spawn(crate::txn_workload::run_producer(
+                Io::os(),
+                spec.clone(),
+                id,
+                history.clone(),
+                clock,
+            )));
+        }
+        if t.pipeline {
+            for partition in 0..t.partitions {
+                tasks.push(tokio::spawn(crate::txn_pipeline::run_task(
+                    Io::os(),
+                    spec.clone(),
+                    partition,
+                    history.clone(),
+                    clock,
+                )));
+            }
+        }
+        tasks.push(tokio::spawn(crate::txn_workload::run_reader(
+            Io::os(),
+            spec,
+            history.clone(),
+            clock,
+        )));
     }
     let nemesis = RealNemesis {
         nodes,
@@ -632,6 +689,35 @@ mod tests {
         );
         // Ends in no generation: the settle check says so.
         assert!(has("groups not settled"), "{:?}", j.violations);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The transactional workload's lines: a commit acknowledged whose value the final
+    /// read_committed read does not hold. The transactions check applies though the scenario
+    /// does not list it.
+    #[test]
+    fn judge_applies_the_transactions_check_to_a_transactional_history() {
+        let dir = std::env::temp_dir().join(format!("weir-jepsen-txn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.jsonl");
+        let value = crate::txn_check::value(0, 1, 0);
+        let lines = [
+            format!(
+                r#"{{"type":"txn","at_ms":10,"event":{{"kind":"send","producer":0,"txn":1,"partition":0,"value":"{value}"}}}}"#
+            ),
+            r#"{"type":"txn","at_ms":20,"event":{"kind":"ended","producer":0,"txn":1,"commit":true}}"#.to_string(),
+            r#"{"type":"txn","at_ms":30,"event":{"kind":"final","partition":0,"values":[],"settled":true,"last_stable_offset":0,"high_watermark":0}}"#.to_string(),
+            r#"{"type":"liveness","failure":null}"#.to_string(),
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let j = judge(&path, &scenario("checks = [\"duplicate\"]")).unwrap();
+        assert!(
+            j.violations
+                .iter()
+                .any(|v| v.contains("acknowledged commits with values missing")),
+            "{:?}",
+            j.violations
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

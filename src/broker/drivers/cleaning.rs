@@ -120,6 +120,10 @@ async fn clean_dirtiest(
     let map_bytes =
         usize::try_from(broker.config.log_cleaner.dedupe_buffer_size).unwrap_or(usize::MAX);
     let range = job.range;
+    // A replica move may swap the log for one in another directory while the pass runs: the
+    // pass's result (and its errors, from the old directory) are then void.
+    let job_dir = job.dir.clone();
+    let moved = || handle.lock().log().dir() != job_dir;
     let cleaned = match job
         .run(map_bytes, now, broker.io.clock.as_ref(), throttle)
         .await
@@ -135,6 +139,7 @@ async fn clean_dirtiest(
             uncleanable.insert((topic, index));
             return true;
         }
+        Err(_) if moved() => return false,
         Err(e) => {
             broker.partition_storage_failed(&topic, index, "a log cleaner pass", &e);
             return false;
@@ -142,7 +147,7 @@ async fn clean_dirtiest(
     };
     let installed = async {
         let _gate = handle.flush_gate.lock().await;
-        if handle.lock_with_lifecycle().1 != Lifecycle::Open {
+        if handle.lock_with_lifecycle().1 != Lifecycle::Open || moved() {
             // Deleted or stopping: the directory is no longer ours to change.
             return Ok(None);
         }

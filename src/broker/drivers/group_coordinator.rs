@@ -394,11 +394,28 @@ impl Broker {
         // Replayed off the caller's path (reconcile holds the metadata lock).
         if let Some(broker) = self.this.upgrade() {
             self.io.spawn(async move {
+                #[cfg(any(madsim, test))]
+                broker.coordinator_load_stall().await;
                 for (p, id) in to_load {
                     broker.load_offsets_partition(p, id);
                 }
             });
         }
+    }
+
+    /// Fault point `coordinator_load_stall` (simulator and unit tests only; `config::fault_points`):
+    /// the replay starts late, as on a slow disk, so the partitions just begun stay loading
+    /// while their groups' members come asking (they must be told COORDINATOR_LOAD_IN_PROGRESS).
+    #[cfg(any(madsim, test))]
+    async fn coordinator_load_stall(&self) {
+        use crate::config::fault_points::{FaultPoints, COORDINATOR_LOAD_STALL_MS};
+        let chance = self.config.fault_points.coordinator_load_stall;
+        if !FaultPoints::strikes(chance, self.io.rng.as_ref()) {
+            return;
+        }
+        let ms = FaultPoints::draw(COORDINATOR_LOAD_STALL_MS, self.io.rng.as_ref());
+        tracing::debug!(ms, "fault point coordinator_load_stall: the replay waits");
+        self.io.clock.sleep(Duration::from_millis(ms)).await;
     }
 
     /// Replays one partition from its start to its log end: a new leader's high watermark may

@@ -5,13 +5,15 @@
 //! share about their internal topics (`internal_topics`), the active controller's core (its
 //! broker sessions, producer-id cursor and timers: `active_controller`), this broker's own
 //! session with the controller (`broker_session`), the metrics endpoint and its scrapes
-//! (`metrics_endpoint`, `metrics_scrape`), the log cleaner (`cleaning`) and the local partitions' reconciliation
+//! (`metrics_endpoint`, `metrics_scrape`), the log cleaner (`cleaning`), replicas moving
+//! between log directories (`dir_mover`) and the local partitions' reconciliation
 //! with the image (`reconcile`). Handlers call into them; they never import a handler's
 //! module at the top level.
 
 pub(crate) mod active_controller;
 pub(crate) mod broker_session;
 pub(crate) mod cleaning;
+pub(crate) mod dir_mover;
 pub(crate) mod group_coordinator;
 pub(crate) mod internal_topics;
 pub(crate) mod isr;

@@ -313,7 +313,6 @@ impl Broker {
             crate::txn::partition_for(&transactional_id, core.config().partitions)
         };
         let mut left = partitions;
-        #[cfg(any(madsim, test))]
         if crate::planted!(self.config, CommitMarkerSomePartitions) && marker.commit {
             left.pop();
         }

@@ -2,15 +2,20 @@
 //! with `log_dirs`), over this broker's directories (`broker::log_dirs`).
 //!
 //! DescribeLogDirs answers every directory with its partitions' sizes and offset lag (the high
-//! watermark minus the log end, never below 0, as Kafka reports a current replica); a failed
-//! directory answers KAFKA_STORAGE_ERROR and no partitions. Total and usable bytes are not
-//! known through the `io` layer: -1, Kafka's "unknown".
+//! watermark minus the log end, never below 0, as Kafka reports a current replica) and the
+//! future replicas moving into it (`is_future_key`, lag: the current log's end minus the
+//! future's); a failed directory answers KAFKA_STORAGE_ERROR and no partitions. Total and
+//! usable bytes are not known through the `io` layer: -1, Kafka's "unknown". v5 (KIP-1066)
+//! says whether each directory is cordoned.
 //!
-//! AlterReplicaLogDirs: a replica already in the named directory is NONE; a path that is not one
-//! of this broker's directories LOG_DIR_NOT_FOUND; a failed target directory
-//! KAFKA_STORAGE_ERROR; a replica not hosted here REPLICA_NOT_AVAILABLE. Moving a replica
-//! between two directories (Kafka's `-future` log and its copier) is not implemented: such a
-//! request is refused with INVALID_REQUEST, and the replica stays where it is.
+//! AlterReplicaLogDirs (Kafka's `ReplicaManager.alterReplicaLogDirs`): a path that is not one
+//! of this broker's directories is LOG_DIR_NOT_FOUND; a failed target directory, or any failed
+//! directory at all (Kafka creates no future log then), or a replica whose own directory failed,
+//! KAFKA_STORAGE_ERROR; a cordoned target KAFKA_STORAGE_ERROR too (KIP-1066's error handling:
+//! "the target directory is cordoned", as for an offline one); a replica not
+//! hosted here REPLICA_NOT_AVAILABLE, and the directory is remembered: the replica is created
+//! there. Otherwise NONE: a replica elsewhere starts moving (`drivers::dir_mover`), one already
+//! there cancels its move if it had one.
 
 use std::collections::BTreeMap;
 
@@ -47,6 +52,7 @@ pub(crate) fn describe(
             .map(|t| (t.topic.to_string(), t.partitions))
             .collect()
     });
+    let futures = broker.dir_moves.views();
     let results = broker
         .log_dir_views()
         .into_iter()
@@ -54,11 +60,31 @@ pub(crate) fn describe(
             let result = DescribeLogDirsResult::default()
                 .with_log_dir(StrBytes::from_string(dir.path.display().to_string()))
                 .with_total_bytes(-1)
-                .with_usable_bytes(-1);
+                .with_usable_bytes(-1)
+                .with_is_cordoned(dir.offline.is_none() && broker.dirs.is_cordoned(dir.id));
             if dir.offline.is_some() {
                 return result.with_error_code(ResponseError::KafkaStorageError.code());
             }
             let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+            for ((topic, index), future) in &futures {
+                let named = wanted
+                    .as_ref()
+                    .is_none_or(|w| w.get(topic).is_some_and(|ps| ps.contains(index)));
+                if future.dest != dir.id || !named {
+                    continue;
+                }
+                let Some(handle) = broker.partition(topic, *index) else {
+                    continue;
+                };
+                let lag = (handle.lock().log_end_offset() - future.end).max(0);
+                topics.entry(topic.clone()).or_default().push(
+                    DescribeLogDirsPartition::default()
+                        .with_partition_index(*index)
+                        .with_partition_size(future.size as i64)
+                        .with_offset_lag(lag)
+                        .with_is_future_key(true),
+                );
+            }
             for (topic, index) in dir.partitions {
                 let named = wanted
                     .as_ref()
@@ -119,17 +145,29 @@ pub(crate) fn alter(
                     match target {
                         None => Some(ResponseError::LogDirNotFound),
                         Some(t) if t.offline.is_some() => Some(ResponseError::KafkaStorageError),
-                        // KIP-1066: nothing moves into a cordoned directory.
+                        // KIP-1066: nothing moves into a cordoned directory; the KIP answers
+                        // as for an offline one.
                         Some(t) if broker.dirs.is_cordoned(t.id) => {
-                            Some(ResponseError::InvalidReplicaAssignment)
+                            Some(ResponseError::KafkaStorageError)
                         }
                         Some(t) => match broker.partition(&name, index) {
-                            None => Some(ResponseError::ReplicaNotAvailable),
-                            Some(_) if t.partitions.contains(&(name.clone(), index)) => None,
+                            None => {
+                                broker.dirs.prefer(&name, index, t.id);
+                                Some(ResponseError::ReplicaNotAvailable)
+                            }
+                            Some(_) if broker.dirs.is_offline(&name, index) => {
+                                Some(ResponseError::KafkaStorageError)
+                            }
+                            // Kafka creates no future log while a directory is offline.
+                            Some(_)
+                                if !t.partitions.contains(&(name.clone(), index))
+                                    && broker.dirs.any_offline() =>
+                            {
+                                Some(ResponseError::KafkaStorageError)
+                            }
                             Some(_) => {
-                                tracing::warn!(topic = name, partition = index, dir = %t.path.display(),
-                                    "AlterReplicaLogDirs: moving a replica between directories is not implemented");
-                                Some(ResponseError::InvalidRequest)
+                                broker.request_dir_move(&name, index, t.id);
+                                None
                             }
                         },
                     }

@@ -204,7 +204,7 @@ pub static ROUTES: &[Route<Broker>] = &[
     route!(DescribeCluster, Range(0, 2), Both, |b, c, r| Some(
         ResponseKind::DescribeCluster(metadata::describe_cluster(b, c, r))
     )),
-    route!(DescribeLogDirs, Range(1, 4), Both, |b, c, r| Some(
+    route!(DescribeLogDirs, Range(1, 5), Both, |b, c, r| Some(
         ResponseKind::DescribeLogDirs(log_dirs::describe(b, c, r))
     )),
     route!(AlterReplicaLogDirs, Range(1, 2), Both, |b, c, r| Some(

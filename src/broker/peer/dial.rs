@@ -22,8 +22,7 @@ use super::codec::{decode_response, encode_request};
 use crate::config::Outbound;
 use crate::io::{BoxStream, Io};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame};
-use crate::security::sasl::client::{ClientStep, SaslClient};
-use crate::security::sasl::Mechanism;
+use crate::security::sasl::client::{ClientStep, Login, SaslClient};
 use crate::security::tls::stream::TlsStream;
 
 const HANDSHAKE_VERSION: i16 = 1;
@@ -35,7 +34,7 @@ const MAX_SASL_FRAME: usize = 1 << 20;
 pub struct Dialer {
     listener: String,
     tls: Option<Arc<rustls::ClientConfig>>,
-    sasl: Option<(Mechanism, String, String)>,
+    sasl: Option<Login>,
 }
 
 impl fmt::Debug for Dialer {
@@ -43,7 +42,7 @@ impl fmt::Debug for Dialer {
         f.debug_struct("Dialer")
             .field("listener", &self.listener)
             .field("tls", &self.tls.is_some())
-            .field("sasl", &self.sasl.as_ref().map(|(m, u, _)| (m.name(), u)))
+            .field("sasl", &self.sasl)
             .finish()
     }
 }
@@ -121,8 +120,8 @@ impl Dialer {
             }
         };
         let mut lifetime = 0;
-        if let Some((mechanism, user, password)) = &self.sasl {
-            let mut client = SaslClient::new(*mechanism, user, password);
+        if let Some(login) = &self.sasl {
+            let mut client = SaslClient::for_login(login, io.clock.wall_ms());
             let mut fresh = Fresh {
                 stream: &mut stream,
                 correlation: 0,
@@ -141,10 +140,10 @@ impl Dialer {
         io: &Io,
         exchange: &mut impl Exchange,
     ) -> Result<i64, DialError> {
-        let Some((mechanism, user, password)) = &self.sasl else {
+        let Some(login) = &self.sasl else {
             return Ok(0);
         };
-        let mut client = SaslClient::new(*mechanism, user, password);
+        let mut client = SaslClient::for_login(login, io.clock.wall_ms());
         authenticate(io, exchange, &mut client).await
     }
 }
@@ -307,6 +306,7 @@ mod tests {
     use crate::broker::peer::Link;
     use crate::broker::shared::Broker;
     use crate::config::{SecurityProtocol, ServerConfig};
+    use crate::security::sasl::Mechanism;
     use crate::security::tls::{ClientAuth, PemSource, TlsSettings};
 
     /// (CA PEM, server chain PEM, server key PEM).
@@ -385,7 +385,7 @@ mod tests {
                 client_auth: ClientAuth::None,
             }),
             verify_hostname: true,
-            sasl: Some((Mechanism::Plain, "broker".into(), password.into())),
+            sasl: Some(Login::password(Mechanism::Plain, "broker", password)),
         }
     }
 

@@ -16,7 +16,14 @@ fn outcome(text: &str) -> String {
             let sasl = s
                 .sasl
                 .as_ref()
-                .map(|(m, u, p)| format!("{}:{u}:{p}", m.name()))
+                .map(|login| match login {
+                    Login::Password {
+                        mechanism,
+                        username,
+                        password,
+                    } => format!("{}:{username}:{password}", mechanism.name()),
+                    Login::OAuthBearer(l) => format!("OAUTHBEARER:{}", l.principal()),
+                })
                 .unwrap_or_else(|| "-".into());
             let pem = |p: &PemSource| match p {
                 PemSource::File(f) => format!("file:{f}"),
@@ -76,11 +83,36 @@ fn client_properties_table() {
         ),
         (
             format!("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n{scram}"),
-            "error: invalid value for sasl.mechanism: 'GSSAPI' is not supported (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)",
+            "error: invalid value for sasl.mechanism: 'GSSAPI' is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)",
         ),
         (
             format!("security.protocol=SASL_PLAINTEXT\n{scram}"),
-            "error: a SASL security.protocol needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default GSSAPI is not supported)",
+            "error: a SASL security.protocol needs sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; Kafka's default GSSAPI is not supported)",
+        ),
+        // OAUTHBEARER: librdkafka's sasl.oauthbearer.config, or Kafka's unsecured login module.
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\nenable.sasl.oauthbearer.unsecure.jwt=true\nsasl.oauthbearer.config=principal=alice scope=read".into(),
+            "SaslPlaintext sasl=OAUTHBEARER:alice trust=- key=- verify=true",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\nsasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"carol\";".into(),
+            "SaslPlaintext sasl=OAUTHBEARER:carol trust=- key=- verify=true",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER".into(),
+            "error: sasl.mechanism=OAUTHBEARER needs sasl.jaas.config (OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"<name>\";) or sasl.oauthbearer.config (principal=<name>)",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\nsasl.oauthbearer.config=scope=read".into(),
+            "error: invalid value for sasl.oauthbearer.config: sasl.oauthbearer.config needs principal=<name>",
+        ),
+        (
+            format!("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n{plain}"),
+            "error: invalid value for sasl.jaas.config: login module 'org.apache.kafka.common.security.plain.PlainLoginModule' does not go with sasl.mechanism=OAUTHBEARER (use org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule)",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\nsasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_user=\"carol\";".into(),
+            "error: invalid value for sasl.jaas.config: No principal name in JWT claim: sub (set unsecuredLoginStringClaim_sub=\"<name>\")",
         ),
         (
             "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN".into(),
@@ -293,6 +325,83 @@ mod live {
             "{:?}",
             untrusted.err()
         );
+        running.broker.halt();
+    }
+
+    /// OAUTHBEARER end to end with Weir's own client: librdkafka's `sasl.oauthbearer.config`
+    /// and Kafka's unsecured login module both log in; a token without the listener's required
+    /// scope gets error 58 with Kafka's JSON status.
+    #[tokio::test]
+    async fn logs_in_with_an_unsecured_oauthbearer_token() {
+        let (ca, chain, key) = certificates();
+        let jaas = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                    unsecuredValidatorRequiredScope=\"kafka\";";
+        let props = BTreeMap::from([
+            ("listeners".to_string(), "SECURE://127.0.0.1:0".to_string()),
+            (
+                "listener.security.protocol.map".to_string(),
+                "SECURE:SASL_SSL".to_string(),
+            ),
+            (
+                "inter.broker.listener.name".to_string(),
+                "SECURE".to_string(),
+            ),
+            (
+                "sasl.enabled.mechanisms".to_string(),
+                "OAUTHBEARER".to_string(),
+            ),
+            (
+                "listener.name.secure.oauthbearer.sasl.jaas.config".to_string(),
+                jaas.to_string(),
+            ),
+            ("ssl.keystore.type".to_string(), "PEM".to_string()),
+            ("ssl.keystore.certificate.chain".to_string(), chain),
+            ("ssl.keystore.key".to_string(), key),
+            ("log.dirs".to_string(), "/data".to_string()),
+        ]);
+        let config = ServerConfig::from_properties(&props).unwrap().0;
+        let io = Io {
+            disk: Arc::new(crate::io::memdisk::MemDisk::new(3)),
+            ..Io::os()
+        };
+        let running = Broker::start(config, io.clone()).await.unwrap();
+        let addr = running.local_addr;
+        let login = |extra: (&str, &str)| {
+            let props = BTreeMap::from([
+                ("security.protocol".to_string(), "SASL_SSL".to_string()),
+                ("sasl.mechanism".to_string(), "OAUTHBEARER".to_string()),
+                (extra.0.to_string(), extra.1.to_string()),
+                ("ssl.truststore.certificates".to_string(), ca.clone()),
+            ]);
+            let sec = ClientSecurity::parse(&props).unwrap().0.build(&io).unwrap();
+            let io = io.clone();
+            async move {
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    Client::connect_secure(&io, addr, "localhost", &sec),
+                )
+                .await
+                .expect("the connection hung")
+            }
+        };
+        let mut alice = login(("sasl.oauthbearer.config", "principal=alice scope=kafka"))
+            .await
+            .unwrap();
+        alice.metadata(None).await.unwrap();
+        let module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                      unsecuredLoginStringClaim_sub=\"bob\" unsecuredLoginListClaim_scope=\",kafka\";";
+        let mut bob = login(("sasl.jaas.config", module)).await.unwrap();
+        bob.metadata(None).await.unwrap();
+        let refused = login(("sasl.oauthbearer.config", "principal=carol scope=other")).await;
+        match refused {
+            Err(ClientError::Kafka(ResponseError::SaslAuthenticationFailed, message)) => {
+                assert_eq!(
+                    message,
+                    r#"{"status":"insufficient_scope", "scope":"[kafka]"}"#
+                )
+            }
+            other => panic!("{:?}", other.err()),
+        }
         running.broker.halt();
     }
 }

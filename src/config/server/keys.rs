@@ -314,6 +314,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     stored("remote.log.index.file.cache.total.size.bytes", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.log.manager.copy.max.bytes.per.second", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
     stored("remote.log.manager.fetch.max.bytes.per.second", Int(1, I64), ClusterWide, "Tiered storage; Weir has none."),
+    stored("replica.alter.log.dirs.io.max.bytes.per.second", Int(0, I64), ClusterWide, "Bytes/s this broker copies for replicas moving between its log directories (AlterReplicaLogDirs, KIP-113): applied, dynamic; unlimited when unset.").default_is("9223372036854775807"),
     used("replica.fetch.backoff.ms", Int(0, I32), "1000", "A follower's pause after a failed fetch of a partition.")
         .shows(|c| Some(c.replica_fetch_backoff_ms.to_string())),
     used("replica.fetch.max.bytes", Int(0, I32), "1048576", "Per partition, what a follower asks for; the leader also caps a replica's fetch at it.")
@@ -328,8 +329,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.replica_lag_time_max_ms.to_string())),
     used("replica.selector.class", Text, "", "Fetch from follower (KIP-392): only `org.apache.kafka.common.replica.RackAwareReplicaSelector`, which sends a Fetch v11+ consumer to an in-sync replica in its `client.rack`; unset, consumers are not redirected.")
         .no_default().shows(|c| c.replica_selector.map(|ReplicaSelector::RackAware| RACK_AWARE_SELECTOR.to_string())),
-    used("sasl.enabled.mechanisms", List, "GSSAPI", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (no GSSAPI: a SASL listener must set it). Listener-prefixable (`listener.name.<name>.`).").dynamic(PerBroker),
-    used("sasl.jaas.config", Password, "", "PLAIN's users as `PlainLoginModule required user_<name>=\"<password>\" ...;`, best as `listener.name.<name>.plain.sasl.jaas.config`. SCRAM users are stored through the quorum (AlterUserScramCredentials).").no_default().dynamic(PerBroker),
+    used("sasl.enabled.mechanisms", List, "GSSAPI", "SASL mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (unsecured tokens only, Kafka's default validator: for tests) (no GSSAPI: a SASL listener must set it). Listener-prefixable (`listener.name.<name>.`).").dynamic(PerBroker),
+    used("sasl.jaas.config", Password, "", "PLAIN's users as `PlainLoginModule required user_<name>=\"<password>\" ...;`, best as `listener.name.<name>.plain.sasl.jaas.config`; OAUTHBEARER's `unsecuredValidator*` options in `listener.name.<name>.oauthbearer.sasl.jaas.config`. SCRAM users are stored through the quorum (AlterUserScramCredentials).").no_default().dynamic(PerBroker),
     stored("sasl.kerberos.kinit.cmd", Text, PerBroker, "SASL; Weir has none."),
     stored("sasl.kerberos.min.time.before.relogin", Int(i64::MIN, I64), PerBroker, "SASL; Weir has none."),
     stored("sasl.kerberos.principal.to.local.rules", List, PerBroker, "SASL; Weir has none.").default_is("DEFAULT"),
@@ -340,8 +341,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     stored("sasl.login.refresh.min.period.seconds", Int(0, 900), PerBroker, "SASL; Weir has none."),
     stored("sasl.login.refresh.window.factor", Double(None), PerBroker, "SASL; Weir has none."),
     stored("sasl.login.refresh.window.jitter", Double(None), PerBroker, "SASL; Weir has none."),
-    used("sasl.mechanism.controller.protocol", Text, "GSSAPI", "The mechanism this node logs in to a SASL controller listener with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), with the `username`/`password` of that listener's JAAS entry for it.").no_default(),
-    used("sasl.mechanism.inter.broker.protocol", Text, "GSSAPI", "The mechanism this broker logs in to a SASL inter-broker listener with (replica fetches, transaction markers), with the `username`/`password` of that listener's JAAS entry for it.").no_default(),
+    used("sasl.mechanism.controller.protocol", Text, "GSSAPI", "The mechanism this node logs in to a SASL controller listener with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), with the `username`/`password` (OAUTHBEARER: `unsecuredLoginStringClaim_sub`) of that listener's JAAS entry for it.").no_default(),
+    used("sasl.mechanism.inter.broker.protocol", Text, "GSSAPI", "The mechanism this broker logs in to a SASL inter-broker listener with (replica fetches, transaction markers), with the `username`/`password` (OAUTHBEARER: `unsecuredLoginStringClaim_sub`) of that listener's JAAS entry for it.").no_default(),
     used("sasl.server.max.receive.size", Int(1, I32), "524288", "Largest frame before SASL authentication completes; a larger one closes the connection."),
     used("security.inter.broker.protocol", Text, "PLAINTEXT", "The older way to name the inter-broker listener (the listener named after the protocol); not together with `inter.broker.listener.name`.").no_default(),
     accepted("share.coordinator.state.topic.min.isr", Int(1, I16), ReadOnly, "Share groups; Weir has none."),

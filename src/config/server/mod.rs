@@ -158,6 +158,10 @@ pub struct ServerConfig {
     /// file). Absent from production builds; check it with `planted!`.
     #[cfg(any(madsim, test, feature = "planted"))]
     pub planted_bug: Option<super::PlantedBug>,
+    /// Simulator and unit tests only: the fault points armed in this broker and their chances
+    /// (`fault_points.rs`; set by code, all off by default).
+    #[cfg(any(madsim, test))]
+    pub fault_points: super::FaultPoints,
     /// Broker-wide topic defaults, from the `log.*` keys (`log.retention.ms`,
     /// `log.segment.bytes`…).
     pub topic_defaults: TopicConfig,

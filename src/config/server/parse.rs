@@ -289,6 +289,8 @@ pub(super) fn parse(
         authorizer: authorizer_config(&mut p)?,
         #[cfg(any(madsim, test, feature = "planted"))]
         planted_bug: None,
+        #[cfg(any(madsim, test))]
+        fault_points: Default::default(),
         unclean_leader_election_enable: topic_defaults.unclean_leader_election_enable(),
         unclean_recovery_manager_enabled: p.bool("unclean.recovery.manager.enabled")?,
         unclean_recovery_timeout_ms: p.int("unclean.recovery.timeout.ms")?,

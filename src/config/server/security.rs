@@ -9,6 +9,9 @@ use std::time::Duration;
 use super::super::{invalid, parse_int, ConfigError, Endpoint};
 use super::parse::Props;
 use crate::security::principal::MappingRules;
+use crate::security::sasl::client::Login;
+use crate::security::sasl::oauthbearer::login::UnsecuredLogin;
+use crate::security::sasl::oauthbearer::ValidatorOptions;
 use crate::security::sasl::{jaas, Mechanism, SaslSettings};
 use crate::security::tls::{ClientAuth, PemSource, TlsSettings};
 
@@ -61,8 +64,9 @@ pub struct ListenerSecurity {
     pub principal_mapping: MappingRules,
     /// This node's own credentials towards the listener, per mechanism: the `username` and
     /// `password` of `listener.name.<name>.<mechanism>.sasl.jaas.config` (or the listener's
-    /// `sasl.jaas.config`), as a Kafka broker reads them for its outbound connections.
-    pub client_credentials: BTreeMap<&'static str, (String, String)>,
+    /// `sasl.jaas.config`), or OAUTHBEARER's `unsecuredLogin*` claims, as a Kafka broker reads
+    /// them for its outbound connections.
+    pub client_credentials: BTreeMap<&'static str, Login>,
     /// `ssl.endpoint.identification.algorithm` is `https` (the default), not empty.
     pub verify_hostname: bool,
 }
@@ -80,8 +84,8 @@ pub struct Outbound {
     /// `ssl.endpoint.identification.algorithm=https` (the default): the certificate must name
     /// the host dialled.
     pub verify_hostname: bool,
-    /// (mechanism, username, password).
-    pub sasl: Option<(Mechanism, String, String)>,
+    /// The mechanism and credentials to log in with.
+    pub sasl: Option<Login>,
 }
 
 impl ListenerSecurity {
@@ -171,11 +175,26 @@ pub(super) fn read(
 }
 
 /// The mechanisms a listener's JAAS entries may name, in the order they are read.
-const JAAS_MECHANISMS: [Mechanism; 3] = [
+const JAAS_MECHANISMS: [Mechanism; 4] = [
     Mechanism::ScramSha256,
     Mechanism::ScramSha512,
     Mechanism::Plain,
+    Mechanism::OAuthBearer,
 ];
+
+const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+
+/// `mechanism`'s JAAS entry on listener `name`: its own key, else the listener's
+/// `sasl.jaas.config` (for OAUTHBEARER only if that names OAUTHBEARER's login module, for the
+/// others only if it does not).
+fn jaas_text<'a>(p: &mut Props<'a>, name: &str, m: Mechanism) -> Option<&'a str> {
+    if let Some(text) = p.dynamic(jaas_key(name, m)) {
+        return Some(text);
+    }
+    let text = p.listener_value(name, "sasl.jaas.config")?;
+    let oauth = text.split_whitespace().next() == Some(OAUTH_MODULE);
+    (oauth == (m == Mechanism::OAuthBearer)).then_some(text)
+}
 
 /// Kafka's key of `mechanism`'s JAAS entry on `listener`:
 /// `listener.name.<listener>.<mechanism>.sasl.jaas.config`, both lower-cased.
@@ -191,19 +210,27 @@ fn jaas_key(listener: &str, mechanism: Mechanism) -> String {
 fn client_credentials(
     p: &mut Props<'_>,
     name: &str,
-) -> Result<BTreeMap<&'static str, (String, String)>, ConfigError> {
+) -> Result<BTreeMap<&'static str, Login>, ConfigError> {
     let mut out = BTreeMap::new();
     for m in JAAS_MECHANISMS {
         let jaas_key = jaas_key(name, m);
-        let Some(text) = p
-            .dynamic(jaas_key.clone())
-            .or_else(|| p.listener_value(name, "sasl.jaas.config"))
-        else {
+        let Some(text) = jaas_text(p, name, m) else {
             continue;
         };
         let options = jaas::options(text).map_err(|e| invalid(&jaas_key, "[hidden]", e))?;
-        if let (Some(user), Some(password)) = (options.get("username"), options.get("password")) {
-            out.insert(m.name(), (user.clone(), password.clone()));
+        if m == Mechanism::OAuthBearer {
+            if options.keys().any(|k| k.starts_with("unsecuredLogin")) {
+                let login = UnsecuredLogin::from_jaas(&options)
+                    .map_err(|e| invalid(&jaas_key, "[hidden]", e))?;
+                out.insert(m.name(), Login::OAuthBearer(login));
+            }
+        } else if let (Some(user), Some(password)) =
+            (options.get("username"), options.get("password"))
+        {
+            // An empty user name is no login: `outbound` asks for one if it is needed.
+            if !user.is_empty() {
+                out.insert(m.name(), Login::password(m, user, password));
+            }
         }
     }
     Ok(out)
@@ -229,7 +256,8 @@ pub(super) fn outbound(
                     name,
                     format!(
                         "listener '{listener}' ({}) is how this node reaches the others: set \
-                         {mechanism_key} to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (no GSSAPI)",
+                         {mechanism_key} to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER \
+                         (no GSSAPI)",
                         security.protocol.name()
                     ),
                 )
@@ -242,7 +270,14 @@ pub(super) fn outbound(
                 ));
             }
             let jaas_key = jaas_key(listener, m);
-            let (user, password) = security
+            let needs = match m {
+                Mechanism::OAuthBearer => {
+                    "OAuthBearerLoginModule required \
+                                           unsecuredLoginStringClaim_sub=\"...\""
+                }
+                _ => "username=\"...\" password=\"...\"",
+            };
+            let login = security
                 .client_credentials
                 .get(m.name())
                 .cloned()
@@ -252,15 +287,12 @@ pub(super) fn outbound(
                         "",
                         format!(
                             "this node logs in to listener '{listener}' with {}: its JAAS entry \
-                             needs username=\"...\" password=\"...\"",
+                             needs {needs}",
                             m.name()
                         ),
                     )
                 })?;
-            if user.is_empty() {
-                return Err(invalid(&jaas_key, "[hidden]", "username is empty"));
-            }
-            Some((m, user, password))
+            Some(login)
         }
     };
     if let Some(tls) = &security.tls {
@@ -395,7 +427,7 @@ fn sasl_settings(p: &mut Props<'_>, name: &str) -> Result<SaslSettings, ConfigEr
         return Err(invalid(
             key,
             "GSSAPI",
-            format!("listener '{name}' uses SASL: set sasl.enabled.mechanisms (Weir has PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; no GSSAPI)"),
+            format!("listener '{name}' uses SASL: set sasl.enabled.mechanisms (Weir has PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER with unsecured tokens; no GSSAPI)"),
         ));
     };
     let mut mechanisms = Vec::new();
@@ -405,7 +437,8 @@ fn sasl_settings(p: &mut Props<'_>, name: &str) -> Result<SaslSettings, ConfigEr
                 key,
                 list,
                 format!(
-                    "'{item}' is not supported: Weir has PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
+                    "'{item}' is not supported: Weir has PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 \
+                     and OAUTHBEARER"
                 ),
             )
         })?;
@@ -417,13 +450,16 @@ fn sasl_settings(p: &mut Props<'_>, name: &str) -> Result<SaslSettings, ConfigEr
         return Err(invalid(key, list, "no mechanism"));
     }
     let mut plain_users = BTreeMap::new();
+    let mut oauthbearer = ValidatorOptions::default();
     for m in JAAS_MECHANISMS {
         let jaas_key = jaas_key(name, m);
-        let text = p.dynamic(jaas_key.clone());
-        let text = match (m, text) {
-            (Mechanism::Plain, None) => p.listener_value(name, "sasl.jaas.config"),
-            (_, t) => t,
+        let text = match m {
+            Mechanism::Plain | Mechanism::OAuthBearer => jaas_text(p, name, m),
+            _ => p.dynamic(jaas_key.clone()),
         };
+        if m == Mechanism::OAuthBearer && mechanisms.contains(&m) {
+            oauthbearer = oauthbearer_validator(p, name, text)?;
+        }
         if m == Mechanism::Plain && mechanisms.contains(&m) {
             let text = text.ok_or_else(|| {
                 invalid(
@@ -454,5 +490,48 @@ fn sasl_settings(p: &mut Props<'_>, name: &str) -> Result<SaslSettings, ConfigEr
         max_receive_size,
         failed_delay: Duration::from_millis(failed_delay),
         reauth: (reauth > 0).then(|| Duration::from_millis(reauth as u64)),
+        oauthbearer,
     })
+}
+
+/// OAUTHBEARER's validator on listener `name`: Kafka's default, unsecured one, with the
+/// `unsecuredValidator*` options of its JAAS entry (none: the defaults). A listener configured
+/// for signed tokens (a server callback handler, a JWKS endpoint) is refused rather than
+/// quietly served with a validator that accepts unsigned ones.
+fn oauthbearer_validator(
+    p: &mut Props<'_>,
+    name: &str,
+    jaas: Option<&str>,
+) -> Result<ValidatorOptions, ConfigError> {
+    const UNSECURED: &str = "org.apache.kafka.common.security.oauthbearer.internals.unsecured.\
+                             OAuthBearerUnsecuredValidatorCallbackHandler";
+    let prefix = format!("listener.name.{}.oauthbearer.", name.to_ascii_lowercase());
+    for key in [
+        "sasl.server.callback.handler.class",
+        "sasl.oauthbearer.jwks.endpoint.url",
+    ] {
+        let value = p
+            .dynamic(format!("{prefix}{key}"))
+            .or_else(|| p.dynamic(key.to_string()));
+        match value.map(str::trim) {
+            None | Some("") | Some(UNSECURED) => {}
+            Some(v) => {
+                return Err(invalid(
+                    key,
+                    v,
+                    format!(
+                        "listener '{name}' enables OAUTHBEARER, and Weir validates only unsecured \
+                         tokens (Kafka's default, for tests): signed tokens, JWKS and custom \
+                         callback handlers are not supported"
+                    ),
+                ))
+            }
+        }
+    }
+    let key = jaas_key(name, Mechanism::OAuthBearer);
+    let Some(text) = jaas else {
+        return Ok(ValidatorOptions::default());
+    };
+    let options = jaas::options(text).map_err(|e| invalid(&key, "[hidden]", e))?;
+    ValidatorOptions::from_jaas(&options).map_err(|e| invalid(&key, "[hidden]", e))
 }

@@ -1041,6 +1041,8 @@ fn secure_listeners() {
 /// naming its key.
 #[test]
 fn secure_inter_node_listeners() {
+    use crate::security::sasl::client::Login;
+    use crate::security::sasl::Mechanism;
     let cluster = "node.id=1\nprocess.roles=broker,controller\n\
         controller.quorum.voters=1@h1:9093,2@h2:9093,3@h3:9093\n\
         listeners=INTERNAL://:9092,CONTROLLER://:9093,EXTERNAL://:9094\n\
@@ -1062,13 +1064,12 @@ fn secure_inter_node_listeners() {
     let out = c.inter_broker_outbound().unwrap();
     assert_eq!(out.listener, "INTERNAL");
     assert!(out.tls.is_some() && out.verify_hostname);
-    let (m, user, password) = out.sasl.unwrap();
     assert_eq!(
-        (m.name(), user.as_str(), password.as_str()),
-        ("SCRAM-SHA-512", "broker", "broker-secret")
+        out.sasl.unwrap(),
+        Login::password(Mechanism::ScramSha512, "broker", "broker-secret")
     );
     let out = c.controller_outbound().unwrap();
-    assert_eq!(out.sasl.unwrap().1, "ctl");
+    assert_eq!(out.sasl.unwrap().user(), "ctl");
     // The mechanism left at Kafka's GSSAPI default, or not enabled on the listener.
     let (key, msg) = error(&format!(
         "{cluster}{internal}{controller}sasl.mechanism.controller.protocol=PLAIN\n"
@@ -1103,6 +1104,67 @@ fn secure_inter_node_listeners() {
         "{cluster}{internal}{controller}{mechanisms}ssl.endpoint.identification.algorithm=\n"
     ));
     assert!(!c.inter_broker_outbound().unwrap().verify_hostname);
+}
+
+/// OAUTHBEARER on a listener: the validator's options from its JAAS entry, the node's own
+/// unsecured login for outbound links, and a listener set up for signed tokens refused.
+#[test]
+fn oauthbearer_listeners() {
+    use crate::security::sasl::Mechanism;
+    let cluster = "node.id=1\nprocess.roles=broker,controller\n\
+        controller.quorum.voters=1@h1:9093,2@h2:9093\n\
+        listeners=INTERNAL://:9092,CONTROLLER://:9093\n\
+        listener.security.protocol.map=INTERNAL:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT\n\
+        inter.broker.listener.name=INTERNAL\ncontroller.listener.names=CONTROLLER\n\
+        sasl.enabled.mechanisms=OAUTHBEARER,PLAIN\n\
+        sasl.mechanism.inter.broker.protocol=OAUTHBEARER\n\
+        sasl.mechanism.controller.protocol=OAUTHBEARER\n";
+    let jaas = "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+        required unsecuredLoginStringClaim_sub=\"node\" unsecuredLoginListClaim_scope=\",cluster\" \
+        unsecuredValidatorRequiredScope=\"cluster\" unsecuredValidatorAllowableClockSkewMs=\"250\";\n";
+    let plain = "listener.name.internal.plain.sasl.jaas.config=\
+        org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";\n\
+        listener.name.controller.plain.sasl.jaas.config=\
+        org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";\n";
+    let c = config(&format!("{cluster}{jaas}{plain}"));
+    let sasl = c.security_of("INTERNAL").sasl.unwrap();
+    assert_eq!(sasl.mechanisms, [Mechanism::OAuthBearer, Mechanism::Plain]);
+    assert_eq!(sasl.oauthbearer.required_scope, ["cluster"]);
+    assert_eq!(sasl.oauthbearer.allowable_clock_skew_ms, 250);
+    // The PLAIN users come from PLAIN's own entry, not the OAUTHBEARER one.
+    assert_eq!(sasl.plain_users["a"], "b");
+    let out = c.controller_outbound().unwrap().sasl.unwrap();
+    assert_eq!(
+        (out.mechanism(), out.user()),
+        (Mechanism::OAuthBearer, "node")
+    );
+    // Without a login of its own the node cannot dial the others.
+    let (key, msg) = error(&format!("{cluster}{plain}"));
+    assert_eq!(
+        key, "listener.name.controller.oauthbearer.sasl.jaas.config",
+        "{msg}"
+    );
+    assert!(msg.contains("unsecuredLoginStringClaim_sub"), "{msg}");
+    // A listener meant for signed tokens is refused, not served with the unsecured validator.
+    for extra in [
+        "listener.name.internal.oauthbearer.sasl.server.callback.handler.class=\
+         org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler\n",
+        "sasl.oauthbearer.jwks.endpoint.url=https://idp/jwks\n",
+    ] {
+        let (key, msg) = error(&format!("{cluster}{jaas}{plain}{extra}"));
+        assert!(
+            key.contains("sasl.") && msg.contains("unsecured"),
+            "{key}: {msg}"
+        );
+    }
+    // Kafka's own unsecured handler named explicitly is fine; a bad option is an error.
+    config(&format!(
+        "{cluster}{jaas}{plain}listener.name.internal.oauthbearer.sasl.server.callback.handler.class=\
+         org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler\n"
+    ));
+    let bad = jaas.replace("\"250\"", "\"-5\"");
+    let (key, _) = error(&format!("{cluster}{bad}{plain}"));
+    assert_eq!(key, "listener.name.internal.oauthbearer.sasl.jaas.config");
 }
 
 #[test]

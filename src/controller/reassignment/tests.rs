@@ -345,6 +345,35 @@ fn bad_requests_are_refused_as_kafka_refuses_them() {
 }
 
 #[test]
+fn a_broker_with_every_directory_cordoned_takes_no_new_replica() {
+    let mut w = World::new();
+    let d = Uuid::from_u128(400);
+    for record in [
+        MetadataRecord::BrokerLogDirs {
+            id: 4,
+            epoch: 3,
+            log_dirs: vec![d],
+        },
+        MetadataRecord::BrokerCordonedLogDirs {
+            id: 4,
+            epoch: 3,
+            cordoned_log_dirs: vec![d],
+        },
+    ] {
+        w.image.apply(w.next, &record);
+        w.next += 1;
+    }
+    assert!(w.image.broker(4).unwrap().is_cordoned());
+    assert!(matches!(
+        w.reassign(Some(&[1, 2, 4])),
+        Err(ControllerError::IneligibleReplica(_))
+    ));
+    // Moving away from cordoned brokers, or reordering, is what cordoning is for.
+    w.reassign(Some(&[3, 2, 1])).unwrap();
+    assert_eq!(w.p().replicas, v(&[3, 2, 1]));
+}
+
+#[test]
 fn a_fenced_broker_may_be_a_target() {
     let mut w = World::new();
     let changes = remove_broker(&w.image, 4, &config);

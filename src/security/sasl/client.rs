@@ -6,7 +6,9 @@
 //!
 //! PLAIN sends one token; SCRAM-SHA-256/512 (RFC 5802, no channel binding) sends client-first,
 //! answers server-first with client-final, and checks the server's signature in server-final,
-//! so a server that does not know the password is refused too.
+//! so a server that does not know the password is refused too. OAUTHBEARER sends one message
+//! with an unsecured token made now (the wall clock comes in); a JSON status in answer means
+//! the token was refused: the client sends `\x01` and the server fails the login.
 //!
 //! Invariants (checked after every step): a finished or failed client takes no further token;
 //! client-final is sent only once the server's nonce extends ours.
@@ -14,8 +16,58 @@
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 
+use super::oauthbearer::login::UnsecuredLogin;
 use super::scram::{self, Hash};
 use super::Mechanism;
+
+/// How a client logs in.
+#[derive(Clone, PartialEq)]
+pub enum Login {
+    /// PLAIN or SCRAM-SHA-256/512.
+    Password {
+        mechanism: Mechanism,
+        username: String,
+        password: String,
+    },
+    /// OAUTHBEARER with an unsecured token made at each login.
+    OAuthBearer(UnsecuredLogin),
+}
+
+impl Login {
+    pub fn password(mechanism: Mechanism, username: &str, password: &str) -> Login {
+        assert!(
+            mechanism != Mechanism::OAuthBearer,
+            "OAUTHBEARER has no password"
+        );
+        Login::Password {
+            mechanism,
+            username: username.to_string(),
+            password: password.to_string(),
+        }
+    }
+
+    pub fn mechanism(&self) -> Mechanism {
+        match self {
+            Login::Password { mechanism, .. } => *mechanism,
+            Login::OAuthBearer(_) => Mechanism::OAuthBearer,
+        }
+    }
+
+    /// The user name, or the principal the token names.
+    pub fn user(&self) -> &str {
+        match self {
+            Login::Password { username, .. } => username,
+            Login::OAuthBearer(login) => login.principal(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The password never reaches a log.
+        write!(f, "{} as {}", self.mechanism().name(), self.user())
+    }
+}
 
 /// What the client sends next, or how the exchange ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,6 +86,10 @@ enum State {
     Start,
     /// PLAIN's token is sent: the server's (empty) answer ends it.
     PlainSent,
+    /// OAUTHBEARER's message is sent: an empty answer ends it, a JSON status refuses it.
+    BearerSent,
+    /// The token was refused with this JSON and `\x01` sent: the server fails the login.
+    BearerRefused(String),
     /// SCRAM's client-first is sent.
     FirstSent {
         cnonce: String,
@@ -48,18 +104,16 @@ enum State {
 }
 
 pub struct SaslClient {
-    mechanism: Mechanism,
-    username: String,
-    password: String,
+    login: Login,
+    /// The wall clock at the login (an OAUTHBEARER token's `iat`).
+    wall_ms: i64,
     state: State,
 }
 
 impl std::fmt::Debug for SaslClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The password never reaches a log.
         f.debug_struct("SaslClient")
-            .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
+            .field("login", &self.login)
             .field("state", &self.state)
             .finish()
     }
@@ -67,33 +121,46 @@ impl std::fmt::Debug for SaslClient {
 
 impl SaslClient {
     pub fn new(mechanism: Mechanism, username: &str, password: &str) -> SaslClient {
-        assert!(!username.is_empty(), "SASL client without a user name");
+        SaslClient::for_login(&Login::password(mechanism, username, password), 0)
+    }
+
+    /// A client logging in as `login` now (`wall_ms`, the wall clock).
+    pub fn for_login(login: &Login, wall_ms: i64) -> SaslClient {
+        assert!(!login.user().is_empty(), "SASL client without a user name");
         SaslClient {
-            mechanism,
-            username: username.to_string(),
-            password: password.to_string(),
+            login: login.clone(),
+            wall_ms,
             state: State::Start,
         }
     }
 
     pub fn mechanism(&self) -> Mechanism {
-        self.mechanism
+        self.login.mechanism()
     }
 
     /// The first token. `entropy`: fresh random bytes for SCRAM's client nonce.
     pub fn start(&mut self, entropy: &[u8]) -> ClientStep {
         assert!(matches!(self.state, State::Start), "started twice");
-        let step = match self.mechanism.hash() {
+        let (username, password) = match &self.login {
+            Login::OAuthBearer(login) => {
+                self.state = State::BearerSent;
+                return ClientStep::Send(login.first_message(self.wall_ms));
+            }
+            Login::Password {
+                username, password, ..
+            } => (username, password),
+        };
+        let step = match self.mechanism().hash() {
             None => {
                 self.state = State::PlainSent;
-                let token = format!("\0{}\0{}", self.username, self.password);
+                let token = format!("\0{username}\0{password}");
                 ClientStep::Send(token.into_bytes())
             }
             Some(_) => {
                 // Printable, no ',' (RFC 5802's `printable`): base64 without padding.
                 let cnonce = B64.encode(entropy).replace('=', "");
                 assert!(!cnonce.is_empty(), "SCRAM client nonce from no entropy");
-                let bare = format!("n={},r={cnonce}", escape(&self.username));
+                let bare = format!("n={},r={cnonce}", escape(username));
                 let first = format!("n,,{bare}");
                 self.state = State::FirstSent {
                     cnonce,
@@ -109,8 +176,18 @@ impl SaslClient {
     /// The server's answer to the last token sent.
     pub fn server_token(&mut self, bytes: &[u8]) -> ClientStep {
         let state = std::mem::replace(&mut self.state, State::Failed);
-        let step = match (state, self.mechanism.hash()) {
+        let step = match (state, self.mechanism().hash()) {
             (State::PlainSent, _) => ClientStep::Done,
+            (State::BearerSent, _) if bytes.is_empty() => ClientStep::Done,
+            (State::BearerSent, _) => {
+                // RFC 7628 §3.2.3: acknowledge the error so the server can fail the login.
+                let json = String::from_utf8_lossy(bytes).into_owned();
+                self.state = State::BearerRefused(json);
+                ClientStep::Send(vec![1])
+            }
+            (State::BearerRefused(json), _) => {
+                ClientStep::Failed(format!("the server refused the OAUTHBEARER token: {json}"))
+            }
             (
                 State::FirstSent {
                     cnonce,
@@ -126,7 +203,7 @@ impl SaslClient {
         match &step {
             ClientStep::Done => self.state = State::Done,
             ClientStep::Failed(_) => self.state = State::Failed,
-            // `client_final` set the next state.
+            // `client_final` or the refused token set the next state.
             ClientStep::Send(_) => {}
         }
         self.check();
@@ -176,7 +253,10 @@ impl SaslClient {
                 "SCRAM iteration count {iterations} outside {min}..={max}"
             ));
         }
-        let salted = salted_password(hash, &self.password, &salt, iterations);
+        let Login::Password { password, .. } = &self.login else {
+            unreachable!("SCRAM logs in with a password")
+        };
+        let salted = salted_password(hash, password, &salt, iterations);
         let without_proof = format!("c=biws,r={nonce}");
         let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
         let client_key = hash.hmac(&salted, b"Client Key");
@@ -355,6 +435,47 @@ mod tests {
             let after = reauthenticate_after(2_000, draw).unwrap().as_millis();
             assert!((1_700..1_900).contains(&after), "{after}");
         }
+    }
+
+    /// OAUTHBEARER against the server's exchange: a fresh token passes; a stale one is
+    /// refused with a JSON status, acknowledged with `\x01`, and failed by the server.
+    #[test]
+    fn oauthbearer_against_the_server_core() {
+        use crate::security::sasl::oauthbearer::{self, Outcome, ValidatorOptions};
+        let login = Login::OAuthBearer(
+            UnsecuredLogin::from_librdkafka("principal=broker lifeSeconds=60").unwrap(),
+        );
+        assert_eq!(format!("{login:?}"), "OAUTHBEARER as broker");
+        let options = ValidatorOptions::default();
+        let mut client = SaslClient::for_login(&login, 5_000_000);
+        let ClientStep::Send(first) = client.start(b"") else {
+            panic!()
+        };
+        let Outcome::Done { principal, .. } =
+            oauthbearer::server_token(&first, None, &options, 5_000_000)
+        else {
+            panic!("a fresh token passes")
+        };
+        assert_eq!(principal, "broker");
+        assert_eq!(client.server_token(b""), ClientStep::Done);
+
+        let mut client = SaslClient::for_login(&login, 0);
+        let ClientStep::Send(first) = client.start(b"") else {
+            panic!()
+        };
+        let Outcome::Challenge(json) = oauthbearer::server_token(&first, None, &options, 60_000)
+        else {
+            panic!("an expired token is challenged")
+        };
+        assert_eq!(
+            client.server_token(json.as_bytes()),
+            ClientStep::Send(vec![1])
+        );
+        assert_eq!(
+            oauthbearer::server_token(&[1], Some(&json), &options, 60_000),
+            Outcome::Fail(json)
+        );
+        assert!(matches!(client.server_token(b""), ClientStep::Failed(_)));
     }
 
     #[test]

@@ -8,13 +8,16 @@
 //! `connection.failed.authentication.delay.ms` (KIP-306), and so does every failure, so no
 //! handler ever sees an unauthenticated request. With `connections.max.reauth.ms` a session
 //! expires (KIP-368): the client re-authenticates on the same connection with the same
-//! mechanism and principal; any other request after expiry closes the connection.
+//! mechanism and principal; any other request after expiry closes the connection. An
+//! OAUTHBEARER session also ends with its token (`exp`), whichever comes first (KIP-368), so
+//! the driver passes the wall clock with each token.
 //!
 //! Invariants (checked after every step): an authenticated state names an enabled mechanism
 //! and a non-empty principal; a failed connection takes no further step.
 
 pub mod client;
 pub mod jaas;
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 
@@ -29,6 +32,8 @@ pub enum Mechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    /// Unsecured tokens only (KIP-255's default validator): for tests, as in Kafka.
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -37,6 +42,7 @@ impl Mechanism {
             Mechanism::Plain => "PLAIN",
             Mechanism::ScramSha256 => "SCRAM-SHA-256",
             Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -45,6 +51,7 @@ impl Mechanism {
             Mechanism::Plain,
             Mechanism::ScramSha256,
             Mechanism::ScramSha512,
+            Mechanism::OAuthBearer,
         ]
         .into_iter()
         .find(|m| m.name() == name)
@@ -52,7 +59,7 @@ impl Mechanism {
 
     pub(crate) fn hash(self) -> Option<scram::Hash> {
         match self {
-            Mechanism::Plain => None,
+            Mechanism::Plain | Mechanism::OAuthBearer => None,
             Mechanism::ScramSha256 => Some(scram::Hash::Sha256),
             Mechanism::ScramSha512 => Some(scram::Hash::Sha512),
         }
@@ -70,8 +77,11 @@ pub struct SaslSettings {
     pub max_receive_size: usize,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_delay: Duration,
-    /// `connections.max.reauth.ms`; `None`: sessions never expire.
+    /// `connections.max.reauth.ms`; `None`: sessions never expire (but for an OAUTHBEARER
+    /// token's own expiry).
     pub reauth: Option<Duration>,
+    /// OAUTHBEARER's `unsecuredValidator*` options (its JAAS entry on the listener).
+    pub oauthbearer: oauthbearer::ValidatorOptions,
 }
 
 /// Where SCRAM credentials come from (the metadata image).
@@ -87,11 +97,13 @@ pub enum Input<'a> {
         mechanism: &'a str,
     },
     /// A SaslAuthenticate's bytes, or (after a v0 handshake) a raw token frame. `entropy`:
-    /// fresh random bytes the driver drew, for a server nonce.
+    /// fresh random bytes the driver drew, for a server nonce; `wall_ms`: the wall clock, for
+    /// an OAUTHBEARER token's `iat` and `exp`.
     Token {
         bytes: &'a [u8],
         entropy: [u8; 18],
         raw: bool,
+        wall_ms: i64,
     },
     /// Any other API.
     Other,
@@ -138,6 +150,16 @@ pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
 /// Kafka's minimum time between two re-authentications.
 const MIN_REAUTH_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How far a mechanism's exchange has come.
+#[derive(Debug)]
+enum Progress {
+    Start,
+    /// SCRAM's server-first is sent.
+    Scram(scram::FirstDone),
+    /// OAUTHBEARER's token failed and this JSON was answered; a lone `\x01` comes next.
+    Challenged(String),
+}
+
 #[derive(Debug)]
 enum State {
     Initial {
@@ -146,7 +168,7 @@ enum State {
     Exchange {
         mechanism: Mechanism,
         raw: bool,
-        scram: Option<scram::FirstDone>,
+        progress: Progress,
     },
     Done {
         mechanism: Mechanism,
@@ -267,17 +289,19 @@ impl Authenticator {
                 State::Exchange {
                     mechanism,
                     raw,
-                    scram,
+                    progress,
                 },
                 Input::Token {
                     bytes,
                     entropy,
                     raw: raw_in,
+                    wall_ms,
                 },
             ) if *raw == raw_in => {
                 let (mechanism, raw) = (*mechanism, *raw);
-                let state = scram.take();
-                self.token(now, mechanism, raw, state, bytes, &entropy, creds)
+                let progress = std::mem::replace(progress, Progress::Start);
+                let at = Clocks { now, wall_ms };
+                self.token(at, mechanism, raw, progress, bytes, &entropy, creds)
             }
             // After a v1 handshake only SaslAuthenticate may come.
             (State::Exchange { .. }, _) => self.fail(Reply::None),
@@ -305,7 +329,7 @@ impl Authenticator {
                         self.state = State::Exchange {
                             mechanism,
                             raw: false,
-                            scram: None,
+                            progress: Progress::Start,
                         };
                         Self::go_on(Reply::Handshake {
                             error_code: 0,
@@ -336,7 +360,7 @@ impl Authenticator {
         self.state = State::Exchange {
             mechanism,
             raw: version == 0,
-            scram: None,
+            progress: Progress::Start,
         };
         Self::go_on(Reply::Handshake {
             error_code: 0,
@@ -347,10 +371,10 @@ impl Authenticator {
     #[allow(clippy::too_many_arguments)]
     fn token(
         &mut self,
-        now: Duration,
+        at: Clocks,
         mechanism: Mechanism,
         raw: bool,
-        scram_state: Option<scram::FirstDone>,
+        progress: Progress,
         bytes: &[u8],
         entropy: &[u8],
         creds: &dyn Credentials,
@@ -364,33 +388,58 @@ impl Authenticator {
                 mechanism.name()
             )
         };
-        let outcome: Result<(Vec<u8>, Option<String>), String> =
-            match (mechanism.hash(), scram_state) {
-                (None, _) => plain::authenticate(bytes, &self.settings.plain_users)
-                    .map(|user| (Vec::new(), Some(user))),
-                (Some(hash), None) => {
-                    let lookup = |user: &str| creds.scram(user, mechanism);
-                    match scram::client_first(hash, bytes, entropy, lookup) {
-                        Ok((first, reply)) => {
-                            self.state = State::Exchange {
-                                mechanism,
-                                raw,
-                                scram: Some(first),
-                            };
-                            return self.token_reply(raw, reply, 0);
-                        }
-                        Err(scram::Failure::Credentials) => Err(generic()),
-                        Err(scram::Failure::Invalid(m)) => Err(m),
+        // (answer, user, the credential's expiry on the wall clock).
+        type Finished = (Vec<u8>, String, Option<i64>);
+        let outcome: Result<Finished, String> = match (mechanism, progress) {
+            (Mechanism::Plain, _) => plain::authenticate(bytes, &self.settings.plain_users)
+                .map(|user| (Vec::new(), user, None)),
+            (Mechanism::OAuthBearer, progress) => {
+                let challenged = match &progress {
+                    Progress::Challenged(json) => Some(json.as_str()),
+                    _ => None,
+                };
+                let options = &self.settings.oauthbearer;
+                match oauthbearer::server_token(bytes, challenged, options, at.wall_ms) {
+                    oauthbearer::Outcome::Done {
+                        principal,
+                        expires_ms,
+                    } => Ok((Vec::new(), principal, Some(expires_ms))),
+                    oauthbearer::Outcome::Challenge(json) => {
+                        self.state = State::Exchange {
+                            mechanism,
+                            raw,
+                            progress: Progress::Challenged(json.clone()),
+                        };
+                        return self.token_reply(raw, json.into_bytes(), 0);
                     }
+                    oauthbearer::Outcome::Fail(message) => Err(message),
+                    oauthbearer::Outcome::FailGeneric(_) => Err(generic()),
                 }
-                (Some(_), Some(first)) => match scram::client_final(&first, bytes) {
-                    Ok(reply) => Ok((reply, Some(first.username.clone()))),
+            }
+            (_, Progress::Scram(first)) => match scram::client_final(&first, bytes) {
+                Ok(reply) => Ok((reply, first.username.clone(), None)),
+                Err(scram::Failure::Credentials) => Err(generic()),
+                Err(scram::Failure::Invalid(m)) => Err(m),
+            },
+            (_, _) => {
+                let hash = mechanism.hash().expect("SCRAM mechanisms have a hash");
+                let lookup = |user: &str| creds.scram(user, mechanism);
+                match scram::client_first(hash, bytes, entropy, lookup) {
+                    Ok((first, reply)) => {
+                        self.state = State::Exchange {
+                            mechanism,
+                            raw,
+                            progress: Progress::Scram(first),
+                        };
+                        return self.token_reply(raw, reply, 0);
+                    }
                     Err(scram::Failure::Credentials) => Err(generic()),
                     Err(scram::Failure::Invalid(m)) => Err(m),
-                },
-            };
+                }
+            }
+        };
         match outcome {
-            Ok((reply, Some(user))) => {
+            Ok((reply, user, expires_ms)) => {
                 let principal = format!("User:{user}");
                 if self.reauthenticating && self.principal.as_deref() != Some(principal.as_str()) {
                     let message = format!(
@@ -406,16 +455,15 @@ impl Authenticator {
                 }
                 self.principal = Some(principal);
                 self.reauthenticating = false;
-                let lifetime = self.settings.reauth;
+                let lifetime = session_lifetime(self.settings.reauth, expires_ms, at.wall_ms);
                 self.state = State::Done {
                     mechanism,
-                    expires_at: lifetime.map(|l| now + l),
-                    authenticated_at: now,
+                    expires_at: lifetime.map(|l| at.now + l),
+                    authenticated_at: at.now,
                 };
                 let ms = lifetime.map_or(0, |l| l.as_millis() as i64);
                 self.token_reply(raw, reply, ms)
             }
-            Ok((_, None)) => unreachable!("a finished exchange names its user"),
             Err(message) if raw => {
                 // v0 has no error reply: the socket just closes.
                 let _ = message;
@@ -440,6 +488,32 @@ impl Authenticator {
                 session_lifetime_ms,
             },
         })
+    }
+}
+
+/// The clocks of one step: monotonic (sessions) and wall (tokens).
+#[derive(Clone, Copy)]
+struct Clocks {
+    now: Duration,
+    wall_ms: i64,
+}
+
+/// A session's lifetime as Kafka's `ReauthInfo` computes it (KIP-368): the smaller of
+/// `connections.max.reauth.ms` and the credential's remaining life (an OAUTHBEARER token's
+/// `exp`), whichever are set; `None`: no expiry. A credential already past its expiry (within
+/// the validator's clock skew) gives a session that has already ended.
+fn session_lifetime(
+    reauth: Option<Duration>,
+    expires_ms: Option<i64>,
+    wall_ms: i64,
+) -> Option<Duration> {
+    let remaining =
+        expires_ms.map(|at| Duration::from_millis(at.saturating_sub(wall_ms).max(0) as u64));
+    match (reauth, remaining) {
+        (None, None) => None,
+        (Some(r), None) => Some(r),
+        (None, Some(c)) => Some(c),
+        (Some(r), Some(c)) => Some(r.min(c)),
     }
 }
 

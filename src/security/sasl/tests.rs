@@ -39,11 +39,16 @@ fn build_users() -> Users {
 
 fn settings(reauth: Option<Duration>) -> SaslSettings {
     SaslSettings {
-        mechanisms: vec![Mechanism::ScramSha512, Mechanism::Plain],
+        mechanisms: vec![
+            Mechanism::ScramSha512,
+            Mechanism::Plain,
+            Mechanism::OAuthBearer,
+        ],
         plain_users: BTreeMap::from([("bob".to_string(), "bob-secret".to_string())]),
         max_receive_size: 524288,
         failed_delay: DELAY,
         reauth,
+        oauthbearer: oauthbearer::ValidatorOptions::default(),
     }
 }
 
@@ -52,6 +57,7 @@ fn token(bytes: &[u8]) -> Input<'_> {
         bytes,
         entropy: [7; 18],
         raw: false,
+        wall_ms: 0,
     }
 }
 
@@ -157,6 +163,7 @@ fn wrong_password_unknown_user_and_replay_fail_after_the_delay() {
         bytes: c1,
         entropy,
         raw: false,
+        wall_ms: 0,
     };
     ok_bytes(second.step(Duration::ZERO, input, &creds));
     let replay = format!("c=biws,r={nonce},p=AAAA");
@@ -208,7 +215,7 @@ fn unsupported_mechanism_lists_the_enabled_ones() {
             step.reply,
             Reply::Handshake {
                 error_code: UNSUPPORTED_SASL_MECHANISM,
-                mechanisms: vec!["SCRAM-SHA-512", "PLAIN"]
+                mechanisms: vec!["SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"]
             }
         );
         assert_eq!(step.then, Then::CloseAfter(DELAY));
@@ -245,6 +252,7 @@ fn plain_over_a_v0_handshake_uses_raw_tokens() {
         bytes: b"\0bob\0bob-secret",
         entropy: [0; 18],
         raw: true,
+        wall_ms: 0,
     };
     let step = auth.step(Duration::ZERO, input, &creds);
     assert_eq!(
@@ -294,6 +302,198 @@ fn sessions_expire_and_reauthenticate_as_the_same_principal() {
     assert!(failed(&auth.step(t, token(b"\0eve\0eve-secret"), &creds)));
 }
 
+/// OAUTHBEARER message by message: a token at wall time `wall_ms` from `config`
+/// (librdkafka's `sasl.oauthbearer.config`).
+fn bearer(config: &str, issued_ms: i64) -> Vec<u8> {
+    oauthbearer::login::UnsecuredLogin::from_librdkafka(config)
+        .unwrap()
+        .first_message(issued_ms)
+}
+
+fn bearer_input(bytes: &[u8], wall_ms: i64) -> Input<'_> {
+    Input::Token {
+        bytes,
+        entropy: [0; 18],
+        raw: false,
+        wall_ms,
+    }
+}
+
+/// The wall clock of these tests: 2026-12-06, in ms.
+const WALL: i64 = 1_796_000_000_000;
+
+#[test]
+fn oauthbearer_token_names_the_principal_and_bounds_the_session() {
+    let creds = users();
+    // (connections.max.reauth.ms, token lifetime s) → session_lifetime_ms, for a token issued
+    // 250 ms before the login.
+    for (reauth, life, expected) in [
+        (None, 60, 59_750),
+        (Some(10_000), 60, 10_000),
+        (Some(10_000), 5, 4_750),
+    ] {
+        let mut auth = Authenticator::new(settings(reauth.map(Duration::from_millis)));
+        auth.step(Duration::ZERO, Input::ApiVersions, &creds);
+        let step = auth.step(Duration::ZERO, handshake("OAUTHBEARER"), &creds);
+        assert!(matches!(step.reply, Reply::Handshake { error_code: 0, .. }));
+        let first = bearer(&format!("principal=alice lifeSeconds={life}"), WALL);
+        let step = auth.step(Duration::ZERO, bearer_input(&first, WALL + 250), &creds);
+        assert_eq!(
+            step,
+            Step {
+                reply: Reply::Authenticate {
+                    error_code: 0,
+                    message: None,
+                    bytes: vec![],
+                    session_lifetime_ms: expected,
+                },
+                then: Then::Continue
+            },
+            "{reauth:?} {life}"
+        );
+        assert_eq!(auth.principal(), Some("User:alice"));
+    }
+}
+
+#[test]
+fn oauthbearer_bad_token_is_challenged_then_fails_with_the_json() {
+    let creds = users();
+    let expired = bearer("principal=alice lifeSeconds=1", WALL - 1_000);
+    let no_sub = oauthbearer::message::write(
+        "eyJhbGciOiJub25lIn0.eyJleHAiOjk5OTk5OTk5OTl9.",
+        &BTreeMap::new(),
+    );
+    for token in [expired, no_sub] {
+        let mut auth = Authenticator::new(settings(None));
+        auth.step(Duration::ZERO, handshake("OAUTHBEARER"), &creds);
+        let step = auth.step(Duration::ZERO, bearer_input(&token, WALL), &creds);
+        let json = br#"{"status":"invalid_token"}"#.to_vec();
+        assert_eq!(
+            step,
+            Step {
+                reply: Reply::Authenticate {
+                    error_code: 0,
+                    message: None,
+                    bytes: json.clone(),
+                    session_lifetime_ms: 0
+                },
+                then: Then::Continue
+            }
+        );
+        assert_eq!(auth.principal(), None);
+        let step = auth.step(Duration::ZERO, bearer_input(&[1], WALL), &creds);
+        assert_eq!(
+            step,
+            Step {
+                reply: Reply::Authenticate {
+                    error_code: SASL_AUTHENTICATION_FAILED,
+                    message: Some(String::from_utf8(json).unwrap()),
+                    bytes: vec![],
+                    session_lifetime_ms: 0
+                },
+                then: Then::CloseAfter(DELAY)
+            }
+        );
+    }
+    // A required scope the token lacks: insufficient_scope, naming the scope.
+    let mut scoped = settings(None);
+    scoped.oauthbearer.required_scope = vec!["produce".into()];
+    let mut auth = Authenticator::new(scoped);
+    auth.step(Duration::ZERO, handshake("OAUTHBEARER"), &creds);
+    let first = bearer("principal=alice scope=consume", WALL);
+    let bytes = ok_bytes(auth.step(Duration::ZERO, bearer_input(&first, WALL), &creds));
+    assert_eq!(
+        bytes,
+        br#"{"status":"insufficient_scope", "scope":"[produce]"}"#
+    );
+}
+
+#[test]
+fn oauthbearer_malformed_and_oversized_messages_fail_at_once() {
+    let creds = users();
+    let huge = bearer(&format!("principal={}", "a".repeat(600_000)), WALL);
+    for bytes in [
+        &b"n,,\x01auth=Bearer x\x01"[..],
+        b"\x01",
+        b"",
+        b"\xff\xfe",
+        &huge,
+    ] {
+        let mut auth = Authenticator::new(settings(None));
+        auth.step(Duration::ZERO, handshake("OAUTHBEARER"), &creds);
+        let step = auth.step(Duration::ZERO, bearer_input(bytes, WALL), &creds);
+        assert_eq!(
+            step.then,
+            Then::CloseAfter(DELAY),
+            "{:?}",
+            &bytes[..bytes.len().min(20)]
+        );
+        if bytes.len() < 1000 {
+            let Reply::Authenticate { message, .. } = step.reply else {
+                panic!("{:?}", step.reply)
+            };
+            assert!(message
+                .unwrap()
+                .contains("invalid credentials with SASL mechanism OAUTHBEARER"));
+        }
+    }
+}
+
+#[test]
+fn oauthbearer_session_ends_with_the_token_and_reauthenticates_with_a_new_one() {
+    let creds = users();
+    let mut auth = Authenticator::new(settings(None));
+    auth.step(Duration::ZERO, handshake("OAUTHBEARER"), &creds);
+    let first = bearer("principal=alice lifeSeconds=4", WALL);
+    ok_bytes(auth.step(Duration::ZERO, bearer_input(&first, WALL), &creds));
+    // At 3.6 s (librdkafka's 90 %) a new token, on the same connection.
+    let t = Duration::from_millis(3_600);
+    assert_eq!(auth.step(t, Input::Other, &creds).reply, Reply::Route);
+    let step = auth.step(t, handshake("OAUTHBEARER"), &creds);
+    assert!(matches!(step.reply, Reply::Handshake { error_code: 0, .. }));
+    let again = bearer("principal=alice lifeSeconds=4", WALL + 3_600);
+    let step = auth.step(t, bearer_input(&again, WALL + 3_600), &creds);
+    assert!(matches!(
+        step.reply,
+        Reply::Authenticate {
+            error_code: 0,
+            session_lifetime_ms: 4_000,
+            ..
+        }
+    ));
+    // Past the first token's end, the second one's session goes on...
+    let later = Duration::from_millis(7_000);
+    assert_eq!(auth.step(later, Input::Other, &creds).reply, Reply::Route);
+    // ...until its own end: then a request closes the connection without an answer.
+    let end = Duration::from_millis(7_600);
+    assert_eq!(
+        auth.step(end, Input::Other, &creds),
+        Step {
+            reply: Reply::None,
+            then: Then::CloseAfter(Duration::ZERO)
+        }
+    );
+
+    // Re-authenticating as someone else fails; so does another mechanism.
+    let mut auth = Authenticator::new(settings(None));
+    auth.step(Duration::ZERO, handshake("OAUTHBEARER"), &creds);
+    ok_bytes(auth.step(Duration::ZERO, bearer_input(&first, WALL), &creds));
+    auth.step(t, handshake("OAUTHBEARER"), &creds);
+    let mallory = bearer("principal=mallory", WALL + 3_600);
+    assert!(failed(&auth.step(
+        t,
+        bearer_input(&mallory, WALL + 3_600),
+        &creds
+    )));
+    let mut auth = Authenticator::new(settings(None));
+    auth.step(Duration::ZERO, handshake("OAUTHBEARER"), &creds);
+    ok_bytes(auth.step(Duration::ZERO, bearer_input(&first, WALL), &creds));
+    assert_eq!(
+        auth.step(t, handshake("PLAIN"), &creds).then,
+        Then::CloseAfter(Duration::ZERO)
+    );
+}
+
 /// Hostile sequences: whatever a client sends in whatever order, the core answers without a
 /// panic, never names a principal without a finished exchange, and stops at the first close.
 mod hostile {
@@ -303,7 +503,7 @@ mod hostile {
 
     fn input() -> impl Strategy<Value = (u8, i16, Vec<u8>)> {
         (
-            0u8..5,
+            0u8..7,
             0i16..3,
             proptest::collection::vec(any::<u8>(), 0..64),
         )
@@ -319,15 +519,23 @@ mod hostile {
                 let now = Duration::from_millis(i as u64 * 700);
                 let text = String::from_utf8_lossy(bytes).into_owned();
                 let mechanism = match bytes.first() {
-                    Some(b) if b % 3 == 0 => "PLAIN",
-                    Some(b) if b % 3 == 1 => "SCRAM-SHA-512",
+                    Some(b) if b % 4 == 0 => "PLAIN",
+                    Some(b) if b % 4 == 1 => "SCRAM-SHA-512",
+                    Some(b) if b % 4 == 2 => "OAUTHBEARER",
                     _ => text.as_str(),
                 };
+                // Bob's token, good for 2 s from the start.
+                let wall_ms = now.as_millis() as i64;
+                let bob_token = oauthbearer::login::UnsecuredLogin::from_librdkafka("principal=bob lifeSeconds=2")
+                    .unwrap()
+                    .first_message(0);
                 let input = match kind {
                     0 => Input::ApiVersions,
                     1 => Input::Handshake { version: *version, mechanism },
-                    2 => Input::Token { bytes, entropy: [1; 18], raw: auth.expects_raw_token() },
-                    3 => Input::Token { bytes: b"\0bob\0bob-secret", entropy: [1; 18], raw: auth.expects_raw_token() },
+                    2 => Input::Token { bytes, entropy: [1; 18], raw: auth.expects_raw_token(), wall_ms },
+                    3 => Input::Token { bytes: b"\0bob\0bob-secret", entropy: [1; 18], raw: auth.expects_raw_token(), wall_ms },
+                    4 => Input::Token { bytes: &bob_token, entropy: [1; 18], raw: auth.expects_raw_token(), wall_ms },
+                    5 => Input::Token { bytes: &[1], entropy: [1; 18], raw: auth.expects_raw_token(), wall_ms },
                     _ => Input::Other,
                 };
                 let step = auth.step(now, input, &creds);

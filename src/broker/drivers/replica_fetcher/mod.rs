@@ -17,6 +17,8 @@
 //! per fetcher, at most [`MAX_PARTITIONS_PER_FETCH`] partitions per request (taken round-robin),
 //! and each partition backs off `replica.fetch.backoff.ms` after an error.
 
+#[cfg(any(madsim, test))]
+mod fault_point;
 mod local_log;
 pub mod request;
 pub mod response;

@@ -217,6 +217,14 @@ async fn send_fetch(
                 broker.record_replication(Side::Follower, bytes);
             }
             let answer = super::response::classify(&data);
+            #[cfg(any(madsim, test))]
+            let answer = super::fault_point::catch_up_answer_lost(
+                broker,
+                &image,
+                &sent,
+                (topic.topic_id, data.partition_index),
+                answer,
+            );
             if let core::Answer::WaitForMetadata(code) | core::Answer::Retry(code) = answer {
                 tracing::debug!(
                     leader = fetcher.leader,

@@ -293,6 +293,10 @@ pub(crate) async fn create_partitions(
                 ResponseError::InvalidTopicException,
                 format!("the partition count of the internal topic {name} cannot change"),
             ))
+        } else if crate::planted!(broker.config, CreatePartitionsStuckAfterFailover)
+            && broker.quorum.active_epoch().is_some_and(|e| e > 1)
+        {
+            Err((ResponseError::RequestTimedOut, "planted".to_string()))
         } else {
             broker
                 .change_metadata_until(

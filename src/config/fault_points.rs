@@ -1,0 +1,79 @@
+//! Fault points: BUGGIFY inside the broker (issue 21's mutation run). Some bugs hide in a window
+//! no fault from outside can open on purpose: the simulator's nemesis sees the cluster only
+//! through its metadata, a fetch round trip late. A fault point is a named place in the
+//! broker's own code where, with a chance the simulator sets, something a real cluster may do
+//! happens at the worst moment — an answer lost, a load slowed down. Each does only what a
+//! network or a disk may do anyway, so correct code must survive it; it only makes the moment
+//! common instead of rare.
+//!
+//! Like planted bugs, the points exist only in the simulator build (`cfg(madsim)`) and in unit
+//! tests: production has no field, no draw and no name for them. They reach the code through
+//! [`ServerConfig::fault_points`](super::ServerConfig), which the simulator fills from a
+//! scenario's `[nemesis.aimed]` table; every chance is 0 otherwise, and a point at 0 draws
+//! nothing, so scenarios without it keep their schedules and trace hashes.
+
+use crate::io::Rng;
+
+/// The chance of each point, per time its moment comes (0: off).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FaultPoints {
+    /// Replica fetcher (follower side): the leader's answer for a partition this follower is
+    /// catching up on (out of the ISR, fetching below the high watermark) is lost, records and
+    /// all; the partition waits `replica.fetch.backoff.ms` and fetches again. The window of a
+    /// leader that admits a follower to the ISR on what its answer will carry
+    /// (`isr-expand-one-fetch-early`): the follower is in the ISR without the records.
+    pub catch_up_answer_lost: f64,
+    /// Group coordinator: a newly led `__consumer_offsets` partition waits
+    /// [`COORDINATOR_LOAD_STALL_MS`] (a drawn time in it) before its replay starts, as on a
+    /// slow disk; its groups stay loading meanwhile (`group-serve-while-loading`).
+    pub coordinator_load_stall: f64,
+}
+
+/// How long a stalled coordinator load waits before its replay: [min, max] ms.
+pub const COORDINATOR_LOAD_STALL_MS: [u64; 2] = [200, 2000];
+
+impl FaultPoints {
+    /// Whether a point of `chance` strikes now. Draws from `rng` only when `chance > 0`.
+    pub fn strikes(chance: f64, rng: &dyn Rng) -> bool {
+        if chance <= 0.0 {
+            return false;
+        }
+        // 53 random bits: a uniform draw in [0, 1).
+        let draw = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        draw < chance
+    }
+
+    /// A uniform draw in `range` ([min, max], min ≤ max).
+    pub fn draw(range: [u64; 2], rng: &dyn Rng) -> u64 {
+        range[0] + rng.next_u64() % (range[1] - range[0] + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(u64);
+    impl Rng for Fixed {
+        fn next_u64(&self) -> u64 {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_point_at_zero_never_draws_and_a_chance_splits_the_draws() {
+        struct Panics;
+        impl Rng for Panics {
+            fn next_u64(&self) -> u64 {
+                panic!("an unarmed point drew")
+            }
+        }
+        assert!(!FaultPoints::strikes(0.0, &Panics));
+        assert!(FaultPoints::strikes(0.5, &Fixed(0)));
+        assert!(!FaultPoints::strikes(0.5, &Fixed(u64::MAX)));
+        assert!(FaultPoints::strikes(1.0, &Fixed(u64::MAX)));
+        assert_eq!(FaultPoints::draw([200, 2000], &Fixed(0)), 200);
+        assert_eq!(FaultPoints::draw([200, 2000], &Fixed(1800)), 2000);
+        assert_eq!(FaultPoints::draw([5, 5], &Fixed(77)), 5);
+    }
+}
