@@ -72,6 +72,14 @@ pub struct TxnSpec {
     pub final_at_ms: u64,
 }
 
+impl TxnSpec {
+    /// The transactional clients' request time-out at the coordinators
+    /// (`transactions.request_timeout_ms`); connections keep `timeout`.
+    pub fn coordinator_timeout(&self) -> Duration {
+        Duration::from_millis(self.txns.request_timeout_ms)
+    }
+}
+
 pub(crate) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
@@ -328,7 +336,7 @@ impl Producer {
                     continue;
                 }
             }
-            let timeout = self.spec.timeout;
+            let timeout = self.spec.coordinator_timeout();
             let io = self.io.clone();
             let result = io
                 .timeout(timeout, self.ask(&call))
