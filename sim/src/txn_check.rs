@@ -36,6 +36,9 @@ pub enum TxnEvent {
         /// It speaks transactions v2 (KIP-890 part 2).
         #[serde(default)]
         v2: bool,
+        /// It named its previous producer id and epoch (KIP-360, InitProducerId v5).
+        #[serde(default)]
+        resumed: bool,
     },
     /// Transaction `txn` of `producer` sent `value` to `partition` (acknowledged or not).
     Send {

@@ -482,6 +482,7 @@ pub async fn run_task(io: Io, spec: TxnSpec, partition: i32, history: History, c
                     error: "the task crashed".into(),
                 });
                 t.restart();
+                t.p.forget();
             }
             Err(e) => {
                 t.p.record(TxnEvent::Abandoned {
