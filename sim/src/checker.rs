@@ -254,6 +254,12 @@ impl Findings {
             t.misdirected.len(),
             "late EndTxns that ended a later transaction (KAFKA-17754)",
         );
+        add(
+            Check::Transactions,
+            t.stale_offset_commits.len(),
+            "stale offset commits: an abandoned TxnOffsetCommit accepted in a later transaction \
+             of the same epoch (Kafka's transactions v1 limit, fixed by transactions v2)",
+        );
         if checks.contains(&Check::Liveness) {
             if let Some(why) = &self.liveness {
                 out.push(format!("liveness: {why}"));

@@ -251,6 +251,9 @@ async fn txn(io: &Io, spec: &TxnSpec, history: &History, clock: RunClock) -> Res
     spec.until_ms = deadline;
     spec.final_at_ms = deadline;
     spec.timeout = CALL_TIMEOUT;
+    // After healing every call is bounded alike, the coordinators' too (a hung one is the
+    // finding, not something to wait out).
+    spec.txns.request_timeout_ms = CALL_TIMEOUT.as_millis() as u64;
     ensure_topic(io, &spec, &clock, TXN_TOPIC, 1).await;
     let bootstrap = spec.bootstrap.clone();
     let value = "txn-probe-0";

@@ -318,6 +318,27 @@ pub struct Transactions {
     pub end_txn_timeout_ms: Option<u64>,
     #[serde(default = "default_end_txn_hold_max")]
     pub end_txn_hold_max_ms: u64,
+    /// The transactional clients' request time-out at the coordinators (InitProducerId,
+    /// AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn, OffsetFetch): Java's
+    /// `request.timeout.ms`, 30 s (librdkafka's `socket.timeout.ms` is 60 s) — far longer than
+    /// the nemesis's partitions, so a request a partition holds is answered late on its own
+    /// connection, in order, not abandoned. Shorter, a client gives up on a held request and
+    /// sends it again on a new connection while the first is still in the network: under
+    /// transactions v1 an abandoned TxnOffsetCommit may then reach the group coordinator
+    /// inside a later transaction of the same epoch (`txn_check`'s stale offset commit).
+    #[serde(default = "default_txn_request_timeout")]
+    pub request_timeout_ms: u64,
+    /// The chance that a pipeline task's TxnOffsetCommit's first send is held in the network
+    /// (its group coordinator's node cut off from that connection): the client waits
+    /// `request_timeout_ms` for the answer; past it, it retries on a new connection and goes
+    /// on, and the held request reaches the coordinator once a later transaction of the task
+    /// has had its own offsets accepted (or after `end_txn_hold_max_ms`). 0: never.
+    #[serde(default)]
+    pub offset_commit_hold_ratio: f64,
+}
+
+fn default_txn_request_timeout() -> u64 {
+    30_000
 }
 
 fn one_version() -> u8 {
@@ -387,6 +408,11 @@ impl Transactions {
         }
         if !(1..=2).contains(&self.version) || !(0.0..=1.0).contains(&self.end_txn_hold_ratio) {
             return Err("transactions: version 1 or 2, end_txn_hold_ratio 0..=1".into());
+        }
+        if self.request_timeout_ms == 0 || !(0.0..=1.0).contains(&self.offset_commit_hold_ratio) {
+            return Err(
+                "transactions: request_timeout_ms ≥ 1, offset_commit_hold_ratio 0..=1".into(),
+            );
         }
         Ok(())
     }
@@ -1060,6 +1086,25 @@ impl Scenario {
         if lo > hi {
             return Err("nemesis.duration_ms must be [min, max] with min ≤ max".into());
         }
+        // Transactions v1 cannot tell an abandoned TxnOffsetCommit from one of the producer's
+        // next transaction at the same epoch: a safe v1 pipeline needs clients that wait a
+        // partition out (a clogged link's data arrives up to about twice the cut's length
+        // after it began) rather than abandon requests to it, as real clients' time-outs do.
+        if let Some(t) = self.transactions.as_ref().filter(|t| {
+            self.expect == Expect::Safe
+                && t.version == 1
+                && t.pipeline
+                && !self.nemesis.weights.is_empty()
+        }) {
+            if t.request_timeout_ms <= 2 * hi {
+                return Err(format!(
+                    "transactions.request_timeout_ms {} must exceed twice nemesis.duration_ms's \
+                     {hi} in a safe v1 pipeline (Kafka v1's stale TxnOffsetCommit; see \
+                     transactions-v1-stale-offset-commit)",
+                    t.request_timeout_ms
+                ));
+            }
+        }
         for fault in &self.nemesis.timeline {
             if fault.node >= self.cluster.nodes() {
                 return Err(format!(
@@ -1118,6 +1163,25 @@ mod tests {
             }
         }
         assert!(seen > 0);
+    }
+
+    #[test]
+    fn a_safe_v1_pipeline_needs_clients_that_wait_a_partition_out() {
+        let load = |expect: &str, version: u8, timeout: &str| {
+            let s = toml::from_str::<Scenario>(&format!(
+                "expect = \"{expect}\"\n[transactions]\npipeline = true\nversion = {version}\n\
+                 {timeout}\n[nemesis]\nduration_ms = [500, 3000]\nweights = {{ split = 1 }}\n"
+            ))
+            .unwrap();
+            s.validate()
+        };
+        assert!(load("safe", 1, "").is_ok(), "real clients' 30 s");
+        let short = load("safe", 1, "request_timeout_ms = 3000").unwrap_err();
+        assert!(short.contains("request_timeout_ms"), "{short}");
+        // Transactions v2 fences what a short time-out leaves in the network; an unsafe
+        // scenario shows v1's limit on purpose.
+        assert!(load("safe", 2, "request_timeout_ms = 3000").is_ok());
+        assert!(load("unsafe", 1, "request_timeout_ms = 300").is_ok());
     }
 
     #[test]

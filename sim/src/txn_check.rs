@@ -12,7 +12,13 @@
 //!   healing (a transaction left hanging);
 //! - misdirected: an EndTxn of transaction n, held in the network until the producer's next
 //!   transaction had written, was accepted — it ended a transaction the client did not end
-//!   (KAFKA-17754; transactions v2's epoch bump fences it, v1 accepts it by design).
+//!   (KAFKA-17754; transactions v2's epoch bump fences it, v1 accepts it by design);
+//! - stale offset commit: a pipeline task's group offset is the one a TxnOffsetCommit of its
+//!   transaction n sent in an attempt the client abandoned (timed out, sent again on a new
+//!   connection), where the last committed transaction m > n at the same producer epoch had
+//!   committed another: the abandoned request reached the group coordinator inside m and
+//!   replaced m's offsets. Transactions v1 cannot tell two transactions of one epoch apart
+//!   (Kafka's too); v2's per-transaction epoch bump fences it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +36,9 @@ pub enum TxnEvent {
         /// It speaks transactions v2 (KIP-890 part 2).
         #[serde(default)]
         v2: bool,
+        /// It named its previous producer id and epoch (KIP-360, InitProducerId v5).
+        #[serde(default)]
+        resumed: bool,
     },
     /// Transaction `txn` of `producer` sent `value` to `partition` (acknowledged or not).
     Send {
@@ -91,6 +100,21 @@ pub enum TxnEvent {
         to: i64,
         inputs: Vec<(i64, String)>,
     },
+    /// A pipeline task's TxnOffsetCommit attempt in its transaction `txn`: `offset` of input
+    /// `partition` at (`producer_id`, `epoch`). `abandoned`: no answer within the client's
+    /// request time-out, so the client gave up on it and sent it again on a new connection —
+    /// the request itself may still reach the group coordinator later; else `error` none =
+    /// accepted.
+    OffsetCommit {
+        task: u32,
+        txn: u64,
+        partition: i32,
+        offset: i64,
+        producer_id: i64,
+        epoch: i16,
+        abandoned: bool,
+        error: Option<String>,
+    },
     /// `task` (re)started from the group's committed `offset` of input `partition`.
     Restarted {
         task: u32,
@@ -132,6 +156,11 @@ pub struct TxnFindings {
     /// Late EndTxns accepted after the later transaction that released them had written (and
     /// before it ended): they ended a transaction the client did not end.
     pub misdirected: Vec<String>,
+    /// Group offsets that an abandoned TxnOffsetCommit of an earlier transaction set inside a
+    /// later committed transaction of the same producer epoch (Kafka's transactions v1 limit).
+    pub stale_offset_commits: Vec<String>,
+    /// TxnOffsetCommit attempts the clients abandoned (timed out).
+    pub abandoned_offset_commits: usize,
     /// Late (held) EndTxns delivered, and how many of them were accepted.
     pub late_ends: usize,
     pub late_ends_accepted: usize,
@@ -152,6 +181,7 @@ impl TxnFindings {
             + self.intermediate.len()
             + self.offsets.len()
             + self.misdirected.len()
+            + self.stale_offset_commits.len()
     }
 }
 
@@ -240,6 +270,10 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
                 value,
                 upto,
             } => reads.push((e.at_ms, *partition, *offset, value.clone(), *upto)),
+            TxnEvent::OffsetCommit { abandoned, .. } => {
+                f.abandoned_offset_commits += usize::from(*abandoned);
+                pipeline.push(e);
+            }
             TxnEvent::Consumed { .. } | TxnEvent::Restarted { .. } => pipeline.push(e),
             TxnEvent::Committed { partition, offset } => {
                 committed_offsets.insert(*partition, (e.at_ms, *offset));
@@ -431,6 +465,50 @@ pub fn check(entries: &[Entry]) -> TxnFindings {
 
 /// (producer or task, transaction).
 type TxnKey = (u32, u64);
+
+/// A task's TxnOffsetCommit attempts: the abandoned ones (transaction, offset, producer id and
+/// epoch) and, per transaction, the producer id and epoch of an accepted one.
+#[derive(Default)]
+struct Attempts {
+    abandoned: Vec<(u64, i64, (i64, i16))>,
+    accepted: BTreeMap<u64, (i64, i16)>,
+}
+
+/// Per task, its TxnOffsetCommit attempts.
+type Commits = BTreeMap<u32, Attempts>;
+
+/// The group's offset for `task` is `found` where its last committed transaction `last`
+/// committed `expected`: a stale offset commit if an attempt of an earlier transaction at
+/// `last`'s producer id and epoch sent `found` and was abandoned by the client.
+fn stale_commit(
+    f: &mut TxnFindings,
+    commits: &Commits,
+    task: u32,
+    last: u64,
+    found: i64,
+    expected: i64,
+) {
+    let Some(attempts) = commits.get(&task) else {
+        return;
+    };
+    let Some(&at) = attempts.accepted.get(&last) else {
+        return;
+    };
+    let stale = attempts
+        .abandoned
+        .iter()
+        .find(|&&(n, offset, producer)| n < last && offset == found && producer == at);
+    if let Some((n, _, (pid, epoch))) = stale {
+        let what = format!(
+            "task {task}: the abandoned TxnOffsetCommit({found}) of transaction {n} was \
+                 accepted inside transaction {last} of the same producer {pid} epoch {epoch}, \
+                 replacing its {expected} (Kafka's transactions v1 limit; v2 fences it)"
+        );
+        if !f.stale_offset_commits.contains(&what) {
+            push(&mut f.stale_offset_commits, what);
+        }
+    }
+}
 /// What a pipeline transaction consumed: input partition, from, to, the inputs.
 type Consumption<'a> = (i32, i64, i64, &'a [(i64, String)]);
 
@@ -454,11 +532,32 @@ fn check_pipeline(
         txns.get(key)
             .is_some_and(|t| t.values.iter().any(|v| stored.contains_key(v.as_str())))
     };
-    // Per task, the `to` of its last visible transaction so far (in history order).
-    let mut last_end: BTreeMap<u32, i64> = BTreeMap::new();
+    // Per task, the `to` of its last visible transaction so far (in history order), and that
+    // transaction.
+    let mut last_end: BTreeMap<u32, (i64, u64)> = BTreeMap::new();
+    let mut commits = Commits::default();
     for e in pipeline {
         let Event::Txn(t) = &e.event else { continue };
         match t {
+            TxnEvent::OffsetCommit {
+                task,
+                txn,
+                offset,
+                producer_id,
+                epoch,
+                abandoned,
+                error,
+                ..
+            } => {
+                let attempts = commits.entry(*task).or_default();
+                if *abandoned {
+                    attempts
+                        .abandoned
+                        .push((*txn, *offset, (*producer_id, *epoch)));
+                } else if error.is_none() {
+                    attempts.accepted.insert(*txn, (*producer_id, *epoch));
+                }
+            }
             TxnEvent::Consumed {
                 task,
                 txn,
@@ -470,7 +569,7 @@ fn check_pipeline(
                 f.pipeline_transactions += 1;
                 consumed.insert((*task, *txn), (*partition, *from, *to, inputs));
                 if visible(&(*task, *txn)) {
-                    last_end.insert(*task, *to);
+                    last_end.insert(*task, (*to, *txn));
                 }
             }
             TxnEvent::Restarted {
@@ -479,9 +578,10 @@ fn check_pipeline(
                 offset,
             } => {
                 f.restarts += 1;
-                let expected = last_end.get(task).copied().unwrap_or(0);
+                let (expected, last) = last_end.get(task).copied().unwrap_or((0, 0));
                 if *offset != expected {
                     evident(f, e.at_ms);
+                    stale_commit(f, &commits, *task, last, *offset, expected);
                     push(
                         &mut f.offsets,
                         format!(
@@ -542,6 +642,9 @@ fn check_pipeline(
         }
         if committed != expected {
             evident(f, end);
+            if let Some((_, _, (task, txn))) = chain.last() {
+                stale_commit(f, &commits, *task, *txn, committed, expected);
+            }
             push(
                 &mut f.offsets,
                 format!(
@@ -997,5 +1100,78 @@ mod tests {
         assert_eq!(f.duplicated.len(), 2, "a and b twice: {f:?}");
         assert_eq!(f.aborted_reads.len(), 1, "the misread a: {f:?}");
         assert_eq!(f.count(), 4);
+    }
+
+    fn commit_attempt(txn: u64, offset: i64, epoch: i16, abandoned: bool) -> TxnEvent {
+        TxnEvent::OffsetCommit {
+            task: TASK,
+            txn,
+            partition: 0,
+            offset,
+            producer_id: 7,
+            epoch,
+            abandoned,
+            error: abandoned.then(|| "timed out".into()),
+        }
+    }
+
+    /// Transaction 1 consumes [0, 2): its first TxnOffsetCommit(2) is abandoned, the retry
+    /// accepted, it commits; transaction 2 consumes [2, 4), commits 4 at `epoch` and commits;
+    /// yet the task restarts from 2, the final offset 2.
+    fn stale_history(epoch: i16) -> Vec<Entry> {
+        let input = |txn, v: &str| TxnEvent::Send {
+            producer: 0,
+            txn,
+            partition: 0,
+            value: v.into(),
+        };
+        let o = |txn, i| output_value(TASK, txn, i);
+        let mut h = vec![
+            at(0, input(1, "a")),
+            at(0, input(2, "b")),
+            at(0, input(3, "c")),
+            at(0, ended(1, true)),
+            at(0, ended(2, true)),
+            at(0, ended(3, true)),
+            at(1, restarted(0)),
+            at(2, consumed(1, 0, 2, &[(0, "a"), (1, "b")])),
+            at(3, output(1, 0)),
+            at(4, output(1, 1)),
+            at(5, commit_attempt(1, 2, 0, true)),
+            at(6, commit_attempt(1, 2, 0, false)),
+            at(7, piped(1, true)),
+            at(8, consumed(2, 2, 4, &[(3, "c")])),
+            at(9, output(2, 3)),
+            at(10, commit_attempt(2, 4, epoch, false)),
+            at(11, piped(2, true)),
+            at(20, restarted(2)),
+        ];
+        h.extend(finals(
+            &INPUT,
+            &[
+                (1000, vec![(0, o(1, 0))]),
+                (1001, vec![(0, o(1, 1)), (2, o(2, 3))]),
+            ],
+            2,
+        ));
+        h
+    }
+
+    #[test]
+    fn a_stale_offset_commit_is_named() {
+        // The abandoned TxnOffsetCommit(2) of transaction 1 reached the group coordinator
+        // inside transaction 2 at the same epoch and replaced its 4.
+        let f = check(&stale_history(0));
+        assert_eq!(f.stale_offset_commits.len(), 1, "{f:?}");
+        assert!(f.stale_offset_commits[0].contains("transaction 1"), "{f:?}");
+        assert_eq!(f.offsets.len(), 2, "restart and final offset: {f:?}");
+        assert_eq!(f.abandoned_offset_commits, 1);
+        assert_eq!(f.count(), 3);
+        assert_eq!(f.first_ms, Some(20));
+        // At another epoch (v2 bumps it at every end) the abandoned request could not have
+        // been accepted in transaction 2: the wrong offset is not put down to it.
+        let f = check(&stale_history(1));
+        assert!(f.stale_offset_commits.is_empty(), "{f:?}");
+        assert_eq!(f.offsets.len(), 2, "{f:?}");
     }
 }

@@ -28,7 +28,8 @@ use kafka_protocol::messages::{
     TxnOffsetCommitRequest,
 };
 use madsim::rand::Rng;
-use weir::client::{Client, ClientError};
+use tokio::sync::oneshot;
+use weir::client::{Client, ClientError, Connection};
 use weir::io::Io;
 
 use crate::history::{Event, History};
@@ -76,6 +77,21 @@ async fn group_coordinator(io: &Io, spec: &TxnSpec, attempt: u64) -> Result<Clie
     connect(io, addr, spec.timeout).await
 }
 
+/// Sends a TxnOffsetCommit on `c` and checks every partition's answer.
+async fn commit_offsets(
+    c: &mut Connection,
+    request: &TxnOffsetCommitRequest,
+    version: i16,
+) -> Result<(), ClientError> {
+    let r = c.call(request, version).await?;
+    for t in &r.topics {
+        for p in &t.partitions {
+            kafka(p.error_code)?;
+        }
+    }
+    Ok(())
+}
+
 /// A request to the group coordinator.
 enum GroupCall {
     /// OffsetFetch of the task's partition, require_stable.
@@ -91,15 +107,26 @@ struct Task {
     input: Option<Client>,
     /// Where the next transaction consumes from; `None`: ask the group.
     position: Option<i64>,
+    /// A TxnOffsetCommit held in the network (`offset_commit_hold_ratio`): its transaction,
+    /// and its release.
+    held: Option<(u64, oneshot::Sender<()>)>,
 }
 
 impl Task {
+    /// `call` on the connection to the group coordinator (made by `at_group`).
     async fn ask_group(&mut self, call: &GroupCall) -> Result<i64, ClientError> {
-        if self.group.is_none() {
-            self.p.attempt += 1;
-            self.group = Some(group_coordinator(&self.p.io, &self.p.spec, self.p.attempt).await?);
-        }
-        let c = self.group.as_mut().expect("connected above").connection();
+        let commit_request = match call {
+            GroupCall::Commit(offset) => {
+                let (request, version) = self.commit_request(*offset);
+                (Some(request), version)
+            }
+            GroupCall::Fetch => (None, 0),
+        };
+        let c = self
+            .group
+            .as_mut()
+            .expect("connected by at_group")
+            .connection();
         let topic = || TopicName(s(TOPIC));
         match call {
             GroupCall::Fetch => {
@@ -121,48 +148,136 @@ impl Task {
                 Ok(p.committed_offset.max(0))
             }
             GroupCall::Commit(offset) => {
-                let (pid, epoch) = self.p.producer.expect("initialized");
-                let request = TxnOffsetCommitRequest::default()
-                    .with_transactional_id(TransactionalId(s(&self.p.transactional_id)))
-                    .with_group_id(GroupId(s(GROUP)))
-                    .with_producer_id(ProducerId(pid))
-                    .with_producer_epoch(epoch)
-                    .with_generation_id(-1)
-                    .with_member_id(s(""))
-                    .with_topics(vec![TxnOffsetCommitRequestTopic::default()
-                        .with_name(topic())
-                        .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                            .with_partition_index(self.partition)
-                            .with_committed_offset(*offset)
-                            .with_committed_leader_epoch(-1)])]);
-                let version = if self.p.v2 {
-                    TXN_OFFSET_COMMIT_V2_VERSION
-                } else {
-                    TXN_OFFSET_COMMIT_VERSION
-                };
-                let r = c.call(&request, version).await?;
-                for t in &r.topics {
-                    for p in &t.partitions {
-                        kafka(p.error_code)?;
-                    }
-                }
+                let (request, version) = commit_request;
+                commit_offsets(c, &request.expect("built above"), version).await?;
                 Ok(*offset)
             }
         }
     }
 
+    /// The TxnOffsetCommit of `offset` this task sends now, and its version.
+    fn commit_request(&self, offset: i64) -> (TxnOffsetCommitRequest, i16) {
+        let (pid, epoch) = self.p.producer.expect("initialized");
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(s(&self.p.transactional_id)))
+            .with_group_id(GroupId(s(GROUP)))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_generation_id(-1)
+            .with_member_id(s(""))
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(TOPIC)))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(self.partition)
+                    .with_committed_offset(offset)
+                    .with_committed_leader_epoch(-1)])]);
+        let version = if self.p.v2 {
+            TXN_OFFSET_COMMIT_V2_VERSION
+        } else {
+            TXN_OFFSET_COMMIT_VERSION
+        };
+        (request, version)
+    }
+
+    /// Records a TxnOffsetCommit attempt of `offset` and how it went (a time-out: abandoned).
+    fn record_commit(&self, offset: i64, result: &Result<i64, ClientError>) {
+        let (producer_id, epoch) = self.p.producer.unwrap_or((-1, -1));
+        self.p.record(TxnEvent::OffsetCommit {
+            task: self.p.id,
+            txn: self.p.txn,
+            partition: self.partition,
+            offset,
+            producer_id,
+            epoch,
+            abandoned: matches!(result, Err(ClientError::Timeout)),
+            error: result.as_ref().err().map(|e| e.to_string()),
+        });
+    }
+
+    /// With `offset_commit_hold_ratio`, holds this TxnOffsetCommit's first send in the network
+    /// (the group coordinator's node cut off from that connection) and waits the request
+    /// time-out for its answer: `None` when not held (sent as usual), else the answer, or
+    /// `Timeout` when the client gave up on it. The held request travels on a connection of
+    /// its own and reaches the coordinator once a later transaction of this task has had its
+    /// own offsets accepted (the moment it can replace them) or after `end_txn_hold_max_ms`.
+    async fn hold_commit(&mut self, offset: i64) -> Option<Result<i64, ClientError>> {
+        let ratio = self.p.spec.txns.offset_commit_hold_ratio;
+        if ratio <= 0.0 || self.held.is_some() || !madsim::rand::thread_rng().gen_bool(ratio) {
+            return None;
+        }
+        let io = self.p.io.clone();
+        let (timeout, waited) = (self.p.spec.timeout, self.p.spec.coordinator_timeout());
+        self.p.attempt += 1;
+        let connected = io.timeout(
+            timeout,
+            group_coordinator(&io, &self.p.spec, self.p.attempt),
+        );
+        let Some(Ok(mut c)) = connected.await else {
+            return None;
+        };
+        let (request, version) = self.commit_request(offset);
+        let (release, released) = oneshot::channel();
+        let (answer, answered) = oneshot::channel();
+        self.held = Some((self.p.txn, release));
+        let hold_max = Duration::from_millis(self.p.spec.txns.end_txn_hold_max_ms);
+        let late = io.clone();
+        io.spawn(async move {
+            let io = late;
+            let _ = io.timeout(hold_max, released).await;
+            let sent = commit_offsets(c.connection(), &request, version);
+            let result = io.timeout(waited, sent).await;
+            let _ = answer.send(result.unwrap_or(Err(ClientError::Timeout)));
+        });
+        let result = match io.timeout(waited, answered).await {
+            Some(Ok(result)) => {
+                self.held = None; // answered in time: nothing is left in the network
+                result.map(|()| offset)
+            }
+            _ => Err(ClientError::Timeout),
+        };
+        Some(result)
+    }
+
     /// `call` at the group coordinator until it succeeds or fails for good.
     async fn at_group(&mut self, call: GroupCall) -> Result<i64, ClientError> {
         let mut last = ClientError::Timeout;
-        for _ in 0..ATTEMPTS {
+        for attempt in 0..ATTEMPTS {
             if self.p.clock.now_ms() > self.p.spec.final_at_ms {
                 break;
             }
             let io = self.p.io.clone();
-            let result = io
-                .timeout(self.p.spec.timeout, self.ask_group(&call))
-                .await
-                .unwrap_or(Err(ClientError::Timeout));
+            let held = match (attempt, &call) {
+                (0, GroupCall::Commit(offset)) => self.hold_commit(*offset).await,
+                _ => None,
+            };
+            // Connecting (FindCoordinator, then the coordinator) is bounded by the connection
+            // time-out; the request itself by the request time-out, whose expiry abandons it.
+            if held.is_none() && self.group.is_none() {
+                self.p.attempt += 1;
+                let spec = &self.p.spec;
+                let connected = io
+                    .timeout(spec.timeout, group_coordinator(&io, spec, self.p.attempt))
+                    .await
+                    .unwrap_or(Err(ClientError::Timeout));
+                match connected {
+                    Ok(c) => self.group = Some(c),
+                    Err(e) => {
+                        last = e;
+                        tokio::time::sleep(PAUSE).await;
+                        continue;
+                    }
+                }
+            }
+            let result = match held {
+                Some(result) => result,
+                None => io
+                    .timeout(self.p.spec.coordinator_timeout(), self.ask_group(&call))
+                    .await
+                    .unwrap_or(Err(ClientError::Timeout)),
+            };
+            if let GroupCall::Commit(offset) = call {
+                self.record_commit(offset, &result);
+            }
             match result {
                 Ok(v) => return Ok(v),
                 // The last transaction's marker has not reached the offsets yet.
@@ -262,6 +377,11 @@ impl Task {
                 .await?;
         }
         self.at_group(GroupCall::Commit(to)).await?;
+        // A held TxnOffsetCommit of an earlier transaction goes on its way now.
+        if self.held.as_ref().is_some_and(|(t, _)| *t < n) {
+            let (_, release) = self.held.take().expect("checked");
+            let _ = release.send(());
+        }
         self.p.end(commit).await?;
         Ok(true)
     }
@@ -295,6 +415,7 @@ pub async fn run_task(io: Io, spec: TxnSpec, partition: i32, history: History, c
         group: None,
         input: None,
         position: None,
+        held: None,
     };
     let interval = Duration::from_millis(t.p.spec.txns.interval_ms);
     let batch = t.p.spec.txns.pipeline_batch as usize;
@@ -361,6 +482,7 @@ pub async fn run_task(io: Io, spec: TxnSpec, partition: i32, history: History, c
                     error: "the task crashed".into(),
                 });
                 t.restart();
+                t.p.forget();
             }
             Err(e) => {
                 t.p.record(TxnEvent::Abandoned {
@@ -392,6 +514,7 @@ pub async fn final_offsets(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &
             group: None,
             input: None,
             position: None,
+            held: None,
         };
         // Past the run's end: the bound is the attempts, not the deadline.
         t.p.spec.final_at_ms = u64::MAX;

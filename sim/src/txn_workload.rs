@@ -46,6 +46,9 @@ use crate::workload::{connect, RunClock, RECONNECT_BACKOFF};
 pub const TOPIC: &str = "txn-workload";
 const FIND_COORDINATOR_VERSION: i16 = 3;
 const INIT_PRODUCER_ID_VERSION: i16 = 1;
+/// InitProducerId naming the producer id and epoch to go on from (KIP-360, v3+), as Java 4.x
+/// sends it.
+const INIT_PRODUCER_ID_RESUME_VERSION: i16 = 5;
 const ADD_PARTITIONS_VERSION: i16 = 1;
 const END_TXN_VERSION: i16 = 1;
 /// EndTxn whose answer carries the bumped epoch (transactions v2).
@@ -70,6 +73,14 @@ pub struct TxnSpec {
     pub until_ms: u64,
     /// The final read starts here (after healing and the drain).
     pub final_at_ms: u64,
+}
+
+impl TxnSpec {
+    /// The transactional clients' request time-out at the coordinators
+    /// (`transactions.request_timeout_ms`); connections keep `timeout`.
+    pub fn coordinator_timeout(&self) -> Duration {
+        Duration::from_millis(self.txns.request_timeout_ms)
+    }
 }
 
 pub(crate) fn s(v: &str) -> StrBytes {
@@ -160,6 +171,10 @@ pub(crate) struct Producer {
     pub v2: bool,
     /// The transaction in progress (its number in the history).
     pub txn: u64,
+    /// The producer id and epoch a v2 client initializes again from after a failure (KIP-360:
+    /// InitProducerId v5 names them, so the coordinator bumps that epoch rather than hand the
+    /// id to whoever asks); `None` after a crash, which is a new producer.
+    resume: Option<(i64, i16)>,
     coordinator_addr: Option<SocketAddr>,
     /// An EndTxn held in the network: its transaction, and the release (with the transaction
     /// whose acknowledged write lets it through).
@@ -191,6 +206,7 @@ impl Producer {
             sequences: BTreeMap::new(),
             v2: false,
             txn: 0,
+            resume: None,
             coordinator_addr: None,
             held: None,
         }
@@ -199,9 +215,18 @@ impl Producer {
     /// Forgets every connection and the producer id (after a failure or a crash): the next
     /// InitProducerId fences the old epoch and has the coordinator abort what it left open.
     pub fn reset(&mut self) {
+        if self.v2 {
+            self.resume = self.producer.or(self.resume);
+        }
         self.producer = None;
         self.coordinator = None;
         self.leaders.clear();
+    }
+
+    /// As [`Self::reset`], after a crash: a new producer, which knows no producer id.
+    pub fn forget(&mut self) {
+        self.reset();
+        self.resume = None;
     }
 
     pub fn record(&self, e: TxnEvent) {
@@ -264,6 +289,7 @@ impl Producer {
             _ => None,
         };
         let v2 = self.v2;
+        let resume = self.resume;
         let timeout_ms = self.spec.txns.transaction_timeout_ms;
         let topic = self.topic;
         let c = self.coordinator().await?.connection();
@@ -272,7 +298,16 @@ impl Producer {
                 let request = InitProducerIdRequest::default()
                     .with_transactional_id(Some(id))
                     .with_transaction_timeout_ms(timeout_ms);
-                let r = c.call(&request, INIT_PRODUCER_ID_VERSION).await?;
+                let (request, version) = match resume {
+                    Some((pid, epoch)) => (
+                        request
+                            .with_producer_id(ProducerId(pid))
+                            .with_producer_epoch(epoch),
+                        INIT_PRODUCER_ID_RESUME_VERSION,
+                    ),
+                    None => (request, INIT_PRODUCER_ID_VERSION),
+                };
+                let r = c.call(&request, version).await?;
                 kafka(r.error_code)?;
                 Ok(Some((r.producer_id.0, r.producer_epoch)))
             }
@@ -328,7 +363,7 @@ impl Producer {
                     continue;
                 }
             }
-            let timeout = self.spec.timeout;
+            let timeout = self.spec.coordinator_timeout();
             let io = self.io.clone();
             let result = io
                 .timeout(timeout, self.ask(&call))
@@ -421,10 +456,22 @@ impl Producer {
 
     pub async fn init(&mut self) -> Result<(), ClientError> {
         self.producer = None;
-        let (pid, epoch) = self
-            .at_coordinator(Call::Init)
-            .await?
-            .expect("InitProducerId answers an id");
+        let resumed = self.resume.is_some();
+        let answer = match self.at_coordinator(Call::Init).await {
+            // The epoch moved on without us (an answer lost, a time-out's abort): as Java's
+            // application does with a fenced producer, start again as a new one.
+            Err(ClientError::Kafka(
+                ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch,
+                _,
+            )) if resumed => {
+                self.resume = None;
+                self.at_coordinator(Call::Init).await?
+            }
+            answer => answer?,
+        };
+        let (pid, epoch) = answer.expect("InitProducerId answers an id");
+        let resumed = resumed && self.resume.is_some();
+        self.resume = None;
         // Java 4.x speaks v2 only once ApiVersions says `transaction.version` 2 is finalized.
         self.v2 = self.spec.txns.version >= 2 && self.v2_finalized().await?;
         self.producer = Some((pid, epoch));
@@ -434,6 +481,7 @@ impl Producer {
             producer_id: pid,
             epoch,
             v2: self.v2,
+            resumed,
         });
         Ok(())
     }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::producer::{Verification, VerificationGuard};
 use super::transactions::AbortedTxn;
 use super::validation::{self, RecordError, ValidationError};
 use crate::config::{TimestampType, TopicConfig};
@@ -372,7 +373,33 @@ impl Partition {
     /// Validates one produce's records (exactly one v2 batch, as Kafka requires from v3 on),
     /// checks the producer's sequence, and appends.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<Appended, ProduceError> {
-        self.append_from(records, now_ms, Origin::Client)
+        self.append_from(records, now_ms, Origin::Client, Verification::Skipped)
+    }
+
+    /// A client's append under KIP-890 part 1: a transactional batch that would open its
+    /// producer's transaction here is appended only if `verification` holds the guard
+    /// [`Self::start_txn_verification`] handed out and no marker or transactional batch of that
+    /// producer came since (else INVALID_TXN_STATE).
+    pub fn append_verified(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+        verification: Verification,
+    ) -> Result<Appended, ProduceError> {
+        self.append_from(records, now_ms, Origin::Client, verification)
+    }
+
+    /// Begins the verification of `producer_id`'s transactional write at `producer_epoch` with
+    /// its coordinator: `None` if it has a transaction open here at that epoch (nothing to
+    /// ask), else the guard to append with.
+    pub fn start_txn_verification(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        now_ms: i64,
+    ) -> Option<VerificationGuard> {
+        self.state
+            .start_verification(producer_id, producer_epoch, now_ms)
     }
 
     /// Appends a batch a coordinator wrote for a producer (the group coordinator's
@@ -384,7 +411,7 @@ impl Partition {
         records: &[u8],
         now_ms: i64,
     ) -> Result<Appended, ProduceError> {
-        self.append_from(records, now_ms, Origin::Coordinator)
+        self.append_from(records, now_ms, Origin::Coordinator, Verification::Skipped)
     }
 
     fn append_from(
@@ -392,11 +419,12 @@ impl Partition {
         records: &[u8],
         now_ms: i64,
         origin: Origin,
+        verification: Verification,
     ) -> Result<Appended, ProduceError> {
         self.state.check_leader_append()?;
         let config = self.state.config();
         let mut header = check_client_batch(records, config)?;
-        let admission = self.state.admit(&header, origin)?;
+        let admission = self.state.admit(&header, origin, verification)?;
         if admission != Admission::Append {
             return Ok(ReplicaState::duplicate_answer(admission, self.ends()));
         }
@@ -451,11 +479,7 @@ impl Partition {
         })
     }
 
-    /// Writes a transaction marker (WriteTxnMarkers, on the leader) for producer
-    /// (`producer_id`, `producer_epoch`): the control batch closes the producer's open
-    /// transaction here, if any. Refused when the epoch is older than the producer's
-    /// (INVALID_PRODUCER_EPOCH) or the coordinator older than the last marker's
-    /// (TRANSACTION_COORDINATOR_FENCED).
+    /// Writes a transactions v1 marker: [`Self::append_marker_as`] with the legacy epoch check.
     pub fn append_marker(
         &mut self,
         producer_id: i64,
@@ -463,8 +487,25 @@ impl Partition {
         marker: Marker,
         now_ms: i64,
     ) -> Result<Appended, ProduceError> {
+        self.append_marker_as(producer_id, producer_epoch, marker, false, now_ms)
+    }
+
+    /// Writes a transaction marker (WriteTxnMarkers, on the leader) for producer
+    /// (`producer_id`, `producer_epoch`): the control batch closes the producer's open
+    /// transaction here, if any. Refused when the epoch is older than the producer's — or, for
+    /// a transactions v2 marker (`v2`, KIP-1228), not above it while a transaction is open
+    /// (INVALID_PRODUCER_EPOCH) — or the coordinator older than the last marker's
+    /// (TRANSACTION_COORDINATOR_FENCED).
+    pub fn append_marker_as(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+        v2: bool,
+        now_ms: i64,
+    ) -> Result<Appended, ProduceError> {
         self.state
-            .check_marker(producer_id, producer_epoch, marker)?;
+            .check_marker(producer_id, producer_epoch, marker, v2)?;
         let mut owned = control::marker_batch(producer_id, producer_epoch, marker, now_ms);
         let mut header = batch::check(&owned).expect("a marker batch is well formed");
         let leader_epoch = self.state.leader_epoch();

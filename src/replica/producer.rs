@@ -56,10 +56,31 @@ fn no_coordinator_epoch() -> i32 {
     -1
 }
 
+/// KIP-890 part 1's verification guard (Kafka's `VerificationGuard`): handed out when a
+/// producer with no transaction open here is about to be verified with its coordinator, and
+/// required at the append. The producer's next transactional batch or marker ends it, so a
+/// coordinator's "yes" that arrives after the transaction ended (an abort marker came in
+/// between, and maybe a new transaction began) cannot open a hanging transaction: the ABA case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
+
+/// What a client's append carries from KIP-890 part 1's verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verification {
+    /// Not checked: `transaction.partition.verification.enable=false`, or a write that is not
+    /// a client's (tests, internal topics).
+    Skipped,
+    /// The guard handed out before the coordinator was asked (`None`: none was, as the producer
+    /// had a transaction open here). A transactional batch that would open a transaction is
+    /// appended only with the guard still held for its producer.
+    Guarded(Option<VerificationGuard>),
+}
+
 /// Why a transactional or marker write is refused by the producer state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxnRefusal {
-    /// A non-transactional batch from a producer with an open transaction here.
+    /// A non-transactional batch from a producer with an open transaction here, or a
+    /// transactional batch that would open one without a live verification guard.
     InvalidTxnState,
     /// A marker older than the producer's epoch.
     StaleEpoch { current: i16 },
@@ -104,6 +125,14 @@ pub struct ProducerStates {
     /// Open and recently ended transactions, and the aborted index.
     #[serde(default)]
     transactions: Transactions,
+    /// KIP-890 verification guards by producer id, with when each was handed out (ms): kept
+    /// in memory only (a restart or truncation drops them; the client's retry verifies again),
+    /// as Kafka keeps its `VerificationStateEntry`s.
+    #[serde(skip)]
+    verifications: BTreeMap<i64, (VerificationGuard, i64)>,
+    /// The last guard handed out (each one is new, never reused).
+    #[serde(skip)]
+    last_guard: u64,
     /// Simulator and tests: the bug planted here (`DedupWindowFour`), from the partition's log
     /// config; not in snapshots.
     #[cfg(any(madsim, test))]
@@ -182,6 +211,10 @@ impl ProducerStates {
         }
         assert!(!header.is_control(), "markers go through record_marker");
         let pid = header.producer_id;
+        if header.is_transactional() {
+            // The transaction is open here now (or already was): its guard has done its job.
+            self.verifications.remove(&pid);
+        }
         let entry = self.touch(pid, header.producer_epoch, now_ms);
         if header.is_transactional() && entry.txn_first_offset.is_none() {
             entry.txn_first_offset = Some(header.base_offset);
@@ -240,16 +273,47 @@ impl ProducerStates {
     }
 
     /// Checks a data batch against the producer's transaction here (after [`Self::check`]):
-    /// a non-transactional batch while a transaction is open is refused (INVALID_TXN_STATE).
-    pub fn check_transaction(&self, header: &BatchHeader) -> Result<(), TxnRefusal> {
-        let open = self
-            .producers
-            .get(&header.producer_id)
-            .is_some_and(|e| e.txn_first_offset.is_some());
+    /// a non-transactional batch while a transaction is open is refused (INVALID_TXN_STATE),
+    /// and so is a transactional one that would open a transaction without the verification
+    /// guard still held for its producer (KIP-890 part 1, when `verification` asks for it).
+    pub fn check_transaction(
+        &self,
+        header: &BatchHeader,
+        verification: Verification,
+    ) -> Result<(), TxnRefusal> {
+        let open = self.has_open_transaction(header.producer_id);
         if header.is_idempotent() && !header.is_transactional() && open {
             return Err(TxnRefusal::InvalidTxnState);
         }
+        if let Verification::Guarded(guard) = verification {
+            let held = self.verifications.get(&header.producer_id).map(|v| v.0);
+            let open_here = self.has_open_transaction_at(header.producer_id, header.producer_epoch);
+            if header.is_transactional() && !open_here && (guard.is_none() || guard != held) {
+                return Err(TxnRefusal::InvalidTxnState);
+            }
+        }
         Ok(())
+    }
+
+    /// Begins KIP-890 part 1's verification of `producer_id`'s transactional write at
+    /// `producer_epoch`: `None` if it has a transaction open here at that epoch (nothing to
+    /// verify), else its guard — the one already handed out if a verification is under way (a
+    /// retry shares it), else a new one.
+    pub fn start_verification(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        now_ms: i64,
+    ) -> Option<VerificationGuard> {
+        if self.has_open_transaction_at(producer_id, producer_epoch) {
+            return None;
+        }
+        let last = &mut self.last_guard;
+        let (guard, _) = self.verifications.entry(producer_id).or_insert_with(|| {
+            *last += 1;
+            (VerificationGuard(*last), now_ms)
+        });
+        Some(*guard)
     }
 
     /// Whether `producer_id` has a transaction open here (a transactional batch without one
@@ -260,29 +324,36 @@ impl ProducerStates {
             .is_some_and(|e| e.txn_first_offset.is_some())
     }
 
-    /// Whether the transaction open here for `producer_id` is one of `epoch` (Kafka's
-    /// `hasOngoingTransaction(producerId, producerEpoch)`). A batch of a newer epoch belongs to
-    /// a later transaction — transactions v2 bumps the epoch at every end, and that end's
-    /// marker may still be on its way here — so it needs the coordinator's word as a first
-    /// batch does, or it would join the ended transaction and share its outcome.
-    pub fn has_open_transaction_at(&self, producer_id: i64, epoch: i16) -> bool {
+    /// Whether `producer_id` has a transaction open here at `producer_epoch` (Kafka's
+    /// `hasOngoingTransaction(producerId, producerEpoch)`): under transactions v2 a write at a
+    /// newer epoch belongs to the next transaction, whose coordinator must be asked even while
+    /// the previous one's marker has not reached this partition yet.
+    pub fn has_open_transaction_at(&self, producer_id: i64, producer_epoch: i16) -> bool {
         self.producers
             .get(&producer_id)
-            .is_some_and(|e| e.txn_first_offset.is_some() && e.epoch == epoch)
+            .is_some_and(|e| e.txn_first_offset.is_some() && e.epoch == producer_epoch)
     }
 
-    /// Checks a marker from a leader's coordinator (Kafka's `appendEndTxnMarker` checks, TV1:
-    /// the marker epoch may equal the producer's).
+    /// Checks a marker from a leader's coordinator (Kafka's `appendEndTxnMarker` checks).
+    /// Transactions v1 (`v2` false, and every marker Admin sends): the marker epoch may equal
+    /// the producer's. Transactions v2 (KIP-1228): the coordinator bumped the epoch at the
+    /// end, so the marker's must be above the data's — one at the producer's epoch while a
+    /// transaction is open here is a late or duplicate marker of the previous transaction and
+    /// must not close this one; at that epoch with nothing open it is a retry of a marker
+    /// already written (a lost answer, a reloaded coordinator) and is accepted (KAFKA-19999).
     pub fn check_marker(
         &self,
         producer_id: i64,
         epoch: i16,
         marker: Marker,
+        v2: bool,
     ) -> Result<(), TxnRefusal> {
         let Some(entry) = self.producers.get(&producer_id) else {
             return Ok(());
         };
-        if epoch < entry.epoch {
+        let late =
+            epoch < entry.epoch || (v2 && epoch == entry.epoch && entry.txn_first_offset.is_some());
+        if late {
             return Err(TxnRefusal::StaleEpoch {
                 current: entry.epoch,
             });
@@ -309,6 +380,8 @@ impl ProducerStates {
         assert!(header.is_control() && header.is_idempotent());
         let pid = header.producer_id;
         let offset = header.base_offset;
+        // The transaction is over: a verification begun for it must not open the next one.
+        self.verifications.remove(&pid);
         let entry = self.touch(pid, header.producer_epoch, now_ms);
         if header.producer_epoch != entry.epoch {
             // A marker at a bumped epoch (the coordinator fenced the producer) restarts the
@@ -435,6 +508,9 @@ impl ProducerStates {
             .filter(|pid| !self.has_open_transaction(*pid))
             .collect();
         let expired = idle.len();
+        // Verifications never completed (Kafka drops them with the same expiration).
+        self.verifications
+            .retain(|_, &mut (_, started)| started > cutoff);
         for pid in idle {
             let entry = self
                 .producers
@@ -663,6 +739,30 @@ mod tests {
         assert_eq!(s.last_stable_offset(0, 3), 3);
         assert_eq!(s.expire(100_000, 10_000), 1);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_verification_never_completed_expires_with_idle_producers() {
+        let mut s = ProducerStates::default();
+        let mut txn = header(1, 0, 0, 1, 0);
+        txn.attributes = 0x10;
+        let g = s.start_verification(1, 0, 1_000).unwrap();
+        assert_eq!(
+            s.check_transaction(&txn, Verification::Guarded(Some(g))),
+            Ok(())
+        );
+        assert_eq!(s.expire(10_999, 10_000), 0);
+        assert_eq!(
+            s.check_transaction(&txn, Verification::Guarded(Some(g))),
+            Ok(())
+        );
+        s.expire(11_000, 10_000);
+        assert_eq!(
+            s.check_transaction(&txn, Verification::Guarded(Some(g))),
+            Err(TxnRefusal::InvalidTxnState)
+        );
+        // A new one is a new guard.
+        assert_ne!(s.start_verification(1, 0, 11_000), Some(g));
     }
 
     #[test]

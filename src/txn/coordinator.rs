@@ -142,6 +142,9 @@ pub enum Action {
         commit: bool,
         coordinator_epoch: i32,
         partitions: Vec<TopicPartition>,
+        /// A transactions v2 transaction (KIP-1228): its markers carry the bumped epoch, and
+        /// the partitions check that it is above the data's.
+        v2: bool,
     },
 }
 
@@ -796,6 +799,7 @@ impl TxnCoordinator {
             commit: txn.state == TxnState::PrepareCommit,
             coordinator_epoch,
             partitions: txn.partitions.iter().cloned().collect(),
+            v2: txn.v2,
         });
     }
 

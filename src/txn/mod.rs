@@ -4,6 +4,7 @@
 //! (`records`). The partition side (markers, LSO, aborted index) lives with the producer state
 //! in `crate::replica`; the driver that does the I/O is `broker::drivers::txn_coordinator`.
 
+pub mod add_batches;
 pub mod coordinator;
 pub mod records;
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! transaction's pending offsets there (the group coordinator holds them; TxnOffsetCommit wrote
 //! them to that partition as the producer's transactional batch).
 
+mod batches;
 pub(crate) mod state;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -62,6 +63,26 @@ fn wait_error(e: delayed::WaitError) -> TxnError {
         delayed::WaitError::NotLeader | delayed::WaitError::Closed(_) => TxnError::NotCoordinator,
         _ => TxnError::CoordinatorNotAvailable,
     }
+}
+
+/// The tagged field of a WriteTxnMarkers v1 marker in which Weir's coordinators say the
+/// transaction is a transactions v2 one (KIP-1228's `TransactionVersion`, a plain field of
+/// WriteTxnMarkers v2, which the protocol crate does not encode). Kafka's brokers ignore an
+/// unknown tag; a marker without it (Admin's abortTransaction, an older Weir) is checked as v1.
+const MARKER_VERSION_TAG: i32 = 0x5745;
+
+fn mark_v2(marker: &mut WritableTxnMarker) {
+    marker
+        .unknown_tagged_fields
+        .insert(MARKER_VERSION_TAG, bytes::Bytes::from_static(&[2]));
+}
+
+/// Whether a received marker is a transactions v2 one ([`MARKER_VERSION_TAG`]).
+pub(crate) fn marker_is_v2(marker: &WritableTxnMarker) -> bool {
+    marker
+        .unknown_tagged_fields
+        .get(&MARKER_VERSION_TAG)
+        .is_some_and(|v| v.first().is_some_and(|&tv| tv >= 2))
 }
 
 impl Broker {
@@ -140,18 +161,19 @@ impl Broker {
                     commit,
                     coordinator_epoch,
                     partitions,
+                    v2,
                 } => {
                     if let Some(broker) = self.this.upgrade() {
                         self.io.spawn(async move {
                             broker
                                 .write_markers(
                                     transactional_id,
-                                    producer_id,
-                                    producer_epoch,
+                                    (producer_id, producer_epoch),
                                     Marker {
                                         commit,
                                         coordinator_epoch,
                                     },
+                                    v2,
                                     partitions,
                                 )
                                 .await;
@@ -278,9 +300,9 @@ impl Broker {
     async fn write_markers(
         &self,
         transactional_id: String,
-        producer_id: i64,
-        producer_epoch: i16,
+        (producer_id, producer_epoch): (i64, i16),
         marker: Marker,
+        v2: bool,
         partitions: Vec<TopicPartition>,
     ) {
         let state_partition = {
@@ -298,7 +320,9 @@ impl Broker {
             // All partitions at once: the next transaction waits for the slowest marker.
             let results = crate::io::join_all(
                 left.iter()
-                    .map(|tp| self.write_marker_anywhere(tp, producer_id, producer_epoch, marker))
+                    .map(|tp| {
+                        self.write_marker_anywhere(tp, producer_id, producer_epoch, marker, v2)
+                    })
                     .collect(),
             )
             .await;
@@ -339,6 +363,7 @@ impl Broker {
         producer_id: i64,
         producer_epoch: i16,
         marker: Marker,
+        v2: bool,
     ) -> Result<(), String> {
         let image = self.image();
         let leader = image
@@ -350,7 +375,7 @@ impl Broker {
             None => Ok(()),
             Some(l) if l == self.config.node_id => {
                 match self
-                    .write_marker_here(tp, producer_id, producer_epoch, marker)
+                    .write_marker_here(tp, producer_id, producer_epoch, marker, v2)
                     .await
                 {
                     // A newer epoch or coordinator owns the producer's state here: nothing
@@ -364,7 +389,7 @@ impl Broker {
             }
             Some(l) if l < 0 => Err("no leader".into()),
             Some(l) => {
-                self.write_marker_remote(l, tp, producer_id, producer_epoch, marker)
+                self.write_marker_remote(l, tp, (producer_id, producer_epoch), marker, v2)
                     .await
             }
         }
@@ -379,6 +404,7 @@ impl Broker {
         producer_id: i64,
         producer_epoch: i16,
         marker: Marker,
+        v2: bool,
     ) -> Result<(), ProduceError> {
         let Some(handle) = self.partition(&tp.topic, tp.partition) else {
             return Err(ProduceError::NotLeader);
@@ -391,7 +417,7 @@ impl Broker {
             if self.is_storage_offline() {
                 return Err(ProduceError::Storage(std::io::Error::other("offline")));
             }
-            let appended = p.append_marker(producer_id, producer_epoch, marker, now)?;
+            let appended = p.append_marker_as(producer_id, producer_epoch, marker, v2, now)?;
             let config = p.config();
             let fsync = self.config.fsync_before_ack
                 || p.log()
@@ -412,9 +438,9 @@ impl Broker {
         &self,
         leader: i32,
         tp: &TopicPartition,
-        producer_id: i64,
-        producer_epoch: i16,
+        (producer_id, producer_epoch): (i64, i16),
         marker: Marker,
+        v2: bool,
     ) -> Result<(), String> {
         const VERSION: i16 = 1;
         let image = self.image();
@@ -429,15 +455,18 @@ impl Broker {
             .resolve(&endpoint.host, endpoint.port)
             .await
             .map_err(|e| e.to_string())?;
-        let request =
-            WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-                .with_producer_id(ProducerId(producer_id))
-                .with_producer_epoch(producer_epoch)
-                .with_transaction_result(marker.commit)
-                .with_coordinator_epoch(marker.coordinator_epoch)
-                .with_topics(vec![WritableTxnMarkerTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
-                    .with_partition_indexes(vec![tp.partition])])]);
+        let mut written = WritableTxnMarker::default()
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(producer_epoch)
+            .with_transaction_result(marker.commit)
+            .with_coordinator_epoch(marker.coordinator_epoch)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                .with_partition_indexes(vec![tp.partition])]);
+        if v2 {
+            mark_v2(&mut written);
+        }
+        let request = WriteTxnMarkersRequest::default().with_markers(vec![written]);
         let answer = self
             .inter_broker_call(
                 addr,
@@ -692,5 +721,31 @@ pub(crate) async fn timer_loop(broker: Arc<Broker>) {
             next_expiry = broker.io.clock.wall_ms() + expire_every;
             broker.txn_event(Event::ExpireIds).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use super::*;
+
+    /// A v2 transaction's marker keeps its transaction version across the wire (WriteTxnMarkers
+    /// v1 and the tag); a marker without the tag (Admin's, an older Weir's) is a v1 one.
+    #[test]
+    fn the_marker_version_rides_in_its_tag() {
+        let round_trip = |v2: bool| {
+            let mut marker = WritableTxnMarker::default().with_producer_epoch(3);
+            if v2 {
+                mark_v2(&mut marker);
+            }
+            let request = WriteTxnMarkersRequest::default().with_markers(vec![marker]);
+            let mut buf = bytes::BytesMut::new();
+            request.encode(&mut buf, 1).unwrap();
+            let back = WriteTxnMarkersRequest::decode(&mut buf.freeze(), 1).unwrap();
+            marker_is_v2(&back.markers[0])
+        };
+        assert!(round_trip(true));
+        assert!(!round_trip(false));
     }
 }

@@ -31,6 +31,7 @@ use crate::txn::{Event, Reply, TopicPartition, TxnError};
 mod describe;
 mod error_codes;
 mod implicit_add;
+mod verify;
 
 pub(crate) use describe::{describe_producers, describe_transactions, list_transactions};
 use error_codes::code;
@@ -442,6 +443,7 @@ pub(crate) async fn write_txn_markers(
             commit: m.transaction_result,
             coordinator_epoch: m.coordinator_epoch,
         };
+        let v2 = crate::broker::drivers::txn_coordinator::marker_is_v2(&m);
         let mut topics = Vec::with_capacity(m.topics.len());
         for t in m.topics {
             let mut partitions = Vec::with_capacity(t.partition_indexes.len());
@@ -451,7 +453,7 @@ pub(crate) async fn write_txn_markers(
                     _ if !allowed => ResponseError::ClusterAuthorizationFailed.code(),
                     None => ResponseError::UnknownTopicOrPartition.code(),
                     Some(_) => match broker
-                        .write_marker_here(&tp, m.producer_id.0, m.producer_epoch, marker)
+                        .write_marker_here(&tp, m.producer_id.0, m.producer_epoch, marker, v2)
                         .await
                     {
                         Ok(()) => 0,
@@ -504,37 +506,5 @@ async fn reserve_producer_id(broker: &Broker) -> Result<i64, String> {
             Ok(r.producer_id.0)
         }
         other => Err(format!("the controller refused a producer id: {other:?}")),
-    }
-}
-
-impl Broker {
-    /// KIP-890 part 1: asks the coordinator of `transactional_id` whether `partition` is in the
-    /// producer's ongoing transaction. Served only when this broker coordinates the id; a
-    /// coordinator elsewhere is not asked yet (the write is let through, as before KIP-890).
-    pub(crate) async fn txn_verify(
-        &self,
-        transactional_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        partition: TopicPartition,
-    ) -> Result<(), TxnError> {
-        match self.txn_coordinator_endpoint(transactional_id) {
-            Ok((node, _, _)) if node == self.config.node_id => {}
-            Ok(_) => return Ok(()),
-            Err(_) => return Err(TxnError::CoordinatorNotAvailable),
-        }
-        match self
-            .txn_call(|request| Event::Verify {
-                request,
-                transactional_id: transactional_id.to_string(),
-                producer_id,
-                producer_epoch,
-                partition,
-            })
-            .await
-        {
-            Reply::Error(e) => Err(e),
-            _ => Ok(()),
-        }
     }
 }

@@ -379,7 +379,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         .shows(|c| Some(c.transaction_abort_interval_ms.to_string())),
     used("transaction.max.timeout.ms", Int(1, I32), "900000", "Longest `transaction.timeout.ms` a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it).")
         .shows(|c| Some(c.transaction_max_timeout_ms.to_string())),
-    stored("transaction.partition.verification.enable", Bool, ClusterWide, "KIP-890 verification; Weir verifies a producer's first transactional write to a partition when this broker coordinates its transaction (across brokers: not yet)."),
+    used("transaction.partition.verification.enable", Bool, "true", "KIP-890 part 1: a partition leader asks the transaction's coordinator (AddPartitionsToTxn v4, whatever node it is on) before a producer's first transactional write there is appended (transactions v2's implicit add is made either way).")
+        .dynamic(ClusterWide).shows(|c| Some(c.transaction_partition_verification_enable.to_string())),
     used("transaction.remove.expired.transaction.cleanup.interval.ms", Int(1, I32), "3600000", "How often the transaction coordinator forgets transactional ids idle past `transactional.id.expiration.ms`.")
         .shows(|c| Some(c.transaction_remove_expired_interval_ms.to_string())),
     used("transaction.state.log.min.isr", Int(1, I32), "2", "`min.insync.replicas` of `__transaction_state`, clamped to its replication factor.")

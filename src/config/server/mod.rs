@@ -124,6 +124,9 @@ pub struct ServerConfig {
     pub transaction_abort_interval_ms: i32,
     pub transaction_remove_expired_interval_ms: i32,
     pub transactional_id_expiration_ms: i32,
+    /// `transaction.partition.verification.enable` as `server.properties` sets it (a dynamic
+    /// value overrides it: `Broker::txn_verification_enabled`).
+    pub transaction_partition_verification_enable: bool,
     /// `controller.quorum.election.timeout.ms`.
     pub quorum_election_timeout_ms: u64,
     /// `controller.quorum.fetch.timeout.ms`.

@@ -270,6 +270,8 @@ pub(super) fn parse(
             .int("transaction.remove.expired.transaction.cleanup.interval.ms")?
             as i32,
         transactional_id_expiration_ms: p.int("transactional.id.expiration.ms")? as i32,
+        transaction_partition_verification_enable: p
+            .bool("transaction.partition.verification.enable")?,
         fsync_before_ack: p.bool("weir.fsync.before.ack")?,
         metrics_address: metrics_address(&mut p)?,
         replica_lag_time_max_ms: p.int("replica.lag.time.max.ms")?,

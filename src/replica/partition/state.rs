@@ -24,7 +24,9 @@ use crate::config::{TimestampType, TopicConfig};
 use crate::log::batch::BatchHeader;
 use crate::log::control::Marker;
 use crate::replica::isr::{self, ReplicaSet};
-use crate::replica::producer::{ProducerStates, SequenceCheck, TxnRefusal};
+use crate::replica::producer::{
+    ProducerStates, SequenceCheck, TxnRefusal, Verification, VerificationGuard,
+};
 
 /// The log's offsets as the driver sees them at a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,6 +228,18 @@ impl ReplicaState {
         &self.producers
     }
 
+    /// Begins KIP-890 verification of a producer's transactional write here (see
+    /// [`ProducerStates::start_verification`]).
+    pub(super) fn start_verification(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        now_ms: i64,
+    ) -> Option<VerificationGuard> {
+        self.producers
+            .start_verification(producer_id, producer_epoch, now_ms)
+    }
+
     pub(super) fn last_batch(&self) -> Option<LastBatch> {
         self.last_batch
     }
@@ -363,6 +377,7 @@ impl ReplicaState {
         &self,
         header: &BatchHeader,
         origin: Origin,
+        verification: Verification,
     ) -> Result<Admission, ProduceError> {
         match self.producers.check(header) {
             SequenceCheck::StaleEpoch { .. } if origin == Origin::Coordinator => {
@@ -394,7 +409,7 @@ impl ReplicaState {
             SequenceCheck::StaleEpoch { .. } => return Err(ProduceError::InvalidProducerEpoch),
         }
         self.producers
-            .check_transaction(header)
+            .check_transaction(header, verification)
             .map_err(txn_refusal)?;
         Ok(Admission::Append)
     }
@@ -420,6 +435,7 @@ impl ReplicaState {
         producer_id: i64,
         producer_epoch: i16,
         marker: Marker,
+        v2: bool,
     ) -> Result<(), ProduceError> {
         self.check_leader_append()?;
         if producer_id < 0 || producer_epoch < 0 {
@@ -428,7 +444,7 @@ impl ReplicaState {
             ));
         }
         self.producers
-            .check_marker(producer_id, producer_epoch, marker)
+            .check_marker(producer_id, producer_epoch, marker, v2)
             .map_err(txn_refusal)
     }
 

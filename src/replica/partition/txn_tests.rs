@@ -344,3 +344,195 @@ fn compaction_never_lets_an_aborted_record_shadow_the_committed_value() {
     }
     assert_eq!(values, vec![b"committed".to_vec()]);
 }
+
+/// KIP-1228's marker epoch checks, from `testdata/marker_epochs.txt`: for each row a fresh
+/// partition in the row's state gets the marker; an accepted one closes the transaction, a
+/// refused one changes nothing.
+#[test]
+fn marker_epochs_follow_the_table() {
+    let table = include_str!("testdata/marker_epochs.txt");
+    let mut rows = 0;
+    for line in table.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [state, epoch, version, answer] = fields[..] else {
+            panic!("a row has four fields: {line}");
+        };
+        let epoch: i16 = epoch.parse().unwrap();
+        let (_disk, mut p) = fresh();
+        let open_before = match state.split_once('@') {
+            None => {
+                assert_eq!(state, "none", "{line}");
+                false
+            }
+            Some((kind, at)) => {
+                let at: i16 = at.parse().unwrap();
+                p.append(&data(1, at, 0, 1, true), 1).unwrap();
+                if kind == "closed" {
+                    p.append_marker(1, at, commit(0), 1).unwrap();
+                }
+                kind == "open"
+            }
+        };
+        let end = p.log_end_offset();
+        let got = p.append_marker_as(1, epoch, abort(0), version == "v2", 2);
+        match answer {
+            "ok" => {
+                assert_eq!(got.unwrap().base_offset, end, "{line}");
+                assert_eq!(p.open_transactions(), 0, "{line}: closed");
+            }
+            "INVALID_PRODUCER_EPOCH" => {
+                assert!(
+                    matches!(got, Err(ProduceError::InvalidProducerEpoch)),
+                    "{line}: {got:?}"
+                );
+                assert_eq!(p.log_end_offset(), end, "{line}: nothing written");
+                assert_eq!(p.open_transactions() > 0, open_before, "{line}");
+            }
+            other => panic!("unknown answer {other}"),
+        }
+        rows += 1;
+    }
+    assert!(rows >= 10, "the table has its rows");
+}
+
+/// KIP-890 part 1 on the partition: a transactional batch that would open its producer's
+/// transaction needs the guard handed out before the coordinator was asked, and a marker in
+/// between voids it (the ABA case: verified, then aborted, then the "yes" arrives).
+#[test]
+fn a_verification_guard_opens_one_transaction_and_a_marker_voids_it() {
+    let (_disk, mut p) = fresh();
+    let guarded = Verification::Guarded;
+    // Nothing asked of the coordinator: refused (a write before AddPartitionsToTxn).
+    assert!(matches!(
+        p.append_verified(&data(1, 0, 0, 1, true), 1, guarded(None)),
+        Err(ProduceError::InvalidTxnState)
+    ));
+    let g = p.start_txn_verification(1, 0, 1).expect("nothing open");
+    assert_eq!(
+        p.start_txn_verification(1, 0, 1),
+        Some(g),
+        "a retry shares the guard"
+    );
+    // The coordinator's abort marker lands before the verified write: the guard is void.
+    p.append_marker(1, 0, abort(0), 2).unwrap();
+    assert!(matches!(
+        p.append_verified(&data(1, 0, 0, 1, true), 3, guarded(Some(g))),
+        Err(ProduceError::InvalidTxnState)
+    ));
+    assert_eq!(p.open_transactions(), 0, "no hanging transaction");
+    // Verified again: a new guard, and the write opens the transaction.
+    let g2 = p.start_txn_verification(1, 0, 4).unwrap();
+    assert_ne!(g2, g);
+    p.append_verified(&data(1, 0, 0, 1, true), 4, guarded(Some(g2)))
+        .unwrap();
+    assert_eq!(p.open_transactions(), 1);
+    // Inside the open transaction nothing is asked and no guard is needed.
+    assert_eq!(p.start_txn_verification(1, 0, 5), None);
+    p.append_verified(&data(1, 0, 1, 1, true), 5, guarded(None))
+        .unwrap();
+    // A used guard does not open the next transaction.
+    p.append_marker(1, 0, commit(0), 6).unwrap();
+    assert!(matches!(
+        p.append_verified(&data(1, 0, 2, 1, true), 7, guarded(Some(g2))),
+        Err(ProduceError::InvalidTxnState)
+    ));
+    // Verification off: the write goes in unasked, as before KIP-890.
+    p.append_verified(&data(1, 0, 2, 1, true), 8, Verification::Skipped)
+        .unwrap();
+    assert_eq!(p.open_transactions(), 1);
+}
+
+/// Transactions v2: the client has its EndTxn answer (the bumped epoch) once the coordinator's
+/// Prepare* is durable, and may write the next transaction before the marker reached this
+/// partition. That write is not part of the open transaction (Kafka's
+/// `hasOngoingTransaction(producerId, epoch)`): it needs the coordinator's word, which waits
+/// for the marker, and the marker then closes only the first transaction.
+#[test]
+fn a_write_at_the_next_epoch_waits_for_the_previous_transactions_marker() {
+    let (_disk, mut p) = fresh();
+    p.append(&data(1, 0, 0, 1, true), 1).unwrap();
+    assert_eq!(p.start_txn_verification(1, 0, 1), None, "open at epoch 0");
+    let early = p
+        .start_txn_verification(1, 1, 1)
+        .expect("not open at epoch 1");
+    assert!(matches!(
+        p.append_verified(&data(1, 1, 0, 1, true), 1, Verification::Guarded(None)),
+        Err(ProduceError::InvalidTxnState)
+    ));
+    p.append_marker_as(1, 1, commit(0), true, 2).unwrap();
+    assert_eq!(p.open_transactions(), 0);
+    // The guard taken before the marker is void; the retry's verification opens transaction 2.
+    assert!(matches!(
+        p.append_verified(
+            &data(1, 1, 0, 1, true),
+            3,
+            Verification::Guarded(Some(early))
+        ),
+        Err(ProduceError::InvalidTxnState)
+    ));
+    let g = p.start_txn_verification(1, 1, 3).unwrap();
+    p.append_verified(&data(1, 1, 0, 1, true), 3, Verification::Guarded(Some(g)))
+        .unwrap();
+    assert_eq!(p.open_transactions(), 1);
+}
+
+/// After a v2 marker (at the bumped epoch) the producer state is the same whether kept in
+/// memory, rebuilt at a restart, or cut back by a truncation: a late copy of the marker
+/// cannot close the next transaction, and a cut marker leaves the transaction open at the data's
+/// epoch for the coordinator's resend.
+#[test]
+fn producer_state_after_a_v2_marker_survives_restart_and_truncation() {
+    let (disk, mut p) = fresh();
+    p.append(&data(1, 0, 0, 1, true), 1).unwrap(); // 0
+    p.append_marker_as(1, 1, commit(0), true, 1).unwrap(); // 1, the bumped epoch
+    p.append(&data(1, 1, 0, 1, true), 1).unwrap(); // 2, transaction 2 at epoch 1
+    drop(p);
+    disk.process_crash();
+    let mut p = open(&disk);
+    assert_eq!(p.open_transactions(), 1);
+    let epoch = |p: &Partition| p.active_producers()[0].epoch;
+    assert_eq!(epoch(&p), 1);
+    // A late copy of transaction 1's marker: refused, transaction 2 stays open.
+    assert!(matches!(
+        p.append_marker_as(1, 1, commit(0), true, 2),
+        Err(ProduceError::InvalidProducerEpoch)
+    ));
+    assert_eq!(p.open_transactions(), 1);
+    // A zombie's write at epoch 0.
+    assert!(matches!(
+        p.append(&data(1, 0, 1, 1, true), 2),
+        Err(ProduceError::InvalidProducerEpoch)
+    ));
+    // Transaction 2's own marker, then its retry (a lost answer): both accepted.
+    p.append_marker_as(1, 2, abort(0), true, 3).unwrap();
+    p.append_marker_as(1, 2, abort(0), true, 3).unwrap();
+    assert_eq!(p.open_transactions(), 0);
+    assert_eq!(p.last_stable_offset(), p.high_watermark());
+
+    // A follower that loses the marker in a truncation is back at the data's epoch, open.
+    use super::follower::tests::{pair, tail};
+    let disk = MemDisk::new(5);
+    let (mut leader, mut follower) = pair(&disk);
+    leader.append(&data(8, 3, 0, 1, true), 100).unwrap();
+    leader.append_marker_as(8, 4, commit(0), true, 100).unwrap();
+    let marker = leader.log_end_offset() - 1;
+    follower
+        .append_as_follower(&tail(&leader, 0), 200)
+        .unwrap()
+        .unwrap();
+    let producer = |p: &Partition| {
+        p.active_producers()
+            .into_iter()
+            .find(|a| a.producer_id == 8)
+            .map(|a| (a.epoch, a.txn_start_offset.is_some()))
+    };
+    assert_eq!(producer(&follower), Some((4, false)));
+    let plan = follower.truncate_to(marker).unwrap().unwrap();
+    crate::io::memdisk::block_on(plan.make_durable()).unwrap();
+    follower.truncation_durable(&plan, 300);
+    assert_eq!(producer(&follower), Some((3, true)));
+}

@@ -46,10 +46,6 @@ impl TxnCoordinator {
         else {
             return out.push(answer(Reply::Error(TxnError::InvalidProducerIdMapping)));
         };
-        // A transition in flight first: it may be the rotation the client already follows.
-        if txn.pending.is_some() {
-            return out.push(answer(Reply::Error(TxnError::ConcurrentTransactions)));
-        }
         let retry_on_overflow = txn.previous_producer_id == producer_id
             && txn.previous_producer_id >= 0
             && epoch == EPOCH_EXHAUSTED
@@ -57,7 +53,14 @@ impl TxnCoordinator {
         let retry_on_bump =
             txn.producer_id == producer_id && i32::from(txn.producer_epoch) == i32::from(epoch) + 1;
         if txn.producer_id != producer_id && !retry_on_overflow {
-            return out.push(answer(Reply::Error(TxnError::InvalidProducerIdMapping)));
+            // The id a rotation under way moves to at Complete*: the client, answered it at
+            // Prepare*, is already on it and waits for the markers.
+            let error = if txn.next_producer_id >= 0 && txn.next_producer_id == producer_id {
+                TxnError::ConcurrentTransactions
+            } else {
+                TxnError::InvalidProducerIdMapping
+            };
+            return out.push(answer(Reply::Error(error)));
         }
         use TxnState::*;
         let current = epoch == txn.producer_epoch && txn.producer_id == producer_id;
@@ -68,6 +71,11 @@ impl TxnCoordinator {
         };
         if !valid {
             return out.push(answer(Reply::Error(TxnError::ProducerFenced)));
+        }
+        // Kafka's order (`handleEndTransaction`): the producer id, the epoch, and only then a
+        // transition in flight — a fenced producer learns it is fenced, not to retry.
+        if txn.pending.is_some() {
+            return out.push(answer(Reply::Error(TxnError::ConcurrentTransactions)));
         }
         let retry = retry_on_bump || retry_on_overflow;
         let now_answer = |txn: &Txn| Reply::ProducerId {

@@ -264,9 +264,19 @@ fn an_exhausted_epoch_rotates_the_producer_id_at_the_end() {
         h.ok(),
         vec![Reply(3, id_epoch(500, 0)), Markers(true, i16::MAX, 1)]
     );
+    // The client is on the new id before Complete* moves the coordinator to it: it waits,
+    // with the markers still to write and while Complete* is persisted.
+    assert_eq!(
+        h.step(end2(9, 500, 0, false, -1)),
+        vec![Reply(9, err(TxnError::ConcurrentTransactions))]
+    );
     assert_eq!(
         h.step(written(101, i16::MAX)),
         vec![Append(TxnState::CompleteCommit)]
+    );
+    assert_eq!(
+        h.step(end2(10, 500, 0, false, -1)),
+        vec![Reply(10, err(TxnError::ConcurrentTransactions))]
     );
     assert_eq!(h.ok(), vec![]);
     let (state, producer_id, epoch, _) = h.core.describe(ID).unwrap();
@@ -286,6 +296,49 @@ fn an_exhausted_epoch_rotates_the_producer_id_at_the_end() {
     );
     assert_eq!(h.ok(), vec![Reply(5, Reply::Done)]);
     assert!(!h.core.needs_fresh_producer_id(ID));
+}
+
+/// Kafka's order in `handleEndTransaction`: the producer id, then the epoch (PRODUCER_FENCED),
+/// and only then a transition in flight (CONCURRENT_TRANSACTIONS): a retry waits for it, an
+/// epoch the end does not accept is fenced at once instead of told to retry.
+#[test]
+fn a_fenced_end_is_told_so_before_a_transition_in_flight() {
+    run(vec![
+        E(init(1, None), vec![Append(TxnState::Empty)]),
+        Commit(vec![Reply(1, pid(0))]),
+        E(
+            add2(2, 101, 0, &[("t", 0)]),
+            vec![Append(TxnState::Ongoing)],
+        ),
+        Commit(vec![Reply(2, Reply::Done)]),
+        E(
+            end2(3, 101, 0, true, -1),
+            vec![Append(TxnState::PrepareCommit)],
+        ),
+        // PrepareCommit in flight: the same end again waits; an epoch never given is fenced.
+        E(
+            end2(4, 101, 0, true, -1),
+            vec![Reply(4, err(TxnError::ConcurrentTransactions))],
+        ),
+        E(
+            end2(5, 101, 7, true, -1),
+            vec![Reply(5, err(TxnError::ProducerFenced))],
+        ),
+        Commit(vec![Reply(3, pid(1)), Markers(true, 1, 1)]),
+        E(written(101, 1), vec![Append(TxnState::CompleteCommit)]),
+        // CompleteCommit in flight: a retry of the end waits; the bumped epoch cannot end the
+        // transaction still prepared (as with nothing in flight).
+        E(
+            end2(6, 101, 0, true, -1),
+            vec![Reply(6, err(TxnError::ConcurrentTransactions))],
+        ),
+        E(
+            end2(7, 101, 1, true, -1),
+            vec![Reply(7, err(TxnError::ProducerFenced))],
+        ),
+        Commit(vec![]),
+        E(end2(8, 101, 0, true, -1), vec![Reply(8, pid(1))]),
+    ]);
 }
 
 /// The tooth (`TxnV2NoEpochBump`): without the bump, v2 takes the late abort of transaction 1

@@ -8,8 +8,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
+use crate::txn::add_batches::{AddBatches, Waiter};
 use crate::txn::coordinator::RequestId;
-use crate::txn::{Reply, TxnCoordinator};
+use crate::txn::{Reply, TxnCoordinator, TxnError};
 
 #[derive(Default)]
 pub(super) struct Inner {
@@ -18,6 +19,11 @@ pub(super) struct Inner {
     pub(super) next_request: RequestId,
     pub(super) loads: BTreeMap<i32, u64>,
     pub(super) next_load: u64,
+    /// This node's AddPartitionsToTxn batches to coordinators elsewhere (as a partition
+    /// leader), and who waits for each ask.
+    pub(super) adds: AddBatches,
+    pub(super) add_waiters: BTreeMap<Waiter, oneshot::Sender<Vec<Result<(), TxnError>>>>,
+    pub(super) next_waiter: Waiter,
 }
 
 pub(crate) struct Txns {

@@ -11,6 +11,7 @@
 //! moves, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the in-sync set shrank below
 //! `min.insync.replicas` meanwhile. Any other acks is INVALID_REQUIRED_ACKS.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -27,8 +28,10 @@ use crate::broker::api::RequestContext;
 use crate::broker::delayed::{self, Closed, Committed, ProduceWait, WaitError};
 use crate::broker::{errors, shared::Broker, state::PartitionHandle};
 use crate::log::batch;
+use crate::replica::producer::Verification;
 use crate::replica::validation::{self, RecordError};
 use crate::replica::{Appended, ProduceError};
+use crate::txn::TopicPartition;
 
 struct Outcome {
     index: i32,
@@ -70,12 +73,30 @@ pub(crate) async fn handle(
     let mut to_flush: Vec<(Arc<PartitionHandle>, i64)> = Vec::new();
     let now = broker.io.clock.wall_ms();
     let authz = broker.authz(ctx);
+    // KIP-890: the coordinator is asked once for every partition this produce would open the
+    // producer's transaction on, before anything is appended.
+    let mut verdicts = if matches!(acks, -1..=1)
+        && req
+            .transactional_id
+            .as_ref()
+            .is_none_or(|id| authz.transactional_id(id))
+    {
+        verify_transactional(broker, ctx.version, &req, |t| {
+            authz.topic(Operation::Write, t)
+        })
+        .await
+    } else {
+        BTreeMap::new()
+    };
     for topic in req.topic_data {
         let name = topic.name.to_string();
         let writable = authz.topic(Operation::Write, &name);
         let mut outcomes = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let mut wait = None;
+            let verdict = verdicts
+                .remove(&(name.clone(), data.index))
+                .unwrap_or(Ok(Verification::Skipped));
             let result = if !matches!(acks, -1..=1) {
                 Err(Failure::new(
                     ResponseError::InvalidRequiredAcks,
@@ -90,16 +111,7 @@ pub(crate) async fn handle(
                     ResponseError::TransactionalIdAuthorizationFailed,
                     "Transactional Id authorization failed.",
                 ))
-            } else if let Err(failure) = verify_transactional(
-                broker,
-                ctx.version,
-                req.transactional_id.as_ref().map(|t| t.as_str()),
-                &name,
-                data.index,
-                data.records.as_deref(),
-            )
-            .await
-            {
+            } else if let Err(failure) = verdict {
                 Err(failure)
             } else if !writable {
                 Err(Failure::new(
@@ -119,7 +131,7 @@ pub(crate) async fn handle(
                     &name,
                     data.index,
                     data.records.as_deref(),
-                    acks,
+                    (acks, verdict.unwrap_or(Verification::Skipped)),
                     now,
                     &mut to_flush,
                 )
@@ -278,7 +290,7 @@ fn append_one(
     topic: &str,
     index: i32,
     records: Option<&[u8]>,
-    acks: i16,
+    (acks, verification): (i16, Verification),
     now: i64,
     to_flush: &mut Vec<(Arc<PartitionHandle>, i64)>,
 ) -> Result<(Appended, Option<ProduceWait>), Failure> {
@@ -352,7 +364,7 @@ fn append_one(
     } else {
         None
     };
-    let appended = match partition.append(records, now) {
+    let appended = match partition.append_verified(records, now, verification) {
         Ok(appended) => appended,
         Err(ProduceError::Storage(e)) => {
             // The directory is not to be trusted any more (KIP-858: only this one's
@@ -458,71 +470,133 @@ pub(crate) async fn init_producer_id(
     }
 }
 
-/// Checks a transactional produce before it is appended. Transactional records need a
-/// transactional id (as Kafka: an absent one is never authorized). KIP-890 part 1: a
-/// producer's first transactional batch on a partition (no transaction open there yet) is
-/// appended only once the coordinator confirms the partition is in its ongoing transaction, so
-/// a late write from an ended transaction cannot open a hanging one.
+/// What KIP-890 decided for one partition of a produce: refused, or appended with this
+/// verification (its guard).
+type Verdict = Result<Verification, Failure>;
+
+/// Checks a produce's transactional batches before anything is appended. Transactional records
+/// need a transactional id (as Kafka: an absent one is never authorized). KIP-890 part 1: a
+/// producer's transactional batch on a partition where its transaction is not open yet (at
+/// that epoch) takes the partition's verification guard, and the coordinator is asked once for
+/// all such partitions of the request whether they are in the producer's ongoing transaction
+/// (Produce v12, transactions v2: it adds them); each is appended only with a "yes" and its
+/// guard still held, so a late write from an ended transaction cannot open a hanging one.
+/// Partitions not named in the answer need no check (not transactional, or verification off).
 async fn verify_transactional(
     broker: &Broker,
     version: i16,
-    transactional_id: Option<&str>,
-    topic: &str,
-    index: i32,
-    records: Option<&[u8]>,
-) -> Result<(), Failure> {
-    let Some(header) = records.and_then(|r| batch::BatchHeader::parse(r).ok()) else {
-        return Ok(());
-    };
-    if !header.is_transactional() {
-        return Ok(());
+    req: &ProduceRequest,
+    writable: impl Fn(&str) -> bool,
+) -> BTreeMap<(String, i32), Verdict> {
+    let mut verdicts = BTreeMap::new();
+    // Transactions v2 adds the partition whatever the key says: without it nothing would.
+    let add = version >= 12;
+    let verify = add || broker.txn_verification_enabled();
+    let transactional_id = req.transactional_id.as_ref().map(|t| t.as_str());
+    let now = broker.io.clock.wall_ms();
+    // Partitions to ask about, by (producer id, epoch): a request has one producer in practice.
+    let mut asks: BTreeMap<(i64, i16), Vec<(TopicPartition, Verification)>> = BTreeMap::new();
+    for topic in &req.topic_data {
+        let name = topic.name.as_str();
+        if !writable(name) {
+            continue;
+        }
+        for data in &topic.partition_data {
+            let Some(header) = data
+                .records
+                .as_deref()
+                .and_then(|r| batch::BatchHeader::parse(r).ok())
+            else {
+                continue;
+            };
+            if !header.is_transactional() {
+                continue;
+            }
+            let key = (name.to_string(), data.index);
+            if transactional_id.is_none() {
+                verdicts.insert(
+                    key,
+                    Err(Failure::new(
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                        "transactional records need a transactional id",
+                    )),
+                );
+                continue;
+            }
+            if !verify {
+                continue;
+            }
+            // A partition not led here is refused at the append; it needs no guard.
+            if let crate::broker::drivers::reconcile::Leadership::NotLeader { .. } =
+                broker.leadership(name, data.index)
+            {
+                continue;
+            }
+            let Some(handle) = broker.partition(name, data.index) else {
+                continue;
+            };
+            let guard = handle.lock().start_txn_verification(
+                header.producer_id,
+                header.producer_epoch,
+                now,
+            );
+            let verification = Verification::Guarded(guard);
+            match guard {
+                // Open here at this epoch: the coordinator knew of it; the append rechecks.
+                None => {
+                    verdicts.insert(key, Ok(verification));
+                }
+                Some(_) => asks
+                    .entry((header.producer_id, header.producer_epoch))
+                    .or_default()
+                    .push((TopicPartition::new(name, data.index), verification)),
+            }
+        }
     }
     let Some(transactional_id) = transactional_id else {
-        return Err(Failure::new(
-            ResponseError::TransactionalIdAuthorizationFailed,
-            "transactional records need a transactional id",
-        ));
+        return verdicts;
     };
-    let open = broker.partition(topic, index).is_some_and(|h| {
-        h.lock()
-            .has_open_transaction(header.producer_id, header.producer_epoch)
-    });
-    if open {
-        return Ok(());
+    for (producer, partitions) in asks {
+        let names: Vec<TopicPartition> = partitions.iter().map(|(tp, _)| tp.clone()).collect();
+        let results = broker
+            .txn_partitions_at_coordinator(transactional_id, producer, &names, add)
+            .await;
+        for ((tp, verification), result) in partitions.into_iter().zip(results) {
+            let verdict = match result {
+                Ok(()) => Ok(verification),
+                Err(e) => Err(verification_failure(e, version)),
+            };
+            verdicts.insert((tp.topic, tp.partition), verdict);
+        }
     }
-    // Produce v12 is transactions v2: the leader adds the partition to the transaction at
-    // the coordinator (no AddPartitionsToTxn from the client); before, it only verifies.
-    let partition = crate::txn::TopicPartition::new(topic, index);
-    let (pid, epoch) = (header.producer_id, header.producer_epoch);
-    let verified = if version >= 12 {
-        broker
-            .txn_add_implicit(transactional_id, pid, epoch, partition)
-            .await
-    } else {
-        broker
-            .txn_verify(transactional_id, pid, epoch, partition)
-            .await
-    };
+    verdicts
+}
+
+/// A coordinator's "no" as the producer's version expects it (Kafka's `ReplicaManager`).
+fn verification_failure(e: crate::txn::TxnError, version: i16) -> Failure {
     use crate::txn::TxnError;
-    match verified {
-        Ok(()) => Ok(()),
-        Err(TxnError::NotInTransaction | TxnError::InvalidProducerIdMapping) => Err(Failure::new(
+    match e {
+        TxnError::NotInTransaction | TxnError::InvalidProducerIdMapping => Failure::new(
             if version >= 11 {
                 ResponseError::TransactionAbortable
             } else {
                 ResponseError::InvalidTxnState
             },
             "the partition is not in the producer's transaction",
-        )),
-        Err(TxnError::ProducerFenced) => Err(Failure::new(
+        ),
+        TxnError::InvalidTxnState => Failure::new(
+            ResponseError::InvalidTxnState,
+            "the transaction coordinator refused to verify the write",
+        ),
+        TxnError::ProducerFenced => Failure::new(
             ResponseError::InvalidProducerEpoch,
             "the producer was fenced",
-        )),
+        ),
         // Retriable for every client (Kafka's mapping of coordinator trouble).
-        Err(_) => Err(Failure::new(
+        _ => Failure::new(
             ResponseError::NotEnoughReplicas,
             "the transaction coordinator could not verify the write",
-        )),
+        ),
     }
 }
 

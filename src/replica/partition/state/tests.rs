@@ -42,12 +42,15 @@ fn stored(count: usize, producer: Option<(i64, i16, i32)>, base_offset: i64) -> 
 fn a_leader_alone_moves_its_high_watermark_with_the_log_end() {
     let mut s = opened(0);
     let h = stored(2, Some((7, 0, 0)), 0);
-    assert_eq!(s.admit(&h, Origin::Client).unwrap(), Admission::Append);
+    assert_eq!(
+        s.admit(&h, Origin::Client, Verification::Skipped).unwrap(),
+        Admission::Append
+    );
     s.appended(&h, &h, ends(0, 2), 1);
     assert_eq!(s.high_watermark(), 2);
     // The same batch again is a duplicate answered with its first offsets.
     assert!(matches!(
-        s.admit(&h, Origin::Client).unwrap(),
+        s.admit(&h, Origin::Client, Verification::Skipped).unwrap(),
         Admission::Duplicate {
             base_offset: 0,
             last_offset: 1,

@@ -260,3 +260,36 @@ async fn a_waiting_acks_all_produce_ends_when_leadership_moves() {
         Err(ResponseError::NotLeaderOrFollower)
     );
 }
+
+/// KIP-890 part 1: the coordinator's "no" reaches each Produce version as Kafka's leader
+/// answers it (`ReplicaManager`'s mapping): not in the transaction is INVALID_TXN_STATE before
+/// v11 and TRANSACTION_ABORTABLE from v11; fenced is INVALID_PRODUCER_EPOCH; coordinator trouble
+/// is NOT_ENOUGH_REPLICAS, which every client retries.
+#[test]
+fn a_coordinators_no_reaches_each_produce_version_as_kafka_answers_it() {
+    use crate::txn::TxnError::*;
+    let code = |e, version| super::verification_failure(e, version).code;
+    assert_eq!(code(NotInTransaction, 10), ResponseError::InvalidTxnState);
+    assert_eq!(
+        code(NotInTransaction, 11),
+        ResponseError::TransactionAbortable
+    );
+    assert_eq!(
+        code(InvalidProducerIdMapping, 3),
+        ResponseError::InvalidTxnState
+    );
+    assert_eq!(
+        code(ProducerFenced, 10),
+        ResponseError::InvalidProducerEpoch
+    );
+    assert_eq!(code(InvalidTxnState, 11), ResponseError::InvalidTxnState);
+    for e in [
+        ConcurrentTransactions,
+        NotCoordinator,
+        CoordinatorLoadInProgress,
+        CoordinatorNotAvailable,
+    ] {
+        assert_eq!(code(e, 10), ResponseError::NotEnoughReplicas, "{e:?}");
+        assert_eq!(code(e, 11), ResponseError::NotEnoughReplicas, "{e:?}");
+    }
+}
