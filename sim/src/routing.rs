@@ -70,8 +70,6 @@ pub struct Routes {
     max_age: Duration,
     /// (topic, partition) → leader and when it was learnt (the clock's monotonic time).
     leaders: BTreeMap<(String, i32), (SocketAddr, Duration)>,
-    /// Metadata requests sent, for the figures.
-    pub metadata_requests: u64,
 }
 
 impl Routes {
@@ -84,7 +82,6 @@ impl Routes {
             asked: first,
             max_age,
             leaders: BTreeMap::new(),
-            metadata_requests: 0,
         }
     }
 
@@ -144,7 +141,6 @@ impl Routes {
     ) -> Result<(), ClientError> {
         let via = self.bootstrap[(self.asked % self.bootstrap.len() as u64) as usize];
         self.asked += 1;
-        self.metadata_requests += 1;
         let asked = async {
             let mut c = Client::connect(io, via).await?;
             c.set_timeout(timeout);
