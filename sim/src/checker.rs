@@ -76,6 +76,9 @@ pub struct Findings {
     pub metadata: Vec<String>,
     /// Admin requests a broker answered NOT_CONTROLLER (`metadata_check::not_controller`).
     pub admin_not_controller: Vec<String>,
+    /// Errors producers surfaced that a correct broker does not cause (`delivery_check`),
+    /// filled in by the world.
+    pub producer_errors: Vec<String>,
     /// Multi-node worlds: leader and committed-metadata conflicts (`quorum_check`).
     pub quorum: crate::quorum_check::QuorumFindings,
     /// Multi-node worlds: why no leader or no metadata commit came within the bound after
@@ -174,6 +177,11 @@ impl Findings {
             Check::AdminAvailability,
             self.admin_not_controller.len(),
             "admin requests answered NOT_CONTROLLER (librdkafka surfaces it)",
+        );
+        add(
+            Check::ProducerAvailability,
+            self.producer_errors.len(),
+            "producer errors a correct broker does not cause (surfaced, or delivery timed out with a leader and no fault)",
         );
         add(
             Check::OneLeader,
@@ -442,11 +450,11 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                     }
                 }
             }
-            Event::Fail { op, error } => {
+            Event::Fail { op, code, .. } => {
                 findings.failed += 1;
                 *findings
                     .surfaced
-                    .entry(format!("producer: {}", error_kind(error)))
+                    .entry(format!("producer: {}", crate::produce_errors::name(*code)))
                     .or_default() += 1;
                 failed_ops.insert(*op);
             }
@@ -940,6 +948,7 @@ mod tests {
             invoke(2, &["c"]),
             at(Event::Fail {
                 op: 2,
+                code: -192,
                 error: "timed out".into(),
             }),
             invoke(3, &["d"]),
@@ -998,6 +1007,7 @@ mod tests {
             invoke(1, &["a"]),
             at(Event::Fail {
                 op: 1,
+                code: 19,
                 error: "retries exhausted".into(),
             }),
             at(Event::AdminFail {
@@ -1007,7 +1017,7 @@ mod tests {
             }),
         ];
         let f = check(&entries, &final_read(0, &[]), None);
-        assert_eq!(f.surfaced["producer: retries exhausted"], 1);
+        assert_eq!(f.surfaced["producer: NotEnoughReplicas"], 1);
         assert_eq!(f.surfaced["admin: broker error: NotController"], 1);
     }
 
@@ -1035,6 +1045,7 @@ mod tests {
             invoke(1, &["a", "b"]),
             at(Event::Fail {
                 op: 1,
+                code: -192,
                 error: "timed out".into(),
             }),
             read_hw(0, 0, 0, "a", 2),
@@ -1139,6 +1150,7 @@ mod tests {
         let failed = |op: u64, error: &str| {
             at(Event::Fail {
                 op,
+                code: 7,
                 error: error.into(),
             })
         };

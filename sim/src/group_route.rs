@@ -69,7 +69,8 @@ pub(crate) struct LeaderFetch {
     bootstrap: Vec<SocketAddr>,
     timeout: Duration,
     leaders: BTreeMap<i32, Client>,
-    lookups: u64,
+    /// The cached leader map (a cluster only).
+    routes: Option<crate::routing::Routes>,
     /// The librdkafka-like path (`[groups] client = "librdkafka"`).
     validating: Option<GroupFetch>,
 }
@@ -77,11 +78,14 @@ pub(crate) struct LeaderFetch {
 impl LeaderFetch {
     /// `bootstrap` empty: the single-node world.
     pub(crate) fn new(bootstrap: Vec<SocketAddr>, timeout: Duration) -> LeaderFetch {
+        let routes = (!bootstrap.is_empty()).then(|| {
+            crate::routing::Routes::new(bootstrap.clone(), crate::routing::DEFAULT_MAX_AGE, 0)
+        });
         LeaderFetch {
             bootstrap,
             timeout,
+            routes,
             leaders: BTreeMap::new(),
-            lookups: 0,
             validating: None,
         }
     }
@@ -178,17 +182,8 @@ impl LeaderFetch {
         let mut missed = false;
         for p in owned {
             if !self.leaders.contains_key(&p) {
-                self.lookups += 1;
-                match crate::routing::connect_leader(
-                    io,
-                    &self.bootstrap,
-                    self.lookups,
-                    topic,
-                    p,
-                    self.timeout,
-                )
-                .await
-                {
+                let routes = self.routes.as_mut().expect("a cluster has routes");
+                match routes.connect_leader(io, topic, p, self.timeout).await {
                     Ok(c) => {
                         self.leaders.insert(p, c);
                     }
@@ -204,6 +199,9 @@ impl LeaderFetch {
                 Err(_) => {
                     // NOT_LEADER_OR_FOLLOWER, a broker gone: ask where the leader is again.
                     self.leaders.remove(&p);
+                    if let Some(routes) = self.routes.as_mut() {
+                        routes.stale(topic, p);
+                    }
                     missed = true;
                 }
             }

@@ -62,8 +62,10 @@ pub enum Event {
     },
     /// The broker acknowledged the batch at `offset` (its first record).
     Ack { op: u64, offset: i64 },
-    /// The producer gave up on the batch; it may or may not have been written.
-    Fail { op: u64, error: String },
+    /// The producer gave up on the batch; it may or may not have been written. `code`: the
+    /// error its delivery report carries, as librdkafka's: Kafka's code, or a local (negative)
+    /// one such as `_MSG_TIMED_OUT`; 0 for none an application sees (`produce_errors`).
+    Fail { op: u64, code: i16, error: String },
     /// A consumer read `value` at `offset`, in a response that reported `high_watermark`.
     Read {
         consumer: u32,

@@ -42,6 +42,9 @@ enum Line {
     Fail {
         at_ms: u64,
         op: u64,
+        /// Absent in files written before delivery reports carried a code.
+        #[serde(default)]
+        code: i16,
         error: String,
     },
     Read {
@@ -149,7 +152,12 @@ fn line_of(entry: &Entry) -> Option<Line> {
             values,
         },
         Event::Ack { op, offset } => Line::Ack { at_ms, op, offset },
-        Event::Fail { op, error } => Line::Fail { at_ms, op, error },
+        Event::Fail { op, code, error } => Line::Fail {
+            at_ms,
+            op,
+            code,
+            error,
+        },
         Event::Read {
             consumer,
             partition,
@@ -227,7 +235,12 @@ fn entry_of(line: Line) -> Option<Entry> {
             },
         ),
         Line::Ack { at_ms, op, offset } => (at_ms, Event::Ack { op, offset }),
-        Line::Fail { at_ms, op, error } => (at_ms, Event::Fail { op, error }),
+        Line::Fail {
+            at_ms,
+            op,
+            code,
+            error,
+        } => (at_ms, Event::Fail { op, code, error }),
         Line::Read {
             at_ms,
             consumer,
@@ -424,6 +437,7 @@ mod tests {
                     3,
                     Event::Fail {
                         op: 8,
+                        code: -192,
                         error: "timed out".into(),
                     },
                 ),

@@ -187,7 +187,7 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                     o.ack.get_or_insert((t, *offset));
                 }
             }
-            Event::Fail { op, error } => {
+            Event::Fail { op, error, .. } => {
                 if let Some(o) = ops.get_mut(op) {
                     o.failed.get_or_insert((t, error.clone()));
                 }

@@ -15,6 +15,7 @@ pub mod clock;
 pub mod consumer_workload;
 pub mod coverage;
 pub mod cpu;
+pub mod delivery_check;
 pub mod group_check;
 #[cfg(madsim)]
 pub mod group_route;
@@ -29,6 +30,7 @@ pub mod metadata_check;
 pub mod partition_trace;
 #[cfg(madsim)]
 pub mod probes;
+pub mod produce_errors;
 pub mod producer;
 pub mod progress;
 pub mod quorum_check;

@@ -2,10 +2,20 @@
 //! one of the bootstrap brokers (the next one on every attempt, so a broker that is down or
 //! cut off is not asked twice in a row), then a connection to the leader it names. A leader
 //! that moved answers NOT_LEADER_OR_FOLLOWER; the client drops the connection and asks again.
+//!
+//! [`Routes`] is a client's cached leader map, as librdkafka keeps one: one Metadata answer
+//! fills every partition of the topic, a known leader is used without asking again until an
+//! error says it may have moved (NOT_LEADER_OR_FOLLOWER, a network error, a time-out: the
+//! client calls [`Routes::stale`]) or `topic.metadata.refresh.interval.ms` has passed. So a
+//! client may well send to a broker that no longer leads (stale metadata is normal); the
+//! broker's answer sends it back to Metadata. The free functions ask every time (the end
+//! probes and the transactional clients use them).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use weir::client::{Client, ClientError};
 use weir::io::Io;
 
@@ -45,4 +55,110 @@ pub async fn connect_leader(
 ) -> Result<Client, ClientError> {
     let addr = leader(io, bootstrap, attempt, topic, partition, timeout).await?;
     crate::workload::connect(io, addr, timeout).await
+}
+
+/// `topic.metadata.refresh.interval.ms` of the clients without a scenario key for it
+/// (librdkafka's 300 s, scaled by 1/10 as the other client time-outs are).
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// One client's leader map (see the module comment).
+pub struct Routes {
+    bootstrap: Vec<SocketAddr>,
+    /// Metadata requests so far (which bootstrap broker to ask next).
+    asked: u64,
+    /// `topic.metadata.refresh.interval.ms`: how long a leader is trusted without an error.
+    max_age: Duration,
+    /// (topic, partition) → leader and when it was learnt (the clock's monotonic time).
+    leaders: BTreeMap<(String, i32), (SocketAddr, Duration)>,
+}
+
+impl Routes {
+    /// `first`: which bootstrap broker to ask first (clients spread their first question).
+    pub fn new(bootstrap: Vec<SocketAddr>, max_age: Duration, first: u64) -> Routes {
+        assert!(!bootstrap.is_empty(), "routing needs a bootstrap broker");
+        assert!(!max_age.is_zero());
+        Routes {
+            bootstrap,
+            asked: first,
+            max_age,
+            leaders: BTreeMap::new(),
+        }
+    }
+
+    /// `partition`'s leader: the cached one while fresh, else from a Metadata request (which
+    /// refreshes every partition of `topic`). LEADER_NOT_AVAILABLE when it names none.
+    pub async fn leader(
+        &mut self,
+        io: &Io,
+        topic: &str,
+        partition: i32,
+        timeout: Duration,
+    ) -> Result<SocketAddr, ClientError> {
+        let now = io.clock.monotonic();
+        let key = (topic.to_string(), partition);
+        if let Some(&(addr, at)) = self.leaders.get(&key) {
+            if now.saturating_sub(at) < self.max_age {
+                return Ok(addr);
+            }
+        }
+        self.refresh(io, topic, timeout).await?;
+        match self.leaders.get(&key) {
+            Some(&(addr, _)) => Ok(addr),
+            None => Err(ClientError::Kafka(
+                ResponseError::LeaderNotAvailable,
+                format!("{topic}-{partition} has no live leader"),
+            )),
+        }
+    }
+
+    /// Connects to `partition`'s leader (see [`Routes::leader`]); a failed connection marks
+    /// the leader stale.
+    pub async fn connect_leader(
+        &mut self,
+        io: &Io,
+        topic: &str,
+        partition: i32,
+        timeout: Duration,
+    ) -> Result<Client, ClientError> {
+        let addr = self.leader(io, topic, partition, timeout).await?;
+        let connected = crate::workload::connect(io, addr, timeout).await;
+        if connected.is_err() {
+            self.stale(topic, partition);
+        }
+        connected
+    }
+
+    /// The cached leader of `partition` may have moved: the next look-up asks Metadata.
+    pub fn stale(&mut self, topic: &str, partition: i32) {
+        self.leaders.remove(&(topic.to_string(), partition));
+    }
+
+    async fn refresh(
+        &mut self,
+        io: &Io,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let via = self.bootstrap[(self.asked % self.bootstrap.len() as u64) as usize];
+        self.asked += 1;
+        let asked = async {
+            let mut c = Client::connect(io, via).await?;
+            c.set_timeout(timeout);
+            c.topic_leaders(topic).await
+        };
+        let leaders = io
+            .timeout(timeout, asked)
+            .await
+            .ok_or(ClientError::Timeout)??;
+        let now = io.clock.monotonic();
+        self.leaders.retain(|(t, _), _| t != topic);
+        for (partition, info) in leaders {
+            let addr: SocketAddr = format!("{}:{}", info.host, info.port)
+                .parse()
+                .map_err(|e| ClientError::Protocol(format!("leader address {}: {e}", info.host)))?;
+            self.leaders
+                .insert((topic.to_string(), partition), (addr, now));
+        }
+        Ok(())
+    }
 }

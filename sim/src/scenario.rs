@@ -108,6 +108,12 @@ pub enum Check {
     /// application: a Kafka broker holds a forwarded request until a controller is known.
     #[serde(rename = "admin-availability")]
     AdminAvailability,
+    /// A producer surfaced an error a correct broker should not cause: a permanent error
+    /// librdkafka hands to the application, an idempotent sequence error where nothing
+    /// acknowledged may be lost, or a delivery timeout while the partition had a leader and
+    /// no fault was active or recovering (`delivery_check`).
+    #[serde(rename = "producer-availability")]
+    ProducerAvailability,
     /// Two nodes name different leaders for one quorum epoch (multi-node worlds).
     #[serde(rename = "one-leader")]
     OneLeader,
@@ -180,6 +186,7 @@ impl Check {
             Check::Order,
             Check::Metadata,
             Check::AdminAvailability,
+            Check::ProducerAvailability,
             Check::OneLeader,
             Check::CommittedPrefix,
             Check::QuorumLiveness,
@@ -693,11 +700,27 @@ pub struct Producers {
     pub rate: u32,
     #[serde(default = "default_batch")]
     pub batch_records: u32,
-    /// Attempts after the first for a batch that failed with a retriable error.
+    /// Attempts after the first for a batch that failed with a retriable error (librdkafka's
+    /// `retries`, unbounded by default: `delivery_timeout_ms` bounds a batch).
     #[serde(default = "default_retries")]
     pub retries: u32,
+    /// `request.timeout.ms`, scaled like the other client time-outs (librdkafka: 30 s).
     #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: u64,
+    /// `delivery.timeout.ms`: how long after it was produced a batch is retried before its
+    /// delivery report says `_MSG_TIMED_OUT` (librdkafka: 300 s, scaled by 1/10).
+    #[serde(default = "default_delivery_timeout")]
+    pub delivery_timeout_ms: u64,
+    /// `retry.backoff.ms` and `retry.backoff.max.ms` (librdkafka: 100 ms and 1 s): the wait
+    /// before a retry doubles with every failure in a row, up to the maximum.
+    #[serde(default = "default_retry_backoff")]
+    pub retry_backoff_ms: u64,
+    #[serde(default = "default_retry_backoff_max")]
+    pub retry_backoff_max_ms: u64,
+    /// `topic.metadata.refresh.interval.ms`: how long a client trusts a cached leader without
+    /// an error saying it moved (librdkafka: 300 s, scaled by 1/10).
+    #[serde(default = "default_metadata_refresh")]
+    pub metadata_refresh_interval_ms: u64,
     /// Produce requests a producer keeps in flight on its connection (Kafka clients'
     /// `max.in.flight.requests.per.connection`, default 5; idempotence allows at most 5).
     #[serde(default = "default_in_flight")]
@@ -718,6 +741,10 @@ impl Default for Producers {
             batch_records: default_batch(),
             retries: default_retries(),
             request_timeout_ms: default_request_timeout(),
+            delivery_timeout_ms: default_delivery_timeout(),
+            retry_backoff_ms: default_retry_backoff(),
+            retry_backoff_max_ms: default_retry_backoff_max(),
+            metadata_refresh_interval_ms: default_metadata_refresh(),
             max_in_flight: default_in_flight(),
         }
     }
@@ -736,7 +763,19 @@ fn default_batch() -> u32 {
     5
 }
 fn default_retries() -> u32 {
-    5
+    i32::MAX as u32
+}
+fn default_delivery_timeout() -> u64 {
+    30_000
+}
+fn default_retry_backoff() -> u64 {
+    100
+}
+fn default_retry_backoff_max() -> u64 {
+    1000
+}
+fn default_metadata_refresh() -> u64 {
+    30_000
 }
 fn default_request_timeout() -> u64 {
     3000
@@ -1052,6 +1091,18 @@ impl Scenario {
                     "admin.interval_ms must be ≥ 10 and admin.request_timeout_ms > 0".into(),
                 );
             }
+        }
+        let p = &self.producers;
+        if p.delivery_timeout_ms == 0
+            || p.retry_backoff_ms == 0
+            || p.retry_backoff_max_ms < p.retry_backoff_ms
+            || p.metadata_refresh_interval_ms == 0
+        {
+            return Err(
+                "producers: delivery_timeout_ms, retry_backoff_ms and \
+                 metadata_refresh_interval_ms must be > 0, retry_backoff_max_ms ≥ retry_backoff_ms"
+                    .into(),
+            );
         }
         let in_flight = self.producers.max_in_flight;
         if in_flight == 0 || in_flight > 64 || (self.producers.idempotent && in_flight > 5) {

@@ -55,6 +55,7 @@ pub fn check_name(check: Check) -> &'static str {
         Check::Order => "order",
         Check::Metadata => "metadata",
         Check::AdminAvailability => "admin-availability",
+        Check::ProducerAvailability => "producer-availability",
         Check::Sent => "sent",
         Check::OneLeader => "one-leader",
         Check::CommittedPrefix => "committed-prefix",

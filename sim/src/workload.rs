@@ -73,7 +73,13 @@ pub async fn run_consumer(io: Io, spec: ConsumerSpec, history: History, clock: R
     let mut clients: Vec<Option<Client>> = (0..if routed { spec.partitions } else { 1 })
         .map(|_| None)
         .collect();
-    let mut lookups = 0u64;
+    let mut routes = routed.then(|| {
+        crate::routing::Routes::new(
+            spec.bootstrap.clone(),
+            crate::routing::DEFAULT_MAX_AGE,
+            spec.id as u64,
+        )
+    });
     let mut positions = vec![0i64; spec.partitions as usize];
     while clock.now_ms() < spec.until_ms {
         if !routed && clients[0].is_none() {
@@ -87,17 +93,10 @@ pub async fn run_consumer(io: Io, spec: ConsumerSpec, history: History, clock: R
         }
         for partition in 0..spec.partitions {
             let slot = if routed { partition as usize } else { 0 };
-            if routed && clients[slot].is_none() {
-                lookups += 1;
-                match crate::routing::connect_leader(
-                    &io,
-                    &spec.bootstrap,
-                    lookups,
-                    &spec.topic,
-                    partition,
-                    spec.timeout,
-                )
-                .await
+            if let (Some(routes), None) = (routes.as_mut(), clients[slot].as_ref()) {
+                match routes
+                    .connect_leader(&io, &spec.topic, partition, spec.timeout)
+                    .await
                 {
                     Ok(c) => clients[slot] = Some(c),
                     Err(_) => {
@@ -171,6 +170,9 @@ pub async fn run_consumer(io: Io, spec: ConsumerSpec, history: History, clock: R
                         )
                     {
                         clients[slot] = None;
+                        if let Some(routes) = routes.as_mut() {
+                            routes.stale(&spec.topic, partition);
+                        }
                     }
                     io.clock.sleep(RECONNECT_BACKOFF).await;
                 }

@@ -394,6 +394,18 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         findings.evidence_ms.insert(Check::AdminAvailability, *at);
     }
     findings.admin_not_controller = refused.into_iter().map(|(_, why)| why).collect();
+    let rules = crate::delivery_check::Rules {
+        judge_sequence_errors: scenario.producers.acks_value() == Ok(-1)
+            && scenario.producers.idempotent
+            && scenario.checks.contains(&Check::Lost),
+    };
+    let surfaced = crate::delivery_check::check(&entries, rules);
+    if let Some((at, _)) = surfaced.first() {
+        findings
+            .evidence_ms
+            .insert(Check::ProducerAvailability, *at);
+    }
+    findings.producer_errors = surfaced.into_iter().map(|(_, why)| why).collect();
     if let Some(metadata) = &final_metadata {
         findings.metadata = metadata_check::check(&entries, metadata);
         if !findings.metadata.is_empty() {
@@ -797,6 +809,12 @@ async fn simulate(
             batch_records: scenario.producers.batch_records,
             retries: scenario.producers.retries,
             timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            delivery_timeout: Duration::from_millis(scenario.producers.delivery_timeout_ms),
+            retry_backoff: Duration::from_millis(scenario.producers.retry_backoff_ms),
+            retry_backoff_max: Duration::from_millis(scenario.producers.retry_backoff_max_ms),
+            metadata_max_age: Duration::from_millis(
+                scenario.producers.metadata_refresh_interval_ms,
+            ),
             max_in_flight: scenario.producers.max_in_flight,
             until_ms: duration_ms,
         };

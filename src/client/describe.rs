@@ -200,6 +200,37 @@ impl Client {
         Ok(())
     }
 
+    /// The live leader of every partition of `topic`, from one Metadata request (no
+    /// auto-creation), as a client caches it: partitions without a live leader are left out.
+    pub async fn topic_leaders(&mut self, topic: &str) -> Result<BTreeMap<i32, BrokerInfo>> {
+        let response = self.metadata_full(Some(&[topic]), false).await?;
+        let Some(t) = response
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
+        else {
+            return Err(ClientError::Protocol("topic missing from Metadata".into()));
+        };
+        if let Some(e) = ResponseError::try_from_code(t.error_code) {
+            return Err(ClientError::Kafka(e, format!("topic '{topic}'")));
+        }
+        let mut leaders = BTreeMap::new();
+        for p in &t.partitions {
+            let leader = p.leader_id.0;
+            if let Some(b) = response.brokers.iter().find(|b| b.node_id.0 == leader) {
+                leaders.insert(
+                    p.partition_index,
+                    BrokerInfo {
+                        id: leader,
+                        host: b.host.to_string(),
+                        port: b.port as u16,
+                    },
+                );
+            }
+        }
+        Ok(leaders)
+    }
+
     /// Waits (bounded) until `partition` of `topic` has a leader, asking Metadata with
     /// auto-creation allowed: a missing topic is created if the broker allows it. Returns the
     /// leader's endpoint. Fails with UNKNOWN_TOPIC_OR_PARTITION when the topic stays missing

@@ -189,6 +189,12 @@ pub enum PlantedBug {
     /// every other change still work (a request queue only the first controller drains). A
     /// broker-level site, so the `planted` build has it too.
     CreatePartitionsStuckAfterFailover,
+    /// Produce: a broker that does not lead the partition answers UNKNOWN_SERVER_ERROR instead
+    /// of NOT_LEADER_OR_FOLLOWER (an internal "not leader" mapped to the generic code), which
+    /// librdkafka surfaces instead of refreshing its metadata and retrying. Nothing is lost
+    /// or written twice; only the availability check of what producers surface sees it. A
+    /// broker-level site, so the `planted` build has it too.
+    NotLeaderAnsweredUnknownServerError,
 }
 
 impl PlantedBug {
@@ -342,6 +348,10 @@ impl PlantedBug {
         (
             "create-partitions-stuck-after-failover",
             PlantedBug::CreatePartitionsStuckAfterFailover,
+        ),
+        (
+            "not-leader-answered-unknown-server-error",
+            PlantedBug::NotLeaderAnsweredUnknownServerError,
         ),
     ];
 

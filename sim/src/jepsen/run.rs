@@ -430,6 +430,12 @@ async fn workload_and_faults(
             batch_records: scenario.producers.batch_records,
             retries: scenario.producers.retries,
             timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            delivery_timeout: Duration::from_millis(scenario.producers.delivery_timeout_ms),
+            retry_backoff: Duration::from_millis(scenario.producers.retry_backoff_ms),
+            retry_backoff_max: Duration::from_millis(scenario.producers.retry_backoff_max_ms),
+            metadata_max_age: Duration::from_millis(
+                scenario.producers.metadata_refresh_interval_ms,
+            ),
             max_in_flight: scenario.producers.max_in_flight,
             until_ms: duration_ms,
         };

@@ -239,7 +239,12 @@ async fn await_high_watermarks(
     let results =
         delayed::wait_produce(broker.io.clock.as_ref(), &mut waits, deadline, &ctx.gone).await;
     for (o, result) in waiting.into_iter().zip(results) {
-        if let Some(failure) = wait_failure(result) {
+        if let Some(mut failure) = wait_failure(result) {
+            if crate::planted!(broker.config, NotLeaderAnsweredUnknownServerError)
+                && failure.code == ResponseError::NotLeaderOrFollower
+            {
+                failure.code = ResponseError::UnknownServerError;
+            }
             o.result = Err(failure);
         }
     }
@@ -303,8 +308,13 @@ fn append_one(
     if let crate::broker::drivers::reconcile::Leadership::NotLeader { leader, .. } =
         broker.leadership(topic, index)
     {
+        let code = if crate::planted!(broker.config, NotLeaderAnsweredUnknownServerError) {
+            ResponseError::UnknownServerError
+        } else {
+            ResponseError::NotLeaderOrFollower
+        };
         return Err(Failure::new(
-            ResponseError::NotLeaderOrFollower,
+            code,
             format!("this broker does not lead {topic}-{index} (the leader is {leader})"),
         ));
     }
