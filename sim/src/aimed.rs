@@ -26,7 +26,13 @@
 //!   that answer carried has it in the ISR without the records (with `isr_expand`, the leader
 //!   is struck meanwhile);
 //! - `coordinator_load_stall`: a new coordinator's replay of an offsets partition starts
-//!   200–2000 ms late, so its groups stay loading while members come asking.
+//!   200–2000 ms late, so its groups stay loading while members come asking;
+//! - the quorum driver's `quorum_answer_one_batch`, `quorum_leader_flush_stall`,
+//!   `quorum_new_leader_flush_stall`, `quorum_first_commit_stall`,
+//!   `quorum_old_tail_commit_stall` and `quorum_vote_request_delay`: fetch answers cut to one
+//!   batch, the quorum thread stalled 2.5–6 s at a leader's moments and vote requests held
+//!   back, which together make Raft's figure 8 and the narrow vote schedules reachable
+//!   (`src/broker/drivers/quorum/fault_point.rs`).
 
 use std::collections::BTreeMap;
 #[cfg(madsim)]
@@ -57,6 +63,13 @@ pub enum AimPoint {
     CatchUpAnswerLost,
     /// A broker fault point (`FaultPoints::coordinator_load_stall`), not a nemesis strike.
     CoordinatorLoadStall,
+    /// Quorum driver fault points (`FaultPoints::quorum_*`), not nemesis strikes.
+    QuorumAnswerOneBatch,
+    QuorumLeaderFlushStall,
+    QuorumNewLeaderFlushStall,
+    QuorumFirstCommitStall,
+    QuorumOldTailCommitStall,
+    QuorumVoteRequestDelay,
 }
 
 #[cfg(madsim)]
@@ -67,6 +80,13 @@ impl Aimed {
         weir::config::FaultPoints {
             catch_up_answer_lost: chance(AimPoint::CatchUpAnswerLost),
             coordinator_load_stall: chance(AimPoint::CoordinatorLoadStall),
+            quorum_answer_one_batch: chance(AimPoint::QuorumAnswerOneBatch),
+            quorum_leader_flush_stall: chance(AimPoint::QuorumLeaderFlushStall),
+            quorum_new_leader_flush_stall: chance(AimPoint::QuorumNewLeaderFlushStall),
+            quorum_first_commit_stall: chance(AimPoint::QuorumFirstCommitStall),
+            quorum_old_tail_commit_stall: chance(AimPoint::QuorumOldTailCommitStall),
+            quorum_vote_request_delay: chance(AimPoint::QuorumVoteRequestDelay),
+            quorum_window_wall_ms: [0, 0],
         }
     }
 }

@@ -203,6 +203,10 @@ fn secure_links_properties(token_secs: u64) -> BTreeMap<String, String> {
     .collect()
 }
 
+/// When the quorum's fault points start striking, from the world's start (simulated ms): after
+/// the cluster has formed and the workload's topic exists.
+const QUORUM_POINTS_FROM_MS: i64 = 5000;
+
 fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String> {
     let mut props: BTreeMap<String, String> = if scenario.cluster.is_multi_node() {
         cluster_properties(scenario, index)
@@ -250,6 +254,17 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
         .transpose()?;
     if let Some(aimed) = &scenario.nemesis.aimed {
         config.fault_points = aimed.fault_points();
+        // The quorum's fault points strike from a few seconds in (the world's topic is
+        // created) to the end of the fault phase (the simulated wall clock; this runs at the
+        // world's start).
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as i64;
+        config.fault_points.quorum_window_wall_ms = [
+            now_ms + QUORUM_POINTS_FROM_MS,
+            now_ms + scenario.duration_secs as i64 * 1000,
+        ];
     }
     Ok(config)
 }

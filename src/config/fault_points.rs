@@ -27,7 +27,47 @@ pub struct FaultPoints {
     /// [`COORDINATOR_LOAD_STALL_MS`] (a drawn time in it) before its replay starts, as on a
     /// slow disk; its groups stay loading meanwhile (`group-serve-while-loading`).
     pub coordinator_load_stall: f64,
+    /// Quorum driver (leader): a fetch answer carries only its first batch, as a small fetch
+    /// size makes it. The follower's next fetch then acknowledges exactly that batch's end:
+    /// an old epoch's entry reaches a majority while the new leader's LeaderChange does not
+    /// (the middle of Raft's figure 8, `quorum-commit-old-epoch`).
+    pub quorum_answer_one_batch: f64,
+    /// Quorum driver (leader): the fsync of a proposal the leader just appended stalls
+    /// [`QUORUM_STALL_MS`], as on a disk that hangs; the quorum thread answers nothing
+    /// meanwhile, so the followers elect another leader and the entry stays on this node
+    /// alone (figure 8's first step; a stale, longer log for `quorum-vote-compares-offset-only`;
+    /// a late voter that two candidates of one epoch both ask, for `quorum-double-vote`).
+    pub quorum_leader_flush_stall: f64,
+    /// Quorum driver: a new leader's fsync of its own LeaderChange stalls [`QUORUM_STALL_MS`]:
+    /// a leader struck right after it appends in its new epoch, before it commits, that comes
+    /// back later with that entry (figure 8's leader between).
+    pub quorum_new_leader_flush_stall: f64,
+    /// Quorum driver (leader): at the first commit of its epoch the quorum thread stalls
+    /// [`QUORUM_STALL_MS`] before it answers the fetch that moved the high watermark, so the
+    /// follower that made the majority never gets the answer (figure 8's last step: the leader
+    /// gone before its own epoch's entry reaches a majority).
+    pub quorum_first_commit_stall: f64,
+    /// The same stall, for a leader elected with an uncommitted tail of an epoch older than
+    /// the one before its own (an epoch came and went without it): the moment of figure 8,
+    /// where the first commit decides whether that tail is counted.
+    pub quorum_old_tail_commit_stall: f64,
+    /// Quorum driver: a candidate's vote request leaves [`QUORUM_VOTE_DELAY_MS`] late (a slow
+    /// link), so a second candidate can stand in the same epoch before it arrives
+    /// (`quorum-double-vote`).
+    pub quorum_vote_request_delay: f64,
+    /// The quorum points strike only inside this wall-clock window, ms ([0, 0]: always). The
+    /// simulator sets the scenario's fault phase after the cluster's start-up, so the world
+    /// gets its topic and the quorum heals when the nemesis does: the checks after healing
+    /// judge a quiet cluster.
+    pub quorum_window_wall_ms: [i64; 2],
 }
+
+/// How late a delayed vote request leaves: [min, max] ms.
+pub const QUORUM_VOTE_DELAY_MS: [u64; 2] = [50, 500];
+
+/// How long a quorum stall lasts: [min, max] ms. Longer than a peer's request timeout (2 s),
+/// so answers held back by the stall arrive to no one.
+pub const QUORUM_STALL_MS: [u64; 2] = [2500, 6000];
 
 /// How long a stalled coordinator load waits before its replay: [min, max] ms.
 pub const COORDINATOR_LOAD_STALL_MS: [u64; 2] = [200, 2000];

@@ -16,6 +16,8 @@
 pub mod applied;
 pub mod batches;
 pub mod codec;
+#[cfg(any(madsim, test))]
+mod fault_point;
 pub mod handle;
 pub mod legacy;
 pub mod raft_log;
@@ -213,6 +215,14 @@ pub async fn open(
         parking: None,
         unpark: false,
         park_ms,
+        #[cfg(any(madsim, test))]
+        fault_points: config.fault_points,
+        #[cfg(any(madsim, test))]
+        first_commit_epoch: None,
+        #[cfg(any(madsim, test))]
+        standing_log: None,
+        #[cfg(any(madsim, test))]
+        old_tail_epoch: None,
     };
     let policy = SnapshotPolicy {
         max_bytes: config.metadata_snapshot_max_bytes,
@@ -423,6 +433,18 @@ struct Driver {
     unpark: bool,
     /// How long a fetch may stay parked: well under the fetcher's request timeout.
     park_ms: u64,
+    /// The fault points armed (`fault_point.rs`; simulator and tests only).
+    #[cfg(any(madsim, test))]
+    fault_points: crate::config::FaultPoints,
+    /// The last epoch whose first commit as leader `quorum_first_commit_stall` considered.
+    #[cfg(any(madsim, test))]
+    first_commit_epoch: Option<u32>,
+    /// The log's end (and last epoch) when this node last stood as a candidate.
+    #[cfg(any(madsim, test))]
+    standing_log: Option<OffsetAndEpoch>,
+    /// The epoch this node leads with an uncommitted tail of an older epoch than the last.
+    #[cfg(any(madsim, test))]
+    old_tail_epoch: Option<u32>,
 }
 
 /// A disk failure: the driver stops.
@@ -632,6 +654,8 @@ impl Driver {
             }
             rounds += 1;
             assert!(rounds < 10_000, "the quorum core keeps producing actions");
+            #[cfg(any(madsim, test))]
+            self.first_commit_stall(&actions).await;
             let mut follow = Vec::new();
             let mut appended = false;
             for action in actions {
@@ -647,6 +671,8 @@ impl Driver {
                             .log
                             .read(start, end, codec::FETCH_MAX_BYTES)
                             .map_err(|e| Fatal(format!("reading the metadata log: {e}")))?;
+                        #[cfg(any(madsim, test))]
+                        let records = self.answer_one_batch(records);
                         self.send(to, Message::FetchResponse(response), Some(records));
                     }
                     Action::SendSnapshotChunk {
@@ -756,6 +782,8 @@ impl Driver {
                 }
             }
             if appended {
+                #[cfg(any(madsim, test))]
+                self.flush_stall().await;
                 let end = self
                     .log
                     .flush(self.io.clock.wall_ms())
@@ -814,10 +842,30 @@ impl Driver {
                 return;
             }
         };
-        let rx = link.call(frame);
+        #[cfg(any(madsim, test))]
+        let delay = self.vote_request_delay(&message);
+        #[cfg(not(any(madsim, test)))]
+        let delay: Option<Duration> = None;
+        // Sent now (the order of sends is the order of the core's actions), or, held back by
+        // the fault point, from the task after the delay.
+        let (rx, later) = match delay {
+            None => (Some(link.call(frame)), None),
+            Some(d) => (None, Some((d, frame, self.handle.clone()))),
+        };
         let tx = self.tx.clone();
         let io = self.io.clone();
         self.io.spawn(async move {
+            let rx = match (rx, later) {
+                (Some(rx), _) => rx,
+                (None, Some((d, frame, handle))) => {
+                    io.clock.sleep(d).await;
+                    let Some(link) = handle.links.get(&to) else {
+                        return;
+                    };
+                    link.call(frame)
+                }
+                (None, None) => return,
+            };
             let answer = match io.timeout(PEER_TIMEOUT, rx).await {
                 Some(Ok(Ok(frame))) => frame,
                 _ => return, // lost, refused or late: the core resends
@@ -869,6 +917,8 @@ impl Driver {
 
     fn role_changed(&mut self, role: RoleKind, epoch: u32, leader: Option<NodeId>) {
         tracing::info!(?role, epoch, ?leader, "metadata quorum role changed");
+        #[cfg(any(madsim, test))]
+        self.note_role(role, epoch);
         if role == RoleKind::Leader {
             self.leader_since = Some((epoch, self.core.end_offset()));
         } else {
