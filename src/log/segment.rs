@@ -18,6 +18,12 @@ const SCAN_CHUNK: usize = 1 << 20;
 /// header, so a walk from an index entry is usually one read.
 const LOCATE_CHUNK: usize = 4096 + 2 * HEADER_LEN;
 
+thread_local! {
+    /// [`Segment::locate`]'s read buffer, one per thread (never held across an await).
+    static LOCATE_BUFFER: std::cell::RefCell<Box<[u8; LOCATE_CHUNK]>> =
+        std::cell::RefCell::new(Box::new([0u8; LOCATE_CHUNK]));
+}
+
 pub fn file_name(base_offset: i64, extension: &str) -> String {
     format!("{base_offset:020}.{extension}")
 }
@@ -430,14 +436,30 @@ impl Segment {
             true => self.offset_index.lookup_past_target(relative),
             false => entry,
         };
-        let mut position = entry.map(|e| e.position as u64).unwrap_or(0);
+        let position = entry.map(|e| e.position as u64).unwrap_or(0);
         // Offsets must follow on from batch to batch: a lost or misdirected write shows up as a
         // jump, and serving past it would hand out records out of order.
-        let mut expected = self.base_offset + entry.map(|e| e.relative_offset as i64).unwrap_or(0);
+        let expected = self.base_offset + entry.map(|e| e.relative_offset as i64).unwrap_or(0);
         // The walk reads the file a chunk at a time, not one header at a time: from an index
         // entry it passes up to `index.interval.bytes` of batches, and in the simulator each
         // header read was a locked call into the disk (most of a fetch's cost).
-        let mut chunk = [0u8; LOCATE_CHUNK];
+        // The chunk buffer is the thread's, not a fresh zeroed array per call (a fetch locates
+        // on every read): only the bytes just read are looked at.
+        LOCATE_BUFFER.with(|buffer| {
+            let mut chunk = buffer.borrow_mut();
+            self.walk(offset, position, expected, &mut chunk[..])
+        })
+    }
+
+    /// [`Segment::locate`]'s walk from `position` (where batch `expected` starts) through
+    /// `chunk`-sized reads.
+    fn walk(
+        &self,
+        offset: i64,
+        mut position: u64,
+        mut expected: i64,
+        chunk: &mut [u8],
+    ) -> io::Result<Option<(u64, BatchHeader)>> {
         let (mut chunk_start, mut chunk_len) = (position, 0usize);
         while position < self.size {
             let in_chunk = (position - chunk_start) as usize;
