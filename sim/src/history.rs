@@ -196,8 +196,9 @@ pub fn trace_hash(entries: &[Entry]) -> u64 {
 }
 
 /// Writes `event` exactly as `{:?}` does (the trace hash is defined on that rendering), by hand
-/// for the events that make up most of a history (reads, produces, acknowledgements): through
-/// `fmt` they were a tenth of a run's work. Everything else goes through `Debug`.
+/// for the events that make up most of a history (reads — the consumers', group members' and
+/// read_committed readers' —, produces, acknowledgements): through `fmt` they were a tenth of a
+/// run's work. Everything else goes through `Debug`.
 fn render<W: std::fmt::Write>(out: &mut W, event: &Event) -> std::fmt::Result {
     match event {
         Event::Read {
@@ -246,6 +247,46 @@ fn render<W: std::fmt::Write>(out: &mut W, event: &Event) -> std::fmt::Result {
             out.write_str(", offset: ")?;
             int(out, *offset)?;
             out.write_str(" }")
+        }
+        // Group members' and read_committed readers' reads: most of a group or transactional
+        // scenario's history.
+        Event::Group(crate::group_check::GroupEvent::Read {
+            group,
+            member,
+            generation,
+            partition,
+            offset,
+            value,
+        }) => {
+            out.write_str("Group(Read { group: ")?;
+            uint(out, u64::from(*group))?;
+            out.write_str(", member: ")?;
+            string(out, member)?;
+            out.write_str(", generation: ")?;
+            int(out, i64::from(*generation))?;
+            out.write_str(", partition: ")?;
+            int(out, i64::from(*partition))?;
+            out.write_str(", offset: ")?;
+            int(out, *offset)?;
+            out.write_str(", value: ")?;
+            string(out, value)?;
+            out.write_str(" })")
+        }
+        Event::Txn(crate::txn_check::TxnEvent::Read {
+            partition,
+            offset,
+            value,
+            upto,
+        }) => {
+            out.write_str("Txn(Read { partition: ")?;
+            int(out, i64::from(*partition))?;
+            out.write_str(", offset: ")?;
+            int(out, *offset)?;
+            out.write_str(", value: ")?;
+            string(out, value)?;
+            out.write_str(", upto: ")?;
+            int(out, *upto)?;
+            out.write_str(" })")
         }
         other => write!(out, "{other:?}"),
     }
@@ -334,6 +375,20 @@ mod tests {
                 op: n as u64,
                 offset: n,
             });
+            events.push(Event::Group(crate::group_check::GroupEvent::Read {
+                group: n as u32,
+                member: strings[(i + 1) % strings.len()].to_string(),
+                generation: n as i32,
+                partition: -(n as i32),
+                offset: n,
+                value: s.clone(),
+            }));
+            events.push(Event::Txn(crate::txn_check::TxnEvent::Read {
+                partition: n as i32,
+                offset: n,
+                value: s.clone(),
+                upto: n.wrapping_neg(),
+            }));
             events.push(Event::Invoke {
                 op: n as u64,
                 partition: -(n as i32),

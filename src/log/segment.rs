@@ -14,6 +14,15 @@ use crate::io::{read_exact_at, Disk, File, OpenMode};
 
 /// How much of a segment one read asks the disk for while scanning.
 const SCAN_CHUNK: usize = 1 << 20;
+/// What [`Segment::locate`] reads at a time: the default index interval (4 KiB) plus a batch
+/// header, so a walk from an index entry is usually one read.
+const LOCATE_CHUNK: usize = 4096 + 2 * HEADER_LEN;
+
+thread_local! {
+    /// [`Segment::locate`]'s read buffer, one per thread (never held across an await).
+    static LOCATE_BUFFER: std::cell::RefCell<Box<[u8; LOCATE_CHUNK]>> =
+        std::cell::RefCell::new(Box::new([0u8; LOCATE_CHUNK]));
+}
 
 pub fn file_name(base_offset: i64, extension: &str) -> String {
     format!("{base_offset:020}.{extension}")
@@ -427,13 +436,47 @@ impl Segment {
             true => self.offset_index.lookup_past_target(relative),
             false => entry,
         };
-        let mut position = entry.map(|e| e.position as u64).unwrap_or(0);
+        let position = entry.map(|e| e.position as u64).unwrap_or(0);
         // Offsets must follow on from batch to batch: a lost or misdirected write shows up as a
         // jump, and serving past it would hand out records out of order.
-        let mut expected = self.base_offset + entry.map(|e| e.relative_offset as i64).unwrap_or(0);
-        let mut raw = [0u8; HEADER_LEN];
+        let expected = self.base_offset + entry.map(|e| e.relative_offset as i64).unwrap_or(0);
+        // The walk reads the file a chunk at a time, not one header at a time: from an index
+        // entry it passes up to `index.interval.bytes` of batches, and in the simulator each
+        // header read was a locked call into the disk (most of a fetch's cost).
+        // The chunk buffer is the thread's, not a fresh zeroed array per call (a fetch locates
+        // on every read): only the bytes just read are looked at.
+        LOCATE_BUFFER.with(|buffer| {
+            let mut chunk = buffer.borrow_mut();
+            self.walk(offset, position, expected, &mut chunk[..])
+        })
+    }
+
+    /// [`Segment::locate`]'s walk from `position` (where batch `expected` starts) through
+    /// `chunk`-sized reads.
+    fn walk(
+        &self,
+        offset: i64,
+        mut position: u64,
+        mut expected: i64,
+        chunk: &mut [u8],
+    ) -> io::Result<Option<(u64, BatchHeader)>> {
+        let (mut chunk_start, mut chunk_len) = (position, 0usize);
         while position < self.size {
-            read_exact_at(self.log.as_ref(), position, &mut raw)?;
+            let in_chunk = (position - chunk_start) as usize;
+            if in_chunk + HEADER_LEN > chunk_len {
+                let want = ((self.size - position) as usize).clamp(HEADER_LEN, LOCATE_CHUNK);
+                chunk_len = read_up_to(self.log.as_ref(), position, &mut chunk[..want])?;
+                chunk_start = position;
+                if chunk_len < HEADER_LEN {
+                    // The file ends inside this header: the exact read reports it as before.
+                    let mut raw = [0u8; HEADER_LEN];
+                    read_exact_at(self.log.as_ref(), position, &mut raw)?;
+                    chunk[..HEADER_LEN].copy_from_slice(&raw);
+                    chunk_len = HEADER_LEN;
+                }
+            }
+            let at = (position - chunk_start) as usize;
+            let raw = &chunk[at..at + HEADER_LEN];
             let damaged = |reason: String| {
                 Damage {
                     segment: self.base_offset,
@@ -442,7 +485,7 @@ impl Segment {
                 }
                 .into_io()
             };
-            let header = BatchHeader::parse(&raw).map_err(|e| damaged(e.to_string()))?;
+            let header = BatchHeader::parse(raw).map_err(|e| damaged(e.to_string()))?;
             if !self.follows(header.base_offset, expected) {
                 return Err(damaged(format!(
                     "batch at offset {} where {expected} was expected",
@@ -652,6 +695,19 @@ impl Segment {
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
+}
+
+/// Reads from `pos` until `buf` is full or the file ends; how many bytes it read.
+fn read_up_to(file: &dyn File, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(pos + done as u64, &mut buf[done..])?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
 }
 
 /// Calls `visit(position, header, bytes)` for each good batch of `file` in `[start, end)` until it

@@ -90,6 +90,36 @@ fn appends_roll_segments_and_read_back() {
     assert_eq!(log.offset_for_timestamp(99_999).unwrap(), None);
 }
 
+/// A read far from any index entry walks many chunks of batch headers (`Segment::locate` reads
+/// the file a chunk at a time), across batches larger than a chunk too, and still starts at
+/// the batch holding the offset.
+#[test]
+fn reads_far_from_an_index_entry_find_their_batch() {
+    let disk = MemDisk::new(1);
+    let config = LogConfig {
+        segment_bytes: 1 << 30,
+        segment_ms: i64::MAX,
+        // No index entry after the first: every read walks from the segment's start.
+        index_interval_bytes: 1 << 30,
+        planted: Default::default(),
+    };
+    let (mut log, _) = open(&disk, config);
+    let big = vec![b'b'; 10_000];
+    for i in 0..400i64 {
+        let value = match i % 97 {
+            50 => big.clone(),
+            _ => format!("value-{i:04}").into_bytes(),
+        };
+        assert_eq!(append(&mut log, &[&value], 1000 + i), (i, i));
+    }
+    for offset in (0..400).rev() {
+        let data = log.read(offset, 1, i64::MAX).unwrap();
+        assert_eq!(batch::check(&data).unwrap().base_offset, offset);
+    }
+    // Past the end of what is stored below an upper bound: nothing.
+    assert!(log.read(399, 1, 399).unwrap().is_empty());
+}
+
 #[test]
 fn clean_and_unclean_reopen_keep_everything() {
     let disk = MemDisk::new(2);

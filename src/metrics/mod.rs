@@ -102,6 +102,43 @@ pub struct Metrics {
     /// The handles share their values with the families (a series is created on first use,
     /// as before), so what a scrape renders is unchanged.
     request_series: Arc<Mutex<BTreeMap<String, RequestSeries>>>,
+    /// Handles on the per-topic counters' series, for the same reason: every produce and fetch
+    /// response updated up to eight series through fresh label vectors and SipHash lookups.
+    topic_series: Arc<Mutex<TopicSeriesCache>>,
+}
+
+/// The per-topic counters' handles: the broker-wide series (empty label set) and each topic's.
+#[derive(Default)]
+struct TopicSeriesCache {
+    all: TopicSeries,
+    topics: BTreeMap<String, TopicSeries>,
+}
+
+/// One label set's series of the per-topic counters. Each handle is taken on the series' first
+/// use, when `get_or_create` creates it, so a scrape shows the same series as before.
+#[derive(Default)]
+struct TopicSeries {
+    produce_requests: Option<Counter>,
+    failed_produce_requests: Option<Counter>,
+    bytes_in: Option<Counter>,
+    messages_in: Option<Counter>,
+    bytes_out: Option<Counter>,
+    replication_bytes_out: Option<Counter>,
+}
+
+/// The handle in `slot`, taken from `family` at `topic`'s label set on first use.
+fn series<'a>(
+    slot: &'a mut Option<Counter>,
+    family: &Counters,
+    topic: Option<&str>,
+) -> &'a Counter {
+    slot.get_or_insert_with(|| {
+        let labels: Labels = match topic {
+            Some(topic) => vec![("topic", topic.to_string())],
+            None => Vec::new(),
+        };
+        family.get_or_create(&labels).clone()
+    })
 }
 
 /// One API name's series: its count per version and its five time histograms.
@@ -144,6 +181,7 @@ impl Metrics {
             log_open: Histogram::new(SECONDS_BUCKETS),
             logs_recovered: Counter::default(),
             request_series: Arc::default(),
+            topic_series: Arc::default(),
         }
     }
 
@@ -194,27 +232,54 @@ impl Metrics {
     /// A produce's outcome for one topic: `bytes` and `messages` appended (by the partitions
     /// that succeeded), and whether any partition failed; counted for the topic and the broker.
     pub fn produced(&self, topic: &str, bytes: u64, messages: u64, failed: bool) {
-        for labels in [vec![("topic", topic.to_string())], Vec::new()] {
-            self.produce_requests.get_or_create(&labels).inc();
+        self.each_topic_series(topic, |s, topic| {
+            series(&mut s.produce_requests, &self.produce_requests, topic).inc();
             if failed {
-                self.failed_produce_requests.get_or_create(&labels).inc();
+                series(
+                    &mut s.failed_produce_requests,
+                    &self.failed_produce_requests,
+                    topic,
+                )
+                .inc();
             }
-            self.bytes_in.get_or_create(&labels).inc_by(bytes);
-            self.messages_in.get_or_create(&labels).inc_by(messages);
+            series(&mut s.bytes_in, &self.bytes_in, topic).inc_by(bytes);
+            series(&mut s.messages_in, &self.messages_in, topic).inc_by(messages);
+        });
+    }
+
+    /// Calls `update` with `topic`'s series, then with the broker-wide ones (`None`).
+    fn each_topic_series(
+        &self,
+        topic: &str,
+        mut update: impl FnMut(&mut TopicSeries, Option<&str>),
+    ) {
+        let mut cache = self.topic_series.lock().unwrap();
+        if !cache.topics.contains_key(topic) {
+            cache
+                .topics
+                .insert(topic.to_string(), TopicSeries::default());
         }
+        update(
+            cache.topics.get_mut(topic).expect("inserted above"),
+            Some(topic),
+        );
+        update(&mut cache.all, None);
     }
 
     /// Record bytes a fetch returned for one topic: to a consumer, or to a follower
     /// (replication, which Kafka counts apart).
     pub fn fetched(&self, topic: &str, bytes: u64, follower: bool) {
-        let counters = if follower {
-            &self.replication_bytes_out
-        } else {
-            &self.bytes_out
-        };
-        for labels in [vec![("topic", topic.to_string())], Vec::new()] {
-            counters.get_or_create(&labels).inc_by(bytes);
-        }
+        self.each_topic_series(topic, |s, topic| {
+            let counter = match follower {
+                true => series(
+                    &mut s.replication_bytes_out,
+                    &self.replication_bytes_out,
+                    topic,
+                ),
+                false => series(&mut s.bytes_out, &self.bytes_out, topic),
+            };
+            counter.inc_by(bytes);
+        });
     }
 
     /// A committed ISR change of a partition this broker leads.

@@ -54,6 +54,40 @@ fn counters_render_with_exporter_names_and_move() {
         ),
         Some(3.0)
     );
+    // A series appears on its first use only: "t" never failed, nothing was fetched.
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_brokertopicmetrics_failedproducerequests_total{topic=\"t\"}"
+        ),
+        None
+    );
+    assert_eq!(
+        value(&text, "kafka_server_brokertopicmetrics_bytesout_total"),
+        None
+    );
+    m.fetched("t", 10, false);
+    m.fetched("u", 5, false);
+    m.fetched("t", 7, true);
+    let text = render(&m, &Snapshot::default());
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_brokertopicmetrics_bytesout_total{topic=\"t\"}"
+        ),
+        Some(10.0)
+    );
+    assert_eq!(
+        value(&text, "kafka_server_brokertopicmetrics_bytesout_total"),
+        Some(15.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "kafka_server_brokertopicmetrics_replicationbytesout_total{topic=\"t\"}"
+        ),
+        Some(7.0)
+    );
 }
 
 #[test]

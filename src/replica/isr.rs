@@ -251,7 +251,7 @@ impl ReplicaSet {
 
     /// The committed ISR plus a pending expansion (a pending shrink removes nobody yet).
     pub fn maximal_isr(&self) -> Vec<i32> {
-        self.maximal().into_iter().collect()
+        self.maximal().iter().copied().collect()
     }
 
     pub fn alter_in_flight(&self) -> bool {
@@ -303,15 +303,17 @@ impl ReplicaSet {
         self.maximal().len() >= self.effective_min_isr()
     }
 
-    fn maximal(&self) -> BTreeSet<i32> {
+    /// Borrowed, not cloned: it is read on every step and after every partition change (the
+    /// waiters' `enough_replicas`), where a copied set was most of the step's cost.
+    fn maximal(&self) -> &BTreeSet<i32> {
         match &self.pending {
-            Some(p) if p.isr.len() > self.isr.len() => p.isr.clone(),
+            Some(p) if p.isr.len() > self.isr.len() => &p.isr,
             // The planted bug: a pending shrink already counts (§1.7).
             #[cfg(any(madsim, test))]
             Some(p) if (self.config.planted).is(crate::config::PlantedBug::IsrShrinkAdvancesHw) => {
-                p.isr.clone()
+                &p.isr
             }
-            _ => self.isr.clone(),
+            _ => &self.isr,
         }
     }
 

@@ -63,6 +63,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::io;
+use std::ops::Bound;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -580,11 +581,18 @@ impl Disk for MemDisk {
         if !state.ns.is_dir(&path) {
             return Err(not_found(&path));
         }
+        // Paths order component by component, so everything under `path` sorts right after
+        // it: a range, not a scan of the whole disk (a restart lists every partition's
+        // directory, and each list walked every file of the node).
+        let after = (Bound::Excluded(path.as_path()), Bound::Unbounded);
+        let under = |p: &&PathBuf| p.starts_with(&path);
         let mut names: Vec<String> = state
             .ns
             .names
-            .keys()
-            .chain(state.ns.dirs.iter())
+            .range::<Path, _>(after)
+            .map(|(p, _)| p)
+            .take_while(under)
+            .chain(state.ns.dirs.range::<Path, _>(after).take_while(under))
             .filter(|p| p.parent() == Some(path.as_path()))
             .filter_map(|p| p.file_name())
             .map(|name| name.to_string_lossy().into_owned())

@@ -132,6 +132,45 @@ fn rename_keeps_open_handles_on_their_file() {
     );
 }
 
+/// `list_dir` reads the range of paths under the directory: names that share its prefix
+/// without being under it (`t-0.tmp`, `t-00`, `t-0-delete`) sort around that range, before and
+/// after it, and are not its entries; every entry is, files and empty directories alike.
+#[test]
+fn listing_a_directory_sees_exactly_its_children() {
+    let disk = MemDisk::new(5);
+    for dir in [
+        "/d/t-0/sub",
+        "/d/t-00",
+        "/d/t-0-delete",
+        "/d/t",
+        "/d/t-0/empty",
+    ] {
+        disk.create_dir_all(Path::new(dir)).unwrap();
+    }
+    for file in [
+        "/d/t-0/00.log",
+        "/d/t-0/00.index",
+        "/d/t-0/sub/deeper.log",
+        "/d/t-0.tmp",
+        "/d/t-00/x.log",
+        "/d/t-0-delete/y.log",
+        "/d/t/z.log",
+        "/d/s.log",
+    ] {
+        drop(open(&disk, file, OpenMode::Create));
+    }
+    assert_eq!(
+        disk.list_dir(Path::new("/d/t-0")).unwrap(),
+        vec!["00.index", "00.log", "empty", "sub"]
+    );
+    assert_eq!(
+        disk.list_dir(Path::new("/d")).unwrap(),
+        vec!["s.log", "t", "t-0", "t-0-delete", "t-0.tmp", "t-00"]
+    );
+    assert_eq!(disk.list_dir(Path::new("/d/t")).unwrap(), vec!["z.log"]);
+    assert!(disk.list_dir(Path::new("/d/t-0/empty")).unwrap().is_empty());
+}
+
 #[test]
 fn namespace_behaves_like_a_file_system() {
     let disk = MemDisk::new(3);
