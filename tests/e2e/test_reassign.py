@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import threading
 import time
@@ -26,7 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import pick_free_ports, weir_binary
-from test_cluster import Node, stop_all, wait_for
+from test_cluster import Node, status, stop_all, wait_for
 
 TOPIC = "moving"
 PARTITIONS = 3
@@ -121,6 +122,12 @@ def test_a_topic_moves_onto_an_added_broker_with_no_failed_produce(four_nodes, t
         time.sleep(1.0)
         # The fourth broker joins; nothing moves by itself.
         fourth.start()
+        # It listens once it has applied its own unfencing; the others apply it a moment
+        # later, and `--generate` asks whichever it reaches first.
+        wait_for("broker 4 unfenced in every node's metadata", 15, lambda: all(
+            re.search(r"^\s+4 \S+ unfenced", status(binary, f"127.0.0.1:{n.client}")["text"],
+                      re.M)
+            for n in nodes))
         topics = tmp_path / "topics.json"
         topics.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}]}))
         out, _ = weir(binary, "reassign", "--bootstrap-server", bootstrap, "--generate",
