@@ -33,12 +33,18 @@ pub struct NodeClock {
     wall_origin_ms: i64,
 }
 
+/// The simulation's own wall clock (madsim's, the same for every node and seeded), in Unix
+/// milliseconds: what a node's skewed clock starts from.
+pub fn simulated_wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as i64
+}
+
 impl NodeClock {
     pub fn new(offset_ms: i64, drift_ppm: i64) -> NodeClock {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64;
+        let wall = simulated_wall_ms();
         let time = TimeHandle::current();
         NodeClock {
             skew: Arc::new(Skew {

@@ -257,10 +257,7 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
         // The quorum's fault points strike from a few seconds in (the world's topic is
         // created) to the end of the fault phase (the simulated wall clock; this runs at the
         // world's start).
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis() as i64;
+        let now_ms = crate::clock::simulated_wall_ms();
         config.fault_points.quorum_window_wall_ms = [
             now_ms + QUORUM_POINTS_FROM_MS,
             now_ms + scenario.duration_secs as i64 * 1000,

@@ -74,11 +74,7 @@ impl Client {
                 port: b.port as u16,
             })
             .collect();
-        let t = response
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
-            .ok_or_else(|| ClientError::Protocol("topic missing from Metadata".into()))?;
+        let t = super::describe::metadata_topic(&response, topic)?;
         check(t.error_code, None)?;
         let p = t
             .partitions

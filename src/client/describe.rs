@@ -204,31 +204,19 @@ impl Client {
     /// auto-creation), as a client caches it: partitions without a live leader are left out.
     pub async fn topic_leaders(&mut self, topic: &str) -> Result<BTreeMap<i32, BrokerInfo>> {
         let response = self.metadata_full(Some(&[topic]), false).await?;
-        let Some(t) = response
-            .topics
-            .iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
-        else {
-            return Err(ClientError::Protocol("topic missing from Metadata".into()));
-        };
+        let t = metadata_topic(&response, topic)?;
         if let Some(e) = ResponseError::try_from_code(t.error_code) {
             return Err(ClientError::Kafka(e, format!("topic '{topic}'")));
         }
-        let mut leaders = BTreeMap::new();
-        for p in &t.partitions {
-            let leader = p.leader_id.0;
-            if let Some(b) = response.brokers.iter().find(|b| b.node_id.0 == leader) {
-                leaders.insert(
+        Ok(t.partitions
+            .iter()
+            .filter_map(|p| {
+                Some((
                     p.partition_index,
-                    BrokerInfo {
-                        id: leader,
-                        host: b.host.to_string(),
-                        port: b.port as u16,
-                    },
-                );
-            }
-        }
-        Ok(leaders)
+                    metadata_broker(&response, p.leader_id.0)?,
+                ))
+            })
+            .collect())
     }
 
     /// Waits (bounded) until `partition` of `topic` has a leader, asking Metadata with
@@ -242,13 +230,7 @@ impl Client {
                 self.io.clock.sleep(LEADER_WAIT_BACKOFF).await;
             }
             let response = self.metadata_full(Some(&[topic]), true).await?;
-            let Some(t) = response
-                .topics
-                .iter()
-                .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
-            else {
-                return Err(ClientError::Protocol("topic missing from Metadata".into()));
-            };
+            let t = metadata_topic(&response, topic)?;
             match ResponseError::try_from_code(t.error_code) {
                 None => {}
                 // Kafka answers the request that created a topic with LEADER_NOT_AVAILABLE.
@@ -276,13 +258,8 @@ impl Client {
                     format!("topic '{topic}' has no partition {partition}"),
                 ));
             };
-            let leader = p.leader_id.0;
-            if let Some(b) = response.brokers.iter().find(|b| b.node_id.0 == leader) {
-                return Ok(BrokerInfo {
-                    id: leader,
-                    host: b.host.to_string(),
-                    port: b.port as u16,
-                });
+            if let Some(leader) = metadata_broker(&response, p.leader_id.0) {
+                return Ok(leader);
             }
             last = ClientError::Kafka(
                 ResponseError::LeaderNotAvailable,
@@ -345,6 +322,32 @@ pub fn render(topics: &[TopicDescription]) -> String {
 /// How Kafka prints a topic id: URL-safe base64 of the 16 bytes, without padding.
 fn kafka_uuid(id: Uuid) -> String {
     URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+/// `topic`'s entry of a Metadata answer (a broker always answers for each topic asked).
+pub(super) fn metadata_topic<'a>(
+    response: &'a MetadataResponse,
+    topic: &str,
+) -> Result<&'a kafka_protocol::messages::metadata_response::MetadataResponseTopic> {
+    response
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
+        .ok_or_else(|| ClientError::Protocol("topic missing from Metadata".into()))
+}
+
+/// Broker `id`'s endpoint in a Metadata answer; `None` for no leader (-1) or a broker the
+/// answer does not list (not live).
+pub(super) fn metadata_broker(response: &MetadataResponse, id: i32) -> Option<BrokerInfo> {
+    response
+        .brokers
+        .iter()
+        .find(|b| b.node_id.0 == id)
+        .map(|b| BrokerInfo {
+            id,
+            host: b.host.to_string(),
+            port: b.port as u16,
+        })
 }
 
 #[cfg(test)]
