@@ -531,16 +531,23 @@ impl Producer {
     /// epoch it answers for the next transaction, sequences from 0 (Java's
     /// `resetSequenceNumbers`).
     pub async fn end(&mut self, commit: bool) -> Result<(), ClientError> {
-        if let Some(next) = self.at_coordinator(Call::End(commit)).await? {
-            self.producer = Some(next);
-            self.sequences.clear();
-        }
+        let next = self.at_coordinator(Call::End(commit)).await?;
+        self.ended(next);
         self.record(TxnEvent::Ended {
             producer: self.id,
             txn: self.txn,
             commit,
         });
         Ok(())
+    }
+
+    /// EndTxn answered: under v2 the producer id and epoch `next` it names are the next
+    /// transaction's (a new id at epoch 0 once the old epoch is exhausted), sequences from 0.
+    fn ended(&mut self, next: Option<(i64, i16)>) {
+        if let Some(next) = next {
+            self.producer = Some(next);
+            self.sequences.clear();
+        }
     }
 
     /// One transaction: add its partitions, write one record to each, end it.
@@ -959,13 +966,19 @@ mod tests {
     }
 
     #[test]
-    fn after_epoch_exhaustion_the_reinit_names_the_new_producer_id() {
+    fn the_reinit_names_what_the_last_end_txn_answered() {
+        let mut p = producer(2);
+        p.v2 = true;
+        p.producer = Some((7, 3));
+        // EndTxn v5 bumps the epoch for the next transaction, which then fails.
+        p.ended(Some((7, 4)));
+        p.reset();
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 7, 4));
+        // Epoch exhaustion: at the last epoch EndTxn answers a new producer id at epoch 0.
         let mut p = producer(2);
         p.v2 = true;
         p.producer = Some((7, i16::MAX - 1));
-        // EndTxn v5 answered a new producer id at epoch 0 (the old epoch was exhausted), as
-        // `end` takes it; then the next transaction failed.
-        p.producer = Some((8, 0));
+        p.ended(Some((8, 0)));
         p.reset();
         assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 8, 0));
     }
