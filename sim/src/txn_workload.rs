@@ -906,13 +906,9 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
     }
 }
 
-#[cfg(test)]
+// The client's own state, no I/O: the ordinary test build (`Io::os`).
+#[cfg(all(test, not(madsim)))]
 mod tests {
-    use std::sync::Arc;
-
-    use weir::io::memdisk::MemDisk;
-    use weir::io::os::{OsRng, TokioClock, TokioNet, TokioSpawn};
-
     use super::*;
 
     /// A producer of a `[transactions]` table of `version`, never connected.
@@ -927,15 +923,16 @@ mod tests {
             until_ms: 0,
             final_at_ms: 0,
         };
-        let io = Io {
-            clock: Arc::new(TokioClock::new()),
-            rng: Arc::new(OsRng::with_seed(1)),
-            spawner: Arc::new(TokioSpawn),
-            net: Arc::new(TokioNet),
-            disk: Arc::new(MemDisk::new(0)),
-        };
         let (history, clock) = (History::default(), RunClock::start());
-        Producer::new(io, spec, 0, "txn-0".into(), TOPIC, history, clock)
+        Producer::new(Io::os(), spec, 0, "txn-0".into(), TOPIC, history, clock)
+    }
+
+    /// A producer speaking transactions v2 at `producer_at` (id, epoch).
+    fn v2_at(producer_at: (i64, i16)) -> Producer {
+        let mut p = producer(2);
+        p.v2 = true;
+        p.producer = Some(producer_at);
+        p
     }
 
     /// The InitProducerId the producer would send now: (version, producer id, epoch).
@@ -955,8 +952,7 @@ mod tests {
         assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_VERSION, -1, -1));
         // Initialized under v2 (epoch 3), then an abortable error: KIP-360's InitProducerId
         // v5 names the id and epoch it goes on from.
-        p.v2 = true;
-        p.producer = Some((7, 3));
+        let mut p = v2_at((7, 3));
         p.reset();
         assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 7, 3));
         // That init failed too (init drops the producer first): still the same id and epoch.
@@ -967,17 +963,13 @@ mod tests {
 
     #[test]
     fn the_reinit_names_what_the_last_end_txn_answered() {
-        let mut p = producer(2);
-        p.v2 = true;
-        p.producer = Some((7, 3));
+        let mut p = v2_at((7, 3));
         // EndTxn v5 bumps the epoch for the next transaction, which then fails.
         p.ended(Some((7, 4)));
         p.reset();
         assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 7, 4));
         // Epoch exhaustion: at the last epoch EndTxn answers a new producer id at epoch 0.
-        let mut p = producer(2);
-        p.v2 = true;
-        p.producer = Some((7, i16::MAX - 1));
+        let mut p = v2_at((7, i16::MAX - 1));
         p.ended(Some((8, 0)));
         p.reset();
         assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 8, 0));
@@ -985,9 +977,7 @@ mod tests {
 
     #[test]
     fn a_crashed_or_v1_producer_initializes_as_a_new_one() {
-        let mut p = producer(2);
-        p.v2 = true;
-        p.producer = Some((7, 3));
+        let mut p = v2_at((7, 3));
         p.forget();
         assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_VERSION, -1, -1));
         // Transactions v1 (or a cluster that has not finalized v2): no KIP-360 re-init.
