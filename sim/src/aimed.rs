@@ -29,9 +29,9 @@
 //!   200–2000 ms late, so its groups stay loading while members come asking;
 //! - the quorum driver's `quorum_answer_one_batch`, `quorum_leader_flush_stall`,
 //!   `quorum_new_leader_flush_stall`, `quorum_first_commit_stall`,
-//!   `quorum_old_tail_commit_stall` and `quorum_vote_request_delay`: fetch answers cut to one
-//!   batch, the quorum thread stalled 2.5–6 s at a leader's moments and vote requests held
-//!   back, which together make Raft's figure 8 and the narrow vote schedules reachable
+//!   `quorum_old_tail_commit_stall`, `quorum_vote_request_delay` and `quorum_rival_vote_hold`:
+//!   fetch answers cut to one batch, the quorum thread stalled 2.5–6 s at a leader's moments,
+//!   vote requests sent late and a rival candidate's read late, which together make Raft's figure 8 and the narrow vote schedules reachable
 //!   (`src/broker/drivers/quorum/fault_point.rs`).
 
 use std::collections::BTreeMap;
@@ -70,6 +70,7 @@ pub enum AimPoint {
     QuorumFirstCommitStall,
     QuorumOldTailCommitStall,
     QuorumVoteRequestDelay,
+    QuorumRivalVoteHold,
 }
 
 #[cfg(madsim)]
@@ -86,7 +87,8 @@ impl Aimed {
             quorum_first_commit_stall: chance(AimPoint::QuorumFirstCommitStall),
             quorum_old_tail_commit_stall: chance(AimPoint::QuorumOldTailCommitStall),
             quorum_vote_request_delay: chance(AimPoint::QuorumVoteRequestDelay),
-            quorum_window_wall_ms: [0, 0],
+            quorum_rival_vote_hold: chance(AimPoint::QuorumRivalVoteHold),
+            quorum_window_ms: [0, 0],
         }
     }
 }

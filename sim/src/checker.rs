@@ -465,13 +465,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 value,
                 high_watermark,
             } => {
-                let served = Served {
-                    partition: *partition,
-                    offset: *offset,
-                    value,
-                    high_watermark: *high_watermark,
-                    at_ms,
-                };
+                let served = Served::new(*partition, *offset, value, *high_watermark, at_ms);
                 let reads = (&mut committed_reads, &mut observed);
                 judge_served(&served, &written, reads, &mut findings, || {
                     format!("consumer {consumer}")
@@ -497,13 +491,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             }) => {
                 // A group member's read: judged as any consumer's, except for `monotonic`
                 // (a member's positions jump with every assignment).
-                let served = Served {
-                    partition: *partition,
-                    offset: *offset,
-                    value,
-                    high_watermark: *high_watermark,
-                    at_ms,
-                };
+                let served = Served::new(*partition, *offset, value, *high_watermark, at_ms);
                 let reads = (&mut committed_reads, &mut observed);
                 judge_served(&served, &written, reads, &mut findings, || {
                     format!("group member {member}")
@@ -644,6 +632,24 @@ struct Served<'a> {
     value: &'a String,
     high_watermark: i64,
     at_ms: u64,
+}
+
+impl<'a> Served<'a> {
+    fn new(
+        partition: i32,
+        offset: i64,
+        value: &'a String,
+        high_watermark: i64,
+        at_ms: u64,
+    ) -> Served<'a> {
+        Served {
+            partition,
+            offset,
+            value,
+            high_watermark,
+            at_ms,
+        }
+    }
 }
 
 /// The committed reads (value, high watermark, time) and the values seen, per offset.

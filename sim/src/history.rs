@@ -210,12 +210,8 @@ fn render<W: std::fmt::Write>(out: &mut W, event: &Event) -> std::fmt::Result {
         } => {
             out.write_str("Read { consumer: ")?;
             uint(out, u64::from(*consumer))?;
-            out.write_str(", partition: ")?;
-            int(out, i64::from(*partition))?;
-            out.write_str(", offset: ")?;
-            int(out, *offset)?;
-            out.write_str(", value: ")?;
-            string(out, value)?;
+            out.write_str(", ")?;
+            partition_offset_value(out, *partition, *offset, value)?;
             out.write_str(", high_watermark: ")?;
             int(out, *high_watermark)?;
             out.write_str(" }")
@@ -264,12 +260,8 @@ fn render<W: std::fmt::Write>(out: &mut W, event: &Event) -> std::fmt::Result {
             string(out, member)?;
             out.write_str(", generation: ")?;
             int(out, i64::from(*generation))?;
-            out.write_str(", partition: ")?;
-            int(out, i64::from(*partition))?;
-            out.write_str(", offset: ")?;
-            int(out, *offset)?;
-            out.write_str(", value: ")?;
-            string(out, value)?;
+            out.write_str(", ")?;
+            partition_offset_value(out, *partition, *offset, value)?;
             out.write_str(" })")
         }
         Event::Txn(crate::txn_check::TxnEvent::Read {
@@ -278,18 +270,29 @@ fn render<W: std::fmt::Write>(out: &mut W, event: &Event) -> std::fmt::Result {
             value,
             upto,
         }) => {
-            out.write_str("Txn(Read { partition: ")?;
-            int(out, i64::from(*partition))?;
-            out.write_str(", offset: ")?;
-            int(out, *offset)?;
-            out.write_str(", value: ")?;
-            string(out, value)?;
+            out.write_str("Txn(Read { ")?;
+            partition_offset_value(out, *partition, *offset, value)?;
             out.write_str(", upto: ")?;
             int(out, *upto)?;
             out.write_str(" })")
         }
         other => write!(out, "{other:?}"),
     }
+}
+
+/// `partition: P, offset: O, value: "V"`, as `Debug` renders the three fields of a read.
+fn partition_offset_value<W: std::fmt::Write>(
+    out: &mut W,
+    partition: i32,
+    offset: i64,
+    value: &str,
+) -> std::fmt::Result {
+    out.write_str("partition: ")?;
+    int(out, i64::from(partition))?;
+    out.write_str(", offset: ")?;
+    int(out, offset)?;
+    out.write_str(", value: ")?;
+    string(out, value)
 }
 
 fn uint<W: std::fmt::Write>(out: &mut W, mut n: u64) -> std::fmt::Result {

@@ -1004,6 +1004,20 @@ mod tests {
     /// [0, 2) and commits; transaction 2 consumes [2, 4) and aborts; the task restarts from 2
     /// and transaction 3 consumes [2, 4) again and commits.
     fn pipeline_base() -> Vec<Entry> {
+        let mut h = first_consumed();
+        h.extend([
+            at(5, piped(1, true)),
+            at(6, consumed(2, 2, 4, &[(3, "c")])),
+            at(7, output(2, 3)),
+            at(8, piped(2, false)),
+        ]);
+        h
+    }
+
+    /// The start both pipeline histories share: input a, b, c committed to partition 0 (a
+    /// marker at 2), the task started from 0, and transaction 1 consumed [0, 2) and wrote its
+    /// two outputs (times 0 to 4).
+    fn first_consumed() -> Vec<Entry> {
         let input = |txn, v: &str| TxnEvent::Send {
             producer: 0,
             txn,
@@ -1021,10 +1035,6 @@ mod tests {
             at(2, consumed(1, 0, 2, &[(0, "a"), (1, "b")])),
             at(3, output(1, 0)),
             at(4, output(1, 1)),
-            at(5, piped(1, true)),
-            at(6, consumed(2, 2, 4, &[(3, "c")])),
-            at(7, output(2, 3)),
-            at(8, piped(2, false)),
         ]
     }
 
@@ -1119,24 +1129,9 @@ mod tests {
     /// accepted, it commits; transaction 2 consumes [2, 4), commits 4 at `epoch` and commits;
     /// yet the task restarts from 2, the final offset 2.
     fn stale_history(epoch: i16) -> Vec<Entry> {
-        let input = |txn, v: &str| TxnEvent::Send {
-            producer: 0,
-            txn,
-            partition: 0,
-            value: v.into(),
-        };
         let o = |txn, i| output_value(TASK, txn, i);
-        let mut h = vec![
-            at(0, input(1, "a")),
-            at(0, input(2, "b")),
-            at(0, input(3, "c")),
-            at(0, ended(1, true)),
-            at(0, ended(2, true)),
-            at(0, ended(3, true)),
-            at(1, restarted(0)),
-            at(2, consumed(1, 0, 2, &[(0, "a"), (1, "b")])),
-            at(3, output(1, 0)),
-            at(4, output(1, 1)),
+        let mut h = first_consumed();
+        h.extend([
             at(5, commit_attempt(1, 2, 0, true)),
             at(6, commit_attempt(1, 2, 0, false)),
             at(7, piped(1, true)),
@@ -1145,7 +1140,7 @@ mod tests {
             at(10, commit_attempt(2, 4, epoch, false)),
             at(11, piped(2, true)),
             at(20, restarted(2)),
-        ];
+        ]);
         h.extend(finals(
             &INPUT,
             &[

@@ -39,7 +39,7 @@ use weir::log::batch::{self, BatchBuilder};
 
 use crate::history::{Event, History};
 use crate::routing::connect_leader;
-use crate::scenario::Transactions;
+use crate::scenario::{Scenario, Transactions};
 use crate::txn_check::{value, TxnEvent};
 use crate::workload::{connect, RunClock, RECONNECT_BACKOFF};
 
@@ -76,6 +76,21 @@ pub struct TxnSpec {
 }
 
 impl TxnSpec {
+    /// A scenario's transactional workload (`None` without `[transactions]`) against
+    /// `bootstrap`: producers stop starting transactions at `until_ms`, the final read starts
+    /// after the drain.
+    pub fn of(scenario: &Scenario, bootstrap: Vec<SocketAddr>, until_ms: u64) -> Option<TxnSpec> {
+        let t = scenario.transactions.as_ref()?;
+        Some(TxnSpec {
+            txns: t.clone(),
+            bootstrap,
+            replication_factor: scenario.topic.replication_factor,
+            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
+            until_ms,
+            final_at_ms: until_ms + t.drain_secs * 1000,
+        })
+    }
+
     /// The transactional clients' request time-out at the coordinators
     /// (`transactions.request_timeout_ms`); connections keep `timeout`.
     pub fn coordinator_timeout(&self) -> Duration {
@@ -279,6 +294,24 @@ impl Producer {
         (request, version)
     }
 
+    /// The InitProducerId this producer sends now, and its version: v5 naming the producer id
+    /// and epoch to go on from after a failure of a v2 client (KIP-360), else v1 as a new
+    /// producer.
+    fn init_request(&self) -> (InitProducerIdRequest, i16) {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(Some(self.txn_id()))
+            .with_transaction_timeout_ms(self.spec.txns.transaction_timeout_ms);
+        match self.resume {
+            Some((pid, epoch)) => (
+                request
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch),
+                INIT_PRODUCER_ID_RESUME_VERSION,
+            ),
+            None => (request, INIT_PRODUCER_ID_VERSION),
+        }
+    }
+
     /// One coordinator request, answered: the producer id and epoch for InitProducerId, and
     /// for EndTxn under v2 (the ones the next transaction uses).
     async fn ask(&mut self, call: &Call) -> Result<Option<(i64, i16)>, ClientError> {
@@ -288,25 +321,13 @@ impl Producer {
             Call::End(commit) => Some(self.end_txn_request(*commit)),
             _ => None,
         };
+        let init = matches!(call, Call::Init).then(|| self.init_request());
         let v2 = self.v2;
-        let resume = self.resume;
-        let timeout_ms = self.spec.txns.transaction_timeout_ms;
         let topic = self.topic;
         let c = self.coordinator().await?.connection();
         match call {
             Call::Init => {
-                let request = InitProducerIdRequest::default()
-                    .with_transactional_id(Some(id))
-                    .with_transaction_timeout_ms(timeout_ms);
-                let (request, version) = match resume {
-                    Some((pid, epoch)) => (
-                        request
-                            .with_producer_id(ProducerId(pid))
-                            .with_producer_epoch(epoch),
-                        INIT_PRODUCER_ID_RESUME_VERSION,
-                    ),
-                    None => (request, INIT_PRODUCER_ID_VERSION),
-                };
+                let (request, version) = init.expect("built above");
                 let r = c.call(&request, version).await?;
                 kafka(r.error_code)?;
                 Ok(Some((r.producer_id.0, r.producer_epoch)))
@@ -510,16 +531,23 @@ impl Producer {
     /// epoch it answers for the next transaction, sequences from 0 (Java's
     /// `resetSequenceNumbers`).
     pub async fn end(&mut self, commit: bool) -> Result<(), ClientError> {
-        if let Some(next) = self.at_coordinator(Call::End(commit)).await? {
-            self.producer = Some(next);
-            self.sequences.clear();
-        }
+        let next = self.at_coordinator(Call::End(commit)).await?;
+        self.ended(next);
         self.record(TxnEvent::Ended {
             producer: self.id,
             txn: self.txn,
             commit,
         });
         Ok(())
+    }
+
+    /// EndTxn answered: under v2 the producer id and epoch `next` it names are the next
+    /// transaction's (a new id at epoch 0 once the old epoch is exhausted), sequences from 0.
+    fn ended(&mut self, next: Option<(i64, i16)>) {
+        if let Some(next) = next {
+            self.producer = Some(next);
+            self.sequences.clear();
+        }
     }
 
     /// One transaction: add its partitions, write one record to each, end it.
@@ -875,5 +903,87 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
                 high_watermark: hw,
             }),
         );
+    }
+}
+
+// The client's own state, no I/O: the ordinary test build (`Io::os`).
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use super::*;
+
+    /// A producer of a `[transactions]` table of `version`, never connected.
+    fn producer(version: u8) -> Producer {
+        let txns: Transactions =
+            toml::from_str(&format!("version = {version}")).expect("a [transactions] table");
+        let spec = TxnSpec {
+            txns,
+            bootstrap: Vec::new(),
+            replication_factor: 3,
+            timeout: Duration::from_secs(1),
+            until_ms: 0,
+            final_at_ms: 0,
+        };
+        let (history, clock) = (History::default(), RunClock::start());
+        Producer::new(Io::os(), spec, 0, "txn-0".into(), TOPIC, history, clock)
+    }
+
+    /// A producer speaking transactions v2 at `producer_at` (id, epoch).
+    fn v2_at(producer_at: (i64, i16)) -> Producer {
+        let mut p = producer(2);
+        p.v2 = true;
+        p.producer = Some(producer_at);
+        p
+    }
+
+    /// The InitProducerId the producer would send now: (version, producer id, epoch).
+    fn init_sent(p: &Producer) -> (i16, i64, i16) {
+        let (request, version) = p.init_request();
+        assert_eq!(
+            request.transactional_id.as_ref().map(|t| t.0.as_str()),
+            Some("txn-0")
+        );
+        (version, request.producer_id.0, request.producer_epoch)
+    }
+
+    #[test]
+    fn a_v2_producer_reinitializes_from_its_current_id_and_epoch() {
+        let mut p = producer(2);
+        // A new producer: v1, no id.
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_VERSION, -1, -1));
+        // Initialized under v2 (epoch 3), then an abortable error: KIP-360's InitProducerId
+        // v5 names the id and epoch it goes on from.
+        let mut p = v2_at((7, 3));
+        p.reset();
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 7, 3));
+        // That init failed too (init drops the producer first): still the same id and epoch.
+        p.producer = None;
+        p.reset();
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 7, 3));
+    }
+
+    #[test]
+    fn the_reinit_names_what_the_last_end_txn_answered() {
+        let mut p = v2_at((7, 3));
+        // EndTxn v5 bumps the epoch for the next transaction, which then fails.
+        p.ended(Some((7, 4)));
+        p.reset();
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 7, 4));
+        // Epoch exhaustion: at the last epoch EndTxn answers a new producer id at epoch 0.
+        let mut p = v2_at((7, i16::MAX - 1));
+        p.ended(Some((8, 0)));
+        p.reset();
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_RESUME_VERSION, 8, 0));
+    }
+
+    #[test]
+    fn a_crashed_or_v1_producer_initializes_as_a_new_one() {
+        let mut p = v2_at((7, 3));
+        p.forget();
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_VERSION, -1, -1));
+        // Transactions v1 (or a cluster that has not finalized v2): no KIP-360 re-init.
+        let mut p = producer(1);
+        p.producer = Some((7, 3));
+        p.reset();
+        assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_VERSION, -1, -1));
     }
 }

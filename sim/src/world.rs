@@ -19,7 +19,7 @@ use weir::client::{Client, ClientError};
 use weir::config::{PlantedBug, ServerConfig};
 use weir::io::memdisk::MemDisk;
 use weir::io::os::{OsRng, TokioNet, TokioSpawn};
-use weir::io::Io;
+use weir::io::{Clock, Io};
 
 use crate::admin::{self, AdminSpec};
 use crate::checker::{self, FinalRead, ProbeFindings};
@@ -205,7 +205,7 @@ fn secure_links_properties(token_secs: u64) -> BTreeMap<String, String> {
 
 /// When the quorum's fault points start striking, from the world's start (simulated ms): after
 /// the cluster has formed and the workload's topic exists.
-const QUORUM_POINTS_FROM_MS: i64 = 5000;
+const QUORUM_POINTS_FROM_MS: u64 = 5000;
 
 fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String> {
     let mut props: BTreeMap<String, String> = if scenario.cluster.is_multi_node() {
@@ -254,14 +254,6 @@ fn broker_config(scenario: &Scenario, index: u32) -> Result<ServerConfig, String
         .transpose()?;
     if let Some(aimed) = &scenario.nemesis.aimed {
         config.fault_points = aimed.fault_points();
-        // The quorum's fault points strike from a few seconds in (the world's topic is
-        // created) to the end of the fault phase (the simulated wall clock; this runs at the
-        // world's start).
-        let now_ms = crate::clock::simulated_wall_ms();
-        config.fault_points.quorum_window_wall_ms = [
-            now_ms + QUORUM_POINTS_FROM_MS,
-            now_ms + scenario.duration_secs as i64 * 1000,
-        ];
     }
     Ok(config)
 }
@@ -510,17 +502,8 @@ fn probe_spec(scenario: &Scenario, addrs: Vec<SocketAddr>) -> crate::probes::Pro
             .groups
             .as_ref()
             .map(|g| (topic.name.clone(), topic.partitions, g.session_timeout_ms)),
-        txn: scenario
-            .transactions
-            .as_ref()
-            .map(|t| crate::txn_workload::TxnSpec {
-                txns: t.clone(),
-                bootstrap: addrs.clone(),
-                replication_factor: topic.replication_factor,
-                timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
-                until_ms: 0,
-                final_at_ms: 0,
-            }),
+        // The probe sets its own times.
+        txn: crate::txn_workload::TxnSpec::of(scenario, addrs.clone(), 0),
         addrs,
     }
 }
@@ -573,7 +556,7 @@ async fn simulate(
         format!("sim-{:016x}", rng.gen::<u64>())
     });
     for index in 0..scenario.cluster.nodes() {
-        let config = broker_config(&scenario, index)?;
+        let mut config = broker_config(&scenario, index)?;
         let mut rng = madsim::rand::thread_rng();
         let disk = MemDisk::new(rng.gen());
         if let Some(id) = &cluster_id {
@@ -600,6 +583,14 @@ async fn simulate(
                 0
             },
         );
+        if scenario.nemesis.aimed.is_some() {
+            // The quorum's fault points strike from a few seconds in (the world's topic is
+            // created) to the end of the fault phase, on the node's monotonic clock, which
+            // starts here with the world: a wall-clock offset or jump does not move it.
+            let start = node_clock.monotonic().as_millis() as u64;
+            config.fault_points.quorum_window_ms =
+                [start + QUORUM_POINTS_FROM_MS, start + duration_ms];
+        }
         let up = Arc::new(AtomicBool::new(false));
         let restart = Arc::new(RestartRequest::default());
         let strikes = Arc::new(Strikes {
@@ -931,15 +922,8 @@ async fn simulate(
         )));
     }
 
-    if let Some(t) = &scenario.transactions {
-        let spec = crate::txn_workload::TxnSpec {
-            txns: t.clone(),
-            bootstrap: addrs.clone(),
-            replication_factor: topic.replication_factor,
-            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
-            until_ms: duration_ms,
-            final_at_ms: duration_ms + t.drain_secs * 1000,
-        };
+    if let Some(spec) = crate::txn_workload::TxnSpec::of(&scenario, addrs.clone(), duration_ms) {
+        let t = &spec.txns;
         for id in 0..t.producers {
             tasks.push(client_node.spawn(crate::txn_workload::run_producer(
                 client_io(),

@@ -55,15 +55,26 @@ pub struct FaultPoints {
     /// link), so a second candidate can stand in the same epoch before it arrives
     /// (`quorum-double-vote`).
     pub quorum_vote_request_delay: f64,
-    /// The quorum points strike only inside this wall-clock window, ms ([0, 0]: always). The
-    /// simulator sets the scenario's fault phase after the cluster's start-up, so the world
-    /// gets its topic and the quorum heals when the nemesis does: the checks after healing
-    /// judge a quiet cluster.
-    pub quorum_window_wall_ms: [i64; 2],
+    /// Quorum driver: a candidate holds a vote request from a rival candidate of its own epoch
+    /// [`QUORUM_RIVAL_VOTE_HOLD_MS`] before it reads it (a slow link between the two, as a
+    /// partial partition makes it). One vote per epoch refuses it whenever it comes; a voter
+    /// that grants twice (`quorum-double-vote`) would otherwise let the first rival request
+    /// it reads end its own candidacy, and now both stand until the voters they share decide.
+    pub quorum_rival_vote_hold: f64,
+    /// The quorum points strike only inside this window of the node's monotonic clock
+    /// ([`Clock::monotonic`](crate::io::Clock::monotonic), ms; [0, 0]: always), which a
+    /// wall-clock offset or jump does not move. The simulator sets the scenario's fault phase
+    /// after the cluster's start-up, so the world gets its topic and the quorum heals when the
+    /// nemesis does: the checks after healing judge a quiet cluster.
+    pub quorum_window_ms: [u64; 2],
 }
 
 /// How late a delayed vote request leaves: [min, max] ms.
 pub const QUORUM_VOTE_DELAY_MS: [u64; 2] = [50, 500];
+
+/// How long a candidate holds a rival's vote request: [min, max] ms. Under the peers' request
+/// timeout (2 s), so the refusal still reaches the rival.
+pub const QUORUM_RIVAL_VOTE_HOLD_MS: [u64; 2] = [300, 1500];
 
 /// How long a quorum stall lasts: [min, max] ms. Longer than a peer's request timeout (2 s),
 /// so answers held back by the stall arrive to no one.

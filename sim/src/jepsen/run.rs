@@ -473,15 +473,8 @@ async fn workload_and_faults(
     // The transactional workload (the simulator's own clients over real sockets): producers,
     // the consume-transform-produce tasks and the read_committed reader, which does the final
     // read and the group's committed offsets once its drain time has passed.
-    if let Some(t) = &scenario.transactions {
-        let spec = crate::txn_workload::TxnSpec {
-            txns: t.clone(),
-            bootstrap: addrs.clone(),
-            replication_factor: topic.replication_factor,
-            timeout: Duration::from_millis(scenario.producers.request_timeout_ms),
-            until_ms: duration_ms,
-            final_at_ms: duration_ms + t.drain_secs * 1000,
-        };
+    if let Some(spec) = crate::txn_workload::TxnSpec::of(scenario, addrs.clone(), duration_ms) {
+        let t = &spec.txns;
         for id in 0..t.producers {
             tasks.push(tokio::spawn(crate::txn_workload::run_producer(
                 Io::os(),

@@ -327,16 +327,10 @@ pub(crate) async fn txn_offset_commit(
             // v5 is transactions v2: the offsets partition joins the transaction here
             // (no AddOffsetsToTxn); before, it must already be in it.
             let partition = TopicPartition::new(OFFSETS_TOPIC, p);
-            let (pid, epoch) = (req.producer_id.0, req.producer_epoch);
-            let reply = if ctx.version >= 5 {
-                broker
-                    .txn_add_implicit(&req.transactional_id, pid, epoch, partition)
-                    .await
-            } else {
-                broker
-                    .txn_verify(&req.transactional_id, pid, epoch, partition)
-                    .await
-            };
+            let producer = (req.producer_id.0, req.producer_epoch);
+            let reply = broker
+                .txn_offsets_partition(&req.transactional_id, producer, partition, ctx.version >= 5)
+                .await;
             match reply {
                 Ok(()) => Ok(()),
                 Err(TxnError::ProducerFenced) => Err(ResponseError::InvalidProducerEpoch),

@@ -12,7 +12,9 @@
 //!   answer to the fetch that made the majority goes out; `quorum_old_tail_commit_stall`: the
 //!   same for a leader elected with an uncommitted tail of an older epoch than the last;
 //! - `quorum_vote_request_delay`: a candidate's vote request leaves late (two candidates of
-//!   one epoch, and a stalled voter that answers both when it comes back).
+//!   one epoch, and a stalled voter that answers both when it comes back);
+//! - `quorum_rival_vote_hold`: a candidate reads a rival candidate's vote request of its own
+//!   epoch late (both keep standing, and the voters they share decide).
 //!
 //! Together they make Raft's figure 8 reachable: A's entry X alone on A; B elected, its
 //! LeaderChange at X's offset, stalled; A elected again, C fetches X alone (one batch) and
@@ -26,19 +28,21 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::Driver;
-use crate::config::fault_points::{QUORUM_STALL_MS, QUORUM_VOTE_DELAY_MS};
+use crate::config::fault_points::{
+    QUORUM_RIVAL_VOTE_HOLD_MS, QUORUM_STALL_MS, QUORUM_VOTE_DELAY_MS,
+};
 use crate::config::FaultPoints;
-use crate::raft::{Action, Message, RoleKind};
+use crate::raft::{Action, Message, NodeId, RoleKind};
 
 impl Driver {
-    /// `chance` inside the points' window (`quorum_window_wall_ms`), else 0. Reads the clock
-    /// only for an armed point.
+    /// `chance` inside the points' window (`quorum_window_ms`, the node's monotonic clock),
+    /// else 0. Reads the clock only for an armed point.
     fn armed(&self, chance: f64) -> f64 {
-        let [from, until] = self.fault_points.quorum_window_wall_ms;
+        let [from, until] = self.fault_points.quorum_window_ms;
         if chance <= 0.0 || (from, until) == (0, 0) {
             return chance;
         }
-        let now = self.io.clock.wall_ms();
+        let now = self.now();
         if (from..until).contains(&now) {
             chance
         } else {
@@ -145,6 +149,34 @@ impl Driver {
         tracing::debug!(
             ms,
             "fault point quorum_vote_request_delay: the vote request waits"
+        );
+        Some(Duration::from_millis(ms))
+    }
+
+    /// How long an inbound `message` from `from` is held before the core reads it: a vote
+    /// request (not a pre-vote) of this candidate's own epoch from a rival candidate may wait
+    /// [`QUORUM_RIVAL_VOTE_HOLD_MS`]. Draws only for such a request.
+    pub(super) fn rival_vote_hold(&self, from: NodeId, message: &Message) -> Option<Duration> {
+        let Message::VoteRequest(request) = message else {
+            return None;
+        };
+        if request.pre_vote
+            || from == self.handle.node_id
+            || self.core.role() != RoleKind::Candidate
+            || request.candidate_epoch != self.core.epoch()
+        {
+            return None;
+        }
+        let chance = self.armed(self.fault_points.quorum_rival_vote_hold);
+        if !FaultPoints::strikes(chance, self.io.rng.as_ref()) {
+            return None;
+        }
+        let ms = FaultPoints::draw(QUORUM_RIVAL_VOTE_HOLD_MS, self.io.rng.as_ref());
+        tracing::debug!(
+            ms,
+            from,
+            epoch = request.candidate_epoch,
+            "fault point quorum_rival_vote_hold: a rival's vote request waits"
         );
         Some(Duration::from_millis(ms))
     }

@@ -56,6 +56,14 @@ pub(super) enum Input {
     },
     /// The applier wrote a snapshot of the image.
     SnapshotTaken(SnapshotMeta),
+    /// A request a fault point held back (`quorum_rival_vote_hold`), read now and never held
+    /// again.
+    #[cfg(any(madsim, test))]
+    Held {
+        from: NodeId,
+        message: Message,
+        reply: oneshot::Sender<Answer>,
+    },
 }
 
 /// The broker's handle on its quorum driver.

@@ -530,45 +530,30 @@ impl Driver {
                 message,
                 reply,
             } => {
-                let Some(kind) = request_kind(&message) else {
-                    let _ = reply.send(Answer::Error(ResponseError::InvalidRequest));
-                    return Ok(true);
-                };
-                if let Some((earlier, _)) = self.parked.remove(&from) {
-                    // A new fetch while one is parked (the fetcher gave up on it): answer the
-                    // parked one first, so replies keep their order.
-                    self.step(Event::Message {
-                        from,
-                        message: earlier,
+                #[cfg(any(madsim, test))]
+                if let Some(hold) = self.rival_vote_hold(from, &message) {
+                    let tx = self.tx.clone();
+                    let io = self.io.clone();
+                    self.io.spawn(async move {
+                        io.clock.sleep(hold).await;
+                        let _ = tx
+                            .send(Input::Held {
+                                from,
+                                message,
+                                reply,
+                            })
+                            .await;
                     });
-                    self.perform().await?;
-                }
-                let queue = self.replies.entry((from, kind)).or_default();
-                queue.retain(|(_, r)| !r.is_closed());
-                if queue.len() >= REPLIES_PER_PEER {
-                    let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
                     return Ok(true);
                 }
-                self.reply_seq += 1;
-                let seq = self.reply_seq;
-                queue.push_back((seq, reply));
-                if kind == Kind::Fetch && self.core.role() == RoleKind::Leader {
-                    self.parking = Some((from, message.clone()));
-                }
-                self.step(Event::Message { from, message });
-                let dropped = self.perform_noting_drops(from).await;
-                self.parking = None;
-                let dropped = dropped?;
-                if let Some(reason) = dropped {
-                    // The core ignored it: answer the protocol's error, not silence.
-                    if let Some(queue) = self.replies.get_mut(&(from, kind)) {
-                        if let Some(at) = queue.iter().position(|(s, _)| *s == seq) {
-                            let (_, reply) = queue.remove(at).expect("position is valid");
-                            let _ = reply.send(Answer::Error(drop_code(reason)));
-                        }
-                    }
-                }
+                self.request(from, message, reply).await?
             }
+            #[cfg(any(madsim, test))]
+            Input::Held {
+                from,
+                message,
+                reply,
+            } => self.request(from, message, reply).await?,
             Input::Response { from, message } => {
                 self.step(Event::Message { from, message });
                 self.perform().await?;
@@ -592,6 +577,55 @@ impl Driver {
             }
         }
         Ok(true)
+    }
+
+    /// An inbound request: queued for the core's answer, stepped, and answered with the
+    /// protocol's error if the core dropped it.
+    async fn request(
+        &mut self,
+        from: NodeId,
+        message: Message,
+        reply: oneshot::Sender<Answer>,
+    ) -> Result<(), Fatal> {
+        let Some(kind) = request_kind(&message) else {
+            let _ = reply.send(Answer::Error(ResponseError::InvalidRequest));
+            return Ok(());
+        };
+        if let Some((earlier, _)) = self.parked.remove(&from) {
+            // A new fetch while one is parked (the fetcher gave up on it): answer the
+            // parked one first, so replies keep their order.
+            self.step(Event::Message {
+                from,
+                message: earlier,
+            });
+            self.perform().await?;
+        }
+        let queue = self.replies.entry((from, kind)).or_default();
+        queue.retain(|(_, r)| !r.is_closed());
+        if queue.len() >= REPLIES_PER_PEER {
+            let _ = reply.send(Answer::Error(ResponseError::RequestTimedOut));
+            return Ok(());
+        }
+        self.reply_seq += 1;
+        let seq = self.reply_seq;
+        queue.push_back((seq, reply));
+        if kind == Kind::Fetch && self.core.role() == RoleKind::Leader {
+            self.parking = Some((from, message.clone()));
+        }
+        self.step(Event::Message { from, message });
+        let dropped = self.perform_noting_drops(from).await;
+        self.parking = None;
+        let dropped = dropped?;
+        if let Some(reason) = dropped {
+            // The core ignored it: answer the protocol's error, not silence.
+            if let Some(queue) = self.replies.get_mut(&(from, kind)) {
+                if let Some(at) = queue.iter().position(|(s, _)| *s == seq) {
+                    let (_, reply) = queue.remove(at).expect("position is valid");
+                    let _ = reply.send(Answer::Error(drop_code(reason)));
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn propose(

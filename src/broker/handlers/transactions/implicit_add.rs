@@ -59,25 +59,6 @@ fn error(code: i16) -> Result<(), TxnError> {
 }
 
 impl Broker {
-    /// Adds `partition` to the producer's transaction at its coordinator (transactions v2).
-    pub(crate) async fn txn_add_implicit(
-        &self,
-        transactional_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        partition: TopicPartition,
-    ) -> Result<(), TxnError> {
-        let mut results = self
-            .txn_partitions_at_coordinator(
-                transactional_id,
-                (producer_id, producer_epoch),
-                &[partition],
-                true,
-            )
-            .await;
-        results.pop().expect("one partition, one result")
-    }
-
     /// One AddPartitionsToTxn to the coordinator on `node` with a batch of producers' asks
     /// (`txn::add_batches`): v4 when every one only verifies (KIP-890 part 1), v5 when one adds
     /// (part 2). The answer per transactional id and partition.

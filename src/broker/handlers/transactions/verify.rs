@@ -103,25 +103,21 @@ impl Broker {
         results
     }
 
-    /// Part 1 for one partition (TxnOffsetCommit's offsets partition): Ok when verification is
-    /// off.
-    pub(crate) async fn txn_verify(
+    /// TxnOffsetCommit's offsets partition at the coordinator: added to the transaction when
+    /// `add` (v5, transactions v2: no AddOffsetsToTxn), else verified to be in it (part 1; Ok
+    /// when verification is off).
+    pub(crate) async fn txn_offsets_partition(
         &self,
         transactional_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
+        producer: (i64, i16),
         partition: TopicPartition,
+        add: bool,
     ) -> Result<(), TxnError> {
-        if !self.txn_verification_enabled() {
+        if !add && !self.txn_verification_enabled() {
             return Ok(());
         }
         let mut results = self
-            .txn_partitions_at_coordinator(
-                transactional_id,
-                (producer_id, producer_epoch),
-                &[partition],
-                false,
-            )
+            .txn_partitions_at_coordinator(transactional_id, producer, &[partition], add)
             .await;
         results.pop().expect("one partition, one result")
     }
