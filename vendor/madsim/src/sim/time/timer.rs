@@ -3,12 +3,15 @@
 //! `naive_timer` kept a binary heap of boxed callbacks that could not be cancelled: a dropped or
 //! reset `Sleep` left its entry until its deadline (the connections' 10-minute idle timeouts
 //! never left it), and every sleep cost a boxed callback plus an `Arc` slot for its waker. Here
-//! entries live in a `BTreeMap` keyed by (deadline, insertion sequence): a `Sleep` stores its
-//! waker in its entry and removes the entry when it is dropped or reset, and entries with the
-//! same deadline fire in the order they were added (a deterministic order, as the simulation
-//! needs; the heap's order among equal deadlines was deterministic too, but arbitrary).
+//! an entry's action (a `Sleep`'s waker, or a callback) lives in a slab slot; a binary heap
+//! orders (deadline, insertion sequence, slot). A `Sleep` keeps its entry's key, replaces the
+//! waker in place, and empties the slot when it is dropped or reset; the heap item left behind
+//! is skipped when it surfaces (no allocation, no wake). Entries with the same deadline fire in
+//! the order they were added: a deterministic order, as the simulation needs (the old heap's
+//! order among equal deadlines was deterministic too, but arbitrary). A `BTreeMap` keyed by
+//! (deadline, sequence) gives the same order but cost more instructions than the old heap.
 
-use std::{collections::BTreeMap, task::Waker, time::Duration};
+use std::{cmp::Reverse, collections::BinaryHeap, task::Waker, time::Duration};
 
 /// A callback run when its deadline is reached (network delivery, node restarts).
 pub(crate) type Callback = Box<dyn FnOnce() + Send + Sync + 'static>;
@@ -21,34 +24,64 @@ pub(crate) enum Action {
     Call(Callback),
 }
 
-/// Names one entry: its deadline (since the clock's base) and its insertion sequence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// Names one entry: its slab slot and its insertion sequence (which tells a slot's occupants
+/// apart, so a stale key never touches a later entry in the same slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TimerKey {
-    deadline: Duration,
+    slot: u32,
     seq: u64,
+}
+
+struct Slot {
+    /// The sequence of the entry in the slot (meaningless while `action` is `None`).
+    seq: u64,
+    action: Option<Action>,
 }
 
 #[derive(Default)]
 pub(crate) struct Timer {
-    entries: BTreeMap<TimerKey, Action>,
+    /// (deadline, sequence, slot), earliest first; items of removed entries stay until they
+    /// surface.
+    heap: BinaryHeap<Reverse<(Duration, u64, u32)>>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
     next_seq: u64,
 }
 
 impl Timer {
     /// Adds an entry; it fires after every entry already added with the same deadline.
     pub(crate) fn add(&mut self, deadline: Duration, action: Action) -> TimerKey {
-        let key = TimerKey {
-            deadline,
-            seq: self.next_seq,
-        };
+        let seq = self.next_seq;
         self.next_seq += 1;
-        self.entries.insert(key, action);
-        key
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Slot {
+                    seq,
+                    action: Some(action),
+                };
+                slot
+            }
+            None => {
+                let slot = u32::try_from(self.slots.len()).expect("fewer than 2^32 timers");
+                self.slots.push(Slot {
+                    seq,
+                    action: Some(action),
+                });
+                slot
+            }
+        };
+        self.heap.push(Reverse((deadline, seq, slot)));
+        TimerKey { slot, seq }
+    }
+
+    fn live(&mut self, key: TimerKey) -> Option<&mut Slot> {
+        let slot = self.slots.get_mut(key.slot as usize)?;
+        (slot.seq == key.seq && slot.action.is_some()).then_some(slot)
     }
 
     /// The waker of a `Wake` entry still pending, to replace it.
     pub(crate) fn waker_mut(&mut self, key: TimerKey) -> Option<&mut Waker> {
-        match self.entries.get_mut(&key) {
+        match self.live(key)?.action.as_mut() {
             Some(Action::Wake(waker)) => Some(waker),
             _ => None,
         }
@@ -56,26 +89,44 @@ impl Timer {
 
     /// Removes an entry if it has not fired (the caller drops it after releasing the lock).
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<Action> {
-        self.entries.remove(&key)
+        let action = self.live(key)?.action.take();
+        self.free.push(key.slot);
+        action
+    }
+
+    /// Drops the heap's top items whose entries were removed.
+    fn skip_removed(&mut self) {
+        while let Some(Reverse((_, seq, slot))) = self.heap.peek() {
+            let entry = &self.slots[*slot as usize];
+            if entry.seq == *seq && entry.action.is_some() {
+                return;
+            }
+            self.heap.pop();
+        }
     }
 
     /// The earliest deadline.
-    pub(crate) fn next(&self) -> Option<Duration> {
-        self.entries.first_key_value().map(|(key, _)| key.deadline)
+    pub(crate) fn next(&mut self) -> Option<Duration> {
+        self.skip_removed();
+        self.heap.peek().map(|Reverse((deadline, _, _))| *deadline)
     }
 
     /// Removes and returns the earliest entry if its deadline is at or before `now`.
     pub(crate) fn pop_expired(&mut self, now: Duration) -> Option<Action> {
-        let entry = self.entries.first_entry()?;
-        if entry.key().deadline > now {
+        self.skip_removed();
+        let Reverse((deadline, _, slot)) = *self.heap.peek()?;
+        if deadline > now {
             return None;
         }
-        Some(entry.remove())
+        self.heap.pop();
+        let action = self.slots[slot as usize].action.take();
+        self.free.push(slot);
+        action
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.slots.iter().filter(|slot| slot.action.is_some()).count()
     }
 }
 
@@ -133,5 +184,23 @@ mod tests {
         assert_eq!(*log.lock().unwrap(), vec![2]);
         assert_eq!(timer.next(), None);
         assert!(timer.remove(a).is_none());
+    }
+
+    #[test]
+    fn a_stale_key_does_not_touch_the_slot_s_next_entry() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut timer = Timer::default();
+        let ms = Duration::from_millis;
+        let a = timer.add(ms(7), call(&log, 1));
+        assert!(timer.remove(a).is_some());
+        let b = timer.add(ms(8), call(&log, 2)); // reuses a's slot
+        assert!(timer.remove(a).is_none());
+        assert!(timer.waker_mut(a).is_none());
+        assert_eq!(timer.next(), Some(ms(8)));
+        run_expired(&mut timer, ms(8));
+        assert_eq!(*log.lock().unwrap(), vec![2]);
+        assert!(timer.remove(b).is_none());
+        assert_eq!(timer.next(), None);
+        assert_eq!(timer.len(), 0);
     }
 }
