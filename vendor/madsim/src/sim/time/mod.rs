@@ -5,10 +5,10 @@
 use crate::rand::{GlobalRng, Rng};
 use futures_util::{select_biased, FutureExt};
 use spin::Mutex;
-use timer::{Action, Timer, TimerKey};
 #[doc(no_inline)]
 pub use std::time::{Duration, Instant};
 use std::{future::Future, sync::Arc, task::Waker, time::SystemTime};
+use timer::{Action, Timer, TimerKey};
 
 pub mod error;
 mod interval;

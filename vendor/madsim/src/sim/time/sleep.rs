@@ -1,5 +1,5 @@
-use super::*;
 use super::timer::TimerKey;
+use super::*;
 use std::{fmt, pin::Pin, task::Poll};
 
 /// Waits until `duration` has elapsed.
