@@ -46,6 +46,10 @@ pub(crate) struct Timer {
     slots: Vec<Slot>,
     free: Vec<u32>,
     next_seq: u64,
+    /// Heap items whose entries were removed. Once they are most of the heap it is rebuilt
+    /// without them: most sleeps are dropped before their deadline (time-outs that did not
+    /// fire), and every stale item made each push and pop deeper.
+    stale: usize,
 }
 
 impl Timer {
@@ -91,6 +95,15 @@ impl Timer {
     pub(crate) fn remove(&mut self, key: TimerKey) -> Option<Action> {
         let action = self.live(key)?.action.take();
         self.free.push(key.slot);
+        self.stale += 1;
+        if self.stale > 64 && self.stale > self.heap.len() / 2 {
+            let slots = &self.slots;
+            self.heap.retain(|Reverse((_, seq, slot))| {
+                let entry = &slots[*slot as usize];
+                entry.seq == *seq && entry.action.is_some()
+            });
+            self.stale = 0;
+        }
         action
     }
 
@@ -102,6 +115,7 @@ impl Timer {
                 return;
             }
             self.heap.pop();
+            self.stale -= 1;
         }
     }
 
@@ -126,7 +140,10 @@ impl Timer {
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.slots.iter().filter(|slot| slot.action.is_some()).count()
+        self.slots
+            .iter()
+            .filter(|slot| slot.action.is_some())
+            .count()
     }
 }
 
@@ -184,6 +201,30 @@ mod tests {
         assert_eq!(*log.lock().unwrap(), vec![2]);
         assert_eq!(timer.next(), None);
         assert!(timer.remove(a).is_none());
+    }
+
+    #[test]
+    fn many_removals_keep_the_order_of_what_is_left() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut timer = Timer::default();
+        let ms = Duration::from_millis;
+        let mut keep = Vec::new();
+        for n in 0..1000u32 {
+            let key = timer.add(ms(u64::from(n % 7)), call(&log, n));
+            if n % 10 == 0 {
+                keep.push((n % 7, n));
+            } else {
+                assert!(timer.remove(key).is_some());
+            }
+        }
+        assert!(timer.heap.len() < 1000, "stale items were dropped");
+        assert_eq!(timer.len(), 100);
+        run_expired(&mut timer, ms(100));
+        keep.sort();
+        let expected: Vec<u32> = keep.into_iter().map(|(_, n)| n).collect();
+        assert_eq!(*log.lock().unwrap(), expected);
+        assert_eq!(timer.stale, 0);
+        assert_eq!(timer.next(), None);
     }
 
     #[test]
