@@ -4,16 +4,17 @@
 
 use crate::rand::{GlobalRng, Rng};
 use futures_util::{select_biased, FutureExt};
-use naive_timer::Timer;
 use spin::Mutex;
 #[doc(no_inline)]
 pub use std::time::{Duration, Instant};
-use std::{future::Future, sync::Arc, time::SystemTime};
+use std::{future::Future, sync::Arc, task::Waker, time::SystemTime};
+use timer::{Action, Timer, TimerKey};
 
 pub mod error;
 mod interval;
 mod sleep;
 mod system_time;
+mod timer;
 
 pub use self::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use self::sleep::{sleep, sleep_until, Sleep};
@@ -43,15 +44,16 @@ impl TimeRuntime {
 
     /// Advances time to the closest timer event. Returns true if succeed.
     pub fn advance_to_next_event(&self) -> bool {
-        let mut timer = self.handle.timer.lock();
-        if let Some(mut time) = timer.next() {
+        // Weir patch: the lock is not held while entries fire (see `TimeHandle::expire`).
+        let next = self.handle.timer.lock().next();
+        if let Some(mut time) = next {
             // WARN: in some platform such as M1 macOS,
             //       let t0: Instant;
             //       let t1: Instant;
             //       t0 + (t1 - t0) < t1 !!
             // we should add eps to make sure 'now >= deadline' and avoid deadlock
             time += Duration::from_nanos(50);
-            timer.expire(time);
+            self.handle.expire(time);
             self.handle.clock.set_elapsed(time);
             true
         } else {
@@ -102,7 +104,7 @@ impl TimeHandle {
     /// Advances time.
     pub fn advance(&self, duration: Duration) {
         let time = self.clock.advance(duration);
-        self.timer.lock().expire(time);
+        self.expire(time);
     }
 
     /// Waits until `duration` has elapsed.
@@ -145,8 +147,52 @@ impl TimeHandle {
         deadline: Instant,
         callback: impl FnOnce() + Send + Sync + 'static,
     ) {
-        let mut timer = self.timer.lock();
-        timer.add(deadline - self.clock.base_instant(), |_| callback());
+        let deadline = deadline - self.clock.base_instant();
+        self.timer
+            .lock()
+            .add(deadline, Action::Call(Box::new(callback)));
+    }
+
+    /// Weir patch: fires every entry due at `now`, earliest first (by insertion among equal
+    /// deadlines), one at a time without holding the lock while it fires, so that what an entry
+    /// drops or wakes may itself cancel or add timers.
+    fn expire(&self, now: Duration) {
+        loop {
+            let action = self.timer.lock().pop_expired(now);
+            match action {
+                None => break,
+                Some(Action::Wake(waker)) => waker.wake(),
+                Some(Action::Call(callback)) => callback(),
+            }
+        }
+    }
+
+    /// Weir patch: arms the timer of a pending `Sleep`, which wakes `waker` at `deadline`.
+    pub(crate) fn arm_sleep(&self, deadline: Instant, waker: Waker) -> TimerKey {
+        let deadline = deadline - self.clock.base_instant();
+        self.timer.lock().add(deadline, Action::Wake(waker))
+    }
+
+    /// Weir patch: makes an armed `Sleep`'s timer wake `waker` (tokio's rule: the latest
+    /// waker). False if the entry has fired already.
+    pub(crate) fn rearm_sleep(&self, key: TimerKey, waker: &Waker) -> bool {
+        let replaced = {
+            let mut timer = self.timer.lock();
+            match timer.waker_mut(key) {
+                None => return false,
+                Some(armed) if armed.will_wake(waker) => None,
+                Some(armed) => Some(std::mem::replace(armed, waker.clone())),
+            }
+        };
+        drop(replaced);
+        true
+    }
+
+    /// Weir patch: removes a timer entry that has not fired (a dropped or reset `Sleep`).
+    pub(crate) fn cancel(&self, key: TimerKey) {
+        // The entry (a waker) is dropped after the lock is released.
+        let removed = self.timer.lock().remove(key);
+        drop(removed);
     }
 
     pub(crate) fn add_timer(&self, dur: Duration, callback: impl FnOnce() + Send + Sync + 'static) {

@@ -1,10 +1,6 @@
+use super::timer::TimerKey;
 use super::*;
-use std::{
-    fmt,
-    pin::Pin,
-    sync::Weak,
-    task::{Poll, Waker},
-};
+use std::{fmt, pin::Pin, task::Poll};
 
 /// Waits until `duration` has elapsed.
 pub fn sleep(duration: Duration) -> Sleep {
@@ -25,12 +21,13 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     pub(super) handle: TimeHandle,
     pub(super) deadline: Instant,
-    // Weir patch (vendor/madsim/PATCHED.md): the waker the one timer registered for `deadline`
-    // will wake. Upstream added a timer-heap entry on every poll of a pending sleep and never
-    // took one back, so a sleep polled 10 times woke its task 10 times and a dropped sleep
-    // (the loser of a `select!`) woke it once more later. Now one entry per deadline, which
-    // wakes the latest waker (tokio's rule) and nothing once the sleep is dropped or reset.
-    pub(super) armed: Option<Arc<Mutex<Option<Waker>>>>,
+    // Weir patch (vendor/madsim/PATCHED.md): the timer entry armed for `deadline`, which holds
+    // the waker to wake. Upstream added a timer-heap entry (a boxed callback) on every poll of
+    // a pending sleep and never took one back, so a sleep polled 10 times woke its task 10
+    // times and a dropped sleep (the loser of a `select!`) woke it once more later. Now one
+    // entry per deadline, which wakes the latest waker (tokio's rule); a dropped or reset sleep
+    // removes its entry.
+    pub(super) armed: Option<TimerKey>,
 }
 
 impl Sleep {
@@ -50,7 +47,9 @@ impl Sleep {
     pub fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
         self.deadline = deadline;
         // Weir patch: the timer armed for the old deadline must not wake anyone.
-        self.armed = None;
+        if let Some(key) = self.armed.take() {
+            self.handle.cancel(key);
+        }
     }
 }
 
@@ -59,29 +58,32 @@ impl Future for Sleep {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         if self.is_elapsed() {
+            // Weir patch: the armed entry has fired (it is due no later than now); removing it
+            // covers a clock advanced by `time::advance` before its entries fired.
+            if let Some(key) = self.armed.take() {
+                self.handle.cancel(key);
+            }
             return Poll::Ready(());
         }
-        // Weir patch: reuse the armed timer (only its waker may change); arm one otherwise, or
+        // Weir patch: reuse the armed entry (only its waker may change); arm one otherwise, or
         // again should the armed one have fired already (it cannot fire before `deadline`).
-        if let Some(slot) = &self.armed {
-            let mut waker = slot.lock();
-            if let Some(waker) = waker.as_mut() {
-                if !waker.will_wake(cx.waker()) {
-                    *waker = cx.waker().clone();
-                }
+        if let Some(key) = self.armed {
+            if self.handle.rearm_sleep(key, cx.waker()) {
                 return Poll::Pending;
             }
         }
-        let slot = Arc::new(Mutex::new(Some(cx.waker().clone())));
-        let weak: Weak<Mutex<Option<Waker>>> = Arc::downgrade(&slot);
-        self.handle.add_timer_at(self.deadline, move || {
-            let waker = weak.upgrade().and_then(|slot| slot.lock().take());
-            if let Some(waker) = waker {
-                waker.wake();
-            }
-        });
-        self.armed = Some(slot);
+        let key = self.handle.arm_sleep(self.deadline, cx.waker().clone());
+        self.armed = Some(key);
         Poll::Pending
+    }
+}
+
+// Weir patch: a dropped sleep removes its timer entry.
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(key) = self.armed.take() {
+            self.handle.cancel(key);
+        }
     }
 }
 
