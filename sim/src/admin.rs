@@ -223,7 +223,10 @@ const LOOKUP_BACKOFF_MAX: Duration = Duration::from_millis(1000);
 
 impl Controller {
     fn new(bootstrap: Vec<SocketAddr>) -> Controller {
-        assert!(!bootstrap.is_empty(), "the admin client needs a bootstrap broker");
+        assert!(
+            !bootstrap.is_empty(),
+            "the admin client needs a bootstrap broker"
+        );
         Controller {
             bootstrap,
             asked: 0,
@@ -278,11 +281,12 @@ impl Controller {
                             format!("{via} named no controller"),
                         )
                     })?;
-                let addr: SocketAddr = format!("{}:{}", named.host, named.port)
-                    .parse()
-                    .map_err(|e| {
-                        ClientError::Protocol(format!("controller address {}: {e}", named.host))
-                    })?;
+                let addr: SocketAddr =
+                    format!("{}:{}", named.host, named.port)
+                        .parse()
+                        .map_err(|e| {
+                            ClientError::Protocol(format!("controller address {}: {e}", named.host))
+                        })?;
                 self.cached = Some((addr, now));
                 addr
             }

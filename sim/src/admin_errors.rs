@@ -254,10 +254,14 @@ mod tests {
         let refused_delete = vec![
             invoke(10, 1, delete("a")),
             fail(20, 1, ResponseError::PolicyViolation.code(), true),
-            invoke(30, 2, AdminChange::CreatePartitions {
-                topic: "a".into(),
-                count: 2,
-            }),
+            invoke(
+                30,
+                2,
+                AdminChange::CreatePartitions {
+                    topic: "a".into(),
+                    count: 2,
+                },
+            ),
             fail(40, 2, unknown, true),
             // A delete answered unknown: the broker may have retried it after it was done.
             invoke(50, 3, delete("a")),
@@ -270,10 +274,14 @@ mod tests {
             fail(20, 1, timed_out, false),
             invoke(30, 2, delete("a")),
             fail(40, 2, unknown, true),
-            invoke(50, 3, AdminChange::CreatePartitions {
-                topic: "a".into(),
-                count: 3,
-            }),
+            invoke(
+                50,
+                3,
+                AdminChange::CreatePartitions {
+                    topic: "a".into(),
+                    count: 3,
+                },
+            ),
             fail(60, 3, unknown, true),
         ];
         assert_eq!(check(&twice).len(), 1);
