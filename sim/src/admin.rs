@@ -3,6 +3,16 @@
 //! outcome; and, after healing, reads the metadata back (Metadata, DescribeConfigs) for
 //! `metadata_check`. It works on its own topics (`admin-N`), never the workload's, and gives
 //! every created topic a fresh name, so each topic's history is one sequence of operations.
+//!
+//! It behaves as librdkafka's Admin API (`admin_errors` has the rules read from
+//! `rdkafka_admin.c`): each request goes to the broker a Metadata answer names as controller
+//! (cached, as librdkafka caches its metadata, until a connection to it fails, a request
+//! times out, it answers NOT_CONTROLLER, or [`crate::routing::DEFAULT_MAX_AGE`] passes); while
+//! none is known or reachable it waits, asking the bootstrap brokers in turn with a backoff,
+//! up to the request's timeout (`request_timeout_ms`, also the request's own
+//! `timeout_ms`); then it sends the request once and surfaces whatever comes back: the
+//! topic's error code, or `_TRANSPORT` / `_TIMED_OUT`. Every failure is recorded with its
+//! code (`AdminFail`'s error starts `[code]`) for `admin-availability`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,7 +20,7 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use madsim::rand::Rng;
-use weir::client::{ClientError, CONFIG_SOURCE_TOPIC};
+use weir::client::{Client, ClientError, CONFIG_SOURCE_TOPIC};
 use weir::io::Io;
 
 use crate::history::{AdminChange, Event, History};
@@ -22,7 +32,7 @@ pub const PREFIX: &str = "admin-";
 
 #[derive(Clone, Debug)]
 pub struct AdminSpec {
-    /// The brokers to bootstrap from: operation n goes to `addrs[n % len]`.
+    /// The brokers to bootstrap from (asked in turn for the controller).
     pub addrs: Vec<SocketAddr>,
     pub interval: Duration,
     pub timeout: Duration,
@@ -38,7 +48,9 @@ const CONFIG_KEYS: [&str; 3] = ["retention.ms", "segment.ms", "max.message.bytes
 
 fn config_value(key: &str, n: u32) -> String {
     match key {
-        "max.message.bytes" => (1_000_000 + n).to_string(),
+        // An int: kept well inside i32 (a value past it is refused INVALID_CONFIG, which the
+        // admin-availability check would rightly count against the workload).
+        "max.message.bytes" => (1_000_000 + n % 1_000_000).to_string(),
         _ => (3_600_000 + n as u64 * 1000).to_string(),
     }
 }
@@ -49,6 +61,7 @@ pub async fn run_admin(io: Io, spec: AdminSpec, history: History, clock: RunCloc
     let mut live: BTreeMap<String, i32> = BTreeMap::new();
     let mut created = 0u64;
     let mut op = 0u64;
+    let mut controller = Controller::new(spec.addrs.clone());
     while clock.now_ms() < spec.until_ms {
         io.clock.sleep(spec.interval).await;
         // Drawn in a block: the generator is not held across an await.
@@ -117,9 +130,8 @@ pub async fn run_admin(io: Io, spec: AdminSpec, history: History, clock: RunCloc
             },
         );
         let result = async {
-            let addr = spec.addrs[op as usize % spec.addrs.len()];
-            let mut c = connect(&io, addr, spec.timeout).await?;
-            match &change {
+            let mut c = controller.client(&io, spec.timeout).await?;
+            let result = match &change {
                 AdminChange::CreateTopic {
                     topic,
                     partitions,
@@ -132,7 +144,16 @@ pub async fn run_admin(io: Io, spec: AdminSpec, history: History, clock: RunCloc
                 AdminChange::AlterConfigs { topic, changes } => {
                     c.alter_topic_configs(topic, changes).await
                 }
+            };
+            if matches!(
+                result,
+                Err(ClientError::Io(_)
+                    | ClientError::Timeout
+                    | ClientError::Kafka(ResponseError::NotController, _))
+            ) {
+                controller.stale();
             }
+            result
         }
         .await;
         match result {
@@ -177,13 +198,110 @@ pub async fn run_admin(io: Io, spec: AdminSpec, history: History, clock: RunCloc
                     Event::AdminFail {
                         op,
                         definite,
-                        error: e.to_string(),
+                        error: crate::admin_errors::describe(&e),
                     },
                 );
             }
         }
     }
 }
+
+/// librdkafka's controller look-up for admin requests: the controller a Metadata answer
+/// named, kept until it fails or grows old (see the module comment).
+struct Controller {
+    bootstrap: Vec<SocketAddr>,
+    /// Metadata requests so far (which bootstrap broker to ask next).
+    asked: u64,
+    /// The controller and when it was learnt (monotonic).
+    cached: Option<(SocketAddr, Duration)>,
+}
+
+/// librdkafka's `retry.backoff.ms` and `retry.backoff.max.ms` (100 ms and 1 s), between
+/// controller look-ups that found none.
+const LOOKUP_BACKOFF: Duration = Duration::from_millis(100);
+const LOOKUP_BACKOFF_MAX: Duration = Duration::from_millis(1000);
+
+impl Controller {
+    fn new(bootstrap: Vec<SocketAddr>) -> Controller {
+        assert!(
+            !bootstrap.is_empty(),
+            "the admin client needs a bootstrap broker"
+        );
+        Controller {
+            bootstrap,
+            asked: 0,
+            cached: None,
+        }
+    }
+
+    fn stale(&mut self) {
+        self.cached = None;
+    }
+
+    /// A connection to the controller, waiting for one up to `timeout` (then `_TIMED_OUT`, as
+    /// librdkafka fails a request whose controller look-up outlived its `request_timeout`).
+    /// The client's time-out is what is left of `timeout`: the request's whole bound.
+    async fn client(&mut self, io: &Io, timeout: Duration) -> Result<Client, ClientError> {
+        let deadline = io.clock.monotonic() + timeout;
+        let mut backoff = LOOKUP_BACKOFF;
+        loop {
+            let left = deadline.saturating_sub(io.clock.monotonic());
+            if left.is_zero() {
+                return Err(ClientError::Timeout);
+            }
+            if let Ok(mut c) = self.connect(io, left).await {
+                c.set_timeout(deadline.saturating_sub(io.clock.monotonic()).max(MIN_LEFT));
+                return Ok(c);
+            }
+            let left = deadline.saturating_sub(io.clock.monotonic());
+            io.clock.sleep(backoff.min(left)).await;
+            backoff = (backoff * 2).min(LOOKUP_BACKOFF_MAX);
+        }
+    }
+
+    async fn connect(&mut self, io: &Io, timeout: Duration) -> Result<Client, ClientError> {
+        let now = io.clock.monotonic();
+        let addr = match self.cached {
+            Some((addr, at)) if now.saturating_sub(at) < crate::routing::DEFAULT_MAX_AGE => addr,
+            _ => {
+                self.cached = None;
+                let via = self.bootstrap[(self.asked % self.bootstrap.len() as u64) as usize];
+                self.asked += 1;
+                let asked = async {
+                    let mut c = connect(io, via, timeout).await?;
+                    c.controller().await
+                };
+                let named = io
+                    .timeout(timeout, asked)
+                    .await
+                    .ok_or(ClientError::Timeout)??
+                    .ok_or_else(|| {
+                        ClientError::Kafka(
+                            ResponseError::BrokerNotAvailable,
+                            format!("{via} named no controller"),
+                        )
+                    })?;
+                let addr: SocketAddr =
+                    format!("{}:{}", named.host, named.port)
+                        .parse()
+                        .map_err(|e| {
+                            ClientError::Protocol(format!("controller address {}: {e}", named.host))
+                        })?;
+                self.cached = Some((addr, now));
+                addr
+            }
+        };
+        let connected = connect(io, addr, timeout).await;
+        if connected.is_err() {
+            self.stale();
+        }
+        connected
+    }
+}
+
+/// The least time a request is given once its controller is found (a look-up that used the
+/// whole bound still sends, as librdkafka's worker does once the controller is up).
+const MIN_LEFT: Duration = Duration::from_millis(1);
 
 /// The admin topics as the broker now shows them: partition counts (Metadata) and topic
 /// overrides (DescribeConfigs, source = topic).

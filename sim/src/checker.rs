@@ -74,8 +74,9 @@ pub struct Findings {
     pub misordered: Vec<String>,
     /// Admin changes missing or half done at the end (`metadata_check`).
     pub metadata: Vec<String>,
-    /// Admin requests a broker answered NOT_CONTROLLER (`metadata_check::not_controller`).
-    pub admin_not_controller: Vec<String>,
+    /// Admin errors surfaced that a correct broker would not answer then (`admin_errors`):
+    /// NOT_CONTROLLER and other wrong answers, time-outs in a quiet stretch.
+    pub admin_errors: Vec<String>,
     /// Errors producers surfaced that a correct broker does not cause (`delivery_check`),
     /// filled in by the world.
     pub producer_errors: Vec<String>,
@@ -175,8 +176,8 @@ impl Findings {
         );
         add(
             Check::AdminAvailability,
-            self.admin_not_controller.len(),
-            "admin requests answered NOT_CONTROLLER (librdkafka surfaces it)",
+            self.admin_errors.len(),
+            "admin errors surfaced that a correct broker would not answer then (librdkafka surfaces them)",
         );
         add(
             Check::ProducerAvailability,
@@ -308,6 +309,11 @@ impl Findings {
 /// An error's kind without its details: `broker error: NOT_ENOUGH_REPLICAS`, `timed out`,
 /// `i/o`, `retries exhausted`.
 fn error_kind(error: &str) -> &str {
+    // The admin client's errors start with their code (`admin_errors::describe`).
+    let error = match error.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((_, rest)) => rest,
+        None => error,
+    };
     let mut cut = error.match_indices(": ").map(|(i, _)| i);
     let end = if error.starts_with("broker error: ") {
         cut.nth(1)

@@ -40,24 +40,37 @@ pub struct Rules {
     pub judge_sequence_errors: bool,
 }
 
+/// The run's unavailability windows: the schedule's fault stretches [start, end], and every
+/// fault or heal note as an instant.
+pub fn fault_windows(entries: &[Entry]) -> Vec<(u64, u64)> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Scheduled(f) => Some((f.at_ms, f.at_ms + f.duration_ms.unwrap_or(0))),
+            Event::Fault(_) | Event::Heal(_) | Event::Inject(_) => Some((e.at_ms, e.at_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// No fault of `faults` active in [from, to], and none ended within [`RECOVERY_MS`] before.
+pub fn quiet(faults: &[(u64, u64)], from: u64, to: u64) -> bool {
+    faults
+        .iter()
+        .all(|&(start, end)| start > to || end + RECOVERY_MS < from)
+}
+
 /// Each violation with its time: "partition P at T ms: ...".
 pub fn check(entries: &[Entry], rules: Rules) -> Vec<(u64, String)> {
     // op → (produced at, partition).
     let mut produced: BTreeMap<u64, (u64, i32)> = BTreeMap::new();
-    // Fault stretches [start, end] of the schedule, and every fault or heal note as an instant.
-    let mut faults: Vec<(u64, u64)> = Vec::new();
+    let faults = fault_windows(entries);
     // partition → (time, committed leader) in time order.
     let mut leaders: BTreeMap<i32, Vec<(u64, i32)>> = BTreeMap::new();
     for e in entries {
         match &e.event {
             Event::Invoke { op, partition, .. } => {
                 produced.insert(*op, (e.at_ms, *partition));
-            }
-            Event::Scheduled(f) => {
-                faults.push((f.at_ms, f.at_ms + f.duration_ms.unwrap_or(0)));
-            }
-            Event::Fault(_) | Event::Heal(_) | Event::Inject(_) => {
-                faults.push((e.at_ms, e.at_ms));
             }
             Event::Partition(PartitionEvent::Leader {
                 partition, leader, ..
@@ -68,11 +81,6 @@ pub fn check(entries: &[Entry], rules: Rules) -> Vec<(u64, String)> {
             _ => {}
         }
     }
-    let quiet = |from: u64, to: u64| {
-        faults
-            .iter()
-            .all(|&(start, end)| start > to || end + RECOVERY_MS < from)
-    };
     // Led throughout [from, to]: a leader at `from` and no leaderless moment until `to`.
     // A run without a partition trace (one broker) has its one leader.
     let led = |partition: i32, from: u64, to: u64| match leaders.get(&partition) {
@@ -102,7 +110,7 @@ pub fn check(entries: &[Entry], rules: Rules) -> Vec<(u64, String)> {
         let at = e.at_ms;
         let name = errors::name(code);
         if code == errors::MSG_TIMED_OUT {
-            if quiet(produced_ms, at) && led(partition, produced_ms, at) {
+            if quiet(&faults, produced_ms, at) && led(partition, produced_ms, at) {
                 out.push((
                     at,
                     format!(

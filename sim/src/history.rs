@@ -47,6 +47,20 @@ impl AdminChange {
             | AdminChange::AlterConfigs { topic, .. } => topic,
         }
     }
+
+    /// One line: "create admin-3 (2 partitions)", "delete admin-3", ...
+    pub fn describe(&self) -> String {
+        match self {
+            AdminChange::CreateTopic {
+                topic, partitions, ..
+            } => format!("create {topic} ({partitions} partitions)"),
+            AdminChange::DeleteTopic { topic } => format!("delete {topic}"),
+            AdminChange::CreatePartitions { topic, count } => {
+                format!("grow {topic} to {count} partitions")
+            }
+            AdminChange::AlterConfigs { topic, .. } => format!("alter configs of {topic}"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

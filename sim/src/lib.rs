@@ -6,6 +6,7 @@
 
 #[cfg(madsim)]
 pub mod admin;
+pub mod admin_errors;
 pub mod aimed;
 pub mod buggify;
 pub mod checker;

@@ -28,7 +28,7 @@ use weir::io::Io;
 use crate::checker::ProbeFindings;
 use crate::group_route::{connect_coordinator, coordinator_moved};
 use crate::history::{Event, History};
-use crate::routing::connect_leader;
+use crate::routing::{Routes, DEFAULT_MAX_AGE};
 use crate::txn_workload::{ensure_topic, fetch_committed, Call, Producer, TxnSpec};
 use crate::workload::{connect, RunClock};
 
@@ -295,11 +295,13 @@ async fn txn(io: &Io, spec: &TxnSpec, history: &History, clock: RunClock) -> Res
             "no transaction committed within {PROBE_BOUND:?} (last: {last})"
         ));
     }
-    let mut lookups = 0u64;
+    // The reader's cached leader map (`routing::Routes`), marked stale when a read fails.
+    let mut routes = Routes::new(bootstrap.clone(), DEFAULT_MAX_AGE, 0);
     while clock.now_ms() < deadline {
-        lookups += 1;
         let read = async {
-            let mut c = connect_leader(io, &bootstrap, lookups, TXN_TOPIC, 0, CALL_TIMEOUT).await?;
+            let mut c = routes
+                .connect_leader(io, TXN_TOPIC, 0, CALL_TIMEOUT)
+                .await?;
             let mut offset = 0;
             loop {
                 let (values, next, _, _) = fetch_committed(&mut c, TXN_TOPIC, 0, offset).await?;
@@ -312,7 +314,11 @@ async fn txn(io: &Io, spec: &TxnSpec, history: &History, clock: RunClock) -> Res
                 offset = next;
             }
         };
-        match io.timeout(CALL_TIMEOUT, read).await {
+        let read = io.timeout(CALL_TIMEOUT, read).await;
+        if !matches!(read, Some(Ok(_))) {
+            routes.stale(TXN_TOPIC, 0);
+        }
+        match read {
             Some(Ok(true)) => return Ok(()),
             Some(Ok(false)) => last = "read_committed: not visible yet".into(),
             Some(Err(e)) => last = format!("read_committed: {e}"),

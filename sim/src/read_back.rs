@@ -48,6 +48,11 @@ pub async fn liveness_check(
     } = probe;
     let deadline = clock.now_ms() + bound.as_millis() as u64;
     let mut last_error = String::from("no attempt");
+    // In a cluster the probe finds leaders as the producers do: a cached leader map
+    // (`routing::Routes`), marked stale when an attempt fails.
+    let mut routes = (!bootstrap.is_empty()).then(|| {
+        crate::routing::Routes::new(bootstrap.to_vec(), crate::routing::DEFAULT_MAX_AGE, 0)
+    });
     for partition in 0..partitions {
         let value = format!("liveness-{partition}");
         let op = (u32::MAX as u64) << 32 | partition as u64;
@@ -61,27 +66,20 @@ pub async fn liveness_check(
             },
         );
         let mut done = false;
-        let mut lookups = 0u64;
         while clock.now_ms() < deadline && !done {
             if exempt.lock().unwrap().contains(&partition) {
                 // Leaderless by design (noted in the trace): its probe stays unanswered.
                 done = true;
                 break;
             }
-            lookups += 1;
             let attempt = async {
-                let mut c = if bootstrap.is_empty() {
-                    Client::connect(io, addr).await?
-                } else {
-                    crate::routing::connect_leader(
-                        io,
-                        bootstrap,
-                        lookups,
-                        topic,
-                        partition,
-                        Duration::from_secs(5),
-                    )
-                    .await?
+                let mut c = match routes.as_mut() {
+                    None => Client::connect(io, addr).await?,
+                    Some(routes) => {
+                        routes
+                            .connect_leader(io, topic, partition, Duration::from_secs(5))
+                            .await?
+                    }
                 };
                 c.set_timeout(Duration::from_secs(5));
                 let mut b = BatchBuilder::new(io.clock.wall_ms());
@@ -104,7 +102,11 @@ pub async fn liveness_check(
                     .any(|r| matches!(r, Ok((o, ref v)) if o == offset && *v == value));
                 Ok::<_, ClientError>((offset, found))
             };
-            match io.timeout(Duration::from_secs(10), attempt).await {
+            let attempt = io.timeout(Duration::from_secs(10), attempt).await;
+            if let (Some(routes), false) = (routes.as_mut(), matches!(attempt, Some(Ok(_)))) {
+                routes.stale(topic, partition);
+            }
+            match attempt {
                 Some(Ok((offset, true))) => {
                     history.record(clock.now_ms(), Event::Ack { op, offset });
                     done = true;

@@ -104,6 +104,7 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("out of order", &f.misordered),
         ("metadata", &f.metadata),
         ("producer error", &f.producer_errors),
+        ("admin error", &f.admin_errors),
         ("two leaders", &f.quorum.leaders),
         ("committed metadata", &f.quorum.committed),
         ("sent and lost", &f.sent_lost),

@@ -8,8 +8,9 @@
 //! error says it may have moved (NOT_LEADER_OR_FOLLOWER, a network error, a time-out: the
 //! client calls [`Routes::stale`]) or `topic.metadata.refresh.interval.ms` has passed. So a
 //! client may well send to a broker that no longer leads (stale metadata is normal); the
-//! broker's answer sends it back to Metadata. The free functions ask every time (the end
-//! probes and the transactional clients use them).
+//! broker's answer sends it back to Metadata. The producers, the transactional clients, the
+//! data and transaction liveness probes and group members hold one; the free functions ask
+//! every time (the final read, which is the checker's, not a user's client, uses them).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

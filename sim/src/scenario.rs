@@ -104,8 +104,10 @@ pub enum Check {
     Order,
     /// An acknowledged admin change is missing after the faults heal, or one shows half done.
     Metadata,
-    /// A broker answered an admin request NOT_CONTROLLER, which librdkafka hands to the
-    /// application: a Kafka broker holds a forwarded request until a controller is known.
+    /// The admin client surfaced an error a correct broker would not answer then (librdkafka's
+    /// Admin API retries none): NOT_CONTROLLER (a Kafka broker holds a forwarded request until
+    /// a controller is known), UNKNOWN_SERVER_ERROR and other wrong answers, or a time-out with
+    /// no fault active or recovering (`admin_errors`).
     #[serde(rename = "admin-availability")]
     AdminAvailability,
     /// A producer surfaced an error a correct broker should not cause: a permanent error

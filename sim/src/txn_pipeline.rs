@@ -33,7 +33,6 @@ use weir::client::{Client, ClientError, Connection};
 use weir::io::Io;
 
 use crate::history::{Event, History};
-use crate::routing::connect_leader;
 use crate::txn_check::{output_value, TxnEvent};
 use crate::txn_workload::{
     ensure_topic, fetch_committed, kafka, retriable, s, Call, Producer, TxnSpec, ATTEMPTS, PAUSE,
@@ -304,17 +303,11 @@ impl Task {
         max: usize,
     ) -> Result<(Vec<(i64, String)>, i64), ClientError> {
         if self.input.is_none() {
-            self.p.attempt += 1;
-            let spec = &self.p.spec;
-            let c = connect_leader(
-                &self.p.io,
-                &spec.bootstrap,
-                self.p.attempt,
-                TOPIC,
-                self.partition,
-                spec.timeout,
-            )
-            .await?;
+            let c = self
+                .p
+                .routes
+                .connect_leader(&self.p.io, TOPIC, self.partition, self.p.spec.timeout)
+                .await?;
             self.input = Some(c);
         }
         let c = self.input.as_mut().expect("connected above");
@@ -327,7 +320,10 @@ impl Task {
             )
             .await
             .unwrap_or(Err(ClientError::Timeout))
-            .inspect_err(|_| self.input = None)?;
+            .inspect_err(|_| {
+                self.input = None;
+                self.p.routes.stale(TOPIC, self.partition);
+            })?;
         if values.len() > max {
             values.truncate(max);
             let to = values.last().expect("more than max").0 + 1;

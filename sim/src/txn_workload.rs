@@ -38,7 +38,7 @@ use weir::io::Io;
 use weir::log::batch::{self, BatchBuilder};
 
 use crate::history::{Event, History};
-use crate::routing::connect_leader;
+use crate::routing::{Routes, DEFAULT_MAX_AGE};
 use crate::scenario::{Scenario, Transactions};
 use crate::txn_check::{value, TxnEvent};
 use crate::workload::{connect, RunClock, RECONNECT_BACKOFF};
@@ -179,6 +179,9 @@ pub(crate) struct Producer {
     pub attempt: u64,
     pub coordinator: Option<Client>,
     pub leaders: BTreeMap<i32, Client>,
+    /// The cached leader map (as the producers', `routing::Routes`): kept across a failure
+    /// (the same client instance), new after a crash.
+    pub routes: Routes,
     /// (producer id, epoch) and the next sequence per partition at that epoch.
     pub producer: Option<(i64, i16)>,
     pub sequences: BTreeMap<i32, i32>,
@@ -206,6 +209,7 @@ impl Producer {
         history: History,
         clock: RunClock,
     ) -> Producer {
+        let routes = Routes::new(spec.bootstrap.clone(), DEFAULT_MAX_AGE, id as u64);
         Producer {
             io,
             spec,
@@ -217,6 +221,7 @@ impl Producer {
             attempt: id as u64,
             coordinator: None,
             leaders: BTreeMap::new(),
+            routes,
             producer: None,
             sequences: BTreeMap::new(),
             v2: false,
@@ -242,6 +247,7 @@ impl Producer {
     pub fn forget(&mut self) {
         self.reset();
         self.resume = None;
+        self.routes = Routes::new(self.spec.bootstrap.clone(), DEFAULT_MAX_AGE, self.attempt);
     }
 
     pub fn record(&self, e: TxnEvent) {
@@ -598,16 +604,10 @@ impl Producer {
                 break;
             }
             if !self.leaders.contains_key(&partition) {
-                self.attempt += 1;
-                match connect_leader(
-                    &self.io,
-                    &self.spec.bootstrap,
-                    self.attempt,
-                    self.topic,
-                    partition,
-                    self.spec.timeout,
-                )
-                .await
+                match self
+                    .routes
+                    .connect_leader(&self.io, self.topic, partition, self.spec.timeout)
+                    .await
                 {
                     Ok(c) => {
                         self.leaders.insert(partition, c);
@@ -638,6 +638,7 @@ impl Producer {
                 }
                 Err(e) if retriable(&e) => {
                     self.leaders.remove(&partition);
+                    self.routes.stale(self.topic, partition);
                     last = e;
                     tokio::time::sleep(PAUSE).await;
                 }
@@ -794,17 +795,14 @@ pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock
     let streams = streams(&spec);
     let mut positions: BTreeMap<i32, i64> = streams.iter().map(|s| (s.2, 0)).collect();
     let mut leaders: BTreeMap<i32, Client> = BTreeMap::new();
-    let mut attempt = 0u64;
+    let mut routes = Routes::new(spec.bootstrap.clone(), DEFAULT_MAX_AGE, 0);
     let record = |e: TxnEvent| history.record(clock.now_ms(), Event::Txn(e));
     while clock.now_ms() < spec.until_ms {
         for &(topic, p, recorded) in &streams {
             let c = match leaders.entry(recorded) {
                 std::collections::btree_map::Entry::Occupied(c) => c.into_mut(),
                 std::collections::btree_map::Entry::Vacant(slot) => {
-                    attempt += 1;
-                    match connect_leader(&io, &spec.bootstrap, attempt, topic, p, spec.timeout)
-                        .await
-                    {
+                    match routes.connect_leader(&io, topic, p, spec.timeout).await {
                         Ok(c) => slot.insert(c),
                         Err(_) => continue,
                     }
@@ -829,6 +827,7 @@ pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock
                 }
                 Err(_) => {
                     leaders.remove(&recorded);
+                    routes.stale(topic, p);
                 }
             }
         }
@@ -849,7 +848,7 @@ pub async fn run_reader(io: Io, spec: TxnSpec, history: History, clock: RunClock
 async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History) {
     const FINAL_BOUND_MS: u64 = 20_000;
     let deadline = clock.now_ms() + FINAL_BOUND_MS;
-    let mut attempt = 0u64;
+    let mut routes = Routes::new(spec.bootstrap.clone(), DEFAULT_MAX_AGE, 0);
     for (topic, p, recorded) in streams(spec) {
         let mut values = Vec::new();
         let mut offset = 0i64;
@@ -860,8 +859,7 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
                 break false;
             }
             if client.is_none() {
-                attempt += 1;
-                match connect_leader(io, &spec.bootstrap, attempt, topic, p, spec.timeout).await {
+                match routes.connect_leader(io, topic, p, spec.timeout).await {
                     Ok(c) => client = Some(c),
                     Err(_) => {
                         tokio::time::sleep(PAUSE).await;
@@ -889,6 +887,7 @@ async fn final_read(io: &Io, spec: &TxnSpec, clock: &RunClock, history: &History
                 }
                 Err(_) => {
                     client = None;
+                    routes.stale(topic, p);
                     tokio::time::sleep(PAUSE).await;
                 }
             }

@@ -393,11 +393,11 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             findings.evidence_ms.insert(Check::Transactions, t);
         }
     }
-    let refused = metadata_check::not_controller(&entries);
+    let refused = crate::admin_errors::check(&entries);
     if let Some((at, _)) = refused.first() {
         findings.evidence_ms.insert(Check::AdminAvailability, *at);
     }
-    findings.admin_not_controller = refused.into_iter().map(|(_, why)| why).collect();
+    findings.admin_errors = refused.into_iter().map(|(_, why)| why).collect();
     let rules = crate::delivery_check::Rules {
         judge_sequence_errors: scenario.producers.acks_value() == Ok(-1)
             && scenario.producers.idempotent

@@ -200,6 +200,14 @@ impl Client {
         Ok(())
     }
 
+    /// The broker a Metadata answer names as the controller, where admin clients (librdkafka's
+    /// Admin API) send CreateTopics, DeleteTopics, CreatePartitions and topic config changes;
+    /// `None` when it names none or one it does not list.
+    pub async fn controller(&mut self) -> Result<Option<BrokerInfo>> {
+        let response = self.metadata_full(Some(&[]), false).await?;
+        Ok(metadata_broker(&response, response.controller_id.0))
+    }
+
     /// The live leader of every partition of `topic`, from one Metadata request (no
     /// auto-creation), as a client caches it: partitions without a live leader are left out.
     pub async fn topic_leaders(&mut self, topic: &str) -> Result<BTreeMap<i32, BrokerInfo>> {

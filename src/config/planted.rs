@@ -195,6 +195,20 @@ pub enum PlantedBug {
     /// or written twice; only the availability check of what producers surface sees it. A
     /// broker-level site, so the `planted` build has it too.
     NotLeaderAnsweredUnknownServerError,
+    /// Produce: once a partition's registration changed without an election (an ISR shrink
+    /// or expand: its partition epoch passed its leader epoch), its leader never completes an
+    /// acks=all wait on it (a purgatory keyed by the partition epoch the wait was registered
+    /// under, never woken after the epoch moved): the request is held to its deadline and
+    /// answered REQUEST_TIMED_OUT, which librdkafka retries until `delivery.timeout.ms`. Nothing
+    /// is lost or refused; a user sees only delivery timeouts (`producer-availability`, the
+    /// timeout half). A broker-level site, so the `planted` build has it too.
+    AcksAllStuckAfterIsrChange,
+    /// Admin: a broker whose relay of a client's admin request to the controller fails (the
+    /// controller died or lost its leadership with the request in flight) answers the client
+    /// UNKNOWN_SERVER_ERROR at once instead of holding the request for the next controller.
+    /// librdkafka hands that error to the application (`admin-availability`). A broker-level
+    /// site, so the `planted` build has it too.
+    ForwardFailureAnsweredUnknownServerError,
 }
 
 impl PlantedBug {
@@ -352,6 +366,14 @@ impl PlantedBug {
         (
             "not-leader-answered-unknown-server-error",
             PlantedBug::NotLeaderAnsweredUnknownServerError,
+        ),
+        (
+            "acks-all-stuck-after-isr-change",
+            PlantedBug::AcksAllStuckAfterIsrChange,
+        ),
+        (
+            "forward-failure-answered-unknown-server-error",
+            PlantedBug::ForwardFailureAnsweredUnknownServerError,
         ),
     ];
 

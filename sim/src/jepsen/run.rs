@@ -299,7 +299,7 @@ pub fn judge(path: &Path, scenario: &Scenario) -> Result<Judged, String> {
     let mut unread_metadata = None;
     if admin {
         checks.extend(ADMIN_CHECKS);
-        findings.admin_not_controller = metadata_check::not_controller(&file.entries)
+        findings.admin_errors = metadata_check::not_controller(&file.entries)
             .into_iter()
             .map(|(_, why)| why)
             .collect();
@@ -319,7 +319,7 @@ pub fn judge(path: &Path, scenario: &Scenario) -> Result<Judged, String> {
         (Check::GroupOwnership, &g.ownership),
         (Check::GroupSettle, &g.unsettled),
         (Check::Metadata, &findings.metadata),
-        (Check::AdminAvailability, &findings.admin_not_controller),
+        (Check::AdminAvailability, &findings.admin_errors),
     ] {
         if checks.contains(&check) && !examples.is_empty() {
             violations.push(format!("{check:?}: {}", examples[0]));

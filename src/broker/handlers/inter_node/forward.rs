@@ -132,6 +132,11 @@ pub(crate) async fn forward(
             match tried {
                 Some(Ok(out)) => return Some(out),
                 Some(Err(why)) => {
+                    if crate::planted!(broker.config, ForwardFailureAnsweredUnknownServerError) {
+                        if let Some(out) = planted_unknown_server_error(request) {
+                            return Some(out);
+                        }
+                    }
                     tracing::debug!(?key, leader = %controller.0.addr(), %why,
                         "forwarding to the controller failed; waiting for a controller");
                     wait = RETRY_BACKOFF.min(remaining);
@@ -146,6 +151,19 @@ pub(crate) async fn forward(
             _ = broker.io.clock.sleep(wait) => {}
         }
     }
+}
+
+/// The planted bug `ForwardFailureAnsweredUnknownServerError`: the request answered
+/// UNKNOWN_SERVER_ERROR (every topic or resource of it) instead of held for the next controller.
+fn planted_unknown_server_error(request: &Request<'_, Broker>) -> Option<BytesMut> {
+    let response = super::timed_out::error_response(
+        &request.body,
+        ResponseError::UnknownServerError,
+        "forwarding to the controller failed",
+    )?;
+    let mut out = BytesMut::new();
+    request.encode_answer(&mut out, &response).ok()?;
+    Some(out)
 }
 
 /// Until when (monotonic) a request may be carried out, relayed or here: its own `timeout_ms`

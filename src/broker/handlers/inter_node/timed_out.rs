@@ -26,12 +26,22 @@ use kafka_protocol::protocol::StrBytes;
 /// The answer to `request` when its bound passed before it could be carried out; `None` for
 /// an API that is not forwarded.
 pub(crate) fn response(request: &RequestKind) -> Option<ResponseKind> {
-    let code = ResponseError::RequestTimedOut.code();
-    let message = || {
-        Some(StrBytes::from_static_str(
-            "the request's timeout passed before the controller could carry it out",
-        ))
-    };
+    error_response(
+        request,
+        ResponseError::RequestTimedOut,
+        "the request's timeout passed before the controller could carry it out",
+    )
+}
+
+/// The answer to `request` with `error` for each topic, resource, creation or filter of it;
+/// `None` for an API that is not forwarded.
+pub(crate) fn error_response(
+    request: &RequestKind,
+    error: ResponseError,
+    why: &'static str,
+) -> Option<ResponseKind> {
+    let code = error.code();
+    let message = || Some(StrBytes::from_static_str(why));
     Some(match request {
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(
             CreateTopicsResponse::default().with_topics(

@@ -223,6 +223,9 @@ async fn await_high_watermarks(
     topics: &mut [(String, Vec<Outcome>)],
     deadline: std::time::Duration,
 ) {
+    if crate::planted!(broker.config, AcksAllStuckAfterIsrChange) {
+        plant_stuck_after_isr_change(broker, topics, deadline).await;
+    }
     let waiting: Vec<&mut Outcome> = topics
         .iter_mut()
         .flat_map(|(_, outcomes)| outcomes.iter_mut())
@@ -288,6 +291,40 @@ fn wait_failure(result: Result<Committed, WaitError>) -> Option<Failure> {
         Err(WaitError::Full(why)) => (ResponseError::RequestTimedOut, why),
     };
     Some(Failure::new(code, message))
+}
+
+/// The planted bug `AcksAllStuckAfterIsrChange`: a partition whose registration changed
+/// without an election (partition epoch past leader epoch) never has its acks=all wait
+/// completed; the request is held to its deadline and the partition answered REQUEST_TIMED_OUT.
+async fn plant_stuck_after_isr_change(
+    broker: &Broker,
+    topics: &mut [(String, Vec<Outcome>)],
+    deadline: std::time::Duration,
+) {
+    let image = broker.image();
+    let mut stuck = false;
+    for (name, outcomes) in topics.iter_mut() {
+        let Some(id) = image.topic(name).map(|t| t.id) else {
+            continue;
+        };
+        for o in outcomes.iter_mut() {
+            let changed = image
+                .partition(id, o.index)
+                .is_some_and(|p| p.partition_epoch > p.leader_epoch);
+            if o.wait.is_some() && changed {
+                o.wait = None;
+                o.result = Err(Failure::new(
+                    ResponseError::RequestTimedOut,
+                    "appended, but not replicated within the request's timeout",
+                ));
+                stuck = true;
+            }
+        }
+    }
+    if stuck {
+        let left = deadline.saturating_sub(broker.io.clock.monotonic());
+        broker.io.clock.sleep(left).await;
+    }
 }
 
 fn append_one(
