@@ -916,7 +916,8 @@ mod tests {
             toml::from_str(&format!("version = {version}")).expect("a [transactions] table");
         let spec = TxnSpec {
             txns,
-            bootstrap: Vec::new(),
+            // Never dialled; the leader cache needs one bootstrap address.
+            bootstrap: vec!["127.0.0.1:9092".parse().expect("an address")],
             replication_factor: 3,
             timeout: Duration::from_secs(1),
             until_ms: 0,
