@@ -63,7 +63,6 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::ops::Bound;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -302,12 +301,19 @@ impl State {
     /// Frees every inode nothing can reach any more: no current name, no open handle, and no
     /// durable or pending name that power loss could bring back.
     fn collect_garbage(&mut self) {
-        if self.files.values().all(|f| f.linked || f.open_handles > 0) {
+        let unreachable: std::collections::BTreeSet<u64> = self
+            .files
+            .iter()
+            .filter(|(_, f)| !f.linked && f.open_handles == 0)
+            .map(|(&inode, _)| inode)
+            .collect();
+        if unreachable.is_empty() {
             return;
         }
-        let durable = self.ns.recoverable_inodes();
-        self.files
-            .retain(|inode, f| f.linked || f.open_handles > 0 || durable.contains(inode));
+        let recoverable = self.ns.recoverable_among(&unreachable);
+        for inode in unreachable.difference(&recoverable) {
+            self.files.remove(inode);
+        }
     }
 
     /// Both kinds of crash kill every handle.
@@ -334,8 +340,8 @@ impl State {
     }
 
     fn has_children(&self, dir: &Path) -> bool {
-        self.ns.names.keys().any(|p| p.parent() == Some(dir))
-            || self.ns.dirs.iter().any(|p| p.parent() == Some(dir))
+        namespace::keys_below(&self.ns.names, dir).next().is_some()
+            || namespace::set_below(&self.ns.dirs, dir).next().is_some()
     }
 
     fn rename_dir(&mut self, from: &Path, to: &Path) -> io::Result<()> {
@@ -442,7 +448,7 @@ impl MemDisk {
     pub fn flip_random_bit(&self) -> Option<(PathBuf, u64)> {
         let mut guard = lock(&self.state);
         let state = &mut *guard;
-        let candidates: Vec<(&PathBuf, u64)> = state
+        let candidates: Vec<(&namespace::Key, u64)> = state
             .ns
             .names
             .iter()
@@ -458,7 +464,7 @@ impl MemDisk {
             return None;
         }
         let (path, inode) = candidates[state.rng.below(candidates.len() as u64) as usize];
-        let path = path.clone();
+        let path = path.to_path_buf();
         let file = state.files.get_mut(&inode)?;
         let offset = state.rng.below(file.image.current.len() as u64) as usize;
         let mask = 1u8 << state.rng.below(8);
@@ -473,7 +479,11 @@ impl MemDisk {
         let path = normalize(path.as_ref());
         let mut guard = lock(&self.state);
         let state = &mut *guard;
-        let inode = *state.ns.names.get(&path).ok_or_else(|| not_found(&path))?;
+        let inode = *state
+            .ns
+            .names
+            .get(namespace::key(&path))
+            .ok_or_else(|| not_found(&path))?;
         let file = state
             .files
             .get_mut(&inode)
@@ -490,7 +500,10 @@ impl MemDisk {
     /// What the OS currently shows for `path` (survives a process kill).
     pub fn file_contents(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
         let state = lock(&self.state);
-        let inode = state.ns.names.get(&normalize(path.as_ref()))?;
+        let inode = state
+            .ns
+            .names
+            .get(namespace::key(&normalize(path.as_ref())))?;
         state.files.get(inode).map(|f| f.image.current.clone())
     }
 
@@ -498,7 +511,10 @@ impl MemDisk {
     /// name only if its directory was synced).
     pub fn durable_contents(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
         let state = lock(&self.state);
-        let inode = state.ns.names.get(&normalize(path.as_ref()))?;
+        let inode = state
+            .ns
+            .names
+            .get(namespace::key(&normalize(path.as_ref())))?;
         state.files.get(inode).map(|f| f.image.durable.clone())
     }
 }
@@ -513,7 +529,7 @@ impl Disk for MemDisk {
         if state.ns.is_dir(&path) {
             return Err(is_a_directory(&path));
         }
-        let inode = match state.ns.names.get(&path) {
+        let inode = match state.ns.names.get(namespace::key(&path)) {
             Some(&inode) => inode,
             None if mode == OpenMode::Create => {
                 state.check_parent(&path)?;
@@ -584,15 +600,8 @@ impl Disk for MemDisk {
         // Paths order component by component, so everything under `path` sorts right after
         // it: a range, not a scan of the whole disk (a restart lists every partition's
         // directory, and each list walked every file of the node).
-        let after = (Bound::Excluded(path.as_path()), Bound::Unbounded);
-        let under = |p: &&PathBuf| p.starts_with(&path);
-        let mut names: Vec<String> = state
-            .ns
-            .names
-            .range::<Path, _>(after)
-            .map(|(p, _)| p)
-            .take_while(under)
-            .chain(state.ns.dirs.range::<Path, _>(after).take_while(under))
+        let mut names: Vec<String> = namespace::keys_below(&state.ns.names, &path)
+            .chain(namespace::set_below(&state.ns.dirs, &path))
             .filter(|p| p.parent() == Some(path.as_path()))
             .filter_map(|p| p.file_name())
             .map(|name| name.to_string_lossy().into_owned())
