@@ -141,6 +141,9 @@ struct State {
     next_inode: u64,
     /// Keyed by inode so that open handles follow a file across renames.
     files: BTreeMap<u64, Inode>,
+    /// The inodes of `files` that lost their name (`Inode::linked` false): garbage collection
+    /// looks only at these, not at every file after every rename and directory fsync.
+    unlinked: std::collections::BTreeSet<u64>,
     ns: Namespace,
     faults: Faults,
     stats: DiskStats,
@@ -292,8 +295,11 @@ impl State {
 
     /// An inode lost its current name.
     fn unlinked(&mut self, inode: Option<u64>) {
-        if let Some(file) = inode.and_then(|i| self.files.get_mut(&i)) {
-            file.linked = false;
+        if let Some(inode) = inode {
+            if let Some(file) = self.files.get_mut(&inode) {
+                file.linked = false;
+                self.unlinked.insert(inode);
+            }
         }
         self.collect_garbage();
     }
@@ -301,11 +307,20 @@ impl State {
     /// Frees every inode nothing can reach any more: no current name, no open handle, and no
     /// durable or pending name that power loss could bring back.
     fn collect_garbage(&mut self) {
+        debug_assert!(
+            self.files
+                .iter()
+                .filter(|(_, f)| !f.linked)
+                .map(|(&inode, _)| inode)
+                .eq(self.unlinked.iter().copied()),
+            "the unlinked set is every file without a name"
+        );
+        let files = &self.files;
         let unreachable: std::collections::BTreeSet<u64> = self
-            .files
+            .unlinked
             .iter()
-            .filter(|(_, f)| !f.linked && f.open_handles == 0)
-            .map(|(&inode, _)| inode)
+            .copied()
+            .filter(|inode| files.get(inode).is_some_and(|f| f.open_handles == 0))
             .collect();
         if unreachable.is_empty() {
             return;
@@ -313,6 +328,7 @@ impl State {
         let recoverable = self.ns.recoverable_among(&unreachable);
         for inode in unreachable.difference(&recoverable) {
             self.files.remove(inode);
+            self.unlinked.remove(inode);
         }
     }
 
@@ -330,6 +346,8 @@ impl State {
         self.ns.power_loss(&mut self.rng);
         let named: std::collections::BTreeSet<u64> = self.ns.names.values().copied().collect();
         self.files.retain(|inode, _| named.contains(inode));
+        // Every file left has a name again.
+        self.unlinked.clear();
         let State { files, rng, .. } = self;
         for file in files.values_mut() {
             file.linked = true;
@@ -377,6 +395,7 @@ impl MemDisk {
                 generation: 0,
                 next_inode: 1,
                 files: BTreeMap::new(),
+                unlinked: Default::default(),
                 ns: Namespace::default(),
                 faults: Faults::default(),
                 stats: DiskStats::default(),
@@ -675,6 +694,7 @@ impl Disk for MemDisk {
         for inode in state.ns.remove_tree(&path) {
             if let Some(file) = state.files.get_mut(&inode) {
                 file.linked = false;
+                state.unlinked.insert(inode);
             }
         }
         state.collect_garbage();
