@@ -10,7 +10,16 @@ use crate::scenario::{FaultKind, TimedFault};
 /// A produced value is `p{producer}-{batch}-{record}`: unique across the run, so the checker can
 /// tell every write apart.
 pub fn value(producer: u32, batch: u64, record: u32) -> String {
-    format!("p{producer}-{batch}-{record}")
+    // By hand rather than `format!` (~1,200 instructions a record, 1 % of a 3-broker run).
+    let mut out = String::with_capacity(24);
+    out.push('p');
+    // Writing to a `String` cannot fail.
+    let _ = uint(&mut out, producer.into());
+    out.push('-');
+    let _ = uint(&mut out, batch);
+    out.push('-');
+    let _ = uint(&mut out, record.into());
+    out
 }
 
 /// A metadata change an admin client asks for (on its own topics, never the workload's).
@@ -347,6 +356,18 @@ fn string<W: std::fmt::Write>(out: &mut W, s: &str) -> std::fmt::Result {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_formatted_as_before() {
+        for (p, b, r) in [
+            (0, 0, 0),
+            (1, 23, 4),
+            (u32::MAX, u64::MAX, 10),
+            (7, 100, 999),
+        ] {
+            assert_eq!(value(p, b, r), format!("p{p}-{b}-{r}"));
+        }
+    }
 
     #[test]
     fn hash_depends_on_order_time_and_content() {

@@ -63,7 +63,6 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::ops::Bound;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -142,6 +141,9 @@ struct State {
     next_inode: u64,
     /// Keyed by inode so that open handles follow a file across renames.
     files: BTreeMap<u64, Inode>,
+    /// The inodes of `files` that lost their name (`Inode::linked` false): garbage collection
+    /// looks only at these, not at every file after every rename and directory fsync.
+    unlinked: std::collections::BTreeSet<u64>,
     ns: Namespace,
     faults: Faults,
     stats: DiskStats,
@@ -293,8 +295,11 @@ impl State {
 
     /// An inode lost its current name.
     fn unlinked(&mut self, inode: Option<u64>) {
-        if let Some(file) = inode.and_then(|i| self.files.get_mut(&i)) {
-            file.linked = false;
+        if let Some(inode) = inode {
+            if let Some(file) = self.files.get_mut(&inode) {
+                file.linked = false;
+                self.unlinked.insert(inode);
+            }
         }
         self.collect_garbage();
     }
@@ -302,12 +307,29 @@ impl State {
     /// Frees every inode nothing can reach any more: no current name, no open handle, and no
     /// durable or pending name that power loss could bring back.
     fn collect_garbage(&mut self) {
-        if self.files.values().all(|f| f.linked || f.open_handles > 0) {
+        debug_assert!(
+            self.files
+                .iter()
+                .filter(|(_, f)| !f.linked)
+                .map(|(&inode, _)| inode)
+                .eq(self.unlinked.iter().copied()),
+            "the unlinked set is every file without a name"
+        );
+        let files = &self.files;
+        let unreachable: std::collections::BTreeSet<u64> = self
+            .unlinked
+            .iter()
+            .copied()
+            .filter(|inode| files.get(inode).is_some_and(|f| f.open_handles == 0))
+            .collect();
+        if unreachable.is_empty() {
             return;
         }
-        let durable = self.ns.recoverable_inodes();
-        self.files
-            .retain(|inode, f| f.linked || f.open_handles > 0 || durable.contains(inode));
+        let recoverable = self.ns.recoverable_among(&unreachable);
+        for inode in unreachable.difference(&recoverable) {
+            self.files.remove(inode);
+            self.unlinked.remove(inode);
+        }
     }
 
     /// Both kinds of crash kill every handle.
@@ -324,6 +346,8 @@ impl State {
         self.ns.power_loss(&mut self.rng);
         let named: std::collections::BTreeSet<u64> = self.ns.names.values().copied().collect();
         self.files.retain(|inode, _| named.contains(inode));
+        // Every file left has a name again.
+        self.unlinked.clear();
         let State { files, rng, .. } = self;
         for file in files.values_mut() {
             file.linked = true;
@@ -334,8 +358,8 @@ impl State {
     }
 
     fn has_children(&self, dir: &Path) -> bool {
-        self.ns.names.keys().any(|p| p.parent() == Some(dir))
-            || self.ns.dirs.iter().any(|p| p.parent() == Some(dir))
+        namespace::keys_below(&self.ns.names, dir).next().is_some()
+            || namespace::set_below(&self.ns.dirs, dir).next().is_some()
     }
 
     fn rename_dir(&mut self, from: &Path, to: &Path) -> io::Result<()> {
@@ -371,6 +395,7 @@ impl MemDisk {
                 generation: 0,
                 next_inode: 1,
                 files: BTreeMap::new(),
+                unlinked: Default::default(),
                 ns: Namespace::default(),
                 faults: Faults::default(),
                 stats: DiskStats::default(),
@@ -442,7 +467,7 @@ impl MemDisk {
     pub fn flip_random_bit(&self) -> Option<(PathBuf, u64)> {
         let mut guard = lock(&self.state);
         let state = &mut *guard;
-        let candidates: Vec<(&PathBuf, u64)> = state
+        let candidates: Vec<(&namespace::Key, u64)> = state
             .ns
             .names
             .iter()
@@ -458,7 +483,7 @@ impl MemDisk {
             return None;
         }
         let (path, inode) = candidates[state.rng.below(candidates.len() as u64) as usize];
-        let path = path.clone();
+        let path = path.to_path_buf();
         let file = state.files.get_mut(&inode)?;
         let offset = state.rng.below(file.image.current.len() as u64) as usize;
         let mask = 1u8 << state.rng.below(8);
@@ -473,7 +498,11 @@ impl MemDisk {
         let path = normalize(path.as_ref());
         let mut guard = lock(&self.state);
         let state = &mut *guard;
-        let inode = *state.ns.names.get(&path).ok_or_else(|| not_found(&path))?;
+        let inode = *state
+            .ns
+            .names
+            .get(namespace::key(&path))
+            .ok_or_else(|| not_found(&path))?;
         let file = state
             .files
             .get_mut(&inode)
@@ -490,7 +519,10 @@ impl MemDisk {
     /// What the OS currently shows for `path` (survives a process kill).
     pub fn file_contents(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
         let state = lock(&self.state);
-        let inode = state.ns.names.get(&normalize(path.as_ref()))?;
+        let inode = state
+            .ns
+            .names
+            .get(namespace::key(&normalize(path.as_ref())))?;
         state.files.get(inode).map(|f| f.image.current.clone())
     }
 
@@ -498,7 +530,10 @@ impl MemDisk {
     /// name only if its directory was synced).
     pub fn durable_contents(&self, path: impl AsRef<Path>) -> Option<Vec<u8>> {
         let state = lock(&self.state);
-        let inode = state.ns.names.get(&normalize(path.as_ref()))?;
+        let inode = state
+            .ns
+            .names
+            .get(namespace::key(&normalize(path.as_ref())))?;
         state.files.get(inode).map(|f| f.image.durable.clone())
     }
 }
@@ -513,7 +548,7 @@ impl Disk for MemDisk {
         if state.ns.is_dir(&path) {
             return Err(is_a_directory(&path));
         }
-        let inode = match state.ns.names.get(&path) {
+        let inode = match state.ns.names.get(namespace::key(&path)) {
             Some(&inode) => inode,
             None if mode == OpenMode::Create => {
                 state.check_parent(&path)?;
@@ -584,15 +619,8 @@ impl Disk for MemDisk {
         // Paths order component by component, so everything under `path` sorts right after
         // it: a range, not a scan of the whole disk (a restart lists every partition's
         // directory, and each list walked every file of the node).
-        let after = (Bound::Excluded(path.as_path()), Bound::Unbounded);
-        let under = |p: &&PathBuf| p.starts_with(&path);
-        let mut names: Vec<String> = state
-            .ns
-            .names
-            .range::<Path, _>(after)
-            .map(|(p, _)| p)
-            .take_while(under)
-            .chain(state.ns.dirs.range::<Path, _>(after).take_while(under))
+        let mut names: Vec<String> = namespace::keys_below(&state.ns.names, &path)
+            .chain(namespace::set_below(&state.ns.dirs, &path))
             .filter(|p| p.parent() == Some(path.as_path()))
             .filter_map(|p| p.file_name())
             .map(|name| name.to_string_lossy().into_owned())
@@ -666,6 +694,7 @@ impl Disk for MemDisk {
         for inode in state.ns.remove_tree(&path) {
             if let Some(file) = state.files.get_mut(&inode) {
                 file.linked = false;
+                state.unlinked.insert(inode);
             }
         }
         state.collect_garbage();

@@ -698,3 +698,64 @@ fn a_frozen_disk_refuses_everything_until_thawed() {
     disk.thaw();
     assert_eq!(&disk.file_contents("/d/f").unwrap()[..6], b"synced");
 }
+
+/// The namespace's keys order normalized paths exactly as `Path` does (component by
+/// component), so iterating its maps, and every draw that follows that order, is unchanged.
+#[test]
+fn key_order_is_path_order() {
+    let mut rng = TestRng::new(21);
+    // Bytes around '/' (0x2f) in ASCII order, and names that are prefixes of one another.
+    let alphabet = ["a", "b", "-", ".", "0", "_", "~", "ab", "a-", "a.b", "é"];
+    let mut paths: Vec<PathBuf> = vec![PathBuf::new(), PathBuf::from("/")];
+    for _ in 0..400 {
+        let mut path = String::new();
+        if rng.below(2) == 0 {
+            path.push('/');
+        }
+        let parts = 1 + rng.below(4);
+        for i in 0..parts {
+            if i > 0 {
+                path.push('/');
+            }
+            for _ in 0..1 + rng.below(3) {
+                path.push_str(alphabet[rng.below(alphabet.len() as u64) as usize]);
+            }
+        }
+        paths.push(normalize(Path::new(&path)));
+    }
+    for a in &paths {
+        for b in &paths {
+            assert_eq!(
+                namespace::key(a).cmp(namespace::key(b)),
+                a.cmp(b),
+                "{a:?} vs {b:?}"
+            );
+            assert_eq!(namespace::key(a) == namespace::key(b), a == b);
+        }
+    }
+}
+
+/// What `keys_below` yields is what a filter of every key by `strictly_within` yields, for a
+/// directory, the root and the empty relative root.
+#[test]
+fn keys_below_is_strictly_within() {
+    let mut names = std::collections::BTreeMap::new();
+    for (i, p) in [
+        "/d", "/d/a", "/d/a/x", "/d-x", "/d.x", "/da", "/d/b", "/e/d", "rel", "rel/x", "/",
+    ]
+    .iter()
+    .enumerate()
+    {
+        names.insert(namespace::Key::from(Path::new(p)), i as u64);
+    }
+    for dir in ["/d", "/d/a", "/", "", "rel", "/nothing"] {
+        let dir = Path::new(dir);
+        let ranged: Vec<&PathBuf> = namespace::keys_below(&names, dir).map(|k| &**k).collect();
+        let filtered: Vec<&PathBuf> = names
+            .keys()
+            .filter(|k| namespace::strictly_within(k, dir))
+            .map(|k| &**k)
+            .collect();
+        assert_eq!(ranged, filtered, "below {dir:?}");
+    }
+}
