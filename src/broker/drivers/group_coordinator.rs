@@ -315,6 +315,7 @@ impl Broker {
                 return;
             }
             tokio::select! {
+                biased;
                 _ = changed => {}
                 _ = self.io.clock.sleep(deadline - now) => return,
             }
