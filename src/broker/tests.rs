@@ -31,6 +31,15 @@ fn io() -> Io {
 }
 
 async fn start(fsync_before_ack: bool) -> (RunningBroker, Io) {
+    start_with(config(fsync_before_ack)).await
+}
+
+async fn start_with(config: ServerConfig) -> (RunningBroker, Io) {
+    let io = io();
+    (Broker::start(config, io.clone()).await.unwrap(), io)
+}
+
+fn config(fsync_before_ack: bool) -> ServerConfig {
     let props = BTreeMap::from([
         (
             "listeners".to_string(),
@@ -42,9 +51,7 @@ async fn start(fsync_before_ack: bool) -> (RunningBroker, Io) {
             fsync_before_ack.to_string(),
         ),
     ]);
-    let config = ServerConfig::from_properties(&props).unwrap().0;
-    let io = io();
-    (Broker::start(config, io.clone()).await.unwrap(), io)
+    ServerConfig::from_properties(&props).unwrap().0
 }
 
 fn batch(value: &str) -> Bytes {
@@ -406,4 +413,48 @@ async fn deleting_a_topic_ends_its_waits() {
     let (code, waited) = polling.await.unwrap();
     assert_eq!(code, ResponseError::UnknownTopicOrPartition.code());
     assert!(waited < Duration::from_secs(20), "{waited:?}");
+}
+
+/// A commit that reaches its coordinator while the group's offsets partition loads (just
+/// created by FindCoordinator; the load stalled 200..2000 ms by the fault point
+/// `coordinator_load_stall`) is held until the load finishes and succeeds, instead of being
+/// answered COORDINATOR_LOAD_IN_PROGRESS, which librdkafka retries twice only (~300 ms) before
+/// a synchronous `commit()` fails in the application.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_during_the_offsets_partitions_load_waits_for_it() {
+    let mut config = config(false);
+    config.fault_points.coordinator_load_stall = 1.0;
+    let (running, io) = start_with(config).await;
+    let mut client = Client::connect(&io, running.local_addr).await.unwrap();
+    client
+        .create_topic("t", 1, 1, &BTreeMap::new())
+        .await
+        .unwrap();
+    let group = "held-group";
+    let mut found = false;
+    for _ in 0..200 {
+        match client.find_coordinator(group).await {
+            Ok(()) => {
+                found = true;
+                break;
+            }
+            Err(e) if e.is_retriable() => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(e) => panic!("FindCoordinator: {e}"),
+        }
+    }
+    assert!(found, "FindCoordinator never named a coordinator");
+    let loading = |b: &Broker| b.groups.read(|c| c.load_in_progress(group));
+    assert!(
+        loading(&running.broker),
+        "the group's partition is still loading (stalled at least 200 ms)"
+    );
+    client.commit_offsets(group, "t", &[(0, 7)]).await.unwrap();
+    assert!(!loading(&running.broker));
+    assert_eq!(
+        client
+            .committed_offsets(group, Some(("t", &[0])))
+            .await
+            .unwrap(),
+        vec![("t".to_string(), 0, 7)]
+    );
 }

@@ -42,6 +42,10 @@ const LOAD_CHUNK_BYTES: usize = 1 << 20;
 /// `offsets.commit.timeout.ms`); past it the commit fails with COORDINATOR_NOT_AVAILABLE.
 const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_millis(5000);
 
+/// How long an offset commit is held at most while its partition loads
+/// ([`Broker::hold_while_loading`]); as long as a commit may wait for the high watermark.
+const LOAD_HOLD: Duration = OFFSETS_COMMIT_TIMEOUT;
+
 /// An offsets-log append not yet committed: it needs its fsync, or the high watermark to pass
 /// it, before it counts.
 struct Flush {
@@ -282,6 +286,42 @@ impl Broker {
         })
     }
 
+    /// Holds an offset commit for `group_id` while this node answers it
+    /// COORDINATOR_LOAD_IN_PROGRESS (it has not applied the offsets topic that another node's
+    /// FindCoordinator already named it coordinator for, or the group's partition is loading),
+    /// until that ends or [`LOAD_HOLD`] passes; then the commit goes to the core, which answers
+    /// it as it stands. librdkafka retries a commit on that error twice only (about 300 ms of
+    /// backoff), so a sync commit on a freshly created offsets topic would fail in the
+    /// application; Kafka's Java consumer retries until its own timeout. Woken by every role
+    /// sync and finished load (`Groups::load_change`).
+    pub(crate) async fn hold_while_loading(&self, group_id: &str) {
+        if !self.groups.read(|c| c.load_in_progress(group_id)) {
+            return;
+        }
+        let Some(_held) = self.groups.hold() else {
+            return;
+        };
+        let deadline = self.io.clock.monotonic() + LOAD_HOLD;
+        loop {
+            let changed = self.groups.load_change.notified();
+            tokio::pin!(changed);
+            // Registered before the check: a change right after it still wakes this wait.
+            changed.as_mut().enable();
+            if !self.groups.read(|c| c.load_in_progress(group_id)) {
+                return;
+            }
+            let now = self.io.clock.monotonic();
+            if now >= deadline {
+                return;
+            }
+            tokio::select! {
+                biased;
+                _ = changed => {}
+                _ = self.io.clock.sleep(deadline - now) => return,
+            }
+        }
+    }
+
     /// Makes `__consumer_offsets` exist (created on first use, as Kafka does), with its
     /// replication factor clamped to the live brokers (one, here).
     pub(crate) async fn ensure_offsets_topic(&self) -> Result<(), String> {
@@ -388,6 +428,7 @@ impl Broker {
             let flushes = self.run_group_actions(&mut inner, actions, now);
             assert!(flushes.is_empty(), "unloading appends nothing");
         }
+        self.groups.load_change.notify_waiters();
         if to_load.is_empty() {
             return;
         }
@@ -507,6 +548,8 @@ impl Broker {
                 self.groups.timer_wake.notify_one();
             }
         }
+        drop(inner);
+        self.groups.load_change.notify_waiters();
         let elapsed = self.io.clock.monotonic().saturating_sub(started);
         if records_loaded > 0 {
             tracing::info!(

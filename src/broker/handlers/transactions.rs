@@ -383,6 +383,7 @@ pub(crate) async fn txn_offset_commit(
                 producer_id: req.producer_id.0,
                 producer_epoch: req.producer_epoch,
             };
+            broker.hold_while_loading(&txn.commit.group_id).await;
             match broker
                 .group_call(|c, id, now| c.txn_commit(id, txn, now))
                 .await

@@ -230,6 +230,13 @@ impl Coordinator {
         }
     }
 
+    /// Whether requests for `group_id` are answered COORDINATOR_LOAD_IN_PROGRESS here now: the
+    /// offsets topic is not applied yet, or the group's partition is loading. The driver holds
+    /// an offset commit while this lasts (bounded) rather than answer it at once.
+    pub fn load_in_progress(&self, group_id: &str) -> bool {
+        self.gate(group_id) == Err(GroupError::CoordinatorLoadInProgress)
+    }
+
     /// Whether requests for `group_id` may be served here.
     pub(super) fn gate(&self, group_id: &str) -> Result<(), GroupError> {
         // The offsets topic is not applied here yet: it was just created, and FindCoordinator

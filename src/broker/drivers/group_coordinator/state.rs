@@ -4,6 +4,7 @@
 //! importing the driver.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::{oneshot, Notify};
@@ -25,6 +26,24 @@ pub(super) struct Inner {
 pub(crate) struct Groups {
     inner: Mutex<Inner>,
     pub(super) timer_wake: Notify,
+    /// Woken whenever what this node holds of the offsets topic may have changed (a role
+    /// sync, a finished load): commits held while their partition loads look again.
+    pub(super) load_change: Notify,
+    /// Commits held now while their partition loads (bounded by [`MAX_HELD`]).
+    held: AtomicUsize,
+}
+
+/// Bound on offset commits held at once while their partition loads; past it a commit is
+/// answered COORDINATOR_LOAD_IN_PROGRESS at once, as before.
+const MAX_HELD: usize = 10_000;
+
+/// One held commit, counted while it lives.
+pub(super) struct Held<'a>(&'a AtomicUsize);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Groups {
@@ -39,12 +58,23 @@ impl Groups {
                 next_load: 1,
             }),
             timer_wake: Notify::new(),
+            load_change: Notify::new(),
+            held: AtomicUsize::new(0),
         }
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic under the lock is an invariant violation; poison would only hide it.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A place for one more held commit, unless [`MAX_HELD`] are held already.
+    pub(super) fn hold(&self) -> Option<Held<'_>> {
+        if self.held.fetch_add(1, Ordering::Relaxed) >= MAX_HELD {
+            self.held.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Held(&self.held))
     }
 
     /// Read-only access for queries that never park (OffsetFetch, ListGroups, DescribeGroups).

@@ -423,6 +423,7 @@ pub(crate) async fn offset_commit(
         group::CommitResponse::default()
     } else {
         let fallback = core_req.offsets.clone();
+        broker.hold_while_loading(&core_req.group_id).await;
         match broker
             .group_call(|c, id, now| c.commit(id, core_req, now))
             .await
