@@ -947,7 +947,7 @@ mod tests {
 
     #[test]
     fn a_v2_producer_reinitializes_from_its_current_id_and_epoch() {
-        let mut p = producer(2);
+        let p = producer(2);
         // A new producer: v1, no id.
         assert_eq!(init_sent(&p), (INIT_PRODUCER_ID_VERSION, -1, -1));
         // Initialized under v2 (epoch 3), then an abortable error: KIP-360's InitProducerId
