@@ -122,11 +122,10 @@ impl Broker {
     }
 
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<PartitionHandle>> {
-        self.partitions
-            .read()
-            .unwrap()
-            .get(&(topic.to_string(), index))
-            .cloned()
+        // Looked up by the borrowed name: no `String` built per look-up (the fetch path, the
+        // replica fetchers and every reconciliation ask here).
+        let key: &dyn PartitionKey = &(topic, index);
+        self.partitions.read().unwrap().get(key).cloned()
     }
 
     /// Where `topic`-`index`'s data is: the directory it was placed in or, new here, the one
@@ -142,7 +141,13 @@ impl Broker {
 
     /// Whether `topic`-`index` cannot be served here: its directory failed (or all did).
     pub fn is_partition_offline(&self, topic: &str, index: i32) -> bool {
-        self.health.is_offline() || self.dirs.is_offline(topic, index)
+        self.health.is_offline() || self.partition_dir_offline(topic, index)
+    }
+
+    /// Whether `topic`-`index` was placed in a failed directory; while no directory has
+    /// failed (nearly always) without looking the partition up.
+    pub(super) fn partition_dir_offline(&self, topic: &str, index: i32) -> bool {
+        self.dirs.any_offline() && self.dirs.is_offline(topic, index)
     }
 
     /// The log directories as DescribeLogDirs shows them.
@@ -186,6 +191,9 @@ impl Broker {
     /// The open partitions whose log directory has not failed.
     pub(super) fn online_partitions(&self) -> Vec<Arc<PartitionHandle>> {
         let partitions = self.partitions.read().unwrap();
+        if !self.dirs.any_offline() {
+            return partitions.values().cloned().collect();
+        }
         partitions
             .iter()
             .filter(|((topic, index), _)| !self.dirs.is_offline(topic, *index))
@@ -196,7 +204,7 @@ impl Broker {
     /// Fails once `topic`-`index`'s log directory (or every directory) is offline.
     pub(super) fn check_partition_online(&self, topic: &str, index: i32) -> io::Result<()> {
         self.check_online()?;
-        if self.dirs.is_offline(topic, index) {
+        if self.partition_dir_offline(topic, index) {
             return Err(io::Error::other(format!(
                 "the log directory of {topic}-{index} is offline"
             )));
@@ -275,5 +283,102 @@ impl Broker {
     /// (offset, the record's raw value bytes). For the simulator's prefix check.
     pub fn committed_metadata(&self, from: u64, max: usize) -> Vec<(u64, Bytes)> {
         self.committed.read(from, max)
+    }
+}
+
+/// A partition's key, `(topic, index)`, as the partitions map orders it, so the map can be
+/// searched with a borrowed `(&str, i32)` (the map's keys are `(String, i32)`).
+pub(super) trait PartitionKey {
+    fn topic(&self) -> &str;
+    fn index(&self) -> i32;
+}
+
+impl PartitionKey for (String, i32) {
+    fn topic(&self) -> &str {
+        &self.0
+    }
+    fn index(&self) -> i32 {
+        self.1
+    }
+}
+
+impl PartitionKey for (&str, i32) {
+    fn topic(&self) -> &str {
+        self.0
+    }
+    fn index(&self) -> i32 {
+        self.1
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn PartitionKey + 'a> for (String, i32) {
+    fn borrow(&self) -> &(dyn PartitionKey + 'a) {
+        self
+    }
+}
+
+// The tuple's order (topic, then index), which `Borrow` requires to be the same.
+impl PartialEq for dyn PartitionKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.index() == other.index() && self.topic() == other.topic()
+    }
+}
+
+impl Eq for dyn PartitionKey + '_ {}
+
+impl PartialOrd for dyn PartitionKey + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn PartitionKey + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.topic(), self.index()).cmp(&(other.topic(), other.index()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PartitionKey;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_borrowed_partition_key_orders_and_finds_as_the_owned_tuple() {
+        let topics = [
+            "",
+            "a",
+            "a-1",
+            "a.b",
+            "ab",
+            "b",
+            "topic",
+            "topic-0",
+            "\u{e9}t\u{e9}",
+        ];
+        let indexes = [i32::MIN, -1, 0, 1, 2, 10, i32::MAX];
+        let keys: Vec<(String, i32)> = topics
+            .iter()
+            .flat_map(|t| indexes.iter().map(move |&i| (t.to_string(), i)))
+            .collect();
+        for a in &keys {
+            for b in &keys {
+                let (x, y): (&dyn PartitionKey, &dyn PartitionKey) =
+                    (&(a.0.as_str(), a.1), &(b.0.as_str(), b.1));
+                assert_eq!(x.cmp(y), a.cmp(b), "{a:?} against {b:?}");
+                assert_eq!(x == y, a == b);
+            }
+        }
+        // Every other key in the map: half are found, the rest are not.
+        let map: BTreeMap<(String, i32), usize> = keys
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| n % 2 == 0)
+            .map(|(n, k)| (k.clone(), n))
+            .collect();
+        for (n, k) in keys.iter().enumerate() {
+            let key: &dyn PartitionKey = &(k.0.as_str(), k.1);
+            assert_eq!(map.get(key).copied(), (n % 2 == 0).then_some(n), "{k:?}");
+        }
     }
 }

@@ -274,8 +274,7 @@ impl Controller {
     /// broker's own configs).
     pub fn election_config(&self, image: &MetadataImage, topic: &TopicMeta) -> ElectionConfig {
         let cluster = image.resource_configs(&ConfigResource::Broker(String::new()));
-        let defaults = dynamic_broker::topic_defaults_with(&self.topic_defaults, cluster)
-            .unwrap_or_else(|_| self.topic_defaults.clone());
+        let defaults = defaults_over(self.topic_defaults.clone(), cluster);
         let config = defaults.with_overrides(&topic.configs).unwrap_or(defaults);
         let key = "unclean.leader.election.enable";
         let unclean = topic
@@ -578,11 +577,7 @@ impl Controller {
     pub fn topic_defaults_on(&self, image: &MetadataImage, node: i32) -> TopicConfig {
         let cluster = image.resource_configs(&ConfigResource::Broker(String::new()));
         let own = image.resource_configs(&ConfigResource::Broker(node.to_string()));
-        // Validated when written; a failure leaves the level out rather than the broker down.
-        let with = |base: TopicConfig, configs: &BTreeMap<String, String>| {
-            dynamic_broker::topic_defaults_with(&base, configs).unwrap_or(base)
-        };
-        with(with(self.topic_defaults.clone(), cluster), own)
+        defaults_over(defaults_over(self.topic_defaults.clone(), cluster), own)
     }
 
     /// A topic's effective config on broker `node`: its overrides over [`Self::topic_defaults_on`].
@@ -719,6 +714,17 @@ fn partition_records(
             })
         })
         .collect()
+}
+
+/// `base` with a broker resource's dynamic `log.*` configs on top. Validated when written; a
+/// failure leaves the level out rather than the broker down. No configs at that level (the
+/// usual case) change nothing, and then nothing is parsed: a topic's config is looked up on
+/// every partition opened and every election.
+fn defaults_over(base: TopicConfig, configs: &BTreeMap<String, String>) -> TopicConfig {
+    if configs.is_empty() {
+        return base;
+    }
+    dynamic_broker::topic_defaults_with(&base, configs).unwrap_or(base)
 }
 
 #[cfg(test)]

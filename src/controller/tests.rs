@@ -539,3 +539,19 @@ fn election_config_follows_the_cluster_wide_dynamic_defaults_not_a_brokers_own()
     let after = c.election_config(&image, image.topic("t").unwrap());
     assert_eq!((after.min_isr, after.unclean), (2, true));
 }
+
+#[test]
+fn no_dynamic_broker_configs_leave_the_topic_defaults_as_parsing_them_would() {
+    // `defaults_over` skips the parse for an empty level: the same config as the parse gives.
+    let empty = BTreeMap::new();
+    let mut base = controller().topic_defaults().clone();
+    base.retention_ms = 1234;
+    base.flush_ms = 77;
+    let parsed = dynamic_broker::topic_defaults_with(&base, &empty).unwrap();
+    assert_eq!(defaults_over(base.clone(), &empty), parsed);
+    assert_eq!(parsed, base);
+    // A level with configs is still parsed.
+    let mut cluster = BTreeMap::new();
+    cluster.insert("log.retention.ms".to_string(), "5000".to_string());
+    assert_eq!(defaults_over(base.clone(), &cluster).retention_ms, 5000);
+}

@@ -42,7 +42,7 @@ impl Broker {
     /// it out of every fetcher when this node leads it, nobody does, or it is gone. Called by
     /// reconciliation after the role is synced; idempotent.
     pub(crate) fn follow_leader(&self, topic: &str, index: i32) {
-        if self.dirs.is_offline(topic, index) {
+        if self.partition_dir_offline(topic, index) {
             // Its log directory failed: nothing can be appended to it.
             self.stop_following(topic, index);
             return;
@@ -75,6 +75,7 @@ impl Broker {
                 };
                 let f = Arc::new(Fetcher {
                     leader,
+                    client_id: format!("weir-replica-fetcher-{node}"),
                     core: Mutex::new(core::Fetcher::new(self.fetcher_config())),
                     changed: tokio::sync::Notify::new(),
                     stopped: AtomicBool::new(false),

@@ -12,6 +12,8 @@ use crate::replica::fetcher as core;
 /// between the membership calls and its task.
 pub(super) struct Fetcher {
     pub(super) leader: i32,
+    /// The client id its requests carry (`weir-replica-fetcher-<node id>`), made once.
+    pub(super) client_id: String,
     pub(super) core: Mutex<core::Fetcher>,
     /// Woken when partitions are added or re-armed, or the fetcher stops.
     pub(super) changed: tokio::sync::Notify,

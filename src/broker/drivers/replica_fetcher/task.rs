@@ -192,7 +192,7 @@ async fn send_fetch(
     let req = request::build(&settings, &sent);
     // Diagnostics (`latency` target, see scripts/latency-breakdown).
     tracing::debug!(target: "latency", leader = fetcher.leader, "replica fetch sent");
-    let answer = call_fetch(broker, link, req, settings.max_wait_ms).await;
+    let answer = call_fetch(broker, fetcher, link, req, settings.max_wait_ms).await;
     tracing::debug!(target: "latency", leader = fetcher.leader, "replica fetch returned");
     let response = match answer {
         Ok(r) if r.error_code == 0 => r,
@@ -291,14 +291,15 @@ fn leader_endpoint(broker: &Broker, leader: i32) -> Option<(String, u16)> {
 
 async fn call(
     broker: &Broker,
+    fetcher: &Fetcher,
     link: &Link,
     key: ApiKey,
     version: i16,
     body: RequestKind,
     limit: Duration,
 ) -> Result<ResponseKind, String> {
-    let client_id = format!("weir-replica-fetcher-{}", broker.config.node_id);
-    let frame = peer::encode_request(key, version, &client_id, &body).map_err(|e| e.to_string())?;
+    let frame =
+        peer::encode_request(key, version, &fetcher.client_id, &body).map_err(|e| e.to_string())?;
     let rx = link.call(frame);
     let mut shutdown = broker.shutdown_signal();
     let reply = tokio::select! {
@@ -318,6 +319,7 @@ async fn call(
 
 async fn call_fetch(
     broker: &Broker,
+    fetcher: &Fetcher,
     link: &Link,
     req: kafka_protocol::messages::FetchRequest,
     max_wait_ms: i32,
@@ -325,6 +327,7 @@ async fn call_fetch(
     let limit = Duration::from_millis(max_wait_ms.max(0) as u64) + CALL_SLACK;
     match call(
         broker,
+        fetcher,
         link,
         ApiKey::Fetch,
         FETCH_VERSION,
@@ -349,8 +352,8 @@ async fn ask_leader_offsets(
     const LATEST: i64 = -1;
     let offsets = match link_to_leader(broker, fetcher, link).await {
         Some(link) => match (
-            leader_offset(broker, link, pos, EARLIEST).await,
-            leader_offset(broker, link, pos, LATEST).await,
+            leader_offset(broker, fetcher, link, pos, EARLIEST).await,
+            leader_offset(broker, fetcher, link, pos, LATEST).await,
         ) {
             (Some(start), Some(end)) => Some((start, end)),
             _ => None,
@@ -375,6 +378,7 @@ async fn ask_leader_offsets(
 /// ListOffsets to the leader as a replica (which answers with its log end for LATEST).
 async fn leader_offset(
     broker: &Broker,
+    fetcher: &Fetcher,
     link: &Link,
     pos: &Position,
     timestamp: i64,
@@ -389,6 +393,7 @@ async fn leader_offset(
                 .with_timestamp(timestamp)])]);
     let answer = call(
         broker,
+        fetcher,
         link,
         ApiKey::ListOffsets,
         LIST_OFFSETS_VERSION,
