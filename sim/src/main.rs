@@ -107,6 +107,13 @@ mod cli {
             /// random rates, drawn from the seed (replay with `run --swarm`).
             #[arg(long)]
             swarm: bool,
+            /// Only the safe scenarios (expected safe, nothing planted), as the long night
+            /// sweep runs them.
+            #[arg(long)]
+            safe_only: bool,
+            /// Every seed on every scenario, past a scenario's own `seeds` cap (CI's budget).
+            #[arg(long)]
+            ignore_caps: bool,
         },
         /// Judge your own settings: run the standard fault suite (process kill, power loss,
         /// network partition, disk faults, leader failover) against them and say, class by
@@ -315,6 +322,8 @@ mod cli {
                 plant,
                 baseline,
                 swarm,
+                safe_only,
+                ignore_caps,
             } => {
                 let run = || -> Result<bool, String> {
                     let seeds = sweep::parse_seeds(&seeds)?;
@@ -330,6 +339,8 @@ mod cli {
                             plant: plant.as_deref(),
                             baseline,
                             swarm,
+                            safe_only,
+                            ignore_caps,
                         },
                     )?;
                     let runs = summary.cases.len();

@@ -131,6 +131,11 @@ pub struct Options<'a> {
     pub baseline: bool,
     /// Swarm testing: each seed runs its own random subset of the fault kinds (`swarm.rs`).
     pub swarm: bool,
+    /// Keep only the safe scenarios (expected safe, nothing planted): the long night sweep.
+    pub safe_only: bool,
+    /// Run every seed given on every scenario, past a scenario's own `seeds` cap (which keeps
+    /// CI within its budget).
+    pub ignore_caps: bool,
 }
 
 /// The checks the simulator had before `lost-read`, `uncommitted` and `order`.
@@ -151,8 +156,15 @@ pub fn load(files: &[PathBuf], options: Options) -> Result<Vec<(String, Scenario
     let mut out = Vec::new();
     for f in files {
         let mut scenario = Scenario::load(f)?;
+        let safe = scenario.expect == Expect::Safe && scenario.planted_bug.is_none();
+        if options.safe_only && !safe {
+            continue;
+        }
+        if options.ignore_caps {
+            scenario.seeds = None;
+        }
         if let Some(bug) = plant {
-            if scenario.expect != Expect::Safe || scenario.planted_bug.is_some() {
+            if !safe {
                 continue;
             }
             scenario.planted_bug = Some(bug.to_string());
