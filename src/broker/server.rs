@@ -15,6 +15,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::api::{self, encode_response, envelope, Decoded, ListenerKind, Request, RequestContext};
@@ -122,15 +123,20 @@ async fn serve_connection(
     let Some((stream, mut session)) = secure.open(&broker.io, stream, peer, idle).await else {
         return;
     };
-    let (read_half, mut write_half) = tokio::io::split(stream);
-    let mut reader = BufReader::with_capacity(READ_BUFFER, read_half);
+    // Written straight through the read buffer (`BufReader` passes writes on): the loop reads,
+    // handles and answers in turn, so no split into halves (and its lock on every poll).
+    let mut conn = BufReader::with_capacity(READ_BUFFER, stream);
     let mut shutdown = broker.shutdown_signal();
     let mut out = BytesMut::with_capacity(64 * 1024);
+    // Shared with every request's context: the listener's name, and the principal (taken anew
+    // only when a re-authentication changed it).
+    let listener: Arc<str> = Arc::from(secure.name());
+    let mut principal: Arc<str> = Arc::from(session.principal());
     loop {
         let max_frame = session.max_frame(broker.config.socket_request_max_bytes);
         let frame = tokio::select! {
             biased;
-            f = broker.io.timeout(idle, read_frame(&mut reader, max_frame)) => f,
+            f = broker.io.timeout(idle, read_frame(&mut conn, max_frame)) => f,
             _ = shutdown.changed() => break,
         };
         let frame = match frame {
@@ -152,7 +158,7 @@ async fn serve_connection(
         match session.admit(&broker, kind, &frame, &mut out) {
             Admit::Route => {}
             Admit::Answered => {
-                if let Err(e) = write_frame(&mut write_half, &out).await {
+                if let Err(e) = write_frame(&mut conn, &out).await {
                     tracing::debug!(%peer, error = %e, "write failed");
                     break;
                 }
@@ -163,7 +169,7 @@ async fn serve_connection(
                 tracing::info!(%peer, "authentication failed or refused; closing");
                 broker.io.clock.sleep(delay).await;
                 if !out.is_empty() {
-                    let _ = write_frame(&mut write_half, &out).await;
+                    let _ = write_frame(&mut conn, &out).await;
                 }
                 break;
             }
@@ -171,13 +177,15 @@ async fn serve_connection(
         let read_at = broker.io.clock.monotonic();
         let mut note = RequestNote::default();
         let watch = ConnectionWatch::new();
-        let principal = session.principal();
+        if *principal != *session.principal() {
+            principal = Arc::from(session.principal());
+        }
         let handled = {
             let handling = dispatch(
                 &broker,
                 kind,
                 frame,
-                (peer, principal, secure.name()),
+                (peer, &principal, &listener),
                 watch.signal(),
                 &mut out,
                 true,
@@ -191,7 +199,7 @@ async fn serve_connection(
                     // costs a read of the socket.
                     biased;
                     handled = &mut handling => break handled,
-                    peeked = reader.fill_buf(), if watching => {
+                    peeked = conn.fill_buf(), if watching => {
                         // Only looked at, not consumed: a next request stays buffered.
                         watching = false;
                         if peeked.map_or(true, |b| b.is_empty()) {
@@ -206,7 +214,7 @@ async fn serve_connection(
         let handled_at = broker.io.clock.monotonic();
         match handled {
             Ok(true) => {
-                if let Err(e) = write_frame(&mut write_half, &out).await {
+                if let Err(e) = write_frame(&mut conn, &out).await {
                     tracing::debug!(%peer, error = %e, "write failed");
                     break;
                 }
@@ -232,7 +240,7 @@ async fn serve_connection(
             }
         }
     }
-    let _ = write_half.shutdown().await;
+    let _ = conn.shutdown().await;
 }
 
 impl Broker {
@@ -249,8 +257,10 @@ impl Broker {
         let mut out = BytesMut::new();
         let kind = ListenerKind::Client;
         let gone = ConnectionGone::never();
-        let listener = super::handlers::topics::metadata::client_listener(self);
-        let caller = (peer, crate::acl::ANONYMOUS, listener.as_str());
+        let listener: Arc<str> =
+            Arc::from(super::handlers::topics::metadata::client_listener(self));
+        let anonymous: Arc<str> = Arc::from(crate::acl::ANONYMOUS);
+        let caller = (peer, &anonymous, &listener);
         let mut note = RequestNote::default();
         match dispatch(self, kind, frame, caller, gone, &mut out, false, &mut note).await? {
             true => Ok(Some(out.freeze())),
@@ -331,7 +341,7 @@ async fn dispatch(
     broker: &Broker,
     kind: ListenerKind,
     frame: Bytes,
-    (peer, principal, listener): (SocketAddr, &str, &str),
+    (peer, principal, listener): (SocketAddr, &Arc<str>, &Arc<str>),
     gone: ConnectionGone,
     out: &mut BytesMut,
     relay: bool,
@@ -359,14 +369,16 @@ async fn dispatch(
         && kind == ListenerKind::Client
         && forward::is_forwarded_request(request.key, &request.body))
     {
-        // Handled once: take the body out instead of copying it (a produce's is large).
+        // Handled once: take the body (a produce's is large) and the client id out instead of
+        // copying them.
         let placeholder = RequestKind::ApiVersions(Default::default());
         let body = std::mem::replace(&mut request.body, placeholder);
+        let client_id = std::mem::take(&mut request.client_id);
         return answer(
             broker,
             kind,
             &request,
-            body,
+            (body, client_id),
             (peer, principal, listener),
             gone,
             out,
@@ -379,7 +391,7 @@ async fn dispatch(
     // goes to the next controller (`forward`).
     let deadline = forward::deadline(broker, &request.body);
     loop {
-        let caller = (peer, principal);
+        let caller = (peer, &**principal);
         if let Some(relayed) = forward::forward(broker, &request, caller, deadline).await {
             *out = relayed;
             // The controller charged the client's quotas; its throttle mutes the client here.
@@ -394,7 +406,7 @@ async fn dispatch(
                 return Ok(true);
             }
         }
-        let body = request.body.clone();
+        let body = (request.body.clone(), request.client_id.clone());
         let caller = (peer, principal, listener);
         let answered = answer(
             broker,
@@ -424,7 +436,7 @@ async fn dispatch(
 async fn open_envelope(
     broker: &Broker,
     mut request: Request<'_, Broker>,
-    (peer, principal, listener): (SocketAddr, &str, &str),
+    (peer, principal, listener): (SocketAddr, &Arc<str>, &Arc<str>),
     gone: ConnectionGone,
     out: &mut BytesMut,
     note: &mut RequestNote,
@@ -450,11 +462,14 @@ async fn open_envelope(
         }
         Ok(opened) => {
             let client = opened.client.map_or(peer, |ip| SocketAddr::new(ip, 0));
-            let principal = opened.principal.as_deref().unwrap_or(principal);
+            let principal = opened
+                .principal
+                .as_deref()
+                .map_or(principal.clone(), Arc::from);
             let mut answer = BytesMut::new();
             let kind = ListenerKind::Controller;
             note.enveloped = true;
-            let caller = (client, principal, listener);
+            let caller = (client, &principal, listener);
             let handling = dispatch(
                 broker,
                 kind,
@@ -499,8 +514,8 @@ async fn answer(
     broker: &Broker,
     kind: ListenerKind,
     request: &Request<'_, Broker>,
-    body: RequestKind,
-    (peer, principal, listener): (SocketAddr, &str, &str),
+    (body, client_id): (RequestKind, StrBytes),
+    (peer, principal, listener): (SocketAddr, &Arc<str>, &Arc<str>),
     gone: ConnectionGone,
     out: &mut BytesMut,
     note: &mut RequestNote,
@@ -517,10 +532,10 @@ async fn answer(
         listener: kind,
         trusted: kind == ListenerKind::Controller,
         forwarded: note.enveloped,
-        client_id: request.client_id.clone(),
+        client_id,
         peer,
-        principal: principal.to_string(),
-        listener_name: listener.to_string(),
+        principal: principal.clone(),
+        listener_name: listener.clone(),
         gone,
         deadline: forward::deadline(broker, &body),
     };

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncBufReadExt, BufReader, ReadHalf, WriteHalf};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::io::{BoxStream, Io};
 use crate::protocol::frame::{finish_frame, read_frame, start_frame, write_frame, FrameError};
@@ -77,8 +77,9 @@ impl ClientError {
 pub type Result<T> = std::result::Result<T, ClientError>;
 
 pub struct Connection {
-    reader: BufReader<ReadHalf<BoxStream>>,
-    writer: WriteHalf<BoxStream>,
+    /// Read through the buffer, written straight through it (`BufReader` passes writes on):
+    /// one request or answer at a time, so no split into halves (and its lock on every poll).
+    stream: BufReader<BoxStream>,
     next_correlation: i32,
     /// Sent and not yet answered: (correlation id, api key, version).
     in_flight: VecDeque<(i32, ApiKey, i16)>,
@@ -176,10 +177,8 @@ impl Connection {
 
     /// ApiVersions on a connection made (and secured at the transport) by the caller.
     async fn over(stream: BoxStream, client_id: &str) -> Result<Connection> {
-        let (read, writer) = tokio::io::split(stream);
         let mut conn = Connection {
-            reader: BufReader::with_capacity(READ_BUFFER, read),
-            writer,
+            stream: BufReader::with_capacity(READ_BUFFER, stream),
             next_correlation: 1,
             in_flight: VecDeque::new(),
             versions: BTreeMap::new(),
@@ -248,7 +247,7 @@ impl Connection {
             .and_then(|_| request.encode(&mut self.buf, version))
             .map_err(|e| ClientError::Protocol(format!("encoding {api:?} v{version}: {e}")))?;
         finish_frame(&mut self.buf);
-        write_frame(&mut self.writer, &self.buf).await?;
+        write_frame(&mut self.stream, &self.buf).await?;
         self.in_flight.push_back((correlation, api, version));
         Ok(correlation)
     }
@@ -263,7 +262,7 @@ impl Connection {
     /// Waits until bytes of an answer have arrived (or the peer closed), without consuming
     /// them. Cancel-safe: what arrives stays buffered for [`Connection::receive`].
     pub async fn readable(&mut self) -> Result<()> {
-        self.reader.fill_buf().await?;
+        self.stream.fill_buf().await?;
         Ok(())
     }
 
@@ -284,7 +283,7 @@ impl Connection {
         if api as i16 != R::KEY {
             return Err(ClientError::Protocol(format!("expected answer to {api:?}")));
         }
-        let frame = match read_frame(&mut self.reader, MAX_RESPONSE).await {
+        let frame = match read_frame(&mut self.stream, MAX_RESPONSE).await {
             Ok(Some(frame)) => frame,
             Ok(None) => return Err(ClientError::Io(io::ErrorKind::UnexpectedEof.into())),
             // A TLS record (alert 0x15 or handshake 0x16, version 3.x) read as a length: the

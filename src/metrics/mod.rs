@@ -151,6 +151,31 @@ struct RequestSeries {
     send: Histogram,
 }
 
+impl RequestSeries {
+    /// Counts one request of `version` (its series in `requests` created on first use) and
+    /// times it.
+    fn observe(&mut self, requests: &Counters, name: &str, version: i16, times: &RequestTimes) {
+        let at = match self.versions.iter().position(|(v, _)| *v == version) {
+            Some(at) => at,
+            None => {
+                let labels = vec![
+                    ("request", name.to_string()),
+                    ("version", version.to_string()),
+                ];
+                let counter = requests.get_or_create(&labels).clone();
+                self.versions.push((version, counter));
+                self.versions.len() - 1
+            }
+        };
+        self.versions[at].1.inc();
+        self.total.observe(ms(times.total()));
+        self.queue.observe(ms(times.queue));
+        self.local.observe(ms(times.local));
+        self.remote.observe(ms(times.remote));
+        self.send.observe(ms(times.send));
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -189,37 +214,22 @@ impl Metrics {
     /// API name.
     pub fn request(&self, name: &str, version: i16, times: &RequestTimes) {
         let mut cache = self.request_series.lock().unwrap();
-        if !cache.contains_key(name) {
-            let api = vec![("request", name.to_string())];
-            let series = RequestSeries {
-                versions: Vec::new(),
-                total: self.total_time.get_or_create(&api).clone(),
-                queue: self.queue_time.get_or_create(&api).clone(),
-                local: self.local_time.get_or_create(&api).clone(),
-                remote: self.remote_time.get_or_create(&api).clone(),
-                send: self.send_time.get_or_create(&api).clone(),
-            };
-            cache.insert(name.to_string(), series);
+        // One look-up per request once the name's series exist (they do after its first).
+        if let Some(series) = cache.get_mut(name) {
+            series.observe(&self.requests, name, version, times);
+            return;
         }
-        let series = cache.get_mut(name).expect("inserted above");
-        let at = match series.versions.iter().position(|(v, _)| *v == version) {
-            Some(at) => at,
-            None => {
-                let labels = vec![
-                    ("request", name.to_string()),
-                    ("version", version.to_string()),
-                ];
-                let counter = self.requests.get_or_create(&labels).clone();
-                series.versions.push((version, counter));
-                series.versions.len() - 1
-            }
+        let api = vec![("request", name.to_string())];
+        let series = RequestSeries {
+            versions: Vec::new(),
+            total: self.total_time.get_or_create(&api).clone(),
+            queue: self.queue_time.get_or_create(&api).clone(),
+            local: self.local_time.get_or_create(&api).clone(),
+            remote: self.remote_time.get_or_create(&api).clone(),
+            send: self.send_time.get_or_create(&api).clone(),
         };
-        series.versions[at].1.inc();
-        series.total.observe(ms(times.total()));
-        series.queue.observe(ms(times.queue));
-        series.local.observe(ms(times.local));
-        series.remote.observe(ms(times.remote));
-        series.send.observe(ms(times.send));
+        let series = cache.entry(name.to_string()).or_insert(series);
+        series.observe(&self.requests, name, version, times);
     }
 
     /// A request whose connection was closed instead of answered (malformed, codec error).
@@ -254,15 +264,14 @@ impl Metrics {
         mut update: impl FnMut(&mut TopicSeries, Option<&str>),
     ) {
         let mut cache = self.topic_series.lock().unwrap();
-        if !cache.topics.contains_key(topic) {
-            cache
-                .topics
-                .insert(topic.to_string(), TopicSeries::default());
+        let cache = &mut *cache;
+        match cache.topics.get_mut(topic) {
+            Some(series) => update(series, Some(topic)),
+            None => update(
+                cache.topics.entry(topic.to_string()).or_default(),
+                Some(topic),
+            ),
         }
-        update(
-            cache.topics.get_mut(topic).expect("inserted above"),
-            Some(topic),
-        );
         update(&mut cache.all, None);
     }
 

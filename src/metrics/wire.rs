@@ -3,6 +3,7 @@
 //! its batch headers (one header read per batch, never per record), counted when the response
 //! says the partition's append succeeded; a fetch's record bytes per topic from its response.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
@@ -29,8 +30,10 @@ fn topic_ref(name: &str, id: Uuid) -> TopicRef {
 /// What a request's body says before it is handled (the body moves into the handler).
 #[derive(Debug, Default)]
 pub struct RequestTally {
-    /// Produce: (topic, partition) → (bytes, records).
-    produce: BTreeMap<(TopicRef, i32), (u64, u64)>,
+    /// Produce: (topic, partition, (bytes, records)), each pair once (a repeated pair keeps
+    /// its last entry). A list, not a map: a produce names a few partitions, and looking one
+    /// up here costs no clone of its topic's name.
+    produce: Vec<(TopicRef, i32, (u64, u64))>,
     /// Fetch: the fetching replica's id (-1 for consumers).
     fetch_replica: Option<i32>,
 }
@@ -44,9 +47,11 @@ impl RequestTally {
                     let topic = topic_ref(t.name.as_str(), t.topic_id);
                     for p in &t.partition_data {
                         let bytes = p.records.as_ref().map_or(&[][..], |b| &b[..]);
-                        tally
-                            .produce
-                            .insert((topic.clone(), p.index), batch_totals(bytes));
+                        let totals = batch_totals(bytes);
+                        match tally.find_produced(&topic, p.index) {
+                            Some(at) => tally.produce[at].2 = totals,
+                            None => tally.produce.push((topic.clone(), p.index, totals)),
+                        }
                     }
                 }
             }
@@ -63,6 +68,13 @@ impl RequestTally {
         tally
     }
 
+    /// Where `topic`-`index` is in `produce`.
+    fn find_produced(&self, topic: &TopicRef, index: i32) -> Option<usize> {
+        self.produce
+            .iter()
+            .position(|(t, i, _)| *i == index && t == topic)
+    }
+
     /// The `request` label of this request (Fetch split by who asks).
     pub fn request_name(&self, key: ApiKey) -> std::borrow::Cow<'static, str> {
         super::request_name(key, self.fetch_replica)
@@ -75,22 +87,33 @@ impl RequestTally {
         response: &ResponseKind,
         name_of: &dyn Fn(Uuid) -> Option<String>,
     ) {
-        let resolve = |t: &TopicRef| match t {
-            TopicRef::Name(n) => Some(n.clone()),
-            TopicRef::Id(id) => name_of(*id),
-        };
+        // A named topic's name is borrowed, not copied.
+        fn named<'t>(
+            t: &'t TopicRef,
+            name_of: &dyn Fn(Uuid) -> Option<String>,
+        ) -> Option<Cow<'t, str>> {
+            match t {
+                TopicRef::Name(n) => Some(Cow::Borrowed(n.as_str())),
+                TopicRef::Id(id) => name_of(*id).map(Cow::Owned),
+            }
+        }
         match response {
             ResponseKind::Produce(r) => {
                 // Per topic: (bytes, records, any partition failed).
                 let mut topics: BTreeMap<String, (u64, u64, bool)> = BTreeMap::new();
                 for t in &r.responses {
                     let topic = topic_ref(t.name.as_str(), t.topic_id);
-                    let Some(name) = resolve(&topic) else {
+                    let Some(name) = named(&topic, name_of) else {
                         continue;
                     };
-                    let entry = topics.entry(name).or_default();
+                    if !topics.contains_key(name.as_ref()) {
+                        topics.insert(name.to_string(), Default::default());
+                    }
+                    let entry = topics.get_mut(name.as_ref()).expect("inserted above");
                     for p in &t.partition_responses {
-                        let sent = self.produce.get(&(topic.clone(), p.index));
+                        let sent = self
+                            .find_produced(&topic, p.index)
+                            .map(|at| &self.produce[at].2);
                         match (p.error_code, sent) {
                             (0, Some((bytes, records))) => {
                                 entry.0 += bytes;
@@ -116,7 +139,13 @@ impl RequestTally {
                     if bytes == 0 {
                         continue;
                     }
-                    if let Some(name) = resolve(&topic_ref(t.topic.as_str(), t.topic_id)) {
+                    // As `topic_ref`, without copying the name.
+                    let name = if t.topic.is_empty() && !t.topic_id.is_nil() {
+                        name_of(t.topic_id).map(Cow::Owned)
+                    } else {
+                        Some(Cow::Borrowed(t.topic.as_str()))
+                    };
+                    if let Some(name) = name {
                         metrics.fetched(&name, bytes, follower);
                     }
                 }
@@ -131,7 +160,7 @@ impl RequestTally {
     /// Kafka broker counts what it appends without telling the producer.
     pub fn count_unanswered(&self, metrics: &Metrics, name_of: &dyn Fn(Uuid) -> Option<String>) {
         let mut topics: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        for ((topic, _), (bytes, records)) in &self.produce {
+        for (topic, _, (bytes, records)) in &self.produce {
             let name = match topic {
                 TopicRef::Name(n) => Some(n.clone()),
                 TopicRef::Id(id) => name_of(*id),

@@ -1,6 +1,9 @@
 //! What a handler knows of its request beyond its body, and which listener it came in on.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+
+use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::delayed::ConnectionGone;
 
@@ -24,12 +27,13 @@ pub struct RequestContext {
     /// its client's quotas here, on the controller (`throttle`).
     pub forwarded: bool,
     /// The header's client id ("" when null): prefixes new member ids, as in Kafka.
-    pub client_id: String,
+    pub client_id: StrBytes,
     pub peer: SocketAddr,
-    /// Who asks: `User:ANONYMOUS`, a certificate's or a SASL principal (`User:alice`).
-    pub principal: String,
+    /// Who asks: `User:ANONYMOUS`, a certificate's or a SASL principal (`User:alice`). Shared
+    /// with the connection (no copy per request).
+    pub principal: Arc<str>,
     /// The name of that listener (`listeners`): Metadata answers with its endpoints.
-    pub listener_name: String,
+    pub listener_name: Arc<str>,
     /// Fires when the client closed the connection: waits end early.
     pub gone: ConnectionGone,
     /// Until when (monotonic) a metadata change it asks for may still be carried out: its

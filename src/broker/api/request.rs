@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use super::context::ListenerKind;
 use super::frame::catch;
@@ -16,7 +16,7 @@ pub struct Request<'r, B> {
     pub version: i16,
     pub correlation_id: i32,
     /// The header's client id ("" when null).
-    pub client_id: String,
+    pub client_id: StrBytes,
     pub body: RequestKind,
     /// The frame as it arrived (no size prefix), for relaying it byte for byte.
     pub frame: Bytes,
@@ -95,7 +95,8 @@ pub fn decode<'r, B>(
         key,
         version,
         correlation_id,
-        client_id: header.client_id.map(|c| c.to_string()).unwrap_or_default(),
+        // A view of the frame, not a copy.
+        client_id: header.client_id.unwrap_or_default(),
         body,
         frame,
         route,

@@ -3,17 +3,27 @@
 //! (nobody is left to read the answer) and give their slots back. The same per-request handle
 //! adds up the time its waits took (`add_waited`): the request metrics' remote time.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sync::watch;
+use tokio::sync::Notify;
+
+/// What the connection loop and the request's handles share: one allocation per request.
+struct Shared {
+    /// The peer closed the connection.
+    gone: AtomicBool,
+    /// The connection loop has finished with the request (its [`ConnectionWatch`] dropped).
+    watch_dropped: AtomicBool,
+    /// Notified (all waiters) when `gone` is set and when the watch is dropped.
+    changed: Notify,
+    /// Nanoseconds the request spent in delayed waits (its "remote time" in Kafka's metrics).
+    waited: AtomicU64,
+}
 
 /// Held by the connection loop: says when the connection went away.
 pub struct ConnectionWatch {
-    tx: watch::Sender<bool>,
-    /// Nanoseconds the request spent in delayed waits (its "remote time" in Kafka's metrics).
-    waited: Arc<AtomicU64>,
+    shared: Arc<Shared>,
 }
 
 impl Default for ConnectionWatch {
@@ -25,78 +35,91 @@ impl Default for ConnectionWatch {
 impl ConnectionWatch {
     pub fn new() -> ConnectionWatch {
         ConnectionWatch {
-            tx: watch::channel(false).0,
-            waited: Arc::default(),
+            shared: Arc::new(Shared {
+                gone: AtomicBool::new(false),
+                watch_dropped: AtomicBool::new(false),
+                changed: Notify::new(),
+                waited: AtomicU64::new(0),
+            }),
         }
     }
 
-    /// The signal handed to the requests of this connection.
+    /// The request's handle on this connection.
     pub fn signal(&self) -> ConnectionGone {
         ConnectionGone {
-            rx: Some(self.tx.subscribe()),
-            waited: Some(self.waited.clone()),
+            shared: Some(self.shared.clone()),
         }
     }
 
-    /// How long the request's delayed operations waited, in total.
+    /// How long the request's delayed waits took, in total.
     pub fn waited(&self) -> Duration {
-        Duration::from_nanos(self.waited.load(Ordering::Relaxed))
+        Duration::from_nanos(self.shared.waited.load(Ordering::Relaxed))
     }
 
     pub fn mark_gone(&self) {
-        self.tx.send_replace(true);
+        self.shared.gone.store(true, Ordering::Release);
+        self.shared.changed.notify_waiters();
+    }
+}
+
+impl Drop for ConnectionWatch {
+    fn drop(&mut self) {
+        // Waiters still there wake and find the request finished: they wait forever (they are
+        // about to be dropped with it).
+        self.shared.watch_dropped.store(true, Ordering::Release);
+        self.shared.changed.notify_waiters();
     }
 }
 
 /// A request's view of its connection.
 #[derive(Clone)]
 pub struct ConnectionGone {
-    rx: Option<watch::Receiver<bool>>,
-    waited: Option<Arc<AtomicU64>>,
+    shared: Option<Arc<Shared>>,
 }
 
 impl ConnectionGone {
     /// For requests that have no connection (tests, the fuzzer): never gone.
     pub fn never() -> ConnectionGone {
-        ConnectionGone {
-            rx: None,
-            waited: None,
-        }
+        ConnectionGone { shared: None }
     }
 
     /// Adds a delayed wait's duration to the request's total (`ConnectionWatch::waited`).
     pub fn add_waited(&self, waited: Duration) {
-        if let Some(total) = &self.waited {
+        if let Some(shared) = &self.shared {
             let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
-            total.fetch_add(nanos, Ordering::Relaxed);
+            shared.waited.fetch_add(nanos, Ordering::Relaxed);
         }
     }
 
     /// The request's delayed waits so far (what its handler time leaves out).
     pub fn waited(&self) -> Duration {
-        self.waited.as_ref().map_or(Duration::ZERO, |t| {
-            Duration::from_nanos(t.load(Ordering::Relaxed))
+        self.shared.as_ref().map_or(Duration::ZERO, |s| {
+            Duration::from_nanos(s.waited.load(Ordering::Relaxed))
         })
     }
 
     pub fn is_gone(&self) -> bool {
-        self.rx.as_ref().is_some_and(|rx| *rx.borrow())
+        self.shared
+            .as_ref()
+            .is_some_and(|s| s.gone.load(Ordering::Acquire))
     }
 
     /// Resolves once the connection is gone; never, if it stays (or its watch is dropped,
     /// which only happens once the connection loop has finished with the request).
     pub async fn gone(&self) {
-        let Some(rx) = &self.rx else {
+        let Some(shared) = &self.shared else {
             return std::future::pending().await;
         };
-        let mut rx = rx.clone();
         loop {
-            if *rx.borrow_and_update() {
+            // Registered before the look, so a change in between is not missed.
+            let changed = shared.changed.notified();
+            if shared.gone.load(Ordering::Acquire) {
                 return;
             }
-            if rx.changed().await.is_err() {
+            if shared.watch_dropped.load(Ordering::Acquire) {
                 return std::future::pending().await;
             }
+            changed.await;
         }
     }
 }

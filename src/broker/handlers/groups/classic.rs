@@ -140,7 +140,7 @@ pub(crate) async fn join_group(
         } else {
             None
         },
-        client_id: ctx.client_id.clone(),
+        client_id: ctx.client_id.to_string(),
         client_host: format!("/{}", ctx.peer.ip()),
         session_timeout_ms: req.session_timeout_ms,
         // v0 has no rebalance timeout: the session timeout stands in (KAFKA-8653).

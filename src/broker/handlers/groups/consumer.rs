@@ -80,7 +80,7 @@ pub(crate) async fn heartbeat(
         },
         server_assignor: opt(&req.server_assignor),
         owned,
-        client_id: ctx.client_id.clone(),
+        client_id: ctx.client_id.to_string(),
         client_host: format!("/{}", ctx.peer.ip()),
         version: ctx.version,
         fresh_id: fresh,

@@ -172,8 +172,12 @@ impl MutationQuota {
     /// For a request of `ctx`, strict from version `strict_since` on (CreateTopics 6,
     /// CreatePartitions 3, DeleteTopics 5). Inter-node requests are not charged.
     pub(crate) fn new(ctx: &RequestContext, strict_since: i16) -> MutationQuota {
-        let who = (!ctx.trusted || ctx.forwarded)
-            .then(|| (user_of(&ctx.principal).to_string(), ctx.client_id.clone()));
+        let who = (!ctx.trusted || ctx.forwarded).then(|| {
+            (
+                user_of(&ctx.principal).to_string(),
+                ctx.client_id.to_string(),
+            )
+        });
         MutationQuota {
             who,
             strict: ctx.version >= strict_since,

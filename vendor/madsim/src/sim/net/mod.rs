@@ -370,7 +370,7 @@ impl NetSim {
         dst: SocketAddr,
         protocol: IpProtocol,
     ) -> (PayloadSender, PayloadReceiver) {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::unbounded_channel();
         let net = self.clone();
         let test_link = Arc::new(move || {
             net.network
@@ -382,26 +382,106 @@ impl NetSim {
             test_link: test_link.clone(),
             tx,
         };
-        let recver = async_stream::stream! {
-            while let Some((value, mut state)) = rx.recv().await {
-                // wait until the link is ready
-                let mut backoff = Duration::from_millis(1);
-                let arrive_time = loop {
-                    if let Some(arrive_time) = state {
-                        break arrive_time;
-                    }
-                    // backoff
-                    sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                    // retry
-                    state = test_link();
-                };
-                sleep_until(arrive_time).await;
-                yield value;
-            }
+        // Weir patch (vendor/madsim/PATCHED.md): upstream's receiver was an `async_stream`
+        // generator; `Delivery` is the same loop written out as a state machine (the same
+        // sleeps, created and polled at the same points), without the generator's per-poll
+        // overhead.
+        let recver = Delivery {
+            rx,
+            test_link,
+            waiting: None,
         }
         .boxed();
         (sender, recver)
+    }
+}
+
+/// The receiving end of [`NetSim::channel`]: each payload is yielded once its link is up (a
+/// payload sent while the link was down retries with a backoff of 1 ms doubling up to 10 s)
+/// and its arrival time has come. Upstream's generator, as a state machine:
+///
+/// ```text
+/// while let Some((value, mut state)) = rx.recv().await {
+///     let mut backoff = Duration::from_millis(1);
+///     let arrive_time = loop {
+///         if let Some(arrive_time) = state { break arrive_time; }
+///         sleep(backoff).await;
+///         backoff = (backoff * 2).min(Duration::from_secs(10));
+///         state = test_link();
+///     };
+///     sleep_until(arrive_time).await;
+///     yield value;
+/// }
+/// ```
+struct Delivery {
+    rx: mpsc::UnboundedReceiver<(Payload, State)>,
+    test_link: Arc<dyn Fn() -> State + Send + Sync>,
+    /// The payload received and not yet yielded, and what it waits for.
+    waiting: Option<(Payload, DeliveryWait)>,
+}
+
+/// What a received payload waits for.
+enum DeliveryWait {
+    /// The link to come up: `sleep` is the current backoff's (`backoff` long).
+    Link { backoff: Duration, sleep: crate::time::Sleep },
+    /// Its arrival time.
+    Arrival(crate::time::Sleep),
+}
+
+impl DeliveryWait {
+    /// The wait of a payload whose link state is `state`, after `backoff` of retries.
+    fn after(state: State, backoff: Duration) -> DeliveryWait {
+        match state {
+            Some(arrive_time) => DeliveryWait::Arrival(sleep_until(arrive_time)),
+            None => DeliveryWait::Link {
+                backoff,
+                sleep: sleep(backoff),
+            },
+        }
+    }
+}
+
+impl futures_util::Stream for Delivery {
+    type Item = Payload;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Payload>> {
+        use std::future::Future;
+        use std::task::Poll;
+        let this = &mut *self;
+        loop {
+            let Some((value, mut wait)) = this.waiting.take() else {
+                match this.rx.poll_recv(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Ready(Some((value, state))) => {
+                        let wait = DeliveryWait::after(state, Duration::from_millis(1));
+                        this.waiting = Some((value, wait));
+                        continue;
+                    }
+                }
+            };
+            match &mut wait {
+                DeliveryWait::Link { backoff, sleep } => {
+                    if std::pin::Pin::new(sleep).poll(cx).is_pending() {
+                        this.waiting = Some((value, wait));
+                        return Poll::Pending;
+                    }
+                    let backoff = (*backoff * 2).min(Duration::from_secs(10));
+                    let state = (this.test_link)();
+                    this.waiting = Some((value, DeliveryWait::after(state, backoff)));
+                }
+                DeliveryWait::Arrival(sleep) => {
+                    if std::pin::Pin::new(sleep).poll(cx).is_pending() {
+                        this.waiting = Some((value, wait));
+                        return Poll::Pending;
+                    }
+                    return Poll::Ready(Some(value));
+                }
+            }
+        }
     }
 }
 
