@@ -18,6 +18,8 @@ use std::sync::Mutex;
 
 use uuid::Uuid;
 
+use super::shared::PartitionKey;
+
 type Key = (String, i32);
 
 struct Dir {
@@ -172,10 +174,10 @@ impl LogDirs {
         holds: impl Fn(&Path) -> bool,
     ) -> Option<PathBuf> {
         let mut state = self.state.lock().unwrap();
-        let key = (topic.to_string(), index);
-        if let Some(&at) = state.placed.get(&key) {
+        if let Some(&at) = state.placed.get(&(topic, index) as &dyn PartitionKey) {
             return Some(state.dirs[at].path.clone());
         }
+        let key = (topic.to_string(), index);
         let found = state
             .dirs
             .iter()
@@ -284,13 +286,13 @@ impl LogDirs {
     /// Forgets a partition no longer hosted here (its data is gone).
     pub fn forget(&self, topic: &str, index: i32) {
         let mut state = self.state.lock().unwrap();
-        state.placed.remove(&(topic.to_string(), index));
+        state.placed.remove(&(topic, index) as &dyn PartitionKey);
     }
 
     /// The id and path of the directory `topic`-`index` was placed in.
     pub fn dir_of(&self, topic: &str, index: i32) -> Option<(Uuid, PathBuf)> {
         let state = self.state.lock().unwrap();
-        let at = *state.placed.get(&(topic.to_string(), index))?;
+        let at = *state.placed.get(&(topic, index) as &dyn PartitionKey)?;
         Some((state.dirs[at].id, state.dirs[at].path.clone()))
     }
 
@@ -309,7 +311,7 @@ impl LogDirs {
         let state = self.state.lock().unwrap();
         state
             .placed
-            .get(&(topic.to_string(), index))
+            .get(&(topic, index) as &dyn PartitionKey)
             .is_some_and(|&at| state.dirs[at].offline.is_some())
     }
 
