@@ -18,8 +18,6 @@ use std::sync::Mutex;
 
 use uuid::Uuid;
 
-use super::shared::PartitionKey;
-
 type Key = (String, i32);
 
 struct Dir {
@@ -174,10 +172,10 @@ impl LogDirs {
         holds: impl Fn(&Path) -> bool,
     ) -> Option<PathBuf> {
         let mut state = self.state.lock().unwrap();
-        if let Some(&at) = state.placed.get(&(topic, index) as &dyn PartitionKey) {
+        let key = (topic.to_string(), index);
+        if let Some(&at) = state.placed.get(&key) {
             return Some(state.dirs[at].path.clone());
         }
-        let key = (topic.to_string(), index);
         let found = state
             .dirs
             .iter()
@@ -286,13 +284,13 @@ impl LogDirs {
     /// Forgets a partition no longer hosted here (its data is gone).
     pub fn forget(&self, topic: &str, index: i32) {
         let mut state = self.state.lock().unwrap();
-        state.placed.remove(&(topic, index) as &dyn PartitionKey);
+        state.placed.remove(&(topic.to_string(), index));
     }
 
     /// The id and path of the directory `topic`-`index` was placed in.
     pub fn dir_of(&self, topic: &str, index: i32) -> Option<(Uuid, PathBuf)> {
         let state = self.state.lock().unwrap();
-        let at = *state.placed.get(&(topic, index) as &dyn PartitionKey)?;
+        let at = *state.placed.get(&(topic.to_string(), index))?;
         Some((state.dirs[at].id, state.dirs[at].path.clone()))
     }
 
@@ -311,7 +309,7 @@ impl LogDirs {
         let state = self.state.lock().unwrap();
         state
             .placed
-            .get(&(topic, index) as &dyn PartitionKey)
+            .get(&(topic.to_string(), index))
             .is_some_and(|&at| state.dirs[at].offline.is_some())
     }
 
