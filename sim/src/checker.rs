@@ -390,6 +390,34 @@ impl Hasher for Fnv {
 
 type Table<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
+/// A table sized for `n` keys up front: the checker's tables hold tens of thousands of keys,
+/// and growing them by doubling rehashed every key about twice (~1 % of a run's work).
+fn table<K, V>(n: usize) -> Table<K, V> {
+    Table::with_capacity_and_hasher(n, BuildHasherDefault::default())
+}
+
+/// The records of the final read, all partitions together.
+fn final_records(final_read: &FinalRead) -> usize {
+    final_read.values().map(|r| r.records.len()).sum()
+}
+
+/// How many produce operations, produced values and served reads a history has: what the
+/// checker's tables are sized by.
+fn sizes(entries: &[Entry]) -> (usize, usize, usize) {
+    let (mut ops, mut values, mut reads) = (0, 0, 0);
+    for entry in entries {
+        match &entry.event {
+            Event::Invoke { values: v, .. } => {
+                ops += 1;
+                values += v.len();
+            }
+            Event::Read { .. } | Event::Group(GroupEvent::ReadServed { .. }) => reads += 1,
+            _ => {}
+        }
+    }
+    (ops, values, reads)
+}
+
 /// The values seen at one offset: almost always one, which needs no set of its own.
 #[derive(Default)]
 struct Seen<'a> {
@@ -437,15 +465,19 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     };
     // Everything borrows from the history and the final read: a run has tens of thousands of
     // values, and cloning each into several maps would dominate the checker's time.
-    let mut ops: Table<u64, (i32, &[String])> = Table::default();
-    let mut written: Table<&str, Written> = Table::default();
+    // Sized up front (an upper bound each, or close): no table grows while it fills.
+    let (n_ops, n_values, n_reads) = sizes(entries);
+    let n_final = final_records(final_read);
+    let mut ops: Table<u64, (i32, &[String])> = table(n_ops);
+    let mut written: Table<&str, Written> = table(n_values);
     // (partition, offset) → values observed there.
-    let mut observed: Table<(i32, i64), Seen> = Table::default();
-    let mut acked_values: Vec<(&str, u64)> = Vec::new();
+    let mut observed: Table<(i32, i64), Seen> = table(n_values.max(n_final));
+    let mut acked_values: Vec<(&str, u64)> = Vec::with_capacity(n_values);
     // (value, partition, acknowledged offset, time).
-    let mut acked_at: Vec<(&str, i32, i64, u64)> = Vec::new();
+    let mut acked_at: Vec<(&str, i32, i64, u64)> = Vec::with_capacity(n_values);
     // (partition, offset) → (value, high watermark, time) of reads below the high watermark.
-    let mut committed_reads: Table<(i32, i64), (&str, i64, u64)> = Table::default();
+    let mut committed_reads: Table<(i32, i64), (&str, i64, u64)> =
+        table(n_reads.min(n_values.max(n_final)));
     // (consumer, partition) → last offset read in the current session.
     let mut positions: BTreeMap<(u32, i32), i64> = BTreeMap::new();
     let mut failed_ops: BTreeSet<u64> = BTreeSet::new();
@@ -594,7 +626,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
         }
     }
     let end_ms = entries.last().map_or(0, |e| e.at_ms);
-    let mut stored: Table<&str, usize> = Table::default();
+    let mut stored: Table<&str, usize> = table(n_final);
     for (partition, read) in final_read {
         for (offset, value) in &read.records {
             let seen = observed.entry((*partition, *offset)).or_default();
@@ -750,8 +782,9 @@ fn check_acked_offsets(
     final_read: &FinalRead,
     findings: &mut Findings,
 ) {
-    let mut at_offset: Table<(i32, i64), &str> = Table::default();
-    let mut offset_of: Table<(i32, &str), i64> = Table::default();
+    let n_final = final_records(final_read);
+    let mut at_offset: Table<(i32, i64), &str> = table(n_final);
+    let mut offset_of: Table<(i32, &str), i64> = table(n_final);
     for (p, r) in final_read {
         for (o, v) in &r.records {
             at_offset.insert((*p, *o), v.as_str());
@@ -794,7 +827,7 @@ fn check_acked_offsets(
 /// reports the partition). A single broker keeps the stricter rule: what it cannot serve is
 /// gone.
 pub fn forget_unread(findings: &mut Findings, entries: &[Entry], final_read: &FinalRead) {
-    let mut partition_of: Table<&str, i32> = Table::default();
+    let mut partition_of: Table<&str, i32> = table(sizes(entries).1);
     for e in entries {
         if let Event::Invoke {
             partition, values, ..
@@ -827,10 +860,12 @@ fn check_committed_reads(
     final_read: &FinalRead,
     findings: &mut Findings,
 ) {
-    let finals: Table<(i32, i64), &str> = final_read
-        .iter()
-        .flat_map(|(p, r)| r.records.iter().map(move |(o, v)| ((*p, *o), v.as_str())))
-        .collect();
+    let mut finals: Table<(i32, i64), &str> = table(final_records(final_read));
+    finals.extend(
+        final_read
+            .iter()
+            .flat_map(|(p, r)| r.records.iter().map(move |(o, v)| ((*p, *o), v.as_str()))),
+    );
     // In (partition, offset) order, as reported.
     let mut reads: Vec<_> = committed_reads.iter().collect();
     reads.sort_unstable_by_key(|(at, _)| **at);

@@ -32,7 +32,7 @@ pub struct AddPartitionsToTxnPartitionResult {
     pub partition_error_code: i16,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl AddPartitionsToTxnPartitionResult {
@@ -56,7 +56,7 @@ impl AddPartitionsToTxnPartitionResult {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -116,7 +116,7 @@ impl Decodable for AddPartitionsToTxnPartitionResult {
         }
         let partition_index = types::Int32.decode(buf)?;
         let partition_error_code = types::Int16.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 3 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -139,7 +139,7 @@ impl Default for AddPartitionsToTxnPartitionResult {
         Self {
             partition_index: 0,
             partition_error_code: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -174,7 +174,7 @@ pub struct AddPartitionsToTxnResponse {
     pub results_by_topic_v3_and_below: Vec<AddPartitionsToTxnTopicResult>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl AddPartitionsToTxnResponse {
@@ -219,7 +219,7 @@ impl AddPartitionsToTxnResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -343,7 +343,7 @@ impl Decodable for AddPartitionsToTxnResponse {
         } else {
             Default::default()
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 3 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -370,7 +370,7 @@ impl Default for AddPartitionsToTxnResponse {
             error_code: 0,
             results_by_transaction: Default::default(),
             results_by_topic_v3_and_below: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -395,7 +395,7 @@ pub struct AddPartitionsToTxnResult {
     pub topic_results: Vec<AddPartitionsToTxnTopicResult>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl AddPartitionsToTxnResult {
@@ -419,7 +419,7 @@ impl AddPartitionsToTxnResult {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -512,7 +512,7 @@ impl Decodable for AddPartitionsToTxnResult {
         } else {
             Default::default()
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 3 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -535,7 +535,7 @@ impl Default for AddPartitionsToTxnResult {
         Self {
             transactional_id: Default::default(),
             topic_results: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -560,7 +560,7 @@ pub struct AddPartitionsToTxnTopicResult {
     pub results_by_partition: Vec<AddPartitionsToTxnPartitionResult>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl AddPartitionsToTxnTopicResult {
@@ -587,7 +587,7 @@ impl AddPartitionsToTxnTopicResult {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -674,7 +674,7 @@ impl Decodable for AddPartitionsToTxnTopicResult {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 3 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -697,7 +697,7 @@ impl Default for AddPartitionsToTxnTopicResult {
         Self {
             name: Default::default(),
             results_by_partition: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

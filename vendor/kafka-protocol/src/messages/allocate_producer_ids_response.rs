@@ -42,7 +42,7 @@ pub struct AllocateProducerIdsResponse {
     pub producer_id_len: i32,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl AllocateProducerIdsResponse {
@@ -84,7 +84,7 @@ impl AllocateProducerIdsResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -146,7 +146,7 @@ impl Decodable for AllocateProducerIdsResponse {
         let error_code = types::Int16.decode(buf)?;
         let producer_id_start = types::Int64.decode(buf)?;
         let producer_id_len = types::Int32.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -171,7 +171,7 @@ impl Default for AllocateProducerIdsResponse {
             error_code: 0,
             producer_id_start: (0).into(),
             producer_id_len: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -77,7 +77,7 @@ pub struct CreateDelegationTokenResponse {
     pub throttle_time_ms: i32,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl CreateDelegationTokenResponse {
@@ -182,7 +182,7 @@ impl CreateDelegationTokenResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -351,7 +351,7 @@ impl Decodable for CreateDelegationTokenResponse {
             types::Bytes.decode(buf)?
         };
         let throttle_time_ms = types::Int32.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -392,7 +392,7 @@ impl Default for CreateDelegationTokenResponse {
             token_id: Default::default(),
             hmac: Default::default(),
             throttle_time_ms: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -27,7 +27,7 @@ pub struct CreatePartitionsAssignment {
     pub broker_ids: Vec<super::BrokerId>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl CreatePartitionsAssignment {
@@ -42,7 +42,7 @@ impl CreatePartitionsAssignment {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -111,7 +111,7 @@ impl Decodable for CreatePartitionsAssignment {
         } else {
             types::Array(types::Int32).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -132,7 +132,7 @@ impl Default for CreatePartitionsAssignment {
     fn default() -> Self {
         Self {
             broker_ids: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -162,7 +162,7 @@ pub struct CreatePartitionsRequest {
     pub validate_only: bool,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl CreatePartitionsRequest {
@@ -195,7 +195,7 @@ impl CreatePartitionsRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -271,7 +271,7 @@ impl Decodable for CreatePartitionsRequest {
         };
         let timeout_ms = types::Int32.decode(buf)?;
         let validate_only = types::Boolean.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -296,7 +296,7 @@ impl Default for CreatePartitionsRequest {
             topics: Default::default(),
             timeout_ms: 0,
             validate_only: false,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -326,7 +326,7 @@ pub struct CreatePartitionsTopic {
     pub assignments: Option<Vec<CreatePartitionsAssignment>>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl CreatePartitionsTopic {
@@ -359,7 +359,7 @@ impl CreatePartitionsTopic {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -448,7 +448,7 @@ impl Decodable for CreatePartitionsTopic {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -473,7 +473,7 @@ impl Default for CreatePartitionsTopic {
             name: Default::default(),
             count: 0,
             assignments: Some(Default::default()),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

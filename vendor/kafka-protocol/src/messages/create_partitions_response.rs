@@ -32,7 +32,7 @@ pub struct CreatePartitionsResponse {
     pub results: Vec<CreatePartitionsTopicResult>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl CreatePartitionsResponse {
@@ -56,7 +56,7 @@ impl CreatePartitionsResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -129,7 +129,7 @@ impl Decodable for CreatePartitionsResponse {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -152,7 +152,7 @@ impl Default for CreatePartitionsResponse {
         Self {
             throttle_time_ms: 0,
             results: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -182,7 +182,7 @@ pub struct CreatePartitionsTopicResult {
     pub error_message: Option<StrBytes>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl CreatePartitionsTopicResult {
@@ -215,7 +215,7 @@ impl CreatePartitionsTopicResult {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -302,7 +302,7 @@ impl Decodable for CreatePartitionsTopicResult {
         } else {
             types::String.decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -327,7 +327,7 @@ impl Default for CreatePartitionsTopicResult {
             name: Default::default(),
             error_code: 0,
             error_message: None,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

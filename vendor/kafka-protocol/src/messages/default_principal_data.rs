@@ -37,7 +37,7 @@ pub struct DefaultPrincipalData {
     pub token_authenticated: bool,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DefaultPrincipalData {
@@ -70,7 +70,7 @@ impl DefaultPrincipalData {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -127,7 +127,7 @@ impl Decodable for DefaultPrincipalData {
         let _type = types::CompactString.decode(buf)?;
         let name = types::CompactString.decode(buf)?;
         let token_authenticated = types::Boolean.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -150,7 +150,7 @@ impl Default for DefaultPrincipalData {
             _type: Default::default(),
             name: Default::default(),
             token_authenticated: false,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

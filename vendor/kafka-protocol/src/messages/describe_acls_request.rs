@@ -57,7 +57,7 @@ pub struct DescribeAclsRequest {
     pub permission_type: i8,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribeAclsRequest {
@@ -126,7 +126,7 @@ impl DescribeAclsRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -237,7 +237,7 @@ impl Decodable for DescribeAclsRequest {
         };
         let operation = types::Int8.decode(buf)?;
         let permission_type = types::Int8.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -270,7 +270,7 @@ impl Default for DescribeAclsRequest {
             host_filter: Some(Default::default()),
             operation: 0,
             permission_type: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

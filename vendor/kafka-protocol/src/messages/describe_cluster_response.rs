@@ -47,7 +47,7 @@ pub struct DescribeClusterBroker {
     pub is_fenced: bool,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribeClusterBroker {
@@ -98,7 +98,7 @@ impl DescribeClusterBroker {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -179,7 +179,7 @@ impl Decodable for DescribeClusterBroker {
         } else {
             false
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -206,7 +206,7 @@ impl Default for DescribeClusterBroker {
             port: 0,
             rack: None,
             is_fenced: false,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -261,7 +261,7 @@ pub struct DescribeClusterResponse {
     pub cluster_authorized_operations: i32,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribeClusterResponse {
@@ -339,7 +339,7 @@ impl DescribeClusterResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -429,7 +429,7 @@ impl Decodable for DescribeClusterResponse {
         let controller_id = types::Int32.decode(buf)?;
         let brokers = types::CompactArray(types::Struct { version }).decode(buf)?;
         let cluster_authorized_operations = types::Int32.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -462,7 +462,7 @@ impl Default for DescribeClusterResponse {
             controller_id: (-1).into(),
             brokers: Default::default(),
             cluster_authorized_operations: -2147483648,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct DescribeDelegationTokenOwner {
     pub principal_name: StrBytes,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribeDelegationTokenOwner {
@@ -56,7 +56,7 @@ impl DescribeDelegationTokenOwner {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -140,7 +140,7 @@ impl Decodable for DescribeDelegationTokenOwner {
         } else {
             types::String.decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -163,7 +163,7 @@ impl Default for DescribeDelegationTokenOwner {
         Self {
             principal_type: Default::default(),
             principal_name: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -183,7 +183,7 @@ pub struct DescribeDelegationTokenRequest {
     pub owners: Option<Vec<DescribeDelegationTokenOwner>>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribeDelegationTokenRequest {
@@ -198,7 +198,7 @@ impl DescribeDelegationTokenRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -268,7 +268,7 @@ impl Decodable for DescribeDelegationTokenRequest {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -289,7 +289,7 @@ impl Default for DescribeDelegationTokenRequest {
     fn default() -> Self {
         Self {
             owners: Some(Default::default()),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

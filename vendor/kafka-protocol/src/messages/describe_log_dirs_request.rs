@@ -32,7 +32,7 @@ pub struct DescribableLogDirTopic {
     pub partitions: Vec<i32>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribableLogDirTopic {
@@ -56,7 +56,7 @@ impl DescribableLogDirTopic {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -140,7 +140,7 @@ impl Decodable for DescribableLogDirTopic {
         } else {
             types::Array(types::Int32).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -163,7 +163,7 @@ impl Default for DescribableLogDirTopic {
         Self {
             topic: Default::default(),
             partitions: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -183,7 +183,7 @@ pub struct DescribeLogDirsRequest {
     pub topics: Option<Vec<DescribableLogDirTopic>>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribeLogDirsRequest {
@@ -198,7 +198,7 @@ impl DescribeLogDirsRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -268,7 +268,7 @@ impl Decodable for DescribeLogDirsRequest {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -289,7 +289,7 @@ impl Default for DescribeLogDirsRequest {
     fn default() -> Self {
         Self {
             topics: Some(Default::default()),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

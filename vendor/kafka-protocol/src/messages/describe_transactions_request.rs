@@ -27,7 +27,7 @@ pub struct DescribeTransactionsRequest {
     pub transactional_ids: Vec<super::TransactionalId>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl DescribeTransactionsRequest {
@@ -42,7 +42,7 @@ impl DescribeTransactionsRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -96,7 +96,7 @@ impl Decodable for DescribeTransactionsRequest {
             bail!("specified version not supported by this message type");
         }
         let transactional_ids = types::CompactArray(types::CompactString).decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -115,7 +115,7 @@ impl Default for DescribeTransactionsRequest {
     fn default() -> Self {
         Self {
             transactional_ids: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct ExpireDelegationTokenRequest {
     pub expiry_time_period_ms: i64,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl ExpireDelegationTokenRequest {
@@ -56,7 +56,7 @@ impl ExpireDelegationTokenRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -128,7 +128,7 @@ impl Decodable for ExpireDelegationTokenRequest {
             types::Bytes.decode(buf)?
         };
         let expiry_time_period_ms = types::Int64.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -151,7 +151,7 @@ impl Default for ExpireDelegationTokenRequest {
         Self {
             hmac: Default::default(),
             expiry_time_period_ms: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -27,7 +27,7 @@ pub struct GetTelemetrySubscriptionsRequest {
     pub client_instance_id: Uuid,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl GetTelemetrySubscriptionsRequest {
@@ -42,7 +42,7 @@ impl GetTelemetrySubscriptionsRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -95,7 +95,7 @@ impl Decodable for GetTelemetrySubscriptionsRequest {
             bail!("specified version not supported by this message type");
         }
         let client_instance_id = types::Uuid.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -114,7 +114,7 @@ impl Default for GetTelemetrySubscriptionsRequest {
     fn default() -> Self {
         Self {
             client_instance_id: Uuid::nil(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -67,7 +67,7 @@ pub struct GetTelemetrySubscriptionsResponse {
     pub requested_metrics: Vec<StrBytes>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl GetTelemetrySubscriptionsResponse {
@@ -154,7 +154,7 @@ impl GetTelemetrySubscriptionsResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -233,7 +233,7 @@ impl Decodable for GetTelemetrySubscriptionsResponse {
         let telemetry_max_bytes = types::Int32.decode(buf)?;
         let delta_temporality = types::Boolean.decode(buf)?;
         let requested_metrics = types::CompactArray(types::CompactString).decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -268,7 +268,7 @@ impl Default for GetTelemetrySubscriptionsResponse {
             telemetry_max_bytes: 0,
             delta_temporality: false,
             requested_metrics: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

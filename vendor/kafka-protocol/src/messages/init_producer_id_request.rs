@@ -52,7 +52,7 @@ pub struct InitProducerIdRequest {
     pub keep_prepared_txn: bool,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl InitProducerIdRequest {
@@ -112,7 +112,7 @@ impl InitProducerIdRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -224,7 +224,7 @@ impl Decodable for InitProducerIdRequest {
         };
         let enable_2_pc = false;
         let keep_prepared_txn = false;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -255,7 +255,7 @@ impl Default for InitProducerIdRequest {
             producer_epoch: -1,
             enable_2_pc: false,
             keep_prepared_txn: false,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -52,7 +52,7 @@ pub struct InitProducerIdResponse {
     pub ongoing_txn_producer_epoch: i16,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl InitProducerIdResponse {
@@ -112,7 +112,7 @@ impl InitProducerIdResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -216,7 +216,7 @@ impl Decodable for InitProducerIdResponse {
         } else {
             -1
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -247,7 +247,7 @@ impl Default for InitProducerIdResponse {
             producer_epoch: 0,
             ongoing_txn_producer_id: (-1).into(),
             ongoing_txn_producer_epoch: -1,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct KRaftVersionRecord {
     pub k_raft_version: i16,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl KRaftVersionRecord {
@@ -56,7 +56,7 @@ impl KRaftVersionRecord {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -110,7 +110,7 @@ impl Decodable for KRaftVersionRecord {
         }
         let version = types::Int16.decode(buf)?;
         let k_raft_version = types::Int16.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -131,7 +131,7 @@ impl Default for KRaftVersionRecord {
         Self {
             version: 0,
             k_raft_version: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct OffsetForLeaderEpochRequest {
     pub topics: Vec<OffsetForLeaderTopic>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl OffsetForLeaderEpochRequest {
@@ -56,7 +56,7 @@ impl OffsetForLeaderEpochRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -137,7 +137,7 @@ impl Decodable for OffsetForLeaderEpochRequest {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 4 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -160,7 +160,7 @@ impl Default for OffsetForLeaderEpochRequest {
         Self {
             replica_id: (-2).into(),
             topics: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -190,7 +190,7 @@ pub struct OffsetForLeaderPartition {
     pub leader_epoch: i32,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl OffsetForLeaderPartition {
@@ -223,7 +223,7 @@ impl OffsetForLeaderPartition {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -286,7 +286,7 @@ impl Decodable for OffsetForLeaderPartition {
         let partition = types::Int32.decode(buf)?;
         let current_leader_epoch = types::Int32.decode(buf)?;
         let leader_epoch = types::Int32.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 4 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -311,7 +311,7 @@ impl Default for OffsetForLeaderPartition {
             partition: 0,
             current_leader_epoch: -1,
             leader_epoch: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -336,7 +336,7 @@ pub struct OffsetForLeaderTopic {
     pub partitions: Vec<OffsetForLeaderPartition>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl OffsetForLeaderTopic {
@@ -360,7 +360,7 @@ impl OffsetForLeaderTopic {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -445,7 +445,7 @@ impl Decodable for OffsetForLeaderTopic {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 4 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -468,7 +468,7 @@ impl Default for OffsetForLeaderTopic {
         Self {
             topic: Default::default(),
             partitions: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

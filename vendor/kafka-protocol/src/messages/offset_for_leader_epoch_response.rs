@@ -42,7 +42,7 @@ pub struct EpochEndOffset {
     pub end_offset: i64,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl EpochEndOffset {
@@ -84,7 +84,7 @@ impl EpochEndOffset {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -150,7 +150,7 @@ impl Decodable for EpochEndOffset {
         let partition = types::Int32.decode(buf)?;
         let leader_epoch = types::Int32.decode(buf)?;
         let end_offset = types::Int64.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 4 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -177,7 +177,7 @@ impl Default for EpochEndOffset {
             partition: 0,
             leader_epoch: -1,
             end_offset: -1,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -202,7 +202,7 @@ pub struct OffsetForLeaderEpochResponse {
     pub topics: Vec<OffsetForLeaderTopicResult>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl OffsetForLeaderEpochResponse {
@@ -226,7 +226,7 @@ impl OffsetForLeaderEpochResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -299,7 +299,7 @@ impl Decodable for OffsetForLeaderEpochResponse {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 4 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -322,7 +322,7 @@ impl Default for OffsetForLeaderEpochResponse {
         Self {
             throttle_time_ms: 0,
             topics: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -347,7 +347,7 @@ pub struct OffsetForLeaderTopicResult {
     pub partitions: Vec<EpochEndOffset>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl OffsetForLeaderTopicResult {
@@ -371,7 +371,7 @@ impl OffsetForLeaderTopicResult {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -456,7 +456,7 @@ impl Decodable for OffsetForLeaderTopicResult {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 4 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -479,7 +479,7 @@ impl Default for OffsetForLeaderTopicResult {
         Self {
             topic: Default::default(),
             partitions: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -47,7 +47,7 @@ pub struct PushTelemetryRequest {
     pub metrics: Bytes,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl PushTelemetryRequest {
@@ -98,7 +98,7 @@ impl PushTelemetryRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -163,7 +163,7 @@ impl Decodable for PushTelemetryRequest {
         let terminating = types::Boolean.decode(buf)?;
         let compression_type = types::Int8.decode(buf)?;
         let metrics = types::CompactBytes.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -190,7 +190,7 @@ impl Default for PushTelemetryRequest {
             terminating: false,
             compression_type: 0,
             metrics: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

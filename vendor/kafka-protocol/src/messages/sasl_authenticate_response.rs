@@ -42,7 +42,7 @@ pub struct SaslAuthenticateResponse {
     pub session_lifetime_ms: i64,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl SaslAuthenticateResponse {
@@ -84,7 +84,7 @@ impl SaslAuthenticateResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -182,7 +182,7 @@ impl Decodable for SaslAuthenticateResponse {
         } else {
             0
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -209,7 +209,7 @@ impl Default for SaslAuthenticateResponse {
             error_message: Some(Default::default()),
             auth_bytes: Default::default(),
             session_lifetime_ms: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

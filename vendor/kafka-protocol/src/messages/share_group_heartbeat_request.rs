@@ -47,7 +47,7 @@ pub struct ShareGroupHeartbeatRequest {
     pub subscribed_topic_names: Option<Vec<super::TopicName>>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl ShareGroupHeartbeatRequest {
@@ -98,7 +98,7 @@ impl ShareGroupHeartbeatRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -164,7 +164,7 @@ impl Decodable for ShareGroupHeartbeatRequest {
         let member_epoch = types::Int32.decode(buf)?;
         let rack_id = types::CompactString.decode(buf)?;
         let subscribed_topic_names = types::CompactArray(types::CompactString).decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -191,7 +191,7 @@ impl Default for ShareGroupHeartbeatRequest {
             member_epoch: 0,
             rack_id: None,
             subscribed_topic_names: None,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -27,7 +27,7 @@ pub struct Assignment {
     pub topic_partitions: Vec<TopicPartitions>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl Assignment {
@@ -42,7 +42,7 @@ impl Assignment {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -96,7 +96,7 @@ impl Decodable for Assignment {
             bail!("specified version not supported by this message type");
         }
         let topic_partitions = types::CompactArray(types::Struct { version }).decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -115,7 +115,7 @@ impl Default for Assignment {
     fn default() -> Self {
         Self {
             topic_partitions: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -165,7 +165,7 @@ pub struct ShareGroupHeartbeatResponse {
     pub assignment: Option<Assignment>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl ShareGroupHeartbeatResponse {
@@ -234,7 +234,7 @@ impl ShareGroupHeartbeatResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -305,7 +305,7 @@ impl Decodable for ShareGroupHeartbeatResponse {
         let member_epoch = types::Int32.decode(buf)?;
         let heartbeat_interval_ms = types::Int32.decode(buf)?;
         let assignment = types::OptionStruct { version }.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -336,7 +336,7 @@ impl Default for ShareGroupHeartbeatResponse {
             member_epoch: 0,
             heartbeat_interval_ms: 0,
             assignment: None,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -361,7 +361,7 @@ pub struct TopicPartitions {
     pub partitions: Vec<i32>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl TopicPartitions {
@@ -385,7 +385,7 @@ impl TopicPartitions {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -441,7 +441,7 @@ impl Decodable for TopicPartitions {
         }
         let topic_id = types::Uuid.decode(buf)?;
         let partitions = types::CompactArray(types::Int32).decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -462,7 +462,7 @@ impl Default for TopicPartitions {
         Self {
             topic_id: Uuid::nil(),
             partitions: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct SnapshotHeaderRecord {
     pub last_contained_log_timestamp: i64,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl SnapshotHeaderRecord {
@@ -56,7 +56,7 @@ impl SnapshotHeaderRecord {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -110,7 +110,7 @@ impl Decodable for SnapshotHeaderRecord {
         }
         let version = types::Int16.decode(buf)?;
         let last_contained_log_timestamp = types::Int64.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -131,7 +131,7 @@ impl Default for SnapshotHeaderRecord {
         Self {
             version: 0,
             last_contained_log_timestamp: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -32,7 +32,7 @@ pub struct TxnOffsetCommitResponse {
     pub topics: Vec<TxnOffsetCommitResponseTopic>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl TxnOffsetCommitResponse {
@@ -56,7 +56,7 @@ impl TxnOffsetCommitResponse {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -129,7 +129,7 @@ impl Decodable for TxnOffsetCommitResponse {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 3 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -152,7 +152,7 @@ impl Default for TxnOffsetCommitResponse {
         Self {
             throttle_time_ms: 0,
             topics: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -177,7 +177,7 @@ pub struct TxnOffsetCommitResponsePartition {
     pub error_code: i16,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl TxnOffsetCommitResponsePartition {
@@ -201,7 +201,7 @@ impl TxnOffsetCommitResponsePartition {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -261,7 +261,7 @@ impl Decodable for TxnOffsetCommitResponsePartition {
         }
         let partition_index = types::Int32.decode(buf)?;
         let error_code = types::Int16.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 3 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -284,7 +284,7 @@ impl Default for TxnOffsetCommitResponsePartition {
         Self {
             partition_index: 0,
             error_code: 0,
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }
@@ -309,7 +309,7 @@ pub struct TxnOffsetCommitResponseTopic {
     pub partitions: Vec<TxnOffsetCommitResponsePartition>,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl TxnOffsetCommitResponseTopic {
@@ -333,7 +333,7 @@ impl TxnOffsetCommitResponseTopic {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -418,7 +418,7 @@ impl Decodable for TxnOffsetCommitResponseTopic {
         } else {
             types::Array(types::Struct { version }).decode(buf)?
         };
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         if version >= 3 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
             for _ in 0..num_tagged_fields {
@@ -441,7 +441,7 @@ impl Default for TxnOffsetCommitResponseTopic {
         Self {
             name: Default::default(),
             partitions: Default::default(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

@@ -27,7 +27,7 @@ pub struct UnregisterBrokerRequest {
     pub broker_id: super::BrokerId,
 
     /// Other tagged fields
-    pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
+    pub unknown_tagged_fields: crate::protocol::UnknownTaggedFields,
 }
 
 impl UnregisterBrokerRequest {
@@ -42,7 +42,7 @@ impl UnregisterBrokerRequest {
     }
     /// Sets unknown_tagged_fields to the passed value.
     pub fn with_unknown_tagged_fields(mut self, value: BTreeMap<i32, Bytes>) -> Self {
-        self.unknown_tagged_fields = value;
+        self.unknown_tagged_fields = value.into();
         self
     }
     /// Inserts an entry into unknown_tagged_fields.
@@ -95,7 +95,7 @@ impl Decodable for UnregisterBrokerRequest {
             bail!("specified version not supported by this message type");
         }
         let broker_id = types::Int32.decode(buf)?;
-        let mut unknown_tagged_fields = BTreeMap::new();
+        let mut unknown_tagged_fields = crate::protocol::UnknownTaggedFields::default();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
@@ -114,7 +114,7 @@ impl Default for UnregisterBrokerRequest {
     fn default() -> Self {
         Self {
             broker_id: (0).into(),
-            unknown_tagged_fields: BTreeMap::new(),
+            unknown_tagged_fields: Default::default(),
         }
     }
 }

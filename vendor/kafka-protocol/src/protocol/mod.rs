@@ -238,6 +238,55 @@ pub fn encode_request_header_into_buffer<B: ByteBufMut>(
     header.encode(buf, version)
 }
 
+/// A message's unknown tagged fields: read like a `BTreeMap` (through `Deref`), grown with
+/// [`UnknownTaggedFields::insert`]. (Weir's patch: every decoded message and sub-message holds
+/// one, nearly always empty, and dropping an empty `BTreeMap` runs its iterator's teardown,
+/// ~50 instructions; this one drops an empty map for nothing. No `DerefMut`: without removal
+/// an empty map here never holds an allocation, so skipping its drop leaks nothing.)
+#[derive(Clone, Default, PartialEq)]
+pub struct UnknownTaggedFields(std::mem::ManuallyDrop<BTreeMap<i32, Bytes>>);
+
+impl UnknownTaggedFields {
+    /// Sets the field `tag` to `value`, returning the previous value.
+    pub fn insert(&mut self, tag: i32, value: Bytes) -> Option<Bytes> {
+        self.0.insert(tag, value)
+    }
+}
+
+impl std::ops::Deref for UnknownTaggedFields {
+    type Target = BTreeMap<i32, Bytes>;
+    fn deref(&self) -> &BTreeMap<i32, Bytes> {
+        &self.0
+    }
+}
+
+impl From<BTreeMap<i32, Bytes>> for UnknownTaggedFields {
+    fn from(map: BTreeMap<i32, Bytes>) -> Self {
+        if map.is_empty() {
+            // An emptied map may still hold its root node: dropped here, normally.
+            UnknownTaggedFields::default()
+        } else {
+            UnknownTaggedFields(std::mem::ManuallyDrop::new(map))
+        }
+    }
+}
+
+impl std::fmt::Debug for UnknownTaggedFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Drop for UnknownTaggedFields {
+    fn drop(&mut self) {
+        // Empty: built empty and only ever inserted into, so no node was allocated.
+        if !self.0.is_empty() {
+            // SAFETY: the map is dropped once, here, and never used again.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.0) }
+        }
+    }
+}
+
 pub(crate) fn write_unknown_tagged_fields<B: ByteBufMut, R: RangeBounds<i32>>(
     buf: &mut B,
     range: R,
