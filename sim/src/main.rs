@@ -344,11 +344,17 @@ mod cli {
                         },
                     )?;
                     let runs = summary.cases.len();
+                    // The scenarios that ran (`--plant` and `--safe-only` leave some files out).
+                    let scenarios = summary
+                        .cases
+                        .iter()
+                        .map(|c| c.scenario_path.as_str())
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .len();
                     let sim: f64 = summary.cases.iter().map(|c| c.outcome.simulated_secs).sum();
                     let cpu: Option<f64> = summary.cases.iter().map(|c| c.outcome.cpu_secs).sum();
                     println!(
-                        "{runs} runs ({} scenarios x {} seeds) in {:.1} s: {:.0} seeds/min, {:.0} simulated s per wall s{}",
-                        files.len(),
+                        "{runs} runs ({scenarios} scenarios x {} seeds) in {:.1} s: {:.0} seeds/min, {:.0} simulated s per wall s{}",
                         seeds.len(),
                         summary.wall_secs,
                         runs as f64 / summary.wall_secs.max(1e-9) * 60.0,

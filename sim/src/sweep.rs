@@ -319,3 +319,39 @@ pub fn write_junit(path: &Path, summary: &SweepSummary) -> Result<(), String> {
     let xml = report::junit(&summary.cases, &summary.scenario_failures);
     std::fs::write(path, xml).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_scenario(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scenarios")
+            .join(name)
+    }
+
+    /// The long night sweep's selection: only the safe scenarios, every seed on each.
+    #[test]
+    fn safe_only_and_ignore_caps_select_the_night_sweep() {
+        let files = [
+            repo_scenario("replication-3-kills.toml"),
+            repo_scenario("planted-ack-before-fsync.toml"),
+        ];
+        let all = load(&files, Options::default()).unwrap();
+        assert_eq!(all.len(), 2);
+        assert!(
+            all.iter().all(|(_, s)| s.seeds.is_some()),
+            "both are capped"
+        );
+
+        let night = Options {
+            safe_only: true,
+            ignore_caps: true,
+            ..Options::default()
+        };
+        let safe = load(&files, night).unwrap();
+        assert_eq!(safe.len(), 1);
+        assert!(safe[0].0.ends_with("replication-3-kills.toml"));
+        assert_eq!(safe[0].1.seeds, None);
+    }
+}
