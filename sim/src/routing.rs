@@ -71,10 +71,6 @@ pub struct Routes {
     max_age: Duration,
     /// (topic, partition) → leader and when it was learnt (the clock's monotonic time).
     leaders: BTreeMap<(String, i32), (SocketAddr, Duration)>,
-    /// The connections Metadata was asked on, one per broker and kept, as librdkafka keeps
-    /// one connection per broker rather than opening one per question. Dropped on any error
-    /// (a time-out leaves an answer owed on it).
-    metadata_conns: BTreeMap<SocketAddr, Client>,
 }
 
 impl Routes {
@@ -87,7 +83,6 @@ impl Routes {
             asked: first,
             max_age,
             leaders: BTreeMap::new(),
-            metadata_conns: BTreeMap::new(),
         }
     }
 
@@ -147,21 +142,15 @@ impl Routes {
     ) -> Result<(), ClientError> {
         let via = self.bootstrap[(self.asked % self.bootstrap.len() as u64) as usize];
         self.asked += 1;
-        let kept = self.metadata_conns.remove(&via);
         let asked = async {
-            let mut c = match kept {
-                Some(c) => c,
-                None => Client::connect(io, via).await?,
-            };
+            let mut c = Client::connect(io, via).await?;
             c.set_timeout(timeout);
-            let leaders = c.topic_leaders(topic).await?;
-            Ok::<_, ClientError>((leaders, c))
+            c.topic_leaders(topic).await
         };
-        let (leaders, c) = io
+        let leaders = io
             .timeout(timeout, asked)
             .await
             .ok_or(ClientError::Timeout)??;
-        self.metadata_conns.insert(via, c);
         let now = io.clock.monotonic();
         self.leaders.retain(|(t, _), _| t != topic);
         for (partition, info) in leaders {
