@@ -66,7 +66,7 @@ pub fn stream(frames: &[Vec<u8>]) -> Vec<u8> {
 const MAX_PARTITIONS_ASKED: i64 = 64;
 
 /// Whether a frame is a CreateTopics or CreatePartitions asking for too many partitions.
-fn too_costly(frame: &[u8]) -> bool {
+pub(crate) fn too_costly(frame: &[u8]) -> bool {
     if frame.len() < 8 {
         return false;
     }
