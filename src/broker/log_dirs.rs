@@ -307,6 +307,11 @@ impl LogDirs {
     /// Whether `topic`-`index` was placed in a failed directory.
     pub fn is_offline(&self, topic: &str, index: i32) -> bool {
         let state = self.state.lock().unwrap();
+        // No directory failed (nearly always): no look-up, no key built (the fetch path and
+        // every background tick ask here).
+        if state.dirs.iter().all(|d| d.offline.is_none()) {
+            return false;
+        }
         state
             .placed
             .get(&(topic.to_string(), index))

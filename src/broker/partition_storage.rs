@@ -64,7 +64,7 @@ impl Broker {
 
     pub(super) async fn open_partition(&self, topic: &str, id: Uuid, index: i32) -> io::Result<()> {
         let dir = self.partition_dir(topic, index);
-        if self.partition_dir_offline(topic, index) {
+        if self.dirs.is_offline(topic, index) {
             // Its directory failed: it stays closed until a restart (the controller knows).
             return Ok(());
         }

@@ -141,13 +141,7 @@ impl Broker {
 
     /// Whether `topic`-`index` cannot be served here: its directory failed (or all did).
     pub fn is_partition_offline(&self, topic: &str, index: i32) -> bool {
-        self.health.is_offline() || self.partition_dir_offline(topic, index)
-    }
-
-    /// Whether `topic`-`index` was placed in a failed directory; while no directory has
-    /// failed (nearly always) without looking the partition up.
-    pub(super) fn partition_dir_offline(&self, topic: &str, index: i32) -> bool {
-        self.dirs.any_offline() && self.dirs.is_offline(topic, index)
+        self.health.is_offline() || self.dirs.is_offline(topic, index)
     }
 
     /// The log directories as DescribeLogDirs shows them.
@@ -204,7 +198,7 @@ impl Broker {
     /// Fails once `topic`-`index`'s log directory (or every directory) is offline.
     pub(super) fn check_partition_online(&self, topic: &str, index: i32) -> io::Result<()> {
         self.check_online()?;
-        if self.partition_dir_offline(topic, index) {
+        if self.dirs.is_offline(topic, index) {
             return Err(io::Error::other(format!(
                 "the log directory of {topic}-{index} is offline"
             )));

@@ -327,7 +327,7 @@ async fn assign_dirs(broker: &Broker, epoch: i64) -> Result<(), String> {
         let Some((dir, _)) = broker.dirs.dir_of(&topic, index) else {
             continue;
         };
-        if broker.partition_dir_offline(&topic, index) || p.directory_of(node) == Some(dir) {
+        if broker.dirs.is_offline(&topic, index) || p.directory_of(node) == Some(dir) {
             continue;
         }
         if !p.replicas.contains(&node) {

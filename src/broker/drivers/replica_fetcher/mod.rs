@@ -42,7 +42,7 @@ impl Broker {
     /// it out of every fetcher when this node leads it, nobody does, or it is gone. Called by
     /// reconciliation after the role is synced; idempotent.
     pub(crate) fn follow_leader(&self, topic: &str, index: i32) {
-        if self.partition_dir_offline(topic, index) {
+        if self.dirs.is_offline(topic, index) {
             // Its log directory failed: nothing can be appended to it.
             self.stop_following(topic, index);
             return;
