@@ -318,43 +318,10 @@ fn partition_offset_value<W: std::fmt::Write>(
     string(out, value)
 }
 
-/// "00", "01", ... "99": two digits per division.
-const PAIRS: [u8; 200] = {
-    let mut table = [0u8; 200];
-    let mut i = 0;
-    while i < 100 {
-        table[2 * i] = b'0' + (i / 10) as u8;
-        table[2 * i + 1] = b'0' + (i % 10) as u8;
-        i += 1;
-    }
-    table
-};
-
-/// `n` in decimal, as `{}` writes it; by hand, two digits at a time and without validating the
-/// digits as UTF-8 again (that check alone was ~40 % of this function, which runs three times
-/// per produced value and per history event).
-fn uint<W: std::fmt::Write>(out: &mut W, mut n: u64) -> std::fmt::Result {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    while n >= 100 {
-        let pair = (n % 100) as usize * 2;
-        n /= 100;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    }
-    if n >= 10 {
-        let pair = n as usize * 2;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        digits[at] = b'0' + n as u8;
-    }
-    let written = &digits[at..];
-    debug_assert!(written.is_ascii());
-    // SAFETY: every byte written above is an ASCII digit (from `PAIRS` or `b'0' + n` with
-    // n < 10), so the slice is valid UTF-8.
-    out.write_str(unsafe { std::str::from_utf8_unchecked(written) })
+/// `n` in decimal, as `{}` writes it, through `itoa` (no formatting machinery: this runs three
+/// times per produced value and per history event).
+fn uint<W: std::fmt::Write>(out: &mut W, n: u64) -> std::fmt::Result {
+    out.write_str(itoa::Buffer::new().format(n))
 }
 
 fn int<W: std::fmt::Write>(out: &mut W, n: i64) -> std::fmt::Result {
