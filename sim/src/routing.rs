@@ -8,7 +8,13 @@
 //! error says it may have moved (NOT_LEADER_OR_FOLLOWER, a network error, a time-out: the
 //! client calls [`Routes::stale`]) or `topic.metadata.refresh.interval.ms` has passed. So a
 //! client may well send to a broker that no longer leads (stale metadata is normal); the
-//! broker's answer sends it back to Metadata. The producers, the transactional clients, the
+//! broker's answer sends it back to Metadata. Like librdkafka (`rd_kafka_toppar_leader_update`)
+//! and Kafka's Java client (KIP-320), it remembers the highest leader epoch it has seen for each
+//! partition, across errors, and ignores an answer naming an older one: a broker that has not
+//! caught up on the metadata log (cut off from the controllers, just restarted) still names
+//! itself or an earlier leader, and a client trusting it would send to a deposed leader (whose
+//! log may lack what the new leader acknowledged). The epochs start over when the topic's id
+//! changes (deleted and created again, KAFKA-12257). The producers, the transactional clients, the
 //! data and transaction liveness probes and group members hold one; the free functions ask
 //! every time (the final read, which is the checker's, not a user's client, uses them).
 
@@ -71,6 +77,9 @@ pub struct Routes {
     max_age: Duration,
     /// (topic, partition) → leader and when it was learnt (the clock's monotonic time).
     leaders: BTreeMap<(String, i32), (SocketAddr, Duration)>,
+    /// (topic, partition) → the highest leader epoch an answer named, kept when the leader is
+    /// marked stale; with the topic's id (epochs of a topic created again start over).
+    epochs: BTreeMap<(String, i32), (uuid::Uuid, i32)>,
 }
 
 impl Routes {
@@ -83,6 +92,7 @@ impl Routes {
             asked: first,
             max_age,
             leaders: BTreeMap::new(),
+            epochs: BTreeMap::new(),
         }
     }
 
@@ -147,19 +157,56 @@ impl Routes {
             c.set_timeout(timeout);
             c.topic_leaders(topic).await
         };
-        let leaders = io
+        let answer = io
             .timeout(timeout, asked)
             .await
             .ok_or(ClientError::Timeout)??;
         let now = io.clock.monotonic();
         self.leaders.retain(|(t, _), _| t != topic);
-        for (partition, info) in leaders {
+        for (partition, (info, epoch)) in answer.leaders {
+            let key = (topic.to_string(), partition);
+            if !newer_or_same(self.epochs.get(&key).copied(), answer.id, epoch) {
+                // An outdated answer: the partition stays without a leader, so the client
+                // backs off and asks again (librdkafka keeps its old delegation, which failed).
+                continue;
+            }
             let addr: SocketAddr = format!("{}:{}", info.host, info.port)
                 .parse()
                 .map_err(|e| ClientError::Protocol(format!("leader address {}: {e}", info.host)))?;
-            self.leaders
-                .insert((topic.to_string(), partition), (addr, now));
+            if epoch >= 0 {
+                self.epochs.insert(key.clone(), (answer.id, epoch));
+            }
+            self.leaders.insert(key, (addr, now));
         }
         Ok(())
+    }
+}
+
+/// Whether an answer naming leader epoch `epoch` of the topic with id `id` may replace what the
+/// cache knows (`known`: the topic id and highest epoch seen). -1 (a broker without KIP-320)
+/// is always taken, as librdkafka takes it; so is any epoch of a topic with another id.
+fn newer_or_same(known: Option<(uuid::Uuid, i32)>, id: uuid::Uuid, epoch: i32) -> bool {
+    match known {
+        Some((known_id, known_epoch)) => epoch < 0 || known_id != id || epoch >= known_epoch,
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newer_or_same;
+    use uuid::Uuid;
+
+    #[test]
+    fn an_older_leader_epoch_of_the_same_topic_is_ignored() {
+        let id = Uuid::from_u128(7);
+        assert!(newer_or_same(None, id, 0));
+        assert!(newer_or_same(Some((id, 3)), id, 3));
+        assert!(newer_or_same(Some((id, 3)), id, 4));
+        assert!(!newer_or_same(Some((id, 3)), id, 2));
+        // No epoch in the answer (a broker before KIP-320): taken.
+        assert!(newer_or_same(Some((id, 3)), id, -1));
+        // The topic was deleted and created again: its epochs start over.
+        assert!(newer_or_same(Some((id, 3)), Uuid::from_u128(8), 0));
     }
 }

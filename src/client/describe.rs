@@ -28,6 +28,15 @@ pub struct BrokerInfo {
     pub port: u16,
 }
 
+/// [`Client::topic_leaders`]' answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicLeaders {
+    /// The topic's id (nil from a broker too old to send one).
+    pub id: Uuid,
+    /// Partition → its live leader and leader epoch (-1: the broker sent none).
+    pub leaders: BTreeMap<i32, (BrokerInfo, i32)>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PartitionDescription {
     pub partition: i32,
@@ -208,23 +217,28 @@ impl Client {
         Ok(metadata_broker(&response, response.controller_id.0))
     }
 
-    /// The live leader of every partition of `topic`, from one Metadata request (no
-    /// auto-creation), as a client caches it: partitions without a live leader are left out.
-    pub async fn topic_leaders(&mut self, topic: &str) -> Result<BTreeMap<i32, BrokerInfo>> {
+    /// The live leader of every partition of `topic` with its leader epoch, from one Metadata
+    /// request (no auto-creation), as a client caches it: partitions without a live leader are
+    /// left out. Also the topic's id, so a cache can tell a topic deleted and created again
+    /// (whose leader epochs start over) from stale metadata (KAFKA-12257).
+    pub async fn topic_leaders(&mut self, topic: &str) -> Result<TopicLeaders> {
         let response = self.metadata_full(Some(&[topic]), false).await?;
         let t = metadata_topic(&response, topic)?;
         if let Some(e) = ResponseError::try_from_code(t.error_code) {
             return Err(ClientError::Kafka(e, format!("topic '{topic}'")));
         }
-        Ok(t.partitions
+        let leaders = t
+            .partitions
             .iter()
             .filter_map(|p| {
-                Some((
-                    p.partition_index,
-                    metadata_broker(&response, p.leader_id.0)?,
-                ))
+                let broker = metadata_broker(&response, p.leader_id.0)?;
+                Some((p.partition_index, (broker, p.leader_epoch)))
             })
-            .collect())
+            .collect();
+        Ok(TopicLeaders {
+            id: t.topic_id,
+            leaders,
+        })
     }
 
     /// Waits (bounded) until `partition` of `topic` has a leader, asking Metadata with

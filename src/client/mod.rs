@@ -46,6 +46,7 @@ pub use configs::{ConfigEntry, ConfigResource, ConfigSource};
 pub use connection::{ClientError, Connection, Result};
 pub use describe::{
     render as render_topic_descriptions, BrokerInfo, PartitionDescription, TopicDescription,
+    TopicLeaders,
 };
 pub use elect::{ElectionOutcome, ElectionType};
 pub use group_member::Joined;
