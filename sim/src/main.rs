@@ -193,6 +193,22 @@ mod cli {
         Ok(())
     }
 
+    /// The simulated time since the run began, in milliseconds as the history prints it (so a
+    /// log line lines up with `--trace`); blank outside a simulation.
+    struct SimTime;
+
+    impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+        fn format_time(
+            &self,
+            w: &mut tracing_subscriber::fmt::format::Writer<'_>,
+        ) -> std::fmt::Result {
+            match madsim::time::TimeHandle::try_current() {
+                Some(time) => write!(w, "{:>8} ms", time.elapsed().as_millis()),
+                None => Ok(()),
+            }
+        }
+    }
+
     pub fn main() -> ExitCode {
         // The brokers' own logs, for debugging one seed: `WEIR_SIM_LOG=info cargo sim run ...`
         // (to stderr; the simulated node's name is in each line's span, the run's seed in its thread name,
@@ -202,7 +218,7 @@ mod cli {
                 .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
                 .with_writer(std::io::stderr)
                 .with_thread_names(true)
-                .without_time()
+                .with_timer(SimTime)
                 .init();
         }
         let cli = Cli::parse();
