@@ -121,6 +121,11 @@ struct Consumer {
     meta: Option<Client>,
     lookups: u64,
     parts: BTreeMap<i32, Part>,
+    /// Partition → the highest leader epoch Metadata named for it, kept when a route is dropped
+    /// or a partition reassigned (a process's memory, as librdkafka's toppar keeps it): an
+    /// answer naming an older one is ignored (the broker asked has not caught up; the leader it
+    /// names may be deposed).
+    known_epochs: BTreeMap<i32, i32>,
     /// `auto.offset.reset`: [`LATEST`] or [`EARLIEST`].
     reset_to: i64,
     /// A group member's fetcher hands its reads back here (to process, then commit) instead
@@ -198,6 +203,13 @@ impl Consumer {
             .is_some_and(|_| now < part.route_at_ms + METADATA_MAX_AGE.as_millis() as u64);
         if !fresh {
             let route = self.route(partition).await?;
+            let known = self.known_epochs.entry(partition).or_insert(-1);
+            if route.leader_epoch < *known {
+                // Outdated: ask the next bootstrap broker after the back-off.
+                self.meta = None;
+                return Err(Backoff(RECONNECT_BACKOFF));
+            }
+            *known = route.leader_epoch;
             let part = self.part(partition);
             if part
                 .route
@@ -446,6 +458,7 @@ pub async fn run(io: Io, spec: ConsumerSpec, history: History, clock: RunClock) 
         meta: None,
         lookups: 0,
         parts,
+        known_epochs: BTreeMap::new(),
         reset_to: LATEST,
         served: None,
     };
@@ -490,6 +503,7 @@ impl GroupFetch {
                 meta: None,
                 lookups: 0,
                 parts: BTreeMap::new(),
+                known_epochs: BTreeMap::new(),
                 reset_to: EARLIEST,
                 served: Some(Vec::new()),
             },
@@ -517,6 +531,7 @@ impl GroupFetch {
     /// Forgets every partition and connection (a consumer process that went away).
     pub(crate) fn reset(&mut self) {
         self.consumer.parts.clear();
+        self.consumer.known_epochs.clear();
         self.consumer.conns.clear();
         self.consumer.meta = None;
     }
