@@ -81,6 +81,7 @@ impl Broker {
         if !quorum.is_active() {
             return Err(CommitError::NotController);
         }
+        self.confirm_leadership().await?;
         let image = self.image();
         let (records, out) = decide(&self.controller, &image).map_err(CommitError::Rejected)?;
         if validate_only || records.is_empty() {
@@ -93,14 +94,61 @@ impl Broker {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| CommitError::Storage(io::Error::other(e)))?;
         let limit = Duration::from_millis(METADATA_COMMIT_TIMEOUT_MS);
+        let (epoch, proposed_at) = (quorum.leader_epoch(), self.monotonic_ms());
         match self.io.timeout(limit, quorum.propose(values)).await {
-            Some(Ok(_)) => Ok(out),
+            Some(Ok(_)) => {
+                if let Some(epoch) = epoch {
+                    quorum.note_confirmed(epoch, proposed_at);
+                }
+                Ok(out)
+            }
             Some(Err(ProposeError::NotController)) => Err(CommitError::NotController),
             Some(Err(ProposeError::Stopped)) => Err(CommitError::Storage(io::Error::other(
                 "the metadata quorum stopped",
             ))),
             None => Err(CommitError::Timeout),
         }
+    }
+
+    /// Before the active controller decides against its image: proof that it still leads.
+    /// A leader cut off from its voters for less than its check-quorum window never resigns,
+    /// and after the cut heals it may still call itself leader of an epoch the others left:
+    /// its image lacks what the new leader committed, and a decision that needs no commit (a
+    /// refusal, a validation) would be answered from it — UNKNOWN_TOPIC_OR_PARTITION for a
+    /// topic created meanwhile. A proposal committed within the last half fetch timeout proves
+    /// leadership (a new leader needs a majority that has not heard from this one for a whole
+    /// fetch timeout); without one, a NoOp record (Kafka's NoOpRecord, KIP-835) is committed
+    /// first. A deposed leader cannot commit it: the request gets NOT_CONTROLLER or times out,
+    /// and the client retries elsewhere. Stale fetches delivered after a heal cannot fake
+    /// this, as they can fake check-quorum: they acknowledge no new offset.
+    async fn confirm_leadership(&self) -> Result<(), CommitError> {
+        let quorum = &self.quorum;
+        let now = self.monotonic_ms();
+        let lease = self.config.quorum_fetch_timeout_ms / 2;
+        if quorum.leadership_confirmed_since(now.saturating_sub(lease)) {
+            return Ok(());
+        }
+        let epoch = quorum.leader_epoch().ok_or(CommitError::NotController)?;
+        self.check_online().map_err(CommitError::Storage)?;
+        let value = serde_json::to_vec(&MetadataRecord::NoOp)
+            .map(Bytes::from)
+            .map_err(|e| CommitError::Storage(io::Error::other(e)))?;
+        let limit = Duration::from_millis(METADATA_COMMIT_TIMEOUT_MS);
+        match self.io.timeout(limit, quorum.propose(vec![value])).await {
+            Some(Ok(_)) => {
+                quorum.note_confirmed(epoch, now);
+                Ok(())
+            }
+            Some(Err(ProposeError::NotController)) => Err(CommitError::NotController),
+            Some(Err(ProposeError::Stopped)) => Err(CommitError::Storage(io::Error::other(
+                "the metadata quorum stopped",
+            ))),
+            None => Err(CommitError::Timeout),
+        }
+    }
+
+    fn monotonic_ms(&self) -> u64 {
+        self.io.clock.monotonic().as_millis() as u64
     }
 
     /// Committed records from the quorum, in order (the driver calls this), published as the

@@ -196,6 +196,7 @@ impl MetadataImage {
                     self.features.insert(name.clone(), *level);
                 }
             }
+            MetadataRecord::NoOp => {}
         }
         self.applied = offset + 1;
     }

@@ -240,6 +240,10 @@ pub enum MetadataRecord {
         name: String,
         level: i16,
     },
+    /// Kafka's NoOpRecord (KIP-835): changes nothing. The active controller commits one to
+    /// confirm it still leads before deciding against its image after a quiet spell
+    /// (`Broker::confirm_leadership`).
+    NoOp,
 }
 
 /// One user's credential for one mechanism.

@@ -83,6 +83,9 @@ pub struct QuorumHandle {
     /// The controller as this node sees it, changed at every leader change and when the
     /// leader becomes active: what a forwarded request waits on.
     pub(super) controller: watch::Sender<ControllerView>,
+    /// (epoch, monotonic ms): this node, leading that epoch, made a proposal then that the
+    /// quorum committed — proof it still led at that time (`Broker::confirm_leadership`).
+    pub(super) confirmed: Mutex<Option<(u32, u64)>>,
 }
 
 /// Who the controller is, as this node sees it: the quorum leader (if known), its epoch, and
@@ -106,6 +109,30 @@ impl QuorumHandle {
 
     pub fn status(&self) -> QuorumStatus {
         self.status.lock().unwrap().clone()
+    }
+
+    /// Whether this node's leadership of the current epoch was confirmed by a commit of a
+    /// proposal made at or after `since_ms` (monotonic). Always true for a sole voter, which
+    /// no other node can depose.
+    pub fn leadership_confirmed_since(&self, since_ms: u64) -> bool {
+        confirmed_since(
+            self.voters.len() <= 1,
+            self.leader_epoch(),
+            *self.confirmed.lock().unwrap(),
+            since_ms,
+        )
+    }
+
+    /// A proposal made at `at_ms` (monotonic) while leading `epoch` was committed.
+    pub fn note_confirmed(&self, epoch: u32, at_ms: u64) {
+        let mut confirmed = self.confirmed.lock().unwrap();
+        let newer = match *confirmed {
+            Some((e, at)) => (epoch, at_ms) > (e, at),
+            None => true,
+        };
+        if newer {
+            *confirmed = Some((epoch, at_ms));
+        }
     }
 
     /// Whether this node is the active controller: the quorum leader, with everything before
@@ -174,5 +201,43 @@ impl QuorumHandle {
         if self.tx.send(Input::Shutdown { reply }).await.is_ok() {
             let _ = io.timeout(limit, rx).await;
         }
+    }
+}
+
+/// [`QuorumHandle::leadership_confirmed_since`]: a sole voter always; otherwise only a leader
+/// whose last confirmed proposal was made in its current epoch at or after `since_ms`.
+fn confirmed_since(
+    sole_voter: bool,
+    leading: Option<u32>,
+    confirmed: Option<(u32, u64)>,
+    since_ms: u64,
+) -> bool {
+    if sole_voter {
+        return true;
+    }
+    match (leading, confirmed) {
+        (Some(epoch), Some((e, at))) => e == epoch && at >= since_ms,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::confirmed_since;
+
+    #[test]
+    fn leadership_is_confirmed_only_by_a_recent_commit_of_the_current_epoch() {
+        // A sole voter cannot be deposed.
+        assert!(confirmed_since(true, None, None, 1_000));
+        // Never confirmed, or not leading.
+        assert!(!confirmed_since(false, Some(3), None, 1_000));
+        assert!(!confirmed_since(false, None, Some((3, 5_000)), 1_000));
+        // Confirmed in this epoch, recently enough.
+        assert!(confirmed_since(false, Some(3), Some((3, 1_000)), 1_000));
+        assert!(confirmed_since(false, Some(3), Some((3, 2_000)), 1_000));
+        // Too long ago: a new leader may have been elected since.
+        assert!(!confirmed_since(false, Some(3), Some((3, 999)), 1_000));
+        // Confirmed in an earlier epoch (this node led before, lost it, leads again).
+        assert!(!confirmed_since(false, Some(4), Some((3, 5_000)), 1_000));
     }
 }

@@ -193,6 +193,7 @@ pub async fn open(
             active: false,
         })
         .0,
+        confirmed: Mutex::new(None),
     });
     let driver = Driver {
         io: io.clone(),
