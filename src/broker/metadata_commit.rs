@@ -63,6 +63,10 @@ impl Broker {
                 }
             }
         };
+        if !self.quorum.is_active() {
+            return Err(CommitError::NotController);
+        }
+        self.confirm_leadership().await?;
         self.commit_through_quorum(validate_only, decide).await
     }
 
@@ -81,7 +85,6 @@ impl Broker {
         if !quorum.is_active() {
             return Err(CommitError::NotController);
         }
-        self.confirm_leadership().await?;
         let image = self.image();
         let (records, out) = decide(&self.controller, &image).map_err(CommitError::Rejected)?;
         if validate_only || records.is_empty() {
@@ -110,7 +113,9 @@ impl Broker {
         }
     }
 
-    /// Before the active controller decides against its image: proof that it still leads.
+    /// Before the active controller decides a request against its image (`change_metadata`;
+    /// not the bootstrap records, which must be the log's first write, nor the active
+    /// controller core's own writes): proof that it still leads.
     /// A leader cut off from its voters for less than its check-quorum window never resigns,
     /// and after the cut heals it may still call itself leader of an epoch the others left:
     /// its image lacks what the new leader committed, and a decision that needs no commit (a
