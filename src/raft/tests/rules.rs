@@ -699,3 +699,48 @@ fn an_observer_finds_the_leader_by_probing_voters() {
     raft.step(2, 0, Event::QuorumStatePersisted(persists(&actions)[0]));
     assert!(!vote_response(&raft.take_actions()).vote_granted);
 }
+
+#[test]
+fn a_follower_takes_its_fetch_for_lost_only_after_the_max_wait_and_the_request_timeout() {
+    // The driver's leader parks a fetch at its log end up to `fetch_max_wait_ms`: the fetcher
+    // must not send it again while it may still be parked (a duplicate fetch every round), and
+    // must send it again before its fetch timeout runs out.
+    let voters: BTreeSet<NodeId> = [1, 2, 3].into_iter().collect();
+    let mut cfg = RaftConfig::new(2, voters);
+    cfg.fetch_max_wait_ms = 500;
+    assert_eq!(cfg.fetch_lost_after_ms(), 1000);
+    let mut raft = Raft::new(
+        cfg,
+        Some(record(3, None, Some(1))),
+        LogState::default(),
+        0,
+        7,
+    )
+    .expect("valid");
+    let fetches = |actions: Vec<Action>| {
+        sends(&actions)
+            .into_iter()
+            .filter(|(to, m)| *to == 1 && matches!(m, Message::FetchRequest(_)))
+            .count()
+    };
+    let mut sent = fetches(raft.take_actions());
+    raft.step(0, 42, Event::Tick);
+    sent += fetches(raft.take_actions());
+    assert_eq!(sent, 1, "a follower fetches from its leader at once");
+    assert_eq!(raft.next_deadline(), Some(1000));
+    raft.step(999, 42, Event::Tick);
+    assert_eq!(fetches(raft.take_actions()), 0, "still possibly parked");
+    raft.step(1000, 42, Event::Tick);
+    assert_eq!(fetches(raft.take_actions()), 1, "lost: fetched again");
+    assert_eq!(raft.role(), RoleKind::Follower);
+}
+
+#[test]
+fn a_fetch_wait_that_leaves_no_retry_before_the_fetch_timeout_is_refused() {
+    let voters: BTreeSet<NodeId> = [1, 2, 3].into_iter().collect();
+    let mut cfg = RaftConfig::new(2, voters);
+    cfg.fetch_max_wait_ms = 1500;
+    assert!(cfg.validate().is_err());
+    cfg.fetch_max_wait_ms = 1499;
+    assert!(cfg.validate().is_ok());
+}
