@@ -226,7 +226,7 @@ impl Raft {
 
     /// The earliest time at which `Event::Tick` has work to do.
     pub fn next_deadline(&self) -> Option<u64> {
-        let request = self.cfg.fetch_lost_after_ms();
+        let request = self.cfg.request_timeout_ms;
         match &self.role {
             Role::Unattached {
                 election_deadline: Some(d),

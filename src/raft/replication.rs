@@ -55,7 +55,7 @@ impl Raft {
 
     pub(super) fn follower_tick(&mut self) {
         let now = self.now;
-        let request = self.cfg.fetch_lost_after_ms();
+        let request = self.cfg.request_timeout_ms;
         let Role::Follower(f) = &mut self.role else {
             return;
         };
@@ -117,7 +117,7 @@ impl Raft {
     /// An observer with no leader asks the voters in turn; any answer names the leader.
     pub(super) fn probe_voters(&mut self) {
         let now = self.now;
-        let request = self.cfg.fetch_lost_after_ms();
+        let request = self.cfg.request_timeout_ms;
         let Role::Unattached {
             election_deadline: None,
             probe_sent_at,

@@ -114,11 +114,7 @@ pub async fn open(
     cfg.fetch_timeout_ms = config.quorum_fetch_timeout_ms;
     cfg.election_backoff_max_ms = config.quorum_election_timeout_ms;
     cfg.request_timeout_ms = (cfg.fetch_timeout_ms / 4).clamp(1, 500);
-    // Kafka's leader parks a fetch up to KafkaRaftClient's MAX_FETCH_WAIT_MS (500 ms); a
-    // fetcher takes a fetch for lost after that plus the request timeout (together at most half
-    // the fetch timeout, so a lost fetch is retried before the follower stands for election).
-    let park_ms = (cfg.fetch_timeout_ms / 4).min(500);
-    cfg.fetch_max_wait_ms = park_ms;
+    let park_ms = (cfg.request_timeout_ms / 2).min(250);
     // The leader parks a fetch at its log end (see `parked`), so a follower need not pause
     // after an empty answer: a short pause only guards against a leader that answers at once.
     cfg.fetch_idle_backoff_ms = 5;
@@ -435,8 +431,7 @@ struct Driver {
     parking: Option<(NodeId, Message)>,
     /// The log grew or the high watermark moved: answer parked fetches.
     unpark: bool,
-    /// How long a fetch may stay parked (the core's `fetch_max_wait_ms`: the fetcher waits
-    /// this plus its request timeout before taking the fetch for lost).
+    /// How long a fetch may stay parked: well under the fetcher's request timeout.
     park_ms: u64,
     /// The fault points armed (`fault_point.rs`; simulator and tests only).
     #[cfg(any(madsim, test))]
