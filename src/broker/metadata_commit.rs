@@ -63,9 +63,6 @@ impl Broker {
                 }
             }
         };
-        if !self.quorum.is_active() {
-            return Err(CommitError::NotController);
-        }
         self.confirm_leadership().await?;
         self.commit_through_quorum(validate_only, decide).await
     }
@@ -90,6 +87,14 @@ impl Broker {
         if validate_only || records.is_empty() {
             return Ok(out);
         }
+        self.propose_committed(&records).await?;
+        Ok(out)
+    }
+
+    /// Proposes `records` through the quorum and waits (bounded) until they are committed and
+    /// applied here; a commit also confirms this node's leadership as of the proposal.
+    async fn propose_committed(&self, records: &[MetadataRecord]) -> Result<(), CommitError> {
+        let quorum = &self.quorum;
         self.check_online().map_err(CommitError::Storage)?;
         let values = records
             .iter()
@@ -103,7 +108,7 @@ impl Broker {
                 if let Some(epoch) = epoch {
                     quorum.note_confirmed(epoch, proposed_at);
                 }
-                Ok(out)
+                Ok(())
             }
             Some(Err(ProposeError::NotController)) => Err(CommitError::NotController),
             Some(Err(ProposeError::Stopped)) => Err(CommitError::Storage(io::Error::other(
@@ -127,29 +132,15 @@ impl Broker {
     /// and the client retries elsewhere. Stale fetches delivered after a heal cannot fake
     /// this, as they can fake check-quorum: they acknowledge no new offset.
     async fn confirm_leadership(&self) -> Result<(), CommitError> {
-        let quorum = &self.quorum;
-        let now = self.monotonic_ms();
+        if !self.quorum.is_active() {
+            return Err(CommitError::NotController);
+        }
         let lease = self.config.quorum_fetch_timeout_ms / 2;
-        if quorum.leadership_confirmed_since(now.saturating_sub(lease)) {
+        let since = self.monotonic_ms().saturating_sub(lease);
+        if self.quorum.leadership_confirmed_since(since) {
             return Ok(());
         }
-        let epoch = quorum.leader_epoch().ok_or(CommitError::NotController)?;
-        self.check_online().map_err(CommitError::Storage)?;
-        let value = serde_json::to_vec(&MetadataRecord::NoOp)
-            .map(Bytes::from)
-            .map_err(|e| CommitError::Storage(io::Error::other(e)))?;
-        let limit = Duration::from_millis(METADATA_COMMIT_TIMEOUT_MS);
-        match self.io.timeout(limit, quorum.propose(vec![value])).await {
-            Some(Ok(_)) => {
-                quorum.note_confirmed(epoch, now);
-                Ok(())
-            }
-            Some(Err(ProposeError::NotController)) => Err(CommitError::NotController),
-            Some(Err(ProposeError::Stopped)) => Err(CommitError::Storage(io::Error::other(
-                "the metadata quorum stopped",
-            ))),
-            None => Err(CommitError::Timeout),
-        }
+        self.propose_committed(&[MetadataRecord::NoOp]).await
     }
 
     fn monotonic_ms(&self) -> u64 {
