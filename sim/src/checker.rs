@@ -30,6 +30,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::beyond_promise::BeyondPromise;
 use crate::group_check::GroupEvent;
 use crate::history::{Entry, Event};
 use crate::scenario::Check;
@@ -110,6 +111,9 @@ pub struct Findings {
     pub surfaced: BTreeMap<String, usize>,
     pub validations: usize,
     pub follower_switches: usize,
+    /// Acknowledged writes lost beyond acks=all's promise (`beyond_promise`): notes, not
+    /// violations.
+    pub beyond_promise: Vec<String>,
     /// Run time (ms) of the first evidence of each violated check, where there is one.
     pub evidence_ms: BTreeMap<Check, u64>,
 }
@@ -459,6 +463,17 @@ struct Written {
 }
 
 pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>) -> Findings {
+    check_beyond(entries, final_read, liveness, &BeyondPromise::default())
+}
+
+/// [`check`], with the acknowledged offsets lost beyond acks=all's promise (`beyond_promise`)
+/// left out of `lost`, `inconsistent`, `lost-read` and `acked-offset` and noted instead.
+pub fn check_beyond(
+    entries: &[Entry],
+    final_read: &FinalRead,
+    liveness: Option<String>,
+    beyond: &BeyondPromise,
+) -> Findings {
     let mut findings = Findings {
         liveness,
         ..Findings::default()
@@ -512,7 +527,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                         let at = (*partition, offset + i as i64);
                         let seen = observed.entry(at).or_default();
                         seen.insert(v.as_str());
-                        if seen.len() > 1 {
+                        if seen.len() > 1 && !beyond.covers(at.0, at.1) {
                             findings.evidence(Check::Inconsistent, at_ms);
                         }
                         acked_values.push((v.as_str(), at_ms));
@@ -540,7 +555,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             } => {
                 let served = Served::new(*partition, *offset, value, *high_watermark, at_ms);
                 let reads = (&mut committed_reads, &mut observed);
-                judge_served(&served, &written, reads, &mut findings, || {
+                judge_served(&served, &written, reads, beyond, &mut findings, || {
                     format!("consumer {consumer}")
                 });
                 if let Some(prev) = positions.insert((*consumer, *partition), *offset) {
@@ -566,7 +581,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
                 // (a member's positions jump with every assignment).
                 let served = Served::new(*partition, *offset, value, *high_watermark, at_ms);
                 let reads = (&mut committed_reads, &mut observed);
-                judge_served(&served, &written, reads, &mut findings, || {
+                judge_served(&served, &written, reads, beyond, &mut findings, || {
                     format!("group member {member}")
                 });
             }
@@ -631,7 +646,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
         for (offset, value) in &read.records {
             let seen = observed.entry((*partition, *offset)).or_default();
             seen.insert(value.as_str());
-            if seen.len() > 1 {
+            if seen.len() > 1 && !beyond.covers(*partition, *offset) {
                 findings.evidence(Check::Inconsistent, end_ms);
             }
             *stored.entry(value.as_str()).or_default() += 1;
@@ -643,8 +658,13 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             }
         }
     }
+    let excused: BTreeSet<&str> = acked_at
+        .iter()
+        .filter(|(_, p, o, _)| beyond.covers(*p, *o))
+        .map(|(v, ..)| *v)
+        .collect();
     for (v, acked_ms) in &acked_values {
-        if !stored.contains_key(v) {
+        if !stored.contains_key(v) && !excused.contains(v) {
             findings.evidence(Check::Lost, *acked_ms);
             findings.lost.push(v.to_string());
         }
@@ -682,7 +702,7 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
     }
     let mut inconsistent: Vec<((i32, i64), Seen)> = observed
         .into_iter()
-        .filter(|(_, values)| values.len() > 1)
+        .filter(|((p, o), values)| values.len() > 1 && !beyond.covers(*p, *o))
         .collect();
     inconsistent.sort_unstable_by_key(|(at, _)| *at);
     findings.inconsistent = inconsistent
@@ -692,9 +712,10 @@ pub fn check(entries: &[Entry], final_read: &FinalRead, liveness: Option<String>
             (p, o, values)
         })
         .collect();
-    check_committed_reads(&committed_reads, final_read, &mut findings);
+    check_committed_reads(&committed_reads, final_read, beyond, &mut findings);
     check_order(&written, final_read, end_ms, &mut findings);
-    check_acked_offsets(&acked_at, final_read, &mut findings);
+    check_acked_offsets(&acked_at, final_read, beyond, &mut findings);
+    findings.beyond_promise = beyond.notes.clone();
     findings
 }
 
@@ -738,6 +759,7 @@ fn judge_served<'a>(
     r: &Served<'a>,
     written: &Table<&'a str, Written>,
     (committed_reads, observed): ReadTables<'_, 'a>,
+    beyond: &BeyondPromise,
     findings: &mut Findings,
     who: impl Fn() -> String,
 ) {
@@ -768,7 +790,7 @@ fn judge_served<'a>(
     }
     let seen = observed.entry((partition, offset)).or_default();
     seen.insert(value.as_str());
-    if seen.len() > 1 {
+    if seen.len() > 1 && !beyond.covers(partition, offset) {
         findings.evidence(Check::Inconsistent, r.at_ms);
     }
 }
@@ -780,6 +802,7 @@ fn judge_served<'a>(
 fn check_acked_offsets(
     acked_at: &[(&str, i32, i64, u64)],
     final_read: &FinalRead,
+    beyond: &BeyondPromise,
     findings: &mut Findings,
 ) {
     let n_final = final_records(final_read);
@@ -795,7 +818,10 @@ fn check_acked_offsets(
         let Some(read) = final_read.get(&partition) else {
             continue;
         };
-        if offset < read.start || read.stopped_at.is_some_and(|s| offset >= s) {
+        if offset < read.start
+            || read.stopped_at.is_some_and(|s| offset >= s)
+            || beyond.covers(partition, offset)
+        {
             continue;
         }
         let end = read.records.last().map_or(read.start, |(o, _)| o + 1);
@@ -858,6 +884,7 @@ pub fn forget_unread(findings: &mut Findings, entries: &[Entry], final_read: &Fi
 fn check_committed_reads(
     committed_reads: &Table<(i32, i64), (&str, i64, u64)>,
     final_read: &FinalRead,
+    beyond: &BeyondPromise,
     findings: &mut Findings,
 ) {
     let mut finals: Table<(i32, i64), &str> = table(final_records(final_read));
@@ -874,7 +901,10 @@ fn check_committed_reads(
             // The final read could not read this partition at all: liveness reports that.
             continue;
         };
-        if offset < read.start || read.stopped_at.is_some_and(|s| offset >= s) {
+        if offset < read.start
+            || read.stopped_at.is_some_and(|s| offset >= s)
+            || beyond.covers(partition, offset)
+        {
             continue;
         }
         let now = finals.get(&(partition, offset)).copied();

@@ -13,7 +13,8 @@
 //!   producer by design; nor where the producer had retried a batch with later ones in
 //!   flight (`produce_errors::AFTER_RETRY_WITH_OTHERS_IN_FLIGHT`: Kafka accepts a later batch
 //!   from a producer it has no state for, so the retry may be out of sequence on a correct
-//!   broker).
+//!   broker); nor on a partition after its acknowledged writes were lost beyond acks=all's
+//!   promise (`beyond_promise`): the log the producer's sequence numbers counted on is gone.
 //! - a **delivery timeout** (`_MSG_TIMED_OUT`) whose whole wait, from the batch's produce
 //!   to its timeout, fell in a quiet stretch: no fault of the nemesis's schedule active and
 //!   none ended within [`RECOVERY_MS`] before, and the partition led by a broker throughout
@@ -23,6 +24,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::beyond_promise::BeyondPromise;
 use crate::history::{Entry, Event};
 use crate::partition_trace::PartitionEvent;
 use crate::produce_errors::{self as errors, Action};
@@ -61,7 +63,7 @@ pub fn quiet(faults: &[(u64, u64)], from: u64, to: u64) -> bool {
 }
 
 /// Each violation with its time: "partition P at T ms: ...".
-pub fn check(entries: &[Entry], rules: Rules) -> Vec<(u64, String)> {
+pub fn check(entries: &[Entry], rules: Rules, beyond: &BeyondPromise) -> Vec<(u64, String)> {
     // op → (produced at, partition).
     let mut produced: BTreeMap<u64, (u64, i32)> = BTreeMap::new();
     let faults = fault_windows(entries);
@@ -130,7 +132,8 @@ pub fn check(entries: &[Entry], rules: Rules) -> Vec<(u64, String)> {
         }
         if errors::is_sequence_error(code)
             && (!rules.judge_sequence_errors
-                || error.contains(errors::AFTER_RETRY_WITH_OTHERS_IN_FLIGHT))
+                || error.contains(errors::AFTER_RETRY_WITH_OTHERS_IN_FLIGHT)
+                || beyond.lost_before(partition, at))
         {
             continue;
         }
@@ -204,7 +207,7 @@ mod tests {
             invoke(70, 4),
             fail(80, 4, errors::RENUMBERED),
         ];
-        let found = check(&entries, STRICT);
+        let found = check(&entries, STRICT, &BeyondPromise::default());
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, 20);
         assert!(found[0].1.contains("UnknownServerError"), "{}", found[0].1);
@@ -213,7 +216,7 @@ mod tests {
     #[test]
     fn sequence_errors_count_only_where_nothing_acknowledged_may_be_lost() {
         let entries = vec![invoke(10, 1), fail(20, 1, 45)];
-        assert_eq!(check(&entries, STRICT).len(), 1);
+        assert_eq!(check(&entries, STRICT, &BeyondPromise::default()).len(), 1);
         let explained = vec![
             invoke(10, 1),
             at(
@@ -225,11 +228,11 @@ mod tests {
                 },
             ),
         ];
-        assert!(check(&explained, STRICT).is_empty());
+        assert!(check(&explained, STRICT, &BeyondPromise::default()).is_empty());
         let lenient = Rules {
             judge_sequence_errors: false,
         };
-        assert!(check(&entries, lenient).is_empty());
+        assert!(check(&entries, lenient, &BeyondPromise::default()).is_empty());
     }
 
     #[test]
@@ -239,14 +242,14 @@ mod tests {
             invoke(20_000, 1),
             fail(50_000, 1, errors::MSG_TIMED_OUT),
         ];
-        assert_eq!(check(&quiet, STRICT).len(), 1);
+        assert_eq!(check(&quiet, STRICT, &BeyondPromise::default()).len(), 1);
         let leaderless = vec![
             leader(0, 1),
             invoke(20_000, 1),
             leader(30_000, -1),
             fail(50_000, 1, errors::MSG_TIMED_OUT),
         ];
-        assert!(check(&leaderless, STRICT).is_empty());
+        assert!(check(&leaderless, STRICT, &BeyondPromise::default()).is_empty());
         let fault = at(
             5_000,
             Event::Scheduled(TimedFault {
@@ -265,6 +268,6 @@ mod tests {
             invoke(20_000, 1),
             fail(50_000, 1, errors::MSG_TIMED_OUT),
         ];
-        assert!(check(&recovering, STRICT).is_empty());
+        assert!(check(&recovering, STRICT, &BeyondPromise::default()).is_empty());
     }
 }

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod admin_errors;
 pub mod aimed;
+pub mod beyond_promise;
 pub mod buggify;
 pub mod checker;
 #[cfg(madsim)]

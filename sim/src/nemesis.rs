@@ -479,10 +479,10 @@ impl Nemesis {
                 m.stopped();
                 if kind == FaultKind::Kill {
                     m.disk.process_crash();
-                    self.fault_note(format!("kill broker-{index}"));
+                    self.fault_note(crate::beyond_promise::kill_note(index));
                 } else {
                     m.disk.power_loss();
-                    self.fault_note(format!("power loss broker-{index}"));
+                    self.fault_note(crate::beyond_promise::power_loss_note(index));
                 }
                 tokio::time::sleep(duration).await;
                 m.paused.store(false, Ordering::SeqCst);
@@ -502,7 +502,9 @@ impl Nemesis {
                     x.stopped();
                     x.disk.power_loss();
                 }
-                self.fault_note(format!("power loss of all {} nodes", self.machines.len()));
+                self.fault_note(crate::beyond_promise::power_loss_all_note(
+                    self.machines.len(),
+                ));
                 tokio::time::sleep(duration).await;
                 for x in &self.machines {
                     x.paused.store(false, Ordering::SeqCst);

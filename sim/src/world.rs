@@ -340,8 +340,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
         history.record(history.last_ms(), Event::Note(format!("run ended: {p}")));
     }
     let entries = history.take();
+    // Losses only a cluster's elections can cause (`beyond_promise`); none on one broker.
+    let beyond = match scenario.excuse_beyond_promise && scenario.cluster.is_multi_node() {
+        true => crate::beyond_promise::find(&entries, min_insync_replicas(scenario)),
+        false => Default::default(),
+    };
     let mut findings = match &final_read {
-        Some(final_read) => checker::check(&entries, final_read, liveness),
+        Some(final_read) => checker::check_beyond(&entries, final_read, liveness, &beyond),
         None => {
             // No final read: judge what the history alone shows (reads, acknowledgements),
             // not what only the end could tell (lost, duplicated, out of order).
@@ -403,7 +408,7 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
             && scenario.producers.idempotent
             && scenario.checks.contains(&Check::Lost),
     };
-    let surfaced = crate::delivery_check::check(&entries, rules);
+    let surfaced = crate::delivery_check::check(&entries, rules, &beyond);
     if let Some((at, _)) = surfaced.first() {
         findings
             .evidence_ms
@@ -962,12 +967,7 @@ async fn simulate(
         topic: Some((topic.name.clone(), topic.partitions)),
     };
     let observer = std::sync::Mutex::new(QuorumObserver::default());
-    let min_isr = topic
-        .configs
-        .get("min.insync.replicas")
-        .or_else(|| scenario.broker.get("min.insync.replicas"))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let min_isr = min_insync_replicas(&scenario);
     let trace = std::sync::Mutex::new(PartitionTrace::new(&topic.name, min_isr));
     if multi {
         tokio::join!(
@@ -1290,6 +1290,17 @@ type SimEnd = (
     Option<(QuorumFindings, Option<String>)>,
     Vec<String>,
 );
+
+/// The workload topic's `min.insync.replicas` (its own config, else the brokers').
+fn min_insync_replicas(scenario: &Scenario) -> usize {
+    scenario
+        .topic
+        .configs
+        .get("min.insync.replicas")
+        .or_else(|| scenario.broker.get("min.insync.replicas"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
 
 /// Writes `meta.properties` as `weir format --cluster-id ID` does (Kafka's format), so every
 /// node of the world belongs to one cluster.
