@@ -180,9 +180,8 @@ pub fn find(entries: &[Entry], min_isr: usize) -> BeyondPromise {
         let Some(&(last_loss_seq, last_loss_ms)) = powered_off.last() else {
             continue;
         };
-        let how = match election_kind(&steps, elected, *leader, last_loss_seq) {
-            Some(how) => how,
-            None => continue,
+        let Some((how, bad_epoch)) = bad_election(&steps, elected, *leader, last_loss_seq) else {
+            continue;
         };
         let replicas = replicas_of(&steps, partition);
         let mut excused: Vec<i64> = Vec::new();
@@ -229,12 +228,53 @@ pub fn find(entries: &[Entry], min_isr: usize) -> BeyondPromise {
         out.notes.push(format!(
             "partition {partition}: {} acknowledged offsets in {first}..={last} lost beyond acks=all's promise: \
              broker {leader} lost power at {loss_ms} ms, after they were sent, and was elected at leader epoch \
-             {epoch} as {how}; broker {node} truncated {from} → {to}; replicas {stopped_all:?} stopped uncleanly \
-             since (min.insync.replicas {min_isr})",
+             {bad_epoch} as {how}; broker {node} truncated {from} → {to} following it at epoch {epoch}; replicas \
+             {stopped_all:?} stopped uncleanly since (min.insync.replicas {min_isr})",
             new.len()
         ));
     }
     out
+}
+
+/// The election that gave `leader` (led at `elected`) the partition with the log its power loss
+/// (at history position `loss_seq`) left: `elected` itself or an earlier election of the same
+/// replica since that power loss with nobody else leading in between (a replica re-elected
+/// cleanly, say from the ELR, still has the log the first election gave it). With how it
+/// could pick that log (see [`election_kind`]) and its leader epoch; `None` when every such
+/// election was a clean one of a replica the controller knew had restarted.
+fn bad_election(
+    steps: &[Step],
+    elected: &Step,
+    leader: i32,
+    loss_seq: usize,
+) -> Option<(&'static str, i32)> {
+    let PartitionEvent::Leader { partition, .. } = elected.event else {
+        return None;
+    };
+    let leaders = steps.iter().rev().filter(|s| {
+        s.seq <= elected.seq
+            && s.seq > loss_seq
+            && matches!(s.event, PartitionEvent::Leader { partition: p, .. } if p == partition)
+    });
+    for s in leaders {
+        let PartitionEvent::Leader {
+            leader: l, epoch, ..
+        } = s.event
+        else {
+            continue;
+        };
+        if *l < 0 {
+            continue;
+        }
+        if *l != leader {
+            // Another replica led since: the log came from it, not from the power loss.
+            return None;
+        }
+        if let Some(how) = election_kind(steps, s, leader, loss_seq) {
+            return Some((how, *epoch));
+        }
+    }
+    None
 }
 
 /// How the election of `elected` (leader `leader`) could pick a replica whose power loss (at
@@ -374,6 +414,8 @@ mod tests {
         }
         h.push(leader(17_453, 0, -1, 2));
         if last_known {
+            // Broker 3's re-registration takes it out of the ELR: ISR and ELR empty.
+            h.push(restarted(17_453, 3));
             h.push(isr(17_453, 0, &[], &[]));
         } else {
             h.push(isr(17_453, 0, &[3], &[]));
@@ -433,6 +475,28 @@ mod tests {
             })
             .collect();
         assert!(find(&h, 2).covers(0, 165));
+    }
+
+    #[test]
+    fn a_clean_re_election_keeps_the_last_known_leaders_log() {
+        // Seed 2172: the last known leader (epoch 3) is shrunk into the ELR and elected from
+        // it cleanly (epoch 5); the follower truncates only then.
+        let mut h = seed_1136(true, true, true);
+        for e in &mut h {
+            if let Event::Partition(PartitionEvent::Truncated { leader_epoch, .. }) = &mut e.event {
+                *leader_epoch = 5;
+            }
+        }
+        h.push(leader(18_000, 0, -1, 4));
+        h.push(isr(18_000, 0, &[], &[3]));
+        h.push(leader(18_100, 0, 3, 5));
+        h.sort_by_key(|e| e.at_ms);
+        assert!(find(&h, 2).covers(0, 167));
+        // Another replica led in between: its log, not the power loss, is what 2 truncated to.
+        h.push(leader(17_900, 0, 4, 4));
+        h.sort_by_key(|e| e.at_ms);
+        let found = find(&h, 2);
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]
