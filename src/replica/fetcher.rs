@@ -429,7 +429,13 @@ impl Fetcher {
                 a.last_fetch_offset = None;
             }
         }
-        self.reading = Some(ready.iter().map(|r| r.key.clone()).collect());
+        // Inserted one by one: collecting a set sorts through a buffer first, dearer for the
+        // few partitions of a round.
+        let mut reading = BTreeSet::new();
+        for r in &ready {
+            reading.insert(r.key.clone());
+        }
+        self.reading = Some(reading);
         self.actions.push(Action::ReadPositions(ready));
     }
 
