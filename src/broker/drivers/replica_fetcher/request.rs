@@ -27,24 +27,10 @@ pub struct FetchSettings {
 
 /// The Fetch for `positions` (grouped under their topics in the order given).
 pub fn build(settings: &FetchSettings, positions: &[Position]) -> FetchRequest {
-    // Sized up front: the topics (runs of one topic id), and each topic's partitions.
-    let run = |from: usize| {
-        1 + positions[from + 1..]
-            .iter()
-            .take_while(|p| p.topic_id == positions[from].topic_id)
-            .count()
-    };
-    let (mut runs, mut at) = (0, 0);
-    while at < positions.len() {
-        runs += 1;
-        at += run(at);
-    }
-    let mut topics: Vec<FetchTopic> = Vec::with_capacity(runs);
-    for (at, p) in positions.iter().enumerate() {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for p in positions {
         if topics.last().is_none_or(|t| t.topic_id != p.topic_id) {
-            let mut topic = FetchTopic::default().with_topic_id(p.topic_id);
-            topic.partitions = Vec::with_capacity(run(at));
-            topics.push(topic);
+            topics.push(FetchTopic::default().with_topic_id(p.topic_id));
         }
         let partition = FetchPartition::default()
             .with_partition(p.partition)

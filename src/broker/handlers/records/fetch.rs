@@ -564,41 +564,23 @@ fn response(
     wanted: &[Wanted],
     partitions: Vec<PartitionData>,
 ) -> FetchResponse {
-    // Group the partitions back under their topics, in request order: a partition goes under
-    // the topic the last one opened (`first`, the first partition of that topic's run) if it
-    // names the same topic.
-    let joins = |first: &Wanted, w: &Wanted| {
-        if ctx.version >= 13 {
-            first.topic_id == w.topic_id
-        } else {
-            w.topic.as_deref() == Some(first.topic.as_deref().unwrap_or_default())
-        }
-    };
-    // The lists are sized up front (a response is built for every fetch): the topics, and each
-    // topic's partitions, its run of the request.
-    let run = |from: usize| {
-        1 + wanted[from + 1..]
-            .iter()
-            .take_while(|w| joins(&wanted[from], w))
-            .count()
-    };
-    let (mut runs, mut at) = (0, 0);
-    while at < wanted.len() {
-        runs += 1;
-        at += run(at);
-    }
-    let mut topics: Vec<FetchableTopicResponse> = Vec::with_capacity(runs);
-    let mut first = 0;
-    for (at, (w, data)) in wanted.iter().zip(partitions).enumerate() {
-        if topics.is_empty() || !joins(&wanted[first], w) {
-            first = at;
+    // Group the partitions back under their topics, in request order.
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for (w, data) in wanted.iter().zip(partitions) {
+        let same_topic = topics.last().is_some_and(|t| {
+            if ctx.version >= 13 {
+                t.topic_id == w.topic_id
+            } else {
+                w.topic.as_deref() == Some(t.topic.as_str())
+            }
+        });
+        if !same_topic {
             let mut t = FetchableTopicResponse::default();
             if ctx.version >= 13 {
                 t.topic_id = w.topic_id;
             } else {
                 t.topic = TopicName(StrBytes::from_string(w.topic.clone().unwrap_or_default()));
             }
-            t.partitions = Vec::with_capacity(run(at));
             topics.push(t);
         }
         topics.last_mut().unwrap().partitions.push(data);
