@@ -32,6 +32,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use uuid::Uuid;
 
+use super::key::PartitionKey;
 use crate::log::leader_epochs::EpochEnd;
 
 /// KIP-279's cut for the leader's diverging epoch `leader` (its epoch and its end of it), from
@@ -339,7 +340,7 @@ impl Fetcher {
                     .take()
                     .expect("a fetch failed with none in flight");
                 for p in sent.values() {
-                    self.back_off_if_current(&p.key(), p.leader_epoch);
+                    self.back_off_if_current(&(p.topic.as_str(), p.partition), p.leader_epoch);
                 }
             }
             Event::Fetched(answers) => self.fetched(answers),
@@ -428,7 +429,13 @@ impl Fetcher {
                 a.last_fetch_offset = None;
             }
         }
-        self.reading = Some(ready.iter().map(|r| r.key.clone()).collect());
+        // Inserted one by one: collecting a set sorts through a buffer first, dearer for the
+        // few partitions of a round.
+        let mut reading = BTreeSet::new();
+        for r in &ready {
+            reading.insert(r.key.clone());
+        }
+        self.reading = Some(reading);
         self.actions.push(Action::ReadPositions(ready));
     }
 
@@ -500,7 +507,8 @@ impl Fetcher {
             let Some(pos) = sent.get(&(topic_id, partition)) else {
                 continue; // not asked for
             };
-            let key = pos.key();
+            // Borrowed: an owned key is made only where an action carries one.
+            let key = (pos.topic.as_str(), pos.partition);
             if !self.is_current(&key, pos.topic_id, pos.leader_epoch) {
                 continue;
             }
@@ -520,10 +528,13 @@ impl Fetcher {
                 Answer::Diverging(end) if self.config.no_diverging_epoch_check() => {
                     // Planted (pre-KIP-279): trust the leader's end offset without looking
                     // up our own end of its epoch, then fetch on without epoch checks.
-                    let a = self.partitions.get_mut(&key).expect("current");
+                    let a = self
+                        .partitions
+                        .get_mut(&key as &dyn PartitionKey)
+                        .expect("current");
                     a.epoch_unchecked = true;
                     let to = end.end_offset.min(pos.fetch_offset);
-                    self.truncate(key, pos.leader_epoch, pos.fetch_offset, to);
+                    self.truncate(pos.key(), pos.leader_epoch, pos.fetch_offset, to);
                 }
                 Answer::Diverging(end) => {
                     self.open_step(&key, Open::LookUp(end));
@@ -621,21 +632,21 @@ impl Fetcher {
         });
     }
 
-    fn is_current(&self, key: &Key, topic_id: Uuid, leader_epoch: i32) -> bool {
+    fn is_current(&self, key: &dyn PartitionKey, topic_id: Uuid, leader_epoch: i32) -> bool {
         self.partitions
             .get(key)
             .is_some_and(|a| a.topic_id == topic_id && a.leader_epoch == leader_epoch)
     }
 
     /// The step open for `key` if it is still followed at `leader_epoch`.
-    fn open_of(&self, key: &Key, leader_epoch: i32) -> Option<Open> {
+    fn open_of(&self, key: &dyn PartitionKey, leader_epoch: i32) -> Option<Open> {
         self.partitions
             .get(key)
             .filter(|a| a.leader_epoch == leader_epoch)
             .and_then(|a| a.open)
     }
 
-    fn open_step(&mut self, key: &Key, open: Open) {
+    fn open_step(&mut self, key: &dyn PartitionKey, open: Open) {
         let a = self
             .partitions
             .get_mut(key)
@@ -648,7 +659,7 @@ impl Fetcher {
         a.open = Some(open);
     }
 
-    fn close_step(&mut self, key: &Key) {
+    fn close_step(&mut self, key: &dyn PartitionKey) {
         let a = self
             .partitions
             .get_mut(key)
@@ -656,13 +667,13 @@ impl Fetcher {
         assert!(a.open.take().is_some(), "{key:?}: no step open");
     }
 
-    fn back_off_if_current(&mut self, key: &Key, leader_epoch: i32) {
+    fn back_off_if_current(&mut self, key: &dyn PartitionKey, leader_epoch: i32) {
         let until = self.now + self.config.backoff;
         if let Some(a) = self.partitions.get_mut(key) {
             if a.leader_epoch == leader_epoch {
                 a.retry_at = Some(until);
                 self.actions.push(Action::BackOff {
-                    key: key.clone(),
+                    key: (key.topic().to_string(), key.index()),
                     until,
                 });
             }
@@ -687,7 +698,8 @@ impl Fetcher {
             );
             for p in sent.values() {
                 assert!(0 <= p.log_start_offset && p.log_start_offset <= p.fetch_offset);
-                if let Some(a) = self.partitions.get(&p.key()) {
+                let key: &dyn PartitionKey = &(p.topic.as_str(), p.partition);
+                if let Some(a) = self.partitions.get(key) {
                     if a.leader_epoch == p.leader_epoch && a.topic_id == p.topic_id {
                         assert!(
                             a.open.is_none(),

@@ -600,17 +600,20 @@ impl ReplicaSet {
         let mut candidate = self.durable_end;
         for (&r, f) in &self.followers {
             // A caught-up follower about to join holds the high watermark back too, so it
-            // cannot fall behind it for ever while it catches up.
-            let waiting_to_join = f.log_end != UNKNOWN_OFFSET
-                && f.caught_up(self.log_end, self.now, lag_max)
-                && self.eligible(r, f.broker_epoch);
+            // cannot fall behind it for ever while it catches up. Looked at only for one
+            // outside the maximal ISR (a broker look-up on every step otherwise).
+            let waiting_to_join = || {
+                f.log_end != UNKNOWN_OFFSET
+                    && f.caught_up(self.log_end, self.now, lag_max)
+                    && self.eligible(r, f.broker_epoch)
+            };
             #[cfg(any(madsim, test))]
             if f.log_end == UNKNOWN_OFFSET
                 && (self.config.planted).is(crate::config::PlantedBug::NewLeaderHwSkipsUnknown)
             {
                 continue;
             }
-            if maximal.contains(&r) || waiting_to_join {
+            if maximal.contains(&r) || waiting_to_join() {
                 candidate = candidate.min(f.log_end);
             }
         }

@@ -4,6 +4,7 @@
 pub mod dir_move;
 pub mod fetcher;
 pub mod isr;
+pub mod key;
 pub mod partition;
 pub mod producer;
 pub mod read_replica;

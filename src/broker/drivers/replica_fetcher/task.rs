@@ -22,6 +22,7 @@ use super::state::Fetcher;
 use crate::broker::handlers::records::replication_throttle::Side;
 use crate::broker::peer::{self, Link};
 use crate::broker::shared::Broker;
+use crate::controller::MetadataImage;
 use crate::replica::fetcher as core;
 use crate::replica::fetcher::{Action, Event, Position, StepResult};
 
@@ -97,7 +98,12 @@ async fn execute(
                 Some(handle) => append(broker, &handle, &position, &records, high_watermark).await,
                 None => StepResult::Stale,
             };
-            done(&position.key(), position.leader_epoch, result)
+            // The position is done with: its topic name becomes the key (not a copy).
+            done(
+                (position.topic, position.partition),
+                position.leader_epoch,
+                result,
+            )
         }
         Action::LookUpEpoch { position, epoch } => {
             let looked_up = handle_at(broker, &position).and_then(|handle| {
@@ -105,14 +111,15 @@ async fn execute(
                 at_position(&p, &position)
                     .then(|| (p.log().end_offset_for_epoch(epoch), p.log_end_offset()))
             });
+            let key = (position.topic, position.partition);
             match looked_up {
                 Some((own, log_end)) => Event::EpochLookedUp {
-                    key: position.key(),
+                    key,
                     leader_epoch: position.leader_epoch,
                     own,
                     log_end,
                 },
-                None => done(&position.key(), position.leader_epoch, StepResult::Stale),
+                None => done(key, position.leader_epoch, StepResult::Stale),
             }
         }
         Action::AskLeaderOffsets { position } => {
@@ -128,7 +135,7 @@ async fn execute(
                 Some(handle) => truncate(broker, &handle, leader_epoch, Some(from), to).await,
                 None => StepResult::Stale,
             };
-            done(&key, leader_epoch, result)
+            done(key, leader_epoch, result)
         }
         Action::BackOff { key, until } => {
             tracing::debug!(topic = %key.0, partition = key.1, ?until, "follower backs off");
@@ -145,9 +152,9 @@ async fn execute(
     fetcher.step(clock(broker), event)
 }
 
-fn done(key: &Key, leader_epoch: i32, result: StepResult) -> Event {
+fn done(key: Key, leader_epoch: i32, result: StepResult) -> Event {
     Event::Done {
-        key: key.clone(),
+        key,
         leader_epoch,
         result,
     }
@@ -174,15 +181,18 @@ async fn send_fetch(
         .map(|p| (p.topic_id, p.partition))
         .collect();
     let over = !throttled.is_empty() && broker.replication_quota_exceeded(&image, Side::Follower);
-    let sent: Vec<Position> = positions
-        .iter()
-        .filter(|p| {
-            !(over
-                && throttled.contains(&(p.topic_id, p.partition))
-                && broker.out_of_isr(&image, &p.topic, p.partition, me))
-        })
-        .cloned()
-        .collect();
+    // Copied only when some are left out (under the throttle); else the positions as given.
+    let sent: std::borrow::Cow<'_, [Position]> = match over {
+        false => std::borrow::Cow::Borrowed(positions),
+        true => positions
+            .iter()
+            .filter(|p| {
+                !(throttled.contains(&(p.topic_id, p.partition))
+                    && broker.out_of_isr(&image, &p.topic, p.partition, me))
+            })
+            .cloned()
+            .collect(),
+    };
     if sent.is_empty() {
         clock(broker)
             .sleep(Duration::from_millis(settings.max_wait_ms.max(1) as u64))
@@ -246,11 +256,18 @@ async fn link_to_leader<'a>(
     fetcher: &Fetcher,
     slot: &'a mut LinkSlot,
 ) -> Option<&'a Link> {
-    let Some(endpoint) = leader_endpoint(broker, fetcher.leader) else {
+    let image = broker.image();
+    let Some(endpoint) = leader_endpoint(broker, &image, fetcher.leader) else {
         tracing::debug!(leader = fetcher.leader, "no address for the leader yet");
         return None;
     };
-    if slot.as_ref().is_none_or(|(e, _)| *e != endpoint) {
+    // Compared borrowed; copied only when it changed.
+    if slot
+        .as_ref()
+        .is_none_or(|(e, _)| (e.0.as_str(), e.1) != endpoint)
+    {
+        let endpoint = (endpoint.0.to_string(), endpoint.1);
+        drop(image);
         match broker.io.net.resolve(&endpoint.0, endpoint.1).await {
             Ok(addr) => {
                 let new = broker.inter_broker_link(addr, &endpoint.0);
@@ -280,13 +297,16 @@ fn settings(broker: &Broker) -> FetchSettings {
 }
 
 /// The leader's endpoint (host, port) on the inter-broker listener, from the image.
-fn leader_endpoint(broker: &Broker, leader: i32) -> Option<(String, u16)> {
-    let image = broker.image();
+fn leader_endpoint<'i>(
+    broker: &Broker,
+    image: &'i MetadataImage,
+    leader: i32,
+) -> Option<(&'i str, u16)> {
     let registration = image.broker(leader)?;
     let endpoint = registration
         .endpoint(&broker.config.inter_broker_listener_name)
         .or_else(|| registration.listeners.first())?;
-    Some((endpoint.host.clone(), endpoint.port))
+    Some((endpoint.host.as_str(), endpoint.port))
 }
 
 async fn call(
@@ -371,7 +391,7 @@ async fn ask_leader_offsets(
             offsets,
             local_end,
         },
-        None => done(&pos.key(), pos.leader_epoch, StepResult::Stale),
+        None => done(pos.key(), pos.leader_epoch, StepResult::Stale),
     }
 }
 
