@@ -271,6 +271,24 @@ mod tests {
     }
 
     #[test]
+    fn the_packed_key_orders_as_deadline_then_insertion() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut timer = Timer::default();
+        let far = Duration::from_secs(u64::MAX / 2); // past 584 years: ranks last
+        timer.add(far, call(&log, 1));
+        timer.add(Duration::new(1, 0), call(&log, 2));
+        timer.add(Duration::new(0, 999_999_999), call(&log, 3));
+        timer.add(Duration::new(1, 0), call(&log, 4));
+        timer.add(Duration::new(1, 1), call(&log, 5));
+        timer.add(far, call(&log, 6));
+        assert_eq!(timer.next(), Some(Duration::new(0, 999_999_999)));
+        run_expired(&mut timer, Duration::new(1, 0));
+        assert_eq!(*log.lock().unwrap(), vec![3, 2, 4]);
+        run_expired(&mut timer, Duration::MAX);
+        assert_eq!(*log.lock().unwrap(), vec![3, 2, 4, 5, 1, 6]);
+    }
+
+    #[test]
     fn a_stale_key_does_not_touch_the_slot_s_next_entry() {
         let log = Arc::new(Mutex::new(Vec::new()));
         let mut timer = Timer::default();
