@@ -88,6 +88,8 @@ impl Clock for NodeClock {
         let ppm = self.skew.drift_ppm.load(Ordering::Relaxed);
         let nanos = duration.as_nanos() as i128;
         let real = nanos * 1_000_000 / (1_000_000 + ppm as i128).max(1);
-        Box::pin(tokio::time::sleep(Duration::from_nanos(real.max(0) as u64)))
+        // Through the clock's own handle: `tokio::time::sleep` looks the same handle up in
+        // madsim's thread-local context on every call.
+        Box::pin(self.time.sleep(Duration::from_nanos(real.max(0) as u64)))
     }
 }

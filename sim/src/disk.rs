@@ -5,7 +5,7 @@
 //! nemesis to restart the node, or delays an fsync.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -162,7 +162,7 @@ fn delayed(
     sync: impl FnOnce() -> BoxFuture<'static, io::Result<()>> + Send + 'static,
     range: [u64; 2],
     strikes: Arc<Strikes>,
-    path: PathBuf,
+    path: Arc<Path>,
     after: Point,
 ) -> BoxFuture<'static, io::Result<()>> {
     Box::pin(async move {
@@ -196,8 +196,9 @@ fn delayed(
 
 struct NodeFile {
     inner: Arc<dyn File>,
-    /// The name it was opened by (for matching points; a rename does not follow it).
-    path: PathBuf,
+    /// The name it was opened by (for matching points; a rename does not follow it). Shared:
+    /// every fsync's delayed future holds it.
+    path: Arc<Path>,
     sync_latency_us: [u64; 2],
     strikes: Arc<Strikes>,
 }
@@ -252,7 +253,7 @@ impl Disk for NodeDisk {
         }
         Ok(Arc::new(NodeFile {
             inner: file,
-            path: path.to_path_buf(),
+            path: Arc::from(path),
             sync_latency_us: self.sync_latency_us,
             strikes: self.strikes.clone(),
         }))
@@ -278,12 +279,13 @@ impl Disk for NodeDisk {
     }
     fn sync_dir(&self, path: &Path) -> BoxFuture<'static, io::Result<()>> {
         let inner = self.inner.clone();
-        let dir = path.to_path_buf();
+        let path: Arc<Path> = Arc::from(path);
+        let dir = path.clone();
         delayed(
             move || inner.sync_dir(&dir),
             self.sync_latency_us,
             self.strikes.clone(),
-            path.to_path_buf(),
+            path,
             Point::AfterSyncDir,
         )
     }

@@ -44,7 +44,6 @@ use std::{
     io,
     net::{IpAddr, SocketAddr},
     sync::Arc,
-    time::Instant,
 };
 use tokio::sync::{mpsc, oneshot};
 use tracing::*;
@@ -54,7 +53,7 @@ use crate::{
     plugin,
     rand::{GlobalRng, Rng},
     task::{NodeId, NodeInfo, Spawner},
-    time::{sleep, sleep_until, Duration, TimeHandle},
+    time::{Duration, TimeHandle},
 };
 
 mod addr;
@@ -372,11 +371,16 @@ impl NetSim {
     ) -> (PayloadSender, PayloadReceiver) {
         let (tx, rx) = mpsc::unbounded_channel();
         let net = self.clone();
+        // Weir patch: the arrival time as time elapsed since the clock's base (upstream: an
+        // `Instant`, converted back when the receiver sleeps until it), and the link tested
+        // without cloning the destination socket and with the route's look-ups kept while the
+        // network is unchanged (`Network::link_latency`).
+        let route = Mutex::new(None);
         let test_link = Arc::new(move || {
             net.network
                 .lock()
-                .try_send(node, dst, protocol)
-                .map(|(_, _, _, latency)| net.time.now_instant() + latency)
+                .link_latency(node, dst, protocol, &mut route.lock())
+                .map(|latency| net.time.elapsed() + latency)
         });
         let sender = PayloadSender {
             test_link: test_link.clone(),
@@ -389,6 +393,7 @@ impl NetSim {
         let recver = Delivery {
             rx,
             test_link,
+            time: self.time.clone(),
             waiting: None,
         }
         .boxed();
@@ -416,6 +421,8 @@ impl NetSim {
 struct Delivery {
     rx: mpsc::UnboundedReceiver<(Payload, State)>,
     test_link: Arc<dyn Fn() -> State + Send + Sync>,
+    /// The runtime's time (what `sleep` would look up in the thread's context each time).
+    time: TimeHandle,
     /// The payload received and not yet yielded, and what it waits for.
     waiting: Option<(Payload, DeliveryWait)>,
 }
@@ -430,12 +437,12 @@ enum DeliveryWait {
 
 impl DeliveryWait {
     /// The wait of a payload whose link state is `state`, after `backoff` of retries.
-    fn after(state: State, backoff: Duration) -> DeliveryWait {
+    fn after(time: &TimeHandle, state: State, backoff: Duration) -> DeliveryWait {
         match state {
-            Some(arrive_time) => DeliveryWait::Arrival(sleep_until(arrive_time)),
+            Some(arrive_at) => DeliveryWait::Arrival(time.sleep_at(arrive_at, time.elapsed())),
             None => DeliveryWait::Link {
                 backoff,
-                sleep: sleep(backoff),
+                sleep: time.sleep(backoff),
             },
         }
     }
@@ -457,7 +464,8 @@ impl futures_util::Stream for Delivery {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(None) => return Poll::Ready(None),
                     Poll::Ready(Some((value, state))) => {
-                        let wait = DeliveryWait::after(state, Duration::from_millis(1));
+                        let wait =
+                            DeliveryWait::after(&this.time, state, Duration::from_millis(1));
                         this.waiting = Some((value, wait));
                         continue;
                     }
@@ -471,7 +479,7 @@ impl futures_util::Stream for Delivery {
                     }
                     let backoff = (*backoff * 2).min(Duration::from_secs(10));
                     let state = (this.test_link)();
-                    this.waiting = Some((value, DeliveryWait::after(state, backoff)));
+                    this.waiting = Some((value, DeliveryWait::after(&this.time, state, backoff)));
                 }
                 DeliveryWait::Arrival(sleep) => {
                     if std::pin::Pin::new(sleep).poll(cx).is_pending() {
@@ -491,8 +499,9 @@ pub struct PayloadSender {
     tx: mpsc::UnboundedSender<(Payload, State)>,
 }
 
-/// The link state when sending a packet.
-type State = Option<Instant>;
+/// The link state when sending a packet: the arrival time (elapsed since the clock's base), or
+/// `None` while the link is down.
+type State = Option<Duration>;
 
 impl PayloadSender {
     fn send(&self, value: Payload) -> Option<()> {

@@ -84,6 +84,24 @@ pub(crate) struct Network {
     clogged_node_in: HashSet<NodeId>,
     clogged_node_out: HashSet<NodeId>,
     clogged_link: HashSet<(NodeId, NodeId)>,
+    /// Weir patch: bumped by every change of the nodes, addresses, sockets, clogs or config,
+    /// so a [`LinkRoute`] looked up earlier is known to be still valid.
+    generation: u64,
+}
+
+/// Weir patch (vendor/madsim/PATCHED.md): what `link_latency` looks up in the maps for one
+/// (source node, destination, protocol), kept by a connection's channel and reused while the
+/// network's generation is unchanged. Each message of a connection still makes the same random
+/// draws in the same order; only the hash map look-ups (about seven a message) are skipped.
+#[derive(Clone, Copy)]
+pub(crate) struct LinkRoute {
+    generation: u64,
+    /// The destination node, `None` if the address resolves to none.
+    dst_node: Option<NodeId>,
+    clogged: bool,
+    /// Whether a socket is bound at the destination (else the message is dropped after the
+    /// draws, as `try_send` does).
+    bound: bool,
 }
 
 /// A node in the network.
@@ -180,10 +198,12 @@ impl Network {
             clogged_node_in: HashSet::default(),
             clogged_node_out: HashSet::default(),
             clogged_link: HashSet::default(),
+            generation: 0,
         }
     }
 
     pub fn update_config(&mut self, f: impl FnOnce(&mut Config)) {
+        self.generation += 1;
         f(&mut self.config);
     }
 
@@ -192,11 +212,13 @@ impl Network {
     }
 
     pub fn insert_node(&mut self, id: NodeId) {
+        self.generation += 1;
         debug!(%id, "insert_node");
         self.nodes.insert(id, Default::default());
     }
 
     pub fn reset_node(&mut self, id: NodeId) {
+        self.generation += 1;
         debug!(%id, "reset_node");
         let node = self.nodes.get_mut(&id).expect("node not found");
         // close all sockets
@@ -204,6 +226,7 @@ impl Network {
     }
 
     pub fn set_ip(&mut self, id: NodeId, ip: IpAddr) {
+        self.generation += 1;
         debug!(%id, ?ip, "set_node_ip");
         let node = self.nodes.get_mut(&id).expect("node not found");
         if let Some(old_ip) = node.ip.replace(ip) {
@@ -217,6 +240,7 @@ impl Network {
     }
 
     pub fn clog_node(&mut self, id: NodeId, direction: Direction) {
+        self.generation += 1;
         assert!(self.nodes.contains_key(&id), "node not found");
         debug!(%id, ?direction, "clog_node");
         if matches!(direction, Direction::In | Direction::Both) {
@@ -228,6 +252,7 @@ impl Network {
     }
 
     pub fn unclog_node(&mut self, id: NodeId, direction: Direction) {
+        self.generation += 1;
         assert!(self.nodes.contains_key(&id), "node not found");
         debug!(%id, ?direction, "unclog_node");
         if matches!(direction, Direction::In | Direction::Both) {
@@ -239,6 +264,7 @@ impl Network {
     }
 
     pub fn clog_link(&mut self, src: NodeId, dst: NodeId) {
+        self.generation += 1;
         assert!(self.nodes.contains_key(&src), "node not found");
         assert!(self.nodes.contains_key(&dst), "node not found");
         debug!(?src, ?dst, "clog_link");
@@ -246,6 +272,7 @@ impl Network {
     }
 
     pub fn unclog_link(&mut self, src: NodeId, dst: NodeId) {
+        self.generation += 1;
         assert!(self.nodes.contains_key(&src), "node not found");
         assert!(self.nodes.contains_key(&dst), "node not found");
         debug!(?src, ?dst, "unclog_link");
@@ -267,6 +294,7 @@ impl Network {
         protocol: IpProtocol,
         socket: Arc<dyn Socket>,
     ) -> io::Result<SocketAddr> {
+        self.generation += 1;
         let node = self.nodes.get_mut(&node_id).expect("node not found");
         // check IP address
         if !addr.ip().is_unspecified()
@@ -309,6 +337,7 @@ impl Network {
 
     /// Close a socket.
     pub fn close(&mut self, node: NodeId, addr: SocketAddr, protocol: IpProtocol) {
+        self.generation += 1;
         debug!(%node, ?addr, ?protocol, "close");
         let node = self.nodes.get_mut(&node).expect("node not found");
         node.sockets.remove(&(addr, protocol));
@@ -343,6 +372,64 @@ impl Network {
         } else {
             warn!("destination not found: {dst}");
             None
+        }
+    }
+
+    /// Weir patch (vendor/madsim/PATCHED.md): `try_send`'s latency alone, for a connection's
+    /// channel, which needs no socket: the same random draws in the same order, `None` in the
+    /// same cases, without cloning (and dropping) the destination socket's `Arc`, and with the
+    /// look-ups taken from `route` while the network has not changed since it was filled.
+    pub(crate) fn link_latency(
+        &mut self,
+        node: NodeId,
+        dst: SocketAddr,
+        protocol: IpProtocol,
+        route: &mut Option<LinkRoute>,
+    ) -> Option<Duration> {
+        let current = match *route {
+            Some(known) if known.generation == self.generation => known,
+            _ => {
+                let found = self.route(node, dst, protocol);
+                *route = Some(found);
+                found
+            }
+        };
+        // As `try_send`: resolve, then `test_link` (a clogged link draws nothing; otherwise the
+        // loss draw, then the latency draw), then the destination socket.
+        current.dst_node?;
+        if current.clogged || self.rand.gen_bool(self.config.packet_loss_rate) {
+            return None;
+        }
+        self.stat.msg_count += 1;
+        let latency = self.rand.gen_range(self.config.send_latency.clone());
+        current.bound.then_some(latency)
+    }
+
+    /// The look-ups of `try_send` for (node, dst, protocol), as they stand now.
+    fn route(&self, node: NodeId, dst: SocketAddr, protocol: IpProtocol) -> LinkRoute {
+        let Some(dst_node) = self.resolve_dest_node(node, dst, protocol) else {
+            return LinkRoute {
+                generation: self.generation,
+                dst_node: None,
+                clogged: false,
+                bound: false,
+            };
+        };
+        let clogged = self.link_clogged(node, dst_node);
+        let bound = self.nodes.get(&dst_node).is_some_and(|n| {
+            n.sockets.contains_key(&(dst, protocol))
+                || n.sockets
+                    .contains_key(&((Ipv4Addr::UNSPECIFIED, dst.port()).into(), protocol))
+        });
+        if bound && !dst.ip().is_loopback() {
+            // `try_send` unwraps the source node's address here.
+            let _ = self.nodes.get(&node).expect("node not found").ip.unwrap();
+        }
+        LinkRoute {
+            generation: self.generation,
+            dst_node: Some(dst_node),
+            clogged,
+            bound,
         }
     }
 

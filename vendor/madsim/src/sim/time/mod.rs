@@ -7,7 +7,15 @@ use futures_util::{select_biased, FutureExt};
 use spin::Mutex;
 #[doc(no_inline)]
 pub use std::time::{Duration, Instant};
-use std::{future::Future, sync::Arc, task::Waker, time::SystemTime};
+use std::{
+    future::Future,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    task::Waker,
+    time::SystemTime,
+};
 use timer::{Action, Timer, TimerKey};
 
 pub mod error;
@@ -32,8 +40,10 @@ impl TimeRuntime {
                     + rand.with(|rng| rng.gen_range(0..60 * 60 * 24 * 365)),
             );
         let handle = TimeHandle {
-            timer: Arc::new(Mutex::new(Timer::default())),
-            clock: Arc::new(Clock::new(base_time)),
+            inner: Arc::new(TimeInner {
+                timer: Mutex::new(Timer::default()),
+                clock: Clock::new(base_time),
+            }),
         };
         TimeRuntime { handle }
     }
@@ -45,7 +55,7 @@ impl TimeRuntime {
     /// Advances time to the closest timer event. Returns true if succeed.
     pub fn advance_to_next_event(&self) -> bool {
         // Weir patch: the lock is not held while entries fire (see `TimeHandle::expire`).
-        let next = self.handle.timer.lock().next();
+        let next = self.handle.inner.timer.lock().next();
         if let Some(mut time) = next {
             // WARN: in some platform such as M1 macOS,
             //       let t0: Instant;
@@ -54,7 +64,7 @@ impl TimeRuntime {
             // we should add eps to make sure 'now >= deadline' and avoid deadlock
             time += Duration::from_nanos(50);
             self.handle.expire(time);
-            self.handle.clock.set_elapsed(time);
+            self.handle.inner.clock.set_elapsed(time);
             true
         } else {
             false
@@ -69,10 +79,16 @@ impl TimeRuntime {
 }
 
 /// Handle to a shared time source.
+// Weir patch (vendor/madsim/PATCHED.md): one `Arc` for the timer and the clock (upstream had
+// one each), so a handle clone (every `Sleep` holds one) is one reference count, not two.
 #[derive(Clone)]
 pub struct TimeHandle {
-    timer: Arc<Mutex<Timer>>,
-    clock: Arc<Clock>,
+    inner: Arc<TimeInner>,
+}
+
+struct TimeInner {
+    timer: Mutex<Timer>,
+    clock: Clock,
 }
 
 impl TimeHandle {
@@ -88,22 +104,22 @@ impl TimeHandle {
 
     /// Return the current time.
     pub fn now_instant(&self) -> Instant {
-        self.clock.now_instant()
+        self.inner.clock.now_instant()
     }
 
     /// Return the current time.
     pub fn now_time(&self) -> SystemTime {
-        self.clock.now_time()
+        self.inner.clock.now_time()
     }
 
     /// Returns the amount of time elapsed since this handle was created.
     pub fn elapsed(&self) -> Duration {
-        self.clock.elapsed()
+        self.inner.clock.elapsed()
     }
 
     /// Advances time.
     pub fn advance(&self, duration: Duration) {
-        let time = self.clock.advance(duration);
+        let time = self.inner.clock.advance(duration);
         self.expire(time);
     }
 
@@ -111,17 +127,27 @@ impl TimeHandle {
     ///
     /// It will sleep for at least 1ms to be consistent with the behavior of `tokio::time::sleep`.
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        self.sleep_until(self.clock.now_instant() + duration)
+        // Weir patch: computed on the elapsed time (a `Duration`), not on `Instant`s: the same
+        // deadline as upstream's `now_instant() + duration`, clamped to 1 ms from now.
+        let now = self.inner.clock.elapsed();
+        self.sleep_at(now + duration, now)
     }
 
     /// Waits until `deadline` is reached.
     ///
     /// It will sleep for at least 1ms to be consistent with the behavior of `tokio::time::sleep_until`.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        let min_deadline = self.clock.now_instant() + Duration::from_millis(1);
+        let now = self.inner.clock.elapsed();
+        self.sleep_at(self.inner.clock.since_base(deadline), now)
+    }
+
+    /// Weir patch: a `Sleep` until `at` (time elapsed since the clock's base), at least 1 ms
+    /// after `now` (upstream's `deadline.max(now_instant() + 1 ms)`, on `Duration`s: the clock's
+    /// base instant is fixed, so the order of instants is the order of their offsets from it).
+    pub(crate) fn sleep_at(&self, at: Duration, now: Duration) -> Sleep {
         Sleep {
             handle: self.clone(),
-            deadline: deadline.max(min_deadline),
+            at: at.max(now + Duration::from_millis(1)),
             armed: None,
         }
     }
@@ -142,23 +168,12 @@ impl TimeHandle {
         }
     }
 
-    pub(crate) fn add_timer_at(
-        &self,
-        deadline: Instant,
-        callback: impl FnOnce() + Send + Sync + 'static,
-    ) {
-        let deadline = deadline - self.clock.base_instant();
-        self.timer
-            .lock()
-            .add(deadline, Action::Call(Box::new(callback)));
-    }
-
     /// Weir patch: fires every entry due at `now`, earliest first (by insertion among equal
     /// deadlines), one at a time without holding the lock while it fires, so that what an entry
     /// drops or wakes may itself cancel or add timers.
     fn expire(&self, now: Duration) {
         loop {
-            let action = self.timer.lock().pop_expired(now);
+            let action = self.inner.timer.lock().pop_expired(now);
             match action {
                 None => break,
                 Some(Action::Wake(waker)) => waker.wake(),
@@ -168,16 +183,15 @@ impl TimeHandle {
     }
 
     /// Weir patch: arms the timer of a pending `Sleep`, which wakes `waker` at `deadline`.
-    pub(crate) fn arm_sleep(&self, deadline: Instant, waker: Waker) -> TimerKey {
-        let deadline = deadline - self.clock.base_instant();
-        self.timer.lock().add(deadline, Action::Wake(waker))
+    pub(crate) fn arm_sleep(&self, at: Duration, waker: Waker) -> TimerKey {
+        self.inner.timer.lock().add(at, Action::Wake(waker))
     }
 
     /// Weir patch: makes an armed `Sleep`'s timer wake `waker` (tokio's rule: the latest
     /// waker). False if the entry has fired already.
     pub(crate) fn rearm_sleep(&self, key: TimerKey, waker: &Waker) -> bool {
         let replaced = {
-            let mut timer = self.timer.lock();
+            let mut timer = self.inner.timer.lock();
             match timer.waker_mut(key) {
                 None => return false,
                 Some(armed) if armed.will_wake(waker) => None,
@@ -191,12 +205,17 @@ impl TimeHandle {
     /// Weir patch: removes a timer entry that has not fired (a dropped or reset `Sleep`).
     pub(crate) fn cancel(&self, key: TimerKey) {
         // The entry (a waker) is dropped after the lock is released.
-        let removed = self.timer.lock().remove(key);
+        let removed = self.inner.timer.lock().remove(key);
         drop(removed);
     }
 
     pub(crate) fn add_timer(&self, dur: Duration, callback: impl FnOnce() + Send + Sync + 'static) {
-        self.add_timer_at(self.clock.now_instant() + dur, callback);
+        // Weir patch: on the elapsed time (the same deadline as `now_instant() + dur`).
+        let deadline = self.inner.clock.elapsed() + dur;
+        self.inner
+            .timer
+            .lock()
+            .add(deadline, Action::Call(Box::new(callback)));
     }
 }
 
@@ -219,60 +238,57 @@ pub fn advance(duration: Duration) {
     handle.advance(duration);
 }
 
+// Weir patch (vendor/madsim/PATCHED.md): upstream kept the clock under a spin lock, taken on
+// every read. The base time and instant never change after creation, so only the elapsed time
+// moves, and an atomic holds it (in nanoseconds: 584 years).
 struct Clock {
-    inner: Mutex<ClockInner>,
-}
-
-#[derive(Debug)]
-struct ClockInner {
     /// Time basis for which mock time is derived.
     base_time: std::time::SystemTime,
     base_instant: std::time::Instant,
-    /// The amount of mock time which has elapsed.
-    advance: Duration,
+    /// The amount of mock time which has elapsed, in nanoseconds.
+    advance_nanos: AtomicU64,
 }
 
 impl Clock {
     fn new(base_time: SystemTime) -> Self {
-        let clock = ClockInner {
+        Clock {
             base_time,
             base_instant: unsafe { std::mem::zeroed() },
-            advance: Duration::default(),
-        };
-        Clock {
-            inner: Mutex::new(clock),
+            advance_nanos: AtomicU64::new(0),
         }
     }
 
+    fn nanos(time: Duration) -> u64 {
+        // Saturates at 584 years of simulated time, which no simulation reaches.
+        u64::try_from(time.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     fn set_elapsed(&self, time: Duration) {
-        let mut inner = self.inner.lock();
-        inner.advance = time;
+        self.advance_nanos
+            .store(Self::nanos(time), Ordering::Relaxed);
     }
 
     fn elapsed(&self) -> Duration {
-        let inner = self.inner.lock();
-        inner.advance
+        Duration::from_nanos(self.advance_nanos.load(Ordering::Relaxed))
     }
 
     fn advance(&self, duration: Duration) -> Duration {
-        let mut inner = self.inner.lock();
-        inner.advance += duration;
-        inner.advance
+        let now = self.elapsed() + duration;
+        self.set_elapsed(now);
+        now
     }
 
-    fn base_instant(&self) -> Instant {
-        let inner = self.inner.lock();
-        inner.base_instant
+    /// `instant`'s offset from the base instant (zero before it, as `Instant - Instant`).
+    fn since_base(&self, instant: Instant) -> Duration {
+        instant.saturating_duration_since(self.base_instant)
     }
 
     fn now_instant(&self) -> Instant {
-        let inner = self.inner.lock();
-        inner.base_instant + inner.advance
+        self.base_instant + self.elapsed()
     }
 
     fn now_time(&self) -> SystemTime {
-        let inner = self.inner.lock();
-        inner.base_time + inner.advance
+        self.base_time + self.elapsed()
     }
 }
 

@@ -20,7 +20,9 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
     pub(super) handle: TimeHandle,
-    pub(super) deadline: Instant,
+    // Weir patch (vendor/madsim/PATCHED.md): the deadline as the time elapsed since the clock's
+    // base instant (upstream kept an `Instant` and converted it at every arming and every poll).
+    pub(super) at: Duration,
     // Weir patch (vendor/madsim/PATCHED.md): the timer entry armed for `deadline`, which holds
     // the waker to wake. Upstream added a timer-heap entry (a boxed callback) on every poll of
     // a pending sleep and never took one back, so a sleep polled 10 times woke its task 10
@@ -33,19 +35,19 @@ pub struct Sleep {
 impl Sleep {
     /// Returns the instant at which the future will complete.
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        self.handle.inner.clock.base_instant + self.at
     }
 
     /// Returns `true` if `Sleep` has elapsed.
     ///
     /// A `Sleep` instance is elapsed when the requested duration has elapsed.
     pub fn is_elapsed(&self) -> bool {
-        self.handle.clock.now_instant() >= self.deadline
+        self.handle.inner.clock.elapsed() >= self.at
     }
 
     /// Resets the `Sleep` instance to a new deadline.
     pub fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
-        self.deadline = deadline;
+        self.at = self.handle.inner.clock.since_base(deadline);
         // Weir patch: the timer armed for the old deadline must not wake anyone.
         if let Some(key) = self.armed.take() {
             self.handle.cancel(key);
@@ -72,7 +74,7 @@ impl Future for Sleep {
                 return Poll::Pending;
             }
         }
-        let key = self.handle.arm_sleep(self.deadline, cx.waker().clone());
+        let key = self.handle.arm_sleep(self.at, cx.waker().clone());
         self.armed = Some(key);
         Poll::Pending
     }
@@ -90,7 +92,7 @@ impl Drop for Sleep {
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
-            .field("deadline", &self.deadline)
+            .field("deadline", &self.deadline())
             .finish()
     }
 }

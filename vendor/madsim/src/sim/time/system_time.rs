@@ -10,12 +10,11 @@ unsafe extern "C" fn gettimeofday(tp: *mut libc::timeval, tz: *mut libc::c_void)
     if tp.is_null() {
         return 0;
     }
-    if let Some(time) = super::TimeHandle::try_current() {
+    // Weir patch (vendor/madsim/PATCHED.md): the time read through the context's handle,
+    // without cloning it.
+    if let Some(now) = crate::context::try_current(|h| h.time.now_time()) {
         // inside a madsim context, use the simulated time.
-        let dur = time
-            .now_time()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap();
+        let dur = now.duration_since(SystemTime::UNIX_EPOCH).unwrap();
         tp.write(libc::timeval {
             tv_sec: dur.as_secs() as _,
             tv_usec: dur.subsec_micros() as _,
@@ -45,14 +44,19 @@ unsafe extern "C" fn clock_gettime(
     clockid: libc::clockid_t,
     tp: *mut libc::timespec,
 ) -> libc::c_int {
-    if let Some(time) = super::TimeHandle::try_current() {
+    // Weir patch (vendor/madsim/PATCHED.md): the time read through the context's handle,
+    // without cloning it (two reference counts a read).
+    if let Some((clock, elapsed)) = crate::context::try_current(|h| {
+        let clock = &h.time.inner.clock;
+        ((clock.base_time, clock.base_instant), clock.elapsed())
+    }) {
         // inside a madsim context, use the simulated time.
         let system_time_duration = || {
-            time.now_time()
+            (clock.0 + elapsed)
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap()
         };
-        let instant_duration = || time.now_instant().duration_since(std::mem::zeroed());
+        let instant_duration = || (clock.1 + elapsed).duration_since(std::mem::zeroed());
 
         let dur = match clockid {
             // used by SystemTime

@@ -11,7 +11,7 @@
 //! order among equal deadlines was deterministic too, but arbitrary). A `BTreeMap` keyed by
 //! (deadline, sequence) gives the same order but cost more instructions than the old heap.
 
-use std::{cmp::Reverse, collections::BinaryHeap, task::Waker, time::Duration};
+use std::{collections::BinaryHeap, task::Waker, time::Duration};
 
 /// A callback run when its deadline is reached (network delivery, node restarts).
 pub(crate) type Callback = Box<dyn FnOnce() + Send + Sync + 'static>;
@@ -38,11 +38,54 @@ struct Slot {
     action: Option<Action>,
 }
 
+/// A heap item: an entry's deadline and insertion sequence packed in one integer (deadline
+/// nanoseconds in the high half, sequence in the low half, so the integer orders as the pair
+/// (deadline, sequence) does: one comparison instead of a tuple's three), and its slot. The
+/// sequence is unique, so the slot never decides an order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Item {
+    key: u128,
+    slot: u32,
+}
+
+impl Item {
+    fn new(deadline: Duration, seq: u64, slot: u32) -> Item {
+        // Deadlines past 584 years (a time-out configured to "forever") all rank last, by
+        // insertion; a simulation never gets there.
+        let nanos = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+        Item {
+            key: (u128::from(nanos) << 64) | u128::from(seq),
+            slot,
+        }
+    }
+
+    fn deadline(self) -> Duration {
+        Duration::from_nanos((self.key >> 64) as u64)
+    }
+
+    fn seq(self) -> u64 {
+        self.key as u64
+    }
+}
+
+impl Ord for Item {
+    /// Reversed: `BinaryHeap` is a max-heap and the earliest item must be on top.
+    fn cmp(&self, other: &Item) -> std::cmp::Ordering {
+        other.key.cmp(&self.key)
+    }
+}
+
+impl PartialOrd for Item {
+    fn partial_cmp(&self, other: &Item) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Timer {
-    /// (deadline, sequence, slot), earliest first; items of removed entries stay until they
-    /// surface.
-    heap: BinaryHeap<Reverse<(Duration, u64, u32)>>,
+    /// Items (deadline, sequence, slot), earliest first; items of removed entries stay until
+    /// they surface.
+    heap: BinaryHeap<Item>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     next_seq: u64,
@@ -74,7 +117,7 @@ impl Timer {
                 slot
             }
         };
-        self.heap.push(Reverse((deadline, seq, slot)));
+        self.heap.push(Item::new(deadline, seq, slot));
         TimerKey { slot, seq }
     }
 
@@ -98,9 +141,9 @@ impl Timer {
         self.stale += 1;
         if self.stale > 64 && self.stale > self.heap.len() / 2 {
             let slots = &self.slots;
-            self.heap.retain(|Reverse((_, seq, slot))| {
-                let entry = &slots[*slot as usize];
-                entry.seq == *seq && entry.action.is_some()
+            self.heap.retain(|item| {
+                let entry = &slots[item.slot as usize];
+                entry.seq == item.seq() && entry.action.is_some()
             });
             self.stale = 0;
         }
@@ -109,9 +152,9 @@ impl Timer {
 
     /// Drops the heap's top items whose entries were removed.
     fn skip_removed(&mut self) {
-        while let Some(Reverse((_, seq, slot))) = self.heap.peek() {
-            let entry = &self.slots[*slot as usize];
-            if entry.seq == *seq && entry.action.is_some() {
+        while let Some(&item) = self.heap.peek() {
+            let entry = &self.slots[item.slot as usize];
+            if entry.seq == item.seq() && entry.action.is_some() {
                 return;
             }
             self.heap.pop();
@@ -122,19 +165,19 @@ impl Timer {
     /// The earliest deadline.
     pub(crate) fn next(&mut self) -> Option<Duration> {
         self.skip_removed();
-        self.heap.peek().map(|Reverse((deadline, _, _))| *deadline)
+        self.heap.peek().map(|item| item.deadline())
     }
 
     /// Removes and returns the earliest entry if its deadline is at or before `now`.
     pub(crate) fn pop_expired(&mut self, now: Duration) -> Option<Action> {
         self.skip_removed();
-        let Reverse((deadline, _, slot)) = *self.heap.peek()?;
-        if deadline > now {
+        let item = *self.heap.peek()?;
+        if item.deadline() > now {
             return None;
         }
         self.heap.pop();
-        let action = self.slots[slot as usize].action.take();
-        self.free.push(slot);
+        let action = self.slots[item.slot as usize].action.take();
+        self.free.push(item.slot);
         action
     }
 
@@ -225,6 +268,24 @@ mod tests {
         assert_eq!(*log.lock().unwrap(), expected);
         assert_eq!(timer.stale, 0);
         assert_eq!(timer.next(), None);
+    }
+
+    #[test]
+    fn the_packed_key_orders_as_deadline_then_insertion() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut timer = Timer::default();
+        let far = Duration::from_secs(u64::MAX / 2); // past 584 years: ranks last
+        timer.add(far, call(&log, 1));
+        timer.add(Duration::new(1, 0), call(&log, 2));
+        timer.add(Duration::new(0, 999_999_999), call(&log, 3));
+        timer.add(Duration::new(1, 0), call(&log, 4));
+        timer.add(Duration::new(1, 1), call(&log, 5));
+        timer.add(far, call(&log, 6));
+        assert_eq!(timer.next(), Some(Duration::new(0, 999_999_999)));
+        run_expired(&mut timer, Duration::new(1, 0));
+        assert_eq!(*log.lock().unwrap(), vec![3, 2, 4]);
+        run_expired(&mut timer, Duration::MAX);
+        assert_eq!(*log.lock().unwrap(), vec![3, 2, 4, 5, 1, 6]);
     }
 
     #[test]
