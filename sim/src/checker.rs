@@ -487,7 +487,6 @@ pub fn check_beyond(
     let mut written: Table<&str, Written> = table(n_values);
     // (partition, offset) → values observed there.
     let mut observed: Table<(i32, i64), Seen> = table(n_values.max(n_final));
-    let mut acked_values: Vec<(&str, u64)> = Vec::with_capacity(n_values);
     // (value, partition, acknowledged offset, time).
     let mut acked_at: Vec<(&str, i32, i64, u64)> = Vec::with_capacity(n_values);
     // (partition, offset) → (value, high watermark, time) of reads below the high watermark.
@@ -530,7 +529,6 @@ pub fn check_beyond(
                         if seen.len() > 1 && !beyond.covers(at.0, at.1) {
                             findings.evidence(Check::Inconsistent, at_ms);
                         }
-                        acked_values.push((v.as_str(), at_ms));
                         acked_at.push((v.as_str(), at.0, at.1, at_ms));
                         if let Some(w) = written.get_mut(v.as_str()) {
                             w.acked_ms.get_or_insert(at_ms);
@@ -658,14 +656,9 @@ pub fn check_beyond(
             }
         }
     }
-    let excused: BTreeSet<&str> = acked_at
-        .iter()
-        .filter(|(_, p, o, _)| beyond.covers(*p, *o))
-        .map(|(v, ..)| *v)
-        .collect();
-    for (v, acked_ms) in &acked_values {
-        if !stored.contains_key(v) && !excused.contains(v) {
-            findings.evidence(Check::Lost, *acked_ms);
+    for &(v, partition, offset, acked_ms) in &acked_at {
+        if !stored.contains_key(v) && !beyond.covers(partition, offset) {
+            findings.evidence(Check::Lost, acked_ms);
             findings.lost.push(v.to_string());
         }
     }
