@@ -232,6 +232,44 @@ fn offsets_are_pending_until_the_commit_marker_then_visible() {
     h.assert_replay_matches();
 }
 
+/// OffsetFetch answers each offset with whether a transactional commit for its partition
+/// still waits for the marker, from the same look at the group: a real broker's handler that
+/// asked twice (the offset, then the pending status) could answer the old offset as stable if
+/// the marker settled in between (seen with confluent-kafka's `committed()` right after
+/// `commit_transaction`, three brokers, kill -9: one transaction's offsets short).
+#[test]
+fn a_fetch_tells_each_offset_with_its_pending_status() {
+    let mut h = Harness::new();
+    h.plain_commit(vec![offset("t", 0, 5)]);
+    h.txn_commit(vec![offset("t", 0, 9), offset("t", 1, 3)]);
+    let wanted = [
+        ("t".to_string(), 0),
+        ("t".to_string(), 1),
+        ("t".to_string(), 2),
+    ];
+    let seen = |h: &Harness| -> Vec<(i64, bool)> {
+        let fetched = h.c.fetch_offsets(G, Some(&wanted)).unwrap();
+        fetched.iter().map(|o| (o.offset, o.unstable)).collect()
+    };
+    assert_eq!(seen(&h), vec![(5, true), (-1, true), (-1, false)]);
+    // Every committed offset of the group: only those with a commit, each with its status.
+    let all = h.c.fetch_offsets(G, None).unwrap();
+    assert_eq!(
+        all.iter()
+            .map(|o| (o.partition, o.offset, o.unstable))
+            .collect::<Vec<_>>(),
+        vec![(0, 5, true)]
+    );
+    h.assert_replay_matches();
+    h.marker(true);
+    assert_eq!(seen(&h), vec![(9, false), (3, false), (-1, false)]);
+    h.txn_commit(vec![offset("t", 2, 7)]);
+    assert_eq!(seen(&h), vec![(9, false), (3, false), (-1, true)]);
+    h.marker(false);
+    assert_eq!(seen(&h), vec![(9, false), (3, false), (-1, false)]);
+    h.assert_replay_matches();
+}
+
 #[test]
 fn an_abort_marker_drops_them_and_keeps_the_committed_offset() {
     let mut h = Harness::new();

@@ -235,6 +235,11 @@ pub struct CommittedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
+    /// A transactional commit for this partition waits for its transaction's marker
+    /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT). Read in the same
+    /// look at the group as the offset: a marker settling between two looks would otherwise
+    /// let a fetch answer the old offset as stable.
+    pub unstable: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -573,18 +573,6 @@ impl Broker {
         })
         .await;
     }
-
-    /// Whether a transactional commit of `group_id` for (`topic`, `partition`) waits for its
-    /// transaction to end (OffsetFetch's UNSTABLE_OFFSET_COMMIT).
-    pub(crate) fn has_pending_txn_offset(
-        &self,
-        group_id: &str,
-        topic: &str,
-        partition: i32,
-    ) -> bool {
-        self.groups
-            .read(|c| c.has_pending_txn_offset(group_id, topic, partition))
-    }
 }
 
 /// Runs the core's timers (join, sync and session timeouts) when they are due, and offset

@@ -531,12 +531,15 @@ pub(crate) fn offset_fetch(
     let authz = broker.authz(ctx);
     let topic_denied = ResponseError::TopicAuthorizationFailed.code();
     // RequireStable (v7+, librdkafka's default): a partition with a transactional commit not
-    // yet settled answers UNSTABLE_OFFSET_COMMIT, and the client retries.
-    let unstable = |group: &str, topic: &str, partition: i32| -> i16 {
-        if v >= 7 && req.require_stable && broker.has_pending_txn_offset(group, topic, partition) {
-            ResponseError::UnstableOffsetCommit.code()
+    // yet settled answers UNSTABLE_OFFSET_COMMIT without an offset (as Kafka's
+    // `OffsetMetadataManager`), and the client retries. The core tells it with the offset,
+    // from one look at the group.
+    let stable = |o: group::CommittedOffset| -> (group::CommittedOffset, i16) {
+        if v >= 7 && req.require_stable && o.unstable {
+            let code = ResponseError::UnstableOffsetCommit.code();
+            (no_offset(&o.topic, o.partition), code)
         } else {
-            0
+            (o, 0)
         }
     };
     if v >= 8 {
@@ -584,7 +587,7 @@ pub(crate) fn offset_fetch(
                                 let list = list
                                     .into_iter()
                                     .map(|o| {
-                                        let e = unstable(&g.group_id, &t, o.partition);
+                                        let (o, e) = stable(o);
                                         wire_partition(o, e)
                                     })
                                     .collect();
@@ -653,7 +656,7 @@ pub(crate) fn offset_fetch(
                     let list = list
                         .into_iter()
                         .map(|o| {
-                            let e = unstable(&req.group_id, &t, o.partition);
+                            let (o, e) = stable(o);
                             partition(o, e)
                         })
                         .collect();
@@ -683,6 +686,7 @@ fn no_offset(topic: &str, partition: i32) -> group::CommittedOffset {
         offset: -1,
         leader_epoch: -1,
         metadata: String::new(),
+        unstable: false,
     }
 }
 

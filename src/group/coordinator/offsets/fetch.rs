@@ -4,7 +4,8 @@ use super::super::*;
 
 impl Coordinator {
     /// Committed offsets of a group: all of them (`None`), or the named partitions (-1 for
-    /// those without a commit). Group state does not matter.
+    /// those without a commit). Group state does not matter. Each says whether a
+    /// transactional commit for its partition waits for its marker, seen in the same look.
     pub fn fetch_offsets(
         &self,
         group_id: &str,
@@ -12,9 +13,11 @@ impl Coordinator {
     ) -> Result<Vec<CommittedOffset>, GroupError> {
         self.gate(group_id)?;
         let group = self.groups.get(group_id);
-        let entry = |(topic, partition): &(String, i32)| {
-            let committed = group.and_then(|g| g.offsets.get(&(topic.clone(), *partition)));
-            committed_offset(topic, *partition, committed)
+        let entry = |key: &(String, i32)| {
+            let committed = group.and_then(|g| g.offsets.get(key));
+            let unstable =
+                group.is_some_and(|g| g.pending_txn.values().any(|o| o.contains_key(key)));
+            committed_offset(&key.0, key.1, committed, unstable)
         };
         Ok(match partitions {
             Some(list) => list.iter().map(entry).collect(),
@@ -25,7 +28,12 @@ impl Coordinator {
     }
 }
 
-fn committed_offset(topic: &str, partition: i32, committed: Option<&Committed>) -> CommittedOffset {
+fn committed_offset(
+    topic: &str,
+    partition: i32,
+    committed: Option<&Committed>,
+    unstable: bool,
+) -> CommittedOffset {
     match committed {
         Some(c) => CommittedOffset {
             topic: topic.to_string(),
@@ -33,6 +41,7 @@ fn committed_offset(topic: &str, partition: i32, committed: Option<&Committed>) 
             offset: c.value.offset,
             leader_epoch: c.value.leader_epoch,
             metadata: c.value.metadata.clone(),
+            unstable,
         },
         None => CommittedOffset {
             topic: topic.to_string(),
@@ -40,6 +49,7 @@ fn committed_offset(topic: &str, partition: i32, committed: Option<&Committed>) 
             offset: -1,
             leader_epoch: -1,
             metadata: String::new(),
+            unstable,
         },
     }
 }
