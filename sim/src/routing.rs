@@ -8,7 +8,8 @@
 //! error says it may have moved (NOT_LEADER_OR_FOLLOWER, a network error, a time-out: the
 //! client calls [`Routes::stale`]) or `topic.metadata.refresh.interval.ms` has passed. So a
 //! client may well send to a broker that no longer leads (stale metadata is normal); the
-//! broker's answer sends it back to Metadata. Like librdkafka (`rd_kafka_toppar_leader_update`)
+//! broker's answer sends it back to Metadata. Metadata is asked on one kept connection per
+//! bootstrap broker (librdkafka asks on its one connection per broker), dropped on any error. Like librdkafka (`rd_kafka_toppar_leader_update`)
 //! and Kafka's Java client (KIP-320), it remembers the highest leader epoch it has seen for each
 //! partition, across errors, and ignores an answer naming an older one: a broker that has not
 //! caught up on the metadata log (cut off from the controllers, just restarted) still names
@@ -80,6 +81,10 @@ pub struct Routes {
     /// (topic, partition) → the highest leader epoch an answer named, kept when the leader is
     /// marked stale; with the topic's id (epochs of a topic created again start over).
     epochs: BTreeMap<(String, i32), (uuid::Uuid, i32)>,
+    /// The connections Metadata was asked on, one per broker and kept, as librdkafka keeps
+    /// one connection per broker rather than opening one per question. Dropped on any error
+    /// (a time-out leaves an answer owed on it).
+    metadata_conns: BTreeMap<SocketAddr, Client>,
 }
 
 impl Routes {
@@ -93,6 +98,7 @@ impl Routes {
             max_age,
             leaders: BTreeMap::new(),
             epochs: BTreeMap::new(),
+            metadata_conns: BTreeMap::new(),
         }
     }
 
@@ -152,15 +158,21 @@ impl Routes {
     ) -> Result<(), ClientError> {
         let via = self.bootstrap[(self.asked % self.bootstrap.len() as u64) as usize];
         self.asked += 1;
+        let kept = self.metadata_conns.remove(&via);
         let asked = async {
-            let mut c = Client::connect(io, via).await?;
+            let mut c = match kept {
+                Some(c) => c,
+                None => Client::connect(io, via).await?,
+            };
             c.set_timeout(timeout);
-            c.topic_leaders(topic).await
+            let answer = c.topic_leaders(topic).await?;
+            Ok::<_, ClientError>((answer, c))
         };
-        let answer = io
+        let (answer, c) = io
             .timeout(timeout, asked)
             .await
             .ok_or(ClientError::Timeout)??;
+        self.metadata_conns.insert(via, c);
         let now = io.clock.monotonic();
         self.leaders.retain(|(t, _), _| t != topic);
         for (partition, (info, epoch)) in answer.leaders {

@@ -53,6 +53,8 @@ struct Flush {
     handle: Arc<PartitionHandle>,
     up_to: i64,
     fsync: bool,
+    /// Registered under the append's lock (see [`OffsetsAppended::wait`]); taken once.
+    wait: Option<delayed::ProduceWait>,
 }
 
 pub(crate) fn group_config(config: &crate::config::ServerConfig) -> GroupConfig {
@@ -88,6 +90,10 @@ struct OffsetsAppended {
     up_to: i64,
     fsync: bool,
     committed: bool,
+    /// The wait for the high watermark to pass `up_to`, registered under the append's lock (as
+    /// a produce's): a truncation or a leadership loss after the release ends it, where a wait
+    /// registered later could be met by another leader's records reaching the same offset.
+    wait: delayed::ProduceWait,
 }
 
 /// A failed wait for the high watermark, as a group write's error.
@@ -164,6 +170,7 @@ impl Broker {
                         handle: appended.handle,
                         up_to: appended.up_to,
                         fsync: appended.fsync,
+                        wait: Some(appended.wait),
                     }),
                     Err(e) => queue.extend(inner.core.append_done(token, Err(e), now)),
                 },
@@ -185,7 +192,8 @@ impl Broker {
         // Each round's completions may append again (a failed sync rebalances and persists).
         while !flushes.is_empty() {
             let results =
-                crate::io::join_all(flushes.iter().map(|f| self.commit_offsets(f)).collect()).await;
+                crate::io::join_all(flushes.iter_mut().map(|f| self.commit_offsets(f)).collect())
+                    .await;
             let now = self.io.clock.wall_ms();
             let mut inner = self.groups.lock();
             let mut next = Vec::new();
@@ -199,7 +207,7 @@ impl Broker {
 
     /// Makes one offsets-log append count: its fsync if it needs one, then the wait for the
     /// partition's high watermark to pass it.
-    async fn commit_offsets(&self, flush: &Flush) -> Result<(), AppendError> {
+    async fn commit_offsets(&self, flush: &mut Flush) -> Result<(), AppendError> {
         if flush.fsync {
             self.flush_partition(&flush.handle, flush.up_to)
                 .await
@@ -208,8 +216,8 @@ impl Broker {
                     AppendError::Storage
                 })?;
         }
-        let reservation = flush.handle.waiters.reserve_produce().map_err(wait_error)?;
-        let mut waits = [reservation.wait_for(flush.up_to)];
+        let wait = flush.wait.take().expect("a flush is committed once");
+        let mut waits = [wait];
         let deadline = self.io.clock.monotonic() + OFFSETS_COMMIT_TIMEOUT;
         let never = delayed::ConnectionGone::never();
         let [result] = delayed::wait_produce(self.io.clock.as_ref(), &mut waits, deadline, &never)
@@ -248,6 +256,7 @@ impl Broker {
             Some(t) => builder.finish_transactional(t.producer_id, t.producer_epoch),
             None => builder.finish(-1, -1, -1),
         };
+        let reservation = handle.waiters.reserve_produce().map_err(wait_error)?;
         // Checked and used under one lock: a delete or shutdown cannot come in between.
         let Some(mut p) = handle.lock_open() else {
             return Err(AppendError::NotLeader);
@@ -277,12 +286,14 @@ impl Broker {
                 .flush_due(config.flush_messages, config.flush_ms, now);
         let up_to = appended.last_offset + 1;
         let committed = p.high_watermark() >= up_to;
+        let wait = reservation.wait_for(up_to);
         drop(p);
         Ok(OffsetsAppended {
             handle,
             up_to,
             fsync,
             committed,
+            wait,
         })
     }
 
@@ -383,6 +394,7 @@ impl Broker {
     /// from the coordinator's timer loop (which retries a load deferred while an unloaded
     /// group's appends were still in flight). Idempotent.
     pub(crate) fn sync_offsets_roles(&self) {
+        let _one_at_a_time = self.groups.roles();
         let image = self.image();
         let Some(topic) = image.topic(OFFSETS_TOPIC) else {
             return;
@@ -392,13 +404,16 @@ impl Broker {
         // no longer leads (`startup_gate`): it coordinates nothing until then, as it leads no
         // partition.
         let serving = self.serving_partitions();
-        let leads: Vec<bool> = (0..topic.partitions)
+        // (leads in the image, its replica has taken the leadership up: loadable).
+        let leads: Vec<(bool, bool)> = (0..topic.partitions)
             .map(|p| {
-                serving
-                    && image
-                        .partition(topic.id, p)
-                        .is_some_and(|x| x.leader == self.config.node_id)
-                    && self.partition(OFFSETS_TOPIC, p).is_some()
+                let led = image
+                    .partition(topic.id, p)
+                    .filter(|x| serving && x.leader == self.config.node_id);
+                let leads = led.is_some() && self.partition(OFFSETS_TOPIC, p).is_some();
+                let ready =
+                    led.is_some_and(|x| self.replica_leads(OFFSETS_TOPIC, p, x.leader_epoch));
+                (leads, leads && ready)
             })
             .collect();
         let mut to_load = Vec::new();
@@ -407,10 +422,12 @@ impl Broker {
             let mut inner = self.groups.lock();
             inner.core.set_partition_count(topic.partitions);
             let mut actions = Vec::new();
-            for (p, &leads) in leads.iter().enumerate() {
+            for (p, &(leads, ready)) in leads.iter().enumerate() {
                 let p = p as i32;
                 let holds = inner.core.holds_partition(p);
-                if leads && !holds && !inner.core.has_unloading_groups(p) {
+                // Not yet ready: the reconcile pass that takes the leadership up, or the timer
+                // loop, calls again.
+                if ready && !holds && !inner.core.has_unloading_groups(p) {
                     inner.core.load_begin(p);
                     let id = inner.next_load;
                     inner.next_load += 1;
@@ -471,7 +488,13 @@ impl Broker {
         let mut offset = handle.as_ref().map_or(0, |h| h.lock().log_start_offset());
         // An empty read short of the log end (a gap) is retried once, then ends the replay.
         let mut stalled = false;
-        while let Some(handle) = handle.as_ref() {
+        // The loop ends holding the coordinator's lock, and the load finishes under it: a
+        // marker settled between the caught-up check and the finish would find the partition
+        // still loading (ignored) after the replay had read past where it lands.
+        let mut inner = loop {
+            let Some(handle) = handle.as_ref() else {
+                break self.groups.lock();
+            };
             // To the log end, not the high watermark (`Partition::read`): the watermark of
             // a replica that just reopened its log starts at the log start, a new leader's
             // trails the old one's, and what this leader holds is what it will commit.
@@ -480,7 +503,7 @@ impl Broker {
                 Err(e) => {
                     tracing::error!(partition, offset, error = ?e,
                         "cannot read __consumer_offsets; the rest of the partition is skipped");
-                    break;
+                    break self.groups.lock();
                 }
             };
             let mut inner = self.groups.lock();
@@ -491,7 +514,7 @@ impl Broker {
                 // Caught up, checked under the coordinator's lock (a marker's live settling
                 // takes it after the marker is in the log).
                 if stalled || handle.lock().log_end_offset() <= offset {
-                    break;
+                    break inner;
                 }
                 stalled = true;
                 continue;
@@ -533,11 +556,10 @@ impl Broker {
                 }
             }
             if offset == before {
-                break;
+                break inner;
             }
-        }
+        };
         let now = self.io.clock.wall_ms();
-        let mut inner = self.groups.lock();
         if inner.loads.get(&partition) != Some(&load) {
             return;
         }

@@ -38,7 +38,19 @@ pub enum Leadership {
 impl Broker {
     /// Who leads `topic`-`index` according to the image.
     pub fn leadership(&self, topic: &str, index: i32) -> Leadership {
-        let image = self.image();
+        self.leadership_in(&self.image(), topic, index)
+    }
+
+    /// Who leads `topic`-`index` according to `image`: a caller that also reads the partition's
+    /// replicas or ISR reads both from the same image (another thread may publish a newer one
+    /// between two looks, and a leader view of one image with the leadership of the next could
+    /// make this node leader at the epoch of another's leadership).
+    fn leadership_in(
+        &self,
+        image: &crate::controller::MetadataImage,
+        topic: &str,
+        index: i32,
+    ) -> Leadership {
         let Some(t) = image.topic(topic) else {
             return Leadership::Unknown;
         };
@@ -56,6 +68,18 @@ impl Broker {
                 leader_epoch: p.leader_epoch,
             },
         }
+    }
+
+    /// Whether the local replica of `topic`-`index` has taken up the leadership at
+    /// `leader_epoch` (`sync_role` ran for it). A coordinator begins loading its partition only
+    /// then: before it, the image may already name this node while its replica still follows
+    /// the old leader, and records the fetcher appends after the replay's end would be missed
+    /// (Kafka loads from the replica's become-leader transition).
+    pub(crate) fn replica_leads(&self, topic: &str, index: i32, leader_epoch: i32) -> bool {
+        self.partition(topic, index).is_some_and(|h| {
+            let p = h.lock();
+            p.role() == crate::replica::Role::Leader && p.leader_epoch() == leader_epoch
+        })
     }
 
     /// Opens every partition the image places on this node and deletes those it no longer
@@ -124,7 +148,7 @@ impl Broker {
         let now = self.io.clock.wall_ms();
         let lost = {
             let mut p = handle.lock();
-            let (result, lost) = match self.leadership(topic, index) {
+            let (result, lost) = match self.leadership_in(&image, topic, index) {
                 Leadership::Leader(_) => match self.leader_view(&image, topic, index) {
                     Some(view) => (
                         p.become_leader(view, now).map_err(|e| format!("{e:?}")),

@@ -54,6 +54,8 @@ struct Appending {
     handle: Option<Arc<crate::broker::state::PartitionHandle>>,
     up_to: i64,
     fsync: bool,
+    /// The wait for the high watermark to pass `up_to`, registered under the append's lock.
+    wait: Option<delayed::ProduceWait>,
     /// Failed before it was written.
     failed: Option<TxnError>,
 }
@@ -198,6 +200,7 @@ impl Broker {
             handle: None,
             up_to: 0,
             fsync: false,
+            wait: None,
             failed: Some(e),
         };
         let Some(handle) = self.partition(TRANSACTION_STATE_TOPIC, partition) else {
@@ -207,6 +210,10 @@ impl Broker {
         let mut builder = BatchBuilder::with_capacity(now, size);
         builder.push(Some(key), value, now);
         let bytes = builder.finish(-1, -1, -1);
+        let reservation = match handle.waiters.reserve_produce() {
+            Ok(r) => r,
+            Err(e) => return failed(wait_error(e)),
+        };
         let Some(mut p) = handle.lock_open() else {
             return failed(TxnError::NotCoordinator);
         };
@@ -225,21 +232,31 @@ impl Broker {
         let fsync = self.config.fsync_before_ack
             || p.log()
                 .flush_due(config.flush_messages, config.flush_ms, now);
+        let up_to = appended.last_offset + 1;
+        // Registered under the append's lock (as a produce's): a truncation or a leadership
+        // loss after the release ends this wait, where a wait registered later could be met by
+        // another leader's records reaching the same offset.
+        let wait = reservation.wait_for(up_to);
         drop(p);
         Appending {
             token,
             handle: Some(handle),
-            up_to: appended.last_offset + 1,
+            up_to,
             fsync,
+            wait: Some(wait),
             failed: None,
         }
     }
 
     async fn finish_txn_appends(&self, mut appends: Vec<Appending>) {
         while !appends.is_empty() {
-            let results =
-                crate::io::join_all(appends.iter().map(|a| self.commit_txn_append(a)).collect())
-                    .await;
+            let results = crate::io::join_all(
+                appends
+                    .iter_mut()
+                    .map(|a| self.commit_txn_append(a))
+                    .collect(),
+            )
+            .await;
             let now = self.io.clock.wall_ms();
             let mut inner = self.txns.lock();
             let mut next = Vec::new();
@@ -260,28 +277,30 @@ impl Broker {
         }
     }
 
-    async fn commit_txn_append(&self, a: &Appending) -> Result<(), TxnError> {
+    async fn commit_txn_append(&self, a: &mut Appending) -> Result<(), TxnError> {
         if let Some(e) = a.failed {
             return Err(e);
         }
         let handle = a.handle.as_ref().expect("made");
-        self.wait_committed(handle, a.up_to, a.fsync).await
+        let wait = a.wait.take().expect("a made append has its wait");
+        self.wait_committed(handle, a.up_to, a.fsync, wait).await
     }
 
-    /// Waits until `up_to` is below the partition's high watermark (after an fsync when asked).
+    /// Waits until `up_to` is below the partition's high watermark (after an fsync when asked),
+    /// through `wait`, registered under the lock the append held.
     async fn wait_committed(
         &self,
         handle: &crate::broker::state::PartitionHandle,
         up_to: i64,
         fsync: bool,
+        wait: delayed::ProduceWait,
     ) -> Result<(), TxnError> {
         if fsync {
             self.flush_partition(handle, up_to)
                 .await
                 .map_err(|_| TxnError::CoordinatorNotAvailable)?;
         }
-        let reservation = handle.waiters.reserve_produce().map_err(wait_error)?;
-        let mut waits = [reservation.wait_for(up_to)];
+        let mut waits = [wait];
         let deadline = self.io.clock.monotonic() + COMMIT_TIMEOUT;
         let never = delayed::ConnectionGone::never();
         let [result] = delayed::wait_produce(self.io.clock.as_ref(), &mut waits, deadline, &never)
@@ -410,7 +429,11 @@ impl Broker {
             return Err(ProduceError::NotLeader);
         };
         let now = self.io.clock.wall_ms();
-        let (up_to, fsync) = {
+        let reservation = handle
+            .waiters
+            .reserve_produce()
+            .map_err(|_| ProduceError::NotLeader)?;
+        let (up_to, fsync, wait) = {
             let Some(mut p) = handle.lock_open() else {
                 return Err(ProduceError::NotLeader);
             };
@@ -422,9 +445,11 @@ impl Broker {
             let fsync = self.config.fsync_before_ack
                 || p.log()
                     .flush_due(config.flush_messages, config.flush_ms, now);
-            (appended.last_offset + 1, fsync)
+            let up_to = appended.last_offset + 1;
+            // Under the append's lock, as `append_txn_record`'s.
+            (up_to, fsync, reservation.wait_for(up_to))
         };
-        self.wait_committed(&handle, up_to, fsync)
+        self.wait_committed(&handle, up_to, fsync, wait)
             .await
             .map_err(|_| ProduceError::NotLeader)?;
         if tp.topic == OFFSETS_TOPIC {
@@ -558,13 +583,18 @@ impl Broker {
             return;
         };
         let serving = self.serving_partitions();
-        let leads: Vec<Option<i32>> = (0..topic.partitions)
+        // (the leader epoch when it leads in the image, its replica has taken it up: loadable).
+        let leads: Vec<(Option<i32>, bool)> = (0..topic.partitions)
             .map(|p| {
-                let meta = image.partition(topic.id, p)?;
-                (serving
+                let Some(meta) = image.partition(topic.id, p) else {
+                    return (None, false);
+                };
+                let leads = serving
                     && meta.leader == self.config.node_id
-                    && self.partition(TRANSACTION_STATE_TOPIC, p).is_some())
-                .then_some(meta.leader_epoch)
+                    && self.partition(TRANSACTION_STATE_TOPIC, p).is_some();
+                let ready =
+                    leads && self.replica_leads(TRANSACTION_STATE_TOPIC, p, meta.leader_epoch);
+                (leads.then_some(meta.leader_epoch), ready)
             })
             .collect();
         let mut to_load = Vec::new();
@@ -582,10 +612,12 @@ impl Broker {
             });
             let mut actions = Vec::new();
             let mut begins = Vec::new();
-            for (p, leads) in leads.iter().enumerate() {
+            for (p, (leads, ready)) in leads.iter().enumerate() {
                 let p = p as i32;
                 let holds = core.holds(p);
                 match (leads, holds) {
+                    // Loaded once its replica leads (see `replica_leads`); the next tick retries.
+                    (Some(_), false) if !ready => {}
                     (Some(epoch), false) => {
                         actions.extend(core.step(
                             now,

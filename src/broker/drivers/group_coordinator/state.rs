@@ -31,6 +31,10 @@ pub(crate) struct Groups {
     pub(super) load_change: Notify,
     /// Commits held now while their partition loads (bounded by [`MAX_HELD`]).
     held: AtomicUsize,
+    /// Held for a whole role sync (reconcile, the timer loop and publish effects call it on
+    /// several threads): each reads the image under it, so a sync that read an older image
+    /// cannot load a partition a later sync has just unloaded.
+    roles: Mutex<()>,
 }
 
 /// Bound on offset commits held at once while their partition loads; past it a commit is
@@ -60,7 +64,13 @@ impl Groups {
             timer_wake: Notify::new(),
             load_change: Notify::new(),
             held: AtomicUsize::new(0),
+            roles: Mutex::new(()),
         }
+    }
+
+    /// Serializes role syncs (see the field).
+    pub(super) fn roles(&self) -> MutexGuard<'_, ()> {
+        self.roles.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {

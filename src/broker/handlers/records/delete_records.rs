@@ -71,6 +71,12 @@ async fn delete_one(
     // is never written into a deleted (or re-created) partition's directory.
     let _gate = handle.log_start_gate.lock().await;
     let plan = match handle.lock_open() {
+        // Only the leader moves the log start (followers learn it from its fetch answers): a
+        // follower answering would leave the records readable at the leader (as Kafka's
+        // `deleteRecordsOnLeader`).
+        Some(partition) if partition.role() != crate::replica::Role::Leader => {
+            return Err(ResponseError::NotLeaderOrFollower)
+        }
         Some(partition) => partition.delete_records_plan(offset),
         None => return Err(ResponseError::NotLeaderOrFollower),
     };

@@ -719,6 +719,12 @@ pub(crate) fn list_offsets(
                         return r;
                     }
                     let partition = handle.lock();
+                    // The image may name this node before its replica has taken the leadership
+                    // up (`sync_role`): until then it holds a follower's watermark.
+                    if partition.role() != crate::replica::Role::Leader {
+                        r.error_code = ResponseError::NotLeaderOrFollower.code();
+                        return r;
+                    }
                     // READ_COMMITTED (v2+) sees up to the last stable offset.
                     let visible = if from_replica {
                         partition.log_end_offset()

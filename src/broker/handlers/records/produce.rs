@@ -327,6 +327,20 @@ async fn plant_stuck_after_isr_change(
     }
 }
 
+/// A produce to a partition another broker leads (`leader`, -1 for none).
+fn not_leader(broker: &Broker, topic: &str, index: i32, leader: i32) -> Failure {
+    let code = if crate::planted!(broker.config, NotLeaderAnsweredUnknownServerError) {
+        ResponseError::UnknownServerError
+    } else {
+        ResponseError::NotLeaderOrFollower
+    };
+    let _ = broker;
+    Failure::new(
+        code,
+        format!("this broker does not lead {topic}-{index} (the leader is {leader})"),
+    )
+}
+
 fn append_one(
     broker: &Broker,
     topic: &str,
@@ -345,15 +359,7 @@ fn append_one(
     if let crate::broker::drivers::reconcile::Leadership::NotLeader { leader, .. } =
         broker.leadership(topic, index)
     {
-        let code = if crate::planted!(broker.config, NotLeaderAnsweredUnknownServerError) {
-            ResponseError::UnknownServerError
-        } else {
-            ResponseError::NotLeaderOrFollower
-        };
-        return Err(Failure::new(
-            code,
-            format!("this broker does not lead {topic}-{index} (the leader is {leader})"),
-        ));
+        return Err(not_leader(broker, topic, index, leader));
     }
     let Some(handle) = broker.partition(topic, index) else {
         return Err(Failure::new(
@@ -573,13 +579,31 @@ async fn verify_transactional(
             if !verify {
                 continue;
             }
-            // A partition not led here is refused at the append; it needs no guard.
-            if let crate::broker::drivers::reconcile::Leadership::NotLeader { .. } =
-                broker.leadership(name, data.index)
-            {
-                continue;
+            // A partition not led (or not open) here now is refused now, not left unverified:
+            // the coordinators' asks below await, and an append after them could find it led
+            // and open and take a transactional batch no guard checked (KIP-890).
+            match broker.leadership(name, data.index) {
+                crate::broker::drivers::reconcile::Leadership::Leader(_) => {}
+                crate::broker::drivers::reconcile::Leadership::NotLeader { leader, .. } => {
+                    verdicts.insert(key, Err(not_leader(broker, name, data.index, leader)));
+                    continue;
+                }
+                crate::broker::drivers::reconcile::Leadership::Unknown => {
+                    let unknown = Failure::new(
+                        ResponseError::UnknownTopicOrPartition,
+                        "unknown topic or partition",
+                    );
+                    verdicts.insert(key, Err(unknown));
+                    continue;
+                }
             }
             let Some(handle) = broker.partition(name, data.index) else {
+                // Led in the image, not opened here yet.
+                let failure = Failure::new(
+                    ResponseError::NotLeaderOrFollower,
+                    format!("{name}-{} is not open on this broker yet", data.index),
+                );
+                verdicts.insert(key, Err(failure));
                 continue;
             };
             let guard = handle.lock().start_txn_verification(

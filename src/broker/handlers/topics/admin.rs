@@ -230,6 +230,11 @@ pub(crate) async fn delete_topics(
             Some(n) => {
                 broker
                     .change_metadata_until(Some(ctx.deadline), false, |controller, image| {
+                        // Named by id: the name was looked up before the writers' lock, and the
+                        // topic may have been deleted and made again under it since.
+                        if !id.is_nil() && image.topic(n).map(|t| t.id) != Some(id) {
+                            return Err(ControllerError::UnknownTopic(id.to_string()));
+                        }
                         let record = controller.delete_topic(image, n)?;
                         let partitions = image.topic(n).map_or(0, |t| t.partitions.max(0));
                         quota.charge(broker, partitions as usize)?;
