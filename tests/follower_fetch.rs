@@ -4,7 +4,8 @@
 //! that follower with `preferred_read_replica` and no records; the follower serves every
 //! acknowledged record, never one past the leader's high watermark, while producers keep
 //! writing; its long poll wakes when its high watermark moves; its epoch checks, out-of-range
-//! answer and the leader-only rule for pre-v11 consumers hold.
+//! answer and the leader-only rule for pre-v11 consumers hold. DeleteRecords is the leader's
+//! alone: a follower refuses it and keeps its log start.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,7 +15,11 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::FetchRequest;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::{DeleteRecordsRequest, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use weir::broker::{Broker, RunningBroker};
 use weir::client::connection::Connection;
 use weir::client::Client;
@@ -178,6 +183,28 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
             .then_some(())
     })
     .await;
+
+    // DeleteRecords at a follower (a client with stale metadata): refused, nothing moves.
+    let mut at_follower = Connection::connect(&io, follower.local_addr, "admin")
+        .await
+        .unwrap();
+    let delete = DeleteRecordsRequest::default()
+        .with_timeout_ms(1000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(5)])]);
+    let answer = at_follower.call(&delete, 2).await.unwrap();
+    assert_eq!(
+        answer.topics[0].partitions[0].error_code,
+        ResponseError::NotLeaderOrFollower.code()
+    );
+    let follower_start = follower
+        .broker
+        .partition(TOPIC, 0)
+        .map(|h| h.lock().log_start_offset());
+    assert_eq!(follower_start, Some(0), "a follower's log start moved alone");
 
     // The leader points a consumer in the follower's rack at the follower, with no records.
     let mut at_leader = Connection::connect(&io, leader.local_addr, "c")
