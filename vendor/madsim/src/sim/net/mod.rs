@@ -631,11 +631,10 @@ impl LinkReceiver {
 
 impl Drop for LinkReceiver {
     fn drop(&mut self) {
-        // As tokio's receiver: close, wake the senders waiting in `closed()`, drop the
-        // registered waker, then what was queued (all after the lock is released). The waker's
-        // drop must happen here, not when the sender goes too: dropping the last waker of a
-        // detached task that has not finished schedules it once more (async-task), so the
-        // moment of that drop is part of the schedule.
+        // As tokio's receiver: close, wake the senders waiting in `closed()`, take the
+        // registered waker out (dropped, not woken), then drop what was queued (all after the
+        // lock is released). Left in place, the waker would be woken by the sender's drop
+        // later: a spurious wake-up of a task that has moved on, which changes the schedule.
         let (queue, rx_waker, wakers) = {
             let mut link = self.chan.lock();
             link.rx_closed = true;
