@@ -45,7 +45,7 @@ use std::{
     net::{IpAddr, SocketAddr},
     sync::Arc,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tracing::*;
 
 use crate::{
@@ -369,7 +369,7 @@ impl NetSim {
         dst: SocketAddr,
         protocol: IpProtocol,
     ) -> (PayloadSender, PayloadReceiver) {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = link_channel();
         let net = self.clone();
         // Weir patch: the arrival time as time elapsed since the clock's base (upstream: an
         // `Instant`, converted back when the receiver sleeps until it), and the link tested
@@ -419,7 +419,7 @@ impl NetSim {
 /// }
 /// ```
 struct Delivery {
-    rx: mpsc::UnboundedReceiver<(Payload, State)>,
+    rx: LinkReceiver,
     test_link: Arc<dyn Fn() -> State + Send + Sync>,
     /// The runtime's time (what `sleep` would look up in the thread's context each time).
     time: TimeHandle,
@@ -496,7 +496,7 @@ impl futures_util::Stream for Delivery {
 #[doc(hidden)]
 pub struct PayloadSender {
     test_link: Arc<dyn Fn() -> State + Send + Sync>,
-    tx: mpsc::UnboundedSender<(Payload, State)>,
+    tx: LinkSender,
 }
 
 /// The link state when sending a packet: the arrival time (elapsed since the clock's base), or
@@ -520,6 +520,137 @@ impl PayloadSender {
 
 #[doc(hidden)]
 pub type PayloadReceiver = BoxStream<'static, Payload>;
+
+/// Weir patch (vendor/madsim/PATCHED.md): the queue under a connection's channel, instead of
+/// tokio's unbounded mpsc (a block list, a semaphore of permits, atomic wakers and a `Notify`
+/// for one sender and one receiver on one thread). The same wake-ups as tokio's, and only
+/// those: a send wakes the receiver's registered waker (taking it), the sender's drop wakes it
+/// too (the end of the stream), a pending receive registers its waker (kept if it would wake
+/// the same task), and the receiver's drop wakes the senders waiting in `closed()`; a send after
+/// the receiver's drop fails.
+fn link_channel() -> (LinkSender, LinkReceiver) {
+    let chan = Arc::new(Mutex::new(Link {
+        queue: std::collections::VecDeque::new(),
+        rx_waker: None,
+        tx_closed: false,
+        rx_closed: false,
+        closed_wakers: Vec::new(),
+    }));
+    (LinkSender { chan: chan.clone() }, LinkReceiver { chan })
+}
+
+struct Link {
+    queue: std::collections::VecDeque<(Payload, State)>,
+    /// The receiver's waker, registered by a pending receive, taken by the wake.
+    rx_waker: Option<std::task::Waker>,
+    /// The sender was dropped: once the queue is empty the stream ends.
+    tx_closed: bool,
+    /// The receiver was dropped: sends fail.
+    rx_closed: bool,
+    /// Senders waiting in `closed()`.
+    closed_wakers: Vec<std::task::Waker>,
+}
+
+struct LinkSender {
+    chan: Arc<Mutex<Link>>,
+}
+
+impl LinkSender {
+    fn send(&self, value: (Payload, State)) -> Result<(), (Payload, State)> {
+        let waker = {
+            let mut link = self.chan.lock();
+            if link.rx_closed {
+                return Err(value);
+            }
+            link.queue.push_back(value);
+            link.rx_waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.chan.lock().rx_closed
+    }
+
+    async fn closed(&self) {
+        std::future::poll_fn(|cx| {
+            let mut link = self.chan.lock();
+            if link.rx_closed {
+                return std::task::Poll::Ready(());
+            }
+            if !link.closed_wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                link.closed_wakers.push(cx.waker().clone());
+            }
+            std::task::Poll::Pending
+        })
+        .await
+    }
+}
+
+impl Drop for LinkSender {
+    fn drop(&mut self) {
+        let waker = {
+            let mut link = self.chan.lock();
+            link.tx_closed = true;
+            link.rx_waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+struct LinkReceiver {
+    chan: Arc<Mutex<Link>>,
+}
+
+impl LinkReceiver {
+    fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<(Payload, State)>> {
+        let mut link = self.chan.lock();
+        if let Some(value) = link.queue.pop_front() {
+            return std::task::Poll::Ready(Some(value));
+        }
+        if link.tx_closed {
+            return std::task::Poll::Ready(None);
+        }
+        let replaced = match &mut link.rx_waker {
+            Some(waker) if waker.will_wake(cx.waker()) => None,
+            slot => slot.replace(cx.waker().clone()),
+        };
+        drop(link);
+        drop(replaced);
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for LinkReceiver {
+    fn drop(&mut self) {
+        // As tokio's receiver: close, wake the senders waiting in `closed()`, take the
+        // registered waker out (dropped, not woken), then drop what was queued (all after the
+        // lock is released). Left in place, the waker would be woken by the sender's drop
+        // later: a spurious wake-up of a task that has moved on, which changes the schedule.
+        let (queue, rx_waker, wakers) = {
+            let mut link = self.chan.lock();
+            link.rx_closed = true;
+            (
+                std::mem::take(&mut link.queue),
+                link.rx_waker.take(),
+                std::mem::take(&mut link.closed_wakers),
+            )
+        };
+        for waker in wakers {
+            waker.wake();
+        }
+        drop(rx_waker);
+        drop(queue);
+    }
+}
 
 /// An RAII structure used to release the bound port.
 pub(crate) struct BindGuard {
