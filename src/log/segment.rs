@@ -596,7 +596,11 @@ impl Segment {
             expected = header.next_offset();
             position += header.total_len() as u64;
         }
-        self.remember_resume(expected, position);
+        // Past the last batch: the next one appended starts here. (A walk that overshot the end,
+        // a damaged length, leaves nothing to remember.)
+        if position == self.size {
+            self.remember_resume(expected, position);
+        }
         Ok(None)
     }
 
