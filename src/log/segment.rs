@@ -4,7 +4,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
 
@@ -70,6 +70,52 @@ impl Damage {
     }
 }
 
+/// A segment's remembered batch starts (`Segment::resume`): a few, one per recent reader.
+#[derive(Clone, Copy, Debug, Default)]
+struct Resume {
+    places: [Option<(i64, u64)>; RESUME_PLACES],
+    /// The place a reader that moved on from none of them takes over (round-robin).
+    next: usize,
+}
+
+/// Readers of one partition's tail at once: its followers and a consumer or two.
+const RESUME_PLACES: usize = 4;
+
+impl Resume {
+    /// The place to walk from for `offset`: the furthest remembered batch start at or below it,
+    /// if no earlier than the index entry's `floor` and inside the segment's `size`.
+    fn nearest(&self, offset: i64, floor: u64, size: u64) -> Option<(i64, u64)> {
+        self.places
+            .iter()
+            .flatten()
+            .filter(|&&(o, p)| o <= offset && p >= floor && p <= size)
+            .max_by_key(|&&(o, p)| (o, p))
+            .copied()
+    }
+
+    /// Remembers a batch start a walk or read reached: it replaces the place that reader most
+    /// likely started from (the furthest at or below it), else the next place in turn.
+    fn remember(&mut self, offset: i64, position: u64) {
+        let from = self
+            .places
+            .iter()
+            .enumerate()
+            .filter_map(|(i, place)| place.map(|(o, p)| (i, o, p)))
+            .filter(|&(_, o, p)| o <= offset && p <= position)
+            .max_by_key(|&(_, o, p)| (o, p))
+            .map(|(i, _, _)| i);
+        let at = match from {
+            Some(i) => i,
+            None => {
+                let i = self.next;
+                self.next = (self.next + 1) % RESUME_PLACES;
+                i
+            }
+        };
+        self.places[at] = Some((offset, position));
+    }
+}
+
 pub struct Segment {
     base_offset: i64,
     log: Arc<dyn File>,
@@ -87,6 +133,14 @@ pub struct Segment {
     /// Offsets may jump forward between batches: the segment was rewritten by the log cleaner,
     /// which removes batches but never renumbers. Elsewhere a jump is damage.
     gaps: bool,
+    /// Where [`Segment::locate`]'s recent walks (and [`Segment::read`]'s reads) ended: batch
+    /// starts `(offset, position)` reached by walking, every header before them parsed and
+    /// following on, one place per reader (a leader's followers and consumers read at different
+    /// offsets). A later walk for an offset at or past one starts at the nearest instead of at
+    /// the index entry (a follower's fetch at the tail re-walked ~17 headers each time). Never
+    /// before the index entry, so a read never walks more than without them; forgotten when the
+    /// file is cut or rebuilt. See `locate`.
+    resume: Mutex<Resume>,
     /// Simulator and tests: the planted `index-lookup-past-target`, from the log's config.
     #[cfg(any(madsim, test))]
     lookup_past_target: bool,
@@ -149,6 +203,7 @@ impl Segment {
             bytes_since_index: 0,
             index_interval,
             gaps: false,
+            resume: Mutex::new(Resume::default()),
             #[cfg(any(madsim, test))]
             lookup_past_target: false,
         })
@@ -208,6 +263,7 @@ impl Segment {
             bytes_since_index: 0,
             index_interval,
             gaps,
+            resume: Mutex::new(Resume::default()),
             #[cfg(any(madsim, test))]
             lookup_past_target: false,
         };
@@ -276,6 +332,7 @@ impl Segment {
     ) -> io::Result<Option<ScanStop>> {
         self.offset_index = OffsetIndex::empty(index_file)?;
         self.time_index = TimeIndex::empty(time_file)?;
+        self.forget_resume();
         let base = self.base_offset;
         let mut expected = base;
         let mut entries = Vec::new();
@@ -443,12 +500,52 @@ impl Segment {
         // The walk reads the file a chunk at a time, not one header at a time: from an index
         // entry it passes up to `index.interval.bytes` of batches, and in the simulator each
         // header read was a locked call into the disk (most of a fetch's cost).
-        // The chunk buffer is the thread's, not a fresh zeroed array per call (a fetch locates
-        // on every read): only the bytes just read are looked at.
+        // A batch start an earlier walk or read reached (see `resume`): a walk for an offset at
+        // or past it starts there when that is no earlier than the index entry. Everything a
+        // reader is served is still checked where it is read (`read` checks every batch's CRC
+        // and that offsets follow on); what is skipped is re-parsing the headers before it,
+        // which a walk parsed when it passed them. Damage met from there (it cannot come from a
+        // cut: `truncate_to` and `rebuild` forget the place) sends the walk back to the index
+        // entry, which reports it as before.
+        let resume = self
+            .resume
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .nearest(offset, position, self.size);
+        if let Some((from_offset, from)) = resume {
+            match self.walk_buffered(offset, from, from_offset) {
+                Err(e) if Damage::of(&e).is_some() => self.forget_resume(),
+                found => return found,
+            }
+        }
+        self.walk_buffered(offset, position, expected)
+    }
+
+    /// [`Segment::walk`] through the thread's chunk buffer: not a fresh zeroed array per call
+    /// (a fetch locates on every read); only the bytes just read are looked at.
+    fn walk_buffered(
+        &self,
+        offset: i64,
+        position: u64,
+        expected: i64,
+    ) -> io::Result<Option<(u64, BatchHeader)>> {
         LOCATE_BUFFER.with(|buffer| {
             let mut chunk = buffer.borrow_mut();
             self.walk(offset, position, expected, &mut chunk[..])
         })
+    }
+
+    /// Remembers that the batch at `position` starts at `offset` or, in a segment with gaps,
+    /// at the first offset present at or after it (see `resume`).
+    fn remember_resume(&self, offset: i64, position: u64) {
+        self.resume
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remember(offset, position);
+    }
+
+    fn forget_resume(&self) {
+        *self.resume.lock().unwrap_or_else(|e| e.into_inner()) = Resume::default();
     }
 
     /// [`Segment::locate`]'s walk from `position` (where batch `expected` starts) through
@@ -493,10 +590,16 @@ impl Segment {
                 )));
             }
             if header.last_offset() >= offset {
+                self.remember_resume(header.base_offset, position);
                 return Ok(Some((position, header)));
             }
             expected = header.next_offset();
             position += header.total_len() as u64;
+        }
+        // Past the last batch: the next one appended starts here. (A walk that overshot the end,
+        // a damaged length, leaves nothing to remember.)
+        if position == self.size {
+            self.remember_resume(expected, position);
         }
         Ok(None)
     }
@@ -558,6 +661,9 @@ impl Segment {
                 Err(_) => break,
             }
         }
+        // The next batch (if any) starts where the kept ones end, each checked above: the next
+        // read (a follower's, at the offset after them) starts its walk there.
+        self.remember_resume(expected, start + keep as u64);
         buf.truncate(keep);
         Ok(buf.freeze())
     }
@@ -638,6 +744,8 @@ impl Segment {
         })?;
         self.max_timestamp = max_ts;
         self.bytes_since_index = self.index_interval;
+        // The batches from the cut on are gone; later appends may put others where they were.
+        self.forget_resume();
         Ok(cut)
     }
 

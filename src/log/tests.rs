@@ -346,6 +346,61 @@ fn truncate_to_drops_the_tail() {
     assert_eq!(append(&mut log, &[b"again"], 99).0, 17);
 }
 
+/// A read starts its walk where the last one ended (`Segment`'s `resume`) when that is past the
+/// index entry: tail reads, reads behind it and reads after a truncation that put other
+/// batches where the cut ones were all find the batch a fresh walk from the index finds.
+#[test]
+fn reads_resumed_from_the_last_read_match_a_walk_from_the_index() {
+    let disk = MemDisk::new(8);
+    let config = LogConfig {
+        segment_bytes: 1 << 30,
+        segment_ms: i64::MAX,
+        index_interval_bytes: 4096,
+        planted: Default::default(),
+    };
+    let (mut log, _) = open(&disk, config.clone());
+    let mut expected = Vec::new();
+    for i in 0..120i64 {
+        let value = format!("value-{i:04}").repeat(1 + (i as usize % 7));
+        append(&mut log, &[value.as_bytes()], 1000 + i);
+        // A follower's tail read after each append: the batch just written, then nothing.
+        let data = log.read(i, 1, i64::MAX).unwrap();
+        assert_eq!(batch::check(&data).unwrap().base_offset, i);
+        assert!(log.read(i + 1, 1, i64::MAX).unwrap().is_empty());
+        expected.push(data);
+    }
+    // Reads behind the last one and at scattered offsets, against what each offset held.
+    for offset in [119, 3, 64, 65, 118, 0, 119, 77, 76, 78] {
+        let data = log.read(offset, 1, i64::MAX).unwrap();
+        assert_eq!(data, expected[offset as usize], "offset {offset}");
+    }
+    // Cut back, then other batches where the cut ones were: no stale place is trusted.
+    log.truncate_to(100).unwrap();
+    for i in 100..110i64 {
+        append(&mut log, &[format!("other-{i}").as_bytes()], 5000 + i);
+        let data = log.read(i, 1, i64::MAX).unwrap();
+        let header = batch::check(&data).unwrap();
+        assert_eq!((header.base_offset, header.max_timestamp), (i, 5000 + i));
+    }
+    // The same reads on a reopened log (no remembered place) give the same bytes.
+    let fresh: Vec<_> = (0..110)
+        .map(|o| log.read(o, 1, i64::MAX).unwrap())
+        .collect();
+    drop(log);
+    let (reopened, _) = open(&disk, config);
+    for (offset, data) in fresh.iter().enumerate() {
+        assert_eq!(&reopened.read(offset as i64, 1, i64::MAX).unwrap(), data);
+    }
+    // Damage behind the remembered place is still found by a read that walks over it.
+    let path = Path::new(DIR).join(segment::file_name(0, "log"));
+    reopened.read(109, 1, i64::MAX).unwrap();
+    disk.flip_bit(&path, 65, 0).unwrap();
+    assert!(matches!(
+        reopened.read(0, 1000, i64::MAX),
+        Err(ReadError::Io(_))
+    ));
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Append {

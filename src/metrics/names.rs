@@ -5,6 +5,7 @@
 //! (`_bucket`, `_sum`, `_count`) where the exporter shows quantile gauges; `_count` matches.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use kafka_protocol::messages::ApiKey;
 
@@ -101,6 +102,17 @@ pub fn request_name(key: ApiKey, fetch_replica_id: Option<i32>) -> Cow<'static, 
         (ApiKey::Fetch, Some(id)) if id >= 0 => Cow::Borrowed("FetchFollower"),
         (ApiKey::Fetch, _) => Cow::Borrowed("FetchConsumer"),
         (ApiKey::Produce, _) => Cow::Borrowed("Produce"),
-        (other, _) => Cow::Owned(format!("{other:?}")),
+        (other, _) => api_name(other),
+    }
+}
+
+/// An API's name as its `Debug` spells it, formatted once per key and process (the request
+/// metrics name every request: quorum RPCs and heartbeats were formatted anew each time).
+fn api_name(key: ApiKey) -> Cow<'static, str> {
+    static NAMES: [OnceLock<&'static str>; 128] = [const { OnceLock::new() }; 128];
+    match NAMES.get(key as i16 as usize) {
+        // Leaked once per API key (under a hundred short names) for the process's lifetime.
+        Some(name) => Cow::Borrowed(name.get_or_init(|| format!("{key:?}").leak())),
+        None => Cow::Owned(format!("{key:?}")),
     }
 }

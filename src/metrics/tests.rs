@@ -245,3 +245,24 @@ fn http_answers_get_metrics_and_refuses_the_rest() {
         "HTTP/1.1 400 Bad Request"
     );
 }
+
+#[test]
+fn request_names_are_the_api_names_kafka_uses() {
+    use kafka_protocol::messages::ApiKey;
+    for key in [
+        ApiKey::Vote,
+        ApiKey::BrokerHeartbeat,
+        ApiKey::Metadata,
+        ApiKey::ApiVersions,
+    ] {
+        // Formatted once, then the same name every time.
+        assert_eq!(super::request_name(key, None), format!("{key:?}"));
+        assert_eq!(super::request_name(key, Some(1)), format!("{key:?}"));
+    }
+    assert_eq!(super::request_name(ApiKey::Fetch, Some(2)), "FetchFollower");
+    assert_eq!(
+        super::request_name(ApiKey::Fetch, Some(-1)),
+        "FetchConsumer"
+    );
+    assert_eq!(super::request_name(ApiKey::Produce, None), "Produce");
+}
