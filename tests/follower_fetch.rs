@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{DeleteRecordsRequest, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use weir::broker::{Broker, RunningBroker};
@@ -204,7 +204,11 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
         .broker
         .partition(TOPIC, 0)
         .map(|h| h.lock().log_start_offset());
-    assert_eq!(follower_start, Some(0), "a follower's log start moved alone");
+    assert_eq!(
+        follower_start,
+        Some(0),
+        "a follower's log start moved alone"
+    );
 
     // The leader points a consumer in the follower's rack at the follower, with no records.
     let mut at_leader = Connection::connect(&io, leader.local_addr, "c")
