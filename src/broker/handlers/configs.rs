@@ -24,7 +24,7 @@ use crate::broker::api::RequestContext;
 use crate::broker::{errors, shared::Broker};
 use crate::config::dynamic_broker::{self, ListKey};
 use crate::config::TopicConfig;
-use crate::controller::ConfigResource;
+use crate::controller::{ConfigResource, Controller, ControllerError, MetadataImage};
 
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
@@ -293,6 +293,26 @@ async fn change(
     changes: BTreeMap<String, Option<String>>,
     validate_only: bool,
 ) -> Result<(), Refusal> {
+    change_from(broker, ctx, resource_type, name, validate_only, |_, _| {
+        Ok(changes)
+    })
+    .await
+}
+
+/// [`change`] with the changes worked out from the image the controller decides on, under the
+/// metadata writers' lock: an APPEND or SUBTRACT reads the list it changes there, so two at
+/// once each see the other's result (read before the lock, one would be lost).
+async fn change_from(
+    broker: &Broker,
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    changes: impl FnOnce(
+        &Controller,
+        &MetadataImage,
+    ) -> Result<BTreeMap<String, Option<String>>, ControllerError>,
+) -> Result<(), Refusal> {
     if !matches!(
         resource_type,
         RESOURCE_TOPIC | RESOURCE_BROKER | RESOURCE_GROUP
@@ -304,6 +324,7 @@ async fn change(
     }
     broker
         .change_metadata_until(Some(ctx.deadline), validate_only, |controller, image| {
+            let changes = changes(controller, image)?;
             let record = match resource_type {
                 RESOURCE_TOPIC => controller.alter_topic_config(image, name, changes)?,
                 RESOURCE_BROKER => controller.alter_broker_config(image, name, changes)?,
@@ -450,7 +471,8 @@ pub(crate) async fn alter(
 /// effective value; a broker resource's own stored value, else the key's Kafka default (not
 /// the static file's); group configs have no list keys.
 fn list_base(
-    broker: &Broker,
+    (controller, node): (&Controller, i32),
+    image: &MetadataImage,
     resource_type: i8,
     name: &str,
     key: &str,
@@ -461,10 +483,12 @@ fn list_base(
             if !LIST_KEYS.contains(&key) {
                 return Err(not_a_list(op, key));
             }
-            let current = broker
-                .topic_config(name)
-                .map(|c| {
-                    c.entries()
+            let current = image
+                .topic(name)
+                .map(|t| {
+                    controller
+                        .topic_config_on(image, node, t)
+                        .entries()
                         .into_iter()
                         .find(|(k, _)| *k == key)
                         .map(|(_, v)| v)
@@ -474,8 +498,7 @@ fn list_base(
             Ok(current)
         }
         RESOURCE_BROKER => {
-            let stored = broker
-                .image()
+            let stored = image
                 .resource_configs(&ConfigResource::Broker(name.to_string()))
                 .get(key)
                 .cloned();
@@ -492,6 +515,13 @@ fn list_base(
     }
 }
 
+/// One IncrementalAlterConfigs operation on a key: SET (or DELETE, `None`), or APPEND/SUBTRACT
+/// of a value, worked out on the list the decision's image holds.
+enum KeyChange {
+    Set(Option<String>),
+    List(i8, Option<String>),
+}
+
 pub(crate) async fn incremental_alter(
     broker: &Broker,
     ctx: &RequestContext,
@@ -503,6 +533,7 @@ pub(crate) async fn incremental_alter(
         .iter()
         .map(|r| (r.resource_type, r.resource_name.to_string()))
         .collect();
+    let here = (&broker.controller, broker.config.node_id);
     let twice = duplicated(&ids);
     let mut responses = Vec::with_capacity(req.resources.len());
     for (resource, id) in req.resources.into_iter().zip(ids) {
@@ -527,11 +558,15 @@ pub(crate) async fn incremental_alter(
                     .map(|c| {
                         let key = c.name.to_string();
                         match c.config_operation {
-                            OP_SET => Ok((key, c.value.as_ref().map(|v| v.to_string()))),
-                            OP_DELETE => Ok((key, None)),
+                            OP_SET => {
+                                Ok((key, KeyChange::Set(c.value.as_ref().map(|v| v.to_string()))))
+                            }
+                            OP_DELETE => Ok((key, KeyChange::Set(None))),
                             op @ (OP_APPEND | OP_SUBTRACT) => {
-                                let now = list_base(broker, kind, &name, &key, op)?;
-                                Ok((key, Some(list_change(&now, op, c.value.as_deref()))))
+                                // Refused now if it is no list key (the answer needs no lock).
+                                list_base(here, &broker.image(), kind, &name, &key, op)?;
+                                let value = c.value.as_ref().map(|v| v.to_string());
+                                Ok((key, KeyChange::List(op, value)))
                             }
                             op => Err((
                                 ResponseError::InvalidRequest,
@@ -543,7 +578,26 @@ pub(crate) async fn incremental_alter(
             })
         };
         let outcome = match prepared {
-            Ok(changes) => change(broker, ctx, kind, &name, changes, req.validate_only).await,
+            Ok(ops) => {
+                let decide = |controller: &Controller, image: &MetadataImage| {
+                    let node = broker.config.node_id;
+                    let mut changes = BTreeMap::new();
+                    for (key, op) in ops {
+                        let value = match op {
+                            KeyChange::Set(value) => value,
+                            KeyChange::List(op, value) => {
+                                let now =
+                                    list_base((controller, node), image, kind, &name, &key, op)
+                                        .map_err(|(_, why)| ControllerError::InvalidConfig(why))?;
+                                Some(list_change(&now, op, value.as_deref()))
+                            }
+                        };
+                        changes.insert(key, value);
+                    }
+                    Ok(changes)
+                };
+                change_from(broker, ctx, kind, &name, req.validate_only, decide).await
+            }
             Err(refusal) => Err(refusal),
         };
         // Same fields as AlterConfigs' answer, but a distinct generated type.
