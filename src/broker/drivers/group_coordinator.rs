@@ -404,16 +404,13 @@ impl Broker {
         // no longer leads (`startup_gate`): it coordinates nothing until then, as it leads no
         // partition.
         let serving = self.serving_partitions();
-        // (leads in the image, its replica has taken the leadership up: loadable).
-        let leads: Vec<(bool, bool)> = (0..topic.partitions)
+        let leads: Vec<bool> = (0..topic.partitions)
             .map(|p| {
-                let led = image
-                    .partition(topic.id, p)
-                    .filter(|x| serving && x.leader == self.config.node_id);
-                let leads = led.is_some() && self.partition(OFFSETS_TOPIC, p).is_some();
-                let ready =
-                    led.is_some_and(|x| self.replica_leads(OFFSETS_TOPIC, p, x.leader_epoch));
-                (leads, leads && ready)
+                serving
+                    && image
+                        .partition(topic.id, p)
+                        .is_some_and(|x| x.leader == self.config.node_id)
+                    && self.partition(OFFSETS_TOPIC, p).is_some()
             })
             .collect();
         let mut to_load = Vec::new();
@@ -422,12 +419,10 @@ impl Broker {
             let mut inner = self.groups.lock();
             inner.core.set_partition_count(topic.partitions);
             let mut actions = Vec::new();
-            for (p, &(leads, ready)) in leads.iter().enumerate() {
+            for (p, &leads) in leads.iter().enumerate() {
                 let p = p as i32;
                 let holds = inner.core.holds_partition(p);
-                // Not yet ready: the reconcile pass that takes the leadership up, or the timer
-                // loop, calls again.
-                if ready && !holds && !inner.core.has_unloading_groups(p) {
+                if leads && !holds && !inner.core.has_unloading_groups(p) {
                     inner.core.load_begin(p);
                     let id = inner.next_load;
                     inner.next_load += 1;

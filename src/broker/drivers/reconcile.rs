@@ -70,18 +70,6 @@ impl Broker {
         }
     }
 
-    /// Whether the local replica of `topic`-`index` has taken up the leadership at
-    /// `leader_epoch` (`sync_role` ran for it). A coordinator begins loading its partition only
-    /// then: before it, the image may already name this node while its replica still follows
-    /// the old leader, and records the fetcher appends after the replay's end would be missed
-    /// (Kafka loads from the replica's become-leader transition).
-    pub(crate) fn replica_leads(&self, topic: &str, index: i32, leader_epoch: i32) -> bool {
-        self.partition(topic, index).is_some_and(|h| {
-            let p = h.lock();
-            p.role() == crate::replica::Role::Leader && p.leader_epoch() == leader_epoch
-        })
-    }
-
     /// Opens every partition the image places on this node and deletes those it no longer
     /// does. On success records the image offset it matched, so the background loop retries
     /// only while a pass has failed or the image moved on.

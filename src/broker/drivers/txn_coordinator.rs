@@ -583,18 +583,13 @@ impl Broker {
             return;
         };
         let serving = self.serving_partitions();
-        // (the leader epoch when it leads in the image, its replica has taken it up: loadable).
-        let leads: Vec<(Option<i32>, bool)> = (0..topic.partitions)
+        let leads: Vec<Option<i32>> = (0..topic.partitions)
             .map(|p| {
-                let Some(meta) = image.partition(topic.id, p) else {
-                    return (None, false);
-                };
-                let leads = serving
+                let meta = image.partition(topic.id, p)?;
+                (serving
                     && meta.leader == self.config.node_id
-                    && self.partition(TRANSACTION_STATE_TOPIC, p).is_some();
-                let ready =
-                    leads && self.replica_leads(TRANSACTION_STATE_TOPIC, p, meta.leader_epoch);
-                (leads.then_some(meta.leader_epoch), ready)
+                    && self.partition(TRANSACTION_STATE_TOPIC, p).is_some())
+                .then_some(meta.leader_epoch)
             })
             .collect();
         let mut to_load = Vec::new();
@@ -612,12 +607,10 @@ impl Broker {
             });
             let mut actions = Vec::new();
             let mut begins = Vec::new();
-            for (p, (leads, ready)) in leads.iter().enumerate() {
+            for (p, leads) in leads.iter().enumerate() {
                 let p = p as i32;
                 let holds = core.holds(p);
                 match (leads, holds) {
-                    // Loaded once its replica leads (see `replica_leads`); the next tick retries.
-                    (Some(_), false) if !ready => {}
                     (Some(epoch), false) => {
                         actions.extend(core.step(
                             now,

@@ -27,9 +27,8 @@ fn opt(value: &Option<StrBytes>) -> Option<String> {
 }
 
 /// The topics of the metadata image, as the assignors see them.
-fn topics(broker: &Broker) -> Topics {
-    broker
-        .image()
+fn topics(image: &crate::controller::MetadataImage) -> Topics {
+    image
         .topics()
         .map(|t| {
             (
@@ -93,10 +92,20 @@ pub(crate) async fn heartbeat(
             )))
             .with_error_message(Some(s(e)));
     }
-    let topics = topics(broker);
+    let image = broker.image();
+    let mut topics = topics(&image);
     let overrides = group_overrides(broker, &core_req.group_id);
     let r = match broker
-        .group_call(|c, id, now| c.consumer_heartbeat(id, core_req, &topics, &overrides, now))
+        .group_call(|c, id, now| {
+            // Built before the coordinator's lock, built again under it if a newer image came
+            // meanwhile: heartbeats on two threads could otherwise hand the core an older
+            // image's topics after a newer one's (the group's epoch bumped back and forth).
+            let current = broker.image();
+            if current.applied() != image.applied() {
+                topics = self::topics(&current);
+            }
+            c.consumer_heartbeat(id, core_req, &topics, &overrides, now)
+        })
         .await
     {
         Ok(Response::ConsumerHeartbeat(r)) => r,
