@@ -65,7 +65,7 @@ fn expired_offsets(g: &Group, now: i64, retention: i64) -> ExpiredKeys {
         None => now - base >= retention,
     };
     // Never an offset a transaction may still commit over (Kafka's rule).
-    let pending = |k: &(String, i32)| g.pending_txn.values().any(|o| o.contains_key(k));
+    let pending = |k: &(String, i32)| super::txn::has_pending(g, k);
     let pick = |keep: &dyn Fn(&(String, i32), &Committed) -> bool| -> ExpiredKeys {
         g.offsets
             .iter()

@@ -15,8 +15,7 @@ impl Coordinator {
         let group = self.groups.get(group_id);
         let entry = |key: &(String, i32)| {
             let committed = group.and_then(|g| g.offsets.get(key));
-            let unstable =
-                group.is_some_and(|g| g.pending_txn.values().any(|o| o.contains_key(key)));
+            let unstable = group.is_some_and(|g| super::txn::has_pending(g, key));
             committed_offset(&key.0, key.1, committed, unstable)
         };
         Ok(match partitions {

@@ -163,12 +163,12 @@ impl Coordinator {
     }
 
     /// Whether `group_id` has a transactional offset for (`topic`, `partition`) waiting for its
-    /// transaction's marker (OffsetFetch with `require_stable`: UNSTABLE_OFFSET_COMMIT).
+    /// transaction's marker (OffsetFetch answers it with the offset: [`CommittedOffset::unstable`]).
     pub fn has_pending_txn_offset(&self, group_id: &str, topic: &str, partition: i32) -> bool {
         let key = (topic.to_string(), partition);
         self.groups
             .get(group_id)
-            .is_some_and(|g| g.pending_txn.values().any(|o| o.contains_key(&key)))
+            .is_some_and(|g| has_pending(g, &key))
     }
 
     /// The pending transactional offsets of `group_id`: (producer id, topic, partition, offset).
@@ -185,6 +185,11 @@ impl Coordinator {
             })
             .collect()
     }
+}
+
+/// Whether a transactional commit for `key` in `g` waits for its transaction's marker.
+pub(in crate::group::coordinator) fn has_pending(g: &Group, key: &(String, i32)) -> bool {
+    g.pending_txn.values().any(|o| o.contains_key(key))
 }
 
 /// One offset a transactional commit made pending, and what it replaced (an earlier commit of
