@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::checker::FinalRead;
 use crate::history::{Entry, Event};
+use crate::partition_trace::PartitionEvent;
 use crate::scenario::Check;
 
 /// How a member stopped being one (churn the workload injects before healing).
@@ -100,11 +101,13 @@ pub enum GroupEvent {
         op: u64,
         error: String,
     },
-    /// The observer's OffsetFetch, sent at `invoked_ms`, answered now (committed partitions).
+    /// The observer's OffsetFetch, sent at `invoked_ms`, answered now (committed partitions) by
+    /// broker `coordinator` (-1: the one node of a single-node world).
     Offsets {
         group: u32,
         invoked_ms: u64,
         offsets: Vec<(i32, i64)>,
+        coordinator: i32,
     },
     Churn {
         group: u32,
@@ -152,6 +155,10 @@ pub struct GroupFindings {
     pub ownership: Vec<String>,
     /// Committed offsets that went backwards.
     pub offsets: Vec<String>,
+    /// OffsetFetch answers below a known commit from a coordinator the committed metadata had
+    /// already deposed (count, and examples): stale reads Kafka allows, not judged.
+    pub stale_reads: usize,
+    pub stale_examples: Vec<String>,
     /// Acknowledged records some group never processed (count, and examples).
     pub undelivered: usize,
     pub undelivered_examples: Vec<String>,
@@ -166,12 +173,18 @@ pub struct GroupFindings {
     pub evidence_ms: BTreeMap<Check, u64>,
 }
 
+/// The group id of workload group `group` (the checker places it on an offsets partition).
+pub fn group_name(group: u32) -> String {
+    format!("group-{group}")
+}
+
 /// Bound on examples kept per anomaly.
 const EXAMPLES: usize = 20;
 
 /// An offset the broker gave out for one partition (an accepted commit, an OffsetFetch
-/// answer): (sent at, offset, what it was, answered at).
-type Claim = (u64, i64, String, u64);
+/// answer): (sent at, offset, what it was, answered at, the broker that answered an
+/// OffsetFetch in a cluster).
+type Claim = (u64, i64, String, u64, Option<i32>);
 type Claims = BTreeMap<(u32, i32), Vec<Claim>>;
 /// What a member held at the end: (member, generation, partitions).
 type FinalState<'a> = (&'a str, Option<i32>, &'a [i32]);
@@ -226,6 +239,7 @@ pub fn check(
     // Produced values: op → values, and the acknowledged ones.
     let mut ops: BTreeMap<u64, &[String]> = BTreeMap::new();
     let mut acked: Vec<&str> = Vec::new();
+    let mut coordinators = Coordinators::default();
     for entry in entries {
         let at = entry.at_ms;
         let g = match &entry.event {
@@ -244,6 +258,20 @@ pub fn check(
                 continue;
             }
             Event::Group(g) => g,
+            Event::Partition(PartitionEvent::CoordinatorLeader {
+                partition,
+                partitions,
+                leader,
+                epoch,
+            }) => {
+                coordinators.partitions = coordinators.partitions.max(*partitions);
+                coordinators
+                    .leaders
+                    .entry(*partition)
+                    .or_default()
+                    .push((at, *leader, *epoch));
+                continue;
+            }
             _ => continue,
         };
         match g {
@@ -343,6 +371,7 @@ pub fn check(
                         o,
                         format!("commit of {o} by {member} (generation {generation}) sent at {sent} ms, accepted at {at} ms"),
                         at,
+                        None,
                     ));
                 }
             }
@@ -351,14 +380,20 @@ pub fn check(
                 group,
                 invoked_ms,
                 offsets,
+                coordinator,
             } => {
+                let by = (*coordinator >= 0).then_some(*coordinator);
+                let whom = by.map_or(String::new(), |b| format!(" by broker {b}"));
                 for &(p, o) in offsets {
                     raises.entry((*group, p)).or_default().push((at, o));
                     claims.entry((*group, p)).or_default().push((
                         *invoked_ms,
                         o,
-                        format!("OffsetFetch sent at {invoked_ms} ms answered {o} at {at} ms"),
+                        format!(
+                            "OffsetFetch sent at {invoked_ms} ms answered {o}{whom} at {at} ms"
+                        ),
                         at,
+                        by,
                     ));
                 }
             }
@@ -405,7 +440,7 @@ pub fn check(
             )),
         }
     }
-    check_floors(&raises, &claims, &mut f);
+    check_floors(&raises, &claims, &coordinators, &mut f);
     if let Some(read) = final_read.filter(|_| !unavailable) {
         check_delivery(&acked, read, &processed, expected, end, &mut f);
         check_settled(&finals, &generation_start, healed_ms, expected, end, &mut f);
@@ -421,9 +456,41 @@ pub fn check(
 
 /// Each claim (a value the broker gave out, sent at some time) must be at least every floor
 /// raise known before it was sent.
+/// The committed leaders of the `__consumer_offsets` partitions, as the trace saw them.
+#[derive(Default)]
+struct Coordinators {
+    /// The offsets topic's partition count (the largest seen: it grows as it is created).
+    partitions: i32,
+    /// Offsets partition → (seen at, leader, leader epoch), in run order.
+    leaders: BTreeMap<i32, Vec<(u64, i32, i32)>>,
+}
+
+impl Coordinators {
+    /// Whether broker `by`, answering `group`'s OffsetFetch sent at `sent`, had been deposed:
+    /// the newest leader of the group's offsets partition seen by `sent` is another broker (or
+    /// none), at epoch E, and `by` is never seen leading the partition at E or later, anywhere
+    /// in the run. The trace's times only bound a commit from above (it is fed every 100 ms
+    /// while the faults run and again at the end, not while the workloads finish after
+    /// healing), so a later election of `by` may have begun before its answer: one anywhere
+    /// in the run withholds the excuse. Such a deposed coordinator answers from the state it
+    /// had when it last led: Kafka's brokers act on their metadata image, with no lease, until
+    /// a newer image reaches them. Returns the deposing leader and epoch.
+    fn deposed(&self, group: u32, by: i32, sent: u64) -> Option<(i32, i32)> {
+        if self.partitions <= 0 {
+            return None;
+        }
+        let p = weir::group::placement::partition_for(&group_name(group), self.partitions);
+        let list = self.leaders.get(&p)?;
+        let &(_, leader, epoch) = list.iter().take_while(|(t, _, _)| *t <= sent).last()?;
+        let again = list.iter().any(|&(_, l, e)| l == by && e >= epoch);
+        (leader != by && !again).then_some((leader, epoch))
+    }
+}
+
 fn check_floors(
     raises: &BTreeMap<(u32, i32), Vec<(u64, i64)>>,
     claims: &Claims,
+    coordinators: &Coordinators,
     f: &mut GroupFindings,
 ) {
     for (key, list) in claims {
@@ -436,13 +503,28 @@ fn check_floors(
             top = top.max(o);
             floor.push((t, top));
         }
-        for (sent, offset, what, at) in list {
+        // The last OffsetFetch answer is always judged: however stale reads came and went, the
+        // run ends with the commit there to read, or the commit was lost.
+        let last_fetch = list.iter().filter(|c| c.4.is_some()).map(|c| c.3).max();
+        for (sent, offset, what, at, by) in list {
+            let by = by.filter(|_| Some(*at) != last_fetch);
             // Raises strictly before the claim was sent.
             let i = floor.partition_point(|&(t, _)| t < *sent);
             if i == 0 {
                 continue;
             }
             let (t, top) = floor[i - 1];
+            let deposed = by.and_then(|b| coordinators.deposed(key.0, b, *sent));
+            if let (true, Some((leader, epoch))) = (*offset < top, deposed) {
+                f.stale_reads += 1;
+                if f.stale_examples.len() < EXAMPLES {
+                    f.stale_examples.push(format!(
+                        "group {} partition {}: {what}, below {top} known at {t} ms; broker {leader} led the group's offsets partition at epoch {epoch} before it was sent",
+                        key.0, key.1
+                    ));
+                }
+                continue;
+            }
             if *offset < top {
                 f.evidence(Check::GroupOffsets, *at);
                 if f.offsets.len() < EXAMPLES {
@@ -760,15 +842,66 @@ mod tests {
         assert_eq!(f.offsets.len(), 1, "{:?}", f.offsets);
         // An observation below what was acknowledged before it was sent: a lost commit.
         let mut lost = commit(10, 1, "b", 2, 50).to_vec();
-        lost.push(at(
-            30,
+        lost.push(fetched(30, 20, 30, -1));
+        assert_eq!(check(&lost, None, expected()).offsets.len(), 1);
+    }
+
+    fn fetched(t: u64, sent: u64, offset: i64, coordinator: i32) -> Entry {
+        at(
+            t,
             GroupEvent::Offsets {
                 group: 0,
-                invoked_ms: 20,
-                offsets: vec![(0, 30)],
+                invoked_ms: sent,
+                offsets: vec![(0, offset)],
+                coordinator,
             },
-        ));
-        assert_eq!(check(&lost, None, expected()).offsets.len(), 1);
+        )
+    }
+
+    /// A committed leader of `group-0`'s offsets partition (of 3: `group-0` is on partition 1).
+    fn coordinator(t: u64, leader: i32, epoch: i32) -> Entry {
+        assert_eq!(weir::group::placement::partition_for("group-0", 3), 1);
+        Entry {
+            at_ms: t,
+            event: Event::Partition(PartitionEvent::CoordinatorLeader {
+                partition: 1,
+                partitions: 3,
+                leader,
+                epoch,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_deposed_coordinators_stale_answer_is_a_note_and_the_last_answer_is_judged() {
+        // Broker 2 coordinates; broker 3 takes over at epoch 4 and accepts a commit of 50.
+        let mut entries = vec![coordinator(5, 2, 3), coordinator(8, 3, 4)];
+        entries.extend(commit(10, 1, "b", 2, 50));
+        // Broker 2, not told yet, answers the old 30: stale, noted, not judged...
+        entries.push(fetched(30, 20, 30, 2));
+        // ...but the same answer from the current coordinator is a lost commit,
+        entries.push(fetched(40, 35, 30, 3));
+        entries.push(fetched(60, 55, 50, 3));
+        let f = check(&entries, None, expected());
+        assert_eq!(f.stale_reads, 1, "{:?}", f.stale_examples);
+        assert_eq!(f.offsets.len(), 1, "{:?}", f.offsets);
+        assert!(f.offsets[0].contains("by broker 3"), "{:?}", f.offsets);
+        // and so is a stale answer from a broker elected again (seen however late),
+        let mut again = entries.clone();
+        again.push(coordinator(90_000, 2, 5));
+        assert_eq!(check(&again, None, expected()).stale_reads, 0);
+        // and the last answer, deposed or not: the run ends with the commit there or lost.
+        let mut last = entries[..4].to_vec();
+        last.push(fetched(30, 20, 30, 2));
+        let f = check(&last, None, expected());
+        assert_eq!((f.stale_reads, f.offsets.len()), (0, 1), "{:?}", f.offsets);
+        // A deposition the trace saw only after the fetch was sent excuses nothing.
+        let mut late = vec![coordinator(5, 2, 3), coordinator(25, 3, 4)];
+        late.extend(commit(10, 1, "b", 2, 50));
+        late.push(fetched(30, 20, 30, 2));
+        late.push(fetched(60, 55, 50, 3));
+        let f = check(&late, None, expected());
+        assert_eq!((f.stale_reads, f.offsets.len()), (0, 1), "{:?}", f.offsets);
     }
 
     #[test]

@@ -89,9 +89,7 @@ pub(crate) fn churn_in(g: &Groups, elapsed_ms: u64) -> Option<Churn> {
     None
 }
 
-pub fn group_name(group: u32) -> String {
-    format!("group-{group}")
-}
+pub use crate::group_check::group_name;
 
 /// The consumer id a member's librdkafka-like fetcher records its validations under (standalone
 /// consumers are 0..32).
@@ -642,8 +640,9 @@ pub async fn run_member(
 /// node: the one broker, over one connection).
 pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: RunClock) {
     let routed = !spec.bootstrap.is_empty();
-    // Per group in a cluster; one shared (key 0) on one node.
-    let mut clients: BTreeMap<u32, Client> = BTreeMap::new();
+    // Per group in a cluster, with the coordinator's broker id; one shared (key 0) on one node
+    // (id -1).
+    let mut clients: BTreeMap<u32, (Client, i32)> = BTreeMap::new();
     let mut lookups = 0u64;
     let mut tries_after_end = 0;
     loop {
@@ -662,9 +661,8 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
                         spec.timeout,
                     )
                     .await
-                    .map(|(c, _)| c)
                 } else {
-                    connect(&io, spec.addr, spec.timeout).await
+                    connect(&io, spec.addr, spec.timeout).await.map(|c| (c, -1))
                 };
                 match connected {
                     Ok(c) => {
@@ -679,8 +677,9 @@ pub async fn run_observer(io: Io, spec: GroupsSpec, history: History, clock: Run
                     }
                 }
             }
-            let c = clients.get_mut(&key).expect("connected above");
-            let answered = observe(c, &spec, group, &history, clock, last).await
+            let (c, coordinator) = clients.get_mut(&key).expect("connected above");
+            let coordinator = *coordinator;
+            let answered = observe(c, &spec, group, coordinator, &history, clock, last).await
                 && (!last || describe(c, &spec, group, &history, clock, last).await);
             if !answered {
                 clients.remove(&key);
@@ -713,12 +712,13 @@ fn observer_retries(e: &ClientError, last: bool) -> bool {
     }
 }
 
-/// One OffsetFetch of `group`; `false` when the coordinator must be found again (another broker
+/// One OffsetFetch of `group` at broker `coordinator`; `false` when the coordinator must be found again (another broker
 /// error, such as one still loading mid-run, just skips the group this round).
 async fn observe(
     c: &mut Client,
     spec: &GroupsSpec,
     group: u32,
+    coordinator: i32,
     history: &History,
     clock: RunClock,
     last: bool,
@@ -741,6 +741,7 @@ async fn observe(
                     group,
                     invoked_ms,
                     offsets,
+                    coordinator,
                 }),
             );
             true

@@ -342,6 +342,16 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                             "broker {broker} registered anew, out of ISR/ELR of partitions {removed_from:?}"
                         ),
                     ),
+                    P::CoordinatorLeader {
+                        partition,
+                        leader,
+                        epoch,
+                        ..
+                    } => (
+                        *leader,
+                        "lead",
+                        format!("__consumer_offsets-{partition}: leader {leader}, epoch {epoch}"),
+                    ),
                     P::Truncated {
                         node,
                         partition,

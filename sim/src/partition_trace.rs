@@ -32,6 +32,9 @@ use weir::controller::image::{MetadataImage, MetadataRecord, PartitionRegistrati
 
 use crate::history::Event;
 
+/// The group coordinators' log, whose leaders are traced too.
+const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
 /// One partition-level step of the workload's topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PartitionEvent {
@@ -59,6 +62,16 @@ pub enum PartitionEvent {
         from: i64,
         to: i64,
     },
+    /// A committed leader (or `-1`) of a `__consumer_offsets` partition, and its epoch: whose
+    /// group coordinator answers are current (`group_check` tells a deposed coordinator's
+    /// stale OffsetFetch answer from a lost commit with it). `partitions`: the offsets topic's
+    /// partition count, to place a group (`partition_for`).
+    CoordinatorLeader {
+        partition: i32,
+        partitions: i32,
+        leader: i32,
+        epoch: i32,
+    },
 }
 
 /// ISR ∪ ELR: who may be elected cleanly.
@@ -70,6 +83,8 @@ fn eligible(p: &PartitionRegistration) -> BTreeSet<i32> {
 pub struct PartitionTrace {
     topic: String,
     topic_id: Option<Uuid>,
+    /// `__consumer_offsets`, once created: only its leaders are traced.
+    offsets_id: Option<Uuid>,
     image: MetadataImage,
     /// The offset after the last record replayed.
     next: u64,
@@ -101,6 +116,7 @@ impl PartitionTrace {
         PartitionTrace {
             topic: topic.to_string(),
             topic_id: None,
+            offsets_id: None,
             image: MetadataImage::default(),
             next: 0,
             incarnations: BTreeMap::new(),
@@ -145,6 +161,10 @@ impl PartitionTrace {
                 self.topic_id = Some(*id);
                 None
             }
+            MetadataRecord::Topic { name, id, .. } if name == OFFSETS_TOPIC => {
+                self.offsets_id = Some(*id);
+                None
+            }
             MetadataRecord::Partition(r) => Some((r.topic_id, r.partition)),
             MetadataRecord::PartitionChange(c) => Some((c.topic_id, c.partition)),
             _ => None,
@@ -154,9 +174,9 @@ impl PartitionTrace {
         // change is there: a node that loaded a metadata snapshot holds no records below it,
         // so its sequence may start past the topic's creation (the trace then stays short,
         // which only withholds the designed-unavailability excuse, never grants it).
-        let ours = |id: &Uuid| Some(*id) == self.topic_id;
+        let ours = |id: &Uuid| Some(*id) == self.topic_id || Some(*id) == self.offsets_id;
         let placeable = match record {
-            MetadataRecord::Topic { name, .. } => *name == self.topic,
+            MetadataRecord::Topic { name, .. } => *name == self.topic || name == OFFSETS_TOPIC,
             MetadataRecord::Partition(r) => {
                 ours(&r.topic_id) && self.image.topic_by_id(r.topic_id).is_some()
             }
@@ -208,6 +228,10 @@ impl PartitionTrace {
             }
             _ => self.run.clear(),
         }
+        if let Some((id, partition)) = touched.filter(|(t, _)| Some(*t) == self.offsets_id) {
+            self.coordinator_leader(id, partition, before.as_ref(), out);
+            return;
+        }
         let Some((_, partition)) = touched.filter(|(t, _)| Some(*t) == self.topic_id) else {
             return;
         };
@@ -249,6 +273,34 @@ impl PartitionTrace {
         }
         // Back in ISR/ELR: its earlier departure no longer counts.
         departures.retain(|r, _| !now.contains(r));
+    }
+
+    /// A `CoordinatorLeader` event when an offsets partition's leader or epoch changed.
+    fn coordinator_leader(
+        &self,
+        id: Uuid,
+        partition: i32,
+        before: Option<&PartitionRegistration>,
+        out: &mut Vec<Event>,
+    ) {
+        let Some(after) = self.image.partition(id, partition) else {
+            return;
+        };
+        if before.is_some_and(|b| b.leader == after.leader && b.leader_epoch == after.leader_epoch)
+        {
+            return;
+        }
+        let partitions = self
+            .image
+            .partitions()
+            .filter(|((t, _), _)| *t == id)
+            .count();
+        out.push(Event::Partition(PartitionEvent::CoordinatorLeader {
+            partition,
+            partitions: i32::try_from(partitions).expect("partition count fits i32"),
+            leader: after.leader,
+            epoch: after.leader_epoch,
+        }));
     }
 
     /// The partitions of the workload topic left leaderless by design (KIP-966, see the module
@@ -382,6 +434,61 @@ mod tests {
             change(topic, |c| c.elr = Some(Vec::new())),
             register(3, 13),
         ]
+    }
+
+    #[test]
+    fn the_offsets_topics_leaders_are_traced_apart_from_the_workloads() {
+        let (trace, events) = run(|topic| {
+            let offsets = Uuid::from_u128(9);
+            let mut records = vec![MetadataRecord::topic(
+                OFFSETS_TOPIC,
+                offsets,
+                BTreeMap::new(),
+            )];
+            for partition in 0..2 {
+                records.push(MetadataRecord::Partition(PartitionRecord {
+                    directories: Vec::new(),
+                    topic_id: offsets,
+                    partition,
+                    replicas: vec![2, 3],
+                    isr: vec![2, 3],
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
+                    leader: 2,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                    leader_recovering: false,
+                }));
+            }
+            records.push(change(offsets, |c| {
+                c.leader = Some(3);
+                c.isr = Some(vec![3]);
+            }));
+            // An ISR change alone moves no coordinator.
+            records.push(change(offsets, |c| c.isr = Some(vec![3, 2])));
+            records.push(change(topic, |c| c.leader = Some(2)));
+            records
+        });
+        let coordinators: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Partition(PartitionEvent::CoordinatorLeader {
+                    partition,
+                    partitions,
+                    leader,
+                    epoch,
+                }) => Some((*partition, *partitions, *leader, *epoch)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(coordinators, vec![(0, 1, 2, 0), (1, 2, 2, 0), (0, 2, 3, 1)]);
+        let leaders = events
+            .iter()
+            .filter(|e| matches!(e, Event::Partition(PartitionEvent::Leader { .. })))
+            .count();
+        // The workload's partition: created, then led by 2.
+        assert_eq!(leaders, 2);
+        assert!(trace.describe(0).unwrap().starts_with("leader 2 epoch 1"));
     }
 
     #[test]

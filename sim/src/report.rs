@@ -97,6 +97,21 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
     for note in &f.beyond_promise {
         let _ = writeln!(s, "  beyond acks=all's promise (not a violation): {note}");
     }
+    if f.groups.stale_reads > 0 {
+        let shown: Vec<&str> = f
+            .groups
+            .stale_examples
+            .iter()
+            .take(3)
+            .map(|x| x.as_str())
+            .collect();
+        let _ = writeln!(
+            s,
+            "  stale committed offsets from a deposed coordinator (not a violation): {} answers, e.g. {}",
+            f.groups.stale_reads,
+            shown.join(", ")
+        );
+    }
     for (what, examples) in [
         ("lost", &f.lost),
         ("duplicated", &f.duplicated),
@@ -190,6 +205,7 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
     });
     // Outside the macro: one more key exceeds `json!`'s recursion limit.
     v["beyond_promise"] = json!(f.beyond_promise);
+    v["group_stale_reads"] = json!(f.groups.stale_reads);
     v
 }
 
