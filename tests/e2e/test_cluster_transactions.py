@@ -9,6 +9,7 @@ transaction open). Every wait is bounded.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -81,6 +82,7 @@ class Pipeline:
             "transactional.id": f"tx-{self.group}",
             "transaction.timeout.ms": 60000,
             "linger.ms": 5,
+            **({"debug": os.environ["E2E_RDKAFKA_DEBUG"]} if os.environ.get("E2E_RDKAFKA_DEBUG") else {}),
         })
         self.producer.init_transactions(2 * TIMEOUT_S)
 

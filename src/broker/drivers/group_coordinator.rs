@@ -382,6 +382,13 @@ impl Broker {
         self.sync_offsets_roles();
     }
 
+    /// Tests: whether the coordinator holds `__consumer_offsets` partition `p` (loading it or
+    /// loaded).
+    #[cfg(test)]
+    pub(crate) fn holds_offsets_partition(&self, p: i32) -> bool {
+        self.groups.lock().core.holds_partition(p)
+    }
+
     /// At start: the offsets partitions this node leads are replayed in the background.
     pub(crate) fn start_offsets_load(&self) {
         self.sync_offsets_roles();
@@ -404,13 +411,16 @@ impl Broker {
         // no longer leads (`startup_gate`): it coordinates nothing until then, as it leads no
         // partition.
         let serving = self.serving_partitions();
-        let leads: Vec<bool> = (0..topic.partitions)
+        // (leads in the image, its replica has taken the leadership up: loadable).
+        let leads: Vec<(bool, bool)> = (0..topic.partitions)
             .map(|p| {
-                serving
-                    && image
-                        .partition(topic.id, p)
-                        .is_some_and(|x| x.leader == self.config.node_id)
-                    && self.partition(OFFSETS_TOPIC, p).is_some()
+                let led = image
+                    .partition(topic.id, p)
+                    .filter(|x| serving && x.leader == self.config.node_id);
+                let leads = led.is_some() && self.partition(OFFSETS_TOPIC, p).is_some();
+                let ready =
+                    led.is_some_and(|x| self.replica_leads(OFFSETS_TOPIC, p, x.leader_epoch));
+                (leads, leads && ready)
             })
             .collect();
         let mut to_load = Vec::new();
@@ -419,10 +429,12 @@ impl Broker {
             let mut inner = self.groups.lock();
             inner.core.set_partition_count(topic.partitions);
             let mut actions = Vec::new();
-            for (p, &leads) in leads.iter().enumerate() {
+            for (p, &(leads, ready)) in leads.iter().enumerate() {
                 let p = p as i32;
                 let holds = inner.core.holds_partition(p);
-                if leads && !holds && !inner.core.has_unloading_groups(p) {
+                // Not yet ready: the reconcile pass that takes the leadership up, or the timer
+                // loop, calls again.
+                if ready && !holds && !inner.core.has_unloading_groups(p) {
                     inner.core.load_begin(p);
                     let id = inner.next_load;
                     inner.next_load += 1;

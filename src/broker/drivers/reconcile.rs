@@ -70,6 +70,35 @@ impl Broker {
         }
     }
 
+    /// Whether the local replica of `topic`-`index` has taken up the leadership at
+    /// `leader_epoch` (`sync_role` ran for it). A coordinator begins loading its partition only
+    /// then: before it, the image may already name this node while its replica still follows
+    /// the old leader, and records the fetcher appends after the replay's end would be missed
+    /// (Kafka loads from the replica's become-leader transition).
+    pub(crate) fn replica_leads(&self, topic: &str, index: i32, leader_epoch: i32) -> bool {
+        let Some(handle) = self.partition(topic, index) else {
+            return false;
+        };
+        let (role, replica_epoch, log_epoch) = {
+            let p = handle.lock();
+            (p.role(), p.leader_epoch(), p.log().latest_epoch())
+        };
+        let leads = role == crate::replica::Role::Leader && replica_epoch == leader_epoch;
+        if !leads {
+            // The timer loops call again every few hundred ms: only at debug.
+            tracing::debug!(
+                topic,
+                partition = index,
+                leader_epoch,
+                ?role,
+                replica_epoch,
+                log_epoch,
+                "coordinator load waits for the replica to take the image's leadership up"
+            );
+        }
+        leads
+    }
+
     /// Opens every partition the image places on this node and deletes those it no longer
     /// does. On success records the image offset it matched, so the background loop retries
     /// only while a pass has failed or the image moved on.

@@ -577,19 +577,24 @@ impl Broker {
     /// Makes the core hold exactly the `__transaction_state` partitions this node leads (a
     /// newly led one is replayed from its log, COORDINATOR_LOAD_IN_PROGRESS meanwhile; one led
     /// elsewhere now is unloaded). Called from the timer loop. Idempotent.
-    fn sync_txn_roles(&self) {
+    pub(crate) fn sync_txn_roles(&self) {
         let image = self.image();
         let Some(topic) = image.topic(TRANSACTION_STATE_TOPIC) else {
             return;
         };
         let serving = self.serving_partitions();
-        let leads: Vec<Option<i32>> = (0..topic.partitions)
+        // (the leader epoch when it leads in the image, its replica has taken it up: loadable).
+        let leads: Vec<(Option<i32>, bool)> = (0..topic.partitions)
             .map(|p| {
-                let meta = image.partition(topic.id, p)?;
-                (serving
+                let Some(meta) = image.partition(topic.id, p) else {
+                    return (None, false);
+                };
+                let leads = serving
                     && meta.leader == self.config.node_id
-                    && self.partition(TRANSACTION_STATE_TOPIC, p).is_some())
-                .then_some(meta.leader_epoch)
+                    && self.partition(TRANSACTION_STATE_TOPIC, p).is_some();
+                let ready =
+                    leads && self.replica_leads(TRANSACTION_STATE_TOPIC, p, meta.leader_epoch);
+                (leads.then_some(meta.leader_epoch), ready)
             })
             .collect();
         let mut to_load = Vec::new();
@@ -607,10 +612,12 @@ impl Broker {
             });
             let mut actions = Vec::new();
             let mut begins = Vec::new();
-            for (p, leads) in leads.iter().enumerate() {
+            for (p, (leads, ready)) in leads.iter().enumerate() {
                 let p = p as i32;
                 let holds = core.holds(p);
                 match (leads, holds) {
+                    // Loaded once its replica leads (see `replica_leads`); the next tick retries.
+                    (Some(_), false) if !ready => {}
                     (Some(epoch), false) => {
                         actions.extend(core.step(
                             now,
@@ -643,6 +650,13 @@ impl Broker {
         for (p, id) in to_load {
             self.load_txn_partition(p, id);
         }
+    }
+
+    /// Tests: whether the coordinator holds `__transaction_state` partition `p` (loading it or
+    /// loaded).
+    #[cfg(test)]
+    pub(crate) fn holds_txn_partition(&self, p: i32) -> bool {
+        self.txns.lock().core.as_ref().is_some_and(|c| c.holds(p))
     }
 
     /// Replays one partition to its log end into the core, then finishes its load (which

@@ -291,3 +291,100 @@ async fn a_restarted_single_node_reregisters_only_when_its_endpoint_changed() {
     assert!(running.broker.partition("kept", 1).is_some());
     running.broker.shutdown().await.unwrap();
 }
+
+/// Registers broker 2 (on a port nobody listens on) and unfences it.
+async fn add_broker_2(broker: &Broker) {
+    commit(
+        broker,
+        vec![MetadataRecord::RegisterBroker {
+            log_dirs: Vec::new(),
+            id: 2,
+            incarnation: Uuid::from_u128(2),
+            listeners: vec![BrokerEndpoint {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9999,
+            }],
+            rack: None,
+            fenced: true,
+        }],
+    )
+    .await;
+    let epoch = broker.image().broker(2).unwrap().epoch;
+    commit(
+        broker,
+        vec![MetadataRecord::BrokerChange {
+            id: 2,
+            epoch,
+            fenced: Some(false),
+            in_controlled_shutdown: None,
+        }],
+    )
+    .await;
+}
+
+/// The group and transaction coordinators begin loading a `__consumer_offsets` /
+/// `__transaction_state` partition this node newly leads only once its replica has taken the
+/// leadership up (`sync_role`), as Kafka's load from the replica's become-leader transition:
+/// an image that already names this node while the replica still follows the old leader
+/// loads nothing (the fetcher could still append behind the replay's end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinators_load_a_newly_led_partition_only_once_its_replica_leads() {
+    use crate::group::OFFSETS_TOPIC;
+    use crate::txn::TRANSACTION_STATE_TOPIC;
+    let disk = MemDisk::new(7);
+    let io = io(&disk);
+    let running = start(&io, &[]).await;
+    let broker = running.broker.clone();
+    add_broker_2(&broker).await;
+    let internal = [OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC];
+    for name in internal {
+        let new = NewTopic {
+            name: name.into(),
+            partitions: -1,
+            replication_factor: -1,
+            assignments: vec![vec![2, 1]],
+            ..NewTopic::default()
+        };
+        broker.create_topic(new, false).await.unwrap();
+        assert_eq!(
+            broker.leadership(name, 0),
+            super::Leadership::NotLeader {
+                leader: 2,
+                leader_epoch: 0
+            }
+        );
+    }
+    let holds = |b: &Broker| (b.holds_offsets_partition(0), b.holds_txn_partition(0));
+    broker.sync_offsets_roles();
+    broker.sync_txn_roles();
+    assert_eq!(holds(&broker), (false, false), "led by broker 2");
+    {
+        // No reconcile pass runs meanwhile (the background loop's waits on this gate).
+        let _gate = broker.reconcile_gate.lock().await;
+        // The image names this node leader; its replicas have not taken it up yet.
+        let mut image = (*broker.image()).clone();
+        for name in internal {
+            let mut moved = PartitionChange::new(image.topic(name).unwrap().id, 0);
+            moved.leader = Some(1);
+            image.apply(image.applied() + 1, &MetadataRecord::PartitionChange(moved));
+        }
+        *broker.image.write().unwrap() = Arc::new(image);
+        for name in internal {
+            assert_eq!(broker.leadership(name, 0), super::Leadership::Leader(1));
+            let p = broker.partition(name, 0).unwrap();
+            assert_eq!(p.lock().role(), crate::replica::Role::Follower, "{name}");
+        }
+        broker.sync_offsets_roles();
+        broker.sync_txn_roles();
+        assert_eq!(holds(&broker), (false, false), "loaded behind a follower");
+        // The replicas take the leadership up: now both load.
+        for name in internal {
+            broker.sync_role(name, 0);
+        }
+        broker.sync_offsets_roles();
+        broker.sync_txn_roles();
+        assert_eq!(holds(&broker), (true, true));
+    }
+    broker.shutdown().await.unwrap();
+}
