@@ -125,9 +125,7 @@ fn a_delete_records_waiter_wakes_when_the_low_watermark_reaches_its_offset_only(
     };
     let p = PartitionWaiters::new(budget.clone(), low(-1));
     let wake = FetchWake::new();
-    let r = p
-        .register_fetch(6, Isolation::LowWatermark, &wake)
-        .unwrap();
+    let r = p.register_fetch(6, Isolation::LowWatermark, &wake).unwrap();
     // A follower reported a start below the offset: not yet.
     p.observe(low(4));
     assert!(!woken(&wake));

@@ -111,7 +111,10 @@ impl Runner {
                 }
             }
             "low-watermark" => {
-                return format!("low watermark {}\n", self.set.low_watermark(num(&a, "start")));
+                return format!(
+                    "low watermark {}\n",
+                    self.set.low_watermark(num(&a, "start"))
+                );
             }
             "fetch" => Event::FollowerFetch {
                 replica: num(&a, "r") as i32,

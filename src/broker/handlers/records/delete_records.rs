@@ -109,7 +109,9 @@ async fn delete_one(
         // The log already starts there; the followers may still have to catch up.
         Ok(None) => {
             let required = match offset {
-                crate::replica::partition::DELETE_TO_HIGH_WATERMARK => handle.lock().log_start_offset(),
+                crate::replica::partition::DELETE_TO_HIGH_WATERMARK => {
+                    handle.lock().log_start_offset()
+                }
                 offset => offset,
             };
             return Ok((handle.clone(), required));

@@ -410,13 +410,8 @@ fn read_all(
             // waiting produces) before the read, so the answer carries the new watermark.
             let now = broker.io.clock.wall_ms();
             let hw_before = partition.high_watermark();
-            let fetched = partition.follower_fetched(
-                r.id,
-                w.offset,
-                w.log_start_offset,
-                r.broker_epoch,
-                now,
-            );
+            let fetched =
+                partition.follower_fetched(r.id, w.offset, w.log_start_offset, r.broker_epoch, now);
             if partition.high_watermark() != hw_before {
                 tracing::debug!(target: "latency", replica = r.id, partition = w.partition,
                     hw = partition.high_watermark(), "high watermark moved");

@@ -278,9 +278,7 @@ fn role_changes_never_go_back_in_epoch() {
 fn a_follower_adopts_the_leaders_log_start_durably_up_to_its_high_watermark() {
     let disk = MemDisk::new(7);
     let (leader, mut follower) = pair(&disk);
-    follower
-        .append_as_follower(&tail(&leader, 0), 200)
-        .unwrap();
+    follower.append_as_follower(&tail(&leader, 0), 200).unwrap();
     follower.follow_high_watermark(10);
     // The leader deleted up to 15; this follower holds only up to its high watermark as the
     // leader's, so its start moves to 10 (the next answers carry the rest).
