@@ -4,8 +4,10 @@
 //! that follower with `preferred_read_replica` and no records; the follower serves every
 //! acknowledged record, never one past the leader's high watermark, while producers keep
 //! writing; its long poll wakes when its high watermark moves; its epoch checks, out-of-range
-//! answer and the leader-only rule for pre-v11 consumers hold. DeleteRecords is the leader's
-//! alone: a follower refuses it and keeps its log start.
+//! answer and the leader-only rule for pre-v11 consumers hold. DeleteRecords goes to the leader
+//! alone (a follower refuses it and keeps its log start); the leader answers once every
+//! follower has adopted its new log start (the low watermark), so a follower no longer serves
+//! the deleted records.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -381,6 +383,26 @@ async fn a_consumer_in_a_followers_rack_reads_every_acked_record_from_it() {
         fetch(c, &req(epoch, 0), 10).await.error_code,
         ResponseError::NotLeaderOrFollower.code()
     );
+
+    // DeleteRecords at the leader: answered once every follower's log start is there too.
+    let mut admin = Connection::connect(&io, leader.local_addr, "admin")
+        .await
+        .unwrap();
+    let answer = admin
+        .call(&delete.clone().with_timeout_ms(10_000), 2)
+        .await
+        .unwrap();
+    let p = &answer.topics[0].partitions[0];
+    assert_eq!((p.error_code, p.low_watermark), (0, 5));
+    for (i, n) in nodes.iter().enumerate() {
+        let start = n
+            .broker
+            .partition(TOPIC, 0)
+            .map(|h| h.lock().log_start_offset());
+        assert_eq!(start, Some(5), "node {}'s log start", i + 1);
+    }
+    let below = fetch(&mut at_follower, &req(epoch, 0), 12).await;
+    assert_eq!(below.error_code, ResponseError::OffsetOutOfRange.code());
 
     for n in &nodes {
         n.broker.halt();

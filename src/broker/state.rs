@@ -69,6 +69,7 @@ fn observed(p: &Partition) -> Observed {
         high_watermark: p.high_watermark(),
         log_end: p.log_end_offset(),
         log_start: p.log_start_offset(),
+        low_watermark: p.low_watermark().unwrap_or(-1),
         enough_replicas: p.enough_replicas_after_append(),
     }
 }

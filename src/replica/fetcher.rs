@@ -6,7 +6,9 @@
 //! One round: `Poll` → [`Action::ReadPositions`] (the ready partitions: not backing off, at most
 //! `max_partitions`, taken round-robin) → `Positions` (read under the partition locks) →
 //! [`Action::SendFetch`] → `Fetched` (or `FetchFailed`) → per partition one of
-//! - records: [`Action::Append`] (then the leader's high watermark, capped at the log end);
+//! - records: [`Action::Append`] (then the leader's high watermark, capped at the log end, and
+//!   the leader's log start when it is past ours: Kafka's follower
+//!   `maybeIncrementLogStartOffset`, so records deleted at the leader stay deleted here);
 //! - a diverging epoch (KIP-320): [`Action::LookUpEpoch`] (our own end of that epoch, from the
 //!   local leader-epoch cache: the follower's OffsetForLeaderEpoch) → `EpochLookedUp` →
 //!   [`Action::Truncate`] to the lower of the two ends;
@@ -194,11 +196,15 @@ pub enum Action {
     /// Send one Fetch for these positions; answer with `Fetched` or `FetchFailed`.
     SendFetch(Vec<Position>),
     /// Append the leader's batches if the partition is still at `position`, then follow the
-    /// leader's high watermark (capped at the log end). Answer with `Done`.
+    /// leader's high watermark (capped at the log end), then, with `log_start`, move the local
+    /// log start (durably) to it, capped at the local high watermark. Answer with `Done`.
     Append {
         position: Position,
         records: Bytes,
         high_watermark: i64,
+        /// The leader's log start, when it is past the one this fetch sent (DeleteRecords or
+        /// retention at the leader).
+        log_start: Option<i64>,
     },
     /// Look up our own end of `epoch` if the partition is still at `position`; answer with
     /// `EpochLookedUp` (or `Done` Stale).
@@ -516,13 +522,17 @@ impl Fetcher {
                 Answer::Records {
                     records,
                     high_watermark,
-                    ..
+                    log_start_offset,
                 } => {
                     self.open_step(&key, Open::Append);
+                    // Only forward (an old leader answers -1: unknown).
+                    let log_start =
+                        (log_start_offset > pos.log_start_offset).then_some(log_start_offset);
                     self.actions.push(Action::Append {
                         position: pos.clone(),
                         records,
                         high_watermark,
+                        log_start,
                     });
                 }
                 Answer::Diverging(end) if self.config.no_diverging_epoch_check() => {

@@ -17,6 +17,10 @@
 //!   replicas)` (strict min ISR); otherwise the minimum log end over the leader, the maximal ISR
 //!   and every caught-up eligible replica not yet in it; never back, never past the leader end
 //!   (the fsynced end when the broker fsyncs before acknowledging).
+//! - Low watermark (DeleteRecords, Kafka's `lowWatermarkIfLeader`): the minimum of the leader's
+//!   log start and the log start each follower on an eligible broker last reported in its
+//!   fetch; a follower that has not fetched under this leader counts as unknown (-1) and holds
+//!   it down.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -93,10 +97,12 @@ pub enum Event {
         durable_end: i64,
     },
     /// A follower fetched from `fetch_offset` (so it holds, durably in durable mode, everything
-    /// below it), sending `broker_epoch` (-1 when its Fetch version has none).
+    /// below it), sending `broker_epoch` (-1 when its Fetch version has none) and its log start
+    /// (`log_start_offset`, -1 when its Fetch version has none).
     FollowerFetch {
         replica: i32,
         fetch_offset: i64,
+        log_start_offset: i64,
         broker_epoch: i64,
         now: i64,
     },
@@ -146,6 +152,8 @@ struct Follower {
     last_caught_up_ms: i64,
     /// The broker epoch its last fetch carried.
     broker_epoch: i64,
+    /// The log start its last fetch reported ([`UNKNOWN_OFFSET`] before one).
+    log_start: i64,
 }
 
 impl Follower {
@@ -156,6 +164,7 @@ impl Follower {
             leader_end_at_last_fetch: UNKNOWN_OFFSET,
             last_caught_up_ms,
             broker_epoch: -1,
+            log_start: UNKNOWN_OFFSET,
         }
     }
 
@@ -272,6 +281,21 @@ impl ReplicaSet {
         self.followers.get(&replica).map(|f| f.log_end)
     }
 
+    /// DeleteRecords' low watermark (Kafka's `lowWatermarkIfLeader`): the lowest of the
+    /// leader's `leader_log_start` and the log start last reported by each follower whose
+    /// broker is eligible; [`UNKNOWN_OFFSET`] while such a follower has not fetched under this
+    /// leader. Records below it are gone from every live replica.
+    pub fn low_watermark(&self, leader_log_start: i64) -> i64 {
+        let mut low = leader_log_start;
+        for (&r, f) in &self.followers {
+            let alive = self.brokers.get(&r).is_some_and(|b| b.eligible);
+            if alive && f.log_start < low {
+                low = f.log_start;
+            }
+        }
+        low
+    }
+
     /// `lastCaughtUpTimeMs` of a follower.
     pub fn last_caught_up_ms(&self, replica: i32) -> Option<i64> {
         self.followers.get(&replica).map(|f| f.last_caught_up_ms)
@@ -357,10 +381,13 @@ impl ReplicaSet {
             Event::FollowerFetch {
                 replica,
                 fetch_offset,
+                log_start_offset,
                 broker_epoch,
                 now,
             } => {
                 self.follower_fetch(replica, fetch_offset, broker_epoch, now)?;
+                let f = self.followers.get_mut(&replica).expect("accepted");
+                f.log_start = log_start_offset.max(UNKNOWN_OFFSET);
                 self.maybe_expand(replica, &mut actions);
             }
             Event::Tick { now } => self.tick(now, &mut actions),

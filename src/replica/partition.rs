@@ -615,6 +615,18 @@ impl Partition {
         Ok(target.map(|target| self.log.start_offset_write(target)))
     }
 
+    /// A follower adopts its leader's log start (Kafka's `maybeIncrementLogStartOffset` on a
+    /// fetch answer): what to make durable before [`Partition::advance_log_start`] to move the
+    /// log start to `leader_log_start`, capped at the high watermark (what this replica holds
+    /// as the leader's); `None` when the log already starts there or this is no follower.
+    pub fn follower_log_start_plan(&self, leader_log_start: i64) -> Option<StartOffsetWrite> {
+        if self.role() != Role::Follower {
+            return None;
+        }
+        let target = leader_log_start.min(self.state.high_watermark());
+        (target > self.log.start_offset()).then(|| self.log.start_offset_write(target))
+    }
+
     /// DeleteRecords, second half, once the plan's write is durable: the log now starts at
     /// `offset`; whole segments below it are deleted.
     pub fn advance_log_start(&mut self, offset: i64) -> io::Result<()> {

@@ -54,16 +54,22 @@ pub struct Observed {
     pub high_watermark: i64,
     pub log_end: i64,
     pub log_start: i64,
+    /// DeleteRecords' low watermark (the lowest log start over the live replicas; -1 when
+    /// unknown or when this broker does not lead the partition).
+    pub low_watermark: i64,
     /// Whether the maximal in-sync set holds at least `min.insync.replicas` (read when a
     /// produce's offset is reached).
     pub enough_replicas: bool,
 }
 
 /// What a fetch may read: a consumer up to the high watermark, a follower up to the log end.
+/// `LowWatermark` is DeleteRecords' sibling wait (Kafka's `DelayedDeleteRecords`): woken once
+/// the low watermark reaches the offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
     HighWatermark,
     LogEnd,
+    LowWatermark,
 }
 
 /// One fetch request's wake-up, shared by its waiters on every partition it reads. A wake
@@ -194,7 +200,9 @@ impl PartitionWaiters {
     }
 
     /// Registers a fetch waiter at `offset`, woken through `wake` by this partition's events
-    /// that may give it something new to read. Removed when the registration is dropped.
+    /// that may give it something new to read (with [`Isolation::LowWatermark`]: a DeleteRecords
+    /// waiter, woken when the low watermark reaches `offset`; every waiter also wakes on a
+    /// truncation, a lost leadership and a close). Removed when the registration is dropped.
     pub fn register_fetch(
         self: &Arc<Self>,
         offset: i64,
@@ -241,6 +249,7 @@ impl PartitionWaiters {
         let end_up = now.log_end > before.log_end;
         let truncated = now.log_end < before.log_end || now.high_watermark < before.high_watermark;
         let start_up = now.log_start > before.log_start;
+        let low_up = now.low_watermark > before.low_watermark;
         if hw_up {
             let committed = if now.enough_replicas {
                 Committed::InSync
@@ -263,6 +272,7 @@ impl PartitionWaiters {
                 Isolation::HighWatermark => hw_up && entry.offset < now.high_watermark,
                 // A follower also learns the high watermark from its fetches.
                 Isolation::LogEnd => (end_up && entry.offset < now.log_end) || hw_up,
+                Isolation::LowWatermark => low_up && entry.offset <= now.low_watermark,
             };
             if moved || truncated || (start_up && entry.offset < now.log_start) {
                 entry.wake.wake();

@@ -12,6 +12,7 @@ fn at(hw: i64, end: i64) -> Observed {
         high_watermark: hw,
         log_end: end,
         log_start: 0,
+        low_watermark: 0,
         enough_replicas: true,
     }
 }
@@ -113,6 +114,36 @@ fn a_consumer_fetch_wakes_when_the_high_watermark_passes_its_offset_only() {
     p.observe(at(6, 10));
     assert!(woken(&follower));
     assert!(!woken(&wake), "the high watermark did not move");
+}
+
+#[test]
+fn a_delete_records_waiter_wakes_when_the_low_watermark_reaches_its_offset_only() {
+    let budget = WaitBudget::new(100);
+    let low = |low_watermark: i64| Observed {
+        low_watermark,
+        ..at(10, 10)
+    };
+    let p = PartitionWaiters::new(budget.clone(), low(-1));
+    let wake = FetchWake::new();
+    let r = p.register_fetch(6, Isolation::LowWatermark, &wake).unwrap();
+    // A follower reported a start below the offset: not yet.
+    p.observe(low(4));
+    assert!(!woken(&wake));
+    // Appends and high-watermark moves are not its business.
+    p.observe(Observed {
+        high_watermark: 12,
+        log_end: 12,
+        ..low(4)
+    });
+    assert!(!woken(&wake));
+    p.observe(Observed {
+        high_watermark: 12,
+        log_end: 12,
+        ..low(6)
+    });
+    assert!(woken(&wake));
+    drop(r);
+    assert_eq!(budget.used(), 0);
 }
 
 #[test]

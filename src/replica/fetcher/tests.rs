@@ -10,7 +10,7 @@
 //! - `positions now=MS t-0:OFFSET[:START[:LAST_EPOCH[:EPOCH]]] ...` (start 0, last epoch 0,
 //!   epoch the assigned one by default)
 //! - `failed now=MS` (the whole fetch)
-//! - `fetched now=MS t-0=records:HW t-1=diverging:EPOCH@END t-2=out-of-range t-3=error:CODE
+//! - `fetched now=MS t-0=records:HW[:LOG_START] t-1=diverging:EPOCH@END t-2=out-of-range t-3=error:CODE
 //!   t-4=metadata:CODE`
 //! - `epoch now=MS t-0 own=EPOCH@END end=N` (own -1@-1: never had that epoch)
 //! - `offsets now=MS t-0 start=S end=E local=N` | `offsets now=MS t-0 none local=N`
@@ -132,11 +132,14 @@ impl Runner {
                         let k = key(k);
                         let (kind, value) = answer.split_once(':').unwrap_or((answer, ""));
                         let answer = match kind {
-                            "records" => Answer::Records {
-                                records: Bytes::from_static(b"batches"),
-                                high_watermark: value.parse().unwrap(),
-                                log_start_offset: 0,
-                            },
+                            "records" => {
+                                let (hw, start) = value.split_once(':').unwrap_or((value, "0"));
+                                Answer::Records {
+                                    records: Bytes::from_static(b"batches"),
+                                    high_watermark: hw.parse().unwrap(),
+                                    log_start_offset: start.parse().unwrap(),
+                                }
+                            }
                             "diverging" => Answer::Diverging(epoch_end(value)),
                             "out-of-range" => Answer::OutOfRange,
                             "error" => Answer::Retry(value.parse().unwrap()),
@@ -227,8 +230,13 @@ impl Runner {
             Action::Append {
                 position,
                 high_watermark,
+                log_start,
                 ..
-            } => format!("append {} then hw {high_watermark}", pos(position)),
+            } => format!(
+                "append {} then hw {high_watermark}{}",
+                pos(position),
+                log_start.map_or(String::new(), |s| format!(", log start {s}"))
+            ),
             Action::LookUpEpoch { position, epoch } => {
                 format!("look up own end of epoch {epoch} for {}", pos(position))
             }

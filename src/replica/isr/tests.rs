@@ -8,7 +8,8 @@
 //! - `brokers ID:EPOCH[:fenced] ...`
 //! - `leader epoch=E pe=PE replicas=1,2,3 isr=1,2 end=N [durable=N] hw=N now=MS`
 //! - `append end=N [durable=N]`
-//! - `fetch r=ID off=N now=MS [be=EPOCH]`
+//! - `fetch r=ID off=N now=MS [be=EPOCH] [start=N]` (the follower's log start, 0 by default)
+//! - `low-watermark start=N`: DeleteRecords' low watermark with the leader's log start at N
 //! - `tick now=MS`
 //! - `alter committed le=E pe=PE isr=1,2` | `alter refused` | `alter stale` | `alter retry`
 //! - `produce-check`: the min.insync.replicas checks before and after an append
@@ -109,9 +110,16 @@ impl Runner {
                         .map_or(self.log_end, |_| num(&a, "durable")),
                 }
             }
+            "low-watermark" => {
+                return format!(
+                    "low watermark {}\n",
+                    self.set.low_watermark(num(&a, "start"))
+                );
+            }
             "fetch" => Event::FollowerFetch {
                 replica: num(&a, "r") as i32,
                 fetch_offset: num(&a, "off"),
+                log_start_offset: a.get("start").map_or(0, |_| num(&a, "start")),
                 broker_epoch: a.get("be").map_or(-1, |_| num(&a, "be")),
                 now: num(&a, "now"),
             },
@@ -244,7 +252,8 @@ mod random {
                         now += 100;
                         let epoch = brokers[&r].broker_epoch - stale as i64;
                         Event::FollowerFetch {
-                            replica: r, fetch_offset: (end - back).max(0), broker_epoch: epoch, now,
+                            replica: r, fetch_offset: (end - back).max(0), log_start_offset: 0,
+                            broker_epoch: epoch, now,
                         }
                     }
                     Op::Tick(dt) => {

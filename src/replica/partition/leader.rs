@@ -208,6 +208,7 @@ impl ReplicaState {
         &mut self,
         replica: i32,
         fetch_offset: i64,
+        log_start_offset: i64,
         broker_epoch: i64,
         ends: LogEnds,
         now_ms: i64,
@@ -219,6 +220,7 @@ impl ReplicaState {
             Event::FollowerFetch {
                 replica,
                 fetch_offset,
+                log_start_offset,
                 broker_epoch,
                 now: now_ms,
             },
@@ -337,19 +339,42 @@ impl Partition {
     }
 
     /// Leader side of a follower's Fetch at `fetch_offset`: everything below it is on the
-    /// follower (durably, in durable mode). Steps the replica set; a high-watermark move is
-    /// applied at once and an AlterPartition (an ISR expansion) queued for the driver. A refusal
-    /// changes nothing.
+    /// follower (durably, in durable mode), whose log starts at `log_start_offset` (-1: not
+    /// said). Steps the replica set; a high-watermark move is applied at once and an
+    /// AlterPartition (an ISR expansion) queued for the driver. A refusal changes nothing.
     pub fn follower_fetched(
         &mut self,
         replica: i32,
         fetch_offset: i64,
+        log_start_offset: i64,
         broker_epoch: i64,
         now_ms: i64,
     ) -> Result<(), FetchRefused> {
         let ends = self.ends();
-        self.state
-            .follower_fetched(replica, fetch_offset, broker_epoch, ends, now_ms)
+        self.state.follower_fetched(
+            replica,
+            fetch_offset,
+            log_start_offset,
+            broker_epoch,
+            ends,
+            now_ms,
+        )
+    }
+
+    /// DeleteRecords' low watermark (Kafka's `lowWatermarkIfLeader`): the log start of this
+    /// leader and of every live follower (see [`isr::ReplicaSet::low_watermark`]); the log
+    /// start alone without other replicas; `None` on a replica that does not lead.
+    pub fn low_watermark(&self) -> Option<i64> {
+        if self.role() != Role::Leader {
+            return None;
+        }
+        let start = self.log_start_offset();
+        Some(
+            self.state
+                .replica_set
+                .as_ref()
+                .map_or(start, |set| set.low_watermark(start)),
+        )
     }
 
     /// The ISR driver's periodic check (see [`ReplicaState`]'s `tick_replicas`).

@@ -163,6 +163,51 @@ pub(super) async fn append(
     StepResult::Done
 }
 
+/// Moves the follower's log start to the leader's `leader_log_start` (capped at its high
+/// watermark), durably first, as DeleteRecords does at the leader: records deleted there are
+/// never served here again, not after a leader change, a kill -9 or a power loss. The next
+/// fetch reports the new start, which the leader's low watermark waits for.
+pub(super) async fn adopt_log_start(
+    broker: &Broker,
+    handle: &PartitionHandle,
+    leader_log_start: i64,
+) -> StepResult {
+    // The gate DeleteRecords and a partition's deletion take: the file is never written into
+    // a deleted (or re-created) partition's directory.
+    let _gate = handle.log_start_gate.lock().await;
+    let write = match handle.lock_open() {
+        Some(p) => match p.follower_log_start_plan(leader_log_start) {
+            Some(write) => write,
+            None => return StepResult::Done,
+        },
+        None => return StepResult::Stale,
+    };
+    if let Err(e) = write.write().await {
+        broker.handle_storage_failed(handle, "a follower's log start write", &e);
+        return StepResult::Failed;
+    }
+    let Some(mut p) = handle.lock_open() else {
+        return StepResult::Stale;
+    };
+    // Meanwhile the high watermark may have gone down (a truncation at a new epoch): the
+    // start in memory then waits for the next answer (a restart opens the log at the durable
+    // one, which the leader had already deleted below).
+    if write.offset() > p.high_watermark() {
+        return StepResult::Stale;
+    }
+    if let Err(e) = p.advance_log_start(write.offset()) {
+        tracing::warn!(topic = p.topic(), partition = p.index(), error = %e,
+            "could not delete segments below the follower's log start");
+    }
+    tracing::debug!(
+        topic = p.topic(),
+        partition = p.index(),
+        log_start_offset = p.log_start_offset(),
+        "follower adopted the leader's log start"
+    );
+    StepResult::Done
+}
+
 /// Cuts the log to `to` if it is still a follower at `leader_epoch` ending at `from` (`None`:
 /// the planted cut, unchecked), and makes the cut durable (under the flush gate, so no
 /// checkpoint of the old state lands after it) before anything is appended again.

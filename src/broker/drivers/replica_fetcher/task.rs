@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::local_log::{append, at_position, handle_at, positions, truncate};
+use super::local_log::{adopt_log_start, append, at_position, handle_at, positions, truncate};
 use super::request::{self, FetchSettings, FETCH_VERSION};
 use super::state::Fetcher;
 use crate::broker::handlers::records::replication_throttle::Side;
@@ -93,9 +93,18 @@ async fn execute(
             position,
             records,
             high_watermark,
+            log_start,
         } => {
             let result = match handle_at(broker, &position) {
-                Some(handle) => append(broker, &handle, &position, &records, high_watermark).await,
+                Some(handle) => {
+                    match append(broker, &handle, &position, &records, high_watermark).await {
+                        StepResult::Done => match log_start {
+                            Some(start) => adopt_log_start(broker, &handle, start).await,
+                            None => StepResult::Done,
+                        },
+                        other => other,
+                    }
+                }
                 None => StepResult::Stale,
             };
             // The position is done with: its topic name becomes the key (not a copy).

@@ -47,6 +47,8 @@ struct Wanted {
     topic_id: Uuid,
     partition: i32,
     offset: i64,
+    /// A follower's log start (-1: not sent, before v5).
+    log_start_offset: i64,
     max_bytes: usize,
     /// -1: not sent (before v9), no fencing check.
     current_leader_epoch: i32,
@@ -172,6 +174,11 @@ pub(crate) async fn handle(
                 topic_id: topic.topic_id,
                 partition: p.partition,
                 offset: p.fetch_offset,
+                log_start_offset: if ctx.version >= 5 {
+                    p.log_start_offset
+                } else {
+                    -1
+                },
                 max_bytes: (p.partition_max_bytes.max(0) as usize).min(partition_cap),
                 current_leader_epoch: if ctx.version >= 9 {
                     p.current_leader_epoch
@@ -403,7 +410,8 @@ fn read_all(
             // waiting produces) before the read, so the answer carries the new watermark.
             let now = broker.io.clock.wall_ms();
             let hw_before = partition.high_watermark();
-            let fetched = partition.follower_fetched(r.id, w.offset, r.broker_epoch, now);
+            let fetched =
+                partition.follower_fetched(r.id, w.offset, w.log_start_offset, r.broker_epoch, now);
             if partition.high_watermark() != hw_before {
                 tracing::debug!(target: "latency", replica = r.id, partition = w.partition,
                     hw = partition.high_watermark(), "high watermark moved");

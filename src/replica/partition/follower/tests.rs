@@ -273,3 +273,32 @@ fn role_changes_never_go_back_in_epoch() {
     leader.become_follower(6).unwrap();
     assert_eq!(leader.log().latest_epoch(), 3);
 }
+
+#[test]
+fn a_follower_adopts_the_leaders_log_start_durably_up_to_its_high_watermark() {
+    let disk = MemDisk::new(7);
+    let (leader, mut follower) = pair(&disk);
+    follower.append_as_follower(&tail(&leader, 0), 200).unwrap();
+    follower.follow_high_watermark(10);
+    // The leader deleted up to 15; this follower holds only up to its high watermark as the
+    // leader's, so its start moves to 10 (the next answers carry the rest).
+    let write = follower.follower_log_start_plan(15).expect("a move");
+    assert_eq!(write.offset(), 10);
+    block_on(write.write()).unwrap();
+    follower.advance_log_start(write.offset()).unwrap();
+    assert_eq!(follower.log_start_offset(), 10);
+    // Never back, nor to where it is.
+    assert!(follower.follower_log_start_plan(5).is_none());
+    assert!(follower.follower_log_start_plan(10).is_none());
+    follower.follow_high_watermark(1_000);
+    let write = follower.follower_log_start_plan(15).expect("a move");
+    assert_eq!(write.offset(), 15);
+    block_on(write.write()).unwrap();
+    follower.advance_log_start(15).unwrap();
+    // Durable: a restart opens the log there.
+    drop(follower);
+    let reopened = open_at(&disk, "/data/b/t-0");
+    assert_eq!(reopened.log_start_offset(), 15);
+    // A leader moves its own start only through DeleteRecords.
+    assert!(leader.follower_log_start_plan(5).is_none());
+}

@@ -64,11 +64,11 @@ fn the_high_watermark_waits_for_every_isr_follower() {
     assert_eq!((p.isr_size(), p.maximal_isr_size()), (3, 3));
     append(&mut p, 3);
     assert_eq!(p.high_watermark(), 0, "no follower has fetched");
-    p.follower_fetched(2, 3, 102, 10).unwrap();
+    p.follower_fetched(2, 3, 0, 102, 10).unwrap();
     assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched");
-    p.follower_fetched(3, 2, 103, 10).unwrap();
+    p.follower_fetched(3, 2, 0, 103, 10).unwrap();
     assert_eq!(p.high_watermark(), 2);
-    p.follower_fetched(3, 3, 103, 20).unwrap();
+    p.follower_fetched(3, 3, 0, 103, 20).unwrap();
     assert_eq!(p.high_watermark(), 3);
     assert!(p.check_min_isr().is_ok());
     assert!(p.enough_replicas_after_append());
@@ -82,18 +82,18 @@ fn bad_follower_fetches_are_refused_and_change_nothing() {
     p.become_leader(view(1, 1, &[1, 2, 3]), 0).unwrap();
     append(&mut p, 2);
     assert_eq!(
-        p.follower_fetched(7, 1, 1, 10),
+        p.follower_fetched(7, 1, 0, 1, 10),
         Err(FetchRefused::NotReplica)
     );
     assert_eq!(
-        p.follower_fetched(2, 1, 90, 10),
+        p.follower_fetched(2, 1, 0, 90, 10),
         Err(FetchRefused::StaleBrokerEpoch {
             sent: 90,
             current: 102
         })
     );
     assert_eq!(
-        p.follower_fetched(2, 5, 102, 10),
+        p.follower_fetched(2, 5, 0, 102, 10),
         Err(FetchRefused::PastLogEnd {
             fetch_offset: 5,
             log_end: 2
@@ -104,7 +104,7 @@ fn bad_follower_fetches_are_refused_and_change_nothing() {
     p.become_follower(2).unwrap();
     assert!(p.replica_set().is_none());
     assert_eq!(
-        p.follower_fetched(2, 1, 102, 10),
+        p.follower_fetched(2, 1, 0, 102, 10),
         Err(FetchRefused::NotReplica)
     );
 }
@@ -115,7 +115,7 @@ fn a_shrink_waits_for_the_driver_and_the_commit_arrives_by_the_image() {
     let mut p = open(&disk, 2);
     p.become_leader(view(1, 1, &[1, 2, 3]), 0).unwrap();
     append(&mut p, 4);
-    p.follower_fetched(2, 4, 102, 1_000).unwrap();
+    p.follower_fetched(2, 4, 0, 102, 1_000).unwrap();
     assert_eq!(p.high_watermark(), 0, "3 is in the ISR and has nothing");
     // Follower 3 never fetches: past replica.lag.time.max.ms the leader proposes {1, 2}.
     p.tick_replicas(5_000);
@@ -159,7 +159,7 @@ fn below_min_isr_acks_all_is_refused_and_the_high_watermark_freezes() {
     append(&mut p, 2);
     assert_eq!(p.high_watermark(), 0, "strict min ISR: frozen");
     // Follower 2 catches up: it joins the maximal ISR at once (an expansion to send).
-    p.follower_fetched(2, 2, 102, 10).unwrap();
+    p.follower_fetched(2, 2, 0, 102, 10).unwrap();
     assert_eq!(p.maximal_isr_size(), 2);
     assert!(p.enough_replicas_after_append());
     assert!(matches!(
@@ -201,7 +201,7 @@ fn a_partition_on_its_own_follows_its_log_end_or_its_fsynced_end() {
     assert_eq!(p.high_watermark(), 2);
     assert_eq!((p.isr_size(), p.maximal_isr_size()), (1, 1));
     assert_eq!(
-        p.follower_fetched(2, 1, 1, 1),
+        p.follower_fetched(2, 1, 0, 1, 1),
         Err(FetchRefused::NotReplica)
     );
     p.set_durable_reads(true);
@@ -221,7 +221,7 @@ fn durable_mode_counts_the_leader_only_up_to_its_fsynced_end() {
     p.set_durable_reads(true);
     p.become_leader(view(1, 1, &[1, 2]), 0).unwrap();
     append(&mut p, 3);
-    p.follower_fetched(2, 3, 102, 10).unwrap();
+    p.follower_fetched(2, 3, 0, 102, 10).unwrap();
     assert_eq!(p.high_watermark(), 0, "the leader has fsynced nothing");
     let plan = p.log().flush_plan();
     block_on(crate::log::Log::sync_files(&plan)).unwrap();
@@ -236,7 +236,7 @@ fn a_new_leader_epoch_forgets_followers_and_leadership_needs_the_isr() {
     let mut p = open(&disk, 1);
     p.become_leader(view(1, 1, &[1, 2]), 0).unwrap();
     append(&mut p, 2);
-    p.follower_fetched(2, 2, 102, 10).unwrap();
+    p.follower_fetched(2, 2, 0, 102, 10).unwrap();
     assert_eq!(p.high_watermark(), 2);
     p.become_follower(2).unwrap();
     p.become_leader(view(3, 4, &[1, 2]), 20).unwrap();
@@ -269,8 +269,8 @@ fn a_reopened_replica_does_not_take_its_log_end_as_committed() {
     );
     p.become_leader(view(2, 2, &[1, 2, 3]), 0).unwrap();
     assert_eq!(p.high_watermark(), 0);
-    p.follower_fetched(2, 3, 102, 10).unwrap();
-    p.follower_fetched(3, 1, 103, 10).unwrap();
+    p.follower_fetched(2, 3, 0, 102, 10).unwrap();
+    p.follower_fetched(3, 1, 0, 103, 10).unwrap();
     assert_eq!(p.high_watermark(), 1, "what the whole ISR holds");
 }
 
@@ -283,8 +283,8 @@ fn a_consumer_is_sent_to_an_in_sync_follower_in_its_rack_that_holds_its_offset()
     let rack = |b: i32| Some(format!("RACK{b}"));
     // No follower has fetched yet: none is known to hold anything.
     assert_eq!(p.preferred_read_replica(1, "RACK2", 0, 10, rack), None);
-    p.follower_fetched(2, 4, 102, 10).unwrap();
-    p.follower_fetched(3, 2, 103, 10).unwrap();
+    p.follower_fetched(2, 4, 0, 102, 10).unwrap();
+    p.follower_fetched(3, 2, 0, 103, 10).unwrap();
     assert_eq!(p.preferred_read_replica(1, "RACK2", 3, 10, rack), Some(2));
     // Follower 3 has only fetched up to 2: it may serve offset 2, not 3.
     assert_eq!(p.preferred_read_replica(1, "RACK3", 2, 10, rack), Some(3));
@@ -297,7 +297,7 @@ fn a_consumer_is_sent_to_an_in_sync_follower_in_its_rack_that_holds_its_offset()
     p.become_leader(view(1, 2, &[1, 3]), 20).unwrap();
     assert_eq!(p.preferred_read_replica(1, "RACK2", 0, 30, rack), None);
     // A broker clients cannot reach (no rack known) matches no rack.
-    p.follower_fetched(3, 4, 103, 30).unwrap();
+    p.follower_fetched(3, 4, 0, 103, 30).unwrap();
     assert_eq!(p.preferred_read_replica(1, "RACK3", 0, 30, |_| None), None);
     assert_eq!(p.preferred_read_replica(1, "RACK3", 4, 30, rack), Some(3));
 }

@@ -86,8 +86,8 @@ fn a_replicated_leader_waits_for_its_followers() {
     let h = stored(1, None, 0);
     s.appended(&h, &h, ends(0, 1), 1);
     assert_eq!(s.high_watermark(), 0, "no follower has fetched yet");
-    s.follower_fetched(2, 1, 10, ends(0, 1), 2).unwrap();
-    s.follower_fetched(3, 1, 10, ends(0, 1), 2).unwrap();
+    s.follower_fetched(2, 1, 0, 10, ends(0, 1), 2).unwrap();
+    s.follower_fetched(3, 1, 0, 10, ends(0, 1), 2).unwrap();
     assert_eq!(s.high_watermark(), 1);
 }
 

@@ -122,7 +122,7 @@ fn follower_caught_up(broker: &Broker, topic: &str, epoch: i64) {
     let mut p = handle.lock();
     let end = p.log_end_offset();
     let now = broker.io.clock.wall_ms();
-    p.follower_fetched(2, end, epoch, now).unwrap();
+    p.follower_fetched(2, end, 0, epoch, now).unwrap();
 }
 
 async fn wait_for_end(broker: &Broker, topic: &str, end: i64) {
