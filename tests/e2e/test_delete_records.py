@@ -16,9 +16,12 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from test_replication import (FAILOVER_TIMEOUT_S, READ_TIMEOUT_S, bootstrap_of, cluster,  # noqa: F401
-                              create_topic, partition_states, producer_config, running,
-                              wait_for)
+import test_replication
+from test_replication import (FAILOVER_TIMEOUT_S, READ_TIMEOUT_S, bootstrap_of, create_topic,
+                              partition_states, producer_config, running, wait_for)
+
+# The three-node fixture.
+cluster = test_replication.cluster
 
 TOPIC = "deleted-stay-deleted"
 RECORDS = 100
