@@ -73,33 +73,8 @@ async fn partitions_follow_the_image_of_a_cluster() {
     let running = start(&io, &[]).await;
     let broker = running.broker.clone();
     // Broker 2 joins the image: registered, then unfenced.
-    commit(
-        &broker,
-        vec![MetadataRecord::RegisterBroker {
-            log_dirs: Vec::new(),
-            id: 2,
-            incarnation: Uuid::from_u128(2),
-            listeners: vec![BrokerEndpoint {
-                name: "PLAINTEXT".into(),
-                host: "127.0.0.1".into(),
-                port: 9999,
-            }],
-            rack: Some("r2".into()),
-            fenced: true,
-        }],
-    )
-    .await;
+    add_broker_2(&broker, Some("r2")).await;
     let epoch = broker.image().broker(2).unwrap().epoch;
-    commit(
-        &broker,
-        vec![MetadataRecord::BrokerChange {
-            id: 2,
-            epoch,
-            fenced: Some(false),
-            in_controlled_shutdown: None,
-        }],
-    )
-    .await;
     let new = NewTopic {
         name: "f".into(),
         partitions: -1,
@@ -292,8 +267,8 @@ async fn a_restarted_single_node_reregisters_only_when_its_endpoint_changed() {
     running.broker.shutdown().await.unwrap();
 }
 
-/// Registers broker 2 (on a port nobody listens on) and unfences it.
-async fn add_broker_2(broker: &Broker) {
+/// Registers broker 2 (on a port nobody listens on, in `rack`) and unfences it.
+async fn add_broker_2(broker: &Broker, rack: Option<&str>) {
     commit(
         broker,
         vec![MetadataRecord::RegisterBroker {
@@ -305,7 +280,7 @@ async fn add_broker_2(broker: &Broker) {
                 host: "127.0.0.1".into(),
                 port: 9999,
             }],
-            rack: None,
+            rack: rack.map(str::to_string),
             fenced: true,
         }],
     )
@@ -336,7 +311,7 @@ async fn coordinators_load_a_newly_led_partition_only_once_its_replica_leads() {
     let io = io(&disk);
     let running = start(&io, &[]).await;
     let broker = running.broker.clone();
-    add_broker_2(&broker).await;
+    add_broker_2(&broker, None).await;
     let internal = [OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC];
     for name in internal {
         let new = NewTopic {
