@@ -13,7 +13,8 @@ import os
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition, libversion
 
 import test_cluster_clients
 from test_cluster_clients import bootstrap_of, create_once, start_all, wait_registered
@@ -134,6 +135,16 @@ def kill_and_restart(victim, done: int):
     return kill
 
 
+# librdkafka 2.10.0 and later can wait for ever in send_offsets_to_transaction after its group
+# coordinator was kill -9'd (requirements-eos.txt says why); scripts/test-all runs this test again
+# in .venv-eos, with a librdkafka before that change.
+HANGS_AFTER_COORDINATOR_LOSS = libversion()[1] >= 0x020A0000
+
+
+@pytest.mark.skipif(HANGS_AFTER_COORDINATOR_LOSS,
+                    reason=f"librdkafka {libversion()[0]} (>= 2.10.0) can hang in "
+                           "send_offsets_to_transaction after a coordinator's loss (issue 5511); "
+                           "run in .venv-eos (requirements-eos.txt)")
 def test_pipeline_is_exactly_once_across_kill9_of_every_node(nodes):
     """A consume-transform-produce pipeline over three partitions, each node killed with
     kill -9 in turn while a transaction is open (its outputs produced and its offsets sent with
