@@ -148,12 +148,18 @@ impl Raft {
     pub(super) fn maybe_end_election(&mut self) {
         let durable = self.state_is_durable();
         match &self.role {
-            // A lost pre-vote waits for the deadline, then pre-votes again.
-            Role::Prospective { votes, .. }
-                if quorum::tally(&self.cfg.voters, votes) == VoteResult::Won =>
-            {
-                self.become_candidate();
-            }
+            Role::Prospective { votes, .. } => match quorum::tally(&self.cfg.voters, votes) {
+                VoteResult::Won => self.become_candidate(),
+                // KIP-996: a majority still hears from the leader we lost; we follow it again
+                // (and fetch at once) rather than wait out the deadline with a stale log. With
+                // no leader known a lost pre-vote waits for the deadline, then pre-votes again.
+                VoteResult::Lost => {
+                    if let Some(leader) = self.last_known_leader() {
+                        self.become_follower(self.epoch, leader);
+                    }
+                }
+                VoteResult::Pending => {}
+            },
             Role::Candidate { votes, retries, .. } => {
                 match quorum::tally(&self.cfg.voters, votes) {
                     VoteResult::Won if durable => self.become_leader(),

@@ -389,7 +389,14 @@ impl Raft {
             Role::Follower(_) => return self.follower_tick(),
         };
         if now >= deadline {
-            self.become_prospective();
+            // KIP-996: a pre-vote that timed out with the leader still known goes back to
+            // following it (its fetch timeout starts the next pre-vote); otherwise we stand.
+            match self.last_known_leader() {
+                Some(leader) if self.role.kind() == RoleKind::Prospective => {
+                    self.become_follower(self.epoch, leader)
+                }
+                _ => self.become_prospective(),
+            }
             return;
         }
         if now < resend_at {
@@ -584,6 +591,12 @@ impl Raft {
 
     /// Learns that `leader` leads the current epoch. Returns false (and drops) if that
     /// contradicts what we know.
+    /// The epoch's leader we knew before standing, if it is another node (a prospective keeps
+    /// it: KIP-996 goes back to following it when the pre-vote fails).
+    pub(super) fn last_known_leader(&self) -> Option<NodeId> {
+        self.leader.filter(|&l| l != self.cfg.node_id)
+    }
+
     pub(super) fn learn_leader(&mut self, from: NodeId, leader: NodeId) -> bool {
         if self.leader == Some(leader) {
             if leader != self.cfg.node_id && !matches!(self.role, Role::Follower(_)) {

@@ -39,7 +39,18 @@ impl Node {
         epochs: &[(u32, u64)],
         end: u64,
     ) -> Node {
-        let voters: BTreeSet<NodeId> = [1, 2, 3].into_iter().collect();
+        Node::start_among(&[1, 2, 3], id, stored, epochs, end)
+    }
+
+    /// As [`Node::start`], among `voters`.
+    fn start_among(
+        voters: &[NodeId],
+        id: NodeId,
+        stored: Option<QuorumStateRecord>,
+        epochs: &[(u32, u64)],
+        end: u64,
+    ) -> Node {
+        let voters: BTreeSet<NodeId> = voters.iter().copied().collect();
         let log = LogState {
             epochs: epochs.iter().map(|(e, o)| oe(*e, *o)).collect(),
             end_offset: end,
@@ -478,6 +489,97 @@ fn a_follower_appends_truncates_on_divergence_and_never_below_its_high_watermark
     );
     assert_eq!(drops(&bad), vec![DropReason::TruncationBelowHighWatermark]);
     assert_eq!(n.raft.end_offset(), 8);
+}
+
+#[test]
+fn a_prospective_that_knew_the_leader_follows_it_again_when_the_pre_vote_fails() {
+    // KIP-996: lost (a majority still hears the leader), or timed out with no answer.
+    let lost_to = |answers: &[NodeId]| {
+        let mut n = Node::start(2, Some(record(3, None, Some(1))), &[], 0);
+        n.tick_at(1);
+        n.tick_at(2000);
+        assert_eq!(n.raft.role(), RoleKind::Prospective);
+        let reject = VoteResponse {
+            vote_granted: false,
+            pre_vote: true,
+            leader_id: Some(1),
+            ..granted(3)
+        };
+        let mut actions = Vec::new();
+        for &from in answers {
+            actions = n.recv(from, Message::VoteResponse(reject.clone()));
+        }
+        (n, actions)
+    };
+    // One refusal of three voters decides nothing yet (hearsay from 3 is not the leader's word).
+    let (n, _) = lost_to(&[3]);
+    assert_eq!(n.raft.role(), RoleKind::Prospective);
+    // The leader's own refusal, or a majority's: following it again, fetching at once.
+    for answers in [&[1][..], &[3, 1]] {
+        let (n, actions) = lost_to(answers);
+        assert_eq!(
+            (n.raft.role(), n.raft.epoch(), n.raft.leader()),
+            (RoleKind::Follower, 3, Some(1))
+        );
+        assert!(
+            sends(&actions)
+                .iter()
+                .any(|(to, m)| *to == 1 && matches!(m, Message::FetchRequest(_))),
+            "{actions:?}"
+        );
+    }
+    // Five voters: refusals from three followers lose it (two cannot make a majority), and it
+    // follows the leader they still hear.
+    let mut n = Node::start_among(&[1, 2, 3, 4, 5], 2, Some(record(3, None, Some(1))), &[], 0);
+    n.tick_at(1);
+    n.tick_at(2000);
+    assert_eq!(n.raft.role(), RoleKind::Prospective);
+    let reject = VoteResponse {
+        vote_granted: false,
+        pre_vote: true,
+        ..granted(3)
+    };
+    n.recv(3, Message::VoteResponse(reject.clone()));
+    n.recv(4, Message::VoteResponse(reject.clone()));
+    assert_eq!(n.raft.role(), RoleKind::Prospective);
+    let actions = n.recv(5, Message::VoteResponse(reject));
+    assert_eq!(
+        (n.raft.role(), n.raft.epoch(), n.raft.leader()),
+        (RoleKind::Follower, 3, Some(1))
+    );
+    assert!(
+        sends(&actions)
+            .iter()
+            .any(|(to, m)| *to == 1 && matches!(m, Message::FetchRequest(_))),
+        "{actions:?}"
+    );
+    // No answer at all: at the pre-vote's deadline it follows the leader again, and pre-votes
+    // only after a fetch timeout of its own.
+    let mut n = Node::start(2, Some(record(3, None, Some(1))), &[], 0);
+    n.tick_at(1);
+    n.tick_at(2000);
+    assert_eq!(n.raft.role(), RoleKind::Prospective);
+    let mut t = 2000;
+    while n.raft.role() == RoleKind::Prospective {
+        t += 100;
+        assert!(t < 10_000, "the pre-vote never ended");
+        n.tick_at(t);
+    }
+    assert_eq!(
+        (n.raft.role(), n.raft.leader()),
+        (RoleKind::Follower, Some(1))
+    );
+    let followed_at = t;
+    while n.raft.role() == RoleKind::Follower {
+        t += 100;
+        n.tick_at(t);
+    }
+    assert_eq!(n.raft.role(), RoleKind::Prospective);
+    assert!(
+        t - followed_at >= 2000,
+        "pre-voted {} ms after following",
+        t - followed_at
+    );
 }
 
 #[test]
