@@ -63,13 +63,16 @@ struct Net {
     wire: VecDeque<(u64, NodeId, NodeId, Message)>,
     /// Messages the script holds back (`hold`, given the sender) until it releases them.
     held: VecDeque<(u64, NodeId, NodeId, Message)>,
-    hold: Box<dyn Fn(NodeId, &Message) -> bool>,
+    hold: Hold,
     disk: VecDeque<(NodeId, Done)>,
     leaders: BTreeMap<Epoch, NodeId>,
     committed: Vec<Batch>,
     proposals: u64,
     failure: Option<String>,
 }
+
+/// Which messages (by sender) the script holds back.
+type Hold = Box<dyn Fn(NodeId, &Message) -> bool>;
 
 impl Net {
     fn new(voters: usize, planted: Option<PlantedBug>) -> Net {
