@@ -32,10 +32,19 @@
 //! 4. at least `min.insync.replicas` distinct replicas of the partition stopped uncleanly
 //!    (killed or powered off) between the write's send and the truncation.
 //!
+//! A record that was read below the high watermark (committed) but never acknowledged — its
+//! producer's answer lost to the same faults — is excused on the same facts, the write's send
+//! time standing in for the acknowledged write's: it was committed on as many replicas as an
+//! acknowledged one, and taken by the same election. (Seed 87 of `replication-5-mixed` with
+//! KIP-996's way back to the leader: a batch replicated to the ISR [4, 5] at epoch 1, committed,
+//! its leader killed before it answered; broker 5 then lost power and was elected the last
+//! known leader, taking 280 acknowledged offsets and those five read ones with it.)
+//!
 //! Anything else lost is still a violation. An excused offset is reported as a note.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::group_check::GroupEvent;
 use crate::history::{Entry, Event};
 use crate::partition_trace::PartitionEvent;
 
@@ -74,6 +83,8 @@ fn stop_of(note: &str) -> Option<(Vec<i32>, bool)> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BeyondPromise {
     at: BTreeSet<(i32, i64)>,
+    /// Committed reads (partition, offset, value) of writes never acknowledged, lost with them.
+    reads: BTreeSet<(i32, i64, String)>,
     /// Per partition, when its first excused loss happened (the follower's truncation).
     since_ms: BTreeMap<i32, u64>,
     pub notes: Vec<String>,
@@ -85,8 +96,14 @@ impl BeyondPromise {
         !self.at.is_empty() && self.at.contains(&(partition, offset))
     }
 
+    /// `value`, read below the high watermark at `offset` of `partition`, was lost beyond the
+    /// promise with acknowledged writes (see the module comment).
+    pub fn covers_read(&self, partition: i32, offset: i64, value: &str) -> bool {
+        !self.reads.is_empty() && self.reads.contains(&(partition, offset, value.to_string()))
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
+        self.at.is_empty() && self.reads.is_empty()
     }
 
     /// Acknowledged writes of `partition` were lost beyond the promise at or before `at_ms`.
@@ -142,9 +159,6 @@ pub fn find(entries: &[Entry], min_isr: usize) -> BeyondPromise {
         }
     }
     let mut out = BeyondPromise::default();
-    if acked.is_empty() {
-        return out;
-    }
     for t in &steps {
         let PartitionEvent::Truncated {
             node,
@@ -184,14 +198,13 @@ pub fn find(entries: &[Entry], min_isr: usize) -> BeyondPromise {
             continue;
         };
         let replicas = replicas_of(&steps, partition);
-        let mut excused: Vec<i64> = Vec::new();
         let mut stopped_all: BTreeSet<i32> = BTreeSet::new();
-        for (&(_, offset), &sent_ms) in acked.range((partition, *to)..(partition, *from)) {
-            // Condition 2: a power loss of the elected replica after the write was sent.
+        // Conditions 2 and 4 for a write sent at `sent_ms`: the elected replica's power loss
+        // came after it, and enough replicas stopped uncleanly since.
+        let mut excusable = |sent_ms: u64| {
             if sent_ms > last_loss_ms {
-                continue;
+                return false;
             }
-            // Condition 4: enough replicas stopped uncleanly since the write was sent.
             let stopped: BTreeSet<i32> = stops
                 .iter()
                 .filter(|(seq, at_ms, n, _)| {
@@ -200,16 +213,46 @@ pub fn find(entries: &[Entry], min_isr: usize) -> BeyondPromise {
                 .map(|(_, _, n, _)| *n)
                 .collect();
             if stopped.len() < min_isr.max(1) {
-                continue;
+                return false;
             }
             stopped_all.extend(stopped);
-            excused.push(offset);
-        }
+            true
+        };
+        let range = (partition, *to)..(partition, *from);
+        let excused: Vec<i64> = acked
+            .range(range.clone())
+            .filter(|(_, &sent_ms)| excusable(sent_ms))
+            .map(|(&(_, offset), _)| offset)
+            .collect();
+        let excused_reads: Vec<(i64, &str)> = committed_reads(entries, partition, *to..*from)
+            .into_iter()
+            .filter(|&(_, sent_ms)| excusable(sent_ms))
+            .map(|(read, _)| read)
+            .collect();
         // Offsets an earlier truncation excused already are in its note.
         let new: Vec<i64> = excused
             .into_iter()
             .filter(|o| out.at.insert((partition, *o)))
             .collect();
+        // Reads at an offset excused above need no excuse of their own.
+        let new_reads: Vec<i64> = excused_reads
+            .into_iter()
+            .filter(|&(o, v)| {
+                !out.at.contains(&(partition, o)) && out.reads.insert((partition, o, v.to_string()))
+            })
+            .map(|(o, _)| o)
+            .collect();
+        if let (Some(&first), Some(&last)) = (new_reads.first(), new_reads.last()) {
+            let since = out.since_ms.entry(partition).or_insert(t.at_ms);
+            *since = (*since).min(t.at_ms);
+            out.notes.push(format!(
+                "partition {partition}: {} committed reads in {first}..={last} of writes never \
+                 acknowledged, lost with acknowledged ones: broker {node} truncated {from} → {to} \
+                 following broker {leader} at epoch {epoch} (its power loss and election as for \
+                 acknowledged writes, after they were sent)",
+                new_reads.len(),
+            ));
+        }
         let (Some(&first), Some(&last)) = (new.first(), new.last()) else {
             continue;
         };
@@ -229,6 +272,68 @@ pub fn find(entries: &[Entry], min_isr: usize) -> BeyondPromise {
              {stopped_all:?} stopped uncleanly since (min.insync.replicas {min_isr})",
             new.len()
         ));
+    }
+    out
+}
+
+/// The reads (offset, value) in `range` of `partition` that a consumer or group member was
+/// served below the high watermark its answer reported, each with the send time of the write
+/// of that value (its latest Invoke). A value no write sent is left out (a phantom is the
+/// checker's business). Called only for a truncation whose election passed [`bad_election`]:
+/// a rare scan of the history.
+fn committed_reads(
+    entries: &[Entry],
+    partition: i32,
+    range: std::ops::Range<i64>,
+) -> BTreeMap<(i64, &str), u64> {
+    let mut read: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
+    for e in entries {
+        let (p, offset, value, hw) = match &e.event {
+            Event::Read {
+                partition,
+                offset,
+                value,
+                high_watermark,
+                ..
+            }
+            | Event::Group(GroupEvent::ReadServed {
+                partition,
+                offset,
+                value,
+                high_watermark,
+                ..
+            }) => (*partition, *offset, value.as_str(), *high_watermark),
+            _ => continue,
+        };
+        if p == partition && offset < hw && range.contains(&offset) {
+            read.entry(value).or_default().insert(offset);
+        }
+    }
+    let mut out: BTreeMap<(i64, &str), u64> = BTreeMap::new();
+    if read.is_empty() {
+        return out;
+    }
+    for e in entries {
+        let Event::Invoke {
+            partition: p,
+            values,
+            ..
+        } = &e.event
+        else {
+            continue;
+        };
+        if *p != partition {
+            continue;
+        }
+        for v in values {
+            let Some((&value, offsets)) = read.get_key_value(v.as_str()) else {
+                continue;
+            };
+            for &offset in offsets {
+                let sent = out.entry((offset, value)).or_insert(e.at_ms);
+                *sent = (*sent).max(e.at_ms);
+            }
+        }
     }
     out
 }
@@ -515,6 +620,68 @@ mod tests {
         // The ISR was not empty and broker 3's re-registration was committed before the
         // election: the controller knew it had restarted.
         assert!(find(&seed_1136(true, true, false), 2).is_empty());
+    }
+
+    /// `seed_1136` with a second write (op 8, sent at `sent_ms`) never acknowledged, whose
+    /// five records a consumer read at 170..=174 below high watermark 175.
+    fn with_a_committed_unacknowledged_write(sent_ms: u64) -> Vec<Entry> {
+        let mut h = seed_1136(true, true, true);
+        h.push(at(
+            sent_ms,
+            Event::Invoke {
+                op: 8,
+                partition: 0,
+                session: 1,
+                values: (0..5).map(|i| format!("p0-8-{i}")).collect(),
+            },
+        ));
+        for i in 0..5 {
+            h.push(at(
+                8_000,
+                Event::Read {
+                    consumer: 0,
+                    partition: 0,
+                    offset: 170 + i,
+                    value: format!("p0-8-{i}"),
+                    high_watermark: 175,
+                },
+            ));
+        }
+        h.sort_by_key(|e| e.at_ms);
+        h
+    }
+
+    #[test]
+    fn committed_reads_of_an_unacknowledged_write_go_with_the_acknowledged_ones() {
+        let found = find(&with_a_committed_unacknowledged_write(6_470), 2);
+        for o in 165..=169 {
+            assert!(found.covers(0, o), "{o}: {found:?}");
+        }
+        for i in 0..5 {
+            assert!(
+                found.covers_read(0, 170 + i, &format!("p0-8-{i}")),
+                "{i}: {found:?}"
+            );
+            // Only that value: another one at the offset is still judged.
+            assert!(!found.covers(0, 170 + i) && !found.covers_read(0, 170 + i, "p0-9-0"));
+        }
+        assert_eq!(found.notes.len(), 2, "{found:?}");
+        assert!(found.notes.iter().any(|n| n.contains("never acknowledged")));
+    }
+
+    #[test]
+    fn committed_reads_of_a_write_sent_after_the_power_loss_are_not_excused() {
+        let found = find(&with_a_committed_unacknowledged_write(6_499), 2);
+        assert!(found.covers(0, 165), "{found:?}");
+        assert!(!found.covers_read(0, 170, "p0-8-0"), "{found:?}");
+        // Read above the high watermark: not committed, nothing to excuse (nor to judge).
+        let mut h = with_a_committed_unacknowledged_write(6_470);
+        for e in &mut h {
+            if let Event::Read { high_watermark, .. } = &mut e.event {
+                *high_watermark = 170;
+            }
+        }
+        assert!(!find(&h, 2).covers_read(0, 170, "p0-8-0"));
     }
 
     #[test]

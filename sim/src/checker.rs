@@ -452,6 +452,25 @@ impl<'a> Seen<'a> {
     }
 }
 
+/// Two or more values seen at one offset (`at`), beyond what `beyond` excuses: an offset whose
+/// acknowledged write was lost beyond the promise, or a value read there that was lost with
+/// such writes (not counted as one of the two).
+fn inconsistent(seen: &Seen, at: (i32, i64), beyond: &BeyondPromise) -> bool {
+    if seen.len() < 2 || beyond.covers(at.0, at.1) {
+        return false;
+    }
+    if beyond.is_empty() {
+        return true;
+    }
+    let kept = seen
+        .first
+        .iter()
+        .chain(&seen.others)
+        .filter(|v| !beyond.covers_read(at.0, at.1, v))
+        .count();
+    kept > 1
+}
+
 /// What the checker knows about one produced value.
 struct Written {
     op: u64,
@@ -526,7 +545,7 @@ pub fn check_beyond(
                         let at = (*partition, offset + i as i64);
                         let seen = observed.entry(at).or_default();
                         seen.insert(v.as_str());
-                        if seen.len() > 1 && !beyond.covers(at.0, at.1) {
+                        if inconsistent(seen, at, beyond) {
                             findings.evidence(Check::Inconsistent, at_ms);
                         }
                         acked_at.push((v.as_str(), at.0, at.1, at_ms));
@@ -644,7 +663,7 @@ pub fn check_beyond(
         for (offset, value) in &read.records {
             let seen = observed.entry((*partition, *offset)).or_default();
             seen.insert(value.as_str());
-            if seen.len() > 1 && !beyond.covers(*partition, *offset) {
+            if inconsistent(seen, (*partition, *offset), beyond) {
                 findings.evidence(Check::Inconsistent, end_ms);
             }
             *stored.entry(value.as_str()).or_default() += 1;
@@ -695,7 +714,7 @@ pub fn check_beyond(
     }
     let mut inconsistent: Vec<((i32, i64), Seen)> = observed
         .into_iter()
-        .filter(|((p, o), values)| values.len() > 1 && !beyond.covers(*p, *o))
+        .filter(|(at, values)| inconsistent(values, *at, beyond))
         .collect();
     inconsistent.sort_unstable_by_key(|(at, _)| *at);
     findings.inconsistent = inconsistent
@@ -783,7 +802,7 @@ fn judge_served<'a>(
     }
     let seen = observed.entry((partition, offset)).or_default();
     seen.insert(value.as_str());
-    if seen.len() > 1 && !beyond.covers(partition, offset) {
+    if inconsistent(seen, (partition, offset), beyond) {
         findings.evidence(Check::Inconsistent, r.at_ms);
     }
 }
@@ -951,6 +970,7 @@ fn check_committed_reads(
         if offset < read.start
             || read.stopped_at.is_some_and(|s| offset >= s)
             || beyond.covers(partition, offset)
+            || beyond.covers_read(partition, offset, value)
         {
             continue;
         }
