@@ -93,6 +93,12 @@ pub struct Findings {
     /// Multi-node worlds: replicas disagreeing below their high watermarks
     /// (`replica_check`), filled in by the world after the final read.
     pub replicas: Vec<String>,
+    /// Records below an answered DeleteRecords' low watermark returned by a read that began
+    /// after the answer (`delete_check`), filled in by the world.
+    pub deleted_readable: Vec<String>,
+    /// DeleteRecords the record deleter sent, and those answered without error.
+    pub deletions_sent: usize,
+    pub deletions_answered: usize,
     /// Consumer groups (`group_check`).
     pub groups: crate::group_check::GroupFindings,
     /// Transactions (`txn_check`).
@@ -207,6 +213,11 @@ impl Findings {
             Check::AckedOffset,
             self.acked_moved.len(),
             "acknowledged values not at their acknowledged offset",
+        );
+        add(
+            Check::Deleted,
+            self.deleted_readable.len(),
+            "reads (per reader and partition) of deleted records: deleted records readable again",
         );
         add(
             Check::Replicas,
@@ -514,6 +525,8 @@ pub fn check_beyond(
     // (consumer, partition) → last offset read in the current session.
     let mut positions: BTreeMap<(u32, i32), i64> = BTreeMap::new();
     let mut failed_ops: BTreeSet<u64> = BTreeSet::new();
+    // What DeleteRecords may have removed: acknowledged records below are not `lost`.
+    let mut deletions = crate::delete_check::Deletions::default();
     for entry in entries {
         let at_ms = entry.at_ms;
         match &entry.event {
@@ -645,6 +658,21 @@ pub fn check_beyond(
                     .entry(format!("admin: {}", error_kind(error)))
                     .or_default() += 1;
             }
+            Event::Delete(d) => {
+                deletions.record(at_ms, d);
+                match d {
+                    crate::delete_check::DeleteEvent::Sent { .. } => findings.deletions_sent += 1,
+                    crate::delete_check::DeleteEvent::Deleted { .. } => {
+                        findings.deletions_answered += 1
+                    }
+                    crate::delete_check::DeleteEvent::Failed { error, .. } => {
+                        *findings
+                            .surfaced
+                            .entry(format!("deleter: {}", error_kind(error)))
+                            .or_default() += 1;
+                    }
+                }
+            }
             Event::AdminInvoke { .. }
             | Event::AdminAck { .. }
             | Event::Inject(_)
@@ -676,7 +704,10 @@ pub fn check_beyond(
         }
     }
     for &(v, partition, offset, acked_ms) in &acked_at {
-        if !stored.contains_key(v) && !beyond.covers(partition, offset) {
+        if !stored.contains_key(v)
+            && !beyond.covers(partition, offset)
+            && !deletions.excuses(partition, offset)
+        {
             findings.evidence(Check::Lost, acked_ms);
             findings.lost.push(v.to_string());
         }
@@ -1123,6 +1154,67 @@ mod tests {
         assert!(f
             .first_evidence_ms(&crate::scenario::Check::all())
             .is_some());
+    }
+
+    fn delete(op: u64, offset: i64) -> Entry {
+        at(Event::Delete(crate::delete_check::DeleteEvent::Sent {
+            op,
+            partition: 0,
+            offset,
+        }))
+    }
+
+    #[test]
+    fn acknowledged_writes_below_a_deletion_are_not_lost() {
+        // "a".."d" acknowledged at 0..3; records below 2 deleted (answered), the final read
+        // starts at 2.
+        let entries = vec![
+            invoke(1, &["a", "b", "c", "d"]),
+            at(Event::Ack { op: 1, offset: 0 }),
+            read_hw(0, 0, 0, "a", 4),
+            delete(1, 2),
+            at(Event::Delete(crate::delete_check::DeleteEvent::Deleted {
+                op: 1,
+                low_watermark: 2,
+            })),
+        ];
+        let f = check(&entries, &final_read(2, &[(2, "c"), (3, "d")]), None);
+        assert!(f.violations(&Check::all()).is_empty(), "{f:?}");
+        // At or past the deletion's offset everything is still judged: "c" missing is lost.
+        let f = check(&entries, &final_read(2, &[(3, "d")]), None);
+        assert_eq!(f.lost, vec!["c".to_string()]);
+        // Without the deletion, "a" and "b" missing are lost writes.
+        let f = check(&entries[..3], &final_read(2, &[(2, "c"), (3, "d")]), None);
+        assert_eq!(f.lost, vec!["a".to_string(), "b".to_string()]);
+    }
+
+    #[test]
+    fn an_unanswered_deletion_excuses_only_absence_below_its_offset() {
+        // A DeleteRecords below 3 never answered: it may or may not have happened.
+        let base = vec![
+            invoke(1, &["a", "b", "c", "d"]),
+            at(Event::Ack { op: 1, offset: 0 }),
+            delete(1, 3),
+            at(Event::Delete(crate::delete_check::DeleteEvent::Failed {
+                op: 1,
+                error: "timed out".into(),
+            })),
+        ];
+        // Taken effect: nothing lost.
+        let f = check(&base, &final_read(3, &[(3, "d")]), None);
+        assert!(f.violations(&Check::all()).is_empty(), "{f:?}");
+        // Not taken effect: nothing lost either.
+        let all = [(0, "a"), (1, "b"), (2, "c"), (3, "d")];
+        let f = check(&base, &final_read(0, &all), None);
+        assert!(f.violations(&Check::all()).is_empty(), "{f:?}");
+        // Another value where "b" was acknowledged is still judged.
+        let f = check(
+            &base,
+            &final_read(0, &[(0, "a"), (1, "x"), (2, "c"), (3, "d")]),
+            None,
+        );
+        assert!(!f.inconsistent.is_empty(), "{f:?}");
+        assert_eq!(f.acked_moved.len(), 1, "{f:?}");
     }
 
     #[test]

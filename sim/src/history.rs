@@ -143,6 +143,8 @@ pub enum Event {
     /// A validating consumer's truncation, validation or read-replica switch
     /// (`validating_consumer.rs`).
     Consumer(crate::validating_consumer::ConsumerEvent),
+    /// A step of the record deleter (`record_deleter.rs`, judged by `delete_check.rs`).
+    Delete(crate::delete_check::DeleteEvent),
 }
 
 #[derive(Clone, Debug, PartialEq)]

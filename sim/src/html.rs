@@ -306,7 +306,11 @@ pub fn page(outcome: &RunOutcome, brokers: u32, scenario_path: &str) -> String {
                     witness: None,
                 });
             }
-            Event::Inject(_) | Event::Group(_) | Event::Txn(_) | Event::Consumer(_) => {}
+            Event::Inject(_)
+            | Event::Group(_)
+            | Event::Txn(_)
+            | Event::Consumer(_)
+            | Event::Delete(_) => {}
             Event::Partition(p) => {
                 // Node ids are 1-based; lanes are named by node index.
                 use crate::partition_trace::PartitionEvent as P;

@@ -17,6 +17,7 @@ pub mod clock;
 pub mod consumer_workload;
 pub mod coverage;
 pub mod cpu;
+pub mod delete_check;
 pub mod delivery_check;
 pub mod group_check;
 #[cfg(madsim)]
@@ -39,6 +40,8 @@ pub mod quorum_check;
 pub mod read_back;
 #[cfg(madsim)]
 pub mod reassigner;
+#[cfg(madsim)]
+pub mod record_deleter;
 pub mod replica_check;
 pub mod report;
 pub mod routing;

@@ -131,6 +131,7 @@ pub fn summary(outcome: &RunOutcome, scenario_path: &str) -> String {
         ("group delivery", &f.groups.undelivered_examples),
         ("group settle", &f.groups.unsettled),
         ("log truncation", &f.truncations),
+        ("deleted readable", &f.deleted_readable),
     ] {
         if !examples.is_empty() {
             let shown: Vec<&str> = examples.iter().take(5).map(|x| x.as_str()).collect();
@@ -206,6 +207,9 @@ pub fn json(outcome: &RunOutcome) -> serde_json::Value {
     // Outside the macro: one more key exceeds `json!`'s recursion limit.
     v["beyond_promise"] = json!(f.beyond_promise);
     v["group_stale_reads"] = json!(f.groups.stale_reads);
+    v["deletions_sent"] = json!(f.deletions_sent);
+    v["deletions_answered"] = json!(f.deletions_answered);
+    v["deleted_readable"] = json!(f.deleted_readable.len());
     v
 }
 

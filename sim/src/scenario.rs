@@ -53,6 +53,10 @@ pub struct Scenario {
     /// none when absent.
     #[serde(default)]
     pub reassign: Option<Reassign>,
+    /// An operator deleting old records of the workload topic under the faults
+    /// (`record_deleter.rs`, judged by `delete_check.rs`); none when absent.
+    #[serde(default)]
+    pub deleter: Option<Deleter>,
     /// Test-only: plant a known bug in the broker to show the sweep finds it.
     #[serde(default)]
     pub planted_bug: Option<String>,
@@ -158,6 +162,9 @@ pub enum Check {
     /// (the offset inside the read): acknowledged offsets never move, whichever broker leads.
     #[serde(rename = "acked-offset")]
     AckedOffset,
+    /// A read that began after a DeleteRecords was answered with low watermark L returned a
+    /// record below L (`delete_check`): deleted records readable again.
+    Deleted,
     /// After healing, two replicas of a partition hold different batches (offsets, leader
     /// epoch, CRC) below the lower of their high watermarks, or a replica's high watermark is
     /// outside its log (multi-node worlds with replicated topics).
@@ -200,6 +207,7 @@ impl Check {
             Check::CommittedPrefix,
             Check::QuorumLiveness,
             Check::AckedOffset,
+            Check::Deleted,
             Check::Replicas,
             Check::GroupOwnership,
             Check::GroupOffsets,
@@ -541,6 +549,42 @@ pub struct Reassign {
     pub cancel_one_in: u32,
     #[serde(default = "default_request_timeout")]
     pub request_timeout_ms: u64,
+}
+
+/// The `[deleter]` section (`record_deleter.rs`): DeleteRecords on the workload topic.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deleter {
+    /// At most this many deletions a run.
+    #[serde(default = "default_deleter_count")]
+    pub count: u32,
+    /// Delete only records older than this: below a high watermark the deleter saw at least
+    /// `keep_ms` earlier (0: below the current one).
+    #[serde(default)]
+    pub keep_ms: u64,
+    /// Bounds of the pause before each deletion (drawn uniformly).
+    #[serde(default = "default_deleter_interval")]
+    pub interval_ms: [u64; 2],
+    /// Each attempt's bound; the request asks the leader to answer within half of it.
+    #[serde(default = "default_deleter_timeout")]
+    pub request_timeout_ms: u64,
+    /// The whole call's bound, retries included (the Java AdminClient's
+    /// `default.api.timeout.ms`, 60 s, scaled by 1/10 as the clients' other time-outs are).
+    #[serde(default = "default_deleter_api_timeout")]
+    pub api_timeout_ms: u64,
+}
+
+fn default_deleter_count() -> u32 {
+    20
+}
+fn default_deleter_interval() -> [u64; 2] {
+    [500, 2000]
+}
+fn default_deleter_timeout() -> u64 {
+    5000
+}
+fn default_deleter_api_timeout() -> u64 {
+    6000
 }
 
 fn default_admin_interval() -> u64 {
@@ -1092,6 +1136,24 @@ impl Scenario {
             }
             if self.topic.replication_factor as u32 > self.cluster.brokers {
                 return Err("reassign needs topic.replication_factor ≤ cluster.brokers".into());
+            }
+        }
+        if let Some(d) = &self.deleter {
+            let [lo, hi] = d.interval_ms;
+            if lo < 10 || hi < lo || d.count > 10_000 {
+                return Err(
+                    "deleter.interval_ms must be [lo, hi] with 10 ≤ lo ≤ hi, deleter.count ≤ 10000"
+                        .into(),
+                );
+            }
+            if d.request_timeout_ms < 2 || d.api_timeout_ms < d.request_timeout_ms {
+                return Err(
+                    "deleter.request_timeout_ms must be ≥ 2 and ≤ deleter.api_timeout_ms".into(),
+                );
+            }
+            if self.producers.acks_value()? == 0 {
+                // Unanswered writes have no offset: a deleted one would look lost (`sent`).
+                return Err("deleter needs producers.acks other than 0".into());
             }
         }
         if let Some(admin) = &self.admin {

@@ -61,6 +61,7 @@ pub fn check_name(check: Check) -> &'static str {
         Check::CommittedPrefix => "committed-prefix",
         Check::QuorumLiveness => "quorum-liveness",
         Check::AckedOffset => "acked-offset",
+        Check::Deleted => "deleted",
         Check::Replicas => "replicas",
         Check::GroupOwnership => "group-ownership",
         Check::GroupOffsets => "group-offsets",

@@ -374,6 +374,16 @@ pub fn run(scenario: &Scenario, seed: u64) -> RunOutcome {
     {
         checker::forget_unread(&mut findings, &entries, read);
     }
+    if scenario.deleter.is_some() {
+        // Consumers' and group members' fetches are bounded by the producers' request
+        // time-out (their clients' time-out).
+        let bound = scenario.producers.request_timeout_ms;
+        let found = crate::delete_check::check(&entries, final_read.as_ref(), bound);
+        if let Some((at, _)) = found.first() {
+            findings.evidence_ms.insert(Check::Deleted, *at);
+        }
+        findings.deleted_readable = found.into_iter().map(|(_, why)| why).collect();
+    }
     if !replicas.is_empty() {
         // Seen only at the end, once the replicas caught up.
         let end = entries.last().map_or(0, |e| e.at_ms);
@@ -888,6 +898,26 @@ async fn simulate(
             until_ms: duration_ms,
         };
         tasks.push(client_node.spawn(crate::reassigner::run_reassigner(
+            client_io(),
+            spec,
+            history.clone(),
+            clock,
+        )));
+    }
+
+    if let Some(d) = &scenario.deleter {
+        let spec = crate::record_deleter::DeleterSpec {
+            bootstrap: if multi { addrs.clone() } else { vec![addr] },
+            topic: topic.name.clone(),
+            partitions: topic.partitions,
+            interval_ms: d.interval_ms,
+            count: d.count,
+            keep_ms: d.keep_ms,
+            timeout: Duration::from_millis(d.request_timeout_ms),
+            api_timeout: Duration::from_millis(d.api_timeout_ms),
+            until_ms: duration_ms,
+        };
+        tasks.push(client_node.spawn(crate::record_deleter::run_deleter(
             client_io(),
             spec,
             history.clone(),

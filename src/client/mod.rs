@@ -17,6 +17,7 @@ mod log_dirs;
 mod quorum;
 mod quotas;
 mod reassign;
+mod records;
 mod scram;
 pub mod security;
 mod transactions;

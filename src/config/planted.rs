@@ -209,6 +209,12 @@ pub enum PlantedBug {
     /// librdkafka hands that error to the application (`admin-availability`). A broker-level
     /// site, so the `planted` build has it too.
     ForwardFailureAnsweredUnknownServerError,
+    /// DeleteRecords (the bug found by reading on 7 December 2026, fixed in 518a673..7416dcf):
+    /// a follower ignores the log start in its leader's fetch answers (it never adopts it), and
+    /// DeleteRecords answers as soon as the leader moved its own log start, without waiting for
+    /// the low watermark. After a leader change the deleted records are readable again.
+    #[cfg(any(madsim, test))]
+    FollowerIgnoresLogStart,
 }
 
 impl PlantedBug {
@@ -374,6 +380,11 @@ impl PlantedBug {
         (
             "forward-failure-answered-unknown-server-error",
             PlantedBug::ForwardFailureAnsweredUnknownServerError,
+        ),
+        #[cfg(any(madsim, test))]
+        (
+            "follower-ignores-log-start",
+            PlantedBug::FollowerIgnoresLogStart,
         ),
     ];
 

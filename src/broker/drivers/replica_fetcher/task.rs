@@ -98,7 +98,7 @@ async fn execute(
             let result = match handle_at(broker, &position) {
                 Some(handle) => {
                     match append(broker, &handle, &position, &records, high_watermark).await {
-                        StepResult::Done => match log_start {
+                        StepResult::Done => match log_start.filter(|_| adopts_log_start(broker)) {
                             Some(start) => adopt_log_start(broker, &handle, start).await,
                             None => StepResult::Done,
                         },
@@ -435,4 +435,15 @@ async fn leader_offset(
     };
     let p = r.topics.first()?.partitions.first()?;
     (p.error_code == 0 && p.offset >= 0).then_some(p.offset)
+}
+
+/// Whether a follower adopts its leader's log start from fetch answers (always; planted
+/// `follower-ignores-log-start`: never, the bug of 518a673..7416dcf).
+fn adopts_log_start(broker: &Broker) -> bool {
+    #[cfg(any(madsim, test))]
+    if crate::planted!(broker.config, FollowerIgnoresLogStart) {
+        return false;
+    }
+    let _ = broker;
+    true
 }

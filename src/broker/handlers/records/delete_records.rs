@@ -154,6 +154,14 @@ async fn wait_low_watermark(
     required: i64,
     deadline: std::time::Duration,
 ) -> Result<i64, ResponseError> {
+    #[cfg(any(madsim, test))]
+    if crate::planted!(broker.config, FollowerIgnoresLogStart) {
+        // Planted: the leader's own log start is taken as the answer, followers unheard.
+        return match handle.lock_open() {
+            Some(p) if p.role() == crate::replica::Role::Leader => Ok(p.log_start_offset()),
+            _ => Err(ResponseError::NotLeaderOrFollower),
+        };
+    }
     let wake = FetchWake::new();
     let mut registration = None;
     loop {
