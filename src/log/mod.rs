@@ -504,14 +504,28 @@ impl Log {
     /// first, so a crash in between still opens the log there (see
     /// [`Log::apply_stored_start_offset`]); then the segments go and the directory is synced.
     pub async fn restart_at(&mut self, offset: i64, now_ms: i64) -> io::Result<()> {
+        self.restart_write(offset).write().await?;
+        self.restart_in_memory(offset, now_ms)?;
+        self.disk.sync_dir(&self.dir).await?;
+        self.dir_changes_synced = self.dir_changes;
+        Ok(())
+    }
+
+    /// [`Log::restart_at`] in two halves for a caller that cannot hold the log across an
+    /// `.await` (a partition under its lock): first this write, made durable...
+    pub fn restart_write(&self, offset: i64) -> StartOffsetWrite {
         assert!(offset >= 0);
         StartOffsetWrite {
             disk: self.disk.clone(),
             dir: self.dir.clone(),
             offset,
         }
-        .write()
-        .await?;
+    }
+
+    /// ...then this: the segments go and one empty segment starts at `offset`. The directory
+    /// is not synced here (the caller syncs it before appending, as [`Log::restart_at`] does).
+    pub fn restart_in_memory(&mut self, offset: i64, now_ms: i64) -> io::Result<()> {
+        assert!(offset >= 0);
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         for base in bases {
             self.segments.remove(&base);
@@ -534,8 +548,6 @@ impl Log {
         let changed = self.epochs.truncate_from_end(i64::MIN);
         self.epochs_changed(changed);
         self.check_invariants();
-        self.disk.sync_dir(&self.dir).await?;
-        self.dir_changes_synced = self.dir_changes;
         Ok(())
     }
 

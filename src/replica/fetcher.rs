@@ -221,9 +221,16 @@ pub enum Action {
     },
     /// The partition waits until `until` before it is fetched again.
     BackOff { key: Key, until: Duration },
-    /// The leader no longer has what this follower misses (`StartAt`, not supported): it stays
-    /// behind until reassigned.
-    Behind { key: Key, leader_start: i64 },
+    /// The leader no longer has what this follower misses (deleted or retained away while it
+    /// was gone): if the partition is still a follower at `leader_epoch` whose log ends at
+    /// `from`, empty the log and start it at `at`, the leader's log start (Kafka's
+    /// `truncateFullyAndStartAt`), durably before anything is appended; `Done`.
+    StartAt {
+        key: Key,
+        leader_epoch: i32,
+        from: i64,
+        at: i64,
+    },
 }
 
 /// A partition's step the driver is carrying out.
@@ -234,6 +241,8 @@ enum Open {
     LookUp(EpochEnd),
     AskLeaderOffsets,
     Truncate(i64),
+    /// Restarting the log at the leader's log start.
+    StartAt(i64),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -578,9 +587,9 @@ impl Fetcher {
     }
 
     /// OFFSET_OUT_OF_RANGE, as Kafka's `fetchOffsetAndTruncate`: the leader's log ends before
-    /// ours (only after an unclean election): cut to its end; ours ends before its log starts:
-    /// this follower cannot catch up (starting over there is not supported); neither: the
-    /// leader's log moved meanwhile, fetch again after a backoff.
+    /// ours (only after an unclean election): cut to its end; ours ends before its log starts
+    /// (the leader deleted or retained away what this follower misses): start over there;
+    /// neither: the leader's log moved meanwhile, fetch again after a backoff.
     fn leader_offsets(
         &mut self,
         key: Key,
@@ -597,11 +606,13 @@ impl Fetcher {
                 self.truncate(key, leader_epoch, local_end, leader_end)
             }
             Some((leader_start, _)) if local_end < leader_start => {
-                self.actions.push(Action::Behind {
-                    key: key.clone(),
-                    leader_start,
+                self.open_step(&key, Open::StartAt(leader_start));
+                self.actions.push(Action::StartAt {
+                    key,
+                    leader_epoch,
+                    from: local_end,
+                    at: leader_start,
                 });
-                self.back_off_if_current(&key, leader_epoch);
             }
             _ => self.back_off_if_current(&key, leader_epoch),
         }
@@ -612,9 +623,9 @@ impl Fetcher {
             return;
         };
         self.close_step(key);
-        if let Open::Truncate(_) = open {
+        if let Open::Truncate(_) | Open::StartAt(_) = open {
             if result != StepResult::Stale {
-                // The log end may now be below the last fetch offset.
+                // The log end moved: it may now be below the last fetch offset, or past it.
                 self.partitions
                     .get_mut(key)
                     .expect("open")
@@ -727,7 +738,7 @@ impl Fetcher {
                 "{key:?}: leader epoch {}",
                 a.leader_epoch
             );
-            if let Some(Open::Truncate(to)) = a.open {
+            if let Some(Open::Truncate(to) | Open::StartAt(to)) = a.open {
                 assert!(to >= 0);
             }
             if !self.config.truncate_to_hw() {

@@ -255,12 +255,15 @@ impl Runner {
             Action::BackOff { key, until } => {
                 format!("back off {}-{} until {}", key.0, key.1, ms(*until))
             }
-            Action::Behind { key, leader_start } => {
-                format!(
-                    "behind {}-{}: leader starts at {leader_start}",
-                    key.0, key.1
-                )
-            }
+            Action::StartAt {
+                key,
+                leader_epoch,
+                from,
+                at,
+            } => format!(
+                "start over {}-{} (epoch {leader_epoch}) at the leader's log start {at}, log end {from}",
+                key.0, key.1
+            ),
         }
     }
 

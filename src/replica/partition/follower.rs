@@ -13,7 +13,8 @@ use super::snapshot::{self, LastBatch, Snapshot, PRODUCER_SNAPSHOT};
 use super::Partition;
 use crate::io::Disk;
 use crate::log::batch::{self, BatchHeader};
-use crate::log::{Checkpoint, FlushPlan, Log};
+use crate::log::{Checkpoint, FlushPlan, Log, StartOffsetWrite};
+use crate::replica::producer::ProducerStates;
 
 /// Why the leader's batches were refused. Nothing was appended.
 #[derive(Debug)]
@@ -244,6 +245,11 @@ pub enum TruncateError {
     },
     /// This replica leads the partition: a leader's log is the one others truncate to.
     NotFollower,
+    /// A restart at the leader's log start asked of a log that reaches it.
+    NotBehind {
+        leader_log_start: i64,
+        end: i64,
+    },
     Storage(io::Error),
 }
 
@@ -257,6 +263,13 @@ impl std::fmt::Display for TruncateError {
                 )
             }
             TruncateError::NotFollower => write!(f, "a leader does not truncate"),
+            TruncateError::NotBehind {
+                leader_log_start,
+                end,
+            } => write!(
+                f,
+                "the log reaches the leader's log start {leader_log_start} (it ends at {end})"
+            ),
             TruncateError::Storage(e) => write!(f, "storage: {e}"),
         }
     }
@@ -338,6 +351,69 @@ impl Partition {
             disk: self.log.disk().clone(),
             dir: self.log.dir().to_path_buf(),
         }))
+    }
+
+    /// A follower whose log ends before its leader's log start (the leader deleted or retained
+    /// away what this replica misses while it was gone), first half of Kafka's
+    /// `truncateFullyAndStartAt`: the new log start to make durable before
+    /// [`Partition::restart_at`] (a crash after it opens the log there, empty).
+    ///
+    /// Also the way back for a log just restarted so: the leader's log start may fall inside a
+    /// batch (DeleteRecords is not batch aligned), and that batch, served whole, starts below
+    /// it; an empty log restarts at the batch's base (Kafka's `UnexpectedAppendOffsetException`
+    /// in `appendRecordsToFollowerOrFutureReplica`). A log holding records never moves back.
+    pub fn restart_plan(&self, offset: i64) -> Result<StartOffsetWrite, TruncateError> {
+        self.state.check_truncate()?;
+        self.check_restart(offset)?;
+        Ok(self.log.restart_write(offset))
+    }
+
+    fn check_restart(&self, offset: i64) -> Result<(), TruncateError> {
+        let end = self.log.end_offset();
+        let empty = self.log.start_offset() == end;
+        if offset > end || (empty && offset >= 0 && offset < end) {
+            return Ok(());
+        }
+        Err(TruncateError::NotBehind {
+            leader_log_start: offset,
+            end,
+        })
+    }
+
+    /// Second half, once the plan's write is durable: the log is emptied and starts at
+    /// `offset`, the high watermark with it; the producer state and its snapshot go (they
+    /// describe records this replica no longer holds; the leader's batches rebuild them).
+    /// Nothing is appended until the returned plan is durable
+    /// ([`Partition::truncation_durable`]).
+    pub fn restart_at(
+        &mut self,
+        offset: i64,
+        now_ms: i64,
+    ) -> Result<TruncationPlan, TruncateError> {
+        self.state.check_truncate()?;
+        self.check_restart(offset)?;
+        let end = self.log.end_offset();
+        let path = self.log.dir().join(PRODUCER_SNAPSHOT);
+        match self.log.disk().remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(TruncateError::Storage(e)),
+            _ => {}
+        }
+        self.log
+            .restart_in_memory(offset, now_ms)
+            .map_err(TruncateError::Storage)?;
+        let ends = self.ends();
+        assert!(ends.start == offset && ends.end == offset);
+        self.state.truncated(ends, ProducerStates::default(), None);
+        assert_eq!(self.state.high_watermark(), offset);
+        tracing::info!(topic = %self.topic, partition = self.index, from = end, offset,
+            "restarted the log at the leader's log start");
+        Ok(TruncationPlan {
+            end_offset: offset,
+            flush: self.log.flush_plan(),
+            checkpoint: self.log.checkpoint(),
+            disk: self.log.disk().clone(),
+            dir: self.log.dir().to_path_buf(),
+        })
     }
 
     /// The truncation `plan` is durable: appends may resume.

@@ -1,6 +1,7 @@
 //! What a follower's steps do to its local partition, each checked under the partition's lock
 //! against the position the core decided on: reading positions, appending the leader's batches
-//! (and following its high watermark), truncating durably. Results go back to the core as
+//! (and following its high watermark), truncating durably, starting over at the leader's log
+//! start. Results go back to the core as
 //! [`StepResult`]s; the driver's bookkeeping is asserted here (an append never shrinks the log,
 //! a truncation never lengthens it, the high watermark stays within the log).
 
@@ -79,6 +80,21 @@ pub(super) fn handle_at(broker: &Broker, pos: &Position) -> Option<Arc<Partition
 }
 
 /// Whether the partition is still where `pos` says (a follower at that epoch, same log end).
+/// Whether the partition is still a follower at the position's epoch, no truncation pending.
+fn at_epoch(p: &crate::replica::Partition, pos: &Position) -> bool {
+    p.role() == Role::Follower
+        && p.leader_epoch() == pos.leader_epoch
+        && p.pending_truncation().is_none()
+}
+
+/// Whether the first batch of `records` holds `offset` or ends past it.
+fn first_batch_reaches(records: &[u8], offset: i64) -> bool {
+    crate::log::batch::iter(records)
+        .next()
+        .and_then(|b| b.ok())
+        .is_some_and(|(_, h)| h.last_offset() >= offset)
+}
+
 pub(super) fn at_position(p: &crate::replica::Partition, pos: &Position) -> bool {
     p.role() == Role::Follower
         && p.leader_epoch() == pos.leader_epoch
@@ -94,22 +110,33 @@ pub(super) async fn append(
     records: &[u8],
     leader_high_watermark: i64,
 ) -> StepResult {
+    /// What the append needs before it is tried again.
+    enum Next {
+        Appended,
+        GapMarker(crate::log::cleaner::CleanerCheckpoint, std::path::PathBuf),
+        StartAt(i64),
+    }
     let mut appended_to = None;
-    // Twice at most: once more after the log was made to accept offset gaps.
-    for _ in 0..2 {
-        let marker = {
+    // Where the log must end for the batches to go on it: the fetch offset, or a restarted
+    // log's start.
+    let mut expected_end = pos.fetch_offset;
+    // Three tries at most: once more after the log was made to accept offset gaps, once more
+    // after an empty log restarted at the first batch's base.
+    for _ in 0..3 {
+        let next = {
             let Some(mut p) = handle.lock_open() else {
                 return StepResult::Stale;
             };
-            if !at_position(&p, pos) {
+            if !(at_epoch(&p, pos) && p.log_end_offset() == expected_end) {
                 return StepResult::Stale;
             }
             match p.append_as_follower(records, broker.io.clock.wall_ms()) {
                 Ok(done) => {
                     appended_to = done.map(|a| a.last_offset + 1);
                     p.follow_high_watermark(leader_high_watermark);
-                    // The driver's bookkeeping: the log only grew from the fetch offset, and
-                    // the high watermark followed no further than it.
+                    // The driver's bookkeeping: the log only grew from the fetch offset (or
+                    // from a restart below it, by the batch that straddles it), and the high
+                    // watermark followed no further than it.
                     assert!(
                         p.log_end_offset() >= pos.fetch_offset,
                         "an append shrank the log"
@@ -119,10 +146,19 @@ pub(super) async fn append(
                     if crate::planted!(broker.config, TruncateToHwOnRestart) {
                         planted_note_hw(broker, &p);
                     }
-                    None
+                    Next::Appended
                 }
                 Err(FollowerAppendError::NeedsGapMarker) => {
-                    Some((p.log().gap_marker(), p.log().dir().to_path_buf()))
+                    Next::GapMarker(p.log().gap_marker(), p.log().dir().to_path_buf())
+                }
+                // A log restarted at the leader's log start, inside the batch the leader
+                // serves whole: the empty log starts again at that batch's base.
+                Err(FollowerAppendError::NotAtLogEnd { expected, found })
+                    if found < expected
+                        && p.log_start_offset() == expected
+                        && first_batch_reaches(records, expected) =>
+                {
+                    Next::StartAt(found)
                 }
                 Err(FollowerAppendError::Storage(e)) => {
                     drop(p);
@@ -136,17 +172,27 @@ pub(super) async fn append(
                 }
             }
         };
-        let Some((marker, dir)) = marker else { break };
-        // The first gap (a compacted leader): recovery must accept gaps before any gapped
-        // batch can be on disk.
-        let _gate = handle.flush_gate.lock().await;
-        if let Err(e) = marker.write(broker.io.disk.as_ref(), &dir).await {
-            broker.handle_storage_failed(handle, "the follower's gap marker", &e);
-            return StepResult::Failed;
-        }
-        match handle.lock_open() {
-            Some(mut p) => p.log_mut().allow_gaps(),
-            None => return StepResult::Stale,
+        match next {
+            Next::Appended => break,
+            Next::GapMarker(marker, dir) => {
+                // The first gap (a compacted leader): recovery must accept gaps before any
+                // gapped batch can be on disk.
+                let _gate = handle.flush_gate.lock().await;
+                if let Err(e) = marker.write(broker.io.disk.as_ref(), &dir).await {
+                    broker.handle_storage_failed(handle, "the follower's gap marker", &e);
+                    return StepResult::Failed;
+                }
+                match handle.lock_open() {
+                    Some(mut p) => p.log_mut().allow_gaps(),
+                    None => return StepResult::Stale,
+                }
+            }
+            Next::StartAt(base) => {
+                match restart_at(broker, handle, pos.leader_epoch, expected_end, base).await {
+                    StepResult::Done => expected_end = base,
+                    other => return other,
+                }
+            }
         }
     }
     if let Some(end) = appended_to {
@@ -277,6 +323,97 @@ pub(super) async fn truncate(
             to,
         }
     });
+    StepResult::Done
+}
+
+/// Empties the log and starts it at the leader's log start `at` (Kafka's
+/// `truncateFullyAndStartAt`) if it is still a follower at `leader_epoch` whose log ends at
+/// `from`: the new start durable first (a crash after it reopens the log there, empty), then
+/// the segments go, and the directory is synced before anything is appended. Under both gates:
+/// no checkpoint of the old log (flush gate), no DeleteRecords or deletion write of the start
+/// (log-start gate) in between.
+pub(super) async fn restart_at(
+    broker: &Broker,
+    handle: &PartitionHandle,
+    leader_epoch: i32,
+    from: i64,
+    at: i64,
+) -> StepResult {
+    let _gate = handle.flush_gate.lock().await;
+    let _start_gate = handle.log_start_gate.lock().await;
+    let still_behind = |p: &crate::replica::Partition| {
+        p.role() == Role::Follower
+            && p.leader_epoch() == leader_epoch
+            && p.log_end_offset() == from
+            && p.pending_truncation().is_none()
+    };
+    let write = {
+        let Some(p) = handle.lock_open() else {
+            return StepResult::Stale;
+        };
+        if !still_behind(&p) {
+            return StepResult::Stale;
+        }
+        match p.restart_plan(at) {
+            Ok(write) => write,
+            Err(e) => {
+                tracing::warn!(topic = p.topic(), partition = p.index(), at, error = %e,
+                    "restart at the leader's log start refused");
+                return StepResult::Stale;
+            }
+        }
+    };
+    if let Err(e) = write.write().await {
+        broker.handle_storage_failed(handle, "a follower's restart at the leader's log start", &e);
+        return StepResult::Failed;
+    }
+    // Decided under the lock, carried out after it (no guard lives across an `.await`).
+    let restarted = match handle.lock_open() {
+        None => return StepResult::Stale,
+        // Its role moved while the start was written (the gates do not hold off a role
+        // change): the durable start goes back to where the log starts.
+        Some(p) if !still_behind(&p) => Err(Some(p.log().start_offset_write(p.log_start_offset()))),
+        Some(mut p) => match p.restart_at(at, broker.io.clock.wall_ms()) {
+            Ok(plan) => Ok(plan),
+            Err(TruncateError::Storage(e)) => {
+                drop(p);
+                broker.handle_storage_failed(
+                    handle,
+                    "a follower's restart at the leader's log start",
+                    &e,
+                );
+                return StepResult::Failed;
+            }
+            Err(e) => {
+                tracing::warn!(topic = p.topic(), partition = p.index(), at, error = %e,
+                    "restart at the leader's log start refused");
+                Err(Some(p.log().start_offset_write(p.log_start_offset())))
+            }
+        },
+    };
+    let plan = match restarted {
+        Ok(plan) => plan,
+        Err(undo) => {
+            if let Some(undo) = undo {
+                if let Err(e) = undo.write().await {
+                    broker.handle_storage_failed(handle, "a follower's log start write", &e);
+                    return StepResult::Failed;
+                }
+            }
+            return StepResult::Stale;
+        }
+    };
+    if let Err(e) = plan.make_durable().await {
+        broker.handle_storage_failed(handle, "a follower's restart at the leader's log start", &e);
+        return StepResult::Failed;
+    }
+    let mut p = handle.lock();
+    p.truncation_durable(&plan, broker.io.clock.wall_ms());
+    assert_eq!(
+        p.log_end_offset(),
+        at,
+        "a restarted log ends where it starts"
+    );
     StepResult::Done
 }
 

@@ -16,7 +16,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::local_log::{adopt_log_start, append, at_position, handle_at, positions, truncate};
+use super::local_log::{
+    adopt_log_start, append, at_position, handle_at, positions, restart_at, truncate,
+};
 use super::request::{self, FetchSettings, FETCH_VERSION};
 use super::state::Fetcher;
 use crate::broker::handlers::records::replication_throttle::Side;
@@ -150,12 +152,17 @@ async fn execute(
             tracing::debug!(topic = %key.0, partition = key.1, ?until, "follower backs off");
             return Vec::new();
         }
-        Action::Behind { key, leader_start } => {
-            // Starting an emptied log at a later offset is not supported yet: this replica
-            // stays behind (and out of the ISR) until an operator reassigns it.
-            tracing::error!(topic = %key.0, partition = key.1, leader_start,
-                "the leader no longer has what this follower misses");
-            return Vec::new();
+        Action::StartAt {
+            key,
+            leader_epoch,
+            from,
+            at,
+        } => {
+            let result = match broker.partition(&key.0, key.1) {
+                Some(handle) => restart_at(broker, &handle, leader_epoch, from, at).await,
+                None => StepResult::Stale,
+            };
+            done(key, leader_epoch, result)
         }
     };
     fetcher.step(clock(broker), event)

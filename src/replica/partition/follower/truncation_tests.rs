@@ -280,3 +280,87 @@ fn the_divergence_cut_follows_our_own_end_of_the_leaders_epoch() {
         0
     );
 }
+
+/// Kafka's `truncateFullyAndStartAt`: the follower's log (18 offsets) ends before the leader's
+/// log start (30, deleted or retained away while it was gone).
+fn restart(p: &mut Partition, at: i64) {
+    let write = p.restart_plan(at).unwrap();
+    block_on(write.write()).unwrap();
+    let plan = p.restart_at(at, 0).unwrap();
+    block_on(plan.make_durable()).unwrap();
+    p.truncation_durable(&plan, 0);
+}
+
+#[test]
+fn a_follower_behind_the_leaders_log_start_starts_over_there() {
+    let disk = MemDisk::new(12);
+    let mut f = replicated(&disk);
+    durable(&mut f);
+    // Only a follower that does not reach the leader's start restarts.
+    assert!(matches!(
+        f.restart_plan(18),
+        Err(TruncateError::NotBehind { end: 18, .. })
+    ));
+    restart(&mut f, 30);
+    assert_eq!(
+        (f.log_start_offset(), f.log_end_offset(), f.high_watermark()),
+        (30, 30, 30)
+    );
+    assert_eq!(f.log().latest_epoch(), -1, "no epoch left");
+    // The producer's history went with the records: its next batch is judged afresh.
+    assert_eq!(producer_check(&f, 6), SequenceCheck::Append);
+    // The leader's log start was inside its batch 29..=30 (DeleteRecords is not batch
+    // aligned): that batch, served whole, does not go on the log ending at 30; the empty log
+    // starts again at its base.
+    let straddling = leader_batch(29, 6, &[b"a", b"b"], None);
+    assert!(matches!(
+        f.append_as_follower(&straddling, 1),
+        Err(FollowerAppendError::NotAtLogEnd {
+            expected: 30,
+            found: 29
+        })
+    ));
+    restart(&mut f, 29);
+    f.append_as_follower(&straddling, 1).unwrap();
+    assert_eq!((f.log_start_offset(), f.log_end_offset()), (29, 31));
+    // A log holding records never moves back.
+    assert!(matches!(
+        f.restart_plan(20),
+        Err(TruncateError::NotBehind { end: 31, .. })
+    ));
+    // The leader's batches continue; a power loss keeps the restart.
+    f.append_as_follower(&leader_batch(31, 6, &[b"c"], None), 1)
+        .unwrap();
+    assert_eq!(f.log_end_offset(), 32);
+    drop(f);
+    disk.power_loss();
+    let f = open_at(&disk, FOLLOWER);
+    assert_eq!(f.log_start_offset(), 29);
+    assert!([29, 31, 32].contains(&f.log_end_offset()));
+    for item in batch::iter(&tail(&f, 29)) {
+        assert_eq!(
+            item.unwrap().1.partition_leader_epoch,
+            6,
+            "only the new batches"
+        );
+    }
+    // A leader never restarts.
+    let (leader, _) = pair(&MemDisk::new(13));
+    assert!(matches!(
+        leader.restart_plan(100),
+        Err(TruncateError::NotFollower)
+    ));
+}
+
+#[test]
+fn a_crash_between_the_halves_of_a_restart_opens_the_log_empty_at_the_new_start() {
+    let disk = MemDisk::new(14);
+    let mut f = replicated(&disk);
+    durable(&mut f);
+    let write = f.restart_plan(30).unwrap();
+    block_on(write.write()).unwrap();
+    drop(f);
+    disk.power_loss();
+    let f = open_at(&disk, FOLLOWER);
+    assert_eq!((f.log_start_offset(), f.log_end_offset()), (30, 30));
+}
