@@ -491,6 +491,20 @@ fn a_follower_appends_truncates_on_divergence_and_never_below_its_high_watermark
     assert_eq!(n.raft.end_offset(), 8);
 }
 
+/// `n` follows `leader` at `epoch` again and its `actions` fetch from it at once.
+fn assert_follows_and_fetches(n: &Node, actions: &[Action], epoch: u32, leader: NodeId) {
+    assert_eq!(
+        (n.raft.role(), n.raft.epoch(), n.raft.leader()),
+        (RoleKind::Follower, epoch, Some(leader))
+    );
+    assert!(
+        sends(actions)
+            .iter()
+            .any(|(to, m)| *to == leader && matches!(m, Message::FetchRequest(_))),
+        "{actions:?}"
+    );
+}
+
 #[test]
 fn a_prospective_that_knew_the_leader_follows_it_again_when_the_pre_vote_fails() {
     // KIP-996: lost (a majority still hears the leader), or timed out with no answer.
@@ -517,16 +531,7 @@ fn a_prospective_that_knew_the_leader_follows_it_again_when_the_pre_vote_fails()
     // The leader's own refusal, or a majority's: following it again, fetching at once.
     for answers in [&[1][..], &[3, 1]] {
         let (n, actions) = lost_to(answers);
-        assert_eq!(
-            (n.raft.role(), n.raft.epoch(), n.raft.leader()),
-            (RoleKind::Follower, 3, Some(1))
-        );
-        assert!(
-            sends(&actions)
-                .iter()
-                .any(|(to, m)| *to == 1 && matches!(m, Message::FetchRequest(_))),
-            "{actions:?}"
-        );
+        assert_follows_and_fetches(&n, &actions, 3, 1);
     }
     // Five voters: refusals from three followers lose it (two cannot make a majority), and it
     // follows the leader they still hear.
@@ -543,16 +548,7 @@ fn a_prospective_that_knew_the_leader_follows_it_again_when_the_pre_vote_fails()
     n.recv(4, Message::VoteResponse(reject.clone()));
     assert_eq!(n.raft.role(), RoleKind::Prospective);
     let actions = n.recv(5, Message::VoteResponse(reject));
-    assert_eq!(
-        (n.raft.role(), n.raft.epoch(), n.raft.leader()),
-        (RoleKind::Follower, 3, Some(1))
-    );
-    assert!(
-        sends(&actions)
-            .iter()
-            .any(|(to, m)| *to == 1 && matches!(m, Message::FetchRequest(_))),
-        "{actions:?}"
-    );
+    assert_follows_and_fetches(&n, &actions, 3, 1);
     // No answer at all: at the pre-vote's deadline it follows the leader again, and pre-votes
     // only after a fetch timeout of its own.
     let mut n = Node::start(2, Some(record(3, None, Some(1))), &[], 0);
