@@ -216,10 +216,11 @@ struct Controller {
     cached: Option<(SocketAddr, Duration)>,
 }
 
-/// librdkafka's `retry.backoff.ms` and `retry.backoff.max.ms` (100 ms and 1 s), between
-/// controller look-ups that found none.
-const LOOKUP_BACKOFF: Duration = Duration::from_millis(100);
-const LOOKUP_BACKOFF_MAX: Duration = Duration::from_millis(1000);
+/// librdkafka's (and the Java AdminClient's) `retry.backoff.ms` and `retry.backoff.max.ms`
+/// (100 ms and 1 s): between controller look-ups that found none, and between the record
+/// deleter's attempts.
+pub(crate) const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(1000);
 
 impl Controller {
     fn new(bootstrap: Vec<SocketAddr>) -> Controller {
@@ -243,7 +244,7 @@ impl Controller {
     /// The client's time-out is what is left of `timeout`: the request's whole bound.
     async fn client(&mut self, io: &Io, timeout: Duration) -> Result<Client, ClientError> {
         let deadline = io.clock.monotonic() + timeout;
-        let mut backoff = LOOKUP_BACKOFF;
+        let mut backoff = RETRY_BACKOFF;
         loop {
             let left = deadline.saturating_sub(io.clock.monotonic());
             if left.is_zero() {
@@ -255,7 +256,7 @@ impl Controller {
             }
             let left = deadline.saturating_sub(io.clock.monotonic());
             io.clock.sleep(backoff.min(left)).await;
-            backoff = (backoff * 2).min(LOOKUP_BACKOFF_MAX);
+            backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
         }
     }
 

@@ -19,6 +19,7 @@ use madsim::rand::Rng;
 use weir::client::ClientError;
 use weir::io::Io;
 
+use crate::admin::{RETRY_BACKOFF, RETRY_BACKOFF_MAX};
 use crate::delete_check::DeleteEvent;
 use crate::history::{Event, History};
 use crate::routing::Routes;
@@ -43,10 +44,6 @@ pub struct DeleterSpec {
     pub api_timeout: Duration,
     pub until_ms: u64,
 }
-
-/// The AdminClient's `retry.backoff.ms` and `retry.backoff.max.ms` (100 ms and 1 s).
-const BACKOFF: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_millis(1000);
 
 pub async fn run_deleter(io: Io, spec: DeleterSpec, history: History, clock: RunClock) {
     let mut routes = Routes::new(spec.bootstrap.clone(), crate::routing::DEFAULT_MAX_AGE, 0);
@@ -130,7 +127,7 @@ async fn delete(
 ) -> Result<i64, ClientError> {
     let deadline = io.clock.monotonic() + spec.api_timeout;
     let wait_ms = (spec.timeout.as_millis() / 2).min(i32::MAX as u128) as i32;
-    let mut backoff = BACKOFF;
+    let mut backoff = RETRY_BACKOFF;
     loop {
         let attempt = async {
             let mut c = routes
@@ -150,6 +147,6 @@ async fn delete(
             return Err(e);
         }
         io.clock.sleep(backoff.min(left)).await;
-        backoff = (backoff * 2).min(BACKOFF_MAX);
+        backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
     }
 }

@@ -79,12 +79,18 @@ pub(super) fn handle_at(broker: &Broker, pos: &Position) -> Option<Arc<Partition
         .filter(|h| h.topic_id == pos.topic_id)
 }
 
-/// Whether the partition is still where `pos` says (a follower at that epoch, same log end).
-/// Whether the partition is still a follower at the position's epoch, no truncation pending.
-fn at_epoch(p: &crate::replica::Partition, pos: &Position) -> bool {
+/// Whether the partition is still a follower at `leader_epoch` whose log ends at `end`, no
+/// truncation pending: where the core's step found it.
+fn follows_at(p: &crate::replica::Partition, leader_epoch: i32, end: i64) -> bool {
     p.role() == Role::Follower
-        && p.leader_epoch() == pos.leader_epoch
+        && p.leader_epoch() == leader_epoch
+        && p.log_end_offset() == end
         && p.pending_truncation().is_none()
+}
+
+/// Whether the partition is still where `pos` says (a follower at that epoch, same log end).
+pub(super) fn at_position(p: &crate::replica::Partition, pos: &Position) -> bool {
+    follows_at(p, pos.leader_epoch, pos.fetch_offset)
 }
 
 /// Whether the first batch of `records` holds `offset` or ends past it.
@@ -93,13 +99,6 @@ fn first_batch_reaches(records: &[u8], offset: i64) -> bool {
         .next()
         .and_then(|b| b.ok())
         .is_some_and(|(_, h)| h.last_offset() >= offset)
-}
-
-pub(super) fn at_position(p: &crate::replica::Partition, pos: &Position) -> bool {
-    p.role() == Role::Follower
-        && p.leader_epoch() == pos.leader_epoch
-        && p.log_end_offset() == pos.fetch_offset
-        && p.pending_truncation().is_none()
 }
 
 /// Appends the leader's batches and follows its high watermark.
@@ -127,7 +126,7 @@ pub(super) async fn append(
             let Some(mut p) = handle.lock_open() else {
                 return StepResult::Stale;
             };
-            if !(at_epoch(&p, pos) && p.log_end_offset() == expected_end) {
+            if !follows_at(&p, pos.leader_epoch, expected_end) {
                 return StepResult::Stale;
             }
             match p.append_as_follower(records, broker.io.clock.wall_ms()) {
@@ -270,12 +269,7 @@ pub(super) async fn truncate(
             return StepResult::Stale;
         };
         let from = p.log_end_offset();
-        if expected_end.is_some_and(|end| {
-            p.role() != Role::Follower
-                || p.leader_epoch() != leader_epoch
-                || from != end
-                || p.pending_truncation().is_some()
-        }) {
+        if expected_end.is_some_and(|end| !follows_at(&p, leader_epoch, end)) {
             return StepResult::Stale;
         }
         tracing::info!(
@@ -341,12 +335,7 @@ pub(super) async fn restart_at(
 ) -> StepResult {
     let _gate = handle.flush_gate.lock().await;
     let _start_gate = handle.log_start_gate.lock().await;
-    let still_behind = |p: &crate::replica::Partition| {
-        p.role() == Role::Follower
-            && p.leader_epoch() == leader_epoch
-            && p.log_end_offset() == from
-            && p.pending_truncation().is_none()
-    };
+    let still_behind = |p: &crate::replica::Partition| follows_at(p, leader_epoch, from);
     let write = {
         let Some(p) = handle.lock_open() else {
             return StepResult::Stale;
@@ -371,8 +360,8 @@ pub(super) async fn restart_at(
     let restarted = match handle.lock_open() {
         None => return StepResult::Stale,
         // Its role moved while the start was written (the gates do not hold off a role
-        // change): the durable start goes back to where the log starts.
-        Some(p) if !still_behind(&p) => Err(Some(p.log().start_offset_write(p.log_start_offset()))),
+        // change).
+        Some(p) if !still_behind(&p) => Err(p.log().start_offset_write(p.log_start_offset())),
         Some(mut p) => match p.restart_at(at, broker.io.clock.wall_ms()) {
             Ok(plan) => Ok(plan),
             Err(TruncateError::Storage(e)) => {
@@ -387,18 +376,17 @@ pub(super) async fn restart_at(
             Err(e) => {
                 tracing::warn!(topic = p.topic(), partition = p.index(), at, error = %e,
                     "restart at the leader's log start refused");
-                Err(Some(p.log().start_offset_write(p.log_start_offset())))
+                Err(p.log().start_offset_write(p.log_start_offset()))
             }
         },
     };
     let plan = match restarted {
         Ok(plan) => plan,
+        // Not restarted: the durable start goes back to where the log starts.
         Err(undo) => {
-            if let Some(undo) = undo {
-                if let Err(e) = undo.write().await {
-                    broker.handle_storage_failed(handle, "a follower's log start write", &e);
-                    return StepResult::Failed;
-                }
+            if let Err(e) = undo.write().await {
+                broker.handle_storage_failed(handle, "a follower's log start write", &e);
+                return StepResult::Failed;
             }
             return StepResult::Stale;
         }
